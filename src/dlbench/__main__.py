@@ -1,0 +1,6 @@
+"""`python -m dlbench` is the same as the `dlbench` command."""
+
+from dlbench.cli import main
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,75 @@
+"""The interface every framework backend implements.
+
+A backend turns a Job (a validated case with its defaults resolved) into a
+step callable. The contract that keeps numbers honest: the step does one
+full iteration and returns only when its results exist (device work
+synchronised, outputs materialised); nothing else (conversion, imports,
+allocation of inputs) happens inside it.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+from dlbench.config import Case
+from dlbench.workloads.base import Workload
+
+
+class CaseError(Exception):
+    """This case cannot run here as asked (device absent, unsupported pair).
+
+    Raised inside the worker; the case is recorded as failed with this message.
+    """
+
+
+@dataclass(frozen=True)
+class Job:
+    """A case as the worker will run it: defaults resolved for the actual device."""
+
+    case: Case
+    workload: Workload
+    device: str
+    batch_size: int
+    params: dict[str, int]
+    seed: int
+
+
+@dataclass
+class Prepared:
+    """What a backend hands back: the step, where it runs, and what it used."""
+
+    step: Callable[[], object]
+    device: str
+    # Entered around warm-up and measurement (e.g. torch.inference_mode), once,
+    # so no per-iteration cost is added by the harness.
+    context: Callable[[], AbstractContextManager[object]] = nullcontext
+    details: dict[str, Any] = field(default_factory=dict)
+
+
+class Backend(ABC):
+    name: ClassVar[str]
+
+    @abstractmethod
+    def version(self) -> str:
+        """The framework's version string."""
+
+    @abstractmethod
+    def configure_threads(self, intra_op: int, inter_op: int) -> dict[str, Any]:
+        """Set thread pools explicitly; return what the framework reports it uses."""
+
+    @abstractmethod
+    def resolve_device(self, requested: str) -> str:
+        """The concrete device for `requested` ("auto" included), or CaseError."""
+
+    @abstractmethod
+    def prepare(self, job: Job) -> Prepared:
+        """Build the model, load the reference weights, compile; return the step."""
+
+
+def device_kind(device: str) -> str:
+    """ "cpu" or "gpu", for choosing workload defaults."""
+    return "cpu" if device == "cpu" else "gpu"

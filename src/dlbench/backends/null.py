@@ -1,0 +1,64 @@
+"""The null backend: does no work, so it measures dlbench's own overhead.
+
+It exists for the harness's own tests and for `bench/harness_overhead.py`,
+and is labelled as such everywhere it appears. Its options inject faults
+(raise, abort, segfault, kill, hang, exit) and a fixed sleep per step so the
+runner's failure capture and timing are exercised for real.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import signal
+import sys
+import time
+from typing import Any
+
+from dlbench import __version__
+from dlbench.backends.base import Backend, CaseError, Job, Prepared
+
+
+def _noop() -> None:
+    return None
+
+
+class NullBackend(Backend):
+    name = "null"
+
+    def version(self) -> str:
+        return __version__
+
+    def configure_threads(self, intra_op: int, inter_op: int) -> dict[str, Any]:
+        return {"intra_op": intra_op, "inter_op": inter_op}
+
+    def resolve_device(self, requested: str) -> str:
+        return "cpu" if requested == "auto" else requested
+
+    def prepare(self, job: Job) -> Prepared:
+        options = dict(job.case.options)
+        fault = options.get("fault")
+        if fault is not None:
+            inject_fault(fault)
+        sleep_s = float(options.get("sleep_ms", 0)) / 1000.0
+        step = (lambda: time.sleep(sleep_s)) if sleep_s > 0 else _noop
+        return Prepared(step=step, device=job.device, details={"null": "no computation"})
+
+
+def inject_fault(fault: str) -> None:
+    """Fail the way `fault` names, to test that the runner records it."""
+    if fault == "raise":
+        raise CaseError("injected failure (null backend fault=raise)")
+    if fault == "abort":
+        os.abort()
+    if fault == "segfault":
+        ctypes.string_at(0)
+    if fault == "kill":
+        os.kill(os.getpid(), signal.SIGKILL)
+    if fault == "exit":
+        sys.stderr.write("null backend: exiting with status 3 as asked\n")
+        sys.stderr.flush()
+        os._exit(3)
+    if fault == "hang":
+        while True:
+            time.sleep(3600)

@@ -1,0 +1,86 @@
+"""PyTorch definitions of the built-in workloads, loaded with reference weights."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import numpy as np
+import torch
+import torch.nn.functional as functional
+from torch import nn
+
+from dlbench.workloads.mlp import LAYER_SIZES
+
+
+class Mlp(nn.Module):
+    """200-128-64-32-16-8-1, ReLU between layers, sigmoid output.
+
+    Layers are named fc0..fc5 like the reference weights, and forward is
+    written out so TorchScript can compile it.
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        sizes = LAYER_SIZES
+        self.fc0 = nn.Linear(sizes[0], sizes[1])
+        self.fc1 = nn.Linear(sizes[1], sizes[2])
+        self.fc2 = nn.Linear(sizes[2], sizes[3])
+        self.fc3 = nn.Linear(sizes[3], sizes[4])
+        self.fc4 = nn.Linear(sizes[4], sizes[5])
+        self.fc5 = nn.Linear(sizes[5], sizes[6])
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = torch.relu(self.fc0(x))
+        x = torch.relu(self.fc1(x))
+        x = torch.relu(self.fc2(x))
+        x = torch.relu(self.fc3(x))
+        x = torch.relu(self.fc4(x))
+        return torch.sigmoid(self.fc5(x))
+
+
+class MnistCnn(nn.Module):
+    """The pytorch/examples MNIST network, layer for layer."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv1 = nn.Conv2d(1, 32, 3, 1)
+        self.conv2 = nn.Conv2d(32, 64, 3, 1)
+        self.dropout1 = nn.Dropout(0.25)
+        self.dropout2 = nn.Dropout(0.5)
+        self.fc1 = nn.Linear(9216, 128)
+        self.fc2 = nn.Linear(128, 10)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = functional.relu(self.conv1(x))
+        x = functional.relu(self.conv2(x))
+        x = functional.max_pool2d(x, 2)
+        x = self.dropout1(x)
+        x = torch.flatten(x, 1)
+        x = functional.relu(self.fc1(x))
+        x = self.dropout2(x)
+        return functional.log_softmax(self.fc2(x), dim=1)
+
+
+def _state(weights: Mapping[str, np.ndarray]) -> dict[str, torch.Tensor]:
+    return {key: torch.from_numpy(value) for key, value in weights.items()}
+
+
+def build_module(workload: str, weights: Mapping[str, np.ndarray]) -> nn.Module:
+    """The workload's network with the reference weights loaded (strictly)."""
+    modules: dict[str, type[nn.Module]] = {"mlp": Mlp, "mnist-cnn": MnistCnn}
+    module = modules[workload]()
+    module.load_state_dict(_state(weights), strict=True)
+    return module
+
+
+def add_kernel(x: torch.Tensor, y: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
+    return torch.add(x, y, out=out)
+
+
+def gemm_kernel(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
+    return torch.bmm(a, b, out=out)
+
+
+KERNELS = {"add": add_kernel, "gemm": gemm_kernel}
+LOSSES = {"bce": functional.binary_cross_entropy, "nll": functional.nll_loss}
+OPTIMIZERS = {"sgd": torch.optim.SGD, "adadelta": torch.optim.Adadelta}

@@ -1,0 +1,131 @@
+"""The `dlbench` command: parse arguments, call the library, print.
+
+Exit codes: 0 success; 1 a case failed; 2 a user error (one line, no
+traceback); 130 interrupted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import NoReturn
+
+from rich.console import Console
+
+from dlbench import __version__
+from dlbench.errors import UserError
+
+EXIT_OK, EXIT_CASE_FAILED, EXIT_USER_ERROR, EXIT_INTERRUPTED = 0, 1, 2, 130
+LIST_TOPICS = ("workloads", "frameworks", "suites")
+
+
+class OneLineParser(argparse.ArgumentParser):
+    """argparse, but a usage error is one line and exit code 2."""
+
+    def error(self, message: str) -> NoReturn:
+        raise UserError(f"{self.prog}: {message} (see --help)")
+
+
+def positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer > 0, got {text!r}") from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"expected an integer > 0, got {value}")
+    return value
+
+
+def non_negative_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number >= 0, got {text!r}") from None
+    if not value >= 0:  # also rejects nan
+        raise argparse.ArgumentTypeError(f"expected a number >= 0, got {text}")
+    return value
+
+
+def param_pair(text: str) -> tuple[str, int]:
+    key, sep, value = text.partition("=")
+    if not sep or not key:
+        raise argparse.ArgumentTypeError(f"expected KEY=INT, got {text!r}")
+    return key, positive_int(value)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = OneLineParser(prog="dlbench", description=__doc__.splitlines()[0])
+    parser.add_argument("--version", action="version", version=f"dlbench {__version__}")
+    commands = parser.add_subparsers(dest="command", required=True, parser_class=OneLineParser)
+    add_run_parser(commands)
+    listing = commands.add_parser("list", help="workloads, frameworks or suites available here")
+    listing.add_argument("topic", nargs="?", choices=LIST_TOPICS, default=None)
+    env = commands.add_parser("env", help="this machine's fingerprint")
+    env.add_argument("--json", action="store_true", help="print as JSON")
+    show = commands.add_parser("show", help="print a stored run as a table")
+    show.add_argument("run", help="a run JSON file, or a run id in the store")
+    show.add_argument("--db", type=Path, help="store file (default: $DLBENCH_DB or user data dir)")
+    return parser
+
+
+def add_run_parser(commands: argparse._SubParsersAction) -> None:
+    run = commands.add_parser("run", help="run a suite (default: quick) or an ad-hoc matrix")
+    run.add_argument("suite", nargs="?", help="built-in suite name or a suite .yaml file")
+    run.add_argument("--workload", "-w", action="append", default=[], help="repeatable")
+    run.add_argument("--framework", "-f", action="append", default=[], help="repeatable")
+    run.add_argument(
+        "--compile",
+        "-c",
+        action="append",
+        default=[],
+        dest="compiles",
+        help="compile mode, e.g. eager, compile, script (repeatable)",
+    )
+    run.add_argument("--mode", "-m", action="append", default=[], help="infer or train")
+    run.add_argument("--device", "-d", help="cpu, cuda, cuda:N or auto (default: auto)")
+    run.add_argument("--batch-size", "-b", action="append", default=[], type=positive_int)
+    run.add_argument(
+        "--threads", "-t", type=positive_int, help="intra-op threads (default: all CPUs available)"
+    )
+    run.add_argument(
+        "--interop-threads", type=positive_int, help="inter-op threads (default: same as --threads)"
+    )
+    run.add_argument(
+        "--param",
+        action="append",
+        default=[],
+        type=param_pair,
+        help="workload parameter KEY=INT, e.g. size=2048",
+    )
+    run.add_argument("--min-time", type=non_negative_float, help="seconds of measured time")
+    run.add_argument("--min-iters", type=positive_int, help="measured iterations at least")
+    run.add_argument("--warmup", type=int, help="warm-up iterations after the first call")
+    run.add_argument("--timeout", type=non_negative_float, help="seconds per case (default 600)")
+    run.add_argument("--seed", type=int, help="seed for weights and inputs (default 0)")
+    run.add_argument("--json", type=Path, dest="json_path", help="write the run as JSON")
+    run.add_argument("--csv", type=Path, dest="csv_path", help="write the results as CSV")
+    run.add_argument("--db", type=Path, help="store file (default: $DLBENCH_DB or user data dir)")
+    run.add_argument("--quiet", "-q", action="store_true", help="no progress, table only")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    err = Console(stderr=True)
+    try:
+        args = build_parser().parse_args(argv)
+        from dlbench import commands
+
+        handler = getattr(commands, f"cmd_{args.command}")
+        return handler(args)
+    except UserError as exc:
+        err.print(f"dlbench: error: {exc}", markup=False, highlight=False, soft_wrap=True)
+        return EXIT_USER_ERROR
+    except KeyboardInterrupt:
+        err.print("dlbench: interrupted", markup=False)
+        return EXIT_INTERRUPTED
+
+
+def print_json(data: object) -> None:
+    sys.stdout.write(json.dumps(data, indent=2) + "\n")

@@ -1,0 +1,188 @@
+"""The CLI's subcommands, each a thin call into the library plus printing."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from dlbench.config import Case
+from dlbench.errors import UserError
+from dlbench.launch import session
+from dlbench.plan import RunRequest, build_plan
+from dlbench.registry import FRAMEWORKS, WORKLOADS, get_workload
+from dlbench.report.table import case_name, escape_markup, fmt, rate_column, run_table
+from dlbench.results.files import read_json
+from dlbench.results.records import Result, Run
+from dlbench.results.store import Store
+
+# Wide enough for the results table when output goes to a file or a CI log.
+out = Console(width=None if sys.stdout.isatty() else 180)
+err = Console(stderr=True, width=None if sys.stderr.isatty() else 180)
+
+
+class RichProgress(session.Progress):
+    """A bar on stderr, redrawn only when a case starts or ends.
+
+    auto_refresh is off on purpose: a refresh thread would wake the parent
+    ten times a second while the worker is being measured.
+    """
+
+    def __init__(self, total: int) -> None:
+        self._bar = Progress(
+            TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+            TimeElapsedColumn(), console=err, auto_refresh=False, transient=True,
+        )  # fmt: skip
+        self._task = self._bar.add_task("starting", total=total)
+
+    def __enter__(self) -> RichProgress:
+        self._bar.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._bar.stop()
+
+    def case_started(self, index: int, total: int, case: Case) -> None:
+        self._bar.update(self._task, description=f"running {escape_markup(case.label())}")
+        self._bar.refresh()
+
+    def case_finished(self, index: int, total: int, result: Result) -> None:
+        self._bar.console.print(case_line(result), highlight=False)
+        self._bar.advance(self._task)
+        self._bar.refresh()
+
+
+def case_line(result: Result) -> str:
+    name = escape_markup(f"{case_name(result)} bs={result.batch_size} {result.device}")
+    if not result.ok or result.latency_ms is None:
+        return f"[red]FAILED[/red] {name}: {escape_markup(result.error or '')}"
+    noisy = " [yellow](noisy)[/yellow]" if result.noisy else ""
+    return (
+        f"[green]ok[/green] {name}: median {fmt(result.latency_ms.median)} ms, "
+        f"{fmt(result.throughput)} samples/s, {rate_column(result)}{noisy}"
+    )
+
+
+def request_from_args(args: argparse.Namespace) -> RunRequest:
+    settings = {
+        "min_time_s": args.min_time, "min_iters": args.min_iters, "warmup_iters": args.warmup,
+        "timeout_s": args.timeout, "seed": args.seed,
+    }  # fmt: skip
+    return RunRequest(
+        suite=args.suite,
+        workloads=tuple(args.workload),
+        frameworks=tuple(args.framework),
+        compiles=tuple(args.compiles),
+        modes=tuple(args.mode),
+        device=args.device,
+        batch_sizes=tuple(args.batch_size),
+        threads=args.threads,
+        interop_threads=args.interop_threads,
+        params=tuple(args.param),
+        settings=tuple((k, v) for k, v in settings.items() if v is not None),
+    )
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    plan = build_plan(request_from_args(args))
+    for note in plan.skipped:
+        err.print(f"dlbench: skipping: {note}", markup=False, highlight=False)
+    outputs = session.Outputs(json_path=args.json_path, csv_path=args.csv_path)
+    with Store(args.db) as store:
+        err.print(f"dlbench: {len(plan.cases)} case(s) of suite {plan.suite!r}; store {store.path}",
+                  markup=False, highlight=False)  # fmt: skip
+        if args.quiet:
+            run = session.run_plan(plan.suite, plan.cases, plan.settings, store, outputs)
+        else:
+            with RichProgress(len(plan.cases)) as progress:
+                run = session.run_plan(
+                    plan.suite, plan.cases, plan.settings, store, outputs, progress
+                )
+    out.print(run_table(run))
+    if run.failures:
+        err.print(f"dlbench: {run.failures} of {len(run.results)} case(s) failed", markup=False)
+        return 1
+    return 0
+
+
+def cmd_list(args: argparse.Namespace) -> int:
+    topics = [args.topic] if args.topic else ["frameworks", "workloads", "suites"]
+    for topic in topics:
+        out.print({"frameworks": frameworks_table, "workloads": workloads_table,
+                   "suites": suites_table}[topic]())  # fmt: skip
+    return 0
+
+
+def frameworks_table() -> Table:
+    table = Table(title="frameworks")
+    for name in ("name", "installed", "compile modes", "about"):
+        table.add_column(name)
+    for info in FRAMEWORKS.values():
+        version = info.installed_version()
+        status = f"[green]{version}[/green]" if version else f"[red]no[/red] ({info.install_hint})"
+        table.add_row(info.name, status, ", ".join(info.compile_modes), info.label)
+    return table
+
+
+def workloads_table() -> Table:
+    table = Table(title="workloads")
+    for name in ("name", "modes", "default batch (cpu/gpu)", "params (cpu / gpu)", "about"):
+        table.add_column(name)
+    for name in WORKLOADS:
+        w = get_workload(name)
+        params = f"{_pairs(w.cpu_params)} / {_pairs(w.gpu_params)}"
+        table.add_row(name, ", ".join(w.modes), f"{w.cpu_batch_size}/{w.gpu_batch_size}",
+                      escape_markup(params), w.description)  # fmt: skip
+    return table
+
+
+def _pairs(params: Mapping[str, int]) -> str:
+    return ", ".join(f"{k}={v}" for k, v in params.items()) or "-"
+
+
+def suites_table() -> Table:
+    from dlbench.suites import builtin_suite_names, load_suite
+
+    table = Table(title="suites")
+    table.add_column("name")
+    table.add_column("about")
+    for name in builtin_suite_names():
+        table.add_row(name, load_suite(name).description)
+    return table
+
+
+def cmd_env(args: argparse.Namespace) -> int:
+    from dlbench.cli import print_json
+    from dlbench.results.env import fingerprint
+
+    data = fingerprint()
+    if args.json:
+        print_json(data)
+        return 0
+    table = Table(title="environment", show_header=False)
+    table.add_column("key")
+    table.add_column("value")
+    for key, value in data.items():
+        table.add_row(key, escape_markup(str(value)))
+    out.print(table)
+    return 0
+
+
+def cmd_show(args: argparse.Namespace) -> int:
+    out.print(run_table(load_run(args.run, args.db)))
+    return 0
+
+
+def load_run(ref: str, db: Path | None) -> Run:
+    """A run from a JSON file path, else by id from the store."""
+    if Path(ref).is_file() or ref.endswith(".json"):
+        return read_json(Path(ref))
+    with Store(db) as store:
+        if ref not in store.run_ids():
+            raise UserError(f"{ref!r} is neither a run file nor a run id in store {store.path}")
+        return store.load_run(ref)

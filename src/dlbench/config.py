@@ -1,0 +1,175 @@
+"""What is measured (Case) and how (Settings): frozen, validated records.
+
+Validation happens here, at the edge, and has no side effects: it reads the
+registry tables and nothing else. Every error names the field, the bad value
+and what is allowed, and is raised as UserError (exit code 2 in the CLI).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import asdict, dataclass, field, fields
+from typing import Any
+
+from dlbench.errors import UserError
+from dlbench.registry import framework_info, get_workload
+
+MODES = ("infer", "train")
+PRECISIONS = ("fp32",)
+DEVICE_PATTERN = re.compile(r"^(cpu|auto|cuda(:\d+)?)$")
+DEVICE_HELP = "cpu, cuda, cuda:N or auto"
+# Options only the null backend understands: fault injection and a fixed
+# per-step sleep, so the runner's failure handling is tested for real.
+NULL_OPTIONS = {
+    "fault": ("raise", "abort", "segfault", "kill", "hang", "exit"),
+    "sleep_ms": None,
+}
+
+
+def available_cpus() -> int:
+    """CPUs this process may run on (affinity-aware, unlike os.cpu_count)."""
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count() or 1
+
+
+@dataclass(frozen=True)
+class Case:
+    """The identity of one measurement; equal cases measure the same thing.
+
+    `batch_size` None means "the workload's default for the device the case
+    lands on", which only the worker knows (for `auto`); the Result records
+    the value actually used.
+    """
+
+    workload: str
+    framework: str
+    compile: str
+    mode: str = "infer"
+    device: str = "auto"
+    batch_size: int | None = None
+    precision: str = "fp32"
+    threads: int = field(default_factory=available_cpus)
+    interop_threads: int | None = None
+    params: tuple[tuple[str, int], ...] = ()
+    options: tuple[tuple[str, str], ...] = ()
+
+    @property
+    def effective_interop_threads(self) -> int:
+        """Inter-op threads default to the intra-op count, as the frameworks' own defaults do."""
+        return self.interop_threads if self.interop_threads is not None else self.threads
+
+    def label(self) -> str:
+        """Short human-readable name used in progress output and errors."""
+        batch = "default" if self.batch_size is None else str(self.batch_size)
+        extra = "".join(f" {k}={v}" for k, v in self.params)
+        return (
+            f"{self.workload}/{self.framework}[{self.compile}] {self.mode} "
+            f"bs={batch} {self.device}{extra}"
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["params"] = dict(self.params)
+        data["options"] = dict(self.options)
+        return data
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Case:
+        known = {f.name for f in fields(cls)}
+        values = {k: v for k, v in data.items() if k in known}
+        values["params"] = tuple(sorted(dict(values.get("params") or {}).items()))
+        values["options"] = tuple(sorted(dict(values.get("options") or {}).items()))
+        return cls(**values)
+
+
+@dataclass(frozen=True)
+class Settings:
+    """How every case of a run is measured (the stop rule and the guards)."""
+
+    min_time_s: float = 1.0
+    min_iters: int = 10
+    warmup_iters: int = 3
+    timeout_s: float = 600.0
+    seed: int = 0
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Settings:
+        known = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in data.items() if k in known})
+
+
+def validate_settings(settings: Settings) -> Settings:
+    """Reject stop rules that could never finish or make no sense."""
+    _require(settings.min_time_s >= 0, "min-time", settings.min_time_s, "a number >= 0")
+    _require(settings.min_iters >= 1, "min-iters", settings.min_iters, "an integer >= 1")
+    _require(settings.warmup_iters >= 0, "warmup", settings.warmup_iters, "an integer >= 0")
+    _require(settings.timeout_s > 0, "timeout", settings.timeout_s, "a number of seconds > 0")
+    return settings
+
+
+def validate_case(case: Case) -> Case:
+    """Check every field against the registry; return the case unchanged."""
+    info = framework_info(case.framework)
+    workload = get_workload(case.workload)
+    if case.compile not in info.compile_modes:
+        raise UserError(
+            f"framework {case.framework!r} has no compile mode {case.compile!r}; "
+            f"allowed: {', '.join(info.compile_modes)}"
+        )
+    if case.mode not in workload.modes:
+        raise UserError(
+            f"workload {case.workload!r} does not support mode {case.mode!r}; "
+            f"allowed: {', '.join(workload.modes)}"
+        )
+    if not isinstance(case.device, str) or not DEVICE_PATTERN.match(case.device):
+        raise UserError(f"unknown device {case.device!r}; allowed: {DEVICE_HELP}")
+    if case.batch_size is not None:
+        _require_positive_int("batch size", case.batch_size)
+    if case.precision not in PRECISIONS:
+        raise UserError(f"unknown precision {case.precision!r}; allowed: {', '.join(PRECISIONS)}")
+    _require_positive_int("threads", case.threads)
+    if case.interop_threads is not None:
+        _require_positive_int("interop threads", case.interop_threads)
+    workload.validate_params(dict(case.params))
+    _validate_options(case)
+    return case
+
+
+def _validate_options(case: Case) -> None:
+    if case.options and case.framework != "null":
+        raise UserError(
+            f"options {dict(case.options)} are only for the null backend (harness tests), "
+            f"not {case.framework!r}"
+        )
+    for key, value in case.options:
+        if key not in NULL_OPTIONS:
+            raise UserError(
+                f"unknown null-backend option {key!r}; allowed: {', '.join(NULL_OPTIONS)}"
+            )
+        allowed = NULL_OPTIONS[key]
+        if allowed is not None and value not in allowed:
+            raise UserError(f"null option {key}={value!r}; allowed: {', '.join(allowed)}")
+        if allowed is None and not _is_non_negative_number(value):
+            raise UserError(f"null option {key}={value!r}; expected a number >= 0")
+
+
+def _is_non_negative_number(value: str) -> bool:
+    try:
+        return float(value) >= 0
+    except ValueError:
+        return False
+
+
+def _require_positive_int(what: str, value: object) -> None:
+    ok = isinstance(value, int) and not isinstance(value, bool) and value > 0
+    _require(ok, what, value, "an integer > 0")
+
+
+def _require(ok: bool, what: str, value: object, allowed: str) -> None:
+    if not ok:
+        raise UserError(f"invalid {what} {value!r}; expected {allowed}")

@@ -1,0 +1,1 @@
+"""Launching cases: one fresh worker process per case, and the run session."""

@@ -1,0 +1,167 @@
+"""The worker process: runs exactly one case and writes its Result to a file.
+
+This module is imported in a freshly spawned interpreter, so it must not
+import NumPy or a framework at module level: thread variables are set first,
+then the one framework of the case is imported (and that import is timed).
+"""
+
+from __future__ import annotations
+
+import faulthandler
+import json
+import os
+import sys
+import time
+import traceback
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from dlbench.config import Case, Settings
+from dlbench.measure.monitor import ProcessMonitor, peak_rss_mb
+from dlbench.measure.stats import summarize, throughput
+from dlbench.measure.timer import StopRule, run_timed
+from dlbench.results.records import STATUS_FAILED, STATUS_OK, Result
+
+# Read by OpenMP, MKL, OpenBLAS and friends when they load: set before import.
+THREAD_VARS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
+
+
+def now_iso() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
+def base_result(case: Case, status: str, **values: Any) -> Result:
+    """A Result carrying the case's identity; measured fields are filled by the caller."""
+    return Result(
+        workload=case.workload,
+        framework=case.framework,
+        compile=case.compile,
+        mode=case.mode,
+        device=values.pop("device", case.device),
+        requested_device=case.device,
+        batch_size=values.pop("batch_size", case.batch_size),
+        precision=case.precision,
+        threads=case.threads,
+        interop_threads=case.effective_interop_threads,
+        params=values.pop("params", dict(case.params)),
+        status=status,
+        **values,
+    )
+
+
+def execute(case: Case, settings: Settings) -> Result:
+    """Import, prepare, time and summarise one case (in this process)."""
+    from dlbench.registry import get_workload, load_backend
+
+    started = time.perf_counter()
+    backend = load_backend(case.framework)()
+    import_s = time.perf_counter() - started
+    from dlbench.backends.base import Job, device_kind
+
+    threads = backend.configure_threads(case.threads, case.effective_interop_threads)
+    device = backend.resolve_device(case.device)
+    workload = get_workload(case.workload)
+    kind = device_kind(device)
+    job = Job(
+        case=case,
+        workload=workload,
+        device=device,
+        batch_size=case.batch_size or workload.default_batch_size(kind),
+        params=workload.resolve_params(kind, dict(case.params)),
+        seed=settings.seed,
+    )
+    setup_start = time.perf_counter()
+    prepared = backend.prepare(job)
+    setup_s = time.perf_counter() - setup_start
+    rule = StopRule(settings.min_time_s, settings.min_iters, settings.warmup_iters)
+    monitor = ProcessMonitor()
+    with prepared.context():
+        timing = run_timed(prepared.step, rule, on_loop_start=monitor.start)
+        usage = monitor.stop()
+    stats = summarize(timing.samples_s)
+    rate = throughput(job.batch_size, stats)
+    flops = workload.flops_per_sample(job.params, case.mode)
+    moved = workload.bytes_per_sample(job.params, case.mode)
+    real_work = case.framework != "null"
+    return base_result(
+        case,
+        STATUS_OK,
+        device=prepared.device,
+        batch_size=job.batch_size,
+        params=job.params,
+        latency_ms=stats,
+        throughput=rate,
+        gflops=rate * flops / 1e9 if real_work else None,
+        gbps=rate * moved / 1e9 if real_work and moved else None,
+        flops_per_sample=flops if real_work else None,
+        bytes_per_sample=moved if real_work else None,
+        noisy=stats.noisy,
+        first_call_ms=timing.first_call_s * 1000.0,
+        warmup_ms=[s * 1000.0 for s in timing.warmup_s],
+        samples_ms=[s * 1000.0 for s in timing.samples_s],
+        cpu_percent=usage.cpu_percent,
+        peak_rss_mb=usage.peak_rss_mb,
+        load_avg_before=usage.load_avg_before,
+        load_avg_after=usage.load_avg_after,
+        import_s=import_s,
+        setup_s=setup_s,
+        framework_version=backend.version(),
+        details={"threads": threads, "loop_wall_s": timing.loop_wall_s, **prepared.details},
+    )
+
+
+def failed_from_exception(case: Case, exc: BaseException) -> Result:
+    from dlbench.backends.base import CaseError
+
+    message = one_line(str(exc))
+    if not isinstance(exc, CaseError):
+        message = f"{type(exc).__name__}: {message}"
+    detail = "".join(traceback.format_exception(exc)[-8:])
+    return base_result(case, STATUS_FAILED, error=message, error_detail=detail,
+                       peak_rss_mb=peak_rss_mb())  # fmt: skip
+
+
+def one_line(text: str, limit: int = 300) -> str:
+    """The first non-blank line of an error message, shortened: tables stay readable."""
+    line = next((ln.strip() for ln in text.splitlines() if ln.strip()), "(no message)")
+    return line if len(line) <= limit else line[: limit - 3] + "..."
+
+
+def _redirect_output(log_path: str) -> None:
+    """Send this process's stdout/stderr (and C-level writes) to the case log."""
+    log_fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os.dup2(log_fd, 1)
+    os.dup2(log_fd, 2)
+    os.close(log_fd)
+
+
+def worker_main(case_data: dict[str, Any], settings_data: dict[str, Any],
+                result_path: str, log_path: str) -> None:  # fmt: skip
+    """Process entry point (spawned by the runner)."""
+    if hasattr(os, "setsid"):
+        os.setsid()  # own process group: the runner can kill helpers we start too
+    _redirect_output(log_path)
+    faulthandler.enable()  # a segfault's Python stack lands in the log
+    case = Case.from_dict(case_data)
+    settings = Settings.from_dict(settings_data)
+    for name in THREAD_VARS:
+        os.environ[name] = str(case.threads)
+    started_at = now_iso()
+    wall_start = time.perf_counter()
+    try:
+        result = execute(case, settings)
+    except Exception as exc:  # any failure of the case is recorded, not raised
+        result = failed_from_exception(case, exc)
+    result.started_at = started_at
+    result.duration_s = time.perf_counter() - wall_start
+    temp = Path(result_path + ".tmp")
+    temp.write_text(json.dumps(result.to_dict()), encoding="utf-8")
+    os.replace(temp, result_path)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    # Skip interpreter and framework teardown: it can hang or crash after the
+    # result is safely written, and it is not part of any measurement.
+    os._exit(0)

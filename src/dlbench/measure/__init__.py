@@ -1,0 +1,1 @@
+"""Measurement: the timer (stop rule), statistics, and process monitoring."""

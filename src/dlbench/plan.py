@@ -1,0 +1,196 @@
+"""Turn a suite and the command line into a validated list of cases.
+
+Rules: with a suite (the default is `quick`), --workload/--framework/
+--compile/--mode select among its cases, while --device, --batch-size and
+--threads override them. With --workload and no suite, the cases are the
+product of the options given (an ad-hoc matrix).
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass
+from typing import Any
+
+from dlbench.config import (
+    MODES,
+    Case,
+    Settings,
+    available_cpus,
+    validate_case,
+    validate_settings,
+)
+from dlbench.errors import UserError
+from dlbench.registry import FRAMEWORKS, framework_info, get_workload
+from dlbench.suites import SuiteSpec, load_suite
+
+DEFAULT_SUITE = "quick"
+SETTING_FIELDS = {"min_time": "min_time_s", "min_iters": "min_iters",
+                  "warmup": "warmup_iters", "timeout": "timeout_s", "seed": "seed"}  # fmt: skip
+
+
+@dataclass(frozen=True)
+class RunRequest:
+    """What the user asked for; None or () means "not given"."""
+
+    suite: str | None = None
+    workloads: tuple[str, ...] = ()
+    frameworks: tuple[str, ...] = ()
+    compiles: tuple[str, ...] = ()
+    modes: tuple[str, ...] = ()
+    device: str | None = None
+    batch_sizes: tuple[int, ...] = ()
+    threads: int | None = None
+    interop_threads: int | None = None
+    params: tuple[tuple[str, int], ...] = ()
+    settings: tuple[tuple[str, Any], ...] = ()  # Settings field -> value
+
+
+@dataclass(frozen=True)
+class Plan:
+    suite: str
+    settings: Settings
+    cases: tuple[Case, ...]
+    skipped: tuple[str, ...] = ()
+
+
+def build_plan(request: RunRequest) -> Plan:
+    """Validate everything; return the cases to run or raise UserError."""
+    _check_filter_names(request)
+    if request.suite is None and request.workloads:
+        spec = SuiteSpec("adhoc", "from the command line", {}, (_adhoc_entry(request),))
+    else:
+        spec = load_suite(request.suite or DEFAULT_SUITE)
+    settings = _settings(spec, request)
+    cases = [validate_case(c) for c in _expand(spec, request)]
+    cases = list(dict.fromkeys(cases))  # drop duplicates, keep order
+    if not cases:
+        raise UserError(f"no case of suite {spec.name!r} matches the given filters")
+    explicit = (request.suite is None and bool(request.workloads)) or bool(request.frameworks)
+    cases, skipped = _installed_only(cases, strict=explicit)
+    if not cases:
+        raise UserError("; ".join(skipped))
+    return Plan(spec.name, settings, tuple(cases), tuple(skipped))
+
+
+def _check_filter_names(request: RunRequest) -> None:
+    for name in request.workloads:
+        get_workload(name)
+    for name in request.frameworks:
+        framework_info(name)
+    all_modes = {mode for info in FRAMEWORKS.values() for mode in info.compile_modes}
+    for mode in request.compiles:
+        if mode not in all_modes:
+            raise UserError(f"unknown compile mode {mode!r}; known: {', '.join(sorted(all_modes))}")
+    for mode in request.modes:
+        if mode not in MODES:
+            raise UserError(f"unknown mode {mode!r}; allowed: {', '.join(MODES)}")
+
+
+def _adhoc_entry(request: RunRequest) -> dict[str, Any]:
+    entry: dict[str, Any] = {
+        "workload": list(request.workloads),
+        "framework": list(request.frameworks or ("torch",)),
+        "mode": list(request.modes or ("infer",)),
+    }
+    if request.compiles:
+        entry["compile"] = list(request.compiles)
+    return entry
+
+
+def _settings(spec: SuiteSpec, request: RunRequest) -> Settings:
+    values: dict[str, Any] = {}
+    for key, value in spec.settings.items():
+        if key in SETTING_FIELDS:
+            values[SETTING_FIELDS[key]] = _number(value, f"suite {spec.name}: settings.{key}")
+    values.update(dict(request.settings))
+    try:
+        settings = Settings(**values)
+    except TypeError as exc:
+        raise UserError(f"suite {spec.name}: bad settings ({exc})") from None
+    return validate_settings(settings)
+
+
+def _number(value: Any, where: str) -> float | int:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise UserError(f"{where}: expected a number, got {value!r}")
+    return value
+
+
+def _as_list(value: Any, where: str) -> list[Any]:
+    values = value if isinstance(value, list) else [value]
+    if not values:
+        raise UserError(f"{where}: empty list")
+    if any(v is None for v in values) and where.endswith(".framework"):
+        raise UserError(f'{where}: empty value (for the null backend write "null" in quotes)')
+    return values
+
+
+def _expand(spec: SuiteSpec, request: RunRequest) -> list[Case]:
+    cases: list[Case] = []
+    for index, entry in enumerate(spec.entries):
+        where = f"suite {spec.name}: cases[{index}]"
+        cases.extend(_expand_entry(entry, spec.settings, request, where))
+    return cases
+
+
+def _expand_entry(entry: dict[str, Any], suite_settings: dict[str, Any],
+                  request: RunRequest, where: str) -> list[Case]:  # fmt: skip
+    workloads = _as_list(entry["workload"], f"{where}.workload")
+    frameworks = _as_list(entry["framework"], f"{where}.framework")
+    modes = _as_list(entry.get("mode", "infer"), f"{where}.mode")
+    batches = list(request.batch_sizes) or _as_list(entry.get("batch_size"), f"{where}.batch_size")
+    device = request.device or entry.get("device") or suite_settings.get("device", "auto")
+    threads = request.threads or entry.get("threads") or suite_settings.get("threads")
+    interop = request.interop_threads or suite_settings.get("interop_threads")
+    params = {**_mapping(entry.get("params"), f"{where}.params"), **dict(request.params)}
+    options = {k: str(v) for k, v in _mapping(entry.get("options"), f"{where}.options").items()}
+    cases = []
+    for workload, framework, mode, batch in itertools.product(
+        workloads, frameworks, modes, batches
+    ):
+        if not _selected(request, workload, framework, mode):
+            continue
+        info = framework_info(str(framework))
+        compiles = _as_list(entry.get("compile", info.default_compile), f"{where}.compile")
+        for compile_mode in compiles:
+            if request.compiles and compile_mode not in request.compiles:
+                continue
+            cases.append(Case(
+                workload=workload, framework=framework, compile=compile_mode, mode=mode,
+                device=device, batch_size=batch, precision=entry.get("precision", "fp32"),
+                threads=threads or available_cpus(), interop_threads=interop,
+                params=tuple(sorted(params.items())), options=tuple(sorted(options.items())),
+            ))  # fmt: skip
+    return cases
+
+
+def _selected(request: RunRequest, workload: str, framework: str, mode: str) -> bool:
+    return (
+        (not request.workloads or workload in request.workloads)
+        and (not request.frameworks or framework in request.frameworks)
+        and (not request.modes or mode in request.modes)
+    )
+
+
+def _mapping(value: Any, where: str) -> dict[str, Any]:
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise UserError(f"{where}: expected a mapping, got {value!r}")
+    return value
+
+
+def _installed_only(cases: list[Case], strict: bool) -> tuple[list[Case], list[str]]:
+    """Drop cases of frameworks that are not installed; an explicit ask is an error."""
+    missing = {
+        c.framework for c in cases if framework_info(c.framework).installed_version() is None
+    }
+    notes = [
+        f"framework {name!r} is not installed here; install it with: "
+        f"{framework_info(name).install_hint}"
+        for name in sorted(missing)
+    ]
+    if missing and strict:
+        raise UserError(notes[0])
+    return [c for c in cases if c.framework not in missing], notes

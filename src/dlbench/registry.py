@@ -1,0 +1,111 @@
+"""Name tables for frameworks and workloads.
+
+Every entry is plain data plus a "module:attribute" target that is imported
+only when needed. The parent process validates names and compile modes from
+these tables alone, so it never imports a framework; the worker imports the
+target of the one framework its case uses.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.metadata
+import importlib.util
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from dlbench.errors import UserError
+
+if TYPE_CHECKING:
+    from dlbench.backends.base import Backend
+    from dlbench.workloads.base import Workload
+
+
+@dataclass(frozen=True)
+class FrameworkInfo:
+    """What the parent needs to know about a framework without importing it."""
+
+    name: str
+    target: str
+    compile_modes: tuple[str, ...]
+    default_compile: str
+    import_name: str | None
+    distributions: tuple[str, ...]
+    install_hint: str
+    label: str
+
+    def installed_version(self) -> str | None:
+        """The installed version, read from package metadata (no import)."""
+        if self.import_name is None:
+            from dlbench import __version__
+
+            return __version__
+        if importlib.util.find_spec(self.import_name) is None:
+            return None
+        for dist in self.distributions:
+            try:
+                return importlib.metadata.version(dist)
+            except importlib.metadata.PackageNotFoundError:
+                continue
+        return "unknown"
+
+
+FRAMEWORKS: dict[str, FrameworkInfo] = {
+    info.name: info
+    for info in (
+        FrameworkInfo(
+            name="null",
+            target="dlbench.backends.null:NullBackend",
+            compile_modes=("default",),
+            default_compile="default",
+            import_name=None,
+            distributions=(),
+            install_hint="built in",
+            label="harness self-test: does no work, measures dlbench's own overhead",
+        ),
+        FrameworkInfo(
+            name="torch",
+            target="dlbench.backends.pytorch:TorchBackend",
+            compile_modes=("eager", "compile", "script"),
+            default_compile="eager",
+            import_name="torch",
+            distributions=("torch",),
+            install_hint="pip install torch==2.13.0 (before any extra that depends on it)",
+            label="PyTorch",
+        ),
+    )
+}
+
+WORKLOADS: dict[str, str] = {
+    "add": "dlbench.workloads.add:ADD",
+    "gemm": "dlbench.workloads.gemm:GEMM",
+    "mlp": "dlbench.workloads.mlp:MLP",
+    "mnist-cnn": "dlbench.workloads.mnist_cnn:MNIST_CNN",
+}
+
+
+def _load_target(target: str) -> Any:
+    module_name, _, attribute = target.partition(":")
+    return getattr(importlib.import_module(module_name), attribute)
+
+
+def framework_info(name: str) -> FrameworkInfo:
+    """The table entry for `name`, or a UserError listing the known names."""
+    try:
+        return FRAMEWORKS[str(name)]
+    except KeyError:
+        raise UserError(f"unknown framework {name!r}; known: {', '.join(FRAMEWORKS)}") from None
+
+
+def get_workload(name: str) -> Workload:
+    """The workload object for `name` (pure Python: imports no framework)."""
+    try:
+        target = WORKLOADS[str(name)]
+    except KeyError:
+        raise UserError(f"unknown workload {name!r}; known: {', '.join(WORKLOADS)}") from None
+    return _load_target(target)
+
+
+def load_backend(name: str) -> type[Backend]:
+    """Import and return the backend class; call only inside a worker."""
+    return _load_target(framework_info(name).target)

@@ -1,0 +1,87 @@
+"""A run as a terminal table, and numbers formatted for people."""
+
+from __future__ import annotations
+
+from rich.console import Group, RenderableType
+from rich.markup import escape
+from rich.table import Table
+from rich.text import Text
+
+from dlbench.results.records import Result, Run
+
+NULL_LABEL = "null (harness)"
+
+
+def fmt(value: float | None, digits: int = 3) -> str:
+    """Three significant digits, no scientific notation for everyday sizes."""
+    if value is None:
+        return "-"
+    if value == 0:
+        return "0"
+    magnitude = abs(value)
+    if magnitude >= 10**digits:
+        return f"{value:,.0f}"
+    decimals = max(0, digits - 1 - int(f"{magnitude:e}".split("e")[1]))
+    return f"{value:.{decimals}f}"
+
+
+def escape_markup(text: str) -> str:
+    """Strings from results are data: never let them act as rich markup."""
+    return escape(text)
+
+
+def case_name(result: Result) -> str:
+    framework = NULL_LABEL if result.framework == "null" else result.framework
+    params = "".join(f" {k}={v}" for k, v in sorted(result.params.items()))
+    return f"{result.workload}{params} / {framework} [{result.compile}] {result.mode}"
+
+
+def rate_column(result: Result) -> str:
+    """GB/s for memory-bound workloads, GFLOP/s otherwise."""
+    if result.gbps is not None:
+        return f"{fmt(result.gbps)} GB/s"
+    if result.gflops is not None:
+        return f"{fmt(result.gflops)} GFLOP/s"
+    return "-"
+
+
+def iqr_percent(result: Result) -> str:
+    stats = result.latency_ms
+    if stats is None or stats.median <= 0:
+        return "-"
+    return f"{100.0 * stats.iqr / stats.median:.1f}%"
+
+
+COLUMNS = ("case", "device", "batch", "median ms", "p99 ms", "IQR/med", "samples/s", "rate",
+           "CPU %", "RSS MB", "1st call ms", "status")  # fmt: skip
+NUMERIC = frozenset(COLUMNS[3:11])
+
+
+def run_table(run: Run) -> RenderableType:
+    """The results table, with each failure's error listed under it in full."""
+    title = f"run {run.id} - suite {run.suite} - {run.env.get('hostname', '?')}"
+    table = Table(title=escape_markup(title))
+    for name in COLUMNS:
+        table.add_column(name, justify="right" if name in NUMERIC else "left")
+    for result in run.results:
+        table.add_row(*result_row(result))
+    failures = [
+        Text(f"failed: {case_name(r)}: {r.error or 'no error recorded'}", style="red")
+        for r in run.results
+        if not r.ok
+    ]
+    return Group(table, *failures)
+
+
+def result_row(result: Result) -> list[str]:
+    batch = result.batch_size if result.batch_size is not None else "default"
+    identity = [escape_markup(str(c)) for c in (case_name(result), result.device, batch)]
+    stats = result.latency_ms
+    if not result.ok or stats is None:
+        return [*identity, *["-"] * 8, "[red]failed[/red]"]
+    status = "[yellow]noisy[/yellow]" if result.noisy else "ok"
+    return [
+        *identity, fmt(stats.median), fmt(stats.p99), iqr_percent(result),
+        fmt(result.throughput), rate_column(result), fmt(result.cpu_percent),
+        fmt(result.peak_rss_mb), fmt(result.first_call_ms), status,
+    ]  # fmt: skip

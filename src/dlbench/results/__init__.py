@@ -1,0 +1,1 @@
+"""Result and Run records, the environment fingerprint, files and the store."""

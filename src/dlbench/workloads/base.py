@@ -1,0 +1,91 @@
+"""The Workload base class shared by all built-in workloads."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Mapping
+from types import MappingProxyType
+from typing import TYPE_CHECKING, ClassVar
+
+from dlbench.errors import UserError
+
+if TYPE_CHECKING:
+    import numpy as np
+
+WeightDict = dict[str, "np.ndarray"]
+
+
+class Workload(ABC):
+    """A model or kernel, its cost model and its data, independent of framework.
+
+    Weight arrays use PyTorch's layout (Linear weight is [out, in], Conv2d
+    weight is [out, in, kh, kw]); backends of other layouts transpose.
+    """
+
+    name: ClassVar[str]
+    description: ClassVar[str]
+    modes: ClassVar[tuple[str, ...]] = ("infer", "train")
+    # Workload parameters (ints) and their defaults per device kind.
+    cpu_params: ClassVar[Mapping[str, int]] = MappingProxyType({})
+    gpu_params: ClassVar[Mapping[str, int]] = MappingProxyType({})
+    cpu_batch_size: ClassVar[int] = 1
+    gpu_batch_size: ClassVar[int] = 1
+    # Training recipe, named so every framework builds the same one.
+    loss: ClassVar[str] = "none"
+    optimizer: ClassVar[str] = "sgd"
+    learning_rate: ClassVar[float] = 0.01
+
+    def default_batch_size(self, device: str) -> int:
+        return self.cpu_batch_size if device == "cpu" else self.gpu_batch_size
+
+    def resolve_params(self, device: str, given: Mapping[str, int]) -> dict[str, int]:
+        """Defaults for the device the case landed on, overridden by `given`."""
+        defaults = self.cpu_params if device == "cpu" else self.gpu_params
+        return {**defaults, **given}
+
+    def validate_params(self, given: Mapping[str, int]) -> None:
+        allowed = set(self.cpu_params)
+        for key, value in given.items():
+            if key not in allowed:
+                names = ", ".join(sorted(allowed)) or "none"
+                raise UserError(
+                    f"workload {self.name!r} has no parameter {key!r}; allowed: {names}"
+                )
+            if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
+                raise UserError(
+                    f"workload {self.name!r} parameter {key}={value!r}; expected an integer > 0"
+                )
+
+    @abstractmethod
+    def flops_per_sample(self, params: Mapping[str, int], mode: str) -> float:
+        """Floating-point operations for one sample (multiply-add = 2 FLOPs).
+
+        Training counts forward + backward as 3x the forward pass, the usual
+        approximation (backward computes gradients for inputs and weights).
+        """
+
+    def bytes_per_sample(self, params: Mapping[str, int], mode: str) -> float | None:
+        """Bytes moved to and from memory per sample, for memory-bound workloads."""
+        return None
+
+    def reference_weights(self, params: Mapping[str, int], seed: int) -> WeightDict:
+        """Seeded weights every backend loads, so all compute the same function."""
+        return {}
+
+    @abstractmethod
+    def make_inputs(
+        self, batch_size: int, params: Mapping[str, int], mode: str, seed: int
+    ) -> WeightDict:
+        """Deterministic synthetic inputs (and targets, in train mode)."""
+
+
+def training_flops(forward_flops: float, mode: str) -> float:
+    return 3.0 * forward_flops if mode == "train" else forward_flops
+
+
+def linear_init(rng: np.random.Generator, fan_in: int, shape: tuple[int, ...]) -> np.ndarray:
+    """PyTorch's default uniform(-1/sqrt(fan_in), 1/sqrt(fan_in)) init, in float32."""
+    import numpy as np
+
+    bound = 1.0 / np.sqrt(fan_in)
+    return rng.uniform(-bound, bound, size=shape).astype(np.float32)

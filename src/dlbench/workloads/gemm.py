@@ -1,0 +1,40 @@
+"""`gemm`: a batch of square float32 matrix products (compute bound, TFLOP/s)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from types import MappingProxyType
+from typing import ClassVar
+
+import numpy as np
+
+from dlbench.workloads.base import WeightDict, Workload
+
+
+class GemmWorkload(Workload):
+    name = "gemm"
+    description = "square float32 matrix multiply C = A @ B, NxN (compute, TFLOP/s)"
+    modes = ("infer",)
+    cpu_params: ClassVar[Mapping[str, int]] = MappingProxyType({"size": 1024})
+    gpu_params: ClassVar[Mapping[str, int]] = MappingProxyType({"size": 8192})
+
+    def flops_per_sample(self, params: Mapping[str, int], mode: str) -> float:
+        n = params["size"]
+        return 2.0 * n**3
+
+    def bytes_per_sample(self, params: Mapping[str, int], mode: str) -> float:
+        # A and B read once, C written once: the minimum traffic.
+        return 3.0 * 4 * params["size"] ** 2
+
+    def make_inputs(
+        self, batch_size: int, params: Mapping[str, int], mode: str, seed: int
+    ) -> WeightDict:
+        rng = np.random.default_rng(seed)
+        shape = (batch_size, params["size"], params["size"])
+        return {
+            "a": rng.standard_normal(shape, dtype=np.float32),
+            "b": rng.standard_normal(shape, dtype=np.float32),
+        }
+
+
+GEMM = GemmWorkload()
