@@ -14,7 +14,7 @@ from rich.table import Table
 from dlbench.config import Case
 from dlbench.errors import UserError
 from dlbench.launch import session
-from dlbench.plan import RunRequest, build_plan
+from dlbench.plan import Plan, RunRequest, build_plan
 from dlbench.registry import FRAMEWORKS, WORKLOADS, get_workload
 from dlbench.report.table import case_name, escape_markup, fmt, rate_column, run_table
 from dlbench.results.files import read_json
@@ -35,9 +35,14 @@ class RichProgress(session.Progress):
 
     def __init__(self, total: int) -> None:
         self._bar = Progress(
-            TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-            TimeElapsedColumn(), console=err, auto_refresh=False, transient=True,
-        )  # fmt: skip
+            TextColumn("{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            console=err,
+            auto_refresh=False,
+            transient=True,
+        )
         self._task = self._bar.add_task("starting", total=total)
 
     def __enter__(self) -> RichProgress:
@@ -70,9 +75,12 @@ def case_line(result: Result) -> str:
 
 def request_from_args(args: argparse.Namespace) -> RunRequest:
     settings = {
-        "min_time_s": args.min_time, "min_iters": args.min_iters, "warmup_iters": args.warmup,
-        "timeout_s": args.timeout, "seed": args.seed,
-    }  # fmt: skip
+        "min_time_s": args.min_time,
+        "min_iters": args.min_iters,
+        "warmup_iters": args.warmup,
+        "timeout_s": args.timeout,
+        "seed": args.seed,
+    }
     return RunRequest(
         suite=args.suite,
         workloads=tuple(args.workload),
@@ -94,15 +102,20 @@ def cmd_run(args: argparse.Namespace) -> int:
         err.print(f"dlbench: skipping: {note}", markup=False, highlight=False)
     outputs = session.Outputs(json_path=args.json_path, csv_path=args.csv_path)
     with Store(args.db) as store:
-        err.print(f"dlbench: {len(plan.cases)} case(s) of suite {plan.suite!r}; store {store.path}",
-                  markup=False, highlight=False)  # fmt: skip
-        if args.quiet:
-            run = session.run_plan(plan.suite, plan.cases, plan.settings, store, outputs)
-        else:
-            with RichProgress(len(plan.cases)) as progress:
-                run = session.run_plan(
-                    plan.suite, plan.cases, plan.settings, store, outputs, progress
-                )
+        err.print(
+            f"dlbench: {len(plan.cases)} case(s) of suite {plan.suite!r}; store {store.path}",
+            markup=False,
+            highlight=False,
+        )
+        try:
+            run = _run_with_progress(plan, store, outputs, quiet=args.quiet)
+        except session.RunInterrupted as stop:
+            err.print(
+                f"dlbench: interrupted; {len(stop.run.results)} finished case(s) of run "
+                f"{stop.run.id} are stored in {store.path}",
+                markup=False,
+            )
+            raise
     out.print(run_table(run))
     if run.failures:
         err.print(f"dlbench: {run.failures} of {len(run.results)} case(s) failed", markup=False)
@@ -110,11 +123,21 @@ def cmd_run(args: argparse.Namespace) -> int:
     return 0
 
 
+def _run_with_progress(plan: Plan, store: Store, outputs: session.Outputs, quiet: bool) -> Run:
+    if quiet:
+        return session.run_plan(plan.suite, plan.cases, plan.settings, store, outputs)
+    with RichProgress(len(plan.cases)) as progress:
+        return session.run_plan(plan.suite, plan.cases, plan.settings, store, outputs, progress)
+
+
 def cmd_list(args: argparse.Namespace) -> int:
     topics = [args.topic] if args.topic else ["frameworks", "workloads", "suites"]
     for topic in topics:
-        out.print({"frameworks": frameworks_table, "workloads": workloads_table,
-                   "suites": suites_table}[topic]())  # fmt: skip
+        out.print(
+            {"frameworks": frameworks_table, "workloads": workloads_table, "suites": suites_table}[
+                topic
+            ]()
+        )
     return 0
 
 
@@ -136,8 +159,13 @@ def workloads_table() -> Table:
     for name in WORKLOADS:
         w = get_workload(name)
         params = f"{_pairs(w.cpu_params)} / {_pairs(w.gpu_params)}"
-        table.add_row(name, ", ".join(w.modes), f"{w.cpu_batch_size}/{w.gpu_batch_size}",
-                      escape_markup(params), w.description)  # fmt: skip
+        table.add_row(
+            name,
+            ", ".join(w.modes),
+            f"{w.cpu_batch_size}/{w.gpu_batch_size}",
+            escape_markup(params),
+            w.description,
+        )
     return table
 
 

@@ -25,8 +25,13 @@ from dlbench.registry import FRAMEWORKS, framework_info, get_workload
 from dlbench.suites import SuiteSpec, load_suite
 
 DEFAULT_SUITE = "quick"
-SETTING_FIELDS = {"min_time": "min_time_s", "min_iters": "min_iters",
-                  "warmup": "warmup_iters", "timeout": "timeout_s", "seed": "seed"}  # fmt: skip
+SETTING_FIELDS = {
+    "min_time": "min_time_s",
+    "min_iters": "min_iters",
+    "warmup": "warmup_iters",
+    "timeout": "timeout_s",
+    "seed": "seed",
+}
 
 
 @dataclass(frozen=True)
@@ -134,8 +139,9 @@ def _expand(spec: SuiteSpec, request: RunRequest) -> list[Case]:
     return cases
 
 
-def _expand_entry(entry: dict[str, Any], suite_settings: dict[str, Any],
-                  request: RunRequest, where: str) -> list[Case]:  # fmt: skip
+def _expand_entry(
+    entry: dict[str, Any], suite_settings: dict[str, Any], request: RunRequest, where: str
+) -> list[Case]:
     workloads = _as_list(entry["workload"], f"{where}.workload")
     frameworks = _as_list(entry["framework"], f"{where}.framework")
     modes = _as_list(entry.get("mode", "infer"), f"{where}.mode")
@@ -156,12 +162,21 @@ def _expand_entry(entry: dict[str, Any], suite_settings: dict[str, Any],
         for compile_mode in compiles:
             if request.compiles and compile_mode not in request.compiles:
                 continue
-            cases.append(Case(
-                workload=workload, framework=framework, compile=compile_mode, mode=mode,
-                device=device, batch_size=batch, precision=entry.get("precision", "fp32"),
-                threads=threads or available_cpus(), interop_threads=interop,
-                params=tuple(sorted(params.items())), options=tuple(sorted(options.items())),
-            ))  # fmt: skip
+            cases.append(
+                Case(
+                    workload=workload,
+                    framework=framework,
+                    compile=compile_mode,
+                    mode=mode,
+                    device=device,
+                    batch_size=batch,
+                    precision=entry.get("precision", "fp32"),
+                    threads=threads or available_cpus(),
+                    interop_threads=interop,
+                    params=tuple(sorted(params.items())),
+                    options=tuple(sorted(options.items())),
+                )
+            )
     return cases
 
 

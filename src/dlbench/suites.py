@@ -29,10 +29,28 @@ import yaml
 from dlbench.errors import UserError
 
 TOP_KEYS = ("name", "description", "settings", "cases")
-SETTING_KEYS = ("min_time", "min_iters", "warmup", "timeout", "seed", "threads",
-                "interop_threads", "device")  # fmt: skip
-CASE_KEYS = ("workload", "framework", "compile", "mode", "device", "batch_size", "precision",
-             "threads", "params", "options")  # fmt: skip
+SETTING_KEYS = (
+    "min_time",
+    "min_iters",
+    "warmup",
+    "timeout",
+    "seed",
+    "threads",
+    "interop_threads",
+    "device",
+)
+CASE_KEYS = (
+    "workload",
+    "framework",
+    "compile",
+    "mode",
+    "device",
+    "batch_size",
+    "precision",
+    "threads",
+    "params",
+    "options",
+)
 
 
 @dataclass(frozen=True)

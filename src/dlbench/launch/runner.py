@@ -69,8 +69,14 @@ def _kill_group(process: BaseProcess) -> None:
             process.kill()
 
 
-def _collect(case: Case, process: BaseProcess, result_path: Path, log_path: Path,
-             timed_out: bool, timeout_s: float) -> Result:  # fmt: skip
+def _collect(
+    case: Case,
+    process: BaseProcess,
+    result_path: Path,
+    log_path: Path,
+    timed_out: bool,
+    timeout_s: float,
+) -> Result:
     """The worker's own Result if it wrote one, else a failed Result saying why."""
     if result_path.exists():
         # Written atomically, so if it exists it is complete.

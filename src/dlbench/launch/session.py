@@ -31,6 +31,14 @@ class Outputs:
     csv_path: Path | None = None
 
 
+class RunInterrupted(KeyboardInterrupt):
+    """Ctrl-C during a run: the finished cases are stored; `run` holds them."""
+
+    def __init__(self, run: Run) -> None:
+        super().__init__(run.id)
+        self.run = run
+
+
 class Progress:
     """Callbacks the CLI implements to show progress; the default shows nothing."""
 
@@ -70,7 +78,10 @@ def run_plan(
     store.begin_run(run)
     for index, case in enumerate(cases):
         progress.case_started(index, len(cases), case)
-        result = runner(case, settings)
+        try:
+            result = runner(case, settings)  # the runner kills its worker on Ctrl-C
+        except KeyboardInterrupt:
+            raise RunInterrupted(run) from None
         run.results.append(result)
         store.add_result(run.id, index, result)
         _write_files(run, outputs)

@@ -118,8 +118,9 @@ def failed_from_exception(case: Case, exc: BaseException) -> Result:
     if not isinstance(exc, CaseError):
         message = f"{type(exc).__name__}: {message}"
     detail = "".join(traceback.format_exception(exc)[-8:])
-    return base_result(case, STATUS_FAILED, error=message, error_detail=detail,
-                       peak_rss_mb=peak_rss_mb())  # fmt: skip
+    return base_result(
+        case, STATUS_FAILED, error=message, error_detail=detail, peak_rss_mb=peak_rss_mb()
+    )
 
 
 def one_line(text: str, limit: int = 300) -> str:
@@ -138,8 +139,9 @@ def _redirect_output(log_path: str) -> None:
     os.close(log_fd)
 
 
-def worker_main(case_data: dict[str, Any], settings_data: dict[str, Any],
-                result_path: str, log_path: str) -> None:  # fmt: skip
+def worker_main(
+    case_data: dict[str, Any], settings_data: dict[str, Any], result_path: str, log_path: str
+) -> None:
     """Process entry point (spawned by the runner)."""
     if hasattr(os, "setsid"):
         os.setsid()  # own process group: the runner can kill helpers we start too

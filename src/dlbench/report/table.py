@@ -52,8 +52,20 @@ def iqr_percent(result: Result) -> str:
     return f"{100.0 * stats.iqr / stats.median:.1f}%"
 
 
-COLUMNS = ("case", "device", "batch", "median ms", "p99 ms", "IQR/med", "samples/s", "rate",
-           "CPU %", "RSS MB", "1st call ms", "status")  # fmt: skip
+COLUMNS = (
+    "case",
+    "device",
+    "batch",
+    "median ms",
+    "p99 ms",
+    "IQR/med",
+    "samples/s",
+    "rate",
+    "CPU %",
+    "RSS MB",
+    "1st call ms",
+    "status",
+)
 NUMERIC = frozenset(COLUMNS[3:11])
 
 
@@ -81,7 +93,14 @@ def result_row(result: Result) -> list[str]:
         return [*identity, *["-"] * 8, "[red]failed[/red]"]
     status = "[yellow]noisy[/yellow]" if result.noisy else "ok"
     return [
-        *identity, fmt(stats.median), fmt(stats.p99), iqr_percent(result),
-        fmt(result.throughput), rate_column(result), fmt(result.cpu_percent),
-        fmt(result.peak_rss_mb), fmt(result.first_call_ms), status,
-    ]  # fmt: skip
+        *identity,
+        fmt(stats.median),
+        fmt(stats.p99),
+        iqr_percent(result),
+        fmt(result.throughput),
+        rate_column(result),
+        fmt(result.cpu_percent),
+        fmt(result.peak_rss_mb),
+        fmt(result.first_call_ms),
+        status,
+    ]

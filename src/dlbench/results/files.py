@@ -20,11 +20,32 @@ from dlbench.results.records import Result, Run, run_from_json
 
 LATENCY_FIELDS = ("median", "mean", "p90", "p99", "std", "iqr", "min", "max", "n")
 CSV_SCALAR_FIELDS = (
-    "workload", "framework", "compile", "mode", "device", "requested_device", "batch_size",
-    "precision", "threads", "interop_threads", "status", "error", "throughput", "gflops",
-    "gbps", "noisy", "first_call_ms", "cpu_percent", "peak_rss_mb", "load_avg_before",
-    "load_avg_after", "import_s", "setup_s", "max_abs_diff", "framework_version",
-)  # fmt: skip
+    "workload",
+    "framework",
+    "compile",
+    "mode",
+    "device",
+    "requested_device",
+    "batch_size",
+    "precision",
+    "threads",
+    "interop_threads",
+    "status",
+    "error",
+    "throughput",
+    "gflops",
+    "gbps",
+    "noisy",
+    "first_call_ms",
+    "cpu_percent",
+    "peak_rss_mb",
+    "load_avg_before",
+    "load_avg_after",
+    "import_s",
+    "setup_s",
+    "max_abs_diff",
+    "framework_version",
+)
 
 
 def write_atomic(path: Path, text: str) -> None:

@@ -96,11 +96,17 @@ class Store:
             self._db.execute(
                 "INSERT INTO runs VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (
-                    run.id, run.schema_version, run.started_at, run.finished_at, run.suite,
-                    run.env.get("hostname"), json.dumps(run.command), json.dumps(run.settings),
+                    run.id,
+                    run.schema_version,
+                    run.started_at,
+                    run.finished_at,
+                    run.suite,
+                    run.env.get("hostname"),
+                    json.dumps(run.command),
+                    json.dumps(run.settings),
                     json.dumps(run.env),
                 ),
-            )  # fmt: skip
+            )
 
     def add_result(self, run_id: str, seq: int, result: Result) -> None:
         with self._db:
@@ -132,7 +138,13 @@ class Store:
             )
         ]
         return Run(
-            id=row[0], schema_version=row[1], started_at=row[2], finished_at=row[3],
-            suite=row[4], command=json.loads(row[5]), settings=json.loads(row[6]),
-            env=json.loads(row[7]), results=results,
-        )  # fmt: skip
+            id=row[0],
+            schema_version=row[1],
+            started_at=row[2],
+            finished_at=row[3],
+            suite=row[4],
+            command=json.loads(row[5]),
+            settings=json.loads(row[6]),
+            env=json.loads(row[7]),
+            results=results,
+        )

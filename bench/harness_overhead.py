@@ -1,0 +1,112 @@
+"""How much does dlbench itself cost? Two answers, measured side by side.
+
+1. The null backend's per-iteration overhead (an empty step through the
+   whole harness: timer loop, worker process), in microseconds.
+2. For `mlp` batch 1000 on torch (CPU), the ratio of dlbench's median step
+   latency to a plain hand-written `perf_counter` loop over the same network.
+   Both run in fresh processes with the same threads, interleaved over
+   several rounds so machine noise hits both alike. Target: ratio <= 1.05.
+
+Run: python bench/harness_overhead.py [--rounds 5] [--min-time 2] [--threads N]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+
+from dlbench.config import Case, Settings, available_cpus
+from dlbench.launch.runner import run_case
+
+# A hand-written benchmark as a careful user would write it: same layers,
+# same weights, inference_mode, explicit threads, warm-up, perf_counter.
+HAND_LOOP = r"""
+import json, statistics, sys, time
+import torch
+threads, min_time = int(sys.argv[1]), float(sys.argv[2])
+torch.set_num_threads(threads)
+torch.set_num_interop_threads(threads)
+from dlbench.backends.torch_models import build_module
+from dlbench.registry import get_workload
+mlp = get_workload("mlp")
+model = build_module("mlp", mlp.reference_weights({}, 0)).eval()
+x = torch.from_numpy(mlp.make_inputs(1000, {}, "infer", 0)["x"])
+samples = []
+with torch.inference_mode():
+    for _ in range(4):
+        model(x)
+    start = time.perf_counter()
+    while time.perf_counter() - start < min_time or len(samples) < 10:
+        t0 = time.perf_counter()
+        model(x)
+        samples.append(time.perf_counter() - t0)
+print(json.dumps({"median_ms": statistics.median(samples) * 1000, "n": len(samples)}))
+"""
+
+
+def hand_loop_median_ms(threads: int, min_time: float) -> float:
+    out = subprocess.run(
+        [sys.executable, "-c", HAND_LOOP, str(threads), str(min_time)],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return json.loads(out.stdout.strip().splitlines()[-1])["median_ms"]
+
+
+def dlbench_median_ms(threads: int, min_time: float) -> float:
+    case = Case("mlp", "torch", "eager", device="cpu", batch_size=1000, threads=threads)
+    result = run_case(case, Settings(min_time_s=min_time, min_iters=10, warmup_iters=3))
+    if not result.ok:
+        raise SystemExit(f"dlbench case failed: {result.error}")
+    return result.latency_ms.median
+
+
+def null_overhead_us(min_time: float) -> tuple[float, float]:
+    """Median timed empty step, and loop wall time per iteration, in µs."""
+    case = Case("mlp", "null", "default", device="cpu", threads=1)
+    result = run_case(case, Settings(min_time_s=min_time, min_iters=1000, warmup_iters=100))
+    per_iteration = result.details["loop_wall_s"] / result.latency_ms.n * 1e6
+    return result.latency_ms.median * 1000.0, per_iteration
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--min-time", type=float, default=2.0)
+    parser.add_argument("--threads", type=int, default=available_cpus())
+    args = parser.parse_args()
+
+    median_us, wall_us = null_overhead_us(args.min_time)
+    print(
+        f"null backend: timed empty step median {median_us:.3f} us; "
+        f"loop wall per iteration {wall_us:.3f} us"
+    )
+
+    ratios = []
+    for round_index in range(args.rounds):
+        # Alternate which goes first so drift in machine load cancels out.
+        if round_index % 2 == 0:
+            ours = dlbench_median_ms(args.threads, args.min_time)
+            hand = hand_loop_median_ms(args.threads, args.min_time)
+        else:
+            hand = hand_loop_median_ms(args.threads, args.min_time)
+            ours = dlbench_median_ms(args.threads, args.min_time)
+        ratios.append(ours / hand)
+        print(
+            f"round {round_index + 1}: mlp bs=1000 torch eager, threads={args.threads}: "
+            f"dlbench {ours:.4f} ms, hand loop {hand:.4f} ms, ratio {ours / hand:.3f}"
+        )
+    ratio = statistics.median(ratios)
+    verdict = "OK" if ratio <= 1.05 else "ABOVE TARGET"
+    print(
+        f"median ratio dlbench / hand loop over {args.rounds} rounds: {ratio:.3f} "
+        f"(target <= 1.05: {verdict})"
+    )
+
+
+if __name__ == "__main__":
+    main()

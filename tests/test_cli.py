@@ -1,0 +1,180 @@
+"""The command line: real subprocesses for exit codes and output, as a user sees them."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from dlbench.cli import main
+
+
+def dlbench(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "dlbench", *args],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=cwd,
+    )
+
+
+NULL_SUITE = """
+name: harness
+settings: {min_time: 0, min_iters: 3, warmup: 1}
+cases:
+  - workload: [mlp, mnist-cnn]
+    framework: "null"
+"""
+
+
+def test_run_writes_json_csv_and_the_store(tmp_path, isolated_store):
+    suite = tmp_path / "harness.yaml"
+    suite.write_text(NULL_SUITE)
+    proc = dlbench(
+        "run", str(suite), "--json", str(tmp_path / "r.json"), "--csv", str(tmp_path / "r.csv")
+    )
+    assert proc.returncode == 0, proc.stderr
+    run = json.loads((tmp_path / "r.json").read_text())
+    assert run["suite"] == "harness" and run["finished_at"]
+    assert [r["workload"] for r in run["results"]] == ["mlp", "mnist-cnn"]
+    assert all(r["status"] == "ok" for r in run["results"])
+    assert len((tmp_path / "r.csv").read_text().splitlines()) == 3
+    assert "null (harness)" in proc.stdout
+    shown = dlbench("show", run["id"])  # from the store ($DLBENCH_DB)
+    assert shown.returncode == 0 and run["id"] in shown.stdout
+    shown = dlbench("show", str(tmp_path / "r.json"))
+    assert shown.returncode == 0 and "mnist-cnn" in shown.stdout
+
+
+def test_a_failed_case_makes_the_exit_code_non_zero(tmp_path):
+    suite = tmp_path / "s.yaml"
+    suite.write_text(
+        NULL_SUITE + '  - workload: mlp\n    framework: "null"\n    options: {fault: abort}\n'
+    )
+    proc = dlbench("run", str(suite), "--json", str(tmp_path / "r.json"))
+    assert proc.returncode == 1
+    assert "worker aborted (SIGABRT)" in proc.stdout
+    statuses = [r["status"] for r in json.loads((tmp_path / "r.json").read_text())["results"]]
+    assert statuses == ["ok", "ok", "failed"]
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["run", "--workload", "nope"], "unknown workload 'nope'"),
+        (["run", "-w", "mlp", "--framework", "caffe"], "unknown framework 'caffe'"),
+        (["run", "-w", "mlp", "--compile", "turbo"], "unknown compile mode 'turbo'"),
+        (["run", "-w", "mlp", "--batch-size", "0"], "expected an integer > 0, got 0"),
+        (["run", "-w", "mlp", "--batch-size", "-3"], "expected an integer > 0, got -3"),
+        (["run", "-w", "mlp", "--min-time", "soon"], "expected a number >= 0"),
+        (["run", "-w", "mlp", "--warmup", "-1"], "invalid warmup -1"),
+        (["run", "missing-suite.yaml"], "cannot read suite file missing-suite.yaml"),
+        (["run", "--bogus"], "unrecognized arguments: --bogus"),
+        (["list", "gizmos"], "invalid choice: 'gizmos'"),
+        (["show", "no-such-run"], "neither a run file nor a run id"),
+        (["frobnicate"], "invalid choice: 'frobnicate'"),
+    ],
+)
+def test_user_errors_exit_2_with_one_line_and_no_traceback(args, message):
+    proc = dlbench(*args)
+    assert proc.returncode == 2, proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1, proc.stderr
+    assert lines[0].startswith("dlbench") and message in lines[0]
+    assert "Traceback" not in proc.stderr
+
+
+def test_invalid_yaml_file_is_a_user_error(tmp_path, capsys):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("cases: [unclosed\n")
+    assert main(["run", str(bad)]) == 2
+    assert "invalid YAML at line" in capsys.readouterr().err
+
+
+def test_list_shows_what_is_installed(capsys):
+    assert main(["list"]) == 0
+    text = capsys.readouterr().out
+    for name in ("torch", "null", "add", "gemm", "mlp", "mnist-cnn", "quick"):
+        assert name in text
+
+
+def test_env_json_has_the_fingerprint(capsys):
+    assert main(["env", "--json"]) == 0
+    env = json.loads(capsys.readouterr().out)
+    for key in (
+        "cpu_model",
+        "cpu_logical",
+        "ram_gb",
+        "gpus",
+        "os",
+        "python",
+        "frameworks",
+        "thread_env",
+    ):
+        assert key in env
+    assert env["cpu_logical"] >= 1
+
+
+def test_importing_dlbench_imports_no_framework():
+    code = (
+        "import sys, dlbench, dlbench.cli, dlbench.commands, dlbench.plan, "
+        "dlbench.launch.runner, dlbench.results.env; dlbench.results.env.fingerprint(); "
+        "print([m for m in ('torch', 'tensorflow', 'jax', 'onnxruntime', 'openvino', 'numpy') "
+        "if m in sys.modules])"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
+
+
+def test_ctrl_c_kills_the_worker_and_keeps_finished_cases(tmp_path):
+    import os
+    import signal
+    import time
+
+    import psutil
+
+    suite = tmp_path / "slow.yaml"
+    suite.write_text(
+        "settings: {min_time: 0, min_iters: 2, warmup: 0}\ncases:\n"
+        '  - {workload: mlp, framework: "null"}\n'
+        '  - {workload: mlp, framework: "null", options: {fault: hang}}\n'
+    )
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "dlbench",
+            "run",
+            str(suite),
+            "--quiet",
+            "--json",
+            str(tmp_path / "r.json"),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    parent = psutil.Process(proc.pid)
+    deadline = time.monotonic() + 60
+    while (
+        not (tmp_path / "r.json").exists()
+        or not json.loads((tmp_path / "r.json").read_text())["results"]
+    ):
+        assert time.monotonic() < deadline, "first case never finished"
+        time.sleep(0.1)
+    time.sleep(1.0)  # the hanging case's worker is now running
+    workers = parent.children(recursive=True)
+    assert workers
+    os.kill(proc.pid, signal.SIGINT)
+    _, stderr = proc.communicate(timeout=30)
+    assert proc.returncode == 130
+    assert "interrupted; 1 finished case(s) of run" in stderr
+    assert "Traceback" not in stderr
+    run = json.loads((tmp_path / "r.json").read_text())
+    assert [r["status"] for r in run["results"]] == ["ok"]
+    time.sleep(0.5)
+    assert not [w for w in workers if w.is_running() and w.status() != psutil.STATUS_ZOMBIE]

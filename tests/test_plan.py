@@ -1,0 +1,185 @@
+"""Suite parsing, CLI overrides and validation: every bad input is a UserError."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from dlbench import registry
+from dlbench.config import Case, validate_case
+from dlbench.errors import UserError
+from dlbench.plan import RunRequest, build_plan
+from dlbench.suites import builtin_suite_names, load_suite
+
+
+def write(tmp_path: Path, text: str, name: str = "suite.yaml") -> str:
+    path = tmp_path / name
+    path.write_text(text)
+    return str(path)
+
+
+def test_default_is_the_quick_suite_and_it_is_valid():
+    plan = build_plan(RunRequest())
+    assert plan.suite == "quick"
+    assert {c.workload for c in plan.cases} == {"add", "gemm", "mlp", "mnist-cnn"}
+    assert {c.framework for c in plan.cases} == {"null", "torch"}
+    assert {c.compile for c in plan.cases if c.framework == "torch"} == {
+        "eager",
+        "script",
+        "compile",
+    }
+    assert plan.settings.min_time_s == 0.5
+
+
+def test_every_builtin_suite_parses():
+    for name in builtin_suite_names():
+        assert load_suite(name).entries
+
+
+def test_filters_select_within_a_suite():
+    plan = build_plan(RunRequest(workloads=("mlp",), frameworks=("torch",), suite="quick"))
+    assert {(c.workload, c.framework) for c in plan.cases} == {("mlp", "torch")}
+    assert {c.mode for c in plan.cases} == {"infer", "train"}
+
+
+def test_adhoc_matrix_is_the_product_of_options():
+    request = RunRequest(
+        workloads=("mlp",),
+        compiles=("eager", "script"),
+        modes=("infer", "train"),
+        batch_sizes=(1, 8),
+        device="cpu",
+        threads=1,
+    )
+    plan = build_plan(request)
+    assert len(plan.cases) == 2 * 2 * 2
+    assert all(c.device == "cpu" and c.threads == 1 for c in plan.cases)
+    assert plan.suite == "adhoc"
+
+
+def test_settings_layer_suite_then_cli(tmp_path):
+    path = write(
+        tmp_path,
+        "settings: {min_time: 2, min_iters: 7}\ncases: [{workload: mlp, framework: 'null'}]\n",
+    )
+    plan = build_plan(RunRequest(suite=path, settings=(("min_iters", 3),)))
+    assert (plan.settings.min_time_s, plan.settings.min_iters) == (2, 3)
+
+
+def test_batch_size_override_replaces_suite_values(tmp_path):
+    path = write(tmp_path, "cases: [{workload: mlp, framework: 'null', batch_size: [1, 2]}]\n")
+    plan = build_plan(RunRequest(suite=path, batch_sizes=(16,)))
+    assert [c.batch_size for c in plan.cases] == [16]
+
+
+@pytest.mark.parametrize(
+    ("request_", "message"),
+    [
+        (RunRequest(workloads=("resnet9000",)), "unknown workload 'resnet9000'; known: add, gemm"),
+        (RunRequest(workloads=("mlp",), frameworks=("caffe",)), "unknown framework 'caffe'"),
+        (RunRequest(workloads=("mlp",), compiles=("turbo",)), "unknown compile mode 'turbo'"),
+        (
+            RunRequest(workloads=("mlp",), frameworks=("null",), compiles=("script",)),
+            "framework 'null' has no compile mode 'script'; allowed: default",
+        ),
+        (
+            RunRequest(workloads=("gemm",), modes=("train",)),
+            "workload 'gemm' does not support mode 'train'; allowed: infer",
+        ),
+        (RunRequest(workloads=("mlp",), modes=("serve",)), "unknown mode 'serve'"),
+        (RunRequest(workloads=("mlp",), device="tpu"), "unknown device 'tpu'"),
+        (RunRequest(workloads=("mlp",), batch_sizes=(0,)), "invalid batch size 0"),
+        (RunRequest(workloads=("mlp",), params=(("size", 8),)), "has no parameter 'size'"),
+        (RunRequest(suite="nonesuch"), "unknown suite 'nonesuch'; built-in: quick"),
+        (RunRequest(settings=(("min_iters", 0),)), "invalid min-iters 0"),
+        (RunRequest(settings=(("timeout_s", 0),)), "invalid timeout 0"),
+    ],
+)
+def test_bad_requests_name_the_problem(request_, message):
+    with pytest.raises(UserError, match=message.replace("[", r"\[")):
+        build_plan(request_)
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("cases: [{workload: mlp, framework: 'null'}\n", "invalid YAML at line"),
+        ("- just\n- a list\n", "expected a mapping"),
+        ("cases: [{workload: mlp, framework: 'null'}]\nrepeat: 3\n", "unknown key 'repeat'"),
+        (
+            "cases: [{workload: mlp, framework: 'null', batch: 3}]\n",
+            r"cases\[0\]: unknown key 'batch'; allowed: workload, framework",
+        ),
+        (
+            "settings: {min_tim: 1}\ncases: [{workload: mlp, framework: 'null'}]\n",
+            "settings: unknown key 'min_tim'",
+        ),
+        (
+            "settings: {min_time: fast}\ncases: [{workload: mlp, framework: 'null'}]\n",
+            "settings.min_time: expected a number",
+        ),
+        ("cases: []\n", "'cases' must be a non-empty list"),
+        ("cases: [{workload: mlp}]\n", "needs both 'workload' and 'framework'"),
+        ("cases: [{workload: mlp, framework: null}]\n", 'write "null" in quotes'),
+        (
+            "cases: [{workload: mlp, framework: torch, batch_size: big}]\n",
+            "invalid batch size 'big'",
+        ),
+        ("cases: [{workload: {a: 1}, framework: torch}]\n", "unknown workload"),
+        ("cases: [{workload: mlp, framework: torch, device: [1]}]\n", "unknown device"),
+        (
+            "cases: [{workload: mlp, framework: torch, options: {fault: raise}}]\n",
+            "only for the null backend",
+        ),
+        (
+            "cases: [{workload: mlp, framework: 'null', options: {fault: melt}}]\n",
+            "fault='melt'; allowed: raise",
+        ),
+    ],
+)
+def test_bad_suite_files_name_the_problem(tmp_path, text, message):
+    with pytest.raises(UserError, match=message):
+        build_plan(RunRequest(suite=write(tmp_path, text)))
+
+
+def test_unreadable_suite_file(tmp_path):
+    path = tmp_path / "binary.yaml"
+    path.write_bytes(b"\xff\xfe\x00garbage")
+    with pytest.raises(UserError, match="cannot read suite file"):
+        build_plan(RunRequest(suite=str(path)))
+    with pytest.raises(UserError, match="cannot read suite file"):
+        build_plan(RunRequest(suite=str(tmp_path / "missing.yaml")))
+
+
+@pytest.fixture
+def uninstalled_framework(monkeypatch):
+    ghost = registry.FrameworkInfo(
+        name="ghost",
+        target="nowhere:Nothing",
+        compile_modes=("default",),
+        default_compile="default",
+        import_name="dlbench_no_such_module_xyz",
+        distributions=("dlbench-no-such-dist",),
+        install_hint="pip install ghost",
+        label="test",
+    )
+    monkeypatch.setitem(registry.FRAMEWORKS, "ghost", ghost)
+    return ghost
+
+
+def test_explicit_framework_that_is_not_installed_is_an_error(uninstalled_framework):
+    with pytest.raises(UserError, match="'ghost' is not installed here; install it with: pip"):
+        build_plan(RunRequest(workloads=("mlp",), frameworks=("ghost",)))
+
+
+def test_suite_cases_of_missing_frameworks_are_skipped_with_a_note(tmp_path, uninstalled_framework):
+    path = write(tmp_path, "cases: [{workload: mlp, framework: ['null', ghost]}]\n")
+    plan = build_plan(RunRequest(suite=path))
+    assert [c.framework for c in plan.cases] == ["null"]
+    assert "ghost" in plan.skipped[0]
+
+
+def test_case_round_trips_through_dict():
+    case = Case("add", "torch", "eager", params=(("size", 64),), batch_size=2, threads=1)
+    assert Case.from_dict(case.to_dict()) == validate_case(case)

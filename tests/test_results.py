@@ -1,0 +1,147 @@
+"""Run records: JSON/CSV round trip, schema versions, atomic files."""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from dlbench.errors import UserError
+from dlbench.measure.stats import summarize
+from dlbench.results.files import read_json, write_atomic, write_csv, write_json
+from dlbench.results.records import SCHEMA_VERSION, Result, Run
+
+REQUIRED_FIELDS = (
+    "workload",
+    "framework",
+    "compile",
+    "device",
+    "mode",
+    "batch_size",
+    "precision",
+    "threads",
+    "status",
+    "error",
+    "latency_ms",
+    "throughput",
+    "cpu_percent",
+    "peak_rss_mb",
+    "max_abs_diff",
+)
+
+
+def sample_run() -> Run:
+    ok = Result(
+        workload="mlp",
+        framework="torch",
+        compile="eager",
+        mode="infer",
+        device="cpu",
+        batch_size=1000,
+        precision="fp32",
+        threads=2,
+        interop_threads=2,
+        status="ok",
+        latency_ms=summarize([0.001, 0.002, 0.003]),
+        throughput=500_000.0,
+        cpu_percent=199.0,
+        peak_rss_mb=250.0,
+        samples_ms=[1.0, 2.0, 3.0],
+        params={},
+        details={"k": [1, 2]},
+    )
+    failed = Result(
+        workload="gemm",
+        framework="torch",
+        compile="script",
+        mode="infer",
+        device="auto",
+        batch_size=None,
+        precision="fp32",
+        threads=2,
+        interop_threads=2,
+        status="failed",
+        error='worker crashed, "quotes", commas, and\nnewlines',
+        params={"size": 64},
+    )
+    return Run(
+        id="r1",
+        started_at="2026-01-01T00:00:00+00:00",
+        suite="quick",
+        settings={"min_time_s": 1.0},
+        env={"hostname": "h"},
+        results=[ok, failed],
+    )
+
+
+def test_json_round_trip_is_lossless(tmp_path):
+    run = sample_run()
+    write_json(run, tmp_path / "run.json")
+    loaded = read_json(tmp_path / "run.json")
+    assert loaded == run
+    data = json.loads((tmp_path / "run.json").read_text())
+    assert data["schema_version"] == SCHEMA_VERSION and "env" in data
+    for name in REQUIRED_FIELDS:
+        assert name in data["results"][0]
+    assert set(data["results"][0]["latency_ms"]) >= {"median", "mean", "p90", "p99", "std", "n"}
+
+
+def test_csv_has_one_row_per_result_and_survives_odd_strings(tmp_path):
+    write_csv(sample_run(), tmp_path / "run.csv")
+    with open(tmp_path / "run.csv", newline="") as handle:
+        rows = list(csv.DictReader(handle))
+    assert len(rows) == 2
+    assert rows[0]["latency_ms_median"] == "2.0"
+    assert rows[1]["error"] == 'worker crashed, "quotes", commas, and\nnewlines'
+    assert rows[1]["params"] == "size=64"
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        ("{not json", "not valid JSON"),
+        ("[1, 2]", "no schema_version"),
+        ('{"schema_version": 99, "results": []}', "newer dlbench"),
+        ('{"schema_version": 0}', "invalid schema_version"),
+        ('{"schema_version": 1, "id": "x"}', "missing started_at"),
+        (
+            '{"schema_version": 1, "id": "x", "started_at": "t", "suite": "s", "settings": {},'
+            ' "env": {}, "results": [{"workload": "mlp"}]}',
+            "not a valid dlbench run",
+        ),
+    ],
+)
+def test_bad_run_files_are_refused_clearly(tmp_path, content, message):
+    path = tmp_path / "bad.json"
+    path.write_text(content)
+    with pytest.raises(UserError, match=message):
+        read_json(path)
+
+
+def test_missing_file_is_a_user_error(tmp_path):
+    with pytest.raises(UserError, match="cannot read"):
+        read_json(tmp_path / "nope.json")
+
+
+def test_atomic_write_keeps_the_old_file_when_writing_fails(tmp_path, monkeypatch):
+    target = tmp_path / "out.json"
+    target.write_text("old complete content")
+
+    def broken_replace(src: str, dst: str) -> None:
+        raise OSError("disk on fire")
+
+    monkeypatch.setattr(os, "replace", broken_replace)
+    with pytest.raises(OSError):
+        write_atomic(target, "new content")
+    assert target.read_text() == "old complete content"
+    assert list(tmp_path.iterdir()) == [target]  # no temporary file left behind
+
+
+def test_unwritable_output_path_is_a_user_error(tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    with pytest.raises(UserError, match="cannot write"):
+        write_atomic(Path(blocker / "sub" / "out.json"), "data")

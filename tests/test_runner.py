@@ -1,0 +1,99 @@
+"""The isolated runner: real worker processes, real crashes, a parent that sleeps."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from conftest import FAST, null_case
+
+from dlbench.config import Settings
+from dlbench.launch.runner import describe_exit, run_case
+from dlbench.launch.session import run_plan
+from dlbench.results.store import Store
+
+
+def test_null_case_measures_and_reports_everything():
+    result = run_case(null_case(), FAST)
+    assert result.ok, result.error
+    assert result.latency_ms is not None and result.latency_ms.n >= 3
+    assert len(result.samples_ms) == result.latency_ms.n
+    assert result.first_call_ms is not None and result.warmup_ms
+    assert result.throughput > 0
+    assert result.peak_rss_mb > 10
+    assert result.cpu_percent is not None
+    assert result.import_s is not None and result.setup_s is not None
+    assert result.device == "cpu" and result.batch_size == 1000  # mlp's default, resolved
+    assert result.gflops is None  # the null backend computes nothing and claims nothing
+
+
+def test_sleeping_step_is_timed_honestly():
+    result = run_case(
+        null_case(sleep_ms="20"), Settings(min_time_s=0.2, min_iters=3, warmup_iters=1)
+    )
+    assert result.ok, result.error
+    assert 20.0 <= result.latency_ms.median < 40.0
+    assert result.latency_ms.n >= 10  # 0.2 s of 20 ms steps
+
+
+@pytest.mark.parametrize(
+    ("fault", "message"),
+    [
+        ("raise", "injected failure (null backend fault=raise)"),
+        ("abort", "worker aborted (SIGABRT)"),
+        ("segfault", "worker crashed with a segmentation fault (SIGSEGV)"),
+        ("kill", "worker killed by SIGKILL (out of memory?"),
+        ("exit", "worker exited with status 3 without reporting a result"),
+    ],
+)
+def test_failures_become_failed_results(fault, message):
+    result = run_case(null_case(fault=fault), FAST)
+    assert result.status == "failed"
+    assert result.error.startswith(message)
+    assert result.latency_ms is None
+    assert result.workload == "mlp" and result.framework == "null"
+
+
+def test_segfault_log_tail_is_kept():
+    result = run_case(null_case(fault="segfault"), FAST)
+    assert "Segmentation fault" in (result.error_detail or "")
+
+
+def test_a_hanging_case_is_killed_at_the_timeout():
+    start = time.monotonic()
+    settings = Settings(min_time_s=0.0, min_iters=1, warmup_iters=0, timeout_s=3.0)
+    result = run_case(null_case(fault="hang"), settings)
+    assert result.status == "failed"
+    assert result.error.startswith("timed out after 3 s")
+    assert time.monotonic() - start < 30
+
+
+def test_signal_descriptions():
+    assert describe_exit(-9).startswith("worker killed by SIGKILL")
+    assert describe_exit(-15) == "worker killed by SIGTERM"
+    assert describe_exit(-200) == "worker killed by signal 200"
+    assert describe_exit(None) == "worker did not report a result"
+
+
+def test_parent_sleeps_while_the_worker_runs():
+    """A busy-waiting parent would burn about as much CPU as the case's wall time."""
+    settings = Settings(min_time_s=2.0, min_iters=3, warmup_iters=0, timeout_s=60)
+    start_cpu, start_wall = time.process_time(), time.monotonic()
+    result = run_case(null_case(sleep_ms="50"), settings)
+    parent_cpu = time.process_time() - start_cpu
+    wall = time.monotonic() - start_wall
+    assert result.ok, result.error
+    assert wall > 2.0
+    # Starting the spawned worker costs the parent a little CPU; waiting costs none.
+    assert parent_cpu < 0.25 * wall, f"parent used {parent_cpu:.2f} s CPU in {wall:.2f} s"
+
+
+def test_a_suite_goes_on_after_failures_and_stores_everything(tmp_path):
+    cases = [null_case(fault="raise"), null_case(), null_case(fault="abort"), null_case()]
+    with Store(tmp_path / "s.sqlite") as store:
+        run = run_plan("test", cases, FAST, store)
+        stored = store.load_run(run.id)
+    assert [r.status for r in run.results] == ["failed", "ok", "failed", "ok"]
+    assert run.failures == 2
+    assert stored.results == run.results
+    assert stored.finished_at is not None

@@ -1,0 +1,97 @@
+"""The SQLite store: round trip, refusal of newer stores, atomicity under SIGKILL."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from test_results import sample_run
+
+from dlbench.errors import UserError
+from dlbench.results.store import Store, default_db_path
+
+
+def test_run_round_trips_through_the_store(tmp_path):
+    run = sample_run()
+    with Store(tmp_path / "s.sqlite") as store:
+        store.begin_run(run)
+        for seq, result in enumerate(run.results):
+            store.add_result(run.id, seq, result)
+        store.finish_run(run.id, "2026-01-01T00:01:00+00:00")
+        loaded = store.load_run(run.id)
+    run.finished_at = "2026-01-01T00:01:00+00:00"
+    assert loaded == run
+
+
+def test_default_path_follows_env(isolated_store):
+    assert default_db_path() == isolated_store
+
+
+def test_newer_store_schema_is_refused(tmp_path):
+    path = tmp_path / "s.sqlite"
+    Store(path).close()
+    with sqlite3.connect(path) as db:
+        db.execute("UPDATE meta SET value='99' WHERE key='schema_version'")
+    with pytest.raises(UserError, match="newer than this dlbench"):
+        Store(path)
+
+
+def test_a_file_that_is_not_a_store_is_refused(tmp_path):
+    path = tmp_path / "s.sqlite"
+    path.write_bytes(b"this is not sqlite" * 100)
+    with pytest.raises(UserError, match="not a usable dlbench store"):
+        Store(path)
+
+
+def test_unknown_run_id_is_a_user_error(tmp_path):
+    with Store(tmp_path / "s.sqlite") as store, pytest.raises(UserError, match="no run 'x'"):
+        store.load_run("x")
+
+
+WRITER = """
+import sys
+from dlbench.results.store import Store
+from test_results import sample_run
+run = sample_run()
+store = Store(sys.argv[1])
+store.begin_run(run)
+result = run.results[0]
+result.samples_ms = [0.5] * 20000  # big rows: a kill lands mid-write often
+print("ready", flush=True)
+seq = 0
+while True:
+    store.add_result(run.id, seq, result)
+    seq += 1
+"""
+
+
+@pytest.mark.parametrize("delay", [0.05, 0.2, 0.5])
+def test_killing_a_writer_never_leaves_a_corrupt_store(tmp_path, delay):
+    path = tmp_path / "s.sqlite"
+    tests_dir = str(Path(__file__).parent)
+    writer = subprocess.Popen(
+        [sys.executable, "-c", WRITER, str(path)],
+        stdout=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONPATH": tests_dir},
+    )
+    assert writer.stdout.readline().strip() == "ready"
+    time.sleep(delay)
+    writer.send_signal(signal.SIGKILL)
+    writer.wait()
+    with sqlite3.connect(path) as db:
+        assert db.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+        rows = db.execute("SELECT seq, data FROM results ORDER BY seq").fetchall()
+    assert rows, "the writer should have committed some rows before the kill"
+    assert [seq for seq, _ in rows] == list(range(len(rows)))  # no gaps, no partial row
+    for _, data in rows:
+        assert len(json.loads(data)["samples_ms"]) == 20000
+    with Store(path) as store:
+        assert len(store.load_run("r1").results) == len(rows)

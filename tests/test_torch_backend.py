@@ -1,0 +1,130 @@
+"""The real PyTorch backend: every workload, mode and compile mode, small shapes."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from conftest import FAST
+
+from dlbench.config import Case
+from dlbench.launch.runner import run_case
+from dlbench.registry import get_workload
+
+torch = pytest.importorskip("torch")
+
+from dlbench.backends.base import Job  # noqa: E402
+from dlbench.backends.pytorch import TorchBackend  # noqa: E402
+from dlbench.backends.torch_models import build_module  # noqa: E402
+
+SMALL = {
+    "add": ((("size", 64),), 2),
+    "gemm": ((("size", 32),), 2),
+    "mlp": ((), 8),
+    "mnist-cnn": ((), 4),
+}
+MATRIX = [
+    (workload, mode, compile_mode)
+    for workload in SMALL
+    for mode in get_workload(workload).modes
+    for compile_mode in ("eager", "script", "compile")
+]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("workload", "mode", "compile_mode"), MATRIX)
+def test_every_workload_mode_and_compile_mode_runs(workload, mode, compile_mode):
+    params, batch = SMALL[workload]
+    case = Case(
+        workload,
+        "torch",
+        compile_mode,
+        mode=mode,
+        device="cpu",
+        batch_size=batch,
+        threads=1,
+        params=params,
+    )
+    result = run_case(case, FAST)
+    assert result.ok, f"{result.error}\n{result.error_detail}"
+    assert result.device == "cpu" and result.framework_version == torch.__version__
+    assert result.latency_ms.n >= 3 and result.latency_ms.median > 0
+    assert result.throughput > 0 and result.gflops > 0
+    assert result.details["threads"] == {"intra_op": 1, "inter_op": 1}
+    if workload == "add":
+        assert result.gbps > 0
+
+
+def test_cuda_request_without_cuda_fails_clearly():
+    if torch.cuda.is_available():
+        pytest.skip("this machine has CUDA")
+    case = Case("mlp", "torch", "eager", device="cuda", batch_size=2, threads=1)
+    result = run_case(case, FAST)
+    assert result.status == "failed"
+    assert "sees no CUDA device" in result.error and "--device cpu" in result.error
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_cuda_case_runs_on_the_gpu():
+    case = Case(
+        "gemm", "torch", "eager", device="cuda", batch_size=1, threads=1, params=(("size", 1024),)
+    )
+    result = run_case(case, FAST)
+    assert result.ok, result.error
+    assert result.device == "cuda:0"
+
+
+def test_mnist_cnn_has_the_example_parameter_count():
+    workload = get_workload("mnist-cnn")
+    module = build_module("mnist-cnn", workload.reference_weights({}, seed=0))
+    assert sum(p.numel() for p in module.parameters()) == 1_199_882
+
+
+def numpy_mlp(weights: dict[str, np.ndarray], x: np.ndarray) -> np.ndarray:
+    for index in range(6):
+        x = x @ weights[f"fc{index}.weight"].T + weights[f"fc{index}.bias"]
+        x = np.maximum(x, 0) if index < 5 else 1 / (1 + np.exp(-x))
+    return x
+
+
+def test_mlp_computes_the_reference_function_with_the_reference_weights():
+    workload = get_workload("mlp")
+    weights = workload.reference_weights({}, seed=7)
+    x = workload.make_inputs(16, {}, "infer", seed=7)["x"]
+    with torch.inference_mode():
+        out = build_module("mlp", weights)(torch.from_numpy(x)).numpy()
+    np.testing.assert_allclose(out, numpy_mlp(weights, x), rtol=1e-5, atol=1e-6)
+
+
+def job(workload: str, mode: str, batch: int = 4) -> Job:
+    """A Job for in-process tests; kernels get a 16x16 size."""
+    case = Case(workload, "torch", "eager", mode=mode, device="cpu", batch_size=batch, threads=1)
+    spec = get_workload(workload)
+    params = spec.resolve_params("cpu", {"size": 16} if spec.cpu_params else {})
+    return Job(case, spec, "cpu", batch, params, seed=0)
+
+
+def test_inference_records_no_autograd():
+    prepared = TorchBackend().prepare(job("mlp", "infer"))
+    with prepared.context():
+        out = prepared.step()
+    assert not out.requires_grad
+    assert out.is_inference()
+
+
+def test_add_and_gemm_write_the_right_answer_into_the_preallocated_output():
+    for name, reference in (("add", np.add), ("gemm", np.matmul)):
+        spec_job = job(name, "infer", batch=2)
+        inputs = spec_job.workload.make_inputs(2, spec_job.params, "infer", seed=0)
+        prepared = TorchBackend().prepare(spec_job)
+        with prepared.context():
+            out = prepared.step()
+        np.testing.assert_allclose(out.numpy(), reference(*inputs.values()), rtol=1e-4, atol=1e-4)
+
+
+def test_training_steps_update_the_weights_and_lower_the_loss():
+    prepared = TorchBackend().prepare(job("mnist-cnn", "train", batch=16))
+    with prepared.context():
+        losses = [prepared.step().item() for _ in range(8)]
+    assert all(np.isfinite(losses))
+    assert losses[-1] < losses[0]
