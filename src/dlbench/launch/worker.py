@@ -17,10 +17,12 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from dlbench.backends.base import CaseError, Job, Prepared, device_kind
 from dlbench.config import Case, Settings
-from dlbench.measure.monitor import ProcessMonitor, peak_rss_mb
+from dlbench.measure.monitor import ProcessMonitor, ResourceUse, peak_rss_mb
 from dlbench.measure.stats import summarize, throughput
-from dlbench.measure.timer import StopRule, run_timed
+from dlbench.measure.timer import StopRule, Timing, run_timed
+from dlbench.registry import get_workload, load_backend
 from dlbench.results.records import STATUS_FAILED, STATUS_OK, Result
 
 # Read by OpenMP, MKL, OpenBLAS and friends when they load: set before import.
@@ -52,18 +54,27 @@ def base_result(case: Case, status: str, **values: Any) -> Result:
 
 def execute(case: Case, settings: Settings) -> Result:
     """Import, prepare, time and summarise one case (in this process)."""
-    from dlbench.registry import get_workload, load_backend
-
     started = time.perf_counter()
-    backend = load_backend(case.framework)()
+    backend = load_backend(case.framework)()  # imports the framework
     import_s = time.perf_counter() - started
-    from dlbench.backends.base import Job, device_kind
-
     threads = backend.configure_threads(case.threads, case.effective_interop_threads)
-    device = backend.resolve_device(case.device)
+    job = make_job(case, settings, backend.resolve_device(case.device))
+    setup_start = time.perf_counter()
+    prepared = backend.prepare(job)
+    setup_s = time.perf_counter() - setup_start
+    timing, usage = measure(prepared, settings)
+    result = measured_result(job, prepared, timing, usage)
+    result.import_s, result.setup_s = import_s, setup_s
+    result.framework_version = backend.version()
+    result.details = {"threads": threads, "loop_wall_s": timing.loop_wall_s, **prepared.details}
+    return result
+
+
+def make_job(case: Case, settings: Settings, device: str) -> Job:
+    """Resolve the workload's defaults for the device the case actually landed on."""
     workload = get_workload(case.workload)
     kind = device_kind(device)
-    job = Job(
+    return Job(
         case=case,
         workload=workload,
         device=device,
@@ -71,19 +82,26 @@ def execute(case: Case, settings: Settings) -> Result:
         params=workload.resolve_params(kind, dict(case.params)),
         seed=settings.seed,
     )
-    setup_start = time.perf_counter()
-    prepared = backend.prepare(job)
-    setup_s = time.perf_counter() - setup_start
+
+
+def measure(prepared: Prepared, settings: Settings) -> tuple[Timing, ResourceUse]:
+    """Run the timer inside the backend's context, the monitor around the steady state."""
     rule = StopRule(settings.min_time_s, settings.min_iters, settings.warmup_iters)
     monitor = ProcessMonitor()
     with prepared.context():
         timing = run_timed(prepared.step, rule, on_loop_start=monitor.start)
         usage = monitor.stop()
+    return timing, usage
+
+
+def measured_result(job: Job, prepared: Prepared, timing: Timing, usage: ResourceUse) -> Result:
+    """Statistics and rates from the raw samples; the null backend claims no FLOPs."""
+    case = job.case
     stats = summarize(timing.samples_s)
     rate = throughput(job.batch_size, stats)
-    flops = workload.flops_per_sample(job.params, case.mode)
-    moved = workload.bytes_per_sample(job.params, case.mode)
     real_work = case.framework != "null"
+    flops = job.workload.flops_per_sample(job.params, case.mode) if real_work else None
+    moved = job.workload.bytes_per_sample(job.params, case.mode) if real_work else None
     return base_result(
         case,
         STATUS_OK,
@@ -92,28 +110,27 @@ def execute(case: Case, settings: Settings) -> Result:
         params=job.params,
         latency_ms=stats,
         throughput=rate,
-        gflops=rate * flops / 1e9 if real_work else None,
-        gbps=rate * moved / 1e9 if real_work and moved else None,
-        flops_per_sample=flops if real_work else None,
-        bytes_per_sample=moved if real_work else None,
+        gflops=rate * flops / 1e9 if flops else None,
+        gbps=rate * moved / 1e9 if moved else None,
+        flops_per_sample=flops,
+        bytes_per_sample=moved,
         noisy=stats.noisy,
         first_call_ms=timing.first_call_s * 1000.0,
-        warmup_ms=[s * 1000.0 for s in timing.warmup_s],
-        samples_ms=[s * 1000.0 for s in timing.samples_s],
+        warmup_ms=to_ms(timing.warmup_s),
+        samples_ms=to_ms(timing.samples_s),
         cpu_percent=usage.cpu_percent,
         peak_rss_mb=usage.peak_rss_mb,
         load_avg_before=usage.load_avg_before,
         load_avg_after=usage.load_avg_after,
-        import_s=import_s,
-        setup_s=setup_s,
-        framework_version=backend.version(),
-        details={"threads": threads, "loop_wall_s": timing.loop_wall_s, **prepared.details},
     )
 
 
-def failed_from_exception(case: Case, exc: BaseException) -> Result:
-    from dlbench.backends.base import CaseError
+def to_ms(samples_s: list[float]) -> list[float]:
+    """Milliseconds rounded to the nanosecond: finer than any clock, and compact in JSON."""
+    return [round(s * 1000.0, 6) for s in samples_s]
 
+
+def failed_from_exception(case: Case, exc: BaseException) -> Result:
     message = one_line(str(exc))
     if not isinstance(exc, CaseError):
         message = f"{type(exc).__name__}: {message}"

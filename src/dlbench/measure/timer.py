@@ -27,7 +27,7 @@ class StopRule:
     min_time_s: float = 1.0
     min_iters: int = 10
     warmup_iters: int = 3
-    max_iters: int = 1_000_000
+    max_iters: int = 100_000
 
     def done(self, samples: int, measured_s: float) -> bool:
         if samples >= self.max_iters:

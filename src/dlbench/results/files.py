@@ -58,6 +58,7 @@ def write_atomic(path: Path, text: str) -> None:
     except OSError as exc:
         raise UserError(f"cannot write {path}: {exc.strerror}") from None
     try:
+        os.chmod(temp_name, 0o666 & ~_umask())  # mkstemp makes 0600; give a normal file's mode
         with os.fdopen(fd, "w", encoding="utf-8", newline="") as handle:
             handle.write(text)
             handle.flush()
@@ -66,6 +67,12 @@ def write_atomic(path: Path, text: str) -> None:
     except BaseException:
         Path(temp_name).unlink(missing_ok=True)
         raise
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
 
 
 def write_json(run: Run, path: Path) -> None:
