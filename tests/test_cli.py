@@ -178,3 +178,73 @@ def test_ctrl_c_kills_the_worker_and_keeps_finished_cases(tmp_path):
     assert [r["status"] for r in run["results"]] == ["ok"]
     time.sleep(0.5)
     assert not [w for w in workers if w.is_running() and w.status() != psutil.STATUS_ZOMBIE]
+
+
+def _start_hanging_run(tmp_path: Path) -> tuple[subprocess.Popen[str], list]:
+    import time
+
+    import psutil
+
+    suite = tmp_path / "hang.yaml"
+    suite.write_text('cases: [{workload: mlp, framework: "null", options: {fault: hang}}]\n')
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "dlbench", "run", str(suite), "--quiet"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    deadline = time.monotonic() + 60
+    while not (workers := psutil.Process(proc.pid).children(recursive=True)):
+        assert time.monotonic() < deadline, "worker never started"
+        time.sleep(0.1)
+    time.sleep(1.0)  # let the worker reach its hanging step
+    return proc, workers
+
+
+def _gone(workers: list, timeout: float = 10.0) -> bool:
+    import psutil
+
+    _, alive = psutil.wait_procs(workers, timeout=timeout)
+    return not [p for p in alive if p.status() != psutil.STATUS_ZOMBIE]
+
+
+def test_sigterm_to_dlbench_kills_the_worker_too(tmp_path):
+    import signal
+
+    proc, workers = _start_hanging_run(tmp_path)
+    proc.send_signal(signal.SIGTERM)
+    _, stderr = proc.communicate(timeout=30)
+    assert proc.returncode == 130
+    assert "Traceback" not in stderr
+    assert _gone(workers)
+
+
+def test_a_worker_dies_with_a_parent_killed_hard(tmp_path):
+    import signal
+
+    proc, workers = _start_hanging_run(tmp_path)
+    proc.send_signal(signal.SIGKILL)  # no cleanup code runs in the parent
+    proc.communicate(timeout=30)
+    assert _gone(workers)
+
+
+def test_output_path_that_is_a_directory_is_a_user_error(tmp_path):
+    proc = dlbench("run", "-w", "mlp", "-f", "null", "--json", str(tmp_path))
+    assert proc.returncode == 2
+    assert "it is a directory" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_env_survives_an_odd_nvidia_smi(tmp_path):
+    fake = tmp_path / "nvidia-smi"
+    fake.write_text("#!/bin/sh\necho 'Odd GPU, [N/A], 550.1'\necho 'garbage line'\n")
+    fake.chmod(0o755)
+    import os
+
+    env = {**os.environ, "PATH": f"{tmp_path}:{os.environ['PATH']}"}
+    proc = subprocess.run(
+        [sys.executable, "-m", "dlbench", "env", "--json"], capture_output=True, text=True, env=env
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["gpus"] == [
+        {"name": "Odd GPU", "memory_mb": None, "driver": "550.1"}
+    ]

@@ -67,6 +67,13 @@ def test_settings_layer_suite_then_cli(tmp_path):
     assert (plan.settings.min_time_s, plan.settings.min_iters) == (2, 3)
 
 
+def test_cli_params_go_to_the_workloads_that_have_them():
+    plan = build_plan(RunRequest(params=(("size", 256),)))
+    sized = {c.workload: dict(c.params) for c in plan.cases}
+    assert sized["add"] == {"size": 256} and sized["gemm"] == {"size": 256}
+    assert sized["mlp"] == {}
+
+
 def test_batch_size_override_replaces_suite_values(tmp_path):
     path = write(tmp_path, "cases: [{workload: mlp, framework: 'null', batch_size: [1, 2]}]\n")
     plan = build_plan(RunRequest(suite=path, batch_sizes=(16,)))
@@ -90,10 +97,19 @@ def test_batch_size_override_replaces_suite_values(tmp_path):
         (RunRequest(workloads=("mlp",), modes=("serve",)), "unknown mode 'serve'"),
         (RunRequest(workloads=("mlp",), device="tpu"), "unknown device 'tpu'"),
         (RunRequest(workloads=("mlp",), batch_sizes=(0,)), "invalid batch size 0"),
-        (RunRequest(workloads=("mlp",), params=(("size", 8),)), "has no parameter 'size'"),
+        (
+            RunRequest(workloads=("mlp",), params=(("size", 8),)),
+            "--param size: no workload of this run \\(mlp\\)",
+        ),
         (RunRequest(suite="nonesuch"), "unknown suite 'nonesuch'; built-in: quick"),
         (RunRequest(settings=(("min_iters", 0),)), "invalid min-iters 0"),
         (RunRequest(settings=(("timeout_s", 0),)), "invalid timeout 0"),
+        (RunRequest(settings=(("timeout_s", float("inf")),)), "invalid timeout inf"),
+        (RunRequest(settings=(("timeout_s", 1e300),)), "invalid timeout 1e\\+300"),
+        (RunRequest(settings=(("min_iters", 200_000),)), "from 1 to 100000"),
+        (RunRequest(settings=(("seed", -1),)), "invalid seed -1"),
+        (RunRequest(workloads=("mlp",), device="cpu\n"), "unknown device"),
+        (RunRequest(workloads=("mlp",), threads=10**20), "invalid threads"),
     ],
 )
 def test_bad_requests_name_the_problem(request_, message):

@@ -99,6 +99,24 @@ def test_csv_has_one_row_per_result_and_survives_odd_strings(tmp_path):
     assert rows[1]["params"] == "size=64"
 
 
+GOOD = (
+    '{"schema_version": 1, "id": "x", "started_at": "t", "suite": "s", "settings": {},'
+    ' "env": {}, "results": []}'
+)
+RESULT = (
+    '{"workload": "mlp", "framework": "torch", "compile": "eager", "mode": "infer",'
+    ' "device": "cpu", "batch_size": 4, "precision": "fp32", "threads": 1, "interop_threads": 1,'
+    ' "status": "ok", "params": {}, "latency_ms": {"median": 1, "mean": 1, "p90": 1,'
+    ' "p99": 1, "std": 0, "iqr": 0, "min": 1, "max": 1, "n": 1}}'
+)
+
+
+def test_a_minimal_valid_file_loads(tmp_path):
+    path = tmp_path / "ok.json"
+    path.write_text(GOOD.replace('"results": []', '"results": [' + RESULT + "]"))
+    assert read_json(path).results[0].latency_ms.median == 1
+
+
 @pytest.mark.parametrize(
     ("content", "message"),
     [
@@ -134,10 +152,21 @@ def test_atomic_write_keeps_the_old_file_when_writing_fails(tmp_path, monkeypatc
         raise OSError("disk on fire")
 
     monkeypatch.setattr(os, "replace", broken_replace)
-    with pytest.raises(OSError):
+    with pytest.raises(UserError, match=r"cannot write .*disk on fire"):
         write_atomic(target, "new content")
     assert target.read_text() == "old complete content"
     assert list(tmp_path.iterdir()) == [target]  # no temporary file left behind
+
+
+def test_a_directory_as_output_path_is_a_user_error(tmp_path):
+    with pytest.raises(UserError, match="it is a directory"):
+        write_atomic(tmp_path, "data")
+
+
+def test_written_files_get_the_usual_permissions(tmp_path):
+    os.umask(mask := os.umask(0o022))
+    write_atomic(tmp_path / "out.json", "data")
+    assert (tmp_path / "out.json").stat().st_mode & 0o777 == 0o666 & ~mask
 
 
 def test_unwritable_output_path_is_a_user_error(tmp_path):

@@ -97,3 +97,19 @@ def test_a_suite_goes_on_after_failures_and_stores_everything(tmp_path):
     assert run.failures == 2
     assert stored.results == run.results
     assert stored.finished_at is not None
+
+
+def test_cpu_percent_of_a_sleeping_step_is_near_zero():
+    result = run_case(
+        null_case(sleep_ms="10"), Settings(min_time_s=0.3, min_iters=3, warmup_iters=0)
+    )
+    assert result.ok
+    assert 0.0 <= result.cpu_percent < 20.0
+
+
+def test_cpu_percent_of_a_busy_step_is_about_one_core():
+    # The null backend with no sleep is a tight Python loop on one thread.
+    result = run_case(null_case(), Settings(min_time_s=0.02, min_iters=100_000, warmup_iters=0))
+    assert result.ok
+    assert 50.0 < result.cpu_percent <= 105.0
+    assert result.latency_ms.n == 100_000

@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import signal
 import sys
+import threading
 from collections.abc import Sequence
 from pathlib import Path
 from typing import NoReturn
@@ -111,8 +113,20 @@ def add_run_parser(commands: argparse._SubParsersAction) -> None:
     run.add_argument("--quiet", "-q", action="store_true", help="no progress, table only")
 
 
+def _interrupt_on(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt(signal.Signals(signum).name)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     err = Console(stderr=True)
+    # A terminated or hung-up dlbench cleans up like Ctrl-C: the running worker
+    # is killed and the finished cases stay stored.
+    previous = {}
+    if threading.current_thread() is threading.main_thread():
+        for name in ("SIGTERM", "SIGHUP"):
+            if hasattr(signal, name):
+                number = getattr(signal, name)
+                previous[number] = signal.signal(number, _interrupt_on)
     try:
         args = build_parser().parse_args(argv)
         from dlbench import commands
@@ -125,6 +139,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         err.print("dlbench: interrupted", markup=False)
         return EXIT_INTERRUPTED
+    finally:
+        for number, handler in previous.items():
+            signal.signal(number, handler)
 
 
 def print_json(data: object) -> None:

@@ -7,18 +7,26 @@ and what is allowed, and is raised as UserError (exit code 2 in the CLI).
 
 from __future__ import annotations
 
+import math
 import os
 import re
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
 from dlbench.errors import UserError
+from dlbench.measure.timer import MAX_ITERS  # also the most --min-iters can ask
 from dlbench.registry import framework_info, get_workload
 
 MODES = ("infer", "train")
 PRECISIONS = ("fp32",)
-DEVICE_PATTERN = re.compile(r"^(cpu|auto|cuda(:\d+)?)$")
+DEVICE_PATTERN = re.compile(r"cpu|auto|cuda(:\d+)?")
 DEVICE_HELP = "cpu, cuda, cuda:N or auto"
+# Bounds that keep values sane and below what the OS and frameworks accept.
+MAX_MIN_TIME_S = 86_400.0
+MAX_TIMEOUT_S = 7 * 86_400.0
+MAX_SEED = 2**32 - 1
+MAX_THREADS = 1024
+MAX_BATCH = 2**31 - 1
 # Options only the null backend understands: fault injection and a fixed
 # per-step sleep, so the runner's failure handling is tested for real.
 NULL_OPTIONS = {
@@ -104,11 +112,14 @@ class Settings:
 
 
 def validate_settings(settings: Settings) -> Settings:
-    """Reject stop rules that could never finish or make no sense."""
-    _require(settings.min_time_s >= 0, "min-time", settings.min_time_s, "a number >= 0")
-    _require(settings.min_iters >= 1, "min-iters", settings.min_iters, "an integer >= 1")
-    _require(settings.warmup_iters >= 0, "warmup", settings.warmup_iters, "an integer >= 0")
-    _require(settings.timeout_s > 0, "timeout", settings.timeout_s, "a number of seconds > 0")
+    """Reject stop rules that could never finish, overflow, or make no sense."""
+    _require_number("min-time", settings.min_time_s, 0, MAX_MIN_TIME_S)
+    _require_int("min-iters", settings.min_iters, 1, MAX_ITERS)
+    _require_int("warmup", settings.warmup_iters, 0, MAX_ITERS)
+    _require_number("timeout", settings.timeout_s, 0, MAX_TIMEOUT_S)
+    if settings.timeout_s == 0:
+        raise UserError("invalid timeout 0; expected a number of seconds > 0")
+    _require_int("seed", settings.seed, 0, MAX_SEED)
     return settings
 
 
@@ -126,15 +137,15 @@ def validate_case(case: Case) -> Case:
             f"workload {case.workload!r} does not support mode {case.mode!r}; "
             f"allowed: {', '.join(workload.modes)}"
         )
-    if not isinstance(case.device, str) or not DEVICE_PATTERN.match(case.device):
+    if not isinstance(case.device, str) or not DEVICE_PATTERN.fullmatch(case.device):
         raise UserError(f"unknown device {case.device!r}; allowed: {DEVICE_HELP}")
     if case.batch_size is not None:
-        _require_positive_int("batch size", case.batch_size)
+        _require_int("batch size", case.batch_size, 1, MAX_BATCH)
     if case.precision not in PRECISIONS:
         raise UserError(f"unknown precision {case.precision!r}; allowed: {', '.join(PRECISIONS)}")
-    _require_positive_int("threads", case.threads)
+    _require_int("threads", case.threads, 1, MAX_THREADS)
     if case.interop_threads is not None:
-        _require_positive_int("interop threads", case.interop_threads)
+        _require_int("interop threads", case.interop_threads, 1, MAX_THREADS)
     workload.validate_params(dict(case.params))
     _validate_options(case)
     return case
@@ -165,9 +176,19 @@ def _is_non_negative_number(value: str) -> bool:
         return False
 
 
-def _require_positive_int(what: str, value: object) -> None:
-    ok = isinstance(value, int) and not isinstance(value, bool) and value > 0
-    _require(ok, what, value, "an integer > 0")
+def _require_int(what: str, value: object, low: int, high: int) -> None:
+    ok = isinstance(value, int) and not isinstance(value, bool) and low <= value <= high
+    _require(ok, what, value, f"an integer from {low} to {high}")
+
+
+def _require_number(what: str, value: object, low: float, high: float) -> None:
+    ok = (
+        isinstance(value, int | float)
+        and not isinstance(value, bool)
+        and math.isfinite(value)
+        and low <= value <= high
+    )
+    _require(ok, what, value, f"a number from {low:g} to {high:g}")
 
 
 def _require(ok: bool, what: str, value: object, allowed: str) -> None:

@@ -71,6 +71,7 @@ def build_plan(request: RunRequest) -> Plan:
     cases = list(dict.fromkeys(cases))  # drop duplicates, keep order
     if not cases:
         raise UserError(f"no case of suite {spec.name!r} matches the given filters")
+    _check_cli_params(request, cases)
     explicit = (request.suite is None and bool(request.workloads)) or bool(request.frameworks)
     cases, skipped = _installed_only(cases, strict=explicit)
     if not cases:
@@ -146,10 +147,12 @@ def _expand_entry(
     frameworks = _as_list(entry["framework"], f"{where}.framework")
     modes = _as_list(entry.get("mode", "infer"), f"{where}.mode")
     batches = list(request.batch_sizes) or _as_list(entry.get("batch_size"), f"{where}.batch_size")
-    device = request.device or entry.get("device") or suite_settings.get("device", "auto")
-    threads = request.threads or entry.get("threads") or suite_settings.get("threads")
-    interop = request.interop_threads or suite_settings.get("interop_threads")
-    params = {**_mapping(entry.get("params"), f"{where}.params"), **dict(request.params)}
+    device = _first_given(request.device, entry.get("device"), suite_settings.get("device"), "auto")
+    threads = _first_given(
+        request.threads, entry.get("threads"), suite_settings.get("threads"), available_cpus()
+    )
+    interop = _first_given(request.interop_threads, suite_settings.get("interop_threads"))
+    entry_params = _mapping(entry.get("params"), f"{where}.params")
     options = {k: str(v) for k, v in _mapping(entry.get("options"), f"{where}.options").items()}
     cases = []
     for workload, framework, mode, batch in itertools.product(
@@ -157,6 +160,7 @@ def _expand_entry(
     ):
         if not _selected(request, workload, framework, mode):
             continue
+        params = {**entry_params, **_cli_params_for(str(workload), request)}
         info = framework_info(str(framework))
         compiles = _as_list(entry.get("compile", info.default_compile), f"{where}.compile")
         for compile_mode in compiles:
@@ -171,13 +175,31 @@ def _expand_entry(
                     device=device,
                     batch_size=batch,
                     precision=entry.get("precision", "fp32"),
-                    threads=threads or available_cpus(),
+                    threads=threads,
                     interop_threads=interop,
                     params=tuple(sorted(params.items())),
                     options=tuple(sorted(options.items())),
                 )
             )
     return cases
+
+
+def _cli_params_for(workload: str, request: RunRequest) -> dict[str, int]:
+    """--param values go to the workloads that have that parameter (add, gemm: size)."""
+    accepted = get_workload(workload).cpu_params
+    return {key: value for key, value in request.params if key in accepted}
+
+
+def _check_cli_params(request: RunRequest, cases: list[Case]) -> None:
+    for key, _ in request.params:
+        if not any(key in get_workload(c.workload).cpu_params for c in cases):
+            names = ", ".join(sorted({c.workload for c in cases}))
+            raise UserError(f"--param {key}: no workload of this run ({names}) has it")
+
+
+def _first_given(*values: Any) -> Any:
+    """The first value that is not None (0 and "" are values, and get validated)."""
+    return next((v for v in values if v is not None), None)
 
 
 def _selected(request: RunRequest, workload: str, framework: str, mode: str) -> bool:

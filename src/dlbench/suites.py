@@ -96,6 +96,8 @@ def parse_suite(text: str, source: str, default_name: str) -> SuiteSpec:
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 1}" if mark is not None else ""
         raise UserError(f"{source}: invalid YAML{where}") from None
+    except RecursionError:
+        raise UserError(f"{source}: YAML nested too deeply") from None
     if not isinstance(data, dict):
         raise UserError(f"{source}: expected a mapping with keys {', '.join(TOP_KEYS)}")
     _check_keys(data, TOP_KEYS, source)

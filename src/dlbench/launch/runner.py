@@ -39,7 +39,7 @@ def run_case(case: Case, settings: Settings) -> Result:
         log_path = Path(scratch) / "worker.log"
         process = context.Process(
             target=worker_main,
-            args=(case.to_dict(), settings.to_dict(), str(result_path), str(log_path)),
+            args=(case.to_dict(), settings.to_dict(), str(result_path), str(log_path), os.getpid()),
             name=f"dlbench-worker {case.label()}",
         )
         started_at, wall_start = now_iso(), time.perf_counter()

@@ -112,6 +112,7 @@ def measured_result(job: Job, prepared: Prepared, timing: Timing, usage: Resourc
         throughput=rate,
         gflops=rate * flops / 1e9 if flops else None,
         gbps=rate * moved / 1e9 if moved else None,
+        primary_metric=job.workload.primary_metric,
         flops_per_sample=flops,
         bytes_per_sample=moved,
         noisy=stats.noisy,
@@ -156,12 +157,36 @@ def _redirect_output(log_path: str) -> None:
     os.close(log_fd)
 
 
+def _die_with_parent(parent_pid: int) -> None:
+    """Ask Linux to SIGKILL this worker if the parent dies (even by SIGKILL).
+
+    The worker leaves the terminal's process group (setsid), so without this
+    a parent killed hard would leave an orphan loading the machine with no
+    timeout. Elsewhere the runner's own cleanup is all there is.
+    """
+    if not sys.platform.startswith("linux"):
+        return
+    import ctypes
+    import signal
+
+    pr_set_pdeathsig = 1
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl(pr_set_pdeathsig, signal.SIGKILL, 0, 0, 0)
+    if os.getppid() != parent_pid:  # the parent died before prctl took effect
+        os._exit(1)
+
+
 def worker_main(
-    case_data: dict[str, Any], settings_data: dict[str, Any], result_path: str, log_path: str
+    case_data: dict[str, Any],
+    settings_data: dict[str, Any],
+    result_path: str,
+    log_path: str,
+    parent_pid: int,
 ) -> None:
     """Process entry point (spawned by the runner)."""
     if hasattr(os, "setsid"):
         os.setsid()  # own process group: the runner can kill helpers we start too
+    _die_with_parent(parent_pid)
     _redirect_output(log_path)
     faulthandler.enable()  # a segfault's Python stack lands in the log
     case = Case.from_dict(case_data)

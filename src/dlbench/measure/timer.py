@@ -12,6 +12,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 Clock = Callable[[], float]
+# Samples kept at most: a step faster than a few µs stops here, not at min_time.
+MAX_ITERS = 100_000
 Step = Callable[[], object]
 
 
@@ -27,7 +29,7 @@ class StopRule:
     min_time_s: float = 1.0
     min_iters: int = 10
     warmup_iters: int = 3
-    max_iters: int = 100_000
+    max_iters: int = MAX_ITERS
 
     def done(self, samples: int, measured_s: float) -> bool:
         if samples >= self.max_iters:

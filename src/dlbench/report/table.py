@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 from rich.console import Group, RenderableType
 from rich.markup import escape
 from rich.table import Table
@@ -16,6 +18,8 @@ def fmt(value: float | None, digits: int = 3) -> str:
     """Three significant digits, no scientific notation for everyday sizes."""
     if value is None:
         return "-"
+    if not math.isfinite(value):
+        return str(value)
     if value == 0:
         return "0"
     magnitude = abs(value)
@@ -37,8 +41,8 @@ def case_name(result: Result) -> str:
 
 
 def rate_column(result: Result) -> str:
-    """GB/s for memory-bound workloads, GFLOP/s otherwise."""
-    if result.gbps is not None:
+    """The workload's primary rate: GB/s for memory-bound ones, GFLOP/s otherwise."""
+    if result.primary_metric == "gbps" and result.gbps is not None:
         return f"{fmt(result.gbps)} GB/s"
     if result.gflops is not None:
         return f"{fmt(result.gflops)} GFLOP/s"

@@ -64,10 +64,17 @@ def gpus() -> list[dict[str, Any]]:
         ).stdout
     except (OSError, subprocess.SubprocessError):
         return []
-    found = []
+    found: list[dict[str, Any]] = []
     for line in out.strip().splitlines():
-        name, memory, driver = (part.strip() for part in line.split(",", 2))
-        found.append({"name": name, "memory_mb": float(memory), "driver": driver})
+        parts = [part.strip() for part in line.split(",")]
+        if len(parts) != 3:
+            continue  # not a line in the asked format; say nothing rather than guess
+        name, memory, driver = parts
+        try:
+            memory_mb: float | None = float(memory)
+        except ValueError:
+            memory_mb = None  # e.g. "[N/A]"
+        found.append({"name": name, "memory_mb": memory_mb, "driver": driver})
     return found
 
 

@@ -14,6 +14,7 @@ from typing import Any
 
 from dlbench.errors import UserError
 from dlbench.measure.stats import LatencyStats
+from dlbench.results.schema import check_run_shape
 
 SCHEMA_VERSION = 1
 STATUS_OK = "ok"
@@ -42,6 +43,8 @@ class Result:
     throughput: float | None = None
     gflops: float | None = None
     gbps: float | None = None
+    # "gflops" or "gbps": the rate that says most about this workload
+    primary_metric: str | None = None
     flops_per_sample: float | None = None
     bytes_per_sample: float | None = None
     noisy: bool | None = None
@@ -113,6 +116,7 @@ class Run:
     def from_dict(cls, data: Any, source: str = "run") -> Run:
         """Build a Run from parsed JSON, refusing what this version cannot read."""
         data = upgrade(data, source)
+        check_run_shape(data, source)
         try:
             results = [Result.from_dict(r) for r in data["results"]]
             known = {f.name for f in fields(cls)} - {"results"}
@@ -148,4 +152,6 @@ def run_from_json(text: str, source: str) -> Run:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
         raise UserError(f"{source}: not valid JSON ({exc.msg} at line {exc.lineno})") from None
+    except RecursionError:
+        raise UserError(f"{source}: not a dlbench run (nested too deeply)") from None
     return Run.from_dict(data, source)

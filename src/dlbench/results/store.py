@@ -76,6 +76,8 @@ class Store:
                 self._db.execute(
                     "INSERT INTO meta VALUES ('schema_version', ?)", (str(STORE_SCHEMA_VERSION),)
                 )
+            elif not row[0].isdigit():
+                raise UserError(f"store {self.path}: unreadable schema version {row[0]!r}")
             elif int(row[0]) > STORE_SCHEMA_VERSION:
                 raise UserError(
                     f"store {self.path} has schema {row[0]}, newer than this dlbench "
@@ -132,19 +134,21 @@ class Store:
         if row is None:
             raise UserError(f"no run {run_id!r} in store {self.path}")
         results = [
-            Result.from_dict(json.loads(data))
+            json.loads(data)
             for (data,) in self._db.execute(
                 "SELECT data FROM results WHERE run_id=? ORDER BY seq", (run_id,)
             )
         ]
-        return Run(
-            id=row[0],
-            schema_version=row[1],
-            started_at=row[2],
-            finished_at=row[3],
-            suite=row[4],
-            command=json.loads(row[5]),
-            settings=json.loads(row[6]),
-            env=json.loads(row[7]),
-            results=results,
-        )
+        data = {
+            "id": row[0],
+            "schema_version": row[1],
+            "started_at": row[2],
+            "finished_at": row[3],
+            "suite": row[4],
+            "command": json.loads(row[5]),
+            "settings": json.loads(row[6]),
+            "env": json.loads(row[7]),
+            "results": results,
+        }
+        # The same checks as a file: a store can be old, hand-edited or from elsewhere.
+        return Run.from_dict(data, f"store {self.path}, run {run_id}")

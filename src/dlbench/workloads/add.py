@@ -23,6 +23,7 @@ class AddWorkload(Workload):
     name = "add"
     description = "elementwise add of two float32 NxN tensors (memory bandwidth, GB/s)"
     modes = ("infer",)
+    primary_metric = "gbps"
     # 12288x12288 is the article's size; on a CPU a 4096x4096 tensor (64 MiB)
     # is still far beyond the caches, so it measures DRAM bandwidth, in a
     # fraction of the time and memory.

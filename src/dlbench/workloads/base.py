@@ -30,6 +30,8 @@ class Workload(ABC):
     gpu_params: ClassVar[Mapping[str, int]] = MappingProxyType({})
     cpu_batch_size: ClassVar[int] = 1
     gpu_batch_size: ClassVar[int] = 1
+    # The rate reports lead with: "gflops" (compute-bound) or "gbps" (memory-bound).
+    primary_metric: ClassVar[str] = "gflops"
     # Training recipe, named so every framework builds the same one.
     loss: ClassVar[str] = "none"
     optimizer: ClassVar[str] = "sgd"
