@@ -125,6 +125,6 @@ def test_add_and_gemm_write_the_right_answer_into_the_preallocated_output():
 def test_training_steps_update_the_weights_and_lower_the_loss():
     prepared = TorchBackend().prepare(job("mnist-cnn", "train", batch=16))
     with prepared.context():
-        losses = [prepared.step().item() for _ in range(8)]
+        losses = [prepared.step().item() for _ in range(10)]
     assert all(np.isfinite(losses))
-    assert losses[-1] < losses[0]
+    assert max(losses[-3:]) < losses[0]  # dropout makes single steps noisy

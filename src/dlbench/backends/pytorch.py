@@ -45,6 +45,7 @@ class TorchBackend(Backend):
         return f"cuda:{index}"
 
     def prepare(self, job: Job) -> Prepared:
+        torch.manual_seed(job.seed)  # dropout masks in training are reproducible too
         device = torch.device(job.device)
         inputs = {
             name: torch.from_numpy(array).to(device)
