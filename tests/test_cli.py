@@ -166,9 +166,10 @@ def test_ctrl_c_kills_the_worker_and_keeps_finished_cases(tmp_path):
     ):
         assert time.monotonic() < deadline, "first case never finished"
         time.sleep(0.1)
-    time.sleep(1.0)  # the hanging case's worker is now running
-    workers = parent.children(recursive=True)
-    assert workers
+    while not (workers := parent.children(recursive=True)):  # the hanging case's worker
+        assert time.monotonic() < deadline, "second worker never started"
+        time.sleep(0.1)
+    time.sleep(0.5)
     os.kill(proc.pid, signal.SIGINT)
     _, stderr = proc.communicate(timeout=30)
     assert proc.returncode == 130

@@ -43,14 +43,17 @@ def run_case(case: Case, settings: Settings) -> Result:
             name=f"dlbench-worker {case.label()}",
         )
         started_at, wall_start = now_iso(), time.perf_counter()
-        process.start()
+        timed_out = False
         try:
+            process.start()  # inside the try: Ctrl-C during the spawn must kill it too
             process.join(settings.timeout_s)
-        finally:
-            # Also on Ctrl-C: never leave a worker (or its helpers) running.
             timed_out = process.is_alive()
+        finally:
+            # Also on Ctrl-C: never leave a worker (or its helpers) running, or
+            # multiprocessing's exit handler would wait for it forever.
             _kill_group(process)
-            process.join()
+            if process.pid is not None:
+                process.join()
         result = _collect(case, process, result_path, log_path, timed_out, settings.timeout_s)
     if result.started_at is None:
         result.started_at = started_at
