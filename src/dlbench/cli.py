@@ -87,6 +87,13 @@ def add_run_parser(commands: argparse._SubParsersAction) -> None:
         help="compile mode, e.g. eager, compile, script (repeatable)",
     )
     run.add_argument("--mode", "-m", action="append", default=[], help="infer or train")
+    run.add_argument(
+        "--scenario",
+        "-s",
+        action="append",
+        default=[],
+        help="single-stream (batch 1, latency) or offline (large batches, throughput)",
+    )
     run.add_argument("--device", "-d", help="cpu, cuda, cuda:N or auto (default: auto)")
     run.add_argument("--batch-size", "-b", action="append", default=[], type=positive_int)
     run.add_argument(

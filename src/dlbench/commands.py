@@ -87,6 +87,7 @@ def request_from_args(args: argparse.Namespace) -> RunRequest:
         frameworks=tuple(args.framework),
         compiles=tuple(args.compiles),
         modes=tuple(args.mode),
+        scenarios=tuple(args.scenario),
         device=args.device,
         batch_sizes=tuple(args.batch_size),
         threads=args.threads,

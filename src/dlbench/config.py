@@ -15,9 +15,11 @@ from typing import Any
 
 from dlbench.errors import UserError
 from dlbench.measure.timer import MAX_ITERS  # also the most --min-iters can ask
-from dlbench.registry import framework_info, get_workload
+from dlbench.registry import FRAMEWORKS, framework_info, get_workload
 
 MODES = ("infer", "train")
+# Named after MLPerf's: one request at a time (latency) vs large batches (throughput).
+SCENARIOS = ("single-stream", "offline")
 PRECISIONS = ("fp32",)
 DEVICE_PATTERN = re.compile(r"cpu|auto|cuda(:\d+)?")
 DEVICE_HELP = "cpu, cuda, cuda:N or auto"
@@ -62,6 +64,19 @@ class Case:
     interop_threads: int | None = None
     params: tuple[tuple[str, int], ...] = ()
     options: tuple[tuple[str, str], ...] = ()
+    scenario: str | None = None
+
+    def effective_batch_size(self, default: int) -> int:
+        """The batch the worker uses: single-stream means one sample per request."""
+        if self.batch_size is not None:
+            return self.batch_size
+        return 1 if self.scenario == "single-stream" else default
+
+    def effective_scenario(self, batch_size: int) -> str:
+        """Given, or derived from the batch: 1 is single-stream, more is offline."""
+        if self.scenario is not None:
+            return self.scenario
+        return "single-stream" if batch_size == 1 else "offline"
 
     @property
     def effective_interop_threads(self) -> int:
@@ -72,6 +87,7 @@ class Case:
         """Short human-readable name used in progress output and errors."""
         batch = "default" if self.batch_size is None else str(self.batch_size)
         extra = "".join(f" {k}={v}" for k, v in self.params)
+        extra += f" {self.scenario}" if self.scenario else ""
         return (
             f"{self.workload}/{self.framework}[{self.compile}] {self.mode} "
             f"bs={batch} {self.device}{extra}"
@@ -137,6 +153,13 @@ def validate_case(case: Case) -> Case:
             f"workload {case.workload!r} does not support mode {case.mode!r}; "
             f"allowed: {', '.join(workload.modes)}"
         )
+    if not info.supports(case.workload, case.mode):
+        where = [n for n, fw in FRAMEWORKS.items() if fw.supports(case.workload, case.mode)]
+        raise UserError(
+            f"workload {case.workload!r} in mode {case.mode!r} is not supported on "
+            f"{case.framework!r}; supported on: {', '.join(where)} (see dlbench list)"
+        )
+    _validate_scenario(case)
     if not isinstance(case.device, str) or not DEVICE_PATTERN.fullmatch(case.device):
         raise UserError(f"unknown device {case.device!r}; allowed: {DEVICE_HELP}")
     if case.batch_size is not None:
@@ -149,6 +172,18 @@ def validate_case(case: Case) -> Case:
     workload.validate_params(dict(case.params))
     _validate_options(case)
     return case
+
+
+def _validate_scenario(case: Case) -> None:
+    if case.scenario is None:
+        return
+    if case.scenario not in SCENARIOS:
+        raise UserError(f"unknown scenario {case.scenario!r}; allowed: {', '.join(SCENARIOS)}")
+    if case.scenario == "single-stream" and case.batch_size not in (None, 1):
+        raise UserError(
+            f"scenario single-stream sends one sample per request; batch size "
+            f"{case.batch_size} belongs to the offline scenario"
+        )
 
 
 def _validate_options(case: Case) -> None:

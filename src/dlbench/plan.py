@@ -14,6 +14,7 @@ from typing import Any
 
 from dlbench.config import (
     MODES,
+    SCENARIOS,
     Case,
     Settings,
     available_cpus,
@@ -43,6 +44,7 @@ class RunRequest:
     frameworks: tuple[str, ...] = ()
     compiles: tuple[str, ...] = ()
     modes: tuple[str, ...] = ()
+    scenarios: tuple[str, ...] = ()
     device: str | None = None
     batch_sizes: tuple[int, ...] = ()
     threads: int | None = None
@@ -57,6 +59,7 @@ class Plan:
     settings: Settings
     cases: tuple[Case, ...]
     skipped: tuple[str, ...] = ()
+    report: str | None = None
 
 
 def build_plan(request: RunRequest) -> Plan:
@@ -76,7 +79,7 @@ def build_plan(request: RunRequest) -> Plan:
     cases, skipped = _installed_only(cases, strict=explicit)
     if not cases:
         raise UserError("; ".join(skipped))
-    return Plan(spec.name, settings, tuple(cases), tuple(skipped))
+    return Plan(spec.name, settings, tuple(cases), tuple(skipped), spec.report)
 
 
 def _check_filter_names(request: RunRequest) -> None:
@@ -91,6 +94,9 @@ def _check_filter_names(request: RunRequest) -> None:
     for mode in request.modes:
         if mode not in MODES:
             raise UserError(f"unknown mode {mode!r}; allowed: {', '.join(MODES)}")
+    for scenario in request.scenarios:
+        if scenario not in SCENARIOS:
+            raise UserError(f"unknown scenario {scenario!r}; allowed: {', '.join(SCENARIOS)}")
 
 
 def _adhoc_entry(request: RunRequest) -> dict[str, Any]:
@@ -101,6 +107,8 @@ def _adhoc_entry(request: RunRequest) -> dict[str, Any]:
     }
     if request.compiles:
         entry["compile"] = list(request.compiles)
+    if request.scenarios:
+        entry["scenario"] = list(request.scenarios)
     return entry
 
 
@@ -143,27 +151,39 @@ def _expand(spec: SuiteSpec, request: RunRequest) -> list[Case]:
 def _expand_entry(
     entry: dict[str, Any], suite_settings: dict[str, Any], request: RunRequest, where: str
 ) -> list[Case]:
-    workloads = _as_list(entry["workload"], f"{where}.workload")
-    frameworks = _as_list(entry["framework"], f"{where}.framework")
-    modes = _as_list(entry.get("mode", "infer"), f"{where}.mode")
-    batches = list(request.batch_sizes) or _as_list(entry.get("batch_size"), f"{where}.batch_size")
-    device = _first_given(request.device, entry.get("device"), suite_settings.get("device"), "auto")
-    threads = _first_given(
-        request.threads, entry.get("threads"), suite_settings.get("threads"), available_cpus()
+    """The cases of one suite entry: the product of its lists, filtered by the request."""
+    axes = itertools.product(
+        _as_list(entry["workload"], f"{where}.workload"),
+        _as_list(entry["framework"], f"{where}.framework"),
+        _as_list(entry.get("mode", "infer"), f"{where}.mode"),
+        list(request.batch_sizes) or _as_list(entry.get("batch_size"), f"{where}.batch_size"),
+        _scenarios(entry, request, where),
     )
-    interop = _first_given(request.interop_threads, suite_settings.get("interop_threads"))
+    shared = {
+        "device": _first_given(
+            request.device, entry.get("device"), suite_settings.get("device"), "auto"
+        ),
+        "threads": _first_given(
+            request.threads, entry.get("threads"), suite_settings.get("threads"), available_cpus()
+        ),
+        "interop_threads": _first_given(
+            request.interop_threads, suite_settings.get("interop_threads")
+        ),
+        "precision": entry.get("precision", "fp32"),
+        "options": tuple(
+            sorted(
+                (k, str(v)) for k, v in _mapping(entry.get("options"), f"{where}.options").items()
+            )
+        ),
+    }
     entry_params = _mapping(entry.get("params"), f"{where}.params")
-    options = {k: str(v) for k, v in _mapping(entry.get("options"), f"{where}.options").items()}
     cases = []
-    for workload, framework, mode, batch in itertools.product(
-        workloads, frameworks, modes, batches
-    ):
+    for workload, framework, mode, batch, scenario in axes:
         if not _selected(request, workload, framework, mode):
             continue
         params = {**entry_params, **_cli_params_for(str(workload), request)}
-        info = framework_info(str(framework))
-        compiles = _as_list(entry.get("compile", info.default_compile), f"{where}.compile")
-        for compile_mode in compiles:
+        default_compile = framework_info(str(framework)).default_compile
+        for compile_mode in _as_list(entry.get("compile", default_compile), f"{where}.compile"):
             if request.compiles and compile_mode not in request.compiles:
                 continue
             cases.append(
@@ -172,13 +192,10 @@ def _expand_entry(
                     framework=framework,
                     compile=compile_mode,
                     mode=mode,
-                    device=device,
                     batch_size=batch,
-                    precision=entry.get("precision", "fp32"),
-                    threads=threads,
-                    interop_threads=interop,
+                    scenario=scenario,
                     params=tuple(sorted(params.items())),
-                    options=tuple(sorted(options.items())),
+                    **shared,
                 )
             )
     return cases
@@ -195,6 +212,16 @@ def _check_cli_params(request: RunRequest, cases: list[Case]) -> None:
         if not any(key in get_workload(c.workload).cpu_params for c in cases):
             names = ", ".join(sorted({c.workload for c in cases}))
             raise UserError(f"--param {key}: no workload of this run ({names}) has it")
+
+
+def _scenarios(entry: dict[str, Any], request: RunRequest, where: str) -> list[Any]:
+    """An entry's declared scenarios, filtered by --scenario; undeclared ones take --scenario."""
+    if "scenario" not in entry:
+        return list(request.scenarios) or [None]
+    declared = _as_list(entry["scenario"], f"{where}.scenario")
+    if not request.scenarios:
+        return declared
+    return [s for s in declared if s in request.scenarios]
 
 
 def _first_given(*values: Any) -> Any:

@@ -11,7 +11,9 @@ from __future__ import annotations
 import importlib
 import importlib.metadata
 import importlib.util
+from collections.abc import Mapping
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 from dlbench.errors import UserError
@@ -33,6 +35,16 @@ class FrameworkInfo:
     distributions: tuple[str, ...]
     install_hint: str
     label: str
+    # workload -> modes this framework runs it in; None: every workload, every mode.
+    support: Mapping[str, tuple[str, ...]] | None = None
+
+    def supports(self, workload: str, mode: str) -> bool:
+        if self.support is None:
+            return True
+        return mode in self.support.get(workload, ())
+
+    def supported_workloads(self) -> list[str]:
+        return list(WORKLOADS) if self.support is None else list(self.support)
 
     def installed_version(self) -> str | None:
         """The installed version, read from package metadata (no import)."""
@@ -49,6 +61,12 @@ class FrameworkInfo:
                 continue
         return "unknown"
 
+
+INFER_ONLY = ("infer",)
+# The cross-framework models: exported to ONNX from the torch reference, or
+# ported to TensorFlow/JAX with the same weights.
+PORTED_MODELS = MappingProxyType({"mlp": INFER_ONLY, "mnist-cnn": INFER_ONLY})
+ONNX_MODELS = PORTED_MODELS
 
 FRAMEWORKS: dict[str, FrameworkInfo] = {
     info.name: info
@@ -72,6 +90,50 @@ FRAMEWORKS: dict[str, FrameworkInfo] = {
             distributions=("torch",),
             install_hint="pip install torch==2.13.0 (before any extra that depends on it)",
             label="PyTorch",
+        ),
+        FrameworkInfo(
+            name="tensorflow",
+            target="dlbench.backends.tensorflow_backend:TensorFlowBackend",
+            compile_modes=("eager", "function", "xla"),
+            default_compile="function",
+            import_name="tensorflow",
+            distributions=("tensorflow-cpu", "tensorflow", "tf-nightly"),
+            install_hint="pip install tensorflow-cpu (or dlbench[tensorflow])",
+            label="TensorFlow / Keras",
+            support=PORTED_MODELS,
+        ),
+        FrameworkInfo(
+            name="jax",
+            target="dlbench.backends.jax_backend:JaxBackend",
+            compile_modes=("jit",),
+            default_compile="jit",
+            import_name="jax",
+            distributions=("jax",),
+            install_hint="pip install jax (or dlbench[jax])",
+            label="JAX (XLA)",
+            support=PORTED_MODELS,
+        ),
+        FrameworkInfo(
+            name="onnxruntime",
+            target="dlbench.backends.onnxruntime_backend:OnnxRuntimeBackend",
+            compile_modes=("default",),
+            default_compile="default",
+            import_name="onnxruntime",
+            distributions=("onnxruntime", "onnxruntime-gpu", "onnxruntime-openvino"),
+            install_hint="pip install onnx onnxruntime (or dlbench[onnx]); exports need torch",
+            label="ONNX Runtime (model exported from the torch reference)",
+            support=ONNX_MODELS,
+        ),
+        FrameworkInfo(
+            name="openvino",
+            target="dlbench.backends.openvino_backend:OpenVinoBackend",
+            compile_modes=("default",),
+            default_compile="default",
+            import_name="openvino",
+            distributions=("openvino",),
+            install_hint="pip install openvino onnx (or dlbench[openvino]); exports need torch",
+            label="OpenVINO (CPU; reads the exported ONNX model)",
+            support=ONNX_MODELS,
         ),
     )
 }

@@ -28,7 +28,7 @@ import yaml
 
 from dlbench.errors import UserError
 
-TOP_KEYS = ("name", "description", "settings", "cases")
+TOP_KEYS = ("name", "description", "settings", "cases", "report")
 SETTING_KEYS = (
     "min_time",
     "min_iters",
@@ -44,6 +44,7 @@ CASE_KEYS = (
     "framework",
     "compile",
     "mode",
+    "scenario",
     "device",
     "batch_size",
     "precision",
@@ -61,6 +62,7 @@ class SuiteSpec:
     description: str
     settings: dict[str, Any]
     entries: tuple[dict[str, Any], ...]
+    report: str | None = None  # a study report to print after the run (e.g. cpu-inference)
 
 
 def builtin_suite_names() -> list[str]:
@@ -119,7 +121,10 @@ def parse_suite(text: str, source: str, default_name: str) -> SuiteSpec:
     description = data.get("description", "")
     if not isinstance(name, str) or not isinstance(description, str):
         raise UserError(f"{source}: name and description must be strings")
-    return SuiteSpec(name, description, dict(settings), tuple(dict(e) for e in entries))
+    report = data.get("report")
+    if report is not None and not isinstance(report, str):
+        raise UserError(f"{source}: report must be a string")
+    return SuiteSpec(name, description, dict(settings), tuple(dict(e) for e in entries), report)
 
 
 def _check_keys(data: dict[Any, Any], allowed: tuple[str, ...], where: str) -> None:

@@ -47,6 +47,7 @@ def base_result(case: Case, status: str, **values: Any) -> Result:
         threads=case.threads,
         interop_threads=case.effective_interop_threads,
         params=values.pop("params", dict(case.params)),
+        scenario=values.pop("scenario", case.scenario),
         status=status,
         **values,
     )
@@ -78,7 +79,7 @@ def make_job(case: Case, settings: Settings, device: str) -> Job:
         case=case,
         workload=workload,
         device=device,
-        batch_size=case.batch_size or workload.default_batch_size(kind),
+        batch_size=case.effective_batch_size(workload.default_batch_size(kind)),
         params=workload.resolve_params(kind, dict(case.params)),
         seed=settings.seed,
     )
@@ -108,6 +109,7 @@ def measured_result(job: Job, prepared: Prepared, timing: Timing, usage: Resourc
         device=prepared.device,
         batch_size=job.batch_size,
         params=job.params,
+        scenario=case.effective_scenario(job.batch_size),
         latency_ms=stats,
         throughput=rate,
         gflops=rate * flops / 1e9 if flops else None,

@@ -39,6 +39,7 @@ class Result:
     error_detail: str | None = None
     requested_device: str = ""
     params: dict[str, int] = field(default_factory=dict)
+    scenario: str | None = None
     latency_ms: LatencyStats | None = None
     throughput: float | None = None
     gflops: float | None = None
@@ -72,7 +73,7 @@ class Result:
         params = ",".join(f"{k}={v}" for k, v in sorted(self.params.items()))
         return (
             f"{self.workload}|{self.framework}|{self.compile}|{self.mode}|{self.device}|"
-            f"bs={self.batch_size}|{self.precision}|t={self.threads}|{params}"
+            f"bs={self.batch_size}|{self.precision}|t={self.threads}|{params}|{self.scenario}"
         )
 
     def to_dict(self) -> dict[str, Any]:

@@ -53,6 +53,7 @@ RESULT_FIELDS: dict[str, tuple[Any, ...] | str] = {
     "framework_version": (str, type(None)),
     "started_at": (str, type(None)),
     "primary_metric": (str, type(None)),
+    "scenario": (str, type(None)),
     "noisy": (bool, type(None)),
     "params": (dict,),
     "details": (dict,),
