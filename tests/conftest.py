@@ -9,6 +9,16 @@ import pytest
 from dlbench.config import Case, Settings
 
 
+@pytest.fixture(autouse=True, scope="session")
+def isolated_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One artifact cache (ONNX exports, reference outputs) for the whole session."""
+    import os
+
+    cache = tmp_path_factory.mktemp("artifacts")
+    os.environ["DLBENCH_CACHE"] = str(cache)
+    return cache
+
+
 @pytest.fixture(autouse=True)
 def isolated_store(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     db = tmp_path / "store.sqlite"

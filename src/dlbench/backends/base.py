@@ -48,6 +48,10 @@ class Prepared:
     # so no per-iteration cost is added by the harness.
     context: Callable[[], AbstractContextManager[object]] = nullcontext
     details: dict[str, Any] = field(default_factory=dict)
+    # Runs one more step, after measurement, and returns its output as a NumPy
+    # array for the check against the reference; None where there is nothing
+    # to check (training steps, the null backend).
+    fetch_output: Callable[[], Any] | None = None
 
 
 class Backend(ABC):

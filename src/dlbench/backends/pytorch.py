@@ -59,11 +59,14 @@ class TorchBackend(Backend):
             step = self._train_step(job, inputs, device)
         else:
             step = self._infer_step(job, inputs, device)
+        synced = _synchronised(step, device)
+        inference = job.case.mode == "infer"
         return Prepared(
-            step=_synchronised(step, device),
+            step=synced,
             device=job.device,
-            context=torch.inference_mode if job.case.mode == "infer" else torch.enable_grad,
+            context=torch.inference_mode if inference else torch.enable_grad,
             details={"torch_device": str(device), "dtype": "float32"},
+            fetch_output=(lambda: synced().detach().cpu().numpy()) if inference else None,
         )
 
     def _kernel_step(self, job: Job, inputs: dict[str, torch.Tensor]) -> Callable[[], object]:

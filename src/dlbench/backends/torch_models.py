@@ -84,3 +84,10 @@ def gemm_kernel(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor) -> torch.Te
 KERNELS = {"add": add_kernel, "gemm": gemm_kernel}
 LOSSES = {"bce": functional.binary_cross_entropy, "nll": functional.nll_loss}
 OPTIMIZERS = {"sgd": torch.optim.SGD, "adadelta": torch.optim.Adadelta}
+
+
+def reference_module(workload: str, params: Mapping[str, int], seed: int) -> nn.Module:
+    """The reference model of a workload (CPU, fp32) with its seeded weights."""
+    from dlbench.registry import get_workload
+
+    return build_module(workload, get_workload(workload).reference_weights(params, seed))

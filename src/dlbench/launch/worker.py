@@ -19,9 +19,11 @@ from typing import Any
 
 from dlbench.backends.base import CaseError, Job, Prepared, device_kind
 from dlbench.config import Case, Settings
+from dlbench.launch.check import check_output
 from dlbench.measure.monitor import ProcessMonitor, ResourceUse, peak_rss_mb
 from dlbench.measure.stats import summarize, throughput
 from dlbench.measure.timer import StopRule, Timing, run_timed
+from dlbench.reference import ReferenceUnavailable
 from dlbench.registry import get_workload, load_backend
 from dlbench.results.records import STATUS_FAILED, STATUS_OK, Result
 
@@ -65,10 +67,34 @@ def execute(case: Case, settings: Settings) -> Result:
     setup_s = time.perf_counter() - setup_start
     timing, usage = measure(prepared, settings)
     result = measured_result(job, prepared, timing, usage)
+    _apply_check(result, job, prepared)
     result.import_s, result.setup_s = import_s, setup_s
     result.framework_version = backend.version()
-    result.details = {"threads": threads, "loop_wall_s": timing.loop_wall_s, **prepared.details}
+    result.details = {
+        "threads": threads,
+        "loop_wall_s": timing.loop_wall_s,
+        **prepared.details,
+        **result.details,
+    }
     return result
+
+
+def _apply_check(result: Result, job: Job, prepared: Prepared) -> None:
+    """Record the output check; a mismatch turns the result into a failure."""
+    try:
+        with prepared.context():
+            outcome = check_output(job, prepared)
+    except ReferenceUnavailable as exc:
+        result.details["check"] = {"note": f"reference unavailable: {exc}"}
+        return
+    result.max_abs_diff = outcome.max_abs_diff
+    result.details["check"] = {"note": outcome.note, "tolerance": outcome.tolerance}
+    if outcome.failed:
+        result.status = STATUS_FAILED
+        result.error = (
+            f"output differs from the reference: max_abs_diff {outcome.max_abs_diff:.3g} > "
+            f"tolerance {outcome.tolerance:.3g} ({outcome.note})"
+        )
 
 
 def make_job(case: Case, settings: Settings, device: str) -> Job:

@@ -74,6 +74,16 @@ class Workload(ABC):
         """Seeded weights every backend loads, so all compute the same function."""
         return {}
 
+    def kernel_check(self, inputs: WeightDict, output: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(expected, actual) for a spot check of a kernel, computed in NumPy.
+
+        Model workloads are checked against the torch reference instead
+        (dlbench.reference); only kernels (add, gemm) implement this.
+        """
+        raise NotImplementedError
+
+    is_kernel: ClassVar[bool] = False
+
     @abstractmethod
     def make_inputs(
         self, batch_size: int, params: Mapping[str, int], mode: str, seed: int

@@ -15,6 +15,7 @@ class GemmWorkload(Workload):
     name = "gemm"
     description = "square float32 matrix multiply C = A @ B, NxN (compute, TFLOP/s)"
     modes = ("infer",)
+    is_kernel = True
     cpu_params: ClassVar[Mapping[str, int]] = MappingProxyType({"size": 1024})
     gpu_params: ClassVar[Mapping[str, int]] = MappingProxyType({"size": 8192})
 
@@ -25,6 +26,10 @@ class GemmWorkload(Workload):
     def bytes_per_sample(self, params: Mapping[str, int], mode: str) -> float:
         # A and B read once, C written once: the minimum traffic.
         return 3.0 * 4 * params["size"] ** 2
+
+    def kernel_check(self, inputs: WeightDict, output: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        rows = slice(0, 16)  # 16 full rows of C: every column and the whole reduction
+        return inputs["a"][0, rows] @ inputs["b"][0], output[0, rows]
 
     def make_inputs(
         self, batch_size: int, params: Mapping[str, int], mode: str, seed: int

@@ -1,0 +1,79 @@
+"""The JAX backend: jit-compiled pure functions, synchronised with block_until_ready."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import jax
+import numpy as np
+
+from dlbench.backends.base import Backend, CaseError, Job, Prepared
+from dlbench.backends.jax_models import FORWARDS
+
+
+class JaxBackend(Backend):
+    name = "jax"
+
+    def version(self) -> str:
+        return jax.__version__
+
+    def configure_threads(self, intra_op: int, inter_op: int) -> dict[str, Any]:
+        """XLA's CPU client has no thread-count option; it sizes its pool by the CPUs
+        this process may use. So fewer threads are asked for by CPU affinity, set
+        before the client starts (at first use, after this call)."""
+        available = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
+        mechanism = "default (all available CPUs)"
+        if available and intra_op < len(available):
+            os.sched_setaffinity(0, available[:intra_op])
+            mechanism = f"cpu affinity {available[:intra_op]}"
+        if intra_op == 1:
+            flags = "--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1"
+            os.environ["XLA_FLAGS"] = f"{os.environ.get('XLA_FLAGS', '')} {flags}".strip()
+        return {"intra_op": intra_op, "inter_op": "n/a", "mechanism": mechanism}
+
+    def resolve_device(self, requested: str) -> str:
+        if requested == "cpu":
+            return "cpu"
+        try:
+            gpus = jax.devices("gpu")
+        except RuntimeError:
+            gpus = []
+        if requested == "auto":
+            return "cuda:0" if gpus else "cpu"
+        index = int(requested.partition(":")[2] or 0)
+        if index >= len(gpus):
+            raise CaseError(
+                f"device {requested!r} asked for, but JAX {jax.__version__} sees {len(gpus)} "
+                "GPU(s) (CPU-only jaxlib?); use --device cpu or auto"
+            )
+        return f"cuda:{index}"
+
+    def prepare(self, job: Job) -> Prepared:
+        device = _jax_device(job.device)
+        weights = job.workload.reference_weights(job.params, job.seed)
+        params = {name: jax.device_put(value, device) for name, value in weights.items()}
+        x = jax.device_put(
+            job.workload.make_inputs(job.batch_size, job.params, "infer", job.seed)["x"], device
+        )
+        forward = jax.jit(FORWARDS[job.workload.name])
+
+        def step() -> Any:
+            return forward(params, x).block_until_ready()
+
+        return Prepared(
+            step=step,
+            device=job.device,
+            details={
+                "jax_device": str(device),
+                "backend": jax.default_backend(),
+                "dtype": "float32",
+            },
+            fetch_output=lambda: np.asarray(step()),
+        )
+
+
+def _jax_device(device: str) -> Any:
+    if device == "cpu":
+        return jax.devices("cpu")[0]
+    return jax.devices("gpu")[int(device.partition(":")[2] or 0)]

@@ -1,0 +1,76 @@
+"""The ONNX Runtime backend: the model exported from the torch reference."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import onnxruntime as ort
+
+from dlbench.backends.base import Backend, CaseError, Job, Prepared
+from dlbench.reference import ReferenceUnavailable, onnx_model
+
+
+class OnnxRuntimeBackend(Backend):
+    name = "onnxruntime"
+
+    def __init__(self) -> None:
+        self._threads = (1, 1)
+
+    def version(self) -> str:
+        return ort.__version__
+
+    def configure_threads(self, intra_op: int, inter_op: int) -> dict[str, Any]:
+        # Applied to the session's options in prepare(); ORT has no global pool here.
+        self._threads = (intra_op, inter_op)
+        return {"intra_op": intra_op, "inter_op": inter_op}
+
+    def resolve_device(self, requested: str) -> str:
+        has_cuda = "CUDAExecutionProvider" in ort.get_available_providers()
+        if requested in ("auto", "cpu"):
+            return "cuda:0" if requested == "auto" and has_cuda else "cpu"
+        if not has_cuda:
+            raise CaseError(
+                f"device {requested!r} asked for, but this onnxruntime has no CUDA provider "
+                f"(available: {', '.join(ort.get_available_providers())}); "
+                "install onnxruntime-gpu or use --device cpu"
+            )
+        return requested if ":" in requested else "cuda:0"
+
+    def prepare(self, job: Job) -> Prepared:
+        try:
+            path, meta = onnx_model(job.workload.name, job.params, job.seed)
+        except ReferenceUnavailable as exc:
+            raise CaseError(str(exc)) from None
+        session = ort.InferenceSession(
+            str(path), sess_options=self._session_options(), providers=self._providers(job.device)
+        )
+        arrays = job.workload.make_inputs(job.batch_size, job.params, "infer", job.seed)
+        feeds = {spec.name: arrays[spec.name] for spec in session.get_inputs()}
+        used = session.get_providers()
+        if job.device != "cpu" and used[0] != "CUDAExecutionProvider":
+            raise CaseError(f"asked for {job.device} but onnxruntime used {used}")
+
+        def step() -> Any:
+            return session.run(None, feeds)  # returns NumPy arrays: complete on return
+
+        return Prepared(
+            step=step,
+            device=job.device,
+            details={"providers": used, "onnx_opset": meta["opset"],
+                     "onnx_exporter": meta["exporter"], "graph_optimization": "ORT_ENABLE_ALL"},
+            fetch_output=lambda: step()[0],
+        )  # fmt: skip
+
+    def _session_options(self) -> ort.SessionOptions:
+        options = ort.SessionOptions()
+        options.intra_op_num_threads, options.inter_op_num_threads = self._threads
+        options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+        options.log_severity_level = 3
+        return options
+
+    def _providers(self, device: str) -> list[Any]:
+        if device == "cpu":
+            return ["CPUExecutionProvider"]
+        index = int(device.partition(":")[2] or 0)
+        return [("CUDAExecutionProvider", {"device_id": index}), "CPUExecutionProvider"]

@@ -1,0 +1,119 @@
+"""The OpenVINO backend (CPU): the exported ONNX model, compiled for a scenario.
+
+single-stream uses the LATENCY hint and one synchronous request; offline
+uses the THROUGHPUT hint and splits the batch over the plugin's optimal
+number of asynchronous infer requests. The precision is pinned: OpenVINO's
+CPU plugin otherwise runs in bf16 on CPUs that have it, which is not an
+fp32 result.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import openvino as ov
+
+from dlbench.backends.base import Backend, CaseError, Job, Prepared
+from dlbench.reference import ReferenceUnavailable, onnx_model
+
+PRECISION_HINTS = {"fp32": "f32", "bf16": "bf16", "fp16": "f16"}
+
+
+class OpenVinoBackend(Backend):
+    name = "openvino"
+
+    def __init__(self) -> None:
+        self._core = ov.Core()
+        self._threads = 1
+
+    def version(self) -> str:
+        return ov.__version__
+
+    def configure_threads(self, intra_op: int, inter_op: int) -> dict[str, Any]:
+        self._threads = intra_op  # INFERENCE_NUM_THREADS at compile; streams replace inter-op
+        return {"intra_op": intra_op, "inter_op": "n/a (streams)"}
+
+    def resolve_device(self, requested: str) -> str:
+        if requested in ("auto", "cpu"):
+            return "cpu"
+        raise CaseError(
+            f"device {requested!r} asked for, but dlbench runs OpenVINO on its CPU plugin only; "
+            "use --device cpu"
+        )
+
+    def prepare(self, job: Job) -> Prepared:
+        try:
+            path, meta = onnx_model(job.workload.name, job.params, job.seed)
+        except ReferenceUnavailable as exc:
+            raise CaseError(str(exc)) from None
+        arrays = job.workload.make_inputs(job.batch_size, job.params, "infer", job.seed)
+        offline = job.case.effective_scenario(job.batch_size) == "offline"
+        requests = 1
+        if offline:
+            # The plugin decides its streams when it compiles: ask a batch-1 compile.
+            probe = self._compile(path, arrays, job, offline, chunk=1)
+            requests = _divisor_at_most(
+                int(probe.get_property("OPTIMAL_NUMBER_OF_INFER_REQUESTS")), job.batch_size
+            )
+            del probe
+        compiled = self._compile(path, arrays, job, offline, job.batch_size // requests)
+        chunks = [
+            {name: np.ascontiguousarray(part) for name, part in zip(arrays, parts, strict=True)}
+            for parts in zip(*(np.split(a, requests) for a in arrays.values()), strict=True)
+        ]
+        step, fetch = (_async_step if offline else _sync_step)(compiled, chunks)
+        details = {
+            "onnx_opset": meta["opset"],
+            "infer_requests": requests,
+            **{key: str(compiled.get_property(key)) for key in (
+                "PERFORMANCE_HINT", "NUM_STREAMS", "INFERENCE_PRECISION_HINT",
+                "INFERENCE_NUM_THREADS", "OPTIMAL_NUMBER_OF_INFER_REQUESTS")},
+        }  # fmt: skip
+        return Prepared(step=step, device="cpu", details=details, fetch_output=fetch)
+
+    def _compile(self, path: Any, arrays: dict[str, Any], job: Job, offline: bool,
+                 chunk: int) -> Any:  # fmt: skip
+        if job.case.precision not in PRECISION_HINTS:
+            raise CaseError(f"openvino: unsupported precision {job.case.precision!r}")
+        model = self._core.read_model(str(path))
+        model.reshape({name: [chunk, *a.shape[1:]] for name, a in arrays.items()})
+        config = {
+            "PERFORMANCE_HINT": "THROUGHPUT" if offline else "LATENCY",
+            "INFERENCE_NUM_THREADS": self._threads,
+            "INFERENCE_PRECISION_HINT": PRECISION_HINTS[job.case.precision],
+        }
+        return self._core.compile_model(model, "CPU", config)
+
+
+def _divisor_at_most(wanted: int, batch: int) -> int:
+    """Requests in flight: the plugin's optimum, reduced to a divisor of the batch."""
+    return next(n for n in range(max(1, min(wanted, batch)), 0, -1) if batch % n == 0)
+
+
+def _sync_step(compiled: Any, chunks: list[dict[str, Any]]) -> tuple[Any, Any]:
+    request = compiled.create_infer_request()
+    feeds = chunks[0]
+
+    def step() -> Any:
+        return request.infer(feeds, share_inputs=True)  # synchronous
+
+    return step, lambda: step()[0].copy()
+
+
+def _async_step(compiled: Any, chunks: list[dict[str, Any]]) -> tuple[Any, Any]:
+    queue = ov.AsyncInferQueue(compiled, len(chunks))
+
+    def step() -> None:
+        for index, feeds in enumerate(chunks):
+            queue.start_async(feeds, userdata=index, share_inputs=True)
+        queue.wait_all()  # every request done before the clock stops
+
+    def fetch() -> Any:
+        outputs: dict[int, Any] = {}
+        queue.set_callback(lambda request, index: outputs.__setitem__(
+            index, request.get_output_tensor(0).data.copy()))  # fmt: skip
+        step()
+        return np.concatenate([outputs[i] for i in range(len(chunks))])
+
+    return step, fetch

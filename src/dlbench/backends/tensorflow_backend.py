@@ -1,0 +1,84 @@
+"""The TensorFlow backend: Keras models, eager, tf.function, or XLA-compiled."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from typing import Any
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # keep the case log readable
+
+import tensorflow as tf
+
+from dlbench.backends.base import Backend, CaseError, Job, Prepared
+from dlbench.backends.tf_models import BUILDERS, to_framework_layout
+
+
+class TensorFlowBackend(Backend):
+    name = "tensorflow"
+
+    def version(self) -> str:
+        return tf.__version__
+
+    def configure_threads(self, intra_op: int, inter_op: int) -> dict[str, Any]:
+        # Must run before TensorFlow creates its runtime: the worker is fresh.
+        tf.config.threading.set_intra_op_parallelism_threads(intra_op)
+        tf.config.threading.set_inter_op_parallelism_threads(inter_op)
+        return {
+            "intra_op": tf.config.threading.get_intra_op_parallelism_threads(),
+            "inter_op": tf.config.threading.get_inter_op_parallelism_threads(),
+        }
+
+    def resolve_device(self, requested: str) -> str:
+        gpus = tf.config.list_physical_devices("GPU")
+        if requested in ("auto", "cpu"):
+            return "cuda:0" if requested == "auto" and gpus else "cpu"
+        index = int(requested.partition(":")[2] or 0)
+        if index >= len(gpus):
+            raise CaseError(
+                f"device {requested!r} asked for, but TensorFlow {tf.__version__} sees "
+                f"{len(gpus)} GPU(s) (tensorflow-cpu has none); use --device cpu or auto"
+            )
+        return f"cuda:{index}"
+
+    def prepare(self, job: Job) -> Prepared:
+        tf_device = "/CPU:0" if job.device == "cpu" else f"/GPU:{job.device.partition(':')[2]}"
+        inputs = job.workload.make_inputs(job.batch_size, job.params, "infer", job.seed)
+        with tf.device(tf_device):
+            model = BUILDERS[job.workload.name](
+                job.workload.reference_weights(job.params, job.seed)
+            )
+            x = tf.constant(to_framework_layout(job.workload.name, inputs["x"]))
+        forward = _compiled(model, job.case.compile)
+
+        def step() -> Any:
+            # .numpy() waits for the result and materialises it (fairness rule 4).
+            return forward(x).numpy()
+
+        placed = x.device
+        return Prepared(
+            step=step,
+            device=job.device,
+            context=lambda: tf.device(tf_device),
+            details={"tf_device": placed, "keras": _keras_version(), "dtype": "float32"},
+            fetch_output=step,
+        )
+
+
+def _compiled(model: Any, mode: str) -> Callable[[Any], Any]:
+    def call(x: Any) -> Any:
+        return model(x, training=False)  # inference: dropout off, no tape is recording
+
+    if mode == "eager":
+        return call
+    if mode == "function":
+        return tf.function(call)
+    if mode == "xla":
+        return tf.function(call, jit_compile=True)
+    raise CaseError(f"tensorflow has no compile mode {mode!r}")
+
+
+def _keras_version() -> str:
+    import keras
+
+    return keras.__version__

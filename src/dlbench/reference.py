@@ -1,0 +1,160 @@
+"""The reference every framework is checked against, and the ONNX exports.
+
+The reference implementation of a model workload is PyTorch eager, fp32, on
+the CPU, with the workload's seeded weights. Its outputs for a case's exact
+input, and the ONNX file exported from it, are made in a separate process
+(`python -m dlbench.reference`) and cached on disk: torch is never imported
+into another framework's worker, so that worker's memory stays its own.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+CACHE_ENV_VAR = "DLBENCH_CACHE"
+OPSET = 17
+BUILD_TIMEOUT_S = 1800
+
+
+class ReferenceUnavailable(Exception):
+    """The reference or the export could not be made (torch missing, export failed)."""
+
+
+def cache_dir() -> Path:
+    """$DLBENCH_CACHE, else dlbench/artifacts in the user's cache directory."""
+    if os.environ.get(CACHE_ENV_VAR):
+        return Path(os.environ[CACHE_ENV_VAR])
+    from platformdirs import user_cache_dir
+
+    return Path(user_cache_dir("dlbench", appauthor=False)) / "artifacts"
+
+
+def artifact_folder(workload: str, params: Mapping[str, int], seed: int) -> Path:
+    """One folder per (workload, params, seed): weights are a function of these."""
+    key = json.dumps({"workload": workload, "params": dict(sorted(params.items())), "seed": seed})
+    digest = hashlib.sha256(key.encode()).hexdigest()[:12]
+    return cache_dir() / f"{workload}-seed{seed}-{digest}"
+
+
+def onnx_model(workload: str, params: Mapping[str, int], seed: int) -> tuple[Path, dict[str, Any]]:
+    """The exported ONNX file and its metadata (opset, exporter, torch version)."""
+    folder = artifact_folder(workload, params, seed)
+    path, meta = folder / "model.onnx", folder / "model.json"
+    if not (path.exists() and meta.exists()):
+        _build("onnx", workload, params, seed, batch_size=2)
+    return path, json.loads(meta.read_text(encoding="utf-8"))
+
+
+def reference_output(workload: str, params: Mapping[str, int], seed: int, batch_size: int) -> Any:
+    """The reference's output (a NumPy array) for the case's input of this batch size."""
+    import numpy as np
+
+    path = artifact_folder(workload, params, seed) / f"output-b{batch_size}.npy"
+    if not path.exists():
+        _build("output", workload, params, seed, batch_size)
+    return np.load(path)
+
+
+def _build(kind: str, workload: str, params: Mapping[str, int], seed: int, batch_size: int) -> None:
+    request = json.dumps(
+        {"kind": kind, "workload": workload, "params": dict(params), "seed": seed,
+         "batch_size": batch_size}
+    )  # fmt: skip
+    try:
+        proc = subprocess.run(
+            [sys.executable, "-m", "dlbench.reference", request],
+            capture_output=True,
+            text=True,
+            timeout=BUILD_TIMEOUT_S,
+        )
+    except subprocess.TimeoutExpired:
+        raise ReferenceUnavailable(f"building the {kind} reference timed out") from None
+    if proc.returncode != 0:
+        lines = (proc.stderr or proc.stdout).strip().splitlines()
+        reason = lines[-1] if lines else f"exit status {proc.returncode}"
+        raise ReferenceUnavailable(f"could not build the {kind} reference for {workload}: {reason}")
+
+
+def _save_atomic(path: Path, write: Any) -> None:
+    """Write via `write(temp_path)`, then rename: concurrent builders never see half a file."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, temp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=path.suffix)
+    os.close(fd)
+    try:
+        write(Path(temp))
+        os.replace(temp, path)
+    except BaseException:
+        Path(temp).unlink(missing_ok=True)
+        raise
+
+
+def _build_here(kind: str, workload: str, params: dict[str, int], seed: int, batch: int) -> None:
+    """Runs in the builder process: imports torch and writes the artifact."""
+    import numpy as np
+    import torch
+
+    from dlbench.backends.torch_models import reference_module
+    from dlbench.registry import get_workload
+
+    spec = get_workload(workload)
+    torch.manual_seed(seed)
+    module = reference_module(workload, params, seed).eval()
+    inputs = {
+        k: torch.from_numpy(v) for k, v in spec.make_inputs(batch, params, "infer", seed).items()
+    }
+    folder = artifact_folder(workload, params, seed)
+    if kind == "output":
+        with torch.inference_mode():
+            output = module(*inputs.values()).numpy()
+        _save_atomic(folder / f"output-b{batch}.npy", lambda p: np.save(p, output))
+        return
+    started = time.perf_counter()
+    _save_atomic(folder / "model.onnx", lambda p: _export(module, inputs, p))
+    meta = {
+        "opset": OPSET,
+        "exporter": "torch.onnx.export (TorchScript-based)",
+        "torch": torch.__version__,
+        "export_s": time.perf_counter() - started,
+        "inputs": list(inputs),
+    }
+    _save_atomic(folder / "model.json", lambda p: p.write_text(json.dumps(meta)))
+
+
+def _export(module: Any, inputs: dict[str, Any], path: Path) -> None:
+    import torch
+
+    dynamic = {name: {0: "batch"} for name in inputs}
+    dynamic["output"] = {0: "batch"}
+    torch.onnx.export(
+        module,
+        tuple(inputs.values()),
+        str(path),
+        input_names=list(inputs),
+        output_names=["output"],
+        dynamic_axes=dynamic,
+        opset_version=OPSET,
+        dynamo=False,
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description="build a reference artifact (internal)")
+    parser.add_argument("request", help="JSON: kind, workload, params, seed, batch_size")
+    request = json.loads(parser.parse_args(argv).request)
+    _build_here(request["kind"], request["workload"], request["params"], request["seed"],
+                request["batch_size"])  # fmt: skip
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
