@@ -24,7 +24,7 @@ from dlbench.measure.monitor import ProcessMonitor, ResourceUse, peak_rss_mb
 from dlbench.measure.stats import summarize, throughput
 from dlbench.measure.timer import StopRule, Timing, run_timed
 from dlbench.reference import ReferenceUnavailable
-from dlbench.registry import get_workload, load_backend
+from dlbench.registry import framework_info, get_workload, load_backend
 from dlbench.results.records import STATUS_FAILED, STATUS_OK, Result
 
 # Read by OpenMP, MKL, OpenBLAS and friends when they load: set before import.
@@ -57,6 +57,7 @@ def base_result(case: Case, status: str, **values: Any) -> Result:
 
 def execute(case: Case, settings: Settings) -> Result:
     """Import, prepare, time and summarise one case (in this process)."""
+    block_other_frameworks(case.framework)
     started = time.perf_counter()
     backend = load_backend(case.framework)()  # imports the framework
     import_s = time.perf_counter() - started
@@ -71,6 +72,7 @@ def execute(case: Case, settings: Settings) -> Result:
     result.import_s, result.setup_s = import_s, setup_s
     result.framework_version = backend.version()
     result.details = {
+        "frameworks_in_process": frameworks_in_process(),
         "threads": threads,
         "loop_wall_s": timing.loop_wall_s,
         **prepared.details,
@@ -95,6 +97,29 @@ def _apply_check(result: Result, job: Job, prepared: Prepared) -> None:
             f"output differs from the reference: max_abs_diff {outcome.max_abs_diff:.3g} > "
             f"tolerance {outcome.tolerance:.3g} ({outcome.note})"
         )
+
+
+FRAMEWORK_MODULES = ("torch", "tensorflow", "jax", "onnxruntime", "openvino")
+
+
+def block_other_frameworks(framework: str) -> list[str]:
+    """Make the other frameworks unimportable in this worker.
+
+    Some frameworks import others when they happen to be installed
+    (TensorFlow's tf.lite imports jax), which would put a second framework's
+    memory and import time into this case. They all guard such imports, so
+    an ImportError just switches the optional feature off.
+    """
+    own = framework_info(framework).import_name
+    blocked = [name for name in FRAMEWORK_MODULES if name != own and name not in sys.modules]
+    for name in blocked:
+        sys.modules[name] = None  # type: ignore[assignment]  # makes `import name` fail
+    return blocked
+
+
+def frameworks_in_process() -> list[str]:
+    """Which frameworks this worker imported: fairness rule 6 says exactly one."""
+    return [name for name in FRAMEWORK_MODULES if sys.modules.get(name) is not None]
 
 
 def make_job(case: Case, settings: Settings, device: str) -> Job:

@@ -1,0 +1,53 @@
+"""The output check fails a case whose output is wrong, however fast it was."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from dlbench.backends.base import Job, Prepared
+from dlbench.config import Case
+from dlbench.launch.worker import _apply_check, base_result
+from dlbench.registry import get_workload
+
+
+def kernel_job() -> Job:
+    case = Case("add", "torch", "eager", device="cpu", batch_size=1, threads=1,
+                params=(("size", 64),))  # fmt: skip
+    return Job(case, get_workload("add"), "cpu", 1, {"size": 64}, seed=0)
+
+
+def run_check(output: np.ndarray):
+    job = kernel_job()
+    result = base_result(job.case, "ok")
+    _apply_check(result, job, Prepared(step=lambda: None, device="cpu",
+                                       fetch_output=lambda: output))  # fmt: skip
+    return result
+
+
+def correct_output() -> np.ndarray:
+    inputs = get_workload("add").make_inputs(1, {"size": 64}, "infer", 0)
+    return inputs["x"] + inputs["y"]
+
+
+def test_a_correct_output_passes_with_its_difference_recorded():
+    result = run_check(correct_output())
+    assert result.ok and result.max_abs_diff == 0.0
+    assert result.details["check"]["note"] == "numpy spot check"
+
+
+def test_a_skipped_computation_fails_the_case():
+    result = run_check(np.zeros((1, 64, 64), dtype=np.float32))  # "fast": never computed
+    assert result.status == "failed"
+    assert result.error.startswith("output differs from the reference: max_abs_diff")
+
+
+def test_a_small_error_beyond_tolerance_fails():
+    output = correct_output()
+    output[0, 3, 5] += 0.5
+    result = run_check(output)
+    assert result.status == "failed" and result.max_abs_diff >= 0.5
+
+
+def test_a_wrong_shape_fails():
+    result = run_check(np.zeros((1, 10, 64), dtype=np.float32))
+    assert result.status == "failed" and "shape" in result.error

@@ -1,0 +1,109 @@
+"""TensorFlow, JAX, ONNX Runtime and OpenVINO for real: same weights, same outputs."""
+
+from __future__ import annotations
+
+import pytest
+from conftest import FAST
+
+from dlbench.config import Case, validate_case
+from dlbench.errors import UserError
+from dlbench.launch.runner import run_case
+
+FRAMEWORK_MODES = [
+    ("tensorflow", "eager"), ("tensorflow", "function"), ("tensorflow", "xla"),
+    ("jax", "jit"), ("onnxruntime", "default"), ("openvino", "default"),
+]  # fmt: skip
+WORKLOADS = ("mlp", "mnist-cnn")
+
+
+def installed(framework: str) -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec(framework) is not None
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("workload", WORKLOADS)
+@pytest.mark.parametrize(("framework", "compile_mode"), FRAMEWORK_MODES)
+def test_outputs_match_the_reference(framework, compile_mode, workload):
+    if not installed(framework):
+        pytest.skip(f"{framework} is not installed")
+    case = Case(workload, framework, compile_mode, device="cpu", batch_size=4, threads=1)
+    result = run_case(validate_case(case), FAST)
+    assert result.ok, f"{result.error}\n{result.error_detail}"
+    assert result.max_abs_diff is not None and result.max_abs_diff < 1e-4
+    assert result.details["check"]["note"] == "torch eager fp32 reference"
+    assert result.latency_ms.n >= 3 and result.throughput > 0
+    assert result.scenario == "offline"
+    # One framework per process: torch made the reference elsewhere.
+    assert result.details["frameworks_in_process"] == [framework]
+    assert result.framework_version
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("framework", ["onnxruntime", "openvino"])
+def test_single_stream_runs_one_sample_per_request(framework):
+    case = Case("mlp", framework, "default", device="cpu", scenario="single-stream", threads=1)
+    result = run_case(validate_case(case), FAST)
+    assert result.ok, result.error
+    assert result.batch_size == 1 and result.scenario == "single-stream"
+    if framework == "openvino":
+        assert result.details["PERFORMANCE_HINT"] == "LATENCY"
+
+
+@pytest.mark.slow
+def test_openvino_offline_uses_async_requests_and_pinned_fp32():
+    case = Case("mnist-cnn", "openvino", "default", device="cpu", batch_size=8, threads=2)
+    result = run_case(validate_case(case), FAST)
+    assert result.ok, result.error
+    assert result.details["PERFORMANCE_HINT"] == "THROUGHPUT"
+    assert "float32" in result.details["INFERENCE_PRECISION_HINT"]
+    assert 8 % result.details["infer_requests"] == 0
+
+
+@pytest.mark.slow
+def test_onnxruntime_records_providers_and_opset():
+    result = run_case(
+        Case("mlp", "onnxruntime", "default", device="cpu", batch_size=2, threads=1), FAST
+    )
+    assert result.ok, result.error
+    assert result.details["providers"] == ["CPUExecutionProvider"]
+    assert result.details["onnx_opset"] == 17
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("framework", ["tensorflow", "jax", "onnxruntime", "openvino"])
+def test_a_missing_gpu_is_a_clear_failure(framework):
+    result = run_case(
+        Case("mlp", framework, validate_default(framework), device="cuda", batch_size=2, threads=1),
+        FAST,
+    )
+    assert result.status == "failed"
+    assert "cuda" in result.error and "--device cpu" in result.error
+
+
+def validate_default(framework: str) -> str:
+    from dlbench.registry import framework_info
+
+    return framework_info(framework).default_compile
+
+
+@pytest.mark.parametrize(
+    ("workload", "framework", "message"),
+    [
+        ("gemm", "jax", "workload 'gemm' in mode 'infer' is not supported on 'jax'; "
+                        "supported on: null, torch"),
+        ("mlp", "onnxruntime", "in mode 'train' is not supported on 'onnxruntime'"),
+    ],
+)  # fmt: skip
+def test_unsupported_pairs_are_user_errors(workload, framework, message):
+    mode = "train" if framework == "onnxruntime" else "infer"
+    case = Case(workload, framework, validate_default(framework), mode=mode, threads=1)
+    with pytest.raises(UserError, match=message):
+        validate_case(case)
+
+
+def test_single_stream_with_a_batch_is_a_user_error():
+    case = Case("mlp", "onnxruntime", "default", batch_size=8, scenario="single-stream", threads=1)
+    with pytest.raises(UserError, match="batch size 8 belongs to the offline scenario"):
+        validate_case(case)
