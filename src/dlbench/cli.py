@@ -21,7 +21,7 @@ from dlbench import __version__
 from dlbench.errors import UserError
 
 EXIT_OK, EXIT_CASE_FAILED, EXIT_USER_ERROR, EXIT_INTERRUPTED = 0, 1, 2, 130
-LIST_TOPICS = ("workloads", "frameworks", "suites")
+LIST_TOPICS = ("frameworks", "workloads", "support", "suites")
 
 
 class OneLineParser(argparse.ArgumentParser):
@@ -70,6 +70,7 @@ def build_parser() -> argparse.ArgumentParser:
     show = commands.add_parser("show", help="print a stored run as a table")
     show.add_argument("run", help="a run JSON file, or a run id in the store")
     show.add_argument("--db", type=Path, help="store file (default: $DLBENCH_DB or user data dir)")
+    add_study_options(show)
     return parser
 
 
@@ -118,6 +119,18 @@ def add_run_parser(commands: argparse._SubParsersAction) -> None:
     run.add_argument("--csv", type=Path, dest="csv_path", help="write the results as CSV")
     run.add_argument("--db", type=Path, help="store file (default: $DLBENCH_DB or user data dir)")
     run.add_argument("--quiet", "-q", action="store_true", help="no progress, table only")
+    add_study_options(run)
+
+
+def add_study_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--plots", type=Path, help="write the study's bar charts (PNG) and CSV here"
+    )
+    parser.add_argument(
+        "--baseline",
+        default="torch",
+        help="framework the relative columns divide by (default: torch)",
+    )
 
 
 def _interrupt_on(signum: int, frame: object) -> None:

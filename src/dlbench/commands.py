@@ -118,6 +118,7 @@ def cmd_run(args: argparse.Namespace) -> int:
             )
             raise
     out.print(run_table(run))
+    print_study(run, args.baseline, args.plots)
     if run.failures:
         err.print(f"dlbench: {run.failures} of {len(run.results)} case(s) failed", markup=False)
         return 1
@@ -132,14 +133,31 @@ def _run_with_progress(plan: Plan, store: Store, outputs: session.Outputs, quiet
 
 
 def cmd_list(args: argparse.Namespace) -> int:
-    topics = [args.topic] if args.topic else ["frameworks", "workloads", "suites"]
-    for topic in topics:
-        out.print(
-            {"frameworks": frameworks_table, "workloads": workloads_table, "suites": suites_table}[
-                topic
-            ]()
-        )
+    tables = {
+        "frameworks": frameworks_table,
+        "workloads": workloads_table,
+        "support": support_table,
+        "suites": suites_table,
+    }
+    for topic in [args.topic] if args.topic else list(tables):
+        out.print(tables[topic]())
     return 0
+
+
+def support_table() -> Table:
+    """Which framework runs which workload, in which modes ('-': not supported)."""
+    table = Table(title="support matrix (modes per workload and framework)")
+    table.add_column("workload")
+    for name in FRAMEWORKS:
+        table.add_column(name)
+    for workload in WORKLOADS:
+        modes = get_workload(workload).modes
+        cells = [
+            ", ".join(m for m in modes if info.supports(workload, m)) or "-"
+            for info in FRAMEWORKS.values()
+        ]
+        table.add_row(workload, *cells)
+    return table
 
 
 def frameworks_table() -> Table:
@@ -203,8 +221,28 @@ def cmd_env(args: argparse.Namespace) -> int:
 
 
 def cmd_show(args: argparse.Namespace) -> int:
-    out.print(run_table(load_run(args.run, args.db)))
+    run = load_run(args.run, args.db)
+    out.print(run_table(run))
+    print_study(run, args.baseline, args.plots)
     return 0
+
+
+def print_study(run: Run, baseline: str, plots: Path | None) -> None:
+    """The study report of the run's suite, if it has one, and its files."""
+    from dlbench.report.study_output import STUDIES, rich_table, startup_table, write_study_files
+
+    if run.suite not in STUDIES:
+        if plots is not None:
+            err.print(f"dlbench: suite {run.suite!r} has no study charts; --plots ignored",
+                      markup=False)  # fmt: skip
+        return
+    tables = STUDIES[run.suite](run, baseline)
+    for table in tables:
+        out.print(rich_table(table, baseline))
+    out.print(startup_table(run))
+    if plots is not None:
+        for path in write_study_files(run, tables, plots):
+            err.print(f"dlbench: wrote {path}", markup=False, highlight=False)
 
 
 def load_run(ref: str, db: Path | None) -> Run:

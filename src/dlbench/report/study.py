@@ -1,0 +1,86 @@
+"""Study reports: the seed articles' tables, rebuilt from stored results.
+
+A report reads results only. Every table compares cases of one scenario: a
+per-sample loop is never ranked against a batched call, except in the table
+that reproduces an article's own (flawed) method, which says so in its title.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from dlbench.results.records import Result, Run
+
+
+@dataclass(frozen=True)
+class Metric:
+    key: str
+    title: str
+    unit: str
+    value: Callable[[Result], float | None]
+
+
+METRICS = (
+    Metric("latency_ms", "Latency", "ms", lambda r: r.latency_ms.median if r.latency_ms else None),
+    Metric("cpu_percent", "CPU use", "% of one core", lambda r: r.cpu_percent),
+    Metric("peak_rss_mb", "Memory (peak RSS)", "MB", lambda r: r.peak_rss_mb),
+)
+
+
+@dataclass(frozen=True)
+class Row:
+    """One bar or table row: a label, a value and where its spread lies."""
+
+    label: str
+    value: float
+    relative: float | None
+    spread: tuple[float, float] | None = None  # (low, high) for error bars
+    note: str = ""
+
+
+@dataclass(frozen=True)
+class StudyTable:
+    title: str
+    metric: Metric
+    rows: tuple[Row, ...]
+
+
+def case_label(result: Result) -> str:
+    return f"{result.framework} [{result.compile}]"
+
+
+def quartiles(result: Result) -> tuple[float, float] | None:
+    """The 25th and 75th percentiles of the latency samples, for error bars."""
+    from dlbench.measure.stats import percentile
+
+    if not result.samples_ms:
+        return None
+    ordered = sorted(result.samples_ms)
+    return percentile(ordered, 25), percentile(ordered, 75)
+
+
+def relative_rows(entries: Sequence[tuple[str, float, tuple[float, float] | None, str]],
+                  baseline_label: str | None) -> tuple[Row, ...]:  # fmt: skip
+    """Rows with a column relative to the baseline row (None where it is missing)."""
+    base = next((value for label, value, _, _ in entries if label == baseline_label), None)
+    return tuple(
+        Row(label, value, value / base if base else None, spread, note)
+        for label, value, spread, note in entries
+    )
+
+
+def ok_results(run: Run, workload: str) -> list[Result]:
+    return [r for r in run.results if r.ok and r.workload == workload and r.mode == "infer"]
+
+
+def baseline_label(results: Sequence[Result], baseline: str) -> str | None:
+    """The baseline framework's first case in this group (its default compile mode first)."""
+    from dlbench.registry import framework_info
+
+    of_framework = [r for r in results if r.framework == baseline]
+    if not of_framework:
+        return None
+    default = framework_info(baseline).default_compile
+    chosen = next((r for r in of_framework if r.compile == default), of_framework[0])
+    return case_label(chosen)

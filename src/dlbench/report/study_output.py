@@ -1,0 +1,71 @@
+"""Study tables to the terminal, to CSV and to PNG bar charts."""
+
+from __future__ import annotations
+
+import csv
+import io
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from rich.table import Table
+
+from dlbench.report.cpu_inference import study_tables as cpu_inference_tables
+from dlbench.report.study import StudyTable
+from dlbench.report.table import case_name, escape_markup, fmt
+from dlbench.results.files import write_atomic
+from dlbench.results.records import Run
+
+# suite name -> the study report its runs get
+STUDIES: dict[str, Callable[[Run, str], list[StudyTable]]] = {
+    "cpu-inference": cpu_inference_tables,
+}
+
+
+def rich_table(table: StudyTable, baseline: str) -> Table:
+    out = Table(title=escape_markup(table.title), title_justify="left")
+    out.add_column("case")
+    out.add_column(table.metric.unit, justify="right")
+    out.add_column(f"relative to {baseline}", justify="right")
+    out.add_column("note")
+    for row in table.rows:
+        relative = f"{row.relative:.2f}x" if row.relative is not None else "-"
+        out.add_row(escape_markup(row.label), fmt(row.value), relative, escape_markup(row.note))
+    return out
+
+
+def startup_table(run: Run) -> Table:
+    """Import, load/compile and first-call costs, kept apart from steady state."""
+    out = Table(title="Start-up costs (not part of any latency above)", title_justify="left")
+    for name in ("case", "scenario", "import s", "load+compile s", "1st call ms", "median ms"):
+        out.add_column(name, justify="left" if name in ("case", "scenario") else "right")
+    for r in run.results:
+        if r.ok and r.latency_ms is not None:
+            out.add_row(escape_markup(case_name(r)), r.scenario or "-", fmt(r.import_s),
+                        fmt(r.setup_s), fmt(r.first_call_ms), fmt(r.latency_ms.median))  # fmt: skip
+    return out
+
+
+def study_csv(tables: Sequence[StudyTable]) -> str:
+    buffer = io.StringIO()
+    writer = csv.writer(buffer, lineterminator="\n")
+    writer.writerow(["table", "metric", "unit", "case", "value", "relative", "note"])
+    for table in tables:
+        for row in table.rows:
+            writer.writerow([table.title, table.metric.key, table.metric.unit, row.label,
+                             row.value, row.relative, row.note])  # fmt: skip
+    return buffer.getvalue()
+
+
+def write_study_files(run: Run, tables: Sequence[StudyTable], folder: Path) -> list[Path]:
+    """A bar-chart PNG per metric (all of its tables as panels) and the tables' CSV."""
+    from dlbench.report.plots import bar_chart
+
+    written = []
+    for metric_key in dict.fromkeys(t.metric.key for t in tables):
+        panels = [t for t in tables if t.metric.key == metric_key]
+        title = f"{run.suite}: {panels[0].metric.title} - run {run.id}"
+        written.append(bar_chart(panels, folder / f"{run.suite}-{metric_key}.png", title))
+    csv_path = folder / f"{run.suite}-tables.csv"
+    write_atomic(csv_path, study_csv(tables))
+    written.append(csv_path)
+    return written

@@ -1,0 +1,83 @@
+"""The cpu-inference study report: tables from results, and the suite end to end."""
+
+from __future__ import annotations
+
+import csv
+import json
+import subprocess
+import sys
+
+import pytest
+
+from dlbench.measure.stats import summarize
+from dlbench.report.cpu_inference import study_tables
+from dlbench.results.records import Result, Run
+
+
+def result(framework: str, compile_mode: str, scenario: str, median_ms: float) -> Result:
+    batch = 1000 if scenario == "offline" else 1
+    return Result(
+        workload="mlp", framework=framework, compile=compile_mode, mode="infer", device="cpu",
+        batch_size=batch, precision="fp32", threads=2, interop_threads=2, status="ok",
+        scenario=scenario, latency_ms=summarize([median_ms / 1000.0] * 5),
+        samples_ms=[median_ms] * 5, cpu_percent=100.0, peak_rss_mb=100.0 + median_ms,
+    )  # fmt: skip
+
+
+def study_run() -> Run:
+    results = [
+        result("torch", "eager", "offline", 0.5), result("torch", "eager", "single-stream", 0.05),
+        result("onnxruntime", "default", "offline", 0.4),
+        result("onnxruntime", "default", "single-stream", 0.01),
+        result("tensorflow", "xla", "offline", 0.7),
+    ]  # fmt: skip
+    return Run(id="r", started_at="t", suite="cpu-inference", settings={}, env={},
+               results=results)  # fmt: skip
+
+
+def test_article_table_multiplies_the_per_sample_loop_and_says_so():
+    tables = study_tables(study_run(), "torch")
+    article = next(t for t in tables if t.metric.key == "latency_ms" and "article" in t.title)
+    rows = {row.label: row for row in article.rows}
+    assert rows["onnxruntime"].value == pytest.approx(0.01 * 1000)  # 1000 calls of batch 1
+    assert rows["onnxruntime"].relative == pytest.approx(10.0 / 0.5)
+    assert "NOT a fair comparison" in article.title
+    assert "tensorflow" not in rows  # the article ran TF eager, which this run lacks
+
+
+def test_fair_tables_never_mix_scenarios():
+    tables = study_tables(study_run(), "torch")
+    offline = next(t for t in tables if t.metric.key == "latency_ms" and "offline" in t.title)
+    single = next(t for t in tables if t.metric.key == "latency_ms" and "single-stream" in t.title)
+    assert {r.note for r in offline.rows} == {"batch 1000"}
+    assert {r.note for r in single.rows} == {"batch 1"}
+    by_label = {r.label: r for r in offline.rows}
+    assert by_label["onnxruntime [default]"].relative == pytest.approx(0.4 / 0.5)
+    assert by_label["torch [eager]"].spread == (0.5, 0.5)
+
+
+def test_missing_baseline_leaves_relative_empty():
+    tables = study_tables(study_run(), "jax")
+    assert all(row.relative is None for t in tables for row in t.rows)
+
+
+@pytest.mark.slow
+def test_cpu_inference_suite_end_to_end(tmp_path):
+    proc = subprocess.run(
+        [sys.executable, "-m", "dlbench", "run", "cpu-inference", "--min-time", "0.05",
+         "--min-iters", "5", "--plots", str(tmp_path / "plots"),
+         "--json", str(tmp_path / "run.json"), "--csv", str(tmp_path / "run.csv")],
+        capture_output=True, text=True, timeout=900,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    run = json.loads((tmp_path / "run.json").read_text())
+    frameworks = {r["framework"] for r in run["results"]}
+    assert frameworks == {"torch", "tensorflow", "jax", "onnxruntime", "openvino"}
+    assert all(r["max_abs_diff"] is not None and r["max_abs_diff"] < 1e-4 for r in run["results"])
+    assert "As the article measured it" in proc.stdout and "fair, offline" in proc.stdout
+    for metric in ("latency_ms", "cpu_percent", "peak_rss_mb"):
+        png = (tmp_path / "plots" / f"cpu-inference-{metric}.png").read_bytes()
+        assert png.startswith(b"\x89PNG") and len(png) > 10_000
+    with open(tmp_path / "plots" / "cpu-inference-tables.csv", newline="") as handle:
+        rows = list(csv.DictReader(handle))
+    assert {row["metric"] for row in rows} == {"latency_ms", "cpu_percent", "peak_rss_mb"}
