@@ -72,6 +72,7 @@ def build_plan(request: RunRequest) -> Plan:
     settings = _settings(spec, request)
     cases = [validate_case(c) for c in _expand(spec, request)]
     cases = list(dict.fromkeys(cases))  # drop duplicates, keep order
+    _check_compiles_used(request, cases)
     if not cases:
         raise UserError(f"no case of suite {spec.name!r} matches the given filters")
     _check_cli_params(request, cases)
@@ -105,8 +106,6 @@ def _adhoc_entry(request: RunRequest) -> dict[str, Any]:
         "framework": list(request.frameworks or ("torch",)),
         "mode": list(request.modes or ("infer",)),
     }
-    if request.compiles:
-        entry["compile"] = list(request.compiles)
     if request.scenarios:
         entry["scenario"] = list(request.scenarios)
     return entry
@@ -182,10 +181,7 @@ def _expand_entry(
         if not _selected(request, workload, framework, mode):
             continue
         params = {**entry_params, **_cli_params_for(str(workload), request)}
-        default_compile = framework_info(str(framework)).default_compile
-        for compile_mode in _as_list(entry.get("compile", default_compile), f"{where}.compile"):
-            if request.compiles and compile_mode not in request.compiles:
-                continue
+        for compile_mode in _compile_modes(entry, str(framework), request, where):
             cases.append(
                 Case(
                     workload=workload,
@@ -199,6 +195,35 @@ def _expand_entry(
                 )
             )
     return cases
+
+
+def _compile_modes(
+    entry: dict[str, Any], framework: str, request: RunRequest, where: str
+) -> list[Any]:
+    """The entry's compile modes (default: the framework's), narrowed by --compile.
+
+    A --compile value applies to the frameworks that have that mode, so
+    `-f torch -f onnxruntime -c script -c default` means torch[script] and
+    onnxruntime[default].
+    """
+    info = framework_info(framework)
+    if "compile" in entry:
+        modes = _as_list(entry["compile"], f"{where}.compile")
+        return [m for m in modes if not request.compiles or m in request.compiles]
+    if request.compiles:
+        return [m for m in request.compiles if m in info.compile_modes]
+    return [info.default_compile]
+
+
+def _check_compiles_used(request: RunRequest, cases: list[Case]) -> None:
+    used = {c.compile for c in cases}
+    for mode in request.compiles:
+        if mode not in used:
+            frameworks = sorted({c.framework for c in cases}) or list(request.frameworks)
+            allowed = "; ".join(
+                f"{f}: {', '.join(framework_info(f).compile_modes)}" for f in frameworks
+            )
+            raise UserError(f"compile mode {mode!r} matches none of the frameworks ({allowed})")
 
 
 def _cli_params_for(workload: str, request: RunRequest) -> dict[str, int]:

@@ -21,8 +21,14 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from dlbench import __version__
+
 CACHE_ENV_VAR = "DLBENCH_CACHE"
 OPSET = 17
+# Bump whenever a reference model's definition or initialisation changes: it
+# is part of the cache key, so stale exports and outputs are never reused
+# (the output check caught exactly that once, after BatchNorm calibration).
+REFERENCE_REVISION = 2
 BUILD_TIMEOUT_S = 1800
 
 
@@ -40,10 +46,23 @@ def cache_dir() -> Path:
 
 
 def artifact_folder(workload: str, params: Mapping[str, int], seed: int) -> Path:
-    """One folder per (workload, params, seed): weights are a function of these."""
-    key = json.dumps({"workload": workload, "params": dict(sorted(params.items())), "seed": seed})
+    """One folder per reference model: workload, params, seed, and the code that built it."""
+    key = json.dumps({
+        "workload": workload, "params": dict(sorted(params.items())), "seed": seed,
+        "revision": REFERENCE_REVISION, "dlbench": __version__, "torch": _torch_version(),
+    })  # fmt: skip
     digest = hashlib.sha256(key.encode()).hexdigest()[:12]
     return cache_dir() / f"{workload}-seed{seed}-{digest}"
+
+
+def _torch_version() -> str | None:
+    """Read from package metadata: this runs in workers that must not import torch."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("torch")
+    except PackageNotFoundError:
+        return None
 
 
 def onnx_model(workload: str, params: Mapping[str, int], seed: int) -> tuple[Path, dict[str, Any]]:

@@ -66,7 +66,10 @@ INFER_ONLY = ("infer",)
 # The cross-framework models: exported to ONNX from the torch reference, or
 # ported to TensorFlow/JAX with the same weights.
 PORTED_MODELS = MappingProxyType({"mlp": INFER_ONLY, "mnist-cnn": INFER_ONLY})
-ONNX_MODELS = PORTED_MODELS
+ONNX_MODELS = MappingProxyType(
+    {**PORTED_MODELS, **dict.fromkeys(("resnet50", "mobilenet-v2", "bert-base", "distilbert",
+                                       "bert-large"), INFER_ONLY)}
+)  # fmt: skip
 
 FRAMEWORKS: dict[str, FrameworkInfo] = {
     info.name: info
@@ -143,6 +146,11 @@ WORKLOADS: dict[str, str] = {
     "gemm": "dlbench.workloads.gemm:GEMM",
     "mlp": "dlbench.workloads.mlp:MLP",
     "mnist-cnn": "dlbench.workloads.mnist_cnn:MNIST_CNN",
+    "resnet50": "dlbench.workloads.vision:RESNET50",
+    "mobilenet-v2": "dlbench.workloads.vision:MOBILENET_V2",
+    "bert-base": "dlbench.workloads.bert:BERT_BASE",
+    "bert-large": "dlbench.workloads.bert:BERT_LARGE",
+    "distilbert": "dlbench.workloads.bert:DISTILBERT",
 }
 
 

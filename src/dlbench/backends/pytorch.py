@@ -8,7 +8,7 @@ from typing import Any
 import torch
 
 from dlbench.backends.base import Backend, CaseError, Job, Prepared
-from dlbench.backends.torch_models import KERNELS, LOSSES, OPTIMIZERS, build_module
+from dlbench.backends.torch_models import KERNELS, LOSSES, OPTIMIZERS, reference_module
 
 
 class TorchBackend(Backend):
@@ -65,12 +65,16 @@ class TorchBackend(Backend):
             step=synced,
             device=job.device,
             context=torch.inference_mode if inference else torch.enable_grad,
-            details={"torch_device": str(device), "dtype": "float32"},
+            details={
+                "torch_device": str(device),
+                "dtype": "float32",
+                **({"script": "traced"} if _traced(job) else {}),
+            },
             fetch_output=(lambda: synced().detach().cpu().numpy()) if inference else None,
         )
 
     def _kernel_step(self, job: Job, inputs: dict[str, torch.Tensor]) -> Callable[[], object]:
-        kernel = _compiled(KERNELS[job.workload.name], job.case.compile)
+        kernel = _compiled(KERNELS[job.workload.name], job.case.compile, scriptable=True)
         a, b = inputs.values()
         # The output is allocated once here, so the step times the kernel alone.
         out = torch.empty(torch.broadcast_shapes(a.shape, b.shape), device=a.device)
@@ -80,24 +84,25 @@ class TorchBackend(Backend):
         self, job: Job, inputs: dict[str, torch.Tensor], device: torch.device
     ) -> Callable[[], object]:
         module = self._module(job, device).eval()
-        model = _compiled(module, job.case.compile)
-        x = inputs["x"]
-        return lambda: model(x)
+        args = _model_args(inputs)
+        model = _compiled(module, job.case.compile, job.workload.torch_scriptable, args)
+        return lambda: model(*args)
 
     def _train_step(
         self, job: Job, inputs: dict[str, torch.Tensor], device: torch.device
     ) -> Callable[[], object]:
         module = self._module(job, device).train()
-        model = _compiled(module, job.case.compile)
+        args = _model_args(inputs)
+        model = _compiled(module, job.case.compile, job.workload.torch_scriptable, args)
         loss_fn = LOSSES[job.workload.loss]
         optimizer = OPTIMIZERS[job.workload.optimizer](
             module.parameters(), lr=job.workload.learning_rate
         )
-        x, target = inputs["x"], inputs["target"]
+        target = inputs["target"]
 
         def step() -> torch.Tensor:
             optimizer.zero_grad(set_to_none=True)
-            loss = loss_fn(model(x), target)
+            loss = loss_fn(model(*args), target)
             loss.backward()
             optimizer.step()
             return loss
@@ -105,19 +110,39 @@ class TorchBackend(Backend):
         return step
 
     def _module(self, job: Job, device: torch.device) -> torch.nn.Module:
-        weights = job.workload.reference_weights(job.params, job.seed)
-        return build_module(job.workload.name, weights).to(device)
+        return reference_module(job.workload.name, job.params, job.seed).to(device)
 
 
-def _compiled(fn: Any, mode: str) -> Any:
-    """Wrap a module or function for the compile mode; compilation itself is lazy."""
+TARGET_NAMES = ("target", "labels")
+
+
+def _model_args(inputs: dict[str, torch.Tensor]) -> list[torch.Tensor]:
+    """The model's positional inputs, in the workload's order (targets left out)."""
+    return [tensor for name, tensor in inputs.items() if name not in TARGET_NAMES]
+
+
+def _compiled(
+    fn: Any, mode: str, scriptable: bool, example: list[torch.Tensor] | None = None
+) -> Any:
+    """Wrap a module or function for the compile mode; torch.compile itself is lazy.
+
+    "script" scripts what TorchScript can compile and traces the rest
+    (transformers models), with the case's own inputs as the example.
+    """
     if mode == "eager":
         return fn
     if mode == "compile":
         return torch.compile(fn)
     if mode == "script":
-        return torch.jit.script(fn)
+        if scriptable:
+            return torch.jit.script(fn)
+        with torch.no_grad():
+            return torch.jit.trace(fn, tuple(example or ()), check_trace=False)
     raise CaseError(f"torch has no compile mode {mode!r}")
+
+
+def _traced(job: Job) -> bool:
+    return job.case.compile == "script" and not job.workload.torch_scriptable
 
 
 def _synchronised(step: Callable[[], object], device: torch.device) -> Callable[[], object]:

@@ -82,12 +82,35 @@ def gemm_kernel(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor) -> torch.Te
 
 
 KERNELS = {"add": add_kernel, "gemm": gemm_kernel}
-LOSSES = {"bce": functional.binary_cross_entropy, "nll": functional.nll_loss}
+LOSSES = {
+    "bce": functional.binary_cross_entropy,
+    "nll": functional.nll_loss,
+    "cross-entropy": functional.cross_entropy,
+}
 OPTIMIZERS = {"sgd": torch.optim.SGD, "adadelta": torch.optim.Adadelta}
 
 
 def reference_module(workload: str, params: Mapping[str, int], seed: int) -> nn.Module:
-    """The reference model of a workload (CPU, fp32) with its seeded weights."""
-    from dlbench.registry import get_workload
+    """The reference model of a workload (CPU, fp32) with its seeded weights.
 
+    The small models load the workload's NumPy weights (shared with the
+    TensorFlow and JAX ports); the large ones take torch's initialiser under
+    the seed, and reach other frameworks through the ONNX export.
+    """
+    from dlbench.backends.torch_text import encoder
+    from dlbench.backends.torch_vision import (
+        VISION_MODELS,
+        calibrate_batchnorm,
+        init_like_torchvision,
+    )
+    from dlbench.registry import get_workload
+    from dlbench.workloads.bert import SHAPES
+
+    if workload in VISION_MODELS:
+        torch.manual_seed(seed)
+        model = init_like_torchvision(VISION_MODELS[workload]())
+        return calibrate_batchnorm(model, params["image"], seed)
+    if workload in SHAPES:
+        torch.manual_seed(seed)
+        return encoder(workload)
     return build_module(workload, get_workload(workload).reference_weights(params, seed))

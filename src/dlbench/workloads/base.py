@@ -83,6 +83,8 @@ class Workload(ABC):
         raise NotImplementedError
 
     is_kernel: ClassVar[bool] = False
+    # torch "script" mode: torch.jit.script if True, else torch.jit.trace
+    torch_scriptable: ClassVar[bool] = True
 
     @abstractmethod
     def make_inputs(

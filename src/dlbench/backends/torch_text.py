@@ -1,0 +1,43 @@
+"""BERT-family encoders (transformers, built from a config: nothing downloaded)."""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from dlbench.workloads.bert import SHAPES
+
+
+class EncoderOutput(nn.Module):
+    """Wraps a transformers encoder so it takes tensors and returns one tensor.
+
+    Returning last_hidden_state (not a ModelOutput) keeps the module
+    exportable and traceable, and gives every framework one array to check.
+    """
+
+    def __init__(self, encoder: nn.Module) -> None:
+        super().__init__()
+        self.encoder = encoder
+
+    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+        return self.encoder(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
+
+
+def encoder(workload: str) -> nn.Module:
+    """A randomly initialised encoder (seed it with torch.manual_seed first)."""
+    import transformers
+
+    shape = SHAPES[workload]
+    if shape.family == "distilbert":
+        config = transformers.DistilBertConfig(
+            vocab_size=shape.vocab, n_layers=shape.layers, dim=shape.hidden,
+            n_heads=shape.heads, hidden_dim=shape.intermediate,
+        )  # fmt: skip
+        model = transformers.DistilBertModel(config)
+    else:
+        config = transformers.BertConfig(
+            vocab_size=shape.vocab, num_hidden_layers=shape.layers, hidden_size=shape.hidden,
+            num_attention_heads=shape.heads, intermediate_size=shape.intermediate,
+        )  # fmt: skip
+        model = transformers.BertModel(config, add_pooling_layer=False)
+    return EncoderOutput(model)

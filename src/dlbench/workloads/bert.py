@@ -1,0 +1,92 @@
+"""BERT-family encoders built from a config with seeded random weights.
+
+Nothing is downloaded: the architecture is a transformers config and the
+weights come from torch's initialiser under the case's seed. Inputs are
+random token ids of a fixed sequence length with a full attention mask.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from types import MappingProxyType
+from typing import ClassVar
+
+import numpy as np
+
+from dlbench.workloads.base import WeightDict, Workload, training_flops
+
+
+@dataclass(frozen=True)
+class EncoderShape:
+    layers: int
+    hidden: int
+    heads: int
+    intermediate: int
+    vocab: int
+    family: str  # "bert" or "distilbert"
+
+
+SHAPES = {
+    "bert-base": EncoderShape(12, 768, 12, 3072, 28996, "bert"),  # bert-base-cased
+    "bert-large": EncoderShape(24, 1024, 16, 4096, 28996, "bert"),  # bert-large-cased
+    "distilbert": EncoderShape(6, 768, 12, 3072, 30522, "distilbert"),  # distilbert-base-uncased
+}
+
+
+def encoder_flops(shape: EncoderShape, seq: int) -> float:
+    """Per sequence: projections and FFN (24 s h^2 per layer) plus attention (4 s^2 h)."""
+    per_layer = 24.0 * seq * shape.hidden**2 + 4.0 * seq * seq * shape.hidden
+    return shape.layers * per_layer
+
+
+class EncoderWorkload(Workload):
+    # Training (masked-LM head) arrives with the training benchmarks.
+    modes = ("infer",)
+    torch_scriptable = False  # transformers models are traced, not scripted
+    cpu_params: ClassVar[Mapping[str, int]] = MappingProxyType({"seq": 128})
+    gpu_params: ClassVar[Mapping[str, int]] = MappingProxyType({"seq": 128})
+    cpu_batch_size = 8
+    gpu_batch_size = 32
+    loss = "mlm"
+    optimizer = "adamw"
+    learning_rate = 1e-4
+
+    @property
+    def shape(self) -> EncoderShape:
+        return SHAPES[self.name]
+
+    def flops_per_sample(self, params: Mapping[str, int], mode: str) -> float:
+        return training_flops(encoder_flops(self.shape, params["seq"]), mode)
+
+    def make_inputs(
+        self, batch_size: int, params: Mapping[str, int], mode: str, seed: int
+    ) -> WeightDict:
+        rng = np.random.default_rng(seed + 1)
+        shape = (batch_size, params["seq"])
+        inputs = {
+            "input_ids": rng.integers(0, self.shape.vocab, size=shape).astype(np.int64),
+            "attention_mask": np.ones(shape, dtype=np.int64),
+        }
+        if mode == "train":
+            inputs["labels"] = rng.integers(0, self.shape.vocab, size=shape).astype(np.int64)
+        return inputs
+
+
+class BertBase(EncoderWorkload):
+    name = "bert-base"
+    description = "BERT base cased (12 layers, 768 hidden, 110M params), random weights"
+
+
+class BertLarge(EncoderWorkload):
+    name = "bert-large"
+    description = "BERT large cased (24 layers, 1024 hidden, 335M params), random weights"
+    cpu_batch_size = 4
+
+
+class DistilBert(EncoderWorkload):
+    name = "distilbert"
+    description = "DistilBERT base (6 layers, 768 hidden, 66M params), random weights"
+
+
+BERT_BASE, BERT_LARGE, DISTILBERT = BertBase(), BertLarge(), DistilBert()

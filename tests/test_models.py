@@ -1,0 +1,55 @@
+"""ResNet-50, MobileNet-V2, BERT-base and DistilBERT: torch, ONNX Runtime, OpenVINO."""
+
+from __future__ import annotations
+
+import pytest
+from conftest import FAST
+
+from dlbench.config import Case, validate_case
+from dlbench.launch.runner import run_case
+from dlbench.workloads.bert import SHAPES, encoder_flops
+from dlbench.workloads.vision import mobilenet_v2_macs, resnet50_macs
+
+SMALL = {"resnet50": ("image", 64), "mobilenet-v2": ("image", 64), "bert-base": ("seq", 16),
+         "distilbert": ("seq", 16)}  # fmt: skip
+PAIRS = [("torch", "eager"), ("torch", "script"), ("torch", "compile"),
+         ("onnxruntime", "default"), ("openvino", "default")]  # fmt: skip
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("framework", "compile_mode"), PAIRS)
+@pytest.mark.parametrize("workload", list(SMALL))
+def test_model_runs_and_matches_the_reference(workload, framework, compile_mode):
+    pytest.importorskip("transformers")
+    case = Case(workload, framework, compile_mode, device="cpu", batch_size=2, threads=2,
+                params=(SMALL[workload],))  # fmt: skip
+    result = run_case(validate_case(case), FAST)
+    assert result.ok, f"{result.error}\n{result.error_detail}"
+    assert result.max_abs_diff is not None
+    assert result.max_abs_diff <= result.details["check"]["tolerance"]
+    assert result.details["frameworks_in_process"] == [framework]
+    assert result.gflops > 0
+    if workload.startswith(("bert", "distil")) and compile_mode == "script":
+        assert result.details["script"] == "traced"
+
+
+def test_published_flop_counts():
+    assert resnet50_macs(224) == pytest.approx(4.09e9, rel=0.01)  # ResNet-50: 4.1 GMACs
+    assert mobilenet_v2_macs(224) == pytest.approx(300e6, rel=0.01)  # MobileNet-V2: 300M
+    # BERT-base at 128 tokens: about 22 GFLOPs per sequence
+    assert encoder_flops(SHAPES["bert-base"], 128) == pytest.approx(22.3e9, rel=0.01)
+
+
+def test_model_parameter_counts():
+    torch = pytest.importorskip("torch")
+    pytest.importorskip("transformers")
+    from dlbench.backends.torch_models import reference_module
+
+    def count(workload: str, params: dict[str, int]) -> int:
+        return sum(p.numel() for p in reference_module(workload, params, 0).parameters())
+
+    assert count("resnet50", {"image": 32}) == 25_557_032
+    assert count("mobilenet-v2", {"image": 32}) == 3_504_872
+    assert count("bert-base", {"seq": 8}) == pytest.approx(108e6, rel=0.02)
+    assert count("distilbert", {"seq": 8}) == pytest.approx(66e6, rel=0.02)
+    del torch
