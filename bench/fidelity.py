@@ -1,10 +1,18 @@
 """Does dlbench report each framework as fast as a careful hand-written loop?
 
+Targets: mlp at batch 1000 on all five frameworks, and bert-base at batch 1,
+sequence 128, on torch, ONNX Runtime and OpenVINO.
+
 For each framework, the same model (same weights, same input, same threads
 and settings) is timed by dlbench and by a plain loop written directly
 against the framework's API, each in a fresh process, interleaved over
 several rounds so that machine noise hits both alike. Prints the ratio of
 dlbench's median latency to the hand loop's. Target: every ratio <= 1.10.
+
+The verdict uses each side's best (lowest) median over the rounds: on a
+shared machine interference only ever adds time, so the minimum estimates
+each side's undisturbed speed, and a harness cost shows up in every round,
+the best one included. Per-round ratios are printed too.
 
 Run: python bench/fidelity.py [--rounds 3] [--min-time 2] [--threads N] [--only torch ...]
 """
@@ -27,10 +35,11 @@ PRELUDE = r"""
 import json, statistics, sys, time
 workload, batch = sys.argv[1], int(sys.argv[2])
 threads, min_time = int(sys.argv[3]), float(sys.argv[4])
+params = json.loads(sys.argv[5])
 from dlbench.registry import get_workload
 spec = get_workload(workload)
-weights = spec.reference_weights({}, 0)
-inputs = spec.make_inputs(batch, {}, "infer", 0)
+weights = spec.reference_weights(params, 0)
+inputs = spec.make_inputs(batch, params, "infer", 0)
 
 def measure(call):
     for _ in range(5):
@@ -48,7 +57,7 @@ HAND_LOOPS = {
 import torch
 torch.set_num_threads(threads); torch.set_num_interop_threads(threads)
 from dlbench.backends.torch_models import reference_module
-model = reference_module(workload, {}, 0).eval()
+model = reference_module(workload, params, 0).eval()
 args = [torch.from_numpy(v) for v in inputs.values()]
 with torch.inference_mode():
     measure(lambda: model(*args))
@@ -75,14 +84,14 @@ measure(lambda: forward(params, x).block_until_ready())
 import onnxruntime as ort
 options = ort.SessionOptions()
 options.intra_op_num_threads = options.inter_op_num_threads = threads
-session = ort.InferenceSession(sys.argv[5], options, providers=["CPUExecutionProvider"])
+session = ort.InferenceSession(sys.argv[6], options, providers=["CPUExecutionProvider"])
 feeds = {i.name: inputs[i.name] for i in session.get_inputs()}
 measure(lambda: session.run(None, feeds))
 """,
     "openvino": r"""
 import numpy as np, openvino as ov
 core = ov.Core()
-model = core.read_model(sys.argv[5])
+model = core.read_model(sys.argv[6])
 offline = batch > 1
 config = {"PERFORMANCE_HINT": "THROUGHPUT" if offline else "LATENCY",
           "INFERENCE_NUM_THREADS": threads, "INFERENCE_PRECISION_HINT": "f32"}
@@ -117,9 +126,13 @@ class Target:
     workload: str
     batch: int
     frameworks: tuple[str, ...]
+    params: tuple[tuple[str, int], ...] = ()
 
 
-TARGETS = (Target("mlp", 1000, tuple(HAND_LOOPS)),)
+TARGETS = (
+    Target("mlp", 1000, tuple(HAND_LOOPS)),
+    Target("bert-base", 1, ("torch", "onnxruntime", "openvino"), (("seq", 128),)),
+)
 
 
 def hand_loop_ms(framework: str, target: Target, threads: int, min_time: float) -> float:
@@ -127,8 +140,9 @@ def hand_loop_ms(framework: str, target: Target, threads: int, min_time: float) 
     if framework in ("onnxruntime", "openvino"):
         from dlbench.reference import onnx_model
 
-        extra = [str(onnx_model(target.workload, {}, 0)[0])]
-    argv = [target.workload, str(target.batch), str(threads), str(min_time), *extra]
+        extra = [str(onnx_model(target.workload, dict(target.params), 0)[0])]
+    params = json.dumps(dict(target.params))
+    argv = [target.workload, str(target.batch), str(threads), str(min_time), params, *extra]
     code = PRELUDE + HAND_LOOPS[framework]
     out = subprocess.run([sys.executable, "-c", code, *argv], capture_output=True, text=True)
     if out.returncode != 0:
@@ -138,16 +152,39 @@ def hand_loop_ms(framework: str, target: Target, threads: int, min_time: float) 
 
 def dlbench_ms(framework: str, target: Target, threads: int, min_time: float) -> float:
     case = Case(target.workload, framework, DEFAULT_COMPILE[framework], device="cpu",
-                batch_size=target.batch, threads=threads)  # fmt: skip
+                batch_size=target.batch, threads=threads, params=target.params)  # fmt: skip
     result = run_case(case, Settings(min_time_s=min_time, min_iters=20, warmup_iters=5))
     if not result.ok:
         raise SystemExit(f"dlbench case {framework} failed: {result.error}")
     return result.latency_ms.median
 
 
+def compare(framework: str, target: Target, args: argparse.Namespace) -> float:
+    """Interleaved rounds; returns the best-of ratio (see the module docstring)."""
+    measure_args = (framework, target, args.threads, args.min_time)
+    ours, hand = [], []
+    for round_index in range(args.rounds):
+        if round_index % 2 == 0:  # alternate who goes first
+            ours.append(dlbench_ms(*measure_args))
+            hand.append(hand_loop_ms(*measure_args))
+        else:
+            hand.append(hand_loop_ms(*measure_args))
+            ours.append(dlbench_ms(*measure_args))
+    per_round = [o / h for o, h in zip(ours, hand, strict=True)]
+    best = min(ours) / min(hand)
+    print(
+        f"{target.workload} bs={target.batch} {framework:12s} [{DEFAULT_COMPILE[framework]}] "
+        f"threads={args.threads}: dlbench {min(ours):.4f} ms, hand {min(hand):.4f} ms (best of "
+        f"{args.rounds}) -> ratio {best:.3f}; per-round ratios "
+        f"{', '.join(f'{r:.3f}' for r in per_round)} (median {statistics.median(per_round):.3f})",
+        flush=True,
+    )
+    return best
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--min-time", type=float, default=2.0)
     parser.add_argument("--threads", type=int, default=available_cpus())
     parser.add_argument("--only", nargs="*", help="frameworks to run (default: all)")
@@ -155,23 +192,11 @@ def main() -> None:
     worst = 0.0
     for target in TARGETS:
         for framework in target.frameworks:
-            if args.only and framework not in args.only:
-                continue
-            ratios = []
-            measure_args = (framework, target, args.threads, args.min_time)
-            for round_index in range(args.rounds):
-                if round_index % 2 == 0:  # alternate who goes first
-                    ours, hand = dlbench_ms(*measure_args), hand_loop_ms(*measure_args)
-                else:
-                    hand, ours = hand_loop_ms(*measure_args), dlbench_ms(*measure_args)
-                ratios.append(ours / hand)
-            ratio = statistics.median(ratios)
-            worst = max(worst, ratio)
-            print(f"{target.workload} bs={target.batch} {framework:12s} "
-                  f"[{DEFAULT_COMPILE[framework]}] threads={args.threads}: dlbench/hand "
-                  f"ratios {', '.join(f'{r:.3f}' for r in ratios)} -> median {ratio:.3f}",
-                  flush=True)  # fmt: skip
-    print(f"worst median ratio: {worst:.3f} (target <= 1.10: {'OK' if worst <= 1.10 else 'ABOVE'})")
+            if not args.only or framework in args.only:
+                worst = max(worst, compare(framework, target, args))
+    print(
+        f"worst best-of ratio: {worst:.3f} (target <= 1.10: {'OK' if worst <= 1.10 else 'ABOVE'})"
+    )
 
 
 if __name__ == "__main__":
