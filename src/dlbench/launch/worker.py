@@ -50,6 +50,7 @@ def base_result(case: Case, status: str, **values: Any) -> Result:
         interop_threads=case.effective_interop_threads,
         params=values.pop("params", dict(case.params)),
         scenario=values.pop("scenario", case.scenario),
+        case=case.to_dict(),
         status=status,
         **values,
     )

@@ -26,6 +26,7 @@ CSV_SCALAR_FIELDS = (
     "mode",
     "device",
     "requested_device",
+    "scenario",
     "batch_size",
     "precision",
     "threads",

@@ -63,10 +63,23 @@ class Result:
     details: dict[str, Any] = field(default_factory=dict)
     started_at: str | None = None
     duration_s: float | None = None
+    # The case as asked for (before defaults were resolved): what `rerun` replays.
+    case: dict[str, Any] = field(default_factory=dict)
 
     @property
     def ok(self) -> bool:
         return self.status == STATUS_OK
+
+    def compare_key(self) -> tuple[Any, ...]:
+        """What makes two results comparable across runs and machines.
+
+        Unlike case_key it leaves out the device index and thread counts, which
+        differ between machines; those are shown as context instead.
+        """
+        params = tuple(sorted(self.params.items()))
+        kind = "cpu" if self.device == "cpu" else self.device.split(":")[0]
+        return (self.workload, self.framework, self.compile, self.mode, self.scenario,
+                self.batch_size, self.precision, kind, params)  # fmt: skip
 
     def case_key(self) -> str:
         """Identity used to match the same case across runs."""

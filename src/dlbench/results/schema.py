@@ -57,6 +57,7 @@ RESULT_FIELDS: dict[str, tuple[Any, ...] | str] = {
     "noisy": (bool, type(None)),
     "params": (dict,),
     "details": (dict,),
+    "case": (dict,),
     "latency_ms": (dict, type(None)),
     "warmup_ms": (list,),
     "samples_ms": (list,),

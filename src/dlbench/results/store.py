@@ -11,36 +11,28 @@ from __future__ import annotations
 import json
 import os
 import sqlite3
+from dataclasses import dataclass
 from pathlib import Path
 
 from dlbench.errors import UserError
 from dlbench.results.records import Result, Run
+from dlbench.results.store_schema import MIGRATIONS, SCHEMA_V1, STORE_SCHEMA_VERSION
 
-STORE_SCHEMA_VERSION = 1
 DB_ENV_VAR = "DLBENCH_DB"
 
-SCHEMA = """
-CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
-CREATE TABLE IF NOT EXISTS runs (
-    id TEXT PRIMARY KEY,
-    schema_version INTEGER NOT NULL,
-    started_at TEXT NOT NULL,
-    finished_at TEXT,
-    suite TEXT NOT NULL,
-    hostname TEXT,
-    command TEXT NOT NULL,
-    settings TEXT NOT NULL,
-    env TEXT NOT NULL
-);
-CREATE TABLE IF NOT EXISTS results (
-    run_id TEXT NOT NULL REFERENCES runs(id),
-    seq INTEGER NOT NULL,
-    case_key TEXT NOT NULL,
-    status TEXT NOT NULL,
-    data TEXT NOT NULL,
-    PRIMARY KEY (run_id, seq)
-);
-"""
+
+@dataclass(frozen=True)
+class RunSummary:
+    """One line of `dlbench runs`."""
+
+    id: str
+    started_at: str
+    finished_at: str | None
+    hostname: str | None
+    suite: str
+    cases: int
+    failures: int
+    dlbench_version: str | None
 
 
 def default_db_path() -> Path:
@@ -69,20 +61,29 @@ class Store:
             raise UserError(f"store {self.path}: {exc.strerror or exc}") from None
 
     def _init_schema(self) -> None:
+        """Create a new store, or bring an older one up to date in one transaction."""
         with self._db:
-            self._db.executescript(SCHEMA)
-            row = self._db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
-            if row is None:
-                self._db.execute(
-                    "INSERT INTO meta VALUES ('schema_version', ?)", (str(STORE_SCHEMA_VERSION),)
-                )
-            elif not row[0].isdigit():
-                raise UserError(f"store {self.path}: unreadable schema version {row[0]!r}")
-            elif int(row[0]) > STORE_SCHEMA_VERSION:
+            tables = {r[0] for r in self._db.execute("SELECT name FROM sqlite_master")}
+            if "meta" not in tables:
+                self._db.executescript(f"BEGIN; {SCHEMA_V1}")
+            version = self._schema_version()
+            if version > STORE_SCHEMA_VERSION:
                 raise UserError(
-                    f"store {self.path} has schema {row[0]}, newer than this dlbench "
+                    f"store {self.path} has schema {version}, newer than this dlbench "
                     f"reads ({STORE_SCHEMA_VERSION}); upgrade dlbench or use --db"
                 )
+            for step in range(version, STORE_SCHEMA_VERSION):
+                for statement in MIGRATIONS[step]:
+                    self._db.execute(statement)
+            self._db.execute(
+                "UPDATE meta SET value=? WHERE key='schema_version'", (str(STORE_SCHEMA_VERSION),)
+            )
+
+    def _schema_version(self) -> int:
+        row = self._db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
+        if row is None or not row[0].isdigit():
+            raise UserError(f"store {self.path}: unreadable schema version {row and row[0]!r}")
+        return int(row[0])
 
     def __enter__(self) -> Store:
         return self
@@ -95,31 +96,59 @@ class Store:
 
     def begin_run(self, run: Run) -> None:
         with self._db:
-            self._db.execute(
-                "INSERT INTO runs VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (
-                    run.id,
-                    run.schema_version,
-                    run.started_at,
-                    run.finished_at,
-                    run.suite,
-                    run.env.get("hostname"),
-                    json.dumps(run.command),
-                    json.dumps(run.settings),
-                    json.dumps(run.env),
-                ),
-            )
+            self._insert_run(run)
+
+    def _insert_run(self, run: Run) -> None:
+        self._db.execute(
+            "INSERT INTO runs (id, schema_version, started_at, finished_at, suite, hostname, "
+            "command, settings, env, dlbench_version) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (
+                run.id,
+                run.schema_version,
+                run.started_at,
+                run.finished_at,
+                run.suite,
+                run.env.get("hostname"),
+                json.dumps(run.command),
+                json.dumps(run.settings),
+                json.dumps(run.env),
+                run.env.get("dlbench"),
+            ),
+        )
 
     def add_result(self, run_id: str, seq: int, result: Result) -> None:
         with self._db:
-            self._db.execute(
-                "INSERT INTO results VALUES (?, ?, ?, ?, ?)",
-                (run_id, seq, result.case_key(), result.status, json.dumps(result.to_dict())),
-            )
+            self._insert_result(run_id, seq, result)
+
+    def _insert_result(self, run_id: str, seq: int, result: Result) -> None:
+        self._db.execute(
+            "INSERT INTO results (run_id, seq, case_key, status, data) VALUES (?, ?, ?, ?, ?)",
+            (run_id, seq, result.case_key(), result.status, json.dumps(result.to_dict())),
+        )
+        self._db.execute(
+            "UPDATE runs SET n_cases = n_cases + 1, n_failed = n_failed + ? WHERE id = ?",
+            (0 if result.ok else 1, run_id),
+        )
 
     def finish_run(self, run_id: str, finished_at: str) -> None:
         with self._db:
             self._db.execute("UPDATE runs SET finished_at=? WHERE id=?", (finished_at, run_id))
+
+    def import_run(self, run: Run) -> None:
+        """Add a whole run (from another machine) in one transaction, or nothing."""
+        with self._db:
+            if self._db.execute("SELECT 1 FROM runs WHERE id=?", (run.id,)).fetchone():
+                raise UserError(f"run {run.id} is already in store {self.path}; nothing imported")
+            self._insert_run(run)
+            for seq, result in enumerate(run.results):
+                self._insert_result(run.id, seq, result)
+
+    def list_runs(self) -> list[RunSummary]:
+        rows = self._db.execute(
+            "SELECT id, started_at, finished_at, hostname, suite, n_cases, n_failed, "
+            "dlbench_version FROM runs ORDER BY started_at, id"
+        ).fetchall()
+        return [RunSummary(*row) for row in rows]
 
     def run_ids(self) -> list[str]:
         rows = self._db.execute("SELECT id FROM runs ORDER BY started_at, id").fetchall()
