@@ -5,6 +5,17 @@ imported only inside the worker process that runs a case, so the harness
 itself stays light and each framework's memory and import time are its own.
 """
 
+from typing import Any
+
 __version__ = "0.1.0"
 
-__all__ = ["__version__"]
+__all__ = ["__version__", "load_runs"]
+
+
+def __getattr__(name: str) -> Any:
+    """`dlbench.load_runs` is imported on first use, keeping `import dlbench` light."""
+    if name == "load_runs":
+        from dlbench.api import load_runs
+
+        return load_runs
+    raise AttributeError(f"module 'dlbench' has no attribute {name!r}")

@@ -71,7 +71,53 @@ def build_parser() -> argparse.ArgumentParser:
     show.add_argument("run", help="a run JSON file, or a run id in the store")
     show.add_argument("--db", type=Path, help="store file (default: $DLBENCH_DB or user data dir)")
     add_study_options(show)
+    add_results_parsers(commands)
     return parser
+
+
+DB_HELP = "store file (default: $DLBENCH_DB or user data dir)"
+
+
+def add_results_parsers(commands: argparse._SubParsersAction) -> None:
+    runs = commands.add_parser("runs", help="list the runs in the store")
+    runs.add_argument("--db", type=Path, help=DB_HELP)
+    export = commands.add_parser("export", help="write a stored run as JSON and/or CSV")
+    export.add_argument("run", help="run id (or a run JSON file)")
+    export.add_argument("--json", type=Path, dest="json_path")
+    export.add_argument("--csv", type=Path, dest="csv_path")
+    export.add_argument("--db", type=Path, help=DB_HELP)
+    imported = commands.add_parser("import", help="add a run JSON file to the store")
+    imported.add_argument("file", type=Path)
+    imported.add_argument("--db", type=Path, help=DB_HELP)
+    compare = commands.add_parser("compare", help="compare runs case by case, or pivot many")
+    compare.add_argument("runs", nargs="+", help="run ids or run JSON files")
+    compare.add_argument(
+        "--metric", default="latency", choices=("latency", "p99", "throughput", "cpu", "memory")
+    )
+    compare.add_argument(
+        "--by",
+        choices=("machine", "framework", "compile"),
+        help="pivot any number of runs: one row per machine/framework/compile",
+    )
+    compare.add_argument("--baseline", help="row the relative values divide by (--by)")
+    compare.add_argument(
+        "--fail-on-regression",
+        type=non_negative_float,
+        metavar="PCT",
+        help="exit 1 if a case is significantly slower by more than PCT%%",
+    )
+    compare.add_argument("--db", type=Path, help=DB_HELP)
+    report = commands.add_parser("report", help="an HTML page and/or PNG charts of runs")
+    report.add_argument("runs", nargs="+", help="run ids or run JSON files")
+    report.add_argument("--html", type=Path, help="write one self-contained HTML page here")
+    report.add_argument("--plots", type=Path, help="write the charts as PNG files here")
+    report.add_argument("--db", type=Path, help=DB_HELP)
+    rerun = commands.add_parser("rerun", help="run a stored run's cases again and compare")
+    rerun.add_argument("run", help="run id (or a run JSON file)")
+    rerun.add_argument(
+        "--metric", default="latency", choices=("latency", "p99", "throughput", "cpu", "memory")
+    )
+    rerun.add_argument("--db", type=Path, help=DB_HELP)
 
 
 def add_run_parser(commands: argparse._SubParsersAction) -> None:
@@ -149,9 +195,10 @@ def main(argv: Sequence[str] | None = None) -> int:
                 previous[number] = signal.signal(number, _interrupt_on)
     try:
         args = build_parser().parse_args(argv)
-        from dlbench import commands
+        from dlbench import commands, results_commands
 
-        handler = getattr(commands, f"cmd_{args.command}")
+        name = f"cmd_{args.command}"
+        handler = getattr(commands, name, None) or getattr(results_commands, name)
         return handler(args)
     except UserError as exc:
         err.print(f"dlbench: error: {exc}", markup=False, highlight=False, soft_wrap=True)

@@ -5,12 +5,14 @@ from __future__ import annotations
 import textwrap
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from dlbench.errors import UserError
 from dlbench.report.study import StudyTable
 
 
-def _pyplot():  # noqa: ANN202 - matplotlib's module type
+def pyplot() -> Any:
+    """matplotlib.pyplot on the file-only Agg backend, or a UserError naming the extra."""
     try:
         import matplotlib
     except ImportError:
@@ -23,7 +25,7 @@ def _pyplot():  # noqa: ANN202 - matplotlib's module type
 
 def bar_chart(tables: Sequence[StudyTable], path: Path, title: str) -> Path:
     """One PNG with a panel per table: a bar per row, error bars where known."""
-    plt = _pyplot()
+    plt = pyplot()
     figure, axes = plt.subplots(1, len(tables), figsize=(6 * len(tables), 4.8), squeeze=False)
     for axis, table in zip(axes[0], tables, strict=True):
         labels = [row.label for row in table.rows]

@@ -1,0 +1,35 @@
+"""The Python API for notebooks: stored runs as a pandas DataFrame."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from dlbench.errors import UserError
+from dlbench.results.files import csv_row
+from dlbench.results.store import Store
+
+
+def load_runs(runs: Sequence[str] | None = None, db: str | Path | None = None) -> Any:
+    """One row per result (stats as columns) of the given runs, or of every stored run.
+
+    `runs` are run ids in the store, or paths of run JSON files; `db` is the
+    store (default: $DLBENCH_DB or the user data directory).
+    """
+    try:
+        import pandas
+    except ImportError:
+        raise UserError("load_runs needs pandas: pip install pandas") from None
+    from dlbench.commands import load_run
+
+    if runs is None:
+        with Store(Path(db) if db is not None else None) as store:
+            runs = store.run_ids()
+    loaded = [load_run(str(ref), Path(db) if db is not None else None) for ref in runs]
+    rows = [
+        {**csv_row(run, result), "suite": run.suite, "started_at": run.started_at}
+        for run in loaded
+        for result in run.results
+    ]
+    return pandas.DataFrame(rows)

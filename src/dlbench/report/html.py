@@ -1,0 +1,144 @@
+"""One self-contained HTML page for one or more runs.
+
+Built from stored results only. Everything is inline (CSS, SVG charts): the
+page makes no network request. Every string that comes from a result goes
+through html.escape, so a hostile workload label or host name is shown as
+text. Charts compare like with like: one bar chart per workload, mode and
+scenario.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from html import escape
+from pathlib import Path
+
+from dlbench.report.svg import Bar, bar_chart, box_plot, line_chart
+from dlbench.report.table import case_name, fmt, iqr_percent, rate_column
+from dlbench.results.files import write_atomic
+from dlbench.results.records import Result, Run
+
+STYLE = """
+body { font-family: sans-serif; margin: 2em; color: #222; }
+table { border-collapse: collapse; margin: 1em 0; font-size: 13px; }
+th, td { border: 1px solid #ccc; padding: 3px 8px; text-align: left; }
+td.num { text-align: right; }
+.flag { color: #b35900; font-weight: bold; }
+.failed { color: #b00020; }
+svg.chart { display: block; margin: 1em 0; }
+"""
+# Counts the charts once the page has loaded; the browser test reads it.
+COUNT_SCRIPT = (
+    "<script>document.body.dataset.charts = "
+    "String(document.querySelectorAll('svg.chart').length);</script>"
+)
+
+
+def _td(value: object, numeric: bool = False) -> str:
+    css = ' class="num"' if numeric else ""
+    return f"<td{css}>{escape(str(value))}</td>"
+
+
+def env_table(run: Run) -> str:
+    rows = "".join(f"<tr><th>{escape(str(k))}</th>{_td(v)}</tr>" for k, v in run.env.items())
+    settings = "".join(
+        f"<tr><th>{escape(str(k))}</th>{_td(v)}</tr>" for k, v in run.settings.items()
+    )
+    return f"<h3>Environment</h3><table>{rows}</table><h3>Settings</h3><table>{settings}</table>"
+
+
+def flags(result: Result) -> str:
+    marks = []
+    if result.noisy:
+        marks.append("noisy (IQR > 10% of median)")
+    throttle = result.details.get("throttle") if isinstance(result.details, dict) else None
+    if throttle:
+        marks.append(f"throttled: {throttle}")
+    return "; ".join(marks)
+
+
+def results_table(run: Run) -> str:
+    head = ("case", "scenario", "device", "batch", "median ms", "p99 ms", "IQR/med",
+            "samples/s", "rate", "CPU %", "RSS MB", "max |diff|", "flags", "status")  # fmt: skip
+    rows = []
+    for r in run.results:
+        stats = r.latency_ms
+        status = "ok" if r.ok else f"failed: {r.error or ''}"
+        cells = [
+            _td(case_name(r)), _td(r.scenario or "-"), _td(r.device), _td(r.batch_size),
+            _td(fmt(stats.median if stats else None), True),
+            _td(fmt(stats.p99 if stats else None), True), _td(iqr_percent(r), True),
+            _td(fmt(r.throughput), True), _td(rate_column(r), True), _td(fmt(r.cpu_percent), True),
+            _td(fmt(r.peak_rss_mb), True), _td(fmt(r.max_abs_diff), True),
+        ]  # fmt: skip
+        cells.append(f'<td class="flag">{escape(flags(r))}</td>')
+        cells.append(f'<td class="{"" if r.ok else "failed"}">{escape(status)}</td>')
+        rows.append("<tr>" + "".join(cells) + "</tr>")
+    header = "".join(f"<th>{escape(h)}</th>" for h in head)
+    return f"<table><tr>{header}</tr>{''.join(rows)}</table>"
+
+
+def groups(run: Run) -> dict[str, list[Result]]:
+    """Results that may share a chart: same workload, mode, scenario and params."""
+    grouped: dict[str, list[Result]] = {}
+    for r in run.results:
+        if r.ok and r.latency_ms is not None:
+            params = "".join(f" {k}={v}" for k, v in sorted(r.params.items()))
+            key = f"{r.workload}{params} {r.mode} {r.scenario or ''} on {r.device}"
+            grouped.setdefault(key, []).append(r)
+    return grouped
+
+
+def charts(run: Run) -> str:
+    from dlbench.report.study import quartiles
+
+    parts = []
+    for key, results in groups(run).items():
+        bars = []
+        for r in results:
+            q = quartiles(r)
+            bars.append(Bar(f"{r.framework} [{r.compile}] bs={r.batch_size}", r.latency_ms.median,
+                            *(q or (None, None))))  # fmt: skip
+        parts.append(bar_chart(f"median latency (error bars: 25th-75th pct) - {key}", "ms", bars))
+        boxes = [(f"{r.framework} [{r.compile}] bs={r.batch_size}", r.samples_ms) for r in results]
+        parts.append(box_plot(f"latency distribution - {key}", "ms", boxes))
+    return "\n".join(parts)
+
+
+def timelines(run: Run) -> str:
+    """Resource timelines recorded by training cases (details.timeline), if any."""
+    parts = []
+    for r in run.results:
+        timeline = r.details.get("timeline") if isinstance(r.details, dict) else None
+        if not isinstance(timeline, list) or not timeline:
+            continue
+        cpu = [(p["t"], p["cpu_percent"]) for p in timeline if "t" in p and "cpu_percent" in p]
+        rss = [(p["t"], p["rss_mb"]) for p in timeline if "t" in p and "rss_mb" in p]
+        parts.append(line_chart(f"CPU % over time - {case_name(r)}", "% of one core",
+                                [("cpu %", cpu)]))  # fmt: skip
+        parts.append(line_chart(f"memory over time - {case_name(r)}", "MB", [("rss", rss)]))
+    return "\n".join(p for p in parts if p)
+
+
+def run_section(run: Run) -> str:
+    title = f"Run {run.id} - suite {run.suite} - {run.env.get('hostname', '?')}"
+    return (
+        f"<section><h2>{escape(title)}</h2>"
+        f"<p>started {escape(run.started_at)}, finished {escape(str(run.finished_at))}; "
+        f"{len(run.results)} cases, {run.failures} failed</p>"
+        f"{results_table(run)}{charts(run)}{timelines(run)}{env_table(run)}</section>"
+    )
+
+
+def render(runs: Sequence[Run]) -> str:
+    body = "\n".join(run_section(run) for run in runs)
+    return (
+        '<!doctype html>\n<html lang="en"><head><meta charset="utf-8">'
+        "<title>dlbench report</title>"
+        f"<style>{STYLE}</style></head><body><h1>dlbench report</h1>{body}"
+        f"{COUNT_SCRIPT}</body></html>\n"
+    )
+
+
+def write_html(runs: Sequence[Run], path: Path) -> None:
+    write_atomic(path, render(runs))

@@ -1,0 +1,141 @@
+"""Small inline-SVG charts for the HTML report: no scripts, no external files.
+
+Every label passes through html.escape: a workload or host name from a run
+file is data, never markup.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from html import escape
+
+WIDTH, HEIGHT, LEFT, BOTTOM, TOP = 640, 300, 70, 110, 30
+COLOR, WHISKER = "#4c72b0", "#333"
+
+
+@dataclass(frozen=True)
+class Bar:
+    label: str
+    value: float
+    low: float | None = None  # error bar ends (e.g. 25th and 75th percentiles)
+    high: float | None = None
+
+
+def _scale(values: Sequence[float]) -> float:
+    top = max((v for v in values if v == v), default=1.0)  # v == v drops NaN
+    return top * 1.1 if top > 0 else 1.0
+
+
+def _frame(title: str, unit: str, top: float) -> list[str]:
+    plot_h = HEIGHT - TOP - BOTTOM
+    parts = [
+        f'<svg class="chart" role="img" width="{WIDTH}" height="{HEIGHT}" '
+        f'viewBox="0 0 {WIDTH} {HEIGHT}" xmlns="http://www.w3.org/2000/svg">',
+        f"<title>{escape(title)}</title>",
+        f'<text x="{WIDTH / 2}" y="18" text-anchor="middle" font-size="13">{escape(title)}</text>',
+        f'<line x1="{LEFT}" y1="{TOP}" x2="{LEFT}" y2="{HEIGHT - BOTTOM}" stroke="{WHISKER}"/>',
+        f'<line x1="{LEFT}" y1="{HEIGHT - BOTTOM}" x2="{WIDTH - 10}" y2="{HEIGHT - BOTTOM}" '
+        f'stroke="{WHISKER}"/>',
+        f'<text x="14" y="{TOP + plot_h / 2}" font-size="11" transform="rotate(-90 14 '
+        f'{TOP + plot_h / 2})" text-anchor="middle">{escape(unit)}</text>',
+    ]
+    for fraction in (0.0, 0.5, 1.0):
+        y = HEIGHT - BOTTOM - fraction * plot_h
+        parts.append(f'<text x="{LEFT - 4}" y="{y + 4}" font-size="10" text-anchor="end">'
+                     f"{top / 1.1 * fraction:.3g}</text>")  # fmt: skip
+    return parts
+
+
+def bar_chart(title: str, unit: str, bars: Sequence[Bar]) -> str:
+    """Vertical bars with optional error bars; labels under the axis, slanted."""
+    top = _scale([b.high if b.high is not None else b.value for b in bars])
+    plot_h, plot_w = HEIGHT - TOP - BOTTOM, WIDTH - LEFT - 20
+    step = plot_w / max(len(bars), 1)
+    parts = _frame(title, unit, top)
+    for index, bar in enumerate(bars):
+        x = LEFT + 10 + index * step
+        height = max(0.0, bar.value / top * plot_h)
+        y = HEIGHT - BOTTOM - height
+        parts.append(f'<rect class="bar" x="{x:.1f}" y="{y:.1f}" width="{step * 0.6:.1f}" '
+                     f'height="{height:.1f}" fill="{COLOR}"><title>{escape(bar.label)}: '
+                     f"{bar.value:.4g} {escape(unit)}</title></rect>")  # fmt: skip
+        if bar.low is not None and bar.high is not None:
+            cx = x + step * 0.3
+            y_low = HEIGHT - BOTTOM - bar.low / top * plot_h
+            y_high = HEIGHT - BOTTOM - bar.high / top * plot_h
+            parts.append(f'<line class="errorbar" x1="{cx:.1f}" y1="{y_low:.1f}" x2="{cx:.1f}" '
+                         f'y2="{y_high:.1f}" stroke="{WHISKER}" stroke-width="1.5"/>')  # fmt: skip
+        label_y = HEIGHT - BOTTOM + 12
+        parts.append(f'<text x="{x + step * 0.3:.1f}" y="{label_y}" font-size="10" '
+                     f'text-anchor="end" transform="rotate(-35 {x + step * 0.3:.1f} {label_y})">'
+                     f"{escape(bar.label)}</text>")  # fmt: skip
+    parts.append("</svg>")
+    return "\n".join(parts)
+
+
+def box_plot(title: str, unit: str, boxes: Sequence[tuple[str, Sequence[float]]]) -> str:
+    """Horizontal box plots (min, p25, median, p75, p99) of latency samples."""
+    from dlbench.measure.stats import percentile
+
+    rows = [(label, sorted(samples)) for label, samples in boxes if samples]
+    height = TOP + 28 * len(rows) + 40
+    top = _scale([percentile(s, 99) for _, s in rows])
+    left, plot_w = 260, WIDTH - 260 - 20
+    parts = [
+        f'<svg class="chart" role="img" width="{WIDTH}" height="{height}" '
+        f'viewBox="0 0 {WIDTH} {height}" xmlns="http://www.w3.org/2000/svg">',
+        f"<title>{escape(title)}</title>",
+        f'<text x="{WIDTH / 2}" y="18" text-anchor="middle" font-size="13">{escape(title)}</text>',
+    ]
+
+    def x(value: float) -> float:
+        return left + value / top * plot_w
+
+    for index, (label, samples) in enumerate(rows):
+        y = TOP + 28 * index + 10
+        q = [percentile(samples, p) for p in (0, 25, 50, 75, 99)]
+        parts += [
+            f'<text x="{left - 6}" y="{y + 4}" font-size="10" text-anchor="end">'
+            f"{escape(label)}</text>",
+            f'<line x1="{x(q[0]):.1f}" y1="{y}" x2="{x(q[4]):.1f}" y2="{y}" stroke="{WHISKER}"/>',
+            f'<rect class="box" x="{x(q[1]):.1f}" y="{y - 8}" '
+            f'width="{max(1.0, x(q[3]) - x(q[1])):.1f}" height="16" fill="#dde6f3" '
+            f'stroke="{COLOR}"/>',
+            f'<line x1="{x(q[2]):.1f}" y1="{y - 8}" x2="{x(q[2]):.1f}" y2="{y + 8}" '
+            f'stroke="{WHISKER}" stroke-width="2"/>',
+        ]
+    axis_y = TOP + 28 * len(rows) + 4
+    parts.append(f'<text x="{left}" y="{axis_y + 14}" font-size="10">0</text>')
+    parts.append(f'<text x="{left + plot_w}" y="{axis_y + 14}" font-size="10" text-anchor="end">'
+                 f"{top / 1.1:.3g} {escape(unit)}</text>")  # fmt: skip
+    parts.append("</svg>")
+    return "\n".join(parts)
+
+
+def line_chart(
+    title: str, unit: str, series: Sequence[tuple[str, Sequence[tuple[float, float]]]]
+) -> str:
+    """Time series (seconds, value), one polyline each: the resource timelines."""
+    points = [p for _, s in series for p in s]
+    if not points:
+        return ""
+    t_max = max(t for t, _ in points) or 1.0
+    top = _scale([v for _, v in points])
+    plot_h, plot_w = HEIGHT - TOP - BOTTOM, WIDTH - LEFT - 20
+    colors = ("#4c72b0", "#dd8452", "#55a868", "#c44e52", "#8172b3")
+    parts = _frame(title, unit, top)
+    for index, (label, samples) in enumerate(series):
+        coords = " ".join(
+            f"{LEFT + t / t_max * plot_w:.1f},{HEIGHT - BOTTOM - v / top * plot_h:.1f}"
+            for t, v in samples
+        )
+        color = colors[index % len(colors)]
+        parts.append(f'<polyline class="series" fill="none" stroke="{color}" points="{coords}">'
+                     f"<title>{escape(label)}</title></polyline>")  # fmt: skip
+        parts.append(f'<text x="{LEFT + 8}" y="{HEIGHT - BOTTOM + 30 + 12 * index}" font-size="10" '
+                     f'fill="{color}">{escape(label)}</text>')  # fmt: skip
+    parts.append(f'<text x="{WIDTH - 20}" y="{HEIGHT - BOTTOM + 14}" font-size="10" '
+                 f'text-anchor="end">{t_max:.3g} s</text>')  # fmt: skip
+    parts.append("</svg>")
+    return "\n".join(parts)

@@ -1,0 +1,90 @@
+"""The HTML report: self-contained, escaped, and rendered by a real browser."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+import tempfile
+
+import pytest
+from test_compare import make_run
+
+from dlbench.report.html import render
+from dlbench.results.files import write_json
+
+HOSTILE = '<script>alert("x")</script><img src=x onerror=alert(1)>'
+
+
+def hostile_run():
+    run = make_run("r1", 1.0, 1, host=HOSTILE)
+    run.results[0].workload = HOSTILE
+    run.results[0].details = {"timeline": [{"t": 0.0, "cpu_percent": 50, "rss_mb": 100},
+                                           {"t": 1.0, "cpu_percent": 150, "rss_mb": 120}],
+                              "throttle": "thermal"}  # fmt: skip
+    return run
+
+
+def test_every_string_from_results_is_escaped():
+    page = render([hostile_run()])
+    assert HOSTILE not in page
+    assert "&lt;script&gt;alert(&quot;x&quot;)&lt;/script&gt;" in page
+    assert page.count("<script>") == 1  # only the page's own chart counter
+
+
+def test_page_is_self_contained():
+    page = render([make_run("r1", 1.0, 1)])
+    for marker in ("http://", "https://", "src=", "<link"):
+        assert marker not in page.replace('xmlns="http://www.w3.org/2000/svg"', "")
+
+
+def test_flags_and_timelines_are_shown():
+    page = render([hostile_run()])
+    assert "throttled: thermal" in page
+    assert "CPU % over time" in page and "memory over time" in page
+
+
+CHROMIUM_FLAGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+
+
+def chromium(*args: str) -> subprocess.CompletedProcess[str]:
+    browser = shutil.which("chromium") or shutil.which("chromium-browser")
+    if browser is None:
+        pytest.skip("needs Debian's chromium (installed by .ci/run)")
+    with tempfile.TemporaryDirectory() as profile:
+        return subprocess.run([browser, *CHROMIUM_FLAGS, f"--user-data-dir={profile}", *args],
+                              capture_output=True, text=True, timeout=120)  # fmt: skip
+
+
+@pytest.mark.slow
+def test_report_renders_in_headless_chromium(tmp_path):
+    write_json(hostile_run(), tmp_path / "a.json")
+    write_json(make_run("r2", 1.3, 2), tmp_path / "b.json")
+    html = tmp_path / "report.html"
+    proc = subprocess.run([sys.executable, "-m", "dlbench", "report", str(tmp_path / "a.json"),
+                           str(tmp_path / "b.json"), "--html", str(html)],
+                          capture_output=True, text=True)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    expected = render_count = html.read_text().count('class="chart"')
+    assert render_count >= 6
+    dom = chromium("--dump-dom", html.as_uri())
+    assert f'data-charts="{expected}"' in dom.stdout  # the page's script ran and saw every chart
+    assert "alert" not in dom.stdout.replace("&lt;script&gt;alert", "").split("<body")[0]
+    logged = chromium("--enable-logging=stderr", "--v=0", "--virtual-time-budget=2000",
+                      "--window-size=1400,2600", f"--screenshot={tmp_path / 'shot.png'}",
+                      html.as_uri())  # fmt: skip
+    console = [
+        line for line in logged.stderr.splitlines() if "CONSOLE" in line or "Uncaught" in line
+    ]
+    assert not console, console
+    shot = (tmp_path / "shot.png").read_bytes()
+    assert shot.startswith(b"\x89PNG") and len(shot) > 20_000
