@@ -14,7 +14,8 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
-from dlbench.config import Case, Settings
+from dlbench.config import Case, Settings, validate_case, validate_settings
+from dlbench.errors import UserError
 from dlbench.launch.runner import run_case
 from dlbench.launch.worker import now_iso
 from dlbench.results.env import fingerprint
@@ -65,7 +66,6 @@ def run_plan(
     runner: Callable[[Case, Settings], Result] = run_case,
 ) -> Run:
     """Measure every case in its own worker and return the complete Run."""
-    progress = progress or Progress()
     run = Run(
         id=new_run_id(),
         started_at=now_iso(),
@@ -73,16 +73,62 @@ def run_plan(
         settings=settings.to_dict(),
         env=fingerprint(),
         command=list(sys.argv),
+        plan=[case.to_dict() for case in cases],  # what --resume needs to finish the run
     )
     _write_files(run, outputs)  # fails early, before any case, if a path is unwritable
     store.begin_run(run)
+    return _run_pending(run, list(cases), settings, store, outputs, progress or Progress(), runner)
+
+
+def pending_cases(run: Run) -> tuple[list[Case], Settings, int]:
+    """An interrupted run's plan, its settings, and how many cases are still to run."""
+    if run.finished_at is not None:
+        raise UserError(f"run {run.id} is complete; nothing to resume")
+    if not run.plan:
+        raise UserError(f"run {run.id} stored no plan (made by an older dlbench); rerun it instead")
+    cases = [validate_case(Case.from_dict(data)) for data in run.plan]
+    return cases, validate_settings(Settings.from_dict(run.settings)), len(cases) - len(run.results)
+
+
+def resume_run(
+    run: Run,
+    store: Store,
+    outputs: Outputs = Outputs(),
+    progress: Progress | None = None,
+    runner: Callable[[Case, Settings], Result] = run_case,
+) -> Run:
+    """Run the cases of an interrupted run that have no stored result yet.
+
+    Results are stored under their index in the plan, so a finished case is
+    kept exactly once and a case that was running when the run died (it has
+    no result) runs again.
+    """
+    cases, settings, _ = pending_cases(run)
+    done = dict(zip(store.result_seqs(run.id), run.results, strict=True))
+    return _run_pending(run, cases, settings, store, outputs, progress or Progress(), runner, done)
+
+
+def _run_pending(
+    run: Run,
+    cases: list[Case],
+    settings: Settings,
+    store: Store,
+    outputs: Outputs,
+    progress: Progress,
+    runner: Callable[[Case, Settings], Result],
+    done: dict[int, Result] | None = None,
+) -> Run:
+    results = dict(done or {})
     for index, case in enumerate(cases):
+        if index in results:
+            continue
         progress.case_started(index, len(cases), case)
         try:
             result = runner(case, settings)  # the runner kills its worker on Ctrl-C
         except KeyboardInterrupt:
             raise RunInterrupted(run) from None
-        run.results.append(result)
+        results[index] = result
+        run.results = [results[i] for i in sorted(results)]
         store.add_result(run.id, index, result)
         _write_files(run, outputs)
         progress.case_finished(index, len(cases), result)

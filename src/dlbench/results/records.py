@@ -78,8 +78,17 @@ class Result:
         """
         params = tuple(sorted(self.params.items()))
         kind = "cpu" if self.device == "cpu" else self.device.split(":")[0]
-        return (self.workload, self.framework, self.compile, self.mode, self.scenario,
-                self.batch_size, self.precision, kind, params)  # fmt: skip
+        return (
+            self.workload,
+            self.framework,
+            self.compile,
+            self.mode,
+            self.scenario,
+            self.batch_size,
+            self.precision,
+            kind,
+            params,
+        )
 
     def case_key(self) -> str:
         """Identity used to match the same case across runs."""
@@ -116,6 +125,8 @@ class Run:
     finished_at: str | None = None
     results: list[Result] = field(default_factory=list)
     schema_version: int = SCHEMA_VERSION
+    # The cases as planned (Case dicts), in order: what --resume completes.
+    plan: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def failures(self) -> int:

@@ -22,6 +22,7 @@ RUN_FIELDS: dict[str, tuple[Any, ...]] = {
     "env": (dict,),
     "results": (list,),
     "command": (list,),
+    "plan": (list,),
     "finished_at": (str, type(None)),
 }
 REQUIRED_RESULT_FIELDS = (

@@ -101,7 +101,8 @@ class Store:
     def _insert_run(self, run: Run) -> None:
         self._db.execute(
             "INSERT INTO runs (id, schema_version, started_at, finished_at, suite, hostname, "
-            "command, settings, env, dlbench_version) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            "command, settings, env, dlbench_version, plan) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (
                 run.id,
                 run.schema_version,
@@ -113,6 +114,7 @@ class Store:
                 json.dumps(run.settings),
                 json.dumps(run.env),
                 run.env.get("dlbench"),
+                json.dumps(run.plan),
             ),
         )
 
@@ -143,6 +145,11 @@ class Store:
             for seq, result in enumerate(run.results):
                 self._insert_result(run.id, seq, result)
 
+    def result_seqs(self, run_id: str) -> list[int]:
+        """The plan indices that have a stored result, in order."""
+        rows = self._db.execute("SELECT seq FROM results WHERE run_id=? ORDER BY seq", (run_id,))
+        return [row[0] for row in rows]
+
     def list_runs(self) -> list[RunSummary]:
         rows = self._db.execute(
             "SELECT id, started_at, finished_at, hostname, suite, n_cases, n_failed, "
@@ -156,8 +163,8 @@ class Store:
 
     def load_run(self, run_id: str) -> Run:
         row = self._db.execute(
-            "SELECT id, schema_version, started_at, finished_at, suite, command, settings, env "
-            "FROM runs WHERE id=?",
+            "SELECT id, schema_version, started_at, finished_at, suite, command, settings, env, "
+            "plan FROM runs WHERE id=?",
             (run_id,),
         ).fetchone()
         if row is None:
@@ -177,6 +184,7 @@ class Store:
             "command": json.loads(row[5]),
             "settings": json.loads(row[6]),
             "env": json.loads(row[7]),
+            "plan": json.loads(row[8] or "[]"),
             "results": results,
         }
         # The same checks as a file: a store can be old, hand-edited or from elsewhere.

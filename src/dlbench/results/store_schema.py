@@ -9,11 +9,13 @@ History:
       command, settings, env), results(run_id, seq, case_key, status, data).
   2 - runs gains dlbench_version, n_cases and n_failed, so listing runs needs
       no scan of their results.
+  3 - runs gains plan (the planned cases, JSON), so an interrupted run can be
+      resumed; older runs have none and can only be rerun.
 """
 
 from __future__ import annotations
 
-STORE_SCHEMA_VERSION = 2
+STORE_SCHEMA_VERSION = 3
 
 SCHEMA_V1 = """
 CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -50,4 +52,5 @@ MIGRATIONS: dict[int, tuple[str, ...]] = {
         "AND results.status = 'failed'), "
         "dlbench_version = json_extract(env, '$.dlbench')",
     ),
+    2: ("ALTER TABLE runs ADD COLUMN plan TEXT",),
 }
