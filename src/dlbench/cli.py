@@ -51,6 +51,15 @@ def non_negative_float(text: str) -> float:
     return value
 
 
+def input_spec(text: str) -> tuple[str, str]:
+    from dlbench.workloads.user_model import parse_input_option
+
+    try:
+        return parse_input_option(text)
+    except UserError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
 def param_pair(text: str) -> tuple[str, int]:
     key, sep, value = text.partition("=")
     if not sep or not key:
@@ -165,7 +174,35 @@ def add_run_parser(commands: argparse._SubParsersAction) -> None:
     run.add_argument("--csv", type=Path, dest="csv_path", help="write the results as CSV")
     run.add_argument("--db", type=Path, help="store file (default: $DLBENCH_DB or user data dir)")
     run.add_argument("--quiet", "-q", action="store_true", help="no progress, table only")
+    add_model_options(run)
+    run.add_argument(
+        "--resume",
+        metavar="RUN",
+        help="finish an interrupted run: its unfinished cases run, the rest stay",
+    )
     add_study_options(run)
+
+
+def add_model_options(run: argparse.ArgumentParser) -> None:
+    run.add_argument(
+        "--model",
+        help="benchmark a model file (.onnx, TorchScript .pt, .keras, SavedModel dir) "
+        "on every framework that can run it",
+    )
+    run.add_argument(
+        "--input",
+        action="append",
+        default=[],
+        type=input_spec,
+        dest="inputs",
+        metavar="NAME:SHAPE[:DTYPE]",
+        help="shape of a model input, e.g. pixels:8x3x32x32:float32",
+    )
+    run.add_argument(
+        "--trust-model",
+        action="store_true",
+        help="allow loading a model file that needs unpickling (runs code from the file)",
+    )
 
 
 def add_study_options(parser: argparse.ArgumentParser) -> None:
@@ -203,8 +240,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except UserError as exc:
         err.print(f"dlbench: error: {exc}", markup=False, highlight=False, soft_wrap=True)
         return EXIT_USER_ERROR
-    except KeyboardInterrupt:
-        err.print("dlbench: interrupted", markup=False)
+    except KeyboardInterrupt as stop:
+        if not hasattr(stop, "run"):  # a RunInterrupted already said what was kept
+            err.print("dlbench: interrupted", markup=False)
         return EXIT_INTERRUPTED
     finally:
         for number, handler in previous.items():

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from rich.console import Console
@@ -14,7 +14,7 @@ from rich.table import Table
 from dlbench.config import Case
 from dlbench.errors import UserError
 from dlbench.launch import session
-from dlbench.plan import Plan, RunRequest, build_plan
+from dlbench.plan import RunRequest, build_plan
 from dlbench.registry import FRAMEWORKS, WORKLOADS, get_workload
 from dlbench.report.table import case_name, escape_markup, fmt, rate_column, run_table
 from dlbench.results.files import read_json
@@ -62,6 +62,11 @@ class RichProgress(session.Progress):
         self._bar.refresh()
 
 
+def say(message: str) -> None:
+    """One status line on stderr, never wrapped or styled (it may hold a command to copy)."""
+    err.print(f"dlbench: {message}", markup=False, highlight=False, soft_wrap=True)
+
+
 def case_line(result: Result) -> str:
     name = escape_markup(f"{case_name(result)} bs={result.batch_size} {result.device}")
     if not result.ok or result.latency_ms is None:
@@ -94,42 +99,96 @@ def request_from_args(args: argparse.Namespace) -> RunRequest:
         interop_threads=args.interop_threads,
         params=tuple(args.param),
         settings=tuple((k, v) for k, v in settings.items() if v is not None),
+        model=args.model,
+        inputs=tuple(sorted(dict(args.inputs).items())),
+        trust_model=args.trust_model,
     )
 
 
+CASE_OPTIONS = (
+    "suite",
+    "workload",
+    "framework",
+    "compiles",
+    "mode",
+    "scenario",
+    "device",
+    "batch_size",
+    "threads",
+    "interop_threads",
+    "param",
+    "min_time",
+    "min_iters",
+    "warmup",
+    "timeout",
+    "seed",
+)
+
+
 def cmd_run(args: argparse.Namespace) -> int:
+    if args.resume is not None:
+        given = [name for name in CASE_OPTIONS if getattr(args, name) not in (None, [])]
+        if given:
+            raise UserError(f"--resume takes the run's own plan; drop {', '.join(given)}")
+        return _resume(args)
     plan = build_plan(request_from_args(args))
     for note in plan.skipped:
-        err.print(f"dlbench: skipping: {note}", markup=False, highlight=False)
+        say(f"skipping: {note}")
     outputs = session.Outputs(json_path=args.json_path, csv_path=args.csv_path)
     with Store(args.db) as store:
-        err.print(
-            f"dlbench: {len(plan.cases)} case(s) of suite {plan.suite!r}; store {store.path}",
-            markup=False,
-            highlight=False,
+        say(f"{len(plan.cases)} case(s) of suite {plan.suite!r}; store {store.path}")
+        run = _interruptible(
+            store,
+            lambda progress: session.run_plan(
+                plan.suite, plan.cases, plan.settings, store, outputs, progress
+            ),
+            len(plan.cases),
+            args.quiet,
         )
-        try:
-            run = _run_with_progress(plan, store, outputs, quiet=args.quiet)
-        except session.RunInterrupted as stop:
-            err.print(
-                f"dlbench: interrupted; {len(stop.run.results)} finished case(s) of run "
-                f"{stop.run.id} are stored in {store.path}",
-                markup=False,
-            )
-            raise
+    return _finish(run, args)
+
+
+def _resume(args: argparse.Namespace) -> int:
+    outputs = session.Outputs(json_path=args.json_path, csv_path=args.csv_path)
+    with Store(args.db) as store:
+        if args.resume not in store.run_ids():
+            raise UserError(f"no run {args.resume!r} in store {store.path} (see dlbench runs)")
+        previous = store.load_run(args.resume)
+        _, _, pending = session.pending_cases(previous)
+        say(f"resuming run {previous.id}: {pending} of {len(previous.plan)} case(s) left")
+        run = _interruptible(
+            store,
+            lambda progress: session.resume_run(previous, store, outputs, progress),
+            pending,
+            args.quiet,
+        )
+    return _finish(run, args)
+
+
+def _interruptible(
+    store: Store, work: Callable[[session.Progress | None], Run], total: int, quiet: bool
+) -> Run:
+    """Run with a progress bar; on Ctrl-C say what was kept and how to go on."""
+    try:
+        if quiet:
+            return work(None)
+        with RichProgress(total) as progress:
+            return work(progress)
+    except session.RunInterrupted as stop:
+        say(
+            f"interrupted; {len(stop.run.results)} finished case(s) of run {stop.run.id} are "
+            f"stored in {store.path}; resume with: dlbench run --resume {stop.run.id}"
+        )
+        raise
+
+
+def _finish(run: Run, args: argparse.Namespace) -> int:
     out.print(run_table(run))
     print_study(run, args.baseline, args.plots)
     if run.failures:
-        err.print(f"dlbench: {run.failures} of {len(run.results)} case(s) failed", markup=False)
+        say(f"{run.failures} of {len(run.results)} case(s) failed")
         return 1
     return 0
-
-
-def _run_with_progress(plan: Plan, store: Store, outputs: session.Outputs, quiet: bool) -> Run:
-    if quiet:
-        return session.run_plan(plan.suite, plan.cases, plan.settings, store, outputs)
-    with RichProgress(len(plan.cases)) as progress:
-        return session.run_plan(plan.suite, plan.cases, plan.settings, store, outputs, progress)
 
 
 def cmd_list(args: argparse.Namespace) -> int:
@@ -233,8 +292,7 @@ def print_study(run: Run, baseline: str, plots: Path | None) -> None:
 
     if run.suite not in STUDIES:
         if plots is not None:
-            err.print(f"dlbench: suite {run.suite!r} has no study charts; --plots ignored",
-                      markup=False)  # fmt: skip
+            say(f"suite {run.suite!r} has no study charts; --plots ignored")
         return
     tables = STUDIES[run.suite](run, baseline)
     for table in tables:
@@ -242,7 +300,7 @@ def print_study(run: Run, baseline: str, plots: Path | None) -> None:
     out.print(startup_table(run))
     if plots is not None:
         for path in write_study_files(run, tables, plots):
-            err.print(f"dlbench: wrote {path}", markup=False, highlight=False)
+            say(f"wrote {path}")
 
 
 def load_run(ref: str, db: Path | None) -> Run:

@@ -7,7 +7,7 @@ import math
 
 from rich.table import Table
 
-from dlbench.commands import err, load_run, out
+from dlbench.commands import load_run, out, say
 from dlbench.errors import UserError
 from dlbench.report.compare import RunComparison, compare_runs, regressions
 from dlbench.report.leaderboard import Pivot, pivot
@@ -24,8 +24,15 @@ def cmd_runs(args: argparse.Namespace) -> int:
         table.add_column(name, justify="right" if name in ("cases", "failures") else "left")
     for s in summaries:
         state = "complete" if s.finished_at else "[yellow]unfinished[/yellow]"
-        table.add_row(s.id, s.started_at, escape_markup(s.hostname or "?"),
-                      escape_markup(s.suite), str(s.cases), str(s.failures), state)  # fmt: skip
+        table.add_row(
+            s.id,
+            s.started_at,
+            escape_markup(s.hostname or "?"),
+            escape_markup(s.suite),
+            str(s.cases),
+            str(s.failures),
+            state,
+        )
     out.print(table)
     return 0
 
@@ -38,7 +45,7 @@ def cmd_export(args: argparse.Namespace) -> int:
         write_json(run, args.json_path)
     if args.csv_path is not None:
         write_csv(run, args.csv_path)
-    err.print(f"dlbench: exported run {run.id}", markup=False, highlight=False)
+    say(f"exported run {run.id}")
     return 0
 
 
@@ -46,8 +53,7 @@ def cmd_import(args: argparse.Namespace) -> int:
     run = read_json(args.file)  # validated: schema version and every field's type
     with Store(args.db) as store:
         store.import_run(run)
-        err.print(f"dlbench: imported run {run.id} ({len(run.results)} results) into "
-                  f"{store.path}", markup=False, highlight=False)  # fmt: skip
+        say(f"imported run {run.id} ({len(run.results)} results) into {store.path}")
     return 0
 
 
@@ -63,8 +69,10 @@ def cmd_compare(args: argparse.Namespace) -> int:
     if args.fail_on_regression is not None:
         slower = regressions(comparison, args.fail_on_regression)
         for case in slower:
-            err.print(f"dlbench: regression: {case.label}: {100 * case.slowdown:+.1f}% "
-                      f"(at least {100 * case.slowdown_low:+.1f}%)", markup=False)  # fmt: skip
+            say(
+                f"regression: {case.label}: {100 * case.slowdown:+.1f}% "
+                f"(at least {100 * case.slowdown_low:+.1f}%)"
+            )
         if slower:
             return 1
     return 0
@@ -84,8 +92,14 @@ def comparison_table(c: RunComparison, metric: str, id_a: str, id_b: str) -> Tab
         style = VERDICT_STYLE.get(case.verdict)
         verdict = f"[{style}]{case.verdict}[/{style}]" if style else case.verdict
         ratio = "-" if math.isnan(case.ratio) else f"{case.ratio:.3f}"
-        table.add_row(escape_markup(case.label), fmt(case.value_a), fmt(case.value_b), ratio,
-                      interval, verdict)  # fmt: skip
+        table.add_row(
+            escape_markup(case.label),
+            fmt(case.value_a),
+            fmt(case.value_b),
+            ratio,
+            interval,
+            verdict,
+        )
     notes = [f"only in A: {label}" for label in c.only_a] + [f"only in B: {x}" for x in c.only_b]
     notes += [f"context differs: {k}: {a!r} vs {b!r}" for k, (a, b) in c.context.items()]
     table.caption = escape_markup("\n".join(notes)) if notes else "same context"
@@ -101,8 +115,11 @@ def pivot_table(p: Pivot, args: argparse.Namespace) -> Table:
         cells = []
         for column in p.columns:
             value, relative = p.cells.get((row, column)), p.relative(row, column)
-            cells.append("-" if value is None else
-                         f"{fmt(value)}" + (f" ({relative:.2f}x)" if relative else ""))  # fmt: skip
+            cells.append(
+                "-"
+                if value is None
+                else f"{fmt(value)}" + (f" ({relative:.2f}x)" if relative else "")
+            )
         table.add_row(escape_markup(row), *cells)
     return table
 
@@ -115,12 +132,12 @@ def cmd_report(args: argparse.Namespace) -> int:
     runs = [load_run(ref, args.db) for ref in args.runs]
     if args.html is not None:
         write_html(runs, args.html)
-        err.print(f"dlbench: wrote {args.html}", markup=False, highlight=False)
+        say(f"wrote {args.html}")
     if args.plots is not None:
         from dlbench.report.run_plots import write_run_plots
 
         for path in write_run_plots(runs, args.plots):
-            err.print(f"dlbench: wrote {path}", markup=False, highlight=False)
+            say(f"wrote {path}")
     return 0
 
 
