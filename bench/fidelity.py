@@ -117,8 +117,13 @@ else:
     measure(lambda: request.infer(chunks[0], share_inputs=True))
 """,
 }
-DEFAULT_COMPILE = {"torch": "eager", "tensorflow": "function", "jax": "jit",
-                   "onnxruntime": "default", "openvino": "default"}  # fmt: skip
+DEFAULT_COMPILE = {
+    "torch": "eager",
+    "tensorflow": "function",
+    "jax": "jit",
+    "onnxruntime": "default",
+    "openvino": "default",
+}
 
 
 @dataclass(frozen=True)
@@ -151,8 +156,15 @@ def hand_loop_ms(framework: str, target: Target, threads: int, min_time: float) 
 
 
 def dlbench_ms(framework: str, target: Target, threads: int, min_time: float) -> float:
-    case = Case(target.workload, framework, DEFAULT_COMPILE[framework], device="cpu",
-                batch_size=target.batch, threads=threads, params=target.params)  # fmt: skip
+    case = Case(
+        target.workload,
+        framework,
+        DEFAULT_COMPILE[framework],
+        device="cpu",
+        batch_size=target.batch,
+        threads=threads,
+        params=target.params,
+    )
     result = run_case(case, Settings(min_time_s=min_time, min_iters=20, warmup_iters=5))
     if not result.ok:
         raise SystemExit(f"dlbench case {framework} failed: {result.error}")

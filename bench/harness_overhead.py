@@ -97,9 +97,12 @@ def main() -> None:
         else:
             hand.append(hand_loop_median_ms(args.threads, args.min_time))
             ours.append(dlbench_median_ms(args.threads, args.min_time))
-        print(f"round {round_index + 1}: mlp bs=1000 torch eager, threads={args.threads}: "
-              f"dlbench {ours[-1]:.4f} ms, hand loop {hand[-1]:.4f} ms, "
-              f"ratio {ours[-1] / hand[-1]:.3f}", flush=True)  # fmt: skip
+        print(
+            f"round {round_index + 1}: mlp bs=1000 torch eager, threads={args.threads}: "
+            f"dlbench {ours[-1]:.4f} ms, hand loop {hand[-1]:.4f} ms, "
+            f"ratio {ours[-1] / hand[-1]:.3f}",
+            flush=True,
+        )
     ratios = [o / h for o, h in zip(ours, hand, strict=True)]
     best = min(ours) / min(hand)
     verdict = "OK" if best <= 1.05 else "ABOVE TARGET"

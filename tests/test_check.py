@@ -11,16 +11,18 @@ from dlbench.registry import get_workload
 
 
 def kernel_job() -> Job:
-    case = Case("add", "torch", "eager", device="cpu", batch_size=1, threads=1,
-                params=(("size", 64),))  # fmt: skip
+    case = Case(
+        "add", "torch", "eager", device="cpu", batch_size=1, threads=1, params=(("size", 64),)
+    )
     return Job(case, get_workload("add"), "cpu", 1, {"size": 64}, seed=0)
 
 
 def run_check(output: np.ndarray):
     job = kernel_job()
     result = base_result(job.case, "ok")
-    _apply_check(result, job, Prepared(step=lambda: None, device="cpu",
-                                       fetch_output=lambda: output))  # fmt: skip
+    _apply_check(
+        result, job, Prepared(step=lambda: None, device="cpu", fetch_output=lambda: output)
+    )
     return result
 
 

@@ -21,18 +21,41 @@ def samples(median_ms: float, seed: int, n: int = 400) -> list[float]:
     return list(median_ms * (1 + 0.03 * rng.standard_normal(n)))
 
 
-def make_run(run_id: str, median_ms: float, seed: int, host: str = "h1",
-             cpu: str = "CPU A", framework: str = "torch") -> Run:  # fmt: skip
+def make_run(
+    run_id: str,
+    median_ms: float,
+    seed: int,
+    host: str = "h1",
+    cpu: str = "CPU A",
+    framework: str = "torch",
+) -> Run:
     ms = samples(median_ms, seed)
     result = Result(
-        workload="mlp", framework=framework, compile="eager", mode="infer", device="cpu",
-        batch_size=1000, precision="fp32", threads=2, interop_threads=2, status="ok",
-        scenario="offline", latency_ms=summarize([x / 1000 for x in ms]), samples_ms=ms,
-        throughput=1000 / (median_ms / 1000), cpu_percent=150.0, peak_rss_mb=200.0,
-    )  # fmt: skip
-    return Run(id=run_id, started_at="2026-01-01T00:00:00+00:00", suite="s",
-               settings={"min_time_s": 1.0}, env={"hostname": host, "cpu_model": cpu},
-               results=[result])  # fmt: skip
+        workload="mlp",
+        framework=framework,
+        compile="eager",
+        mode="infer",
+        device="cpu",
+        batch_size=1000,
+        precision="fp32",
+        threads=2,
+        interop_threads=2,
+        status="ok",
+        scenario="offline",
+        latency_ms=summarize([x / 1000 for x in ms]),
+        samples_ms=ms,
+        throughput=1000 / (median_ms / 1000),
+        cpu_percent=150.0,
+        peak_rss_mb=200.0,
+    )
+    return Run(
+        id=run_id,
+        started_at="2026-01-01T00:00:00+00:00",
+        suite="s",
+        settings={"min_time_s": 1.0},
+        env={"hostname": host, "cpu_model": cpu},
+        results=[result],
+    )
 
 
 def test_a_twenty_percent_shift_is_slower():
@@ -82,10 +105,19 @@ def test_fail_on_regression_gates_the_exit_code(tmp_path, percent, code):
     write_json(make_run("a", 1.0, 1), tmp_path / "a.json")
     write_json(make_run("b", 1.2, 2), tmp_path / "b.json")
     proc = subprocess.run(
-        [sys.executable, "-m", "dlbench", "compare", str(tmp_path / "a.json"),
-         str(tmp_path / "b.json"), "--fail-on-regression", str(percent)],
-        capture_output=True, text=True,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "dlbench",
+            "compare",
+            str(tmp_path / "a.json"),
+            str(tmp_path / "b.json"),
+            "--fail-on-regression",
+            str(percent),
+        ],
+        capture_output=True,
+        text=True,
+    )
     assert proc.returncode == code, proc.stderr
     assert "slower" in proc.stdout
     assert ("regression: mlp" in proc.stderr) == (code == 1)
@@ -111,9 +143,19 @@ def test_compare_cli_pivot_over_files(tmp_path):
     for name, median, host in (("a", 1.0, "h1"), ("b", 2.0, "h2")):
         write_json(make_run(name, median, 1, host, f"CPU {host}"), tmp_path / f"{name}.json")
     proc = subprocess.run(
-        [sys.executable, "-m", "dlbench", "compare", "--by", "machine",
-         str(tmp_path / "a.json"), str(tmp_path / "b.json")], capture_output=True, text=True,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "dlbench",
+            "compare",
+            "--by",
+            "machine",
+            str(tmp_path / "a.json"),
+            str(tmp_path / "b.json"),
+        ],
+        capture_output=True,
+        text=True,
+    )
     assert proc.returncode == 0, proc.stderr
     assert "CPU h2 (h2)" in proc.stdout and "(2.00x)" in proc.stdout
     json.loads((tmp_path / "a.json").read_text())  # the files are untouched run files

@@ -10,9 +10,13 @@ from dlbench.errors import UserError
 from dlbench.launch.runner import run_case
 
 FRAMEWORK_MODES = [
-    ("tensorflow", "eager"), ("tensorflow", "function"), ("tensorflow", "xla"),
-    ("jax", "jit"), ("onnxruntime", "default"), ("openvino", "default"),
-]  # fmt: skip
+    ("tensorflow", "eager"),
+    ("tensorflow", "function"),
+    ("tensorflow", "xla"),
+    ("jax", "jit"),
+    ("onnxruntime", "default"),
+    ("openvino", "default"),
+]
 WORKLOADS = ("mlp", "mnist-cnn")
 
 
@@ -91,11 +95,14 @@ def validate_default(framework: str) -> str:
 @pytest.mark.parametrize(
     ("workload", "framework", "message"),
     [
-        ("gemm", "jax", "workload 'gemm' in mode 'infer' is not supported on 'jax'; "
-                        "supported on: null, torch"),
+        (
+            "gemm",
+            "jax",
+            "workload 'gemm' in mode 'infer' is not supported on 'jax'; supported on: null, torch",
+        ),
         ("mlp", "onnxruntime", "in mode 'train' is not supported on 'onnxruntime'"),
     ],
-)  # fmt: skip
+)
 def test_unsupported_pairs_are_user_errors(workload, framework, message):
     mode = "train" if framework == "onnxruntime" else "infer"
     case = Case(workload, framework, validate_default(framework), mode=mode, threads=1)

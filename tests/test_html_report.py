@@ -19,9 +19,13 @@ HOSTILE = '<script>alert("x")</script><img src=x onerror=alert(1)>'
 def hostile_run():
     run = make_run("r1", 1.0, 1, host=HOSTILE)
     run.results[0].workload = HOSTILE
-    run.results[0].details = {"timeline": [{"t": 0.0, "cpu_percent": 50, "rss_mb": 100},
-                                           {"t": 1.0, "cpu_percent": 150, "rss_mb": 120}],
-                              "throttle": "thermal"}  # fmt: skip
+    run.results[0].details = {
+        "timeline": [
+            {"t": 0.0, "cpu_percent": 50, "rss_mb": 100},
+            {"t": 1.0, "cpu_percent": 150, "rss_mb": 120},
+        ],
+        "throttle": "thermal",
+    }
     return run
 
 
@@ -61,8 +65,12 @@ def chromium(*args: str) -> subprocess.CompletedProcess[str]:
     if browser is None:
         pytest.skip("needs Debian's chromium (installed by .ci/run)")
     with tempfile.TemporaryDirectory() as profile:
-        return subprocess.run([browser, *CHROMIUM_FLAGS, f"--user-data-dir={profile}", *args],
-                              capture_output=True, text=True, timeout=120)  # fmt: skip
+        return subprocess.run(
+            [browser, *CHROMIUM_FLAGS, f"--user-data-dir={profile}", *args],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
 
 
 @pytest.mark.slow
@@ -70,18 +78,34 @@ def test_report_renders_in_headless_chromium(tmp_path):
     write_json(hostile_run(), tmp_path / "a.json")
     write_json(make_run("r2", 1.3, 2), tmp_path / "b.json")
     html = tmp_path / "report.html"
-    proc = subprocess.run([sys.executable, "-m", "dlbench", "report", str(tmp_path / "a.json"),
-                           str(tmp_path / "b.json"), "--html", str(html)],
-                          capture_output=True, text=True)  # fmt: skip
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "dlbench",
+            "report",
+            str(tmp_path / "a.json"),
+            str(tmp_path / "b.json"),
+            "--html",
+            str(html),
+        ],
+        capture_output=True,
+        text=True,
+    )
     assert proc.returncode == 0, proc.stderr
     expected = render_count = html.read_text().count('class="chart"')
     assert render_count >= 6
     dom = chromium("--dump-dom", html.as_uri())
     assert f'data-charts="{expected}"' in dom.stdout  # the page's script ran and saw every chart
     assert "alert" not in dom.stdout.replace("&lt;script&gt;alert", "").split("<body")[0]
-    logged = chromium("--enable-logging=stderr", "--v=0", "--virtual-time-budget=2000",
-                      "--window-size=1400,2600", f"--screenshot={tmp_path / 'shot.png'}",
-                      html.as_uri())  # fmt: skip
+    logged = chromium(
+        "--enable-logging=stderr",
+        "--v=0",
+        "--virtual-time-budget=2000",
+        "--window-size=1400,2600",
+        f"--screenshot={tmp_path / 'shot.png'}",
+        html.as_uri(),
+    )
     console = [
         line for line in logged.stderr.splitlines() if "CONSOLE" in line or "Uncaught" in line
     ]

@@ -10,10 +10,19 @@ from dlbench.launch.runner import run_case
 from dlbench.workloads.bert import SHAPES, encoder_flops
 from dlbench.workloads.vision import mobilenet_v2_macs, resnet50_macs
 
-SMALL = {"resnet50": ("image", 64), "mobilenet-v2": ("image", 64), "bert-base": ("seq", 16),
-         "distilbert": ("seq", 16)}  # fmt: skip
-PAIRS = [("torch", "eager"), ("torch", "script"), ("torch", "compile"),
-         ("onnxruntime", "default"), ("openvino", "default")]  # fmt: skip
+SMALL = {
+    "resnet50": ("image", 64),
+    "mobilenet-v2": ("image", 64),
+    "bert-base": ("seq", 16),
+    "distilbert": ("seq", 16),
+}
+PAIRS = [
+    ("torch", "eager"),
+    ("torch", "script"),
+    ("torch", "compile"),
+    ("onnxruntime", "default"),
+    ("openvino", "default"),
+]
 
 
 @pytest.mark.slow
@@ -21,8 +30,15 @@ PAIRS = [("torch", "eager"), ("torch", "script"), ("torch", "compile"),
 @pytest.mark.parametrize("workload", list(SMALL))
 def test_model_runs_and_matches_the_reference(workload, framework, compile_mode):
     pytest.importorskip("transformers")
-    case = Case(workload, framework, compile_mode, device="cpu", batch_size=2, threads=2,
-                params=(SMALL[workload],))  # fmt: skip
+    case = Case(
+        workload,
+        framework,
+        compile_mode,
+        device="cpu",
+        batch_size=2,
+        threads=2,
+        params=(SMALL[workload],),
+    )
     result = run_case(validate_case(case), FAST)
     assert result.ok, f"{result.error}\n{result.error_detail}"
     assert result.max_abs_diff is not None

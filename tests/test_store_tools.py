@@ -17,8 +17,9 @@ from dlbench.results.store_schema import SCHEMA_V1, STORE_SCHEMA_VERSION
 
 
 def dlbench(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "dlbench", *args], capture_output=True,
-                          text=True, timeout=300)  # fmt: skip
+    return subprocess.run(
+        [sys.executable, "-m", "dlbench", *args], capture_output=True, text=True, timeout=300
+    )
 
 
 def v1_store(path) -> None:
@@ -27,16 +28,18 @@ def v1_store(path) -> None:
     db.executescript(SCHEMA_V1)
     run = make_run("old-run", 1.0, 1)
     env = json.dumps({**run.env, "dlbench": "0.0.9"})
-    db.execute("INSERT INTO runs VALUES (?,?,?,?,?,?,?,?,?)",
-               ("old-run", 1, run.started_at, "2026-01-01T00:01:00+00:00", "s", "h1", "[]",
-                "{}", env))  # fmt: skip
+    db.execute(
+        "INSERT INTO runs VALUES (?,?,?,?,?,?,?,?,?)",
+        ("old-run", 1, run.started_at, "2026-01-01T00:01:00+00:00", "s", "h1", "[]", "{}", env),
+    )
     data = run.results[0].to_dict()
     db.execute(
         "INSERT INTO results VALUES (?,?,?,?,?)", ("old-run", 0, "k", "ok", json.dumps(data))
     )
     failed = {**data, "status": "failed", "error": "boom", "latency_ms": None}
-    db.execute("INSERT INTO results VALUES (?,?,?,?,?)",
-               ("old-run", 1, "k2", "failed", json.dumps(failed)))  # fmt: skip
+    db.execute(
+        "INSERT INTO results VALUES (?,?,?,?,?)", ("old-run", 1, "k2", "failed", json.dumps(failed))
+    )
     db.commit()
     db.close()
 
@@ -56,8 +59,10 @@ def test_a_v1_store_is_migrated_and_keeps_its_runs(tmp_path):
 
 def _store_rows(path) -> tuple[int, int]:
     with sqlite3.connect(path) as db:
-        return (db.execute("SELECT COUNT(*) FROM runs").fetchone()[0],
-                db.execute("SELECT COUNT(*) FROM results").fetchone()[0])  # fmt: skip
+        return (
+            db.execute("SELECT COUNT(*) FROM runs").fetchone()[0],
+            db.execute("SELECT COUNT(*) FROM results").fetchone()[0],
+        )
 
 
 @pytest.mark.parametrize(
@@ -65,10 +70,13 @@ def _store_rows(path) -> tuple[int, int]:
     [
         ('{"schema_version": 99, "results": []}', "newer dlbench"),
         ('{"schema_version": 1, "id": "x"', "not valid JSON"),
-        ('{"schema_version": 1, "id": "x", "started_at": "t", "suite": "s", "settings": {},'
-         ' "env": {}, "results": [{"workload": 3}]}', "not a valid dlbench run"),
+        (
+            '{"schema_version": 1, "id": "x", "started_at": "t", "suite": "s", "settings": {},'
+            ' "env": {}, "results": [{"workload": 3}]}',
+            "not a valid dlbench run",
+        ),
     ],
-)  # fmt: skip
+)
 def test_a_bad_import_is_refused_and_writes_nothing(tmp_path, isolated_store, content, message):
     write_json(make_run("kept", 1.0, 1), tmp_path / "good.json")
     assert dlbench("import", str(tmp_path / "good.json")).returncode == 0
@@ -86,8 +94,17 @@ def test_import_export_round_trip_and_duplicate_refused(tmp_path, isolated_store
     assert dlbench("import", str(tmp_path / "in.json")).returncode == 0
     again = dlbench("import", str(tmp_path / "in.json"))
     assert again.returncode == 2 and "already in store" in again.stderr
-    assert dlbench("export", "moved", "--json", str(tmp_path / "out.json"),
-                   "--csv", str(tmp_path / "out.csv")).returncode == 0  # fmt: skip
+    assert (
+        dlbench(
+            "export",
+            "moved",
+            "--json",
+            str(tmp_path / "out.json"),
+            "--csv",
+            str(tmp_path / "out.csv"),
+        ).returncode
+        == 0
+    )
     exported = json.loads((tmp_path / "out.json").read_text())
     assert exported["results"] == json.loads((tmp_path / "in.json").read_text())["results"]
     listing = dlbench("runs")

@@ -17,22 +17,33 @@ from dlbench.results.records import Result, Run
 def result(framework: str, compile_mode: str, scenario: str, median_ms: float) -> Result:
     batch = 1000 if scenario == "offline" else 1
     return Result(
-        workload="mlp", framework=framework, compile=compile_mode, mode="infer", device="cpu",
-        batch_size=batch, precision="fp32", threads=2, interop_threads=2, status="ok",
-        scenario=scenario, latency_ms=summarize([median_ms / 1000.0] * 5),
-        samples_ms=[median_ms] * 5, cpu_percent=100.0, peak_rss_mb=100.0 + median_ms,
-    )  # fmt: skip
+        workload="mlp",
+        framework=framework,
+        compile=compile_mode,
+        mode="infer",
+        device="cpu",
+        batch_size=batch,
+        precision="fp32",
+        threads=2,
+        interop_threads=2,
+        status="ok",
+        scenario=scenario,
+        latency_ms=summarize([median_ms / 1000.0] * 5),
+        samples_ms=[median_ms] * 5,
+        cpu_percent=100.0,
+        peak_rss_mb=100.0 + median_ms,
+    )
 
 
 def study_run() -> Run:
     results = [
-        result("torch", "eager", "offline", 0.5), result("torch", "eager", "single-stream", 0.05),
+        result("torch", "eager", "offline", 0.5),
+        result("torch", "eager", "single-stream", 0.05),
         result("onnxruntime", "default", "offline", 0.4),
         result("onnxruntime", "default", "single-stream", 0.01),
         result("tensorflow", "xla", "offline", 0.7),
-    ]  # fmt: skip
-    return Run(id="r", started_at="t", suite="cpu-inference", settings={}, env={},
-               results=results)  # fmt: skip
+    ]
+    return Run(id="r", started_at="t", suite="cpu-inference", settings={}, env={}, results=results)
 
 
 def test_article_table_multiplies_the_per_sample_loop_and_says_so():
@@ -64,11 +75,27 @@ def test_missing_baseline_leaves_relative_empty():
 @pytest.mark.slow
 def test_cpu_inference_suite_end_to_end(tmp_path):
     proc = subprocess.run(
-        [sys.executable, "-m", "dlbench", "run", "cpu-inference", "--min-time", "0.05",
-         "--min-iters", "5", "--plots", str(tmp_path / "plots"),
-         "--json", str(tmp_path / "run.json"), "--csv", str(tmp_path / "run.csv")],
-        capture_output=True, text=True, timeout=900,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "dlbench",
+            "run",
+            "cpu-inference",
+            "--min-time",
+            "0.05",
+            "--min-iters",
+            "5",
+            "--plots",
+            str(tmp_path / "plots"),
+            "--json",
+            str(tmp_path / "run.json"),
+            "--csv",
+            str(tmp_path / "run.csv"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     run = json.loads((tmp_path / "run.json").read_text())
     frameworks = {r["framework"] for r in run["results"]}

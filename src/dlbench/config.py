@@ -65,6 +65,10 @@ class Case:
     params: tuple[tuple[str, int], ...] = ()
     options: tuple[tuple[str, str], ...] = ()
     scenario: str | None = None
+    # user-model cases: the file, --input specs (name -> "8x3x32x32:dtype"), trust
+    model: str | None = None
+    inputs: tuple[tuple[str, str], ...] = ()
+    trust_model: bool = False
 
     def effective_batch_size(self, default: int) -> int:
         """The batch the worker uses: single-stream means one sample per request."""
@@ -97,6 +101,7 @@ class Case:
         data = asdict(self)
         data["params"] = dict(self.params)
         data["options"] = dict(self.options)
+        data["inputs"] = dict(self.inputs)
         return data
 
     @classmethod
@@ -105,6 +110,7 @@ class Case:
         values = {k: v for k, v in data.items() if k in known}
         values["params"] = tuple(sorted(dict(values.get("params") or {}).items()))
         values["options"] = tuple(sorted(dict(values.get("options") or {}).items()))
+        values["inputs"] = tuple(sorted(dict(values.get("inputs") or {}).items()))
         return cls(**values)
 
 
@@ -171,7 +177,25 @@ def validate_case(case: Case) -> Case:
         _require_int("interop threads", case.interop_threads, 1, MAX_THREADS)
     workload.validate_params(dict(case.params))
     _validate_options(case)
+    _validate_model(case)
     return case
+
+
+def _validate_model(case: Case) -> None:
+    if (case.workload == "user-model") != (case.model is not None):
+        raise UserError("workload user-model goes with --model FILE, and --model only with it")
+    if case.model is None:
+        return
+    from pathlib import Path
+
+    from dlbench.workloads.user_model import frameworks_for
+
+    path = Path(case.model)
+    if not path.exists():
+        raise UserError(f"--model {case.model}: no such file or directory")
+    allowed = frameworks_for(path)
+    if case.framework not in allowed:
+        raise UserError(f"--model {path.name} runs on {', '.join(allowed)}, not {case.framework!r}")
 
 
 def _validate_scenario(case: Case) -> None:

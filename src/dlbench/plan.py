@@ -51,6 +51,9 @@ class RunRequest:
     interop_threads: int | None = None
     params: tuple[tuple[str, int], ...] = ()
     settings: tuple[tuple[str, Any], ...] = ()  # Settings field -> value
+    model: str | None = None
+    inputs: tuple[tuple[str, str], ...] = ()
+    trust_model: bool = False
 
 
 @dataclass(frozen=True)
@@ -65,7 +68,9 @@ class Plan:
 def build_plan(request: RunRequest) -> Plan:
     """Validate everything; return the cases to run or raise UserError."""
     _check_filter_names(request)
-    if request.suite is None and request.workloads:
+    if request.model is not None:
+        spec = _model_suite(request)
+    elif request.suite is None and request.workloads:
         spec = SuiteSpec("adhoc", "from the command line", {}, (_adhoc_entry(request),))
     else:
         spec = load_suite(request.suite or DEFAULT_SUITE)
@@ -98,6 +103,24 @@ def _check_filter_names(request: RunRequest) -> None:
     for scenario in request.scenarios:
         if scenario not in SCENARIOS:
             raise UserError(f"unknown scenario {scenario!r}; allowed: {', '.join(SCENARIOS)}")
+
+
+def _model_suite(request: RunRequest) -> SuiteSpec:
+    """--model FILE: the file on every framework that can run it (or those asked for)."""
+    from pathlib import Path
+
+    from dlbench.workloads.user_model import frameworks_for
+
+    if request.suite is not None or request.workloads:
+        raise UserError("--model replaces the suite and --workload; give one or the other")
+    path = Path(request.model).resolve()
+    if not path.exists():
+        raise UserError(f"--model {request.model}: no such file or directory")
+    entry = {
+        "workload": "user-model",
+        "framework": list(request.frameworks or frameworks_for(path)),
+    }
+    return SuiteSpec(f"model:{path.name}", f"user model {path}", {}, (entry,))
 
 
 def _adhoc_entry(request: RunRequest) -> dict[str, Any]:
@@ -191,6 +214,7 @@ def _expand_entry(
                     batch_size=batch,
                     scenario=scenario,
                     params=tuple(sorted(params.items())),
+                    **_model_fields(request),
                     **shared,
                 )
             )
@@ -247,6 +271,18 @@ def _scenarios(entry: dict[str, Any], request: RunRequest, where: str) -> list[A
     if not request.scenarios:
         return declared
     return [s for s in declared if s in request.scenarios]
+
+
+def _model_fields(request: RunRequest) -> dict[str, Any]:
+    if request.model is None:
+        return {}
+    from pathlib import Path
+
+    return {
+        "model": str(Path(request.model).resolve()),
+        "inputs": request.inputs,
+        "trust_model": request.trust_model,
+    }
 
 
 def _first_given(*values: Any) -> Any:

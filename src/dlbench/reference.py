@@ -47,10 +47,16 @@ def cache_dir() -> Path:
 
 def artifact_folder(workload: str, params: Mapping[str, int], seed: int) -> Path:
     """One folder per reference model: workload, params, seed, and the code that built it."""
-    key = json.dumps({
-        "workload": workload, "params": dict(sorted(params.items())), "seed": seed,
-        "revision": REFERENCE_REVISION, "dlbench": __version__, "torch": _torch_version(),
-    })  # fmt: skip
+    key = json.dumps(
+        {
+            "workload": workload,
+            "params": dict(sorted(params.items())),
+            "seed": seed,
+            "revision": REFERENCE_REVISION,
+            "dlbench": __version__,
+            "torch": _torch_version(),
+        }
+    )
     digest = hashlib.sha256(key.encode()).hexdigest()[:12]
     return cache_dir() / f"{workload}-seed{seed}-{digest}"
 
@@ -86,9 +92,14 @@ def reference_output(workload: str, params: Mapping[str, int], seed: int, batch_
 
 def _build(kind: str, workload: str, params: Mapping[str, int], seed: int, batch_size: int) -> None:
     request = json.dumps(
-        {"kind": kind, "workload": workload, "params": dict(params), "seed": seed,
-         "batch_size": batch_size}
-    )  # fmt: skip
+        {
+            "kind": kind,
+            "workload": workload,
+            "params": dict(params),
+            "seed": seed,
+            "batch_size": batch_size,
+        }
+    )
     try:
         proc = subprocess.run(
             [sys.executable, "-m", "dlbench.reference", request],
@@ -170,8 +181,13 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="build a reference artifact (internal)")
     parser.add_argument("request", help="JSON: kind, workload, params, seed, batch_size")
     request = json.loads(parser.parse_args(argv).request)
-    _build_here(request["kind"], request["workload"], request["params"], request["seed"],
-                request["batch_size"])  # fmt: skip
+    _build_here(
+        request["kind"],
+        request["workload"],
+        request["params"],
+        request["seed"],
+        request["batch_size"],
+    )
     return 0
 
 

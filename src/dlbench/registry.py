@@ -65,11 +65,17 @@ class FrameworkInfo:
 INFER_ONLY = ("infer",)
 # The cross-framework models: exported to ONNX from the torch reference, or
 # ported to TensorFlow/JAX with the same weights.
-PORTED_MODELS = MappingProxyType({"mlp": INFER_ONLY, "mnist-cnn": INFER_ONLY})
+PORTED_MODELS = MappingProxyType(
+    {"mlp": INFER_ONLY, "mnist-cnn": INFER_ONLY, "user-model": INFER_ONLY}
+)
 ONNX_MODELS = MappingProxyType(
-    {**PORTED_MODELS, **dict.fromkeys(("resnet50", "mobilenet-v2", "bert-base", "distilbert",
-                                       "bert-large"), INFER_ONLY)}
-)  # fmt: skip
+    {
+        **PORTED_MODELS,
+        **dict.fromkeys(
+            ("resnet50", "mobilenet-v2", "bert-base", "distilbert", "bert-large"), INFER_ONLY
+        ),
+    }
+)
 
 FRAMEWORKS: dict[str, FrameworkInfo] = {
     info.name: info
@@ -151,6 +157,7 @@ WORKLOADS: dict[str, str] = {
     "bert-base": "dlbench.workloads.bert:BERT_BASE",
     "bert-large": "dlbench.workloads.bert:BERT_LARGE",
     "distilbert": "dlbench.workloads.bert:DISTILBERT",
+    "user-model": "dlbench.workloads.user_model:USER_MODEL",
 }
 
 

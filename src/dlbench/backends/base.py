@@ -52,6 +52,9 @@ class Prepared:
     # array for the check against the reference; None where there is nothing
     # to check (training steps, the null backend).
     fetch_output: Callable[[], Any] | None = None
+    # Samples per step when the backend, not the case, decides it (a user
+    # model's first input dimension).
+    batch_size: int | None = None
 
 
 class Backend(ABC):

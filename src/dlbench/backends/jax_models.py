@@ -28,9 +28,12 @@ def mlp(params: Params, x: Any) -> Any:
 
 def _conv(params: Params, name: str, x: Any) -> Any:
     y = lax.conv_general_dilated(
-        x, params[f"{name}.weight"], window_strides=(1, 1), padding="VALID",
+        x,
+        params[f"{name}.weight"],
+        window_strides=(1, 1),
+        padding="VALID",
         dimension_numbers=("NCHW", "OIHW", "NCHW"),
-    )  # fmt: skip
+    )
     return y + params[f"{name}.bias"][None, :, None, None]
 
 

@@ -7,7 +7,14 @@ from typing import Any
 import onnxruntime as ort
 
 from dlbench.backends.base import Backend, CaseError, Job, Prepared
+from dlbench.backends.user_models import first_line, ort_signature
 from dlbench.reference import ReferenceUnavailable, onnx_model
+from dlbench.workloads.user_model import resolve_inputs
+
+
+def _leading_dim(arrays: dict[str, Any]) -> int:
+    first = next(iter(arrays.values()), None)
+    return int(first.shape[0]) if first is not None and first.ndim else 1
 
 
 class OnnxRuntimeBackend(Backend):
@@ -37,6 +44,8 @@ class OnnxRuntimeBackend(Backend):
         return requested if ":" in requested else "cuda:0"
 
     def prepare(self, job: Job) -> Prepared:
+        if job.case.model is not None:
+            return self._user_model(job)
         try:
             path, meta = onnx_model(job.workload.name, job.params, job.seed)
         except ReferenceUnavailable as exc:
@@ -56,10 +65,41 @@ class OnnxRuntimeBackend(Backend):
         return Prepared(
             step=step,
             device=job.device,
-            details={"providers": used, "onnx_opset": meta["opset"],
-                     "onnx_exporter": meta["exporter"], "graph_optimization": "ORT_ENABLE_ALL"},
+            details={
+                "providers": used,
+                "onnx_opset": meta["opset"],
+                "onnx_exporter": meta["exporter"],
+                "graph_optimization": "ORT_ENABLE_ALL",
+            },
             fetch_output=lambda: step()[0],
-        )  # fmt: skip
+        )
+
+    def _user_model(self, job: Job) -> Prepared:
+        try:
+            session = ort.InferenceSession(
+                str(job.case.model),
+                sess_options=self._session_options(),
+                providers=self._providers(job.device),
+            )
+        except Exception as exc:
+            raise CaseError(
+                f"onnxruntime cannot load {job.case.model}: {first_line(exc)}"
+            ) from None
+        feeds = resolve_inputs(ort_signature(session), dict(job.case.inputs), job.seed)
+
+        def step() -> Any:
+            return session.run(None, feeds)
+
+        return Prepared(
+            step=step,
+            device=job.device,
+            fetch_output=lambda: step()[0],
+            batch_size=_leading_dim(feeds),
+            details={
+                "providers": session.get_providers(),
+                "inputs": {n: list(a.shape) for n, a in feeds.items()},
+            },
+        )
 
     def _session_options(self) -> ort.SessionOptions:
         options = ort.SessionOptions()

@@ -15,7 +15,9 @@ import numpy as np
 import openvino as ov
 
 from dlbench.backends.base import Backend, CaseError, Job, Prepared
+from dlbench.backends.user_models import first_line, ov_signature
 from dlbench.reference import ReferenceUnavailable, onnx_model
+from dlbench.workloads.user_model import resolve_inputs
 
 PRECISION_HINTS = {"fp32": "f32", "bf16": "bf16", "fp16": "f16"}
 
@@ -43,6 +45,8 @@ class OpenVinoBackend(Backend):
         )
 
     def prepare(self, job: Job) -> Prepared:
+        if job.case.model is not None:
+            return self._user_model(job)
         try:
             path, meta = onnx_model(job.workload.name, job.params, job.seed)
         except ReferenceUnavailable as exc:
@@ -66,14 +70,48 @@ class OpenVinoBackend(Backend):
         details = {
             "onnx_opset": meta["opset"],
             "infer_requests": requests,
-            **{key: str(compiled.get_property(key)) for key in (
-                "PERFORMANCE_HINT", "NUM_STREAMS", "INFERENCE_PRECISION_HINT",
-                "INFERENCE_NUM_THREADS", "OPTIMAL_NUMBER_OF_INFER_REQUESTS")},
-        }  # fmt: skip
+            **{
+                key: str(compiled.get_property(key))
+                for key in (
+                    "PERFORMANCE_HINT",
+                    "NUM_STREAMS",
+                    "INFERENCE_PRECISION_HINT",
+                    "INFERENCE_NUM_THREADS",
+                    "OPTIMAL_NUMBER_OF_INFER_REQUESTS",
+                )
+            },
+        }
         return Prepared(step=step, device="cpu", details=details, fetch_output=fetch)
 
-    def _compile(self, path: Any, arrays: dict[str, Any], job: Job, offline: bool,
-                 chunk: int) -> Any:  # fmt: skip
+    def _user_model(self, job: Job) -> Prepared:
+        try:
+            model = self._core.read_model(str(job.case.model))
+        except Exception as exc:
+            raise CaseError(f"openvino cannot read {job.case.model}: {first_line(exc)}") from None
+        feeds = resolve_inputs(ov_signature(model), dict(job.case.inputs), job.seed)
+        model.reshape({name: list(array.shape) for name, array in feeds.items()})
+        config = {
+            "PERFORMANCE_HINT": "LATENCY",
+            "INFERENCE_NUM_THREADS": self._threads,
+            "INFERENCE_PRECISION_HINT": PRECISION_HINTS.get(job.case.precision, "f32"),
+        }
+        compiled = self._core.compile_model(model, "CPU", config)
+        step, fetch = _sync_step(compiled, [feeds])
+        first = next(iter(feeds.values()))
+        return Prepared(
+            step=step,
+            device="cpu",
+            fetch_output=fetch,
+            batch_size=int(first.shape[0]) if first.ndim else 1,
+            details={
+                "inputs": {n: list(a.shape) for n, a in feeds.items()},
+                "PERFORMANCE_HINT": "LATENCY",
+            },
+        )
+
+    def _compile(
+        self, path: Any, arrays: dict[str, Any], job: Job, offline: bool, chunk: int
+    ) -> Any:
         if job.case.precision not in PRECISION_HINTS:
             raise CaseError(f"openvino: unsupported precision {job.case.precision!r}")
         model = self._core.read_model(str(path))
@@ -111,8 +149,11 @@ def _async_step(compiled: Any, chunks: list[dict[str, Any]]) -> tuple[Any, Any]:
 
     def fetch() -> Any:
         outputs: dict[int, Any] = {}
-        queue.set_callback(lambda request, index: outputs.__setitem__(
-            index, request.get_output_tensor(0).data.copy()))  # fmt: skip
+        queue.set_callback(
+            lambda request, index: outputs.__setitem__(
+                index, request.get_output_tensor(0).data.copy()
+            )
+        )
         step()
         return np.concatenate([outputs[i] for i in range(len(chunks))])
 

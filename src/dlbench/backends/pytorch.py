@@ -9,6 +9,8 @@ import torch
 
 from dlbench.backends.base import Backend, CaseError, Job, Prepared
 from dlbench.backends.torch_models import KERNELS, LOSSES, OPTIMIZERS, reference_module
+from dlbench.backends.user_models import load_torch_model, torch_signature
+from dlbench.workloads.user_model import resolve_inputs
 
 
 class TorchBackend(Backend):
@@ -46,6 +48,8 @@ class TorchBackend(Backend):
 
     def prepare(self, job: Job) -> Prepared:
         torch.manual_seed(job.seed)  # dropout masks in training are reproducible too
+        if job.case.model is not None:
+            return self._user_model(job)
         device = torch.device(job.device)
         inputs = {
             name: torch.from_numpy(array).to(device)
@@ -71,6 +75,28 @@ class TorchBackend(Backend):
                 **({"script": "traced"} if _traced(job) else {}),
             },
             fetch_output=(lambda: synced().detach().cpu().numpy()) if inference else None,
+        )
+
+    def _user_model(self, job: Job) -> Prepared:
+        module, kind = load_torch_model(str(job.case.model), job.case.trust_model)
+        device = torch.device(job.device)
+        module = module.to(device).eval()
+        arrays = resolve_inputs(torch_signature(module), dict(job.case.inputs), job.seed)
+        args = [torch.from_numpy(a).to(device) for a in arrays.values()]
+        model = torch.compile(module) if job.case.compile == "compile" else module
+
+        def step() -> Any:
+            out = model(*args)
+            return out[0] if isinstance(out, (tuple, list)) else out
+
+        synced = _synchronised(step, device)
+        return Prepared(
+            step=synced,
+            device=job.device,
+            context=torch.inference_mode,
+            fetch_output=lambda: synced().detach().cpu().numpy(),
+            batch_size=int(args[0].shape[0]) if args and args[0].dim() else 1,
+            details={"model_kind": kind, "inputs": {n: list(a.shape) for n, a in arrays.items()}},
         )
 
     def _kernel_step(self, job: Job, inputs: dict[str, torch.Tensor]) -> Callable[[], object]:

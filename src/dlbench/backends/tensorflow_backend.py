@@ -12,6 +12,8 @@ import tensorflow as tf
 
 from dlbench.backends.base import Backend, CaseError, Job, Prepared
 from dlbench.backends.tf_models import BUILDERS, to_framework_layout
+from dlbench.backends.user_models import load_keras_or_savedmodel
+from dlbench.workloads.user_model import resolve_inputs
 
 
 class TensorFlowBackend(Backend):
@@ -19,6 +21,9 @@ class TensorFlowBackend(Backend):
 
     def version(self) -> str:
         return tf.__version__
+
+    def _user_model(self, job: Job) -> Prepared:
+        return _user_prepare(job)
 
     def configure_threads(self, intra_op: int, inter_op: int) -> dict[str, Any]:
         # Must run before TensorFlow creates its runtime: the worker is fresh.
@@ -42,6 +47,8 @@ class TensorFlowBackend(Backend):
         return f"cuda:{index}"
 
     def prepare(self, job: Job) -> Prepared:
+        if job.case.model is not None:
+            return self._user_model(job)
         tf_device = "/CPU:0" if job.device == "cpu" else f"/GPU:{job.device.partition(':')[2]}"
         inputs = job.workload.make_inputs(job.batch_size, job.params, "infer", job.seed)
         with tf.device(tf_device):
@@ -63,6 +70,29 @@ class TensorFlowBackend(Backend):
             details={"tf_device": placed, "keras": _keras_version(), "dtype": "float32"},
             fetch_output=step,
         )
+
+
+def _user_prepare(job: Job) -> Prepared:
+    call, signature, kind = load_keras_or_savedmodel(str(job.case.model), job.case.trust_model)
+    arrays = resolve_inputs(signature, dict(job.case.inputs), job.seed)
+    feeds = {name: tf.constant(array) for name, array in arrays.items()}
+    forward = (
+        call
+        if job.case.compile == "eager"
+        else tf.function(call, jit_compile=job.case.compile == "xla")
+    )
+
+    def step() -> Any:
+        return forward(feeds).numpy()
+
+    first = next(iter(arrays.values()))
+    return Prepared(
+        step=step,
+        device=job.device,
+        fetch_output=step,
+        batch_size=int(first.shape[0]) if first.ndim else 1,
+        details={"model_kind": kind, "inputs": {n: list(a.shape) for n, a in arrays.items()}},
+    )
 
 
 def _compiled(model: Any, mode: str) -> Callable[[Any], Any]:

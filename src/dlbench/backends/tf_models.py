@@ -34,10 +34,19 @@ def mnist_cnn(weights: Mapping[str, np.ndarray]) -> keras.Model:
     conv2 = keras.layers.Conv2D(64, 3, activation="relu")
     fc1 = keras.layers.Dense(128, activation="relu")
     fc2 = keras.layers.Dense(10, activation="log_softmax")
-    model = keras.Sequential([
-        keras.Input((28, 28, 1)), conv1, conv2, keras.layers.MaxPooling2D(2),
-        keras.layers.Dropout(0.25), keras.layers.Flatten(), fc1, keras.layers.Dropout(0.5), fc2,
-    ])  # fmt: skip
+    model = keras.Sequential(
+        [
+            keras.Input((28, 28, 1)),
+            conv1,
+            conv2,
+            keras.layers.MaxPooling2D(2),
+            keras.layers.Dropout(0.25),
+            keras.layers.Flatten(),
+            fc1,
+            keras.layers.Dropout(0.5),
+            fc2,
+        ]
+    )
     conv1.set_weights([weights["conv1.weight"].transpose(2, 3, 1, 0), weights["conv1.bias"]])
     conv2.set_weights([weights["conv2.weight"].transpose(2, 3, 1, 0), weights["conv2.bias"]])
     fc1_kernel = (

@@ -30,14 +30,20 @@ def encoder(workload: str) -> nn.Module:
     shape = SHAPES[workload]
     if shape.family == "distilbert":
         config = transformers.DistilBertConfig(
-            vocab_size=shape.vocab, n_layers=shape.layers, dim=shape.hidden,
-            n_heads=shape.heads, hidden_dim=shape.intermediate,
-        )  # fmt: skip
+            vocab_size=shape.vocab,
+            n_layers=shape.layers,
+            dim=shape.hidden,
+            n_heads=shape.heads,
+            hidden_dim=shape.intermediate,
+        )
         model = transformers.DistilBertModel(config)
     else:
         config = transformers.BertConfig(
-            vocab_size=shape.vocab, num_hidden_layers=shape.layers, hidden_size=shape.hidden,
-            num_attention_heads=shape.heads, intermediate_size=shape.intermediate,
-        )  # fmt: skip
+            vocab_size=shape.vocab,
+            num_hidden_layers=shape.layers,
+            hidden_size=shape.hidden,
+            num_attention_heads=shape.heads,
+            intermediate_size=shape.intermediate,
+        )
         model = transformers.BertModel(config, add_pooling_layer=False)
     return EncoderOutput(model)

@@ -34,10 +34,12 @@ class Bottleneck(nn.Module):
     def __init__(self, c_in: int, width: int, c_out: int, stride: int) -> None:
         super().__init__()
         self.body = nn.Sequential(
-            *conv_bn(c_in, width, 1), nn.ReLU(inplace=True),
-            *conv_bn(width, width, 3, stride), nn.ReLU(inplace=True),
+            *conv_bn(c_in, width, 1),
+            nn.ReLU(inplace=True),
+            *conv_bn(width, width, 3, stride),
+            nn.ReLU(inplace=True),
             *conv_bn(width, c_out, 1),
-        )  # fmt: skip
+        )
         self.shortcut = (
             nn.Sequential(*conv_bn(c_in, c_out, 1, stride))
             if stride != 1 or c_in != c_out
@@ -51,8 +53,11 @@ class Bottleneck(nn.Module):
 class ResNet50(nn.Module):
     def __init__(self) -> None:
         super().__init__()
-        layers: list[nn.Module] = [*conv_bn(3, 64, 7, 2), nn.ReLU(inplace=True),
-                                   nn.MaxPool2d(3, 2, 1)]  # fmt: skip
+        layers: list[nn.Module] = [
+            *conv_bn(3, 64, 7, 2),
+            nn.ReLU(inplace=True),
+            nn.MaxPool2d(3, 2, 1),
+        ]
         c_in = 64
         for blocks, width, c_out, stride in RESNET50_STAGES:
             for block in range(blocks):
@@ -73,8 +78,11 @@ class InvertedResidual(nn.Module):
         layers: list[nn.Module] = []
         if expansion != 1:
             layers += [*conv_bn(c_in, hidden, 1), nn.ReLU6(inplace=True)]
-        layers += [*conv_bn(hidden, hidden, 3, stride, groups=hidden), nn.ReLU6(inplace=True),
-                   *conv_bn(hidden, c_out, 1)]  # fmt: skip
+        layers += [
+            *conv_bn(hidden, hidden, 3, stride, groups=hidden),
+            nn.ReLU6(inplace=True),
+            *conv_bn(hidden, c_out, 1),
+        ]
         self.body = nn.Sequential(*layers)
         self.residual = stride == 1 and c_in == c_out
 

@@ -35,7 +35,7 @@ def check_output(job: Job, prepared: Prepared) -> CheckOutcome:
     import numpy as np
 
     output = np.asarray(prepared.fetch_output())
-    expected, actual = _expected_and_actual(job, output)
+    expected, actual = _expected_and_actual(job, prepared, output)
     if expected.shape != actual.shape:
         return CheckOutcome(
             float("inf"), 0.0, f"output shape {actual.shape} != reference {expected.shape}"
@@ -43,11 +43,24 @@ def check_output(job: Job, prepared: Prepared) -> CheckOutcome:
     diff = float(np.max(np.abs(actual.astype(np.float64) - expected.astype(np.float64))))
     scale = max(1.0, float(np.max(np.abs(expected))))
     tolerance = RELATIVE_TOLERANCE.get(job.case.precision, 1e-3) * scale
-    source = "numpy spot check" if job.workload.is_kernel else "torch eager fp32 reference"
+    source = _source(job)
     return CheckOutcome(diff, tolerance, source)
 
 
-def _expected_and_actual(job: Job, output: Any) -> tuple[Any, Any]:
+def _source(job: Job) -> str:
+    if job.workload.name == "user-model":
+        return "cross-check with the first framework that ran this model"
+    return "numpy spot check" if job.workload.is_kernel else "torch eager fp32 reference"
+
+
+def _expected_and_actual(job: Job, prepared: Prepared, output: Any) -> tuple[Any, Any]:
+    if job.workload.name == "user-model":
+        from dlbench.user_reference import expected_output
+
+        shapes = prepared.details.get("inputs", {})  # as resolved by the backend
+        expected, _ = expected_output(job.case.model or "", shapes, job.seed, job.case.framework,
+                                      output)  # fmt: skip
+        return expected, output
     if job.workload.is_kernel:
         inputs = job.workload.make_inputs(job.batch_size, job.params, "infer", job.seed)
         return job.workload.kernel_check(inputs, output)

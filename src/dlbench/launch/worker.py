@@ -150,8 +150,9 @@ def measure(prepared: Prepared, settings: Settings) -> tuple[Timing, ResourceUse
 def measured_result(job: Job, prepared: Prepared, timing: Timing, usage: ResourceUse) -> Result:
     """Statistics and rates from the raw samples; the null backend claims no FLOPs."""
     case = job.case
+    batch = prepared.batch_size or job.batch_size
     stats = summarize(timing.samples_s)
-    rate = throughput(job.batch_size, stats)
+    rate = throughput(batch, stats)
     real_work = case.framework != "null"
     flops = job.workload.flops_per_sample(job.params, case.mode) if real_work else None
     moved = job.workload.bytes_per_sample(job.params, case.mode) if real_work else None
@@ -159,9 +160,9 @@ def measured_result(job: Job, prepared: Prepared, timing: Timing, usage: Resourc
         case,
         STATUS_OK,
         device=prepared.device,
-        batch_size=job.batch_size,
+        batch_size=batch,
         params=job.params,
-        scenario=case.effective_scenario(job.batch_size),
+        scenario=case.effective_scenario(batch),
         latency_ms=stats,
         throughput=rate,
         gflops=rate * flops / 1e9 if flops else None,

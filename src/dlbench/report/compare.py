@@ -20,8 +20,18 @@ from dlbench.results.records import Result, Run
 BOOTSTRAP_RESAMPLES = 1000
 MAX_SAMPLES = 2000  # subsample larger sets: the interval barely changes, the cost does
 MIN_EFFECT = 0.01  # changes under 1% are never called a regression
-CONTEXT_KEYS = ("hostname", "cpu_model", "cpu_logical", "ram_gb", "gpus", "os", "python",
-                "dlbench", "frameworks", "thread_env")  # fmt: skip
+CONTEXT_KEYS = (
+    "hostname",
+    "cpu_model",
+    "cpu_logical",
+    "ram_gb",
+    "gpus",
+    "os",
+    "python",
+    "dlbench",
+    "frameworks",
+    "thread_env",
+)
 # metric -> (statistic over latency samples, higher is better?)
 SAMPLED = {"latency": ("median", False), "p99": ("p99", False), "throughput": ("median", True)}
 SINGLE = {"cpu": lambda r: r.cpu_percent, "memory": lambda r: r.peak_rss_mb}
@@ -43,8 +53,10 @@ class CaseComparison:
 def compare_label(result: Result) -> str:
     params = "".join(f" {k}={v}" for k, v in sorted(result.params.items()))
     scenario = f" {result.scenario}" if result.scenario else ""
-    return (f"{result.workload}{params} / {result.framework} [{result.compile}] "
-            f"{result.mode}{scenario} bs={result.batch_size}")  # fmt: skip
+    return (
+        f"{result.workload}{params} / {result.framework} [{result.compile}] "
+        f"{result.mode}{scenario} bs={result.batch_size}"
+    )
 
 
 def _statistic(name: str) -> Callable[[Any], Any]:
@@ -55,8 +67,9 @@ def _statistic(name: str) -> Callable[[Any], Any]:
     return lambda a: np.percentile(a, 99, axis=-1)
 
 
-def bootstrap_ratio(a_ms: Sequence[float], b_ms: Sequence[float], statistic: str = "median",
-                    seed: int = 0) -> tuple[float, tuple[float, float]]:  # fmt: skip
+def bootstrap_ratio(
+    a_ms: Sequence[float], b_ms: Sequence[float], statistic: str = "median", seed: int = 0
+) -> tuple[float, tuple[float, float]]:
     """Point estimate and 95% interval of stat(B) / stat(A) over latency samples."""
     import numpy as np
 
@@ -79,10 +92,12 @@ def compare_case(a: Result, b: Result, metric: str) -> CaseComparison:
     if metric in SINGLE:
         value_a, value_b = SINGLE[metric](a), SINGLE[metric](b)
         if value_a is None or value_b is None or value_a == 0:
-            return CaseComparison(label, value_a or 0.0, value_b or 0.0, float("nan"), None,
-                                  "n/a", None, None)  # fmt: skip
-        return CaseComparison(label, value_a, value_b, value_b / value_a, None,
-                              "n/a (one value per case)", None, None)  # fmt: skip
+            return CaseComparison(
+                label, value_a or 0.0, value_b or 0.0, float("nan"), None, "n/a", None, None
+            )
+        return CaseComparison(
+            label, value_a, value_b, value_b / value_a, None, "n/a (one value per case)", None, None
+        )
     statistic, higher_is_better = SAMPLED[metric]
     time_ratio, (low, high) = bootstrap_ratio(a.samples_ms, b.samples_ms, statistic)
     verdict = _verdict(time_ratio, low, high)
@@ -93,8 +108,9 @@ def compare_case(a: Result, b: Result, metric: str) -> CaseComparison:
         ratio, interval = time_ratio, (low, high)
         value_a = getattr(a.latency_ms, statistic)
         value_b = getattr(b.latency_ms, statistic)
-    return CaseComparison(label, value_a, value_b, ratio, interval, verdict, time_ratio - 1,
-                          low - 1)  # fmt: skip
+    return CaseComparison(
+        label, value_a, value_b, ratio, interval, verdict, time_ratio - 1, low - 1
+    )
 
 
 def _verdict(time_ratio: float, low: float, high: float) -> str:

@@ -49,10 +49,13 @@ def study_tables(run: Run, baseline: str = "torch") -> list[StudyTable]:
 
 def _find(results: list[Result], framework: str, compile_mode: str, scenario: str) -> Result | None:
     return next(
-        (r for r in results if (r.framework, r.compile, r.scenario) == (framework, compile_mode,
-                                                                          scenario)),
+        (
+            r
+            for r in results
+            if (r.framework, r.compile, r.scenario) == (framework, compile_mode, scenario)
+        ),
         None,
-    )  # fmt: skip
+    )
 
 
 def article_table(results: list[Result], metric: Metric, baseline: str) -> StudyTable:

@@ -58,19 +58,40 @@ def flags(result: Result) -> str:
 
 
 def results_table(run: Run) -> str:
-    head = ("case", "scenario", "device", "batch", "median ms", "p99 ms", "IQR/med",
-            "samples/s", "rate", "CPU %", "RSS MB", "max |diff|", "flags", "status")  # fmt: skip
+    head = (
+        "case",
+        "scenario",
+        "device",
+        "batch",
+        "median ms",
+        "p99 ms",
+        "IQR/med",
+        "samples/s",
+        "rate",
+        "CPU %",
+        "RSS MB",
+        "max |diff|",
+        "flags",
+        "status",
+    )
     rows = []
     for r in run.results:
         stats = r.latency_ms
         status = "ok" if r.ok else f"failed: {r.error or ''}"
         cells = [
-            _td(case_name(r)), _td(r.scenario or "-"), _td(r.device), _td(r.batch_size),
+            _td(case_name(r)),
+            _td(r.scenario or "-"),
+            _td(r.device),
+            _td(r.batch_size),
             _td(fmt(stats.median if stats else None), True),
-            _td(fmt(stats.p99 if stats else None), True), _td(iqr_percent(r), True),
-            _td(fmt(r.throughput), True), _td(rate_column(r), True), _td(fmt(r.cpu_percent), True),
-            _td(fmt(r.peak_rss_mb), True), _td(fmt(r.max_abs_diff), True),
-        ]  # fmt: skip
+            _td(fmt(stats.p99 if stats else None), True),
+            _td(iqr_percent(r), True),
+            _td(fmt(r.throughput), True),
+            _td(rate_column(r), True),
+            _td(fmt(r.cpu_percent), True),
+            _td(fmt(r.peak_rss_mb), True),
+            _td(fmt(r.max_abs_diff), True),
+        ]
         cells.append(f'<td class="flag">{escape(flags(r))}</td>')
         cells.append(f'<td class="{"" if r.ok else "failed"}">{escape(status)}</td>')
         rows.append("<tr>" + "".join(cells) + "</tr>")
@@ -97,8 +118,13 @@ def charts(run: Run) -> str:
         bars = []
         for r in results:
             q = quartiles(r)
-            bars.append(Bar(f"{r.framework} [{r.compile}] bs={r.batch_size}", r.latency_ms.median,
-                            *(q or (None, None))))  # fmt: skip
+            bars.append(
+                Bar(
+                    f"{r.framework} [{r.compile}] bs={r.batch_size}",
+                    r.latency_ms.median,
+                    *(q or (None, None)),
+                )
+            )
         parts.append(bar_chart(f"median latency (error bars: 25th-75th pct) - {key}", "ms", bars))
         boxes = [(f"{r.framework} [{r.compile}] bs={r.batch_size}", r.samples_ms) for r in results]
         parts.append(box_plot(f"latency distribution - {key}", "ms", boxes))
@@ -114,8 +140,9 @@ def timelines(run: Run) -> str:
             continue
         cpu = [(p["t"], p["cpu_percent"]) for p in timeline if "t" in p and "cpu_percent" in p]
         rss = [(p["t"], p["rss_mb"]) for p in timeline if "t" in p and "rss_mb" in p]
-        parts.append(line_chart(f"CPU % over time - {case_name(r)}", "% of one core",
-                                [("cpu %", cpu)]))  # fmt: skip
+        parts.append(
+            line_chart(f"CPU % over time - {case_name(r)}", "% of one core", [("cpu %", cpu)])
+        )
         parts.append(line_chart(f"memory over time - {case_name(r)}", "MB", [("rss", rss)]))
     return "\n".join(p for p in parts if p)
 

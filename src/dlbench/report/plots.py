@@ -33,15 +33,21 @@ def bar_chart(tables: Sequence[StudyTable], path: Path, title: str) -> Path:
         low = [row.value - row.spread[0] if row.spread else 0.0 for row in table.rows]
         high = [row.spread[1] - row.value if row.spread else 0.0 for row in table.rows]
         has_spread = any(row.spread for row in table.rows)
-        axis.bar(range(len(values)), values, yerr=[low, high] if has_spread else None,
-                 capsize=4, color="#4c72b0")  # fmt: skip
+        axis.bar(
+            range(len(values)),
+            values,
+            yerr=[low, high] if has_spread else None,
+            capsize=4,
+            color="#4c72b0",
+        )
         axis.set_xticks(range(len(labels)), labels, rotation=35, ha="right", fontsize=8)
         axis.set_ylabel(table.metric.unit)
         axis.set_title("\n".join(textwrap.wrap(table.title, 60)), fontsize=8)
         for index, row in enumerate(table.rows):
             if row.relative is not None:
-                axis.annotate(f"{row.relative:.2f}x", (index, row.value), ha="center",
-                              va="bottom", fontsize=7)  # fmt: skip
+                axis.annotate(
+                    f"{row.relative:.2f}x", (index, row.value), ha="center", va="bottom", fontsize=7
+                )
     figure.suptitle(title)
     figure.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -26,8 +26,10 @@ def write_run_plots(runs: Sequence[Run], folder: Path) -> list[Path]:
             labels = [f"{r.framework} [{r.compile}] bs={r.batch_size}" for r in results]
             medians = [r.latency_ms.median for r in results]
             spreads = [quartiles(r) or (m, m) for r, m in zip(results, medians, strict=True)]
-            errors = [[m - lo for m, (lo, _) in zip(medians, spreads, strict=True)],
-                      [hi - m for m, (_, hi) in zip(medians, spreads, strict=True)]]  # fmt: skip
+            errors = [
+                [m - lo for m, (lo, _) in zip(medians, spreads, strict=True)],
+                [hi - m for m, (_, hi) in zip(medians, spreads, strict=True)],
+            ]
             figure, axis = plt.subplots(figsize=(max(5, 1.2 * len(labels)), 4.5))
             axis.bar(range(len(labels)), medians, yerr=errors, capsize=4, color="#4c72b0")
             axis.set_xticks(range(len(labels)), labels, rotation=35, ha="right", fontsize=8)

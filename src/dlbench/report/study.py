@@ -60,8 +60,10 @@ def quartiles(result: Result) -> tuple[float, float] | None:
     return percentile(ordered, 25), percentile(ordered, 75)
 
 
-def relative_rows(entries: Sequence[tuple[str, float, tuple[float, float] | None, str]],
-                  baseline_label: str | None) -> tuple[Row, ...]:  # fmt: skip
+def relative_rows(
+    entries: Sequence[tuple[str, float, tuple[float, float] | None, str]],
+    baseline_label: str | None,
+) -> tuple[Row, ...]:
     """Rows with a column relative to the baseline row (None where it is missing)."""
     base = next((value for label, value, _, _ in entries if label == baseline_label), None)
     return tuple(

@@ -40,8 +40,14 @@ def startup_table(run: Run) -> Table:
         out.add_column(name, justify="left" if name in ("case", "scenario") else "right")
     for r in run.results:
         if r.ok and r.latency_ms is not None:
-            out.add_row(escape_markup(case_name(r)), r.scenario or "-", fmt(r.import_s),
-                        fmt(r.setup_s), fmt(r.first_call_ms), fmt(r.latency_ms.median))  # fmt: skip
+            out.add_row(
+                escape_markup(case_name(r)),
+                r.scenario or "-",
+                fmt(r.import_s),
+                fmt(r.setup_s),
+                fmt(r.first_call_ms),
+                fmt(r.latency_ms.median),
+            )
     return out
 
 
@@ -51,8 +57,17 @@ def study_csv(tables: Sequence[StudyTable]) -> str:
     writer.writerow(["table", "metric", "unit", "case", "value", "relative", "note"])
     for table in tables:
         for row in table.rows:
-            writer.writerow([table.title, table.metric.key, table.metric.unit, row.label,
-                             row.value, row.relative, row.note])  # fmt: skip
+            writer.writerow(
+                [
+                    table.title,
+                    table.metric.key,
+                    table.metric.unit,
+                    row.label,
+                    row.value,
+                    row.relative,
+                    row.note,
+                ]
+            )
     return buffer.getvalue()
 
 

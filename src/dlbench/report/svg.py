@@ -42,8 +42,10 @@ def _frame(title: str, unit: str, top: float) -> list[str]:
     ]
     for fraction in (0.0, 0.5, 1.0):
         y = HEIGHT - BOTTOM - fraction * plot_h
-        parts.append(f'<text x="{LEFT - 4}" y="{y + 4}" font-size="10" text-anchor="end">'
-                     f"{top / 1.1 * fraction:.3g}</text>")  # fmt: skip
+        parts.append(
+            f'<text x="{LEFT - 4}" y="{y + 4}" font-size="10" text-anchor="end">'
+            f"{top / 1.1 * fraction:.3g}</text>"
+        )
     return parts
 
 
@@ -57,19 +59,25 @@ def bar_chart(title: str, unit: str, bars: Sequence[Bar]) -> str:
         x = LEFT + 10 + index * step
         height = max(0.0, bar.value / top * plot_h)
         y = HEIGHT - BOTTOM - height
-        parts.append(f'<rect class="bar" x="{x:.1f}" y="{y:.1f}" width="{step * 0.6:.1f}" '
-                     f'height="{height:.1f}" fill="{COLOR}"><title>{escape(bar.label)}: '
-                     f"{bar.value:.4g} {escape(unit)}</title></rect>")  # fmt: skip
+        parts.append(
+            f'<rect class="bar" x="{x:.1f}" y="{y:.1f}" width="{step * 0.6:.1f}" '
+            f'height="{height:.1f}" fill="{COLOR}"><title>{escape(bar.label)}: '
+            f"{bar.value:.4g} {escape(unit)}</title></rect>"
+        )
         if bar.low is not None and bar.high is not None:
             cx = x + step * 0.3
             y_low = HEIGHT - BOTTOM - bar.low / top * plot_h
             y_high = HEIGHT - BOTTOM - bar.high / top * plot_h
-            parts.append(f'<line class="errorbar" x1="{cx:.1f}" y1="{y_low:.1f}" x2="{cx:.1f}" '
-                         f'y2="{y_high:.1f}" stroke="{WHISKER}" stroke-width="1.5"/>')  # fmt: skip
+            parts.append(
+                f'<line class="errorbar" x1="{cx:.1f}" y1="{y_low:.1f}" x2="{cx:.1f}" '
+                f'y2="{y_high:.1f}" stroke="{WHISKER}" stroke-width="1.5"/>'
+            )
         label_y = HEIGHT - BOTTOM + 12
-        parts.append(f'<text x="{x + step * 0.3:.1f}" y="{label_y}" font-size="10" '
-                     f'text-anchor="end" transform="rotate(-35 {x + step * 0.3:.1f} {label_y})">'
-                     f"{escape(bar.label)}</text>")  # fmt: skip
+        parts.append(
+            f'<text x="{x + step * 0.3:.1f}" y="{label_y}" font-size="10" '
+            f'text-anchor="end" transform="rotate(-35 {x + step * 0.3:.1f} {label_y})">'
+            f"{escape(bar.label)}</text>"
+        )
     parts.append("</svg>")
     return "\n".join(parts)
 
@@ -107,8 +115,10 @@ def box_plot(title: str, unit: str, boxes: Sequence[tuple[str, Sequence[float]]]
         ]
     axis_y = TOP + 28 * len(rows) + 4
     parts.append(f'<text x="{left}" y="{axis_y + 14}" font-size="10">0</text>')
-    parts.append(f'<text x="{left + plot_w}" y="{axis_y + 14}" font-size="10" text-anchor="end">'
-                 f"{top / 1.1:.3g} {escape(unit)}</text>")  # fmt: skip
+    parts.append(
+        f'<text x="{left + plot_w}" y="{axis_y + 14}" font-size="10" text-anchor="end">'
+        f"{top / 1.1:.3g} {escape(unit)}</text>"
+    )
     parts.append("</svg>")
     return "\n".join(parts)
 
@@ -131,11 +141,17 @@ def line_chart(
             for t, v in samples
         )
         color = colors[index % len(colors)]
-        parts.append(f'<polyline class="series" fill="none" stroke="{color}" points="{coords}">'
-                     f"<title>{escape(label)}</title></polyline>")  # fmt: skip
-        parts.append(f'<text x="{LEFT + 8}" y="{HEIGHT - BOTTOM + 30 + 12 * index}" font-size="10" '
-                     f'fill="{color}">{escape(label)}</text>')  # fmt: skip
-    parts.append(f'<text x="{WIDTH - 20}" y="{HEIGHT - BOTTOM + 14}" font-size="10" '
-                 f'text-anchor="end">{t_max:.3g} s</text>')  # fmt: skip
+        parts.append(
+            f'<polyline class="series" fill="none" stroke="{color}" points="{coords}">'
+            f"<title>{escape(label)}</title></polyline>"
+        )
+        parts.append(
+            f'<text x="{LEFT + 8}" y="{HEIGHT - BOTTOM + 30 + 12 * index}" font-size="10" '
+            f'fill="{color}">{escape(label)}</text>'
+        )
+    parts.append(
+        f'<text x="{WIDTH - 20}" y="{HEIGHT - BOTTOM + 14}" font-size="10" '
+        f'text-anchor="end">{t_max:.3g} s</text>'
+    )
     parts.append("</svg>")
     return "\n".join(parts)

@@ -19,8 +19,15 @@ CLASSES = 1000
 # ResNet-50 stages: (blocks, bottleneck width, output channels, first stride)
 RESNET50_STAGES = ((3, 64, 256, 1), (4, 128, 512, 2), (6, 256, 1024, 2), (3, 512, 2048, 2))
 # MobileNet-V2 inverted residual groups: (expansion t, channels c, repeats n, stride s)
-MOBILENET_V2_GROUPS = ((1, 16, 1, 1), (6, 24, 2, 2), (6, 32, 3, 2), (6, 64, 4, 2),
-                       (6, 96, 3, 1), (6, 160, 3, 2), (6, 320, 1, 1))  # fmt: skip
+MOBILENET_V2_GROUPS = (
+    (1, 16, 1, 1),
+    (6, 24, 2, 2),
+    (6, 32, 3, 2),
+    (6, 64, 4, 2),
+    (6, 96, 3, 1),
+    (6, 160, 3, 2),
+    (6, 320, 1, 1),
+)
 MOBILENET_V2_STEM, MOBILENET_V2_HEAD = 32, 1280
 
 

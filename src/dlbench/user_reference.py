@@ -1,0 +1,58 @@
+"""Cross-checking a user's model between frameworks.
+
+A user model has no torch reference, so the first framework to run it (for a
+given file, input shapes and seed) records its output, and every later
+framework's output is checked against that one, with the same tolerance as
+built-in workloads. The record lives in the artifact cache.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tempfile
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from dlbench.reference import cache_dir
+
+
+def _file_digest(path: Path) -> str:
+    digest = hashlib.sha256()
+    files = sorted(p for p in path.rglob("*") if p.is_file()) if path.is_dir() else [path]
+    for file in files:
+        digest.update(str(file.relative_to(path) if path.is_dir() else file.name).encode())
+        with open(file, "rb") as handle:
+            for block in iter(lambda: handle.read(1 << 20), b""):
+                digest.update(block)
+    return digest.hexdigest()
+
+
+def reference_folder(model: str, shapes: Mapping[str, Any], seed: int) -> Path:
+    key = json.dumps({"file": _file_digest(Path(model)), "shapes": dict(sorted(shapes.items())),
+                      "seed": seed})  # fmt: skip
+    return cache_dir() / "user-models" / hashlib.sha256(key.encode()).hexdigest()[:16]
+
+
+def expected_output(model: str, shapes: Mapping[str, Any], seed: int, framework: str,
+                    output: Any) -> tuple[Any, str]:  # fmt: skip
+    """The recorded output to check against, recording `output` if it is the first."""
+    import numpy as np
+
+    folder = reference_folder(model, shapes, seed)
+    path, meta = folder / "output.npy", folder / "meta.json"
+    if path.exists() and meta.exists():
+        first = json.loads(meta.read_text())["framework"]
+        return np.load(path), f"output of the first framework that ran this model ({first})"
+    folder.mkdir(parents=True, exist_ok=True)
+    for target, write in (
+        (path, lambda p: np.save(p, output)),
+        (meta, lambda p: p.write_text(json.dumps({"framework": framework}))),
+    ):
+        fd, temp = tempfile.mkstemp(dir=folder, suffix=target.suffix)
+        os.close(fd)
+        write(Path(temp))
+        os.replace(temp, target)
+    return output, "first framework to run this model: recorded as the reference for the others"
