@@ -77,6 +77,23 @@ class Backend(ABC):
         """Build the model, load the reference weights, compile; return the step."""
 
 
+def exported_onnx(job: Job) -> tuple[Any, dict[str, Any]]:
+    """The workload's ONNX export (path, metadata); failing to make it fails the case."""
+    from dlbench.reference import ReferenceUnavailable, onnx_model
+
+    try:
+        return onnx_model(job.workload.name, job.params, job.seed)
+    except ReferenceUnavailable as exc:
+        raise CaseError(str(exc)) from None
+
+
+def leading_dim(arrays: dict[str, Any]) -> int:
+    """Samples per step of a user model: the first input's first dimension."""
+    first = next(iter(arrays.values()), None)
+    shape = getattr(first, "shape", ())
+    return int(shape[0]) if len(shape) else 1
+
+
 def device_kind(device: str) -> str:
     """ "cpu" or "gpu", for choosing workload defaults."""
     return "cpu" if device == "cpu" else "gpu"

@@ -6,15 +6,9 @@ from typing import Any
 
 import onnxruntime as ort
 
-from dlbench.backends.base import Backend, CaseError, Job, Prepared
+from dlbench.backends.base import Backend, CaseError, Job, Prepared, exported_onnx, leading_dim
 from dlbench.backends.user_models import first_line, ort_signature
-from dlbench.reference import ReferenceUnavailable, onnx_model
 from dlbench.workloads.user_model import resolve_inputs
-
-
-def _leading_dim(arrays: dict[str, Any]) -> int:
-    first = next(iter(arrays.values()), None)
-    return int(first.shape[0]) if first is not None and first.ndim else 1
 
 
 class OnnxRuntimeBackend(Backend):
@@ -46,10 +40,7 @@ class OnnxRuntimeBackend(Backend):
     def prepare(self, job: Job) -> Prepared:
         if job.case.model is not None:
             return self._user_model(job)
-        try:
-            path, meta = onnx_model(job.workload.name, job.params, job.seed)
-        except ReferenceUnavailable as exc:
-            raise CaseError(str(exc)) from None
+        path, meta = exported_onnx(job)
         session = ort.InferenceSession(
             str(path), sess_options=self._session_options(), providers=self._providers(job.device)
         )
@@ -94,7 +85,7 @@ class OnnxRuntimeBackend(Backend):
             step=step,
             device=job.device,
             fetch_output=lambda: step()[0],
-            batch_size=_leading_dim(feeds),
+            batch_size=leading_dim(feeds),
             details={
                 "providers": session.get_providers(),
                 "inputs": {n: list(a.shape) for n, a in feeds.items()},

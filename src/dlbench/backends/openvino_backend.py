@@ -14,9 +14,8 @@ from typing import Any
 import numpy as np
 import openvino as ov
 
-from dlbench.backends.base import Backend, CaseError, Job, Prepared
+from dlbench.backends.base import Backend, CaseError, Job, Prepared, exported_onnx, leading_dim
 from dlbench.backends.user_models import first_line, ov_signature
-from dlbench.reference import ReferenceUnavailable, onnx_model
 from dlbench.workloads.user_model import resolve_inputs
 
 PRECISION_HINTS = {"fp32": "f32", "bf16": "bf16", "fp16": "f16"}
@@ -47,10 +46,7 @@ class OpenVinoBackend(Backend):
     def prepare(self, job: Job) -> Prepared:
         if job.case.model is not None:
             return self._user_model(job)
-        try:
-            path, meta = onnx_model(job.workload.name, job.params, job.seed)
-        except ReferenceUnavailable as exc:
-            raise CaseError(str(exc)) from None
+        path, meta = exported_onnx(job)
         arrays = job.workload.make_inputs(job.batch_size, job.params, "infer", job.seed)
         offline = job.case.effective_scenario(job.batch_size) == "offline"
         requests = 1
@@ -97,12 +93,11 @@ class OpenVinoBackend(Backend):
         }
         compiled = self._core.compile_model(model, "CPU", config)
         step, fetch = _sync_step(compiled, [feeds])
-        first = next(iter(feeds.values()))
         return Prepared(
             step=step,
             device="cpu",
             fetch_output=fetch,
-            batch_size=int(first.shape[0]) if first.ndim else 1,
+            batch_size=leading_dim(feeds),
             details={
                 "inputs": {n: list(a.shape) for n, a in feeds.items()},
                 "PERFORMANCE_HINT": "LATENCY",
