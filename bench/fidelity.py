@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -140,6 +141,14 @@ TARGETS = (
 )
 
 
+def thread_env(threads: int) -> dict[str, str]:
+    """The thread variables dlbench's worker sets before importing a framework; the
+    hand loop gets them too, so the two differ only by the harness."""
+    from dlbench.launch.worker import THREAD_VARS
+
+    return {**os.environ, **dict.fromkeys(THREAD_VARS, str(threads))}
+
+
 def hand_loop_ms(framework: str, target: Target, threads: int, min_time: float) -> float:
     extra = []
     if framework in ("onnxruntime", "openvino"):
@@ -149,7 +158,9 @@ def hand_loop_ms(framework: str, target: Target, threads: int, min_time: float) 
     params = json.dumps(dict(target.params))
     argv = [target.workload, str(target.batch), str(threads), str(min_time), params, *extra]
     code = PRELUDE + HAND_LOOPS[framework]
-    out = subprocess.run([sys.executable, "-c", code, *argv], capture_output=True, text=True)
+    out = subprocess.run(
+        [sys.executable, "-c", code, *argv], capture_output=True, text=True, env=thread_env(threads)
+    )
     if out.returncode != 0:
         raise SystemExit(f"hand loop for {framework} failed:\n{out.stderr[-2000:]}")
     return json.loads(out.stdout.strip().splitlines()[-1])["median_ms"]
