@@ -114,3 +114,10 @@ def test_single_stream_with_a_batch_is_a_user_error():
     case = Case("mlp", "onnxruntime", "default", batch_size=8, scenario="single-stream", threads=1)
     with pytest.raises(UserError, match="batch size 8 belongs to the offline scenario"):
         validate_case(case)
+
+
+def test_support_matrix_matches_what_model_files_can_run():
+    from dlbench.registry import FRAMEWORKS
+
+    runs_user_models = {n for n, info in FRAMEWORKS.items() if info.supports("user-model", "infer")}
+    assert runs_user_models == {"torch", "tensorflow", "onnxruntime", "openvino"}

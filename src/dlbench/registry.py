@@ -62,19 +62,30 @@ class FrameworkInfo:
         return "unknown"
 
 
+WORKLOADS: dict[str, str] = {
+    "add": "dlbench.workloads.add:ADD",
+    "gemm": "dlbench.workloads.gemm:GEMM",
+    "mlp": "dlbench.workloads.mlp:MLP",
+    "mnist-cnn": "dlbench.workloads.mnist_cnn:MNIST_CNN",
+    "resnet50": "dlbench.workloads.vision:RESNET50",
+    "mobilenet-v2": "dlbench.workloads.vision:MOBILENET_V2",
+    "bert-base": "dlbench.workloads.bert:BERT_BASE",
+    "bert-large": "dlbench.workloads.bert:BERT_LARGE",
+    "distilbert": "dlbench.workloads.bert:DISTILBERT",
+    "user-model": "dlbench.workloads.user_model:USER_MODEL",
+}
+
 INFER_ONLY = ("infer",)
+BOTH_MODES = ("infer", "train")
 # The cross-framework models: exported to ONNX from the torch reference, or
 # ported to TensorFlow/JAX with the same weights.
-PORTED_MODELS = MappingProxyType(
-    {"mlp": INFER_ONLY, "mnist-cnn": INFER_ONLY, "user-model": INFER_ONLY}
-)
+PORTED_MODELS = MappingProxyType({"mlp": INFER_ONLY, "mnist-cnn": INFER_ONLY})
+LARGE_MODELS = ("resnet50", "mobilenet-v2", "bert-base", "distilbert", "bert-large")
+# A user's model file runs where its format does: .keras/SavedModel on TensorFlow,
+# .onnx on ONNX Runtime and OpenVINO, TorchScript on torch.
+TF_MODELS = MappingProxyType({**PORTED_MODELS, "user-model": INFER_ONLY})
 ONNX_MODELS = MappingProxyType(
-    {
-        **PORTED_MODELS,
-        **dict.fromkeys(
-            ("resnet50", "mobilenet-v2", "bert-base", "distilbert", "bert-large"), INFER_ONLY
-        ),
-    }
+    {**PORTED_MODELS, **dict.fromkeys(LARGE_MODELS, INFER_ONLY), "user-model": INFER_ONLY}
 )
 
 FRAMEWORKS: dict[str, FrameworkInfo] = {
@@ -89,6 +100,8 @@ FRAMEWORKS: dict[str, FrameworkInfo] = {
             distributions=(),
             install_hint="built in",
             label="harness self-test: does no work, measures dlbench's own overhead",
+            # every built-in workload; a user's model file needs a real framework
+            support=MappingProxyType(dict.fromkeys(set(WORKLOADS) - {"user-model"}, BOTH_MODES)),
         ),
         FrameworkInfo(
             name="torch",
@@ -109,7 +122,7 @@ FRAMEWORKS: dict[str, FrameworkInfo] = {
             distributions=("tensorflow-cpu", "tensorflow", "tf-nightly"),
             install_hint="pip install tensorflow-cpu (or dlbench[tensorflow])",
             label="TensorFlow / Keras",
-            support=PORTED_MODELS,
+            support=TF_MODELS,
         ),
         FrameworkInfo(
             name="jax",
@@ -145,19 +158,6 @@ FRAMEWORKS: dict[str, FrameworkInfo] = {
             support=ONNX_MODELS,
         ),
     )
-}
-
-WORKLOADS: dict[str, str] = {
-    "add": "dlbench.workloads.add:ADD",
-    "gemm": "dlbench.workloads.gemm:GEMM",
-    "mlp": "dlbench.workloads.mlp:MLP",
-    "mnist-cnn": "dlbench.workloads.mnist_cnn:MNIST_CNN",
-    "resnet50": "dlbench.workloads.vision:RESNET50",
-    "mobilenet-v2": "dlbench.workloads.vision:MOBILENET_V2",
-    "bert-base": "dlbench.workloads.bert:BERT_BASE",
-    "bert-large": "dlbench.workloads.bert:BERT_LARGE",
-    "distilbert": "dlbench.workloads.bert:DISTILBERT",
-    "user-model": "dlbench.workloads.user_model:USER_MODEL",
 }
 
 

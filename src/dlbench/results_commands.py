@@ -25,8 +25,8 @@ def cmd_runs(args: argparse.Namespace) -> int:
     for s in summaries:
         state = "complete" if s.finished_at else "[yellow]unfinished[/yellow]"
         table.add_row(
-            s.id,
-            s.started_at,
+            escape_markup(s.id),  # an imported run's fields are data, not markup
+            escape_markup(s.started_at),
             escape_markup(s.hostname or "?"),
             escape_markup(s.suite),
             str(s.cases),
