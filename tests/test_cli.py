@@ -174,6 +174,8 @@ def test_ctrl_c_kills_the_worker_and_keeps_finished_cases(tmp_path):
     _, stderr = proc.communicate(timeout=30)
     assert proc.returncode == 130
     assert "interrupted; 1 finished case(s) of run" in stderr
+    run_id = json.loads((tmp_path / "r.json").read_text())["id"]
+    assert f"resume with: dlbench run --resume {run_id}" in stderr
     assert "Traceback" not in stderr
     run = json.loads((tmp_path / "r.json").read_text())
     assert [r["status"] for r in run["results"]] == ["ok"]

@@ -97,28 +97,3 @@ def test_resume_refuses_complete_unknown_and_mixed_requests(tmp_path):
     assert unknown.returncode == 2 and "no run 'no-such-run'" in unknown.stderr
     mixed = dlbench("run", "--resume", run_id, "--workload", "mlp")
     assert mixed.returncode == 2 and "drop workload" in mixed.stderr
-
-
-def test_ctrl_c_says_how_to_resume(tmp_path):
-    suite = tmp_path / "s.yaml"
-    suite.write_text(SUITE)
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "dlbench",
-            "run",
-            str(suite),
-            "--quiet",
-            "--json",
-            str(tmp_path / "r.json"),
-        ],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    data = wait_for_results(tmp_path / "r.json", 1, time.monotonic() + 60)
-    proc.send_signal(signal.SIGINT)
-    _, stderr = proc.communicate(timeout=30)
-    assert proc.returncode == 130
-    assert f"resume with: dlbench run --resume {data['id']}" in stderr
