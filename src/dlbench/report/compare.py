@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from dlbench.errors import UserError
+from dlbench.report.table import params_label
 from dlbench.results.records import Result, Run
 
 BOOTSTRAP_RESAMPLES = 1000
@@ -51,7 +52,7 @@ class CaseComparison:
 
 
 def compare_label(result: Result) -> str:
-    params = "".join(f" {k}={v}" for k, v in sorted(result.params.items()))
+    params = params_label(result.params)
     scenario = f" {result.scenario}" if result.scenario else ""
     return (
         f"{result.workload}{params} / {result.framework} [{result.compile}] "

@@ -14,7 +14,7 @@ from html import escape
 from pathlib import Path
 
 from dlbench.report.svg import Bar, bar_chart, box_plot, line_chart
-from dlbench.report.table import case_name, fmt, iqr_percent, rate_column
+from dlbench.report.table import case_name, fmt, iqr_percent, params_label, rate_column
 from dlbench.results.files import write_atomic
 from dlbench.results.records import Result, Run
 
@@ -104,7 +104,7 @@ def groups(run: Run) -> dict[str, list[Result]]:
     grouped: dict[str, list[Result]] = {}
     for r in run.results:
         if r.ok and r.latency_ms is not None:
-            params = "".join(f" {k}={v}" for k, v in sorted(r.params.items()))
+            params = params_label(r.params)
             key = f"{r.workload}{params} {r.mode} {r.scenario or ''} on {r.device}"
             grouped.setdefault(key, []).append(r)
     return grouped

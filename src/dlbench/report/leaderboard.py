@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 from dlbench.errors import UserError
 from dlbench.report.compare import METRICS, SINGLE
+from dlbench.report.table import params_label
 from dlbench.results.records import Result, Run
 
 BY = ("machine", "framework", "compile")
@@ -39,7 +40,7 @@ def hardware(run: Run, result: Result) -> str:
 
 
 def row_and_column(run: Run, result: Result, by: str) -> tuple[str, str]:
-    params = "".join(f" {k}={v}" for k, v in sorted(result.params.items()))
+    params = params_label(result.params)
     case = f"{result.workload}{params} {result.mode} {result.scenario or ''} bs={result.batch_size}"
     if by == "machine":
         return hardware(run, result), f"{case} {result.framework}[{result.compile}]"

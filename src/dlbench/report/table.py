@@ -34,9 +34,14 @@ def escape_markup(text: str) -> str:
     return escape(text)
 
 
+def params_label(params: dict[str, int]) -> str:
+    """Workload parameters as they follow a workload's name: " size=4096"."""
+    return "".join(f" {k}={v}" for k, v in sorted(params.items()))
+
+
 def case_name(result: Result) -> str:
     framework = NULL_LABEL if result.framework == "null" else result.framework
-    params = "".join(f" {k}={v}" for k, v in sorted(result.params.items()))
+    params = params_label(result.params)
     return f"{result.workload}{params} / {framework} [{result.compile}] {result.mode}"
 
 
