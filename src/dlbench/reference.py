@@ -115,7 +115,7 @@ def _build(kind: str, workload: str, params: Mapping[str, int], seed: int, batch
         raise ReferenceUnavailable(f"could not build the {kind} reference for {workload}: {reason}")
 
 
-def _save_atomic(path: Path, write: Any) -> None:
+def save_atomic(path: Path, write: Any) -> None:
     """Write via `write(temp_path)`, then rename: concurrent builders never see half a file."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, temp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=path.suffix)
@@ -146,10 +146,10 @@ def _build_here(kind: str, workload: str, params: dict[str, int], seed: int, bat
     if kind == "output":
         with torch.inference_mode():
             output = module(*inputs.values()).numpy()
-        _save_atomic(folder / f"output-b{batch}.npy", lambda p: np.save(p, output))
+        save_atomic(folder / f"output-b{batch}.npy", lambda p: np.save(p, output))
         return
     started = time.perf_counter()
-    _save_atomic(folder / "model.onnx", lambda p: _export(module, inputs, p))
+    save_atomic(folder / "model.onnx", lambda p: _export(module, inputs, p))
     meta = {
         "opset": OPSET,
         "exporter": "torch.onnx.export (TorchScript-based)",
@@ -157,7 +157,7 @@ def _build_here(kind: str, workload: str, params: dict[str, int], seed: int, bat
         "export_s": time.perf_counter() - started,
         "inputs": list(inputs),
     }
-    _save_atomic(folder / "model.json", lambda p: p.write_text(json.dumps(meta)))
+    save_atomic(folder / "model.json", lambda p: p.write_text(json.dumps(meta)))
 
 
 def _export(module: Any, inputs: dict[str, Any], path: Path) -> None:

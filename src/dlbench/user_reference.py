@@ -10,13 +10,11 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
-import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from dlbench.reference import cache_dir
+from dlbench.reference import cache_dir, save_atomic
 
 
 def _file_digest(path: Path) -> str:
@@ -46,13 +44,6 @@ def expected_output(model: str, shapes: Mapping[str, Any], seed: int, framework:
     if path.exists() and meta.exists():
         first = json.loads(meta.read_text())["framework"]
         return np.load(path), f"output of the first framework that ran this model ({first})"
-    folder.mkdir(parents=True, exist_ok=True)
-    for target, write in (
-        (path, lambda p: np.save(p, output)),
-        (meta, lambda p: p.write_text(json.dumps({"framework": framework}))),
-    ):
-        fd, temp = tempfile.mkstemp(dir=folder, suffix=target.suffix)
-        os.close(fd)
-        write(Path(temp))
-        os.replace(temp, target)
+    save_atomic(path, lambda p: np.save(p, output))
+    save_atomic(meta, lambda p: p.write_text(json.dumps({"framework": framework})))
     return output, "first framework to run this model: recorded as the reference for the others"
