@@ -87,6 +87,18 @@ def exported_onnx(job: Job) -> tuple[Any, dict[str, Any]]:
         raise CaseError(str(exc)) from None
 
 
+def first_line(message: str | BaseException, limit: int = 300) -> str:
+    """The first non-blank line of an error message, shortened: tables stay readable."""
+    text = str(message) or (type(message).__name__ if isinstance(message, BaseException) else "")
+    line = next((ln.strip() for ln in text.splitlines() if ln.strip()), "(no message)")
+    return line if len(line) <= limit else line[: limit - 3] + "..."
+
+
+def input_shapes(arrays: dict[str, Any]) -> dict[str, list[int]]:
+    """A user model's resolved input shapes, as recorded in result details."""
+    return {name: list(array.shape) for name, array in arrays.items()}
+
+
 def leading_dim(arrays: dict[str, Any]) -> int:
     """Samples per step of a user model: the first input's first dimension."""
     first = next(iter(arrays.values()), None)

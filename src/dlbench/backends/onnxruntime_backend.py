@@ -6,8 +6,16 @@ from typing import Any
 
 import onnxruntime as ort
 
-from dlbench.backends.base import Backend, CaseError, Job, Prepared, exported_onnx, leading_dim
-from dlbench.backends.user_models import first_line, ort_signature
+from dlbench.backends.base import (
+    Backend,
+    CaseError,
+    Job,
+    Prepared,
+    exported_onnx,
+    input_shapes,
+    leading_dim,
+)
+from dlbench.backends.user_models import load_error, ort_signature
 from dlbench.workloads.user_model import resolve_inputs
 
 
@@ -74,7 +82,7 @@ class OnnxRuntimeBackend(Backend):
             )
         except Exception as exc:
             raise CaseError(
-                f"onnxruntime cannot load {job.case.model}: {first_line(exc)}"
+                f"onnxruntime cannot load {job.case.model}: {load_error(exc)}"
             ) from None
         feeds = resolve_inputs(ort_signature(session), dict(job.case.inputs), job.seed)
 
@@ -88,7 +96,7 @@ class OnnxRuntimeBackend(Backend):
             batch_size=leading_dim(feeds),
             details={
                 "providers": session.get_providers(),
-                "inputs": {n: list(a.shape) for n, a in feeds.items()},
+                "inputs": input_shapes(feeds),
             },
         )
 

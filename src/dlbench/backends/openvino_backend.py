@@ -14,8 +14,16 @@ from typing import Any
 import numpy as np
 import openvino as ov
 
-from dlbench.backends.base import Backend, CaseError, Job, Prepared, exported_onnx, leading_dim
-from dlbench.backends.user_models import first_line, ov_signature
+from dlbench.backends.base import (
+    Backend,
+    CaseError,
+    Job,
+    Prepared,
+    exported_onnx,
+    input_shapes,
+    leading_dim,
+)
+from dlbench.backends.user_models import load_error, ov_signature
 from dlbench.workloads.user_model import resolve_inputs
 
 PRECISION_HINTS = {"fp32": "f32", "bf16": "bf16", "fp16": "f16"}
@@ -83,7 +91,7 @@ class OpenVinoBackend(Backend):
         try:
             model = self._core.read_model(str(job.case.model))
         except Exception as exc:
-            raise CaseError(f"openvino cannot read {job.case.model}: {first_line(exc)}") from None
+            raise CaseError(f"openvino cannot read {job.case.model}: {load_error(exc)}") from None
         feeds = resolve_inputs(ov_signature(model), dict(job.case.inputs), job.seed)
         model.reshape({name: list(array.shape) for name, array in feeds.items()})
         config = {
@@ -99,7 +107,7 @@ class OpenVinoBackend(Backend):
             fetch_output=fetch,
             batch_size=leading_dim(feeds),
             details={
-                "inputs": {n: list(a.shape) for n, a in feeds.items()},
+                "inputs": input_shapes(feeds),
                 "PERFORMANCE_HINT": "LATENCY",
             },
         )

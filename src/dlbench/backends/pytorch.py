@@ -7,7 +7,7 @@ from typing import Any
 
 import torch
 
-from dlbench.backends.base import Backend, CaseError, Job, Prepared, leading_dim
+from dlbench.backends.base import Backend, CaseError, Job, Prepared, input_shapes, leading_dim
 from dlbench.backends.torch_models import KERNELS, LOSSES, OPTIMIZERS, reference_module
 from dlbench.backends.user_models import load_torch_model, torch_signature
 from dlbench.workloads.user_model import resolve_inputs
@@ -96,7 +96,7 @@ class TorchBackend(Backend):
             context=torch.inference_mode,
             fetch_output=lambda: synced().detach().cpu().numpy(),
             batch_size=leading_dim(arrays),
-            details={"model_kind": kind, "inputs": {n: list(a.shape) for n, a in arrays.items()}},
+            details={"model_kind": kind, "inputs": input_shapes(arrays)},
         )
 
     def _kernel_step(self, job: Job, inputs: dict[str, torch.Tensor]) -> Callable[[], object]:

@@ -10,7 +10,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # keep the case log readable
 
 import tensorflow as tf
 
-from dlbench.backends.base import Backend, CaseError, Job, Prepared, leading_dim
+from dlbench.backends.base import Backend, CaseError, Job, Prepared, input_shapes, leading_dim
 from dlbench.backends.tf_models import BUILDERS, to_framework_layout
 from dlbench.backends.user_models import load_keras_or_savedmodel
 from dlbench.workloads.user_model import resolve_inputs
@@ -90,7 +90,7 @@ def _user_prepare(job: Job) -> Prepared:
         device=job.device,
         fetch_output=step,
         batch_size=leading_dim(arrays),
-        details={"model_kind": kind, "inputs": {n: list(a.shape) for n, a in arrays.items()}},
+        details={"model_kind": kind, "inputs": input_shapes(arrays)},
     )
 
 

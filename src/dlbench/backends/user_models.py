@@ -11,16 +11,16 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from dlbench.backends.base import CaseError
+from dlbench.backends.base import CaseError, first_line
 from dlbench.workloads.user_model import InputSpec
 
 REFUSED = ("refused to load {name}: {why}, which can run code from the file; "
            "pass --trust-model if you trust it")  # fmt: skip
 
 
-def first_line(exc: BaseException) -> str:
-    text = str(exc).strip().splitlines()
-    return text[0][:200] if text else type(exc).__name__
+def load_error(exc: BaseException) -> str:
+    """A framework's load error, short enough to quote inside dlbench's own message."""
+    return first_line(exc, limit=200)
 
 
 ORT_TYPES = {"tensor(float)": "float32", "tensor(float16)": "float16", "tensor(double)": "float64",
@@ -57,7 +57,7 @@ def load_torch_model(path: str, trust: bool) -> tuple[Any, str]:
     try:
         return torch.jit.load(path, map_location="cpu"), "torchscript"
     except Exception as jit_error:  # not TorchScript: find out what it is, safely
-        reason = first_line(jit_error)
+        reason = load_error(jit_error)
     try:
         loaded = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as exc:
@@ -97,7 +97,7 @@ def load_keras_or_savedmodel(path: str, trust: bool) -> tuple[Any, list[InputSpe
         try:
             function = tf.saved_model.load(path).signatures["serving_default"]
         except Exception as exc:
-            raise CaseError(f"cannot load SavedModel {name}: {first_line(exc)}") from None
+            raise CaseError(f"cannot load SavedModel {name}: {load_error(exc)}") from None
         specs = function.structured_input_signature[1]
         signature = [InputSpec(key, tuple(spec.shape.as_list()), spec.dtype.name)
                      for key, spec in specs.items()]  # fmt: skip
@@ -110,7 +110,7 @@ def load_keras_or_savedmodel(path: str, trust: bool) -> tuple[Any, list[InputSpe
         if "safe_mode" in str(exc) or "unsafe" in str(exc).lower():
             raise CaseError(REFUSED.format(name=name, why="it needs unsafe deserialisation "
                                            "(e.g. a Lambda layer)")) from None  # fmt: skip
-        raise CaseError(f"cannot load Keras file {name}: {first_line(exc)}") from None
+        raise CaseError(f"cannot load Keras file {name}: {load_error(exc)}") from None
     signature = [InputSpec(t.name, tuple(t.shape), str(t.dtype)) for t in model.inputs]
     names = [spec.name for spec in signature]
 

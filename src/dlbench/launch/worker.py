@@ -17,7 +17,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from dlbench.backends.base import CaseError, Job, Prepared, device_kind
+from dlbench.backends.base import CaseError, Job, Prepared, device_kind, first_line
 from dlbench.config import Case, Settings
 from dlbench.launch.check import check_output
 from dlbench.measure.monitor import ProcessMonitor, ResourceUse, peak_rss_mb
@@ -187,19 +187,13 @@ def to_ms(samples_s: list[float]) -> list[float]:
 
 
 def failed_from_exception(case: Case, exc: BaseException) -> Result:
-    message = one_line(str(exc))
+    message = first_line(str(exc))
     if not isinstance(exc, CaseError):
         message = f"{type(exc).__name__}: {message}"
     detail = "".join(traceback.format_exception(exc)[-8:])
     return base_result(
         case, STATUS_FAILED, error=message, error_detail=detail, peak_rss_mb=peak_rss_mb()
     )
-
-
-def one_line(text: str, limit: int = 300) -> str:
-    """The first non-blank line of an error message, shortened: tables stay readable."""
-    line = next((ln.strip() for ln in text.splitlines() if ln.strip()), "(no message)")
-    return line if len(line) <= limit else line[: limit - 3] + "..."
 
 
 def _redirect_output(log_path: str) -> None:
