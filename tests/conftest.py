@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -38,3 +41,18 @@ def null_case(**options: str) -> Case:
         threads=1,
         options=tuple(sorted(options.items())),
     )
+
+
+DLBENCH = [sys.executable, "-m", "dlbench"]
+
+
+def dlbench(*args: str, **kwargs: Any) -> subprocess.CompletedProcess[str]:
+    """Run the real command line, as a user does, and capture what it says."""
+    options: dict[str, Any] = {"capture_output": True, "text": True, "timeout": 300}
+    return subprocess.run([*DLBENCH, *args], **{**options, **kwargs})
+
+
+def spawn_dlbench(*args: str, **kwargs: Any) -> subprocess.Popen[str]:
+    """Start the command line without waiting, for tests that signal or kill it."""
+    options: dict[str, Any] = {"stdout": subprocess.PIPE, "stderr": subprocess.PIPE, "text": True}
+    return subprocess.Popen([*DLBENCH, *args], **{**options, **kwargs})

@@ -8,19 +8,9 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import dlbench, spawn_dlbench
 
 from dlbench.cli import main
-
-
-def dlbench(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "dlbench", *args],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        cwd=cwd,
-    )
-
 
 NULL_SUITE = """
 name: harness
@@ -143,21 +133,7 @@ def test_ctrl_c_kills_the_worker_and_keeps_finished_cases(tmp_path):
         '  - {workload: mlp, framework: "null"}\n'
         '  - {workload: mlp, framework: "null", options: {fault: hang}}\n'
     )
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "dlbench",
-            "run",
-            str(suite),
-            "--quiet",
-            "--json",
-            str(tmp_path / "r.json"),
-        ],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    proc = spawn_dlbench("run", str(suite), "--quiet", "--json", str(tmp_path / "r.json"))
     parent = psutil.Process(proc.pid)
     deadline = time.monotonic() + 60
     while (
@@ -190,12 +166,7 @@ def _start_hanging_run(tmp_path: Path) -> tuple[subprocess.Popen[str], list]:
 
     suite = tmp_path / "hang.yaml"
     suite.write_text('cases: [{workload: mlp, framework: "null", options: {fault: hang}}]\n')
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "dlbench", "run", str(suite), "--quiet"],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    proc = spawn_dlbench("run", str(suite), "--quiet")
     deadline = time.monotonic() + 60
     while not (workers := psutil.Process(proc.pid).children(recursive=True)):
         assert time.monotonic() < deadline, "worker never started"

@@ -5,10 +5,10 @@ from __future__ import annotations
 import json
 import signal
 import subprocess
-import sys
 import time
 
 import psutil
+from conftest import dlbench, spawn_dlbench
 
 from dlbench.results.store import Store
 
@@ -19,16 +19,6 @@ cases:
     framework: "null"
     options: {sleep_ms: 40}
 """
-
-
-def dlbench(*args: str, **kwargs) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "dlbench", *args],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        **kwargs,
-    )
 
 
 def wait_for_results(path, count: int, deadline: float) -> dict:
@@ -44,17 +34,12 @@ def wait_for_results(path, count: int, deadline: float) -> dict:
 def test_kill_9_then_resume_runs_each_case_exactly_once(tmp_path, isolated_store):
     suite = tmp_path / "s.yaml"
     suite.write_text(SUITE)
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "dlbench",
-            "run",
-            str(suite),
-            "--quiet",
-            "--json",
-            str(tmp_path / "r.json"),
-        ],
+    proc = spawn_dlbench(
+        "run",
+        str(suite),
+        "--quiet",
+        "--json",
+        str(tmp_path / "r.json"),
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )

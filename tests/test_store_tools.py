@@ -4,22 +4,15 @@ from __future__ import annotations
 
 import json
 import sqlite3
-import subprocess
-import sys
 
 import pytest
+from conftest import dlbench
 from test_compare import make_run
 
 from dlbench.errors import UserError
 from dlbench.results.files import write_json
 from dlbench.results.store import Store
 from dlbench.results.store_schema import SCHEMA_V1, STORE_SCHEMA_VERSION
-
-
-def dlbench(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "dlbench", *args], capture_output=True, text=True, timeout=300
-    )
 
 
 def v1_store(path) -> None:

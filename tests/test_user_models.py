@@ -7,14 +7,14 @@ import subprocess
 import sys
 
 import pytest
+from conftest import dlbench
 
 FAST = ["--min-time", "0", "--min-iters", "3", "--warmup", "1", "--threads", "1", "--quiet"]
 
 
 def dlbench_run(tmp_path, *args: str) -> tuple[int, list[dict], str]:
     out = tmp_path / "run.json"
-    proc = subprocess.run([sys.executable, "-m", "dlbench", "run", *args, *FAST, "--json",
-                           str(out)], capture_output=True, text=True, timeout=600)  # fmt: skip
+    proc = dlbench("run", *args, *FAST, "--json", str(out), timeout=600)
     results = json.loads(out.read_text())["results"] if out.exists() else []
     return proc.returncode, results, proc.stderr + proc.stdout
 
