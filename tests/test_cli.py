@@ -215,9 +215,7 @@ def test_env_survives_an_odd_nvidia_smi(tmp_path):
     import os
 
     env = {**os.environ, "PATH": f"{tmp_path}:{os.environ['PATH']}"}
-    proc = subprocess.run(
-        [sys.executable, "-m", "dlbench", "env", "--json"], capture_output=True, text=True, env=env
-    )
+    proc = dlbench("env", "--json", env=env)
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout)["gpus"] == [
         {"name": "Odd GPU", "memory_mb": None, "driver": "550.1"}

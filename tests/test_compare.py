@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 
 import numpy as np
 import pytest
+from conftest import dlbench
 
 from dlbench.measure.stats import summarize
 from dlbench.report.compare import compare_runs, regressions
@@ -104,19 +103,12 @@ def test_unmatched_cases_are_listed():
 def test_fail_on_regression_gates_the_exit_code(tmp_path, percent, code):
     write_json(make_run("a", 1.0, 1), tmp_path / "a.json")
     write_json(make_run("b", 1.2, 2), tmp_path / "b.json")
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "dlbench",
-            "compare",
-            str(tmp_path / "a.json"),
-            str(tmp_path / "b.json"),
-            "--fail-on-regression",
-            str(percent),
-        ],
-        capture_output=True,
-        text=True,
+    proc = dlbench(
+        "compare",
+        str(tmp_path / "a.json"),
+        str(tmp_path / "b.json"),
+        "--fail-on-regression",
+        str(percent),
     )
     assert proc.returncode == code, proc.stderr
     assert "slower" in proc.stdout
@@ -142,20 +134,7 @@ def test_pivot_by_framework_keeps_each_frameworks_best_compile_mode():
 def test_compare_cli_pivot_over_files(tmp_path):
     for name, median, host in (("a", 1.0, "h1"), ("b", 2.0, "h2")):
         write_json(make_run(name, median, 1, host, f"CPU {host}"), tmp_path / f"{name}.json")
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "dlbench",
-            "compare",
-            "--by",
-            "machine",
-            str(tmp_path / "a.json"),
-            str(tmp_path / "b.json"),
-        ],
-        capture_output=True,
-        text=True,
-    )
+    proc = dlbench("compare", "--by", "machine", str(tmp_path / "a.json"), str(tmp_path / "b.json"))
     assert proc.returncode == 0, proc.stderr
     assert "CPU h2 (h2)" in proc.stdout and "(2.00x)" in proc.stdout
     json.loads((tmp_path / "a.json").read_text())  # the files are untouched run files

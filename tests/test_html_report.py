@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import shutil
 import subprocess
-import sys
 import tempfile
 
 import pytest
+from conftest import dlbench
 from test_compare import make_run
 
 from dlbench.report.html import render
@@ -78,19 +78,8 @@ def test_report_renders_in_headless_chromium(tmp_path):
     write_json(hostile_run(), tmp_path / "a.json")
     write_json(make_run("r2", 1.3, 2), tmp_path / "b.json")
     html = tmp_path / "report.html"
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "dlbench",
-            "report",
-            str(tmp_path / "a.json"),
-            str(tmp_path / "b.json"),
-            "--html",
-            str(html),
-        ],
-        capture_output=True,
-        text=True,
+    proc = dlbench(
+        "report", str(tmp_path / "a.json"), str(tmp_path / "b.json"), "--html", str(html)
     )
     assert proc.returncode == 0, proc.stderr
     expected = render_count = html.read_text().count('class="chart"')

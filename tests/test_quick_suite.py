@@ -3,22 +3,16 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 
 import pytest
+from conftest import dlbench
 
 pytest.importorskip("torch")
 
 
 @pytest.mark.slow
 def test_quick_suite_passes_every_case(tmp_path):
-    proc = subprocess.run(
-        [sys.executable, "-m", "dlbench", "run", "--json", str(tmp_path / "quick.json")],
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
+    proc = dlbench("run", "--json", str(tmp_path / "quick.json"), timeout=600)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     run = json.loads((tmp_path / "quick.json").read_text())
     assert run["suite"] == "quick"

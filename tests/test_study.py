@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import csv
 import json
-import subprocess
-import sys
 
 import pytest
+from conftest import dlbench
 
 from dlbench.measure.stats import summarize
 from dlbench.report.cpu_inference import study_tables
@@ -74,26 +73,19 @@ def test_missing_baseline_leaves_relative_empty():
 
 @pytest.mark.slow
 def test_cpu_inference_suite_end_to_end(tmp_path):
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "dlbench",
-            "run",
-            "cpu-inference",
-            "--min-time",
-            "0.05",
-            "--min-iters",
-            "5",
-            "--plots",
-            str(tmp_path / "plots"),
-            "--json",
-            str(tmp_path / "run.json"),
-            "--csv",
-            str(tmp_path / "run.csv"),
-        ],
-        capture_output=True,
-        text=True,
+    proc = dlbench(
+        "run",
+        "cpu-inference",
+        "--min-time",
+        "0.05",
+        "--min-iters",
+        "5",
+        "--plots",
+        str(tmp_path / "plots"),
+        "--json",
+        str(tmp_path / "run.json"),
+        "--csv",
+        str(tmp_path / "run.csv"),
         timeout=900,
     )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]

@@ -150,6 +150,5 @@ def test_a_corrupt_model_file_fails_its_cases_clearly(tmp_path):
 )
 def test_bad_model_options_are_user_errors(tmp_path, args, message):
     (tmp_path / "model.txt").write_text("x")
-    proc = subprocess.run([sys.executable, "-m", "dlbench", "run", *args], capture_output=True,
-                          text=True, cwd=tmp_path)  # fmt: skip
+    proc = dlbench("run", *args, cwd=tmp_path)
     assert proc.returncode == 2 and message in proc.stderr and "Traceback" not in proc.stderr
