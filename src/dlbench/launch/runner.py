@@ -1,8 +1,10 @@
 """Run one case in a fresh spawned worker process and always get a Result back.
 
-The parent blocks in `Process.join`, which waits on the child's sentinel with
-select(): it uses no CPU while the case runs, so it steals nothing from the
-benchmark. A raise, crash, OOM kill or timeout becomes a failed Result.
+The parent waits in `Process.join`, which sleeps on the child's sentinel with
+select(), waking every sampling interval to record a resource timeline
+(measure.timeline) from outside the worker: a few /proc reads per wake, so it
+steals next to nothing from the benchmark and no sampling thread runs inside
+it. A raise, crash, OOM kill or timeout becomes a failed Result.
 """
 
 from __future__ import annotations
@@ -18,9 +20,14 @@ from pathlib import Path
 
 from dlbench.config import Case, Settings
 from dlbench.launch.worker import base_result, now_iso, worker_main
+from dlbench.measure.gpu_telemetry import GpuTelemetry, device_indices
+from dlbench.measure.timeline import TimelineSampler
 from dlbench.results.records import STATUS_FAILED, Result
 
 LOG_TAIL_LINES = 20
+# The first sample comes sooner than the interval, so a case that ends in
+# under half a second still gets a point (a spawned worker lives longer than this).
+FIRST_SAMPLE_S = 0.1
 SIGNAL_HINTS = {
     signal.SIGKILL: "killed by SIGKILL (out of memory? the kernel's OOM killer sends it)",
     signal.SIGSEGV: "crashed with a segmentation fault (SIGSEGV)",
@@ -42,23 +49,82 @@ def run_case(case: Case, settings: Settings) -> Result:
             args=(case.to_dict(), settings.to_dict(), str(result_path), str(log_path), os.getpid()),
             name=f"dlbench-worker {case.label()}",
         )
+        # Opened before the start, so NVML's start-up cost is not charged to the case.
+        telemetry, gpu_note = _open_gpu_telemetry(case.device)
         started_at, wall_start = now_iso(), time.perf_counter()
         timed_out = False
+        sampler: TimelineSampler | None = None
         try:
             process.start()  # inside the try: Ctrl-C during the spawn must kill it too
-            process.join(settings.timeout_s)
-            timed_out = process.is_alive()
+            if process.pid is not None:  # always, once start() returned
+                sampler = TimelineSampler(process.pid, gpu=telemetry)
+            timed_out = _wait_sampling(process, settings.timeout_s, sampler)
         finally:
             # Also on Ctrl-C: never leave a worker (or its helpers) running, or
             # multiprocessing's exit handler would wait for it forever.
             _kill_group(process)
             if process.pid is not None:
                 process.join()
+            if telemetry is not None:
+                telemetry.close()
         result = _collect(case, process, result_path, log_path, timed_out, settings.timeout_s)
+        _attach_timeline(result, sampler, gpu_note)
     if result.started_at is None:
         result.started_at = started_at
         result.duration_s = time.perf_counter() - wall_start
     return result
+
+
+def _open_gpu_telemetry(device: str) -> tuple[GpuTelemetry | None, str | None]:
+    """NVML telemetry for the case's GPU; none (and no reason) for a CPU case."""
+    indices = device_indices(device)
+    return GpuTelemetry.open(indices) if indices else (None, None)
+
+
+def _wait_sampling(process: BaseProcess, timeout_s: float, sampler: TimelineSampler | None) -> bool:
+    """Wait up to `timeout_s` for the worker, sampling between waits; True if it timed out.
+
+    Each join sleeps on the worker's sentinel and returns the moment it exits,
+    so this is as prompt as one long join and never a busy poll.
+    """
+    deadline = time.monotonic() + timeout_s
+    wait = FIRST_SAMPLE_S if sampler is not None else timeout_s
+    while (remaining := deadline - time.monotonic()) > 0:
+        process.join(min(wait, remaining))
+        if not process.is_alive() or sampler is None:
+            break
+        sampler.sample()
+        wait = sampler.interval
+    return process.is_alive()
+
+
+def _attach_timeline(result: Result, sampler: TimelineSampler | None, gpu_note: str | None) -> None:
+    """Store the timeline, its summary over the measured region, and any GPU verdict."""
+    if sampler is None or not isinstance(result.details, dict):
+        return
+    details = result.details
+    if result.device == "cpu":
+        # An "auto" case that landed on the CPU: the idle GPU's readings would mislead.
+        sampler.forget_gpu()
+        gpu_note = None
+    summary = sampler.summary(_measured_window(details.get("measured_wall")))
+    details["timeline"] = sampler.points
+    details["timeline_origin_epoch_s"] = round(sampler.origin_epoch_s, 3)
+    details["timeline_summary"] = summary
+    if "throttle" in summary:
+        # A throttle note the worker wrote itself is more specific: keep it.
+        details.setdefault("throttle", summary["throttle"])
+    if gpu_note is not None:
+        details["gpu_telemetry"] = gpu_note
+
+
+def _measured_window(value: object) -> tuple[float, float] | None:
+    """The worker's [start, end] epoch seconds around the measured region, if well-formed."""
+    if isinstance(value, list | tuple) and len(value) == 2:
+        start, end = value
+        if all(isinstance(v, int | float) and not isinstance(v, bool) for v in (start, end)):
+            return float(start), float(end)
+    return None
 
 
 def _kill_group(process: BaseProcess) -> None:

@@ -1,0 +1,223 @@
+"""A resource timeline of one worker process, sampled from the parent.
+
+The parent samples between its sleeping waits on the worker, so no sampling
+thread runs inside the benchmark process to compete with it. Each sample
+costs a handful of /proc reads (and a few NVML calls where a GPU is watched).
+CPU use is computed from cumulative CPU-time deltas, never from psutil's
+module-wide `cpu_percent` state, which any other caller in the parent would
+disturb.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import time
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import psutil
+
+from dlbench.measure.gpu_telemetry import GpuTelemetry, throttle_verdict
+from dlbench.measure.monitor import load_average
+
+DEFAULT_INTERVAL_S = 0.5
+# 4000 points cover 33 minutes at 0.5 s before the first halving: a typical
+# case keeps every sample, and a week-long one still stores a bounded list.
+MAX_POINTS = 4000
+MIB = 1024 * 1024
+
+
+class TimelineSampler:
+    """Samples the CPU, memory and (optionally) GPU use of a process and its children.
+
+    Call `sample()` about every `interval` seconds while the process runs; it
+    never raises, and a process that has gone ends the sampling quietly.
+    """
+
+    def __init__(
+        self,
+        pid: int,
+        interval: float = DEFAULT_INTERVAL_S,
+        gpu: GpuTelemetry | None = None,
+        max_points: int = MAX_POINTS,
+    ) -> None:
+        self.origin_epoch_s = time.time()
+        self._origin = time.perf_counter()
+        self._interval = interval
+        self._gpu = gpu
+        self._max_points = max(2, max_points)
+        self._points: list[dict[str, Any]] = []
+        self._process: psutil.Process | None = None
+        self._last_wall = self._origin
+        self._last_cpu_s = 0.0
+        self._last_cores = _core_times()
+        try:
+            self._process = psutil.Process(pid)
+            self._last_cpu_s, _, _ = self._tree_usage(self._process)
+        except psutil.Error:
+            self._process = None
+
+    @property
+    def interval(self) -> float:
+        """Seconds to wait before the next sample; doubles each time the points are halved."""
+        return self._interval
+
+    @property
+    def active(self) -> bool:
+        """False once the process was found gone: further samples do nothing."""
+        return self._process is not None
+
+    @property
+    def points(self) -> list[dict[str, Any]]:
+        return self._points
+
+    def sample(self) -> None:
+        """Append one point, or end the sampling if the process has exited."""
+        if self._process is None:
+            return
+        try:
+            cpu_s, rss, pids = self._tree_usage(self._process)
+        except psutil.Error:
+            self._process = None  # exited (or became unreadable) between our checks
+            return
+        now = time.perf_counter()
+        cores = _core_times()
+        wall = now - self._last_wall
+        point: dict[str, Any] = {
+            "t": round(now - self._origin, 3),
+            # A child that exited unwaited takes its CPU time with it: never below zero.
+            "cpu_percent": round(max(0.0, cpu_s - self._last_cpu_s) / wall * 100, 1)
+            if wall > 0
+            else 0.0,
+            "cpu_cores": _core_percents(self._last_cores, cores),
+            "rss_mb": round(rss / MIB, 1),
+        }
+        system = _mean(point["cpu_cores"])
+        if system is not None:
+            point["system_cpu_percent"] = round(system, 1)
+        load = load_average()
+        if load is not None:
+            point["load1"] = round(load, 2)
+        if self._gpu is not None:
+            # GpuTelemetry guards each field; this only guards the guard.
+            with contextlib.suppress(Exception):
+                point["gpu"] = self._gpu.read(pids)
+        self._last_wall, self._last_cpu_s, self._last_cores = now, cpu_s, cores
+        self._points.append(point)
+        if len(self._points) > self._max_points:
+            # Halve the resolution rather than grow without bound or drop the start.
+            self._points = self._points[::2]
+            self._interval *= 2
+
+    def forget_gpu(self) -> None:
+        """Drop the GPU readings, for a case that turned out to run on the CPU."""
+        for point in self._points:
+            point.pop("gpu", None)
+
+    def summary(self, window: tuple[float, float] | None = None) -> dict[str, Any]:
+        """Means and maxima over the points inside `window` (epoch seconds), else all points.
+
+        Keys with no data are left out; "window" says which points were used.
+        """
+        chosen = self._points
+        scope = "whole case"
+        if window is not None:
+            start, end = window[0] - self.origin_epoch_s, window[1] - self.origin_epoch_s
+            inside = [p for p in self._points if start <= p["t"] <= end]
+            if inside:
+                chosen, scope = inside, "measured"
+        summary: dict[str, Any] = {"samples": len(chosen), "window": scope}
+        gpus = [d for p in chosen for d in p.get("gpu") or ()]
+        stats = {
+            "load_avg_mean": _mean(p.get("load1") for p in chosen),
+            "cpu_percent_mean": _mean(p.get("cpu_percent") for p in chosen),
+            "system_cpu_percent_mean": _mean(p.get("system_cpu_percent") for p in chosen),
+            "rss_mb_max": _max(p.get("rss_mb") for p in chosen),
+            "gpu_util_mean": _mean(d.get("gpu_util_percent") for d in gpus),
+            "gpu_mem_used_mb_max": _max(d.get("gpu_mem_used_mb") for d in gpus),
+            "gpu_process_mem_mb_max": _max(d.get("gpu_process_mem_mb") for d in gpus),
+            "sm_clock_mhz_mean": _mean(d.get("sm_clock_mhz") for d in gpus),
+            "temperature_c_max": _max(d.get("temperature_c") for d in gpus),
+            "power_w_mean": _mean(d.get("power_w") for d in gpus),
+            "throttle": throttle_verdict(chosen),
+        }
+        summary.update({k: v for k, v in stats.items() if v is not None})
+        return summary
+
+    @staticmethod
+    def _tree_usage(process: psutil.Process) -> tuple[float, int, set[int]]:
+        """(CPU seconds, RSS bytes, pids) of the process and its live descendants.
+
+        A raise means the process itself is gone; a child that vanishes is skipped.
+        The children_* times hold the children the process has already waited
+        for, so the CPU total does not drop when a helper process ends. RSS
+        counts pages shared between the processes once per process, as `top` does.
+        """
+        with process.oneshot():
+            if process.status() == psutil.STATUS_ZOMBIE:
+                # Exited, not yet waited for: its memory already reads as zero.
+                raise psutil.ZombieProcess(process.pid)
+            times = process.cpu_times()
+            rss = process.memory_info().rss
+        cpu_s = times.user + times.system + times.children_user + times.children_system
+        pids = {process.pid}
+        for child in process.children(recursive=True):
+            try:
+                with child.oneshot():
+                    child_times = child.cpu_times()
+                    child_rss = child.memory_info().rss
+            except psutil.Error:
+                continue
+            cpu_s += child_times.user + child_times.system
+            cpu_s += child_times.children_user + child_times.children_system
+            rss += child_rss
+            pids.add(child.pid)
+        return cpu_s, rss, pids
+
+
+def _core_times() -> list[tuple[float, float]]:
+    """(busy, total) cumulative seconds per logical CPU, as psutil.cpu_percent counts them."""
+    try:
+        per_core = psutil.cpu_times(percpu=True)
+    except (psutil.Error, OSError):
+        return []
+    result = []
+    for times in per_core:
+        # Linux counts guest time inside user and nice as well: do not count it twice.
+        total = sum(times) - getattr(times, "guest", 0.0) - getattr(times, "guest_nice", 0.0)
+        idle = times.idle + getattr(times, "iowait", 0.0)
+        result.append((total - idle, total))
+    return result
+
+
+def _core_percents(
+    before: Sequence[tuple[float, float]], after: Sequence[tuple[float, float]]
+) -> list[float]:
+    """Busy % of each core between two readings (0 for a core with no elapsed ticks)."""
+    if len(before) != len(after):  # a CPU went on- or offline: no common baseline
+        return [0.0] * len(after)
+    percents = []
+    for (busy0, total0), (busy1, total1) in zip(before, after, strict=True):
+        elapsed = total1 - total0
+        share = (busy1 - busy0) / elapsed * 100 if elapsed > 0 else 0.0
+        percents.append(round(min(100.0, max(0.0, share)), 1))
+    return percents
+
+
+def _numbers(values: Iterable[Any]) -> list[float]:
+    return [
+        float(v)
+        for v in values
+        if isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v)
+    ]
+
+
+def _mean(values: Iterable[Any]) -> float | None:
+    numbers = _numbers(values)
+    return round(sum(numbers) / len(numbers), 2) if numbers else None
+
+
+def _max(values: Iterable[Any]) -> float | None:
+    numbers = _numbers(values)
+    return max(numbers) if numbers else None

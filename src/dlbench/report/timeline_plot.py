@@ -1,0 +1,194 @@
+"""A case's resource timeline as a PNG, drawn like a system monitor's CPU history.
+
+Top: every core's busy % (thin) with the system total (bold) and the worker's
+share of the machine (dashed). Middle, where a GPU was watched: GPU
+utilisation. Bottom: the worker's memory, with the load average on a twin
+axis. The measured region is shaded and training epochs end at thin lines.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from dlbench.report.plots import pyplot
+from dlbench.report.run_plots import _slug
+from dlbench.report.table import case_name
+from dlbench.results.records import Result, Run
+
+CORE_COLOR = "#4c72b0"
+TOTAL_COLOR = "#1b2a49"
+WORKER_COLOR = "#dd8452"
+MEMORY_COLOR = "#55a868"
+LOAD_COLOR = "#8172b3"
+WINDOW_COLOR = "#fdd9a0"
+# Above the panel, right-aligned: inside it, a legend would hide the 100% lines.
+LEGEND: dict[str, Any] = {
+    "loc": "lower right",
+    "bbox_to_anchor": (1.0, 1.0),
+    "fontsize": 7,
+    "frameon": False,
+}
+
+
+def timeline_of(result: Result) -> list[dict[str, Any]]:
+    """The result's timeline points, or a ValueError saying there are none."""
+    details = result.details if isinstance(result.details, dict) else {}
+    timeline = details.get("timeline")
+    if not isinstance(timeline, list) or not any(isinstance(p, dict) for p in timeline):
+        raise ValueError(
+            f"{case_name(result)} has no resource timeline (details['timeline']): it was "
+            "measured by a dlbench that did not record one, or its worker never started"
+        )
+    return [p for p in timeline if isinstance(p, dict) and isinstance(p.get("t"), int | float)]
+
+
+def write_timeline_png(result: Result, path: Path, title: str | None = None) -> Path:
+    """Draw `result`'s timeline into `path` (PNG); ValueError if it has none."""
+    points = timeline_of(result)
+    plt = pyplot()
+    has_gpu = any(p.get("gpu") for p in points)
+    panels = 3 if has_gpu else 2
+    figure, axes = plt.subplots(
+        panels,
+        1,
+        sharex=True,
+        figsize=(10, 2.6 * panels + 0.6),
+        gridspec_kw={"height_ratios": [2, 1, 1] if has_gpu else [2, 1]},
+    )
+    times = [float(p["t"]) for p in points]
+    _cpu_panel(axes[0], points, times)
+    if has_gpu:
+        _gpu_panel(axes[1], points, times)
+    _memory_panel(axes[-1], points, times)
+    axes[-1].set_xlabel("seconds since the worker started")
+    _mark_phases(list(axes), result.details)
+    figure.suptitle(title or case_name(result), fontsize=10)
+    figure.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    figure.savefig(path, dpi=110)
+    plt.close(figure)
+    return path
+
+
+def write_timeline_pngs(runs: Sequence[Run], folder: Path) -> list[Path]:
+    """One timeline PNG per result that has a timeline, named from run id and case."""
+    written: list[Path] = []
+    taken: set[Path] = set()
+    for run in runs:
+        for result in run.results:
+            try:
+                timeline_of(result)
+            except ValueError:
+                continue
+            stem = f"{_slug(run.id)}-{_slug(case_name(result))}-timeline"
+            path = folder / f"{stem}.png"
+            repeat = 2
+            while path in taken:  # the same case measured twice in one run
+                path = folder / f"{stem}-{repeat}.png"
+                repeat += 1
+            taken.add(path)
+            written.append(write_timeline_png(result, path, f"{case_name(result)} - run {run.id}"))
+    return written
+
+
+def _cpu_panel(axis: Any, points: list[dict[str, Any]], times: list[float]) -> None:
+    cores = [p.get("cpu_cores") for p in points]
+    count = max((len(c) for c in cores if isinstance(c, list)), default=0)
+    for core in range(count):
+        series = [_at(c, core) for c in cores]
+        label = "each core" if core == 0 else None
+        axis.plot(times, series, color=CORE_COLOR, linewidth=0.6, alpha=0.45, label=label)
+    total = [_number(p.get("system_cpu_percent")) for p in points]
+    axis.plot(times, total, color=TOTAL_COLOR, linewidth=2.2, label="all cores")
+    if count:
+        # The worker's percent is of one core; divided by the core count it
+        # shares the 0..100 scale of the system line it is part of.
+        worker = [_scaled(p.get("cpu_percent"), count) for p in points]
+        axis.plot(times, worker, color=WORKER_COLOR, linewidth=1.4, linestyle="--", label="worker")
+    axis.set_ylim(0, 105)
+    axis.set_ylabel("CPU busy %")
+    axis.legend(**LEGEND, ncol=3)
+    axis.grid(alpha=0.3)
+
+
+def _gpu_panel(axis: Any, points: list[dict[str, Any]], times: list[float]) -> None:
+    indices = sorted(
+        {d.get("index", 0) for p in points for d in p.get("gpu") or () if isinstance(d, dict)}
+    )
+    for index in indices:
+        readings = [_device(p, index) for p in points]
+        util = [_number(d.get("gpu_util_percent")) if d else None for d in readings]
+        axis.plot(times, util, linewidth=1.4, label=f"GPU {index} util")
+        throttled = [t for t, d in zip(times, readings, strict=True) if d and d.get("throttle")]
+        if throttled:
+            axis.plot(
+                throttled,
+                [102] * len(throttled),
+                "v",
+                color="#c44e52",
+                markersize=4,
+                label=f"GPU {index} clocks limited",
+            )
+    axis.set_ylim(0, 105)
+    axis.set_ylabel("GPU util %")
+    axis.legend(**LEGEND, ncol=2)
+    axis.grid(alpha=0.3)
+
+
+def _memory_panel(axis: Any, points: list[dict[str, Any]], times: list[float]) -> None:
+    rss = [_number(p.get("rss_mb")) for p in points]
+    axis.plot(times, rss, color=MEMORY_COLOR, linewidth=1.6, label="worker RSS")
+    axis.set_ylabel("RSS (MiB)", color=MEMORY_COLOR)
+    axis.set_ylim(bottom=0)
+    axis.grid(alpha=0.3)
+    load = [_number(p.get("load1")) for p in points]
+    if any(v is not None for v in load):
+        twin = axis.twinx()
+        twin.plot(times, load, color=LOAD_COLOR, linewidth=1.0, label="load avg (1 min)")
+        twin.set_ylabel("load average", color=LOAD_COLOR)
+        twin.set_ylim(bottom=0)
+
+
+def _mark_phases(axes: list[Any], details: dict[str, Any]) -> None:
+    """Shade the measured region and draw a line at the end of each epoch."""
+    origin = _number(details.get("timeline_origin_epoch_s"))
+    if origin is None:
+        return
+    window = details.get("measured_wall")
+    if isinstance(window, list | tuple) and len(window) == 2:
+        start, end = _number(window[0]), _number(window[1])
+        if start is not None and end is not None:
+            for axis in axes:
+                axis.axvspan(start - origin, end - origin, color=WINDOW_COLOR, alpha=0.4, lw=0)
+            axes[0].text(start - origin, 103, " measured", fontsize=7, va="top")
+    epochs = details.get("epochs")
+    for epoch in epochs if isinstance(epochs, list) else ():
+        end = _number(epoch.get("end_epoch_s")) if isinstance(epoch, dict) else None
+        if end is not None:
+            for axis in axes:
+                axis.axvline(end - origin, color="#666666", linewidth=0.7, linestyle=":")
+
+
+def _device(point: dict[str, Any], index: int) -> dict[str, Any] | None:
+    for device in point.get("gpu") or ():
+        if isinstance(device, dict) and device.get("index", 0) == index:
+            return device
+    return None
+
+
+def _at(values: Any, index: int) -> float | None:
+    return _number(values[index]) if isinstance(values, list) and index < len(values) else None
+
+
+def _scaled(value: Any, cores: int) -> float | None:
+    number = _number(value)
+    return None if number is None else number / cores
+
+
+def _number(value: Any) -> float | None:
+    """A float for matplotlib, or None (a gap in the line) for a missing reading."""
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return float(value)
+    return None
