@@ -18,7 +18,7 @@ from dlbench.plan import RunRequest, build_plan
 from dlbench.registry import FRAMEWORKS, WORKLOADS, get_workload
 from dlbench.report.table import case_name, escape_markup, fmt, rate_column, run_table
 from dlbench.results.files import read_json
-from dlbench.results.records import Result, Run
+from dlbench.results.records import STATUS_SKIPPED, Result, Run
 from dlbench.results.store import Store
 
 # Wide enough for the results table when output goes to a file or a CI log.
@@ -69,6 +69,8 @@ def say(message: str) -> None:
 
 def case_line(result: Result) -> str:
     name = escape_markup(f"{case_name(result)} bs={result.batch_size} {result.device}")
+    if result.status == STATUS_SKIPPED:
+        return f"[yellow]SKIPPED[/yellow] {name}: {escape_markup(result.error or '')}"
     if not result.ok or result.latency_ms is None:
         return f"[red]FAILED[/red] {name}: {escape_markup(result.error or '')}"
     noisy = " [yellow](noisy)[/yellow]" if result.noisy else ""

@@ -20,7 +20,10 @@ from dlbench.registry import FRAMEWORKS, framework_info, get_workload
 MODES = ("infer", "train")
 # Named after MLPerf's: one request at a time (latency) vs large batches (throughput).
 SCENARIOS = ("single-stream", "offline")
-PRECISIONS = ("fp32",)
+# fp32 is strict IEEE fp32 (TF32 tensor cores off); tf32 lets CUDA matmuls and
+# convolutions use TF32; amp-* is torch.autocast to that type (with a gradient
+# scaler for fp16 training), the "automatic mixed precision" of the articles.
+PRECISIONS = ("fp32", "tf32", "amp-fp16", "amp-bf16")
 DEVICE_PATTERN = re.compile(r"cpu|auto|cuda(:\d+)?")
 DEVICE_HELP = "cpu, cuda, cuda:N or auto"
 # Bounds that keep values sane and below what the OS and frameworks accept.
@@ -69,6 +72,10 @@ class Case:
     model: str | None = None
     inputs: tuple[tuple[str, str], ...] = ()
     trust_model: bool = False
+    # time-to-train cases (epoch workloads): stop early at this test accuracy,
+    # and read MNIST's IDX files from this folder instead of the synthetic set
+    target_accuracy: float | None = None
+    data_dir: str | None = None
 
     def effective_batch_size(self, default: int) -> int:
         """The batch the worker uses: single-stream means one sample per request."""
@@ -92,6 +99,8 @@ class Case:
         batch = "default" if self.batch_size is None else str(self.batch_size)
         extra = "".join(f" {k}={v}" for k, v in self.params)
         extra += f" {self.scenario}" if self.scenario else ""
+        extra += f" {self.precision}" if self.precision != "fp32" else ""
+        extra += f" target={self.target_accuracy:g}" if self.target_accuracy else ""
         return (
             f"{self.workload}/{self.framework}[{self.compile}] {self.mode} "
             f"bs={batch} {self.device}{extra}"
@@ -154,6 +163,12 @@ def validate_case(case: Case) -> Case:
             f"framework {case.framework!r} has no compile mode {case.compile!r}; "
             f"allowed: {', '.join(info.compile_modes)}"
         )
+    allowed_compiles = workload.compile_modes_on(case.framework, info.compile_modes)
+    if case.compile not in allowed_compiles:
+        raise UserError(
+            f"workload {case.workload!r} on {case.framework!r} runs in compile modes "
+            f"{', '.join(allowed_compiles)}, not {case.compile!r}"
+        )
     if case.mode not in workload.modes:
         raise UserError(
             f"workload {case.workload!r} does not support mode {case.mode!r}; "
@@ -172,13 +187,43 @@ def validate_case(case: Case) -> Case:
         _require_int("batch size", case.batch_size, 1, MAX_BATCH)
     if case.precision not in PRECISIONS:
         raise UserError(f"unknown precision {case.precision!r}; allowed: {', '.join(PRECISIONS)}")
+    if case.precision not in info.precisions:
+        raise UserError(
+            f"precision {case.precision!r} is not available on {case.framework!r}; "
+            f"allowed there: {', '.join(info.precisions)}"
+        )
     _require_int("threads", case.threads, 1, MAX_THREADS)
     if case.interop_threads is not None:
         _require_int("interop threads", case.interop_threads, 1, MAX_THREADS)
     workload.validate_params(dict(case.params))
     _validate_options(case)
     _validate_model(case)
+    _validate_training_run(case, workload.epoch_based)
     return case
+
+
+def _validate_training_run(case: Case, epoch_based: bool) -> None:
+    """--target-accuracy and --data-dir belong to time-to-train workloads only."""
+    if not epoch_based:
+        if case.target_accuracy is not None or case.data_dir is not None:
+            raise UserError(
+                f"--target-accuracy and --data-dir are for time-to-train workloads "
+                f"(mnist-train), not {case.workload!r}"
+            )
+        return
+    if case.target_accuracy is not None:
+        _require_number("target accuracy", case.target_accuracy, 0.0, 1.0)
+        if case.target_accuracy == 0:
+            raise UserError("invalid target accuracy 0; expected a fraction in (0, 1], e.g. 0.98")
+    if case.data_dir is not None:
+        from pathlib import Path
+
+        from dlbench.data.mnist import MnistFileError, check_mnist_dir
+
+        try:
+            check_mnist_dir(Path(case.data_dir))
+        except MnistFileError as exc:
+            raise UserError(f"--data-dir: {exc}") from None
 
 
 def _validate_model(case: Case) -> None:

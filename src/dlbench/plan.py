@@ -127,8 +127,9 @@ def _adhoc_entry(request: RunRequest) -> dict[str, Any]:
     entry: dict[str, Any] = {
         "workload": list(request.workloads),
         "framework": list(request.frameworks or ("torch",)),
-        "mode": list(request.modes or ("infer",)),
     }
+    if request.modes:
+        entry["mode"] = list(request.modes)
     if request.scenarios:
         entry["scenario"] = list(request.scenarios)
     return entry
@@ -177,7 +178,7 @@ def _expand_entry(
     axes = itertools.product(
         _as_list(entry["workload"], f"{where}.workload"),
         _as_list(entry["framework"], f"{where}.framework"),
-        _as_list(entry.get("mode", "infer"), f"{where}.mode"),
+        _as_list(entry.get("mode"), f"{where}.mode"),
         list(request.batch_sizes) or _as_list(entry.get("batch_size"), f"{where}.batch_size"),
         _scenarios(entry, request, where),
     )
@@ -200,11 +201,12 @@ def _expand_entry(
     }
     entry_params = _mapping(entry.get("params"), f"{where}.params")
     cases = []
-    for workload, framework, mode, batch, scenario in axes:
+    for workload, framework, given_mode, batch, scenario in axes:
+        mode = _default_mode(str(workload)) if given_mode is None else given_mode
         if not _selected(request, workload, framework, mode):
             continue
         params = {**entry_params, **_cli_params_for(str(workload), request)}
-        for compile_mode in _compile_modes(entry, str(framework), request, where):
+        for compile_mode in _compile_modes(entry, str(workload), str(framework), request, where):
             cases.append(
                 Case(
                     workload=workload,
@@ -222,7 +224,7 @@ def _expand_entry(
 
 
 def _compile_modes(
-    entry: dict[str, Any], framework: str, request: RunRequest, where: str
+    entry: dict[str, Any], workload: str, framework: str, request: RunRequest, where: str
 ) -> list[Any]:
     """The entry's compile modes (default: the framework's), narrowed by --compile.
 
@@ -234,9 +236,10 @@ def _compile_modes(
     if "compile" in entry:
         modes = _as_list(entry["compile"], f"{where}.compile")
         return [m for m in modes if not request.compiles or m in request.compiles]
+    allowed = get_workload(workload).compile_modes_on(framework, info.compile_modes)
     if request.compiles:
-        return [m for m in request.compiles if m in info.compile_modes]
-    return [info.default_compile]
+        return [m for m in request.compiles if m in allowed]
+    return [info.default_compile if info.default_compile in allowed else allowed[0]]
 
 
 def _check_compiles_used(request: RunRequest, cases: list[Case]) -> None:
@@ -283,6 +286,12 @@ def _model_fields(request: RunRequest) -> dict[str, Any]:
         "inputs": request.inputs,
         "trust_model": request.trust_model,
     }
+
+
+def _default_mode(workload: str) -> str:
+    """Inference where the workload has it; time-to-train workloads only train."""
+    modes = get_workload(workload).modes
+    return "infer" if "infer" in modes else modes[0]
 
 
 def _first_given(*values: Any) -> Any:

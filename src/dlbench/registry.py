@@ -37,6 +37,8 @@ class FrameworkInfo:
     label: str
     # workload -> modes this framework runs it in; None: every workload, every mode.
     support: Mapping[str, tuple[str, ...]] | None = None
+    # Numeric precisions the backend implements (config.PRECISIONS names).
+    precisions: tuple[str, ...] = ("fp32",)
 
     def supports(self, workload: str, mode: str) -> bool:
         if self.support is None:
@@ -67,6 +69,7 @@ WORKLOADS: dict[str, str] = {
     "gemm": "dlbench.workloads.gemm:GEMM",
     "mlp": "dlbench.workloads.mlp:MLP",
     "mnist-cnn": "dlbench.workloads.mnist_cnn:MNIST_CNN",
+    "mnist-train": "dlbench.workloads.mnist_train:MNIST_TRAIN",
     "resnet50": "dlbench.workloads.vision:RESNET50",
     "mobilenet-v2": "dlbench.workloads.vision:MOBILENET_V2",
     "bert-base": "dlbench.workloads.bert:BERT_BASE",
@@ -83,7 +86,7 @@ PORTED_MODELS = MappingProxyType({"mlp": INFER_ONLY, "mnist-cnn": INFER_ONLY})
 LARGE_MODELS = ("resnet50", "mobilenet-v2", "bert-base", "distilbert", "bert-large")
 # A user's model file runs where its format does: .keras/SavedModel on TensorFlow,
 # .onnx on ONNX Runtime and OpenVINO, TorchScript on torch.
-TF_MODELS = MappingProxyType({**PORTED_MODELS, "user-model": INFER_ONLY})
+TF_MODELS = MappingProxyType({**PORTED_MODELS, "user-model": INFER_ONLY, "mnist-train": ("train",)})
 ONNX_MODELS = MappingProxyType(
     {**PORTED_MODELS, **dict.fromkeys(LARGE_MODELS, INFER_ONLY), "user-model": INFER_ONLY}
 )
@@ -101,7 +104,10 @@ FRAMEWORKS: dict[str, FrameworkInfo] = {
             install_hint="built in",
             label="harness self-test: does no work, measures dlbench's own overhead",
             # every built-in workload; a user's model file needs a real framework
-            support=MappingProxyType(dict.fromkeys(set(WORKLOADS) - {"user-model"}, BOTH_MODES)),
+            # (and the epoch loop of time-to-train workloads is framework code)
+            support=MappingProxyType(
+                dict.fromkeys(set(WORKLOADS) - {"user-model", "mnist-train"}, BOTH_MODES)
+            ),
         ),
         FrameworkInfo(
             name="torch",
@@ -112,11 +118,12 @@ FRAMEWORKS: dict[str, FrameworkInfo] = {
             distributions=("torch",),
             install_hint="pip install torch==2.13.0 (before any extra that depends on it)",
             label="PyTorch",
+            precisions=("fp32", "tf32", "amp-fp16", "amp-bf16"),
         ),
         FrameworkInfo(
             name="tensorflow",
             target="dlbench.backends.tensorflow_backend:TensorFlowBackend",
-            compile_modes=("eager", "function", "xla"),
+            compile_modes=("eager", "function", "xla", "fit"),
             default_compile="function",
             import_name="tensorflow",
             distributions=("tensorflow-cpu", "tensorflow", "tf-nightly"),

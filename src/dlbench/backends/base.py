@@ -55,6 +55,35 @@ class Prepared:
     # Samples per step when the backend, not the case, decides it (a user
     # model's first input dimension).
     batch_size: int | None = None
+    # Training: runs one more step after measurement and returns its loss as a
+    # float, so a diverged (NaN) training run fails instead of reporting speed.
+    fetch_loss: Callable[[], float] | None = None
+
+
+class CaseSkipped(CaseError):
+    """The device cannot do what the case asks (a precision it has no units for).
+
+    Recorded with status "skipped" and this message as the reason: a run
+    over a matrix of precisions stays green on hardware that lacks some.
+    """
+
+
+class EpochTrainer(ABC):
+    """A time-to-train run prepared by a backend: the worker drives the epochs.
+
+    Both methods return only when their work is done and its numbers are on
+    the host, so the worker's clock around them measures finished work.
+    """
+
+    details: dict[str, Any]
+
+    @abstractmethod
+    def train_epoch(self, epoch: int) -> float:
+        """One pass over the training set (epoch counts from 1); the mean loss."""
+
+    @abstractmethod
+    def evaluate(self) -> tuple[float, float]:
+        """(mean test loss, test accuracy) with dropout off and no gradients."""
 
 
 class Backend(ABC):
@@ -75,6 +104,10 @@ class Backend(ABC):
     @abstractmethod
     def prepare(self, job: Job) -> Prepared:
         """Build the model, load the reference weights, compile; return the step."""
+
+    def prepare_training(self, job: Job, data: Any) -> EpochTrainer:
+        """A time-to-train run over `data` (dlbench.data.mnist.MnistData)."""
+        raise CaseError(f"{self.name} has no epoch training loop for {job.workload.name!r}")
 
 
 def exported_onnx(job: Job) -> tuple[Any, dict[str, Any]]:

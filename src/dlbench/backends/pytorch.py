@@ -7,8 +7,23 @@ from typing import Any
 
 import torch
 
-from dlbench.backends.base import Backend, CaseError, Job, Prepared, input_shapes, leading_dim
-from dlbench.backends.torch_models import KERNELS, LOSSES, OPTIMIZERS, reference_module
+from dlbench.backends.base import (
+    Backend,
+    CaseError,
+    EpochTrainer,
+    Job,
+    Prepared,
+    input_shapes,
+    leading_dim,
+)
+from dlbench.backends.torch_models import (
+    KERNELS,
+    LOSSES,
+    OPTIMIZERS,
+    reference_module,
+    training_module,
+)
+from dlbench.backends.torch_precision import AUTOCAST_DTYPES, PrecisionPlan, precision_plan
 from dlbench.backends.user_models import load_torch_model, torch_signature
 from dlbench.workloads.user_model import resolve_inputs
 
@@ -51,6 +66,8 @@ class TorchBackend(Backend):
         if job.case.model is not None:
             return self._user_model(job)
         device = torch.device(job.device)
+        inference = job.case.mode == "infer"
+        precision = precision_plan(job.case.precision, device, training=not inference)
         inputs = {
             name: torch.from_numpy(array).to(device)
             for name, array in job.workload.make_inputs(
@@ -58,13 +75,12 @@ class TorchBackend(Backend):
             ).items()
         }
         if job.workload.name in KERNELS:
-            step = self._kernel_step(job, inputs)
-        elif job.case.mode == "train":
-            step = self._train_step(job, inputs, device)
+            step = self._kernel_step(job, inputs, precision)
+        elif not inference:
+            step = self._train_step(job, inputs, device, precision)
         else:
-            step = self._infer_step(job, inputs, device)
+            step = self._infer_step(job, inputs, device, precision)
         synced = _synchronised(step, device)
-        inference = job.case.mode == "infer"
         return Prepared(
             step=synced,
             device=job.device,
@@ -72,9 +88,19 @@ class TorchBackend(Backend):
             details={
                 "torch_device": str(device),
                 "dtype": "float32",
+                **precision.details,
                 **({"script": "traced"} if _traced(job) else {}),
             },
-            fetch_output=(lambda: synced().detach().cpu().numpy()) if inference else None,
+            fetch_output=(lambda: synced().detach().float().cpu().numpy()) if inference else None,
+            fetch_loss=None if inference else lambda: _as_float(synced()),
+        )
+
+    def prepare_training(self, job: Job, data: Any) -> EpochTrainer:
+        from dlbench.backends.torch_training import TorchMnistTrainer
+
+        device = torch.device(job.device)
+        return TorchMnistTrainer(
+            job, data, device, precision_plan(job.case.precision, device, True)
         )
 
     def _user_model(self, job: Job) -> Prepared:
@@ -99,44 +125,70 @@ class TorchBackend(Backend):
             details={"model_kind": kind, "inputs": input_shapes(arrays)},
         )
 
-    def _kernel_step(self, job: Job, inputs: dict[str, torch.Tensor]) -> Callable[[], object]:
+    def _kernel_step(
+        self, job: Job, inputs: dict[str, torch.Tensor], precision: PrecisionPlan
+    ) -> Callable[[], object]:
         kernel = _compiled(KERNELS[job.workload.name], job.case.compile, scriptable=True)
-        a, b = inputs.values()
+        # A kernel has no autocast region: at an AMP precision its operands are
+        # stored in that type, which is what a bf16/fp16 GEMM or add means.
+        dtype = AUTOCAST_DTYPES.get(job.case.precision, torch.float32)
+        a, b = (tensor.to(dtype) for tensor in inputs.values())
         # The output is allocated once here, so the step times the kernel alone.
-        out = torch.empty(torch.broadcast_shapes(a.shape, b.shape), device=a.device)
+        out = torch.empty(torch.broadcast_shapes(a.shape, b.shape), device=a.device, dtype=dtype)
         return lambda: kernel(a, b, out)
 
     def _infer_step(
-        self, job: Job, inputs: dict[str, torch.Tensor], device: torch.device
+        self,
+        job: Job,
+        inputs: dict[str, torch.Tensor],
+        device: torch.device,
+        precision: PrecisionPlan,
     ) -> Callable[[], object]:
-        module = self._module(job, device).eval()
+        module = reference_module(job.workload.name, job.params, job.seed).to(device).eval()
         args = _model_args(inputs)
-        model = _compiled(module, job.case.compile, job.workload.torch_scriptable, args)
-        return lambda: model(*args)
+        with precision.autocast():
+            model = _compiled(module, job.case.compile, job.workload.torch_scriptable, args)
+        if job.case.precision not in AUTOCAST_DTYPES:
+            return lambda: model(*args)  # no context to enter: nothing added per step
+        autocast = precision.autocast
+
+        def step() -> torch.Tensor:
+            with autocast():
+                return model(*args)
+
+        return step
 
     def _train_step(
-        self, job: Job, inputs: dict[str, torch.Tensor], device: torch.device
+        self,
+        job: Job,
+        inputs: dict[str, torch.Tensor],
+        device: torch.device,
+        precision: PrecisionPlan,
     ) -> Callable[[], object]:
-        module = self._module(job, device).train()
+        module = training_module(job.workload.name, job.params, job.seed).to(device).train()
         args = _model_args(inputs)
         model = _compiled(module, job.case.compile, job.workload.torch_scriptable, args)
         loss_fn = LOSSES[job.workload.loss]
         optimizer = OPTIMIZERS[job.workload.optimizer](
             module.parameters(), lr=job.workload.learning_rate
         )
-        target = inputs["target"]
+        target = next(inputs[name] for name in TARGET_NAMES if name in inputs)
+        autocast, scaler = precision.autocast, precision.scaler
 
         def step() -> torch.Tensor:
             optimizer.zero_grad(set_to_none=True)
-            loss = loss_fn(model(*args), target)
-            loss.backward()
-            optimizer.step()
+            with autocast():
+                loss = loss_fn(model(*args), target)
+            if scaler is None:
+                loss.backward()
+                optimizer.step()
+            else:
+                scaler.scale(loss).backward()
+                scaler.step(optimizer)
+                scaler.update()
             return loss
 
         return step
-
-    def _module(self, job: Job, device: torch.device) -> torch.nn.Module:
-        return reference_module(job.workload.name, job.params, job.seed).to(device)
 
 
 TARGET_NAMES = ("target", "labels")
@@ -165,6 +217,11 @@ def _compiled(
         with torch.no_grad():
             return torch.jit.trace(fn, tuple(example or ()), check_trace=False)
     raise CaseError(f"torch has no compile mode {mode!r}")
+
+
+def _as_float(loss: object) -> float:
+    assert isinstance(loss, torch.Tensor)
+    return float(loss.detach().float())
 
 
 def _traced(job: Job) -> bool:

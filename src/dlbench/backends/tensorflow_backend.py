@@ -10,7 +10,15 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # keep the case log readable
 
 import tensorflow as tf
 
-from dlbench.backends.base import Backend, CaseError, Job, Prepared, input_shapes, leading_dim
+from dlbench.backends.base import (
+    Backend,
+    CaseError,
+    EpochTrainer,
+    Job,
+    Prepared,
+    input_shapes,
+    leading_dim,
+)
 from dlbench.backends.tf_models import BUILDERS, to_framework_layout
 from dlbench.backends.user_models import load_keras_or_savedmodel
 from dlbench.workloads.user_model import resolve_inputs
@@ -46,10 +54,15 @@ class TensorFlowBackend(Backend):
             )
         return f"cuda:{index}"
 
+    def prepare_training(self, job: Job, data: Any) -> EpochTrainer:
+        from dlbench.backends.tf_training import TfMnistTrainer
+
+        return TfMnistTrainer(job, data, _tf_device(job.device))
+
     def prepare(self, job: Job) -> Prepared:
         if job.case.model is not None:
             return self._user_model(job)
-        tf_device = "/CPU:0" if job.device == "cpu" else f"/GPU:{job.device.partition(':')[2]}"
+        tf_device = _tf_device(job.device)
         inputs = job.workload.make_inputs(job.batch_size, job.params, "infer", job.seed)
         with tf.device(tf_device):
             model = BUILDERS[job.workload.name](
@@ -70,6 +83,10 @@ class TensorFlowBackend(Backend):
             details={"tf_device": placed, "keras": _keras_version(), "dtype": "float32"},
             fetch_output=step,
         )
+
+
+def _tf_device(device: str) -> str:
+    return "/CPU:0" if device == "cpu" else f"/GPU:{device.partition(':')[2] or 0}"
 
 
 def _user_prepare(job: Job) -> Prepared:

@@ -82,12 +82,35 @@ def gemm_kernel(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor) -> torch.Te
 
 
 KERNELS = {"add": add_kernel, "gemm": gemm_kernel}
+
+
+def masked_lm_loss(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+    """Cross-entropy over the masked positions only (labels -100 elsewhere), as BERT trains."""
+    return functional.cross_entropy(logits.flatten(0, 1).float(), labels.flatten())
+
+
 LOSSES = {
     "bce": functional.binary_cross_entropy,
     "nll": functional.nll_loss,
     "cross-entropy": functional.cross_entropy,
+    "mlm": masked_lm_loss,
 }
-OPTIMIZERS = {"sgd": torch.optim.SGD, "adadelta": torch.optim.Adadelta}
+OPTIMIZERS = {
+    "sgd": torch.optim.SGD,
+    "adadelta": torch.optim.Adadelta,
+    "adamw": torch.optim.AdamW,
+}
+
+
+def training_module(workload: str, params: Mapping[str, int], seed: int) -> nn.Module:
+    """The network a training case updates: encoders get their masked-LM head."""
+    from dlbench.backends.torch_text import masked_lm
+    from dlbench.workloads.bert import SHAPES
+
+    if workload in SHAPES:
+        torch.manual_seed(seed)
+        return masked_lm(workload)
+    return reference_module(workload, params, seed)
 
 
 def reference_module(workload: str, params: Mapping[str, int], seed: int) -> nn.Module:

@@ -47,3 +47,38 @@ def encoder(workload: str) -> nn.Module:
         )
         model = transformers.BertModel(config, add_pooling_layer=False)
     return EncoderOutput(model)
+
+
+class MaskedLmLogits(nn.Module):
+    """An encoder with its masked-LM head, returning the logits tensor (for the loss)."""
+
+    def __init__(self, model: nn.Module) -> None:
+        super().__init__()
+        self.model = model
+
+    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+        return self.model(input_ids=input_ids, attention_mask=attention_mask).logits
+
+
+def masked_lm(workload: str) -> nn.Module:
+    """The encoder with a masked-LM head, randomly initialised (pretraining, as BERT's)."""
+    import transformers
+
+    shape = SHAPES[workload]
+    if shape.family == "distilbert":
+        config = transformers.DistilBertConfig(
+            vocab_size=shape.vocab,
+            n_layers=shape.layers,
+            dim=shape.hidden,
+            n_heads=shape.heads,
+            hidden_dim=shape.intermediate,
+        )
+        return MaskedLmLogits(transformers.DistilBertForMaskedLM(config))
+    config = transformers.BertConfig(
+        vocab_size=shape.vocab,
+        num_hidden_layers=shape.layers,
+        hidden_size=shape.hidden,
+        num_attention_heads=shape.heads,
+        intermediate_size=shape.intermediate,
+    )
+    return MaskedLmLogits(transformers.BertForMaskedLM(config))

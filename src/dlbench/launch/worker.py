@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import faulthandler
 import json
+import math
 import os
 import sys
 import time
@@ -17,7 +18,15 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from dlbench.backends.base import CaseError, Job, Prepared, device_kind, first_line
+from dlbench.backends.base import (
+    Backend,
+    CaseError,
+    CaseSkipped,
+    Job,
+    Prepared,
+    device_kind,
+    first_line,
+)
 from dlbench.config import Case, Settings
 from dlbench.launch.check import check_output
 from dlbench.measure.monitor import ProcessMonitor, ResourceUse, peak_rss_mb
@@ -25,7 +34,7 @@ from dlbench.measure.stats import summarize, throughput
 from dlbench.measure.timer import StopRule, Timing, run_timed
 from dlbench.reference import ReferenceUnavailable
 from dlbench.registry import framework_info, get_workload, load_backend
-from dlbench.results.records import STATUS_FAILED, STATUS_OK, Result
+from dlbench.results.records import STATUS_FAILED, STATUS_OK, STATUS_SKIPPED, Result
 
 # Read by OpenMP, MKL, OpenBLAS and friends when they load: set before import.
 THREAD_VARS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
@@ -64,22 +73,52 @@ def execute(case: Case, settings: Settings) -> Result:
     import_s = time.perf_counter() - started
     threads = backend.configure_threads(case.threads, case.effective_interop_threads)
     job = make_job(case, settings, backend.resolve_device(case.device))
+    if job.workload.epoch_based:
+        from dlbench.launch.epochs import run_epochs
+
+        result = run_epochs(backend, job)
+    else:
+        result = _run_steps(backend, job, settings)
+    result.import_s = import_s
+    result.framework_version = backend.version()
+    result.details = {
+        "frameworks_in_process": frameworks_in_process(),
+        "threads": threads,
+        **result.details,
+    }
+    return result
+
+
+def _run_steps(backend: Backend, job: Job, settings: Settings) -> Result:
+    """The step loop: first call, warm-up, then timed steps until the stop rule holds."""
     setup_start = time.perf_counter()
     prepared = backend.prepare(job)
     setup_s = time.perf_counter() - setup_start
     timing, usage = measure(prepared, settings)
     result = measured_result(job, prepared, timing, usage)
     _apply_check(result, job, prepared)
-    result.import_s, result.setup_s = import_s, setup_s
-    result.framework_version = backend.version()
+    _apply_loss_check(result, prepared)
+    result.setup_s = setup_s
     result.details = {
-        "frameworks_in_process": frameworks_in_process(),
-        "threads": threads,
         "loop_wall_s": timing.loop_wall_s,
+        # wall-clock bounds of the timed loop, to pick it out of the parent's timeline
+        "measured_wall": [usage.wall_start_epoch_s, usage.wall_end_epoch_s],
         **prepared.details,
         **result.details,
     }
     return result
+
+
+def _apply_loss_check(result: Result, prepared: Prepared) -> None:
+    """Training must produce a finite loss; NaN weights would make every later loss NaN."""
+    if prepared.fetch_loss is None or not result.ok:
+        return
+    with prepared.context():
+        loss = float(prepared.fetch_loss())
+    result.details["final_loss"] = loss
+    if not math.isfinite(loss):
+        result.status = STATUS_FAILED
+        result.error = f"training loss is not finite ({loss}) after the measured steps"
 
 
 def _apply_check(result: Result, job: Job, prepared: Prepared) -> None:
@@ -246,6 +285,8 @@ def worker_main(
     wall_start = time.perf_counter()
     try:
         result = execute(case, settings)
+    except CaseSkipped as exc:
+        result = base_result(case, STATUS_SKIPPED, error=first_line(exc))
     except Exception as exc:  # any failure of the case is recorded, not raised
         result = failed_from_exception(case, exc)
     result.started_at = started_at

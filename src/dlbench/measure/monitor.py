@@ -26,6 +26,10 @@ class ResourceUse:
     peak_rss_mb: float
     load_avg_before: float | None
     load_avg_after: float | None
+    # time.time() at start and stop: where the region sits on other clocks
+    # (the parent's resource timeline)
+    wall_start_epoch_s: float = 0.0
+    wall_end_epoch_s: float = 0.0
 
 
 def load_average() -> float | None:
@@ -54,11 +58,13 @@ class ProcessMonitor:
         self._load_before: float | None = None
         self._cpu_start = 0.0
         self._wall_start = 0.0
+        self._epoch_start = 0.0
 
     def start(self) -> None:
         self._load_before = load_average()
         self._cpu_start = time.process_time()
         self._wall_start = time.perf_counter()
+        self._epoch_start = time.time()
 
     def stop(self) -> ResourceUse:
         cpu_s = time.process_time() - self._cpu_start
@@ -68,4 +74,6 @@ class ProcessMonitor:
             peak_rss_mb=peak_rss_mb(),
             load_avg_before=self._load_before,
             load_avg_after=load_average(),
+            wall_start_epoch_s=self._epoch_start,
+            wall_end_epoch_s=time.time(),
         )

@@ -77,7 +77,7 @@ def results_table(run: Run) -> str:
     rows = []
     for r in run.results:
         stats = r.latency_ms
-        status = "ok" if r.ok else f"failed: {r.error or ''}"
+        status = "ok" if r.ok else f"{r.status}: {r.error or ''}"
         cells = [
             _td(case_name(r)),
             _td(r.scenario or "-"),

@@ -9,7 +9,7 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
-from dlbench.results.records import Result, Run
+from dlbench.results.records import STATUS_SKIPPED, Result, Run
 
 NULL_LABEL = "null (harness)"
 
@@ -87,7 +87,10 @@ def run_table(run: Run) -> RenderableType:
     for result in run.results:
         table.add_row(*result_row(result))
     failures = [
-        Text(f"failed: {case_name(r)}: {r.error or 'no error recorded'}", style="red")
+        Text(
+            f"{r.status}: {case_name(r)}: {r.error or 'no reason recorded'}",
+            style="yellow" if r.status == STATUS_SKIPPED else "red",
+        )
         for r in run.results
         if not r.ok
     ]
@@ -98,6 +101,8 @@ def result_row(result: Result) -> list[str]:
     batch = result.batch_size if result.batch_size is not None else "default"
     identity = [escape_markup(str(c)) for c in (case_name(result), result.device, batch)]
     stats = result.latency_ms
+    if result.status == STATUS_SKIPPED:
+        return [*identity, *["-"] * 8, "[yellow]skipped[/yellow]"]
     if not result.ok or stats is None:
         return [*identity, *["-"] * 8, "[red]failed[/red]"]
     status = "[yellow]noisy[/yellow]" if result.noisy else "ok"

@@ -19,6 +19,9 @@ from dlbench.results.schema import check_run_shape
 SCHEMA_VERSION = 1
 STATUS_OK = "ok"
 STATUS_FAILED = "failed"
+# The device cannot do what the case asks (fp16 AMP on a CPU without fp16 units):
+# not a failure of the framework or the harness, and not a number either.
+STATUS_SKIPPED = "skipped"
 
 
 @dataclass
@@ -130,7 +133,7 @@ class Run:
 
     @property
     def failures(self) -> int:
-        return sum(1 for r in self.results if not r.ok)
+        return sum(1 for r in self.results if r.status == STATUS_FAILED)
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)

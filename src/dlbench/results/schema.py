@@ -81,7 +81,7 @@ for _name in (
 ):
     RESULT_FIELDS[_name] = OPTIONAL_NUMBER
 LATENCY_KEYS = ("median", "mean", "p90", "p99", "std", "iqr", "min", "max", "n")
-STATUSES = ("ok", "failed")
+STATUSES = ("ok", "failed", "skipped")
 
 
 def _is_number(value: Any) -> bool:

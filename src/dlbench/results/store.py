@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from dlbench.errors import UserError
-from dlbench.results.records import Result, Run
+from dlbench.results.records import STATUS_FAILED, Result, Run
 from dlbench.results.store_schema import MIGRATIONS, SCHEMA_V1, STORE_SCHEMA_VERSION
 
 DB_ENV_VAR = "DLBENCH_DB"
@@ -129,7 +129,7 @@ class Store:
         )
         self._db.execute(
             "UPDATE runs SET n_cases = n_cases + 1, n_failed = n_failed + ? WHERE id = ?",
-            (0 if result.ok else 1, run_id),
+            (1 if result.status == STATUS_FAILED else 0, run_id),
         )
 
     def finish_run(self, run_id: str, finished_at: str) -> None:

@@ -13,6 +13,8 @@ if TYPE_CHECKING:
     import numpy as np
 
 WeightDict = dict[str, "np.ndarray"]
+# Compile modes that are a whole training loop (Keras Model.fit), not a step.
+EPOCH_LOOP_MODES = ("fit",)
 
 
 class Workload(ABC):
@@ -83,6 +85,18 @@ class Workload(ABC):
         raise NotImplementedError
 
     is_kernel: ClassVar[bool] = False
+    # Time-to-train workloads run epochs over a dataset (with evaluation) instead
+    # of timing one step again and again.
+    epoch_based: ClassVar[bool] = False
+    # framework -> the compile modes this workload runs in there (default: all of
+    # the framework's modes except the epoch-loop-only ones).
+    compile_modes: ClassVar[Mapping[str, tuple[str, ...]]] = MappingProxyType({})
+
+    def compile_modes_on(self, framework: str, framework_modes: tuple[str, ...]) -> tuple[str, ...]:
+        if framework in self.compile_modes:
+            return self.compile_modes[framework]
+        return tuple(m for m in framework_modes if m not in EPOCH_LOOP_MODES)
+
     # torch "script" mode: torch.jit.script if True, else torch.jit.trace
     torch_scriptable: ClassVar[bool] = True
 

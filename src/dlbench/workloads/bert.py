@@ -34,6 +34,10 @@ SHAPES = {
 }
 
 
+MASKED_FRACTION = 0.15
+IGNORE_INDEX = -100
+
+
 def encoder_flops(shape: EncoderShape, seq: int) -> float:
     """Per sequence: projections and FFN (24 s h^2 per layer) plus attention (4 s^2 h)."""
     per_layer = 24.0 * seq * shape.hidden**2 + 4.0 * seq * seq * shape.hidden
@@ -41,8 +45,8 @@ def encoder_flops(shape: EncoderShape, seq: int) -> float:
 
 
 class EncoderWorkload(Workload):
-    # Training (masked-LM head) arrives with the training benchmarks.
-    modes = ("infer",)
+    # Training is masked-LM pretraining: the encoder plus its prediction head.
+    modes = ("infer", "train")
     torch_scriptable = False  # transformers models are traced, not scripted
     cpu_params: ClassVar[Mapping[str, int]] = MappingProxyType({"seq": 128})
     gpu_params: ClassVar[Mapping[str, int]] = MappingProxyType({"seq": 128})
@@ -57,7 +61,13 @@ class EncoderWorkload(Workload):
         return SHAPES[self.name]
 
     def flops_per_sample(self, params: Mapping[str, int], mode: str) -> float:
-        return training_flops(encoder_flops(self.shape, params["seq"]), mode)
+        forward = encoder_flops(self.shape, params["seq"])
+        if mode == "train":
+            # the masked-LM head: a hidden-size transform and the vocabulary
+            # projection, at every position (transformers computes all of them)
+            h = self.shape.hidden
+            forward += 2.0 * params["seq"] * (h * h + h * self.shape.vocab)
+        return training_flops(forward, mode)
 
     def make_inputs(
         self, batch_size: int, params: Mapping[str, int], mode: str, seed: int
@@ -69,7 +79,11 @@ class EncoderWorkload(Workload):
             "attention_mask": np.ones(shape, dtype=np.int64),
         }
         if mode == "train":
-            inputs["labels"] = rng.integers(0, self.shape.vocab, size=shape).astype(np.int64)
+            # BERT's recipe: predict 15% of the positions; -100 marks the rest
+            # (cross-entropy's ignore_index), so they add no loss.
+            masked = rng.random(shape) < MASKED_FRACTION
+            labels = np.where(masked, inputs["input_ids"], IGNORE_INDEX)
+            inputs["labels"] = labels.astype(np.int64)
         return inputs
 
 

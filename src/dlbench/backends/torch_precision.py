@@ -1,0 +1,94 @@
+"""Numeric precision for torch cases: strict fp32, TF32, or autocast (AMP).
+
+Every switch is set explicitly, because torch's defaults are mixed (TF32 is
+off for matmuls but on for cuDNN convolutions): an "fp32" number measured
+with the defaults is partly TF32 on an Ampere or newer GPU. What was set is
+recorded with the result. A precision the device has no hardware for is a
+skip, not an emulated (and misleadingly slow) number.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from dlbench.backends.base import CaseSkipped
+
+AUTOCAST_DTYPES = {"amp-fp16": torch.float16, "amp-bf16": torch.bfloat16}
+
+
+@dataclass
+class PrecisionPlan:
+    """How a step runs at the case's precision."""
+
+    autocast: Callable[[], AbstractContextManager[object]]
+    # fp16 gradients underflow without loss scaling; bf16 and fp32 need none
+    scaler: Any | None
+    details: dict[str, Any] = field(default_factory=dict)
+
+
+def precision_plan(precision: str, device: torch.device, training: bool) -> PrecisionPlan:
+    """Set the global math switches for `precision`; CaseSkipped where impossible."""
+    _require_hardware(precision, device)
+    tf32 = precision == "tf32"
+    torch.backends.cuda.matmul.allow_tf32 = tf32
+    torch.backends.cudnn.allow_tf32 = tf32
+    # "highest" also keeps oneDNN from using bf16 for fp32 matmuls on CPU
+    torch.set_float32_matmul_precision("high" if tf32 else "highest")
+    details: dict[str, Any] = {
+        "matmul_tf32": torch.backends.cuda.matmul.allow_tf32,
+        "cudnn_tf32": torch.backends.cudnn.allow_tf32,
+        "float32_matmul_precision": torch.get_float32_matmul_precision(),
+    }
+    dtype = AUTOCAST_DTYPES.get(precision)
+    if dtype is None:
+        return PrecisionPlan(nullcontext, None, details)
+    details["autocast_dtype"] = str(dtype).replace("torch.", "")
+    scaler = None
+    if training and dtype is torch.float16:
+        scaler = torch.amp.GradScaler(device.type)
+        details["grad_scaler"] = True
+    return PrecisionPlan(lambda: torch.autocast(device.type, dtype=dtype), scaler, details)
+
+
+def _require_hardware(precision: str, device: torch.device) -> None:
+    if precision == "fp32":
+        return
+    if device.type == "cuda":
+        _require_cuda(precision, device)
+    elif device.type == "cpu":
+        _require_cpu(precision)
+    else:
+        raise CaseSkipped(f"precision {precision} is not measured on {device.type} devices")
+
+
+def _require_cuda(precision: str, device: torch.device) -> None:
+    major, minor = torch.cuda.get_device_capability(device)
+    name = torch.cuda.get_device_name(device)
+    if precision == "tf32" and major < 8:
+        raise CaseSkipped(
+            f"tf32 needs an Ampere or newer GPU (compute capability 8.0+); "
+            f"{name} is {major}.{minor}"
+        )
+    if precision == "amp-bf16" and not torch.cuda.is_bf16_supported():
+        raise CaseSkipped(f"amp-bf16: {name} (compute capability {major}.{minor}) has no bf16")
+
+
+def _require_cpu(precision: str) -> None:
+    if precision == "tf32":
+        raise CaseSkipped("tf32 is a CUDA tensor-core format; CPUs have no TF32 mode")
+    mkldnn = torch.ops.mkldnn
+    if precision == "amp-bf16" and not mkldnn._is_mkldnn_bf16_supported():
+        raise CaseSkipped(
+            "amp-bf16 on this CPU would be emulated: it has no native bf16 "
+            "(needs AVX512-BF16 or AMX); an emulated number would mislead"
+        )
+    if precision == "amp-fp16" and not mkldnn._is_mkldnn_fp16_supported():
+        raise CaseSkipped(
+            "amp-fp16 on this CPU would be emulated: it has no native fp16 "
+            "arithmetic (needs AVX512-FP16 or AMX-FP16); an emulated number would mislead"
+        )

@@ -1,0 +1,186 @@
+"""Time-to-train: the worker drives a backend's epochs and times each one.
+
+Per epoch it records training time and evaluation time apart (the first
+seed article's timings mixed test passes and logging into "training
+time"), the mean training loss, the test loss and accuracy. It stops early
+at a target accuracy, and fails the case when training is broken: a loss
+that is not finite, or a first epoch that leaves the network near chance.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from dlbench.backends.base import Backend, CaseError, EpochTrainer, Job
+from dlbench.measure.monitor import ProcessMonitor
+from dlbench.measure.stats import summarize
+from dlbench.results.records import STATUS_FAILED, STATUS_OK, Result
+from dlbench.workloads.mnist_train import CLASSES, FIRST_EPOCH_MIN_ACCURACY
+
+# Below this many steps an epoch is too short to expect learning from it.
+GUARD_MIN_STEPS = 50
+
+
+def usable_train_samples(available: int, batch_size: int) -> int:
+    """Whole batches only, the same count for every framework.
+
+    A ragged last batch would make torch.compile and tf.function compile a
+    second graph for its shape mid-epoch (on one framework and not another).
+    """
+    return (available // batch_size) * batch_size
+
+
+def epoch_permutation(samples: int, seed: int, epoch: int) -> np.ndarray:
+    """The order of the training samples in an epoch, identical across frameworks."""
+    return np.random.default_rng((seed, epoch)).permutation(samples).astype(np.int64)
+
+
+def load_training_data(job: Job) -> Any:
+    """MNIST from --data-dir, or the learnable synthetic set of the same shape."""
+    from dlbench.data.mnist import MnistFileError, load_mnist_dir, synthetic_mnist
+
+    train, test = job.params["train_samples"], job.params["test_samples"]
+    if job.case.data_dir is None:
+        return synthetic_mnist(train, test, job.seed)
+    try:
+        return load_mnist_dir(Path(job.case.data_dir), train, test)
+    except MnistFileError as exc:
+        raise CaseError(str(exc)) from None
+
+
+def run_epochs(backend: Backend, job: Job) -> Result:
+    """Train epoch by epoch; the Result's samples are the per-epoch training times."""
+    from dlbench.launch.worker import base_result
+
+    load_start = time.perf_counter()
+    data = load_training_data(job)
+    data_load_s = time.perf_counter() - load_start
+    used = usable_train_samples(len(data.train_labels), job.batch_size)
+    if used == 0:
+        raise CaseError(
+            f"{len(data.train_labels)} training samples make no batch of {job.batch_size}"
+        )
+    setup_start = time.perf_counter()
+    trainer = backend.prepare_training(job, data)
+    setup_s = time.perf_counter() - setup_start
+    run = _EpochLoop(job, trainer, used)
+    run.train()
+    status, error = (STATUS_FAILED, run.error) if run.error else (STATUS_OK, None)
+    train_s = [r["train_s"] for r in run.records]
+    elapsed = sum(train_s)
+    flops = job.workload.flops_per_sample(job.params, "train")
+    rate = used * len(run.records) / elapsed if elapsed > 0 else None
+    result = base_result(
+        job.case,
+        status,
+        error=error,
+        device=job.device,
+        batch_size=job.batch_size,
+        params=job.params,
+        latency_ms=summarize(train_s) if train_s else None,
+        samples_ms=[round(s * 1000.0, 6) for s in train_s],
+        throughput=rate,
+        gflops=rate * flops / 1e9 if rate else None,
+        primary_metric=job.workload.primary_metric,
+        flops_per_sample=flops,
+        first_call_ms=trainer.details.get("first_step_ms"),
+        cpu_percent=run.usage.cpu_percent,
+        peak_rss_mb=run.usage.peak_rss_mb,
+        load_avg_before=run.usage.load_avg_before,
+        load_avg_after=run.usage.load_avg_after,
+    )
+    result.setup_s = setup_s
+    result.details = {
+        **trainer.details,
+        "epochs": run.records,
+        "time_to_train_s": elapsed,
+        "wall_to_train_s": elapsed + sum(r["eval_s"] for r in run.records),
+        "time_to_target_s": run.time_to_target_s,
+        "target_accuracy": job.case.target_accuracy,
+        "final_accuracy": run.records[-1]["accuracy"] if run.records else None,
+        "data": {
+            "source": data.source,
+            "synthetic": data.synthetic,
+            "train_samples_used": used,
+            "test_samples": len(data.test_labels),
+            "load_s": data_load_s,
+        },
+        "measured_wall": [run.usage.wall_start_epoch_s, run.usage.wall_end_epoch_s],
+    }
+    return result
+
+
+class _EpochLoop:
+    """The epochs of one case, with the stop rules and the correctness guard."""
+
+    def __init__(self, job: Job, trainer: EpochTrainer, used: int) -> None:
+        self.job, self.trainer, self.used = job, trainer, used
+        self.records: list[dict[str, Any]] = []
+        self.error: str | None = None
+        self.time_to_target_s: float | None = None
+
+    def train(self) -> None:
+        monitor = ProcessMonitor()
+        monitor.start()
+        epochs, target = self.job.params["epochs"], self.job.case.target_accuracy
+        elapsed = 0.0
+        for epoch in range(1, epochs + 1):
+            record = self._epoch(epoch)
+            elapsed += record["train_s"]
+            self.records.append(record)
+            # The case log (and its tail in an error) shows how training went.
+            print(
+                f"epoch {epoch}/{epochs}: train {record['train_s']:.2f} s, "
+                f"loss {record['loss']:.4f}, test accuracy {record['accuracy']:.4f}",
+                flush=True,
+            )
+            self.error = training_error(record, self.used // self.job.batch_size)
+            if self.error:
+                break
+            if target is not None and record["accuracy"] >= target:
+                self.time_to_target_s = elapsed
+                break
+        self.usage = monitor.stop()
+        if target is not None and self.time_to_target_s is None and self.error is None:
+            best = max(r["accuracy"] for r in self.records)
+            self.error = (
+                f"did not reach target accuracy {target:g} in {len(self.records)} epoch(s) "
+                f"(best {best:.4f}); give more --epochs or a lower --target-accuracy"
+            )
+
+    def _epoch(self, epoch: int) -> dict[str, Any]:
+        start_epoch_s, start = time.time(), time.perf_counter()
+        loss = self.trainer.train_epoch(epoch)
+        trained = time.perf_counter()
+        test_loss, accuracy = self.trainer.evaluate()
+        train_s, eval_s = trained - start, time.perf_counter() - trained
+        return {
+            "epoch": epoch,
+            "train_s": train_s,
+            "eval_s": eval_s,
+            "samples_per_s": self.used / train_s if train_s > 0 else None,
+            "loss": loss,
+            "test_loss": test_loss,
+            "accuracy": accuracy,
+            "start_epoch_s": start_epoch_s,
+            "end_epoch_s": start_epoch_s + train_s,
+        }
+
+
+def training_error(record: dict[str, Any], steps_per_epoch: int) -> str | None:
+    """Why this epoch shows broken training, or None."""
+    for name in ("loss", "test_loss"):
+        if not math.isfinite(record[name]):
+            return f"{name.replace('_', ' ')} is {record[name]} in epoch {record['epoch']}"
+    guarded = record["epoch"] == 1 and steps_per_epoch >= GUARD_MIN_STEPS
+    if guarded and record["accuracy"] < FIRST_EPOCH_MIN_ACCURACY:
+        return (
+            f"test accuracy after epoch 1 is {record['accuracy']:.3f}, not clearly above "
+            f"chance ({1 / CLASSES:.2f}): the training step does not learn"
+        )
+    return None
