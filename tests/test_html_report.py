@@ -19,6 +19,7 @@ HOSTILE = '<script>alert("x")</script><img src=x onerror=alert(1)>'
 def hostile_run():
     run = make_run("r1", 1.0, 1, host=HOSTILE)
     run.results[0].workload = HOSTILE
+    run.results[0].mode = "train"  # training cases get their timelines drawn
     run.results[0].details = {
         "timeline": [
             {"t": 0.0, "cpu_percent": 50, "rss_mb": 100},
@@ -46,6 +47,15 @@ def test_flags_and_timelines_are_shown():
     page = render([hostile_run()])
     assert "throttled: thermal" in page
     assert "CPU % over time" in page and "memory over time" in page
+
+
+def test_short_inference_timelines_are_left_out_long_ones_drawn():
+    run = hostile_run()
+    run.results[0].mode = "infer"
+    assert "CPU % over time" not in render([run])
+    points = [{"t": float(i), "cpu_percent": 90, "rss_mb": 100} for i in range(40)]
+    run.results[0].details["timeline"] = points
+    assert "CPU % over time" in render([run])
 
 
 CHROMIUM_FLAGS = [

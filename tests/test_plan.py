@@ -88,7 +88,7 @@ def test_batch_size_override_replaces_suite_values(tmp_path):
         (RunRequest(workloads=("mlp",), compiles=("turbo",)), "unknown compile mode 'turbo'"),
         (
             RunRequest(workloads=("mlp",), frameworks=("null",), compiles=("script",)),
-            "compile mode 'script' matches none of the frameworks \\(null: default\\)",
+            "compile mode 'script' matches none of the cases \\(mlp on null: default\\)",
         ),
         (
             RunRequest(workloads=("gemm",), modes=("train",)),
@@ -101,7 +101,10 @@ def test_batch_size_override_replaces_suite_values(tmp_path):
             RunRequest(workloads=("mlp",), params=(("size", 8),)),
             "--param size: no workload of this run \\(mlp\\)",
         ),
-        (RunRequest(suite="nonesuch"), "unknown suite 'nonesuch'; built-in: cpu-inference, quick"),
+        (
+            RunRequest(suite="nonesuch"),
+            "unknown suite 'nonesuch'; built-in: cpu-inference, mnist, pt2-training, quick",
+        ),
         (RunRequest(settings=(("min_iters", 0),)), "invalid min-iters 0"),
         (RunRequest(settings=(("timeout_s", 0),)), "invalid timeout 0"),
         (RunRequest(settings=(("timeout_s", float("inf")),)), "invalid timeout inf"),

@@ -19,6 +19,7 @@ from rich.console import Console
 
 from dlbench import __version__
 from dlbench.errors import UserError
+from dlbench.plan import TARGET_DEFAULT_EPOCHS
 
 EXIT_OK, EXIT_CASE_FAILED, EXIT_USER_ERROR, EXIT_INTERRUPTED = 0, 1, 2, 130
 LIST_TOPICS = ("frameworks", "workloads", "support", "suites")
@@ -48,6 +49,16 @@ def non_negative_float(text: str) -> float:
         raise argparse.ArgumentTypeError(f"expected a number >= 0, got {text!r}") from None
     if not value >= 0:  # also rejects nan
         raise argparse.ArgumentTypeError(f"expected a number >= 0, got {text}")
+    return value
+
+
+def fraction(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a fraction in (0, 1], got {text!r}") from None
+    if not 0 < value <= 1:  # also rejects nan
+        raise argparse.ArgumentTypeError(f"expected a fraction in (0, 1], got {text}")
     return value
 
 
@@ -151,6 +162,14 @@ def add_run_parser(commands: argparse._SubParsersAction) -> None:
         help="single-stream (batch 1, latency) or offline (large batches, throughput)",
     )
     run.add_argument("--device", "-d", help="cpu, cuda, cuda:N or auto (default: auto)")
+    run.add_argument(
+        "--precision",
+        "-p",
+        action="append",
+        default=[],
+        dest="precisions",
+        help="fp32 (strict, default), tf32, amp-fp16 or amp-bf16 (repeatable; torch)",
+    )
     run.add_argument("--batch-size", "-b", action="append", default=[], type=positive_int)
     run.add_argument(
         "--threads", "-t", type=positive_int, help="intra-op threads (default: all CPUs available)"
@@ -164,6 +183,23 @@ def add_run_parser(commands: argparse._SubParsersAction) -> None:
         default=[],
         type=param_pair,
         help="workload parameter KEY=INT, e.g. size=2048",
+    )
+    run.add_argument(
+        "--epochs",
+        type=positive_int,
+        help="time-to-train workloads (mnist-train): epochs to train, or the most to train "
+        f"with --target-accuracy (default 1; {TARGET_DEFAULT_EPOCHS} with a target)",
+    )
+    run.add_argument(
+        "--target-accuracy",
+        type=fraction,
+        help="time-to-train: stop at this test accuracy (0-1, e.g. 0.98) and report the time",
+    )
+    run.add_argument(
+        "--data-dir",
+        type=Path,
+        help="time-to-train: folder with MNIST's four IDX files (.gz or not); "
+        "default: a learnable synthetic set, labelled as such",
     )
     run.add_argument("--min-time", type=non_negative_float, help="seconds of measured time")
     run.add_argument("--min-iters", type=positive_int, help="measured iterations at least")

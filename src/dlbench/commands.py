@@ -44,6 +44,7 @@ class RichProgress(session.Progress):
             transient=True,
         )
         self._task = self._bar.add_task("starting", total=total)
+        self._description = "starting"
 
     def __enter__(self) -> RichProgress:
         self._bar.start()
@@ -53,7 +54,12 @@ class RichProgress(session.Progress):
         self._bar.stop()
 
     def case_started(self, index: int, total: int, case: Case) -> None:
-        self._bar.update(self._task, description=f"running {escape_markup(case.label())}")
+        self._description = f"running {escape_markup(case.label())}"
+        self._bar.update(self._task, description=self._description)
+        self._bar.refresh()
+
+    def case_note(self, line: str) -> None:
+        self._bar.update(self._task, description=f"{self._description}: {escape_markup(line)}")
         self._bar.refresh()
 
     def case_finished(self, index: int, total: int, result: Result) -> None:
@@ -99,7 +105,10 @@ def request_from_args(args: argparse.Namespace) -> RunRequest:
         batch_sizes=tuple(args.batch_size),
         threads=args.threads,
         interop_threads=args.interop_threads,
-        params=tuple(args.param),
+        params=tuple(args.param) + ((("epochs", args.epochs),) if args.epochs else ()),
+        precisions=tuple(args.precisions),
+        target_accuracy=args.target_accuracy,
+        data_dir=str(args.data_dir.resolve()) if args.data_dir is not None else None,
         settings=tuple((k, v) for k, v in settings.items() if v is not None),
         model=args.model,
         inputs=tuple(sorted(dict(args.inputs).items())),
@@ -115,6 +124,10 @@ CASE_OPTIONS = (
     "mode",
     "scenario",
     "device",
+    "precisions",
+    "epochs",
+    "target_accuracy",
+    "data_dir",
     "batch_size",
     "threads",
     "interop_threads",

@@ -14,6 +14,7 @@ from typing import Any
 
 from dlbench.config import (
     MODES,
+    PRECISIONS,
     SCENARIOS,
     Case,
     Settings,
@@ -26,6 +27,9 @@ from dlbench.registry import FRAMEWORKS, framework_info, get_workload
 from dlbench.suites import SuiteSpec, load_suite
 
 DEFAULT_SUITE = "quick"
+# With --target-accuracy and no epoch count, train at most this many epochs
+# (the pytorch/examples MNIST default).
+TARGET_DEFAULT_EPOCHS = 14
 SETTING_FIELDS = {
     "min_time": "min_time_s",
     "min_iters": "min_iters",
@@ -54,6 +58,9 @@ class RunRequest:
     model: str | None = None
     inputs: tuple[tuple[str, str], ...] = ()
     trust_model: bool = False
+    precisions: tuple[str, ...] = ()
+    target_accuracy: float | None = None
+    data_dir: str | None = None
 
 
 @dataclass(frozen=True)
@@ -81,8 +88,12 @@ def build_plan(request: RunRequest) -> Plan:
     if not cases:
         raise UserError(f"no case of suite {spec.name!r} matches the given filters")
     _check_cli_params(request, cases)
+    _check_training_options(request, cases)
     explicit = (request.suite is None and bool(request.workloads)) or bool(request.frameworks)
     cases, skipped = _installed_only(cases, strict=explicit)
+    if request.device is None:
+        cases, gpu_notes = _gpu_cases_where_gpu(cases)
+        skipped += gpu_notes
     if not cases:
         raise UserError("; ".join(skipped))
     return Plan(spec.name, settings, tuple(cases), tuple(skipped), spec.report)
@@ -100,6 +111,9 @@ def _check_filter_names(request: RunRequest) -> None:
     for mode in request.modes:
         if mode not in MODES:
             raise UserError(f"unknown mode {mode!r}; allowed: {', '.join(MODES)}")
+    for precision in request.precisions:
+        if precision not in PRECISIONS:
+            raise UserError(f"unknown precision {precision!r}; allowed: {', '.join(PRECISIONS)}")
     for scenario in request.scenarios:
         if scenario not in SCENARIOS:
             raise UserError(f"unknown scenario {scenario!r}; allowed: {', '.join(SCENARIOS)}")
@@ -181,18 +195,21 @@ def _expand_entry(
         _as_list(entry.get("mode"), f"{where}.mode"),
         list(request.batch_sizes) or _as_list(entry.get("batch_size"), f"{where}.batch_size"),
         _scenarios(entry, request, where),
+        _precisions(entry, request, where),
+        [request.device]
+        if request.device is not None
+        else _as_list(
+            _first_given(entry.get("device"), suite_settings.get("device"), "auto"),
+            f"{where}.device",
+        ),
     )
     shared = {
-        "device": _first_given(
-            request.device, entry.get("device"), suite_settings.get("device"), "auto"
-        ),
         "threads": _first_given(
             request.threads, entry.get("threads"), suite_settings.get("threads"), available_cpus()
         ),
         "interop_threads": _first_given(
             request.interop_threads, suite_settings.get("interop_threads")
         ),
-        "precision": entry.get("precision", "fp32"),
         "options": tuple(
             sorted(
                 (k, str(v)) for k, v in _mapping(entry.get("options"), f"{where}.options").items()
@@ -201,7 +218,7 @@ def _expand_entry(
     }
     entry_params = _mapping(entry.get("params"), f"{where}.params")
     cases = []
-    for workload, framework, given_mode, batch, scenario in axes:
+    for workload, framework, given_mode, batch, scenario, precision, device in axes:
         mode = _default_mode(str(workload)) if given_mode is None else given_mode
         if not _selected(request, workload, framework, mode):
             continue
@@ -215,12 +232,37 @@ def _expand_entry(
                     mode=mode,
                     batch_size=batch,
                     scenario=scenario,
-                    params=tuple(sorted(params.items())),
+                    precision=precision,
+                    device=device,
+                    **_training_fields(str(workload), params, request),
                     **_model_fields(request),
                     **shared,
                 )
             )
     return cases
+
+
+def _precisions(entry: dict[str, Any], request: RunRequest, where: str) -> list[Any]:
+    """Like scenarios: --precision filters declared precisions, else sets them."""
+    if "precision" not in entry:
+        return list(request.precisions) or ["fp32"]
+    declared = _as_list(entry["precision"], f"{where}.precision")
+    if not request.precisions:
+        return declared
+    return [p for p in declared if p in request.precisions]
+
+
+def _training_fields(workload: str, params: dict[str, Any], request: RunRequest) -> dict[str, Any]:
+    """--target-accuracy, --data-dir (and the epoch cap a target implies) for epoch workloads."""
+    if not get_workload(workload).epoch_based:
+        return {"params": tuple(sorted(params.items()))}
+    if request.target_accuracy is not None and "epochs" not in params:
+        params = {**params, "epochs": TARGET_DEFAULT_EPOCHS}
+    return {
+        "params": tuple(sorted(params.items())),
+        "target_accuracy": request.target_accuracy,
+        "data_dir": request.data_dir,
+    }
 
 
 def _compile_modes(
@@ -246,17 +288,32 @@ def _check_compiles_used(request: RunRequest, cases: list[Case]) -> None:
     used = {c.compile for c in cases}
     for mode in request.compiles:
         if mode not in used:
-            frameworks = sorted({c.framework for c in cases}) or list(request.frameworks)
+            pairs = sorted({(c.workload, c.framework) for c in cases}) or [
+                (w, f) for w in request.workloads for f in request.frameworks
+            ]
             allowed = "; ".join(
-                f"{f}: {', '.join(framework_info(f).compile_modes)}" for f in frameworks
+                f"{w} on {f}: "
+                + ", ".join(get_workload(w).compile_modes_on(f, framework_info(f).compile_modes))
+                for w, f in pairs
             )
-            raise UserError(f"compile mode {mode!r} matches none of the frameworks ({allowed})")
+            raise UserError(f"compile mode {mode!r} matches none of the cases ({allowed})")
 
 
 def _cli_params_for(workload: str, request: RunRequest) -> dict[str, int]:
     """--param values go to the workloads that have that parameter (add, gemm: size)."""
     accepted = get_workload(workload).cpu_params
     return {key: value for key, value in request.params if key in accepted}
+
+
+def _check_training_options(request: RunRequest, cases: list[Case]) -> None:
+    if request.target_accuracy is None and request.data_dir is None:
+        return
+    if not any(get_workload(c.workload).epoch_based for c in cases):
+        names = ", ".join(sorted({c.workload for c in cases}))
+        raise UserError(
+            f"--target-accuracy and --data-dir are for time-to-train workloads "
+            f"(mnist-train); this run has {names}"
+        )
 
 
 def _check_cli_params(request: RunRequest, cases: list[Case]) -> None:
@@ -313,6 +370,17 @@ def _mapping(value: Any, where: str) -> dict[str, Any]:
     if not isinstance(value, dict):
         raise UserError(f"{where}: expected a mapping, got {value!r}")
     return value
+
+
+def _gpu_cases_where_gpu(cases: list[Case]) -> tuple[list[Case], list[str]]:
+    """A suite's cuda cases run where a GPU exists and are skipped (with a note) elsewhere."""
+    from dlbench.devices import gpu_visible
+
+    on_gpu = [c for c in cases if c.device.startswith("cuda")]
+    if not on_gpu or gpu_visible():
+        return cases, []
+    note = f"no GPU visible here: {len(on_gpu)} case(s) the suite runs on cuda are left out"
+    return [c for c in cases if not c.device.startswith("cuda")], [note]
 
 
 def _installed_only(cases: list[Case], strict: bool) -> tuple[list[Case], list[str]]:

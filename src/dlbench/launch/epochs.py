@@ -129,16 +129,18 @@ class _EpochLoop:
         monitor.start()
         epochs, target = self.job.params["epochs"], self.job.case.target_accuracy
         elapsed = 0.0
+        from dlbench.launch.worker import report_progress
+
         for epoch in range(1, epochs + 1):
             record = self._epoch(epoch)
             elapsed += record["train_s"]
             self.records.append(record)
-            # The case log (and its tail in an error) shows how training went.
-            print(
+            line = (
                 f"epoch {epoch}/{epochs}: train {record['train_s']:.2f} s, "
-                f"loss {record['loss']:.4f}, test accuracy {record['accuracy']:.4f}",
-                flush=True,
+                f"loss {record['loss']:.4f}, test accuracy {record['accuracy']:.4f}"
             )
+            print(line, flush=True)  # the case log (and its tail in an error)
+            report_progress(line)  # the parent's progress bar
             self.error = training_error(record, self.used // self.job.batch_size)
             if self.error:
                 break

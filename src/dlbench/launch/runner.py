@@ -15,11 +15,12 @@ import os
 import signal
 import tempfile
 import time
+from collections.abc import Callable
 from multiprocessing.process import BaseProcess
 from pathlib import Path
 
 from dlbench.config import Case, Settings
-from dlbench.launch.worker import base_result, now_iso, worker_main
+from dlbench.launch.worker import PROGRESS_FILE, base_result, now_iso, worker_main
 from dlbench.measure.gpu_telemetry import GpuTelemetry, device_indices
 from dlbench.measure.timeline import TimelineSampler
 from dlbench.results.records import STATUS_FAILED, Result
@@ -38,8 +39,14 @@ SIGNAL_HINTS = {
 }
 
 
-def run_case(case: Case, settings: Settings) -> Result:
-    """Run `case` in its own process; never raises for a failing case."""
+def run_case(
+    case: Case, settings: Settings, on_note: Callable[[str], None] | None = None
+) -> Result:
+    """Run `case` in its own process; never raises for a failing case.
+
+    `on_note` receives the progress lines a long case writes (an epoch done),
+    read between the waits, so a 20-minute training case is not silent.
+    """
     context = multiprocessing.get_context("spawn")
     with tempfile.TemporaryDirectory(prefix="dlbench-case-") as scratch:
         result_path = Path(scratch) / "result.json"
@@ -58,7 +65,9 @@ def run_case(case: Case, settings: Settings) -> Result:
             process.start()  # inside the try: Ctrl-C during the spawn must kill it too
             if process.pid is not None:  # always, once start() returned
                 sampler = TimelineSampler(process.pid, gpu=telemetry)
-            timed_out = _wait_sampling(process, settings.timeout_s, sampler)
+            notes = _ProgressFile(Path(scratch) / PROGRESS_FILE, on_note)
+            timed_out = _wait_sampling(process, settings.timeout_s, sampler, notes)
+            notes.check()  # the last line, even when the worker ended between looks
         finally:
             # Also on Ctrl-C: never leave a worker (or its helpers) running, or
             # multiprocessing's exit handler would wait for it forever.
@@ -81,7 +90,34 @@ def _open_gpu_telemetry(device: str) -> tuple[GpuTelemetry | None, str | None]:
     return GpuTelemetry.open(indices) if indices else (None, None)
 
 
-def _wait_sampling(process: BaseProcess, timeout_s: float, sampler: TimelineSampler | None) -> bool:
+class _ProgressFile:
+    """The worker's progress lines, passed on when the file grew since the last look."""
+
+    def __init__(self, path: Path, on_note: Callable[[str], None] | None) -> None:
+        self.path, self.on_note, self.size = path, on_note, 0
+
+    def check(self) -> None:
+        if self.on_note is None:
+            return
+        try:
+            size = self.path.stat().st_size
+            if size == self.size:
+                return
+            text = self.path.read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            return  # not written yet
+        self.size = size
+        lines = text.splitlines()
+        if lines:
+            self.on_note(lines[-1])
+
+
+def _wait_sampling(
+    process: BaseProcess,
+    timeout_s: float,
+    sampler: TimelineSampler | None,
+    notes: _ProgressFile | None = None,
+) -> bool:
     """Wait up to `timeout_s` for the worker, sampling between waits; True if it timed out.
 
     Each join sleeps on the worker's sentinel and returns the moment it exits,
@@ -94,6 +130,8 @@ def _wait_sampling(process: BaseProcess, timeout_s: float, sampler: TimelineSamp
         if not process.is_alive() or sampler is None:
             break
         sampler.sample()
+        if notes is not None:
+            notes.check()
         wait = sampler.interval
     return process.is_alive()
 

@@ -40,11 +40,18 @@ class RunInterrupted(KeyboardInterrupt):
         self.run = run
 
 
+# (case, settings, on_note): run_case, or a stand-in in tests
+Runner = Callable[[Case, Settings, Callable[[str], None]], Result]
+
+
 class Progress:
     """Callbacks the CLI implements to show progress; the default shows nothing."""
 
     def case_started(self, index: int, total: int, case: Case) -> None:
         """Called before a case's worker starts."""
+
+    def case_note(self, line: str) -> None:
+        """A progress line from the running case (an epoch finished)."""
 
     def case_finished(self, index: int, total: int, result: Result) -> None:
         """Called once the case's result is stored."""
@@ -63,7 +70,7 @@ def run_plan(
     store: Store,
     outputs: Outputs = Outputs(),
     progress: Progress | None = None,
-    runner: Callable[[Case, Settings], Result] = run_case,
+    runner: Runner = run_case,
 ) -> Run:
     """Measure every case in its own worker and return the complete Run."""
     run = Run(
@@ -95,7 +102,7 @@ def resume_run(
     store: Store,
     outputs: Outputs = Outputs(),
     progress: Progress | None = None,
-    runner: Callable[[Case, Settings], Result] = run_case,
+    runner: Runner = run_case,
 ) -> Run:
     """Run the cases of an interrupted run that have no stored result yet.
 
@@ -115,7 +122,7 @@ def _run_pending(
     store: Store,
     outputs: Outputs,
     progress: Progress,
-    runner: Callable[[Case, Settings], Result],
+    runner: Runner,
     done: dict[int, Result] | None = None,
 ) -> Run:
     results = dict(done or {})
@@ -124,7 +131,8 @@ def _run_pending(
             continue
         progress.case_started(index, len(cases), case)
         try:
-            result = runner(case, settings)  # the runner kills its worker on Ctrl-C
+            # the runner kills its worker on Ctrl-C
+            result = runner(case, settings, progress.case_note)
         except KeyboardInterrupt:
             raise RunInterrupted(run) from None
         results[index] = result

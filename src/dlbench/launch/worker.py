@@ -38,6 +38,17 @@ from dlbench.results.records import STATUS_FAILED, STATUS_OK, STATUS_SKIPPED, Re
 
 # Read by OpenMP, MKL, OpenBLAS and friends when they load: set before import.
 THREAD_VARS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
+# Beside the result file: progress lines of long cases, which the parent shows.
+PROGRESS_FILE = "progress.txt"
+PROGRESS_ENV = "DLBENCH_PROGRESS_FILE"
+
+
+def report_progress(line: str) -> None:
+    """Append one progress line for the parent (a no-op outside a worker)."""
+    path = os.environ.get(PROGRESS_ENV)
+    if path:
+        with open(path, "a", encoding="utf-8") as stream:
+            stream.write(line.replace("\n", " ") + "\n")
 
 
 def now_iso() -> str:
@@ -281,6 +292,7 @@ def worker_main(
     settings = Settings.from_dict(settings_data)
     for name in THREAD_VARS:
         os.environ[name] = str(case.threads)
+    os.environ[PROGRESS_ENV] = str(Path(result_path).with_name(PROGRESS_FILE))
     started_at = now_iso()
     wall_start = time.perf_counter()
     try:

@@ -131,12 +131,20 @@ def charts(run: Run) -> str:
     return "\n".join(parts)
 
 
+# Every case records a timeline; a page of charts for one-second inference
+# cases says nothing, so the report draws those of training cases and of
+# cases long enough for the load to change under them.
+TIMELINE_MIN_POINTS = 20
+
+
 def timelines(run: Run) -> str:
-    """Resource timelines recorded by training cases (details.timeline), if any."""
+    """Resource timelines (details.timeline) of training cases and long cases."""
     parts = []
     for r in run.results:
         timeline = r.details.get("timeline") if isinstance(r.details, dict) else None
         if not isinstance(timeline, list) or not timeline:
+            continue
+        if r.mode != "train" and len(timeline) < TIMELINE_MIN_POINTS:
             continue
         cpu = [(p["t"], p["cpu_percent"]) for p in timeline if "t" in p and "cpu_percent" in p]
         rss = [(p["t"], p["rss_mb"]) for p in timeline if "t" in p and "rss_mb" in p]

@@ -12,13 +12,18 @@ from rich.table import Table
 from dlbench.report.cpu_inference import study_tables as cpu_inference_tables
 from dlbench.report.study import StudyTable
 from dlbench.report.table import case_name, escape_markup, fmt
+from dlbench.report.training_studies import mnist_tables, pt2_tables
 from dlbench.results.files import write_atomic
 from dlbench.results.records import Run
 
 # suite name -> the study report its runs get
 STUDIES: dict[str, Callable[[Run, str], list[StudyTable]]] = {
     "cpu-inference": cpu_inference_tables,
+    "mnist": mnist_tables,
+    "pt2-training": pt2_tables,
 }
+# Studies that also draw each case's resource timeline (the article's CPU-use screenshots)
+TIMELINE_STUDIES = ("mnist",)
 
 
 def rich_table(table: StudyTable, baseline: str) -> Table:
@@ -83,4 +88,8 @@ def write_study_files(run: Run, tables: Sequence[StudyTable], folder: Path) -> l
     csv_path = folder / f"{run.suite}-tables.csv"
     write_atomic(csv_path, study_csv(tables))
     written.append(csv_path)
+    if run.suite in TIMELINE_STUDIES:
+        from dlbench.report.timeline_plot import write_timeline_pngs
+
+        written.extend(write_timeline_pngs([run], folder))
     return written

@@ -42,7 +42,8 @@ def params_label(params: dict[str, int]) -> str:
 def case_name(result: Result) -> str:
     framework = NULL_LABEL if result.framework == "null" else result.framework
     params = params_label(result.params)
-    return f"{result.workload}{params} / {framework} [{result.compile}] {result.mode}"
+    precision = "" if result.precision == "fp32" else f" {result.precision}"
+    return f"{result.workload}{params} / {framework} [{result.compile}] {result.mode}{precision}"
 
 
 def rate_column(result: Result) -> str:
