@@ -83,6 +83,19 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"dlbench {__version__}")
     commands = parser.add_subparsers(dest="command", required=True, parser_class=OneLineParser)
     add_run_parser(commands)
+    roofline = commands.add_parser(
+        "roofline",
+        help="measure this machine's ceilings (GEMM FLOP/s per precision, memory and "
+        "host-to-device GB/s); later runs report efficiency against them",
+    )
+    roofline.add_argument("--device", "-d", help="cpu, cuda, cuda:N or auto (default: auto)")
+    roofline.add_argument("--threads", "-t", type=positive_int, help="intra-op threads")
+    roofline.add_argument("--min-time", type=non_negative_float, help="seconds per ceiling")
+    roofline.add_argument("--timeout", type=non_negative_float, help="seconds per case")
+    roofline.add_argument("--json", type=Path, dest="json_path", help="write the run as JSON")
+    roofline.add_argument("--csv", type=Path, dest="csv_path", help="write the results as CSV")
+    roofline.add_argument("--db", type=Path, help=DB_HELP)
+    roofline.add_argument("--quiet", "-q", action="store_true", help="no progress, table only")
     listing = commands.add_parser("list", help="workloads, frameworks or suites available here")
     listing.add_argument("topic", nargs="?", choices=LIST_TOPICS, default=None)
     env = commands.add_parser("env", help="this machine's fingerprint")
@@ -116,8 +129,9 @@ def add_results_parsers(commands: argparse._SubParsersAction) -> None:
     )
     compare.add_argument(
         "--by",
-        choices=("machine", "framework", "compile"),
-        help="pivot any number of runs: one row per machine/framework/compile",
+        choices=("machine", "framework", "compile", "hardware"),
+        help="pivot any number of runs: one row per machine/framework/compile; hardware: "
+        "the first seed article's table (add it/s per machine, with GB/s and efficiency)",
     )
     compare.add_argument("--baseline", help="row the relative values divide by (--by)")
     compare.add_argument(
@@ -183,6 +197,25 @@ def add_run_parser(commands: argparse._SubParsersAction) -> None:
         default=[],
         type=param_pair,
         help="workload parameter KEY=INT, e.g. size=2048",
+    )
+    run.add_argument(
+        "--transfer",
+        choices=("outside", "inside"),
+        help="GPU cases: copy the inputs host-to-device before timing (outside, default) "
+        "or in every timed step (inside)",
+    )
+    run.add_argument(
+        "--nproc",
+        "--gpus",
+        type=positive_int,
+        help="train with DistributedDataParallel in N processes launched by torchrun "
+        "(one per GPU; gloo on a CPU), beside the same case in 1 process for scaling",
+    )
+    run.add_argument(
+        "--torchrun",
+        metavar="ARGS",
+        help='torchrun options for multi-node runs, e.g. "--nnodes 2 --rdzv-backend c10d '
+        '--rdzv-endpoint host:29400" (default: --standalone)',
     )
     run.add_argument(
         "--epochs",

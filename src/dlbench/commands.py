@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import shlex
 import sys
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -16,7 +17,7 @@ from dlbench.errors import UserError
 from dlbench.launch import session
 from dlbench.plan import RunRequest, build_plan
 from dlbench.registry import FRAMEWORKS, WORKLOADS, get_workload
-from dlbench.report.table import case_name, escape_markup, fmt, rate_column, run_table
+from dlbench.report.table import case_name, escape_markup, flags, fmt, rate_column, run_table
 from dlbench.results.files import read_json
 from dlbench.results.records import STATUS_SKIPPED, Result, Run
 from dlbench.results.store import Store
@@ -79,7 +80,8 @@ def case_line(result: Result) -> str:
         return f"[yellow]SKIPPED[/yellow] {name}: {escape_markup(result.error or '')}"
     if not result.ok or result.latency_ms is None:
         return f"[red]FAILED[/red] {name}: {escape_markup(result.error or '')}"
-    noisy = " [yellow](noisy)[/yellow]" if result.noisy else ""
+    marks = flags(result)
+    noisy = f" [yellow]({escape_markup(marks)})[/yellow]" if marks else ""
     return (
         f"[green]ok[/green] {name}: median {fmt(result.latency_ms.median)} ms, "
         f"{fmt(result.throughput)} samples/s, {rate_column(result)}{noisy}"
@@ -108,6 +110,9 @@ def request_from_args(args: argparse.Namespace) -> RunRequest:
         params=tuple(args.param) + ((("epochs", args.epochs),) if args.epochs else ()),
         precisions=tuple(args.precisions),
         target_accuracy=args.target_accuracy,
+        nproc=args.nproc or 1,
+        transfer=args.transfer,
+        torchrun_args=tuple(shlex.split(args.torchrun or "")),
         data_dir=str(args.data_dir.resolve()) if args.data_dir is not None else None,
         settings=tuple((k, v) for k, v in settings.items() if v is not None),
         model=args.model,
@@ -125,6 +130,9 @@ CASE_OPTIONS = (
     "scenario",
     "device",
     "precisions",
+    "nproc",
+    "torchrun",
+    "transfer",
     "epochs",
     "target_accuracy",
     "data_dir",
@@ -146,7 +154,31 @@ def cmd_run(args: argparse.Namespace) -> int:
         if given:
             raise UserError(f"--resume takes the run's own plan; drop {', '.join(given)}")
         return _resume(args)
-    plan = build_plan(request_from_args(args))
+    return _finish(_run_request(request_from_args(args), args), args)
+
+
+def cmd_roofline(args: argparse.Namespace) -> int:
+    """The `ceilings` suite; later runs on this machine report efficiency against it."""
+    settings = {"min_time_s": args.min_time, "timeout_s": args.timeout}
+    request = RunRequest(
+        suite="ceilings",
+        device=args.device,
+        threads=args.threads,
+        settings=tuple((k, v) for k, v in settings.items() if v is not None),
+    )
+    run = _run_request(request, args)
+    out.print(run_table(run))
+    from dlbench.report.hardware import ceilings_table
+
+    out.print(ceilings_table(run))
+    if run.failures:
+        say(f"{run.failures} of {len(run.results)} case(s) failed")
+        return 1
+    return 0
+
+
+def _run_request(request: RunRequest, args: argparse.Namespace) -> Run:
+    plan = build_plan(request)
     for note in plan.skipped:
         say(f"skipping: {note}")
     outputs = session.Outputs(json_path=args.json_path, csv_path=args.csv_path)
@@ -160,7 +192,7 @@ def cmd_run(args: argparse.Namespace) -> int:
             len(plan.cases),
             args.quiet,
         )
-    return _finish(run, args)
+    return run
 
 
 def _resume(args: argparse.Namespace) -> int:

@@ -24,14 +24,17 @@ SCENARIOS = ("single-stream", "offline")
 # convolutions use TF32; amp-* is torch.autocast to that type (with a gradient
 # scaler for fp16 training), the "automatic mixed precision" of the articles.
 PRECISIONS = ("fp32", "tf32", "amp-fp16", "amp-bf16")
-DEVICE_PATTERN = re.compile(r"cpu|auto|cuda(:\d+)?")
-DEVICE_HELP = "cpu, cuda, cuda:N or auto"
+DEVICE_PATTERN = re.compile(r"cpu|auto|mps|cuda(:\d+)?")
+DEVICE_HELP = "cpu, cuda, cuda:N, mps (Apple, torch) or auto"
+# Host-to-device copy of the inputs: before the clock (default) or in every step.
+TRANSFERS = ("outside", "inside")
 # Bounds that keep values sane and below what the OS and frameworks accept.
 MAX_MIN_TIME_S = 86_400.0
 MAX_TIMEOUT_S = 7 * 86_400.0
 MAX_SEED = 2**32 - 1
 MAX_THREADS = 1024
 MAX_BATCH = 2**31 - 1
+MAX_NPROC = 1024
 # Options only the null backend understands: fault injection and a fixed
 # per-step sleep, so the runner's failure handling is tested for real.
 NULL_OPTIONS = {
@@ -76,6 +79,11 @@ class Case:
     # and read MNIST's IDX files from this folder instead of the synthetic set
     target_accuracy: float | None = None
     data_dir: str | None = None
+    # DistributedDataParallel training: processes launched by torchrun (one per
+    # GPU; gloo processes on a CPU), and torchrun options for multi-node runs
+    nproc: int = 1
+    torchrun_args: tuple[str, ...] = ()
+    transfer: str = "outside"
 
     def effective_batch_size(self, default: int) -> int:
         """The batch the worker uses: single-stream means one sample per request."""
@@ -101,6 +109,7 @@ class Case:
         extra += f" {self.scenario}" if self.scenario else ""
         extra += f" {self.precision}" if self.precision != "fp32" else ""
         extra += f" target={self.target_accuracy:g}" if self.target_accuracy else ""
+        extra += f" x{self.nproc} procs" if self.nproc > 1 else ""
         return (
             f"{self.workload}/{self.framework}[{self.compile}] {self.mode} "
             f"bs={batch} {self.device}{extra}"
@@ -120,6 +129,7 @@ class Case:
         values["params"] = tuple(sorted(dict(values.get("params") or {}).items()))
         values["options"] = tuple(sorted(dict(values.get("options") or {}).items()))
         values["inputs"] = tuple(sorted(dict(values.get("inputs") or {}).items()))
+        values["torchrun_args"] = tuple(values.get("torchrun_args") or ())
         return cls(**values)
 
 
@@ -199,7 +209,40 @@ def validate_case(case: Case) -> Case:
     _validate_options(case)
     _validate_model(case)
     _validate_training_run(case, workload.epoch_based)
+    _validate_distributed(case, workload.epoch_based)
+    if case.transfer not in TRANSFERS:
+        raise UserError(f"unknown transfer {case.transfer!r}; allowed: {', '.join(TRANSFERS)}")
+    if case.transfer == "inside" and (
+        case.framework != "torch" or workload.epoch_based or case.model is not None
+    ):
+        raise UserError(
+            "--transfer inside (the input copy in the timed step) is implemented for torch "
+            f"step workloads, not {case.workload} on {case.framework}"
+        )
     return case
+
+
+def _validate_distributed(case: Case, epoch_based: bool) -> None:
+    """--nproc N: torch training steps under DistributedDataParallel, launched by torchrun."""
+    _require_int("nproc", case.nproc, 1, MAX_NPROC)
+    if not all(isinstance(arg, str) for arg in case.torchrun_args):
+        raise UserError("torchrun arguments must be strings")
+    if case.nproc == 1:
+        if case.torchrun_args:
+            raise UserError("--torchrun options go with --nproc N (N > 1)")
+        return
+    if case.framework != "torch" or case.mode != "train" or epoch_based:
+        raise UserError(
+            f"--nproc {case.nproc} runs torch training steps under DistributedDataParallel; "
+            f"not {case.workload} {case.mode} on {case.framework}"
+        )
+    if case.compile == "script":
+        raise UserError("--nproc: DistributedDataParallel runs eager or compile, not script")
+    if case.device not in ("cpu", "auto", "cuda"):
+        raise UserError(
+            f"--nproc {case.nproc} places one process per GPU (cuda:LOCAL_RANK) or on the CPU; "
+            f"give --device cuda, cpu or auto, not {case.device}"
+        )
 
 
 def _validate_training_run(case: Case, epoch_based: bool) -> None:

@@ -61,6 +61,9 @@ class RunRequest:
     precisions: tuple[str, ...] = ()
     target_accuracy: float | None = None
     data_dir: str | None = None
+    nproc: int = 1
+    torchrun_args: tuple[str, ...] = ()
+    transfer: str | None = None
 
 
 @dataclass(frozen=True)
@@ -82,7 +85,7 @@ def build_plan(request: RunRequest) -> Plan:
     else:
         spec = load_suite(request.suite or DEFAULT_SUITE)
     settings = _settings(spec, request)
-    cases = [validate_case(c) for c in _expand(spec, request)]
+    cases = [validate_case(c) for c in _with_single_process_baselines(_expand(spec, request))]
     cases = list(dict.fromkeys(cases))  # drop duplicates, keep order
     _check_compiles_used(request, cases)
     if not cases:
@@ -97,6 +100,18 @@ def build_plan(request: RunRequest) -> Plan:
     if not cases:
         raise UserError("; ".join(skipped))
     return Plan(spec.name, settings, tuple(cases), tuple(skipped), spec.report)
+
+
+def _with_single_process_baselines(cases: list[Case]) -> list[Case]:
+    """Each --nproc N case follows the same case in one process: T_N / (N x T_1) needs T_1."""
+    from dataclasses import replace
+
+    out: list[Case] = []
+    for case in cases:
+        if case.nproc > 1:
+            out.append(replace(case, nproc=1, torchrun_args=()))
+        out.append(case)
+    return out
 
 
 def _check_filter_names(request: RunRequest) -> None:
@@ -205,8 +220,15 @@ def _expand_entry(
     )
     shared = {
         "threads": _first_given(
-            request.threads, entry.get("threads"), suite_settings.get("threads"), available_cpus()
+            request.threads,
+            entry.get("threads"),
+            suite_settings.get("threads"),
+            # DDP on a CPU: the cores are shared out between the processes
+            max(1, available_cpus() // request.nproc),
         ),
+        "nproc": request.nproc,
+        "transfer": _first_given(request.transfer, entry.get("transfer"), "outside"),
+        "torchrun_args": request.torchrun_args,
         "interop_threads": _first_given(
             request.interop_threads, suite_settings.get("interop_threads")
         ),

@@ -66,6 +66,8 @@ class FrameworkInfo:
 
 WORKLOADS: dict[str, str] = {
     "add": "dlbench.workloads.add:ADD",
+    "copy": "dlbench.workloads.copy:COPY",
+    "h2d": "dlbench.workloads.copy:H2D",
     "gemm": "dlbench.workloads.gemm:GEMM",
     "mlp": "dlbench.workloads.mlp:MLP",
     "mnist-cnn": "dlbench.workloads.mnist_cnn:MNIST_CNN",

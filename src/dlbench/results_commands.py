@@ -59,6 +59,13 @@ def cmd_import(args: argparse.Namespace) -> int:
 
 def cmd_compare(args: argparse.Namespace) -> int:
     runs = [load_run(ref, args.db) for ref in args.runs]
+    if args.by == "hardware":
+        from dlbench.report.hardware import hardware_rows, hardware_table
+
+        if not hardware_rows(runs):
+            raise UserError("--by hardware needs runs with add results (dlbench run seed-add)")
+        out.print(hardware_table(runs))
+        return 0
     if args.by is not None:
         out.print(pivot_table(pivot(runs, args.by, args.metric, args.baseline), args))
         return 0

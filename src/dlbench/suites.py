@@ -51,6 +51,7 @@ CASE_KEYS = (
     "threads",
     "params",
     "options",
+    "transfer",
 )
 
 

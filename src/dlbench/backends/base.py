@@ -36,6 +36,8 @@ class Job:
     batch_size: int
     params: dict[str, int]
     seed: int
+    # ranks of a DistributedDataParallel case (the model is wrapped in DDP when > 1)
+    world_size: int = 1
 
 
 @dataclass
@@ -58,6 +60,8 @@ class Prepared:
     # Training: runs one more step after measurement and returns its loss as a
     # float, so a diverged (NaN) training run fails instead of reporting speed.
     fetch_loss: Callable[[], float] | None = None
+    # Read right after measurement (GPU memory peaks); merged into the details.
+    after_measure: Callable[[], dict[str, Any]] | None = None
 
 
 class CaseSkipped(CaseError):

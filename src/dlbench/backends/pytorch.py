@@ -10,6 +10,7 @@ import torch
 from dlbench.backends.base import (
     Backend,
     CaseError,
+    CaseSkipped,
     EpochTrainer,
     Job,
     Prepared,
@@ -44,10 +45,16 @@ class TorchBackend(Backend):
         }
 
     def resolve_device(self, requested: str) -> str:
+        mps = getattr(torch.backends, "mps", None)
+        has_mps = mps is not None and mps.is_available()
         if requested == "auto":
-            return "cuda:0" if torch.cuda.is_available() else "cpu"
+            return "cuda:0" if torch.cuda.is_available() else ("mps" if has_mps else "cpu")
         if requested == "cpu":
             return "cpu"
+        if requested == "mps":
+            if not has_mps:
+                raise CaseError("device 'mps' asked for, but this torch has no usable MPS device")
+            return "mps"
         if not torch.cuda.is_available():
             raise CaseError(
                 f"device {requested!r} asked for, but torch {torch.__version__} sees no CUDA "
@@ -80,19 +87,28 @@ class TorchBackend(Backend):
             step = self._train_step(job, inputs, device, precision)
         else:
             step = self._infer_step(job, inputs, device, precision)
+        step, transfer = _with_transfer(step, inputs, job.case.transfer, device)
         synced = _synchronised(step, device)
+        if device.type == "cuda":
+            # peaks of the measured work, not of building the model
+            torch.cuda.synchronize(device)
+            torch.cuda.reset_peak_memory_stats(device)
         return Prepared(
             step=synced,
             device=job.device,
             context=torch.inference_mode if inference else torch.enable_grad,
             details={
-                "torch_device": str(device),
+                # where the data really is, checked against the case's device
+                "torch_device": str(next(iter(inputs.values())).device),
                 "dtype": "float32",
+                "transfer": transfer,
+                **device_facts(device),
                 **precision.details,
                 **({"script": "traced"} if _traced(job) else {}),
             },
             fetch_output=(lambda: synced().detach().float().cpu().numpy()) if inference else None,
             fetch_loss=None if inference else lambda: _as_float(synced()),
+            after_measure=(lambda: gpu_memory(device)) if device.type == "cuda" else None,
         )
 
     def prepare_training(self, job: Job, data: Any) -> EpochTrainer:
@@ -132,10 +148,17 @@ class TorchBackend(Backend):
         # A kernel has no autocast region: at an AMP precision its operands are
         # stored in that type, which is what a bf16/fp16 GEMM or add means.
         dtype = AUTOCAST_DTYPES.get(job.case.precision, torch.float32)
-        a, b = (tensor.to(dtype) for tensor in inputs.values())
+        operands = [tensor.to(dtype) for tensor in inputs.values()]
+        device = operands[0].device
+        if job.workload.name == "h2d":
+            if device.type == "cpu":
+                raise CaseSkipped("h2d measures a host-to-device copy; a CPU device has none")
+            # pinned host memory: the fastest a transfer can go (and what DataLoaders use)
+            operands = [operand.cpu().pin_memory() for operand in operands]
+        shape = torch.broadcast_shapes(*(operand.shape for operand in operands))
         # The output is allocated once here, so the step times the kernel alone.
-        out = torch.empty(torch.broadcast_shapes(a.shape, b.shape), device=a.device, dtype=dtype)
-        return lambda: kernel(a, b, out)
+        out = torch.empty(shape, device=device, dtype=dtype)
+        return lambda: kernel(*operands, out)
 
     def _infer_step(
         self,
@@ -167,7 +190,14 @@ class TorchBackend(Backend):
     ) -> Callable[[], object]:
         module = training_module(job.workload.name, job.params, job.seed).to(device).train()
         args = _model_args(inputs)
-        model = _compiled(module, job.case.compile, job.workload.torch_scriptable, args)
+        wrapped: torch.nn.Module = module
+        if job.world_size > 1:
+            from torch.nn.parallel import DistributedDataParallel
+
+            # gradients are all-reduced across the ranks inside backward()
+            ids = [device.index] if device.type == "cuda" else None
+            wrapped = DistributedDataParallel(module, device_ids=ids)
+        model = _compiled(wrapped, job.case.compile, job.workload.torch_scriptable, args)
         loss_fn = LOSSES[job.workload.loss]
         optimizer = OPTIMIZERS[job.workload.optimizer](
             module.parameters(), lr=job.workload.learning_rate
@@ -219,6 +249,51 @@ def _compiled(
     raise CaseError(f"torch has no compile mode {mode!r}")
 
 
+def _with_transfer(
+    step: Callable[[], object], inputs: dict[str, torch.Tensor], transfer: str, device: torch.device
+) -> tuple[Callable[[], object], str]:
+    """With transfer "inside", each step first copies its inputs from pinned host memory.
+
+    The step keeps reading the same device tensors; they are refilled from the
+    host copy in the timed region, which is what a model fed from the CPU pays.
+    """
+    if device.type == "cpu":
+        return step, "none (the device is the host)"
+    if transfer != "inside":
+        return step, "outside (inputs on the device before timing)"
+    pairs = [(tensor, tensor.cpu().pin_memory()) for tensor in inputs.values()]
+
+    def step_with_copy() -> object:
+        for on_device, on_host in pairs:
+            on_device.copy_(on_host, non_blocking=True)
+        return step()
+
+    return step_with_copy, "inside (host-to-device copy of the inputs timed)"
+
+
+def device_facts(device: torch.device) -> dict[str, Any]:
+    """Which GPU and runtime (CUDA or ROCm: ROCm builds of torch appear as cuda)."""
+    if device.type == "cuda":
+        hip = getattr(torch.version, "hip", None)
+        return {
+            "device_name": torch.cuda.get_device_name(device),
+            "gpu_runtime": f"ROCm {hip}" if hip else f"CUDA {torch.version.cuda}",
+            "compute_capability": ".".join(map(str, torch.cuda.get_device_capability(device))),
+        }
+    if device.type == "mps":
+        return {"device_name": "Apple GPU (MPS)", "gpu_runtime": "Metal"}
+    return {}
+
+
+def gpu_memory(device: torch.device) -> dict[str, float]:
+    """Peak memory torch's allocator handed out and reserved during the measurement."""
+    mib = 1024 * 1024
+    return {
+        "cuda_max_memory_allocated_mb": torch.cuda.max_memory_allocated(device) / mib,
+        "cuda_max_memory_reserved_mb": torch.cuda.max_memory_reserved(device) / mib,
+    }
+
+
 def _as_float(loss: object) -> float:
     assert isinstance(loss, torch.Tensor)
     return float(loss.detach().float())
@@ -229,13 +304,21 @@ def _traced(job: Job) -> bool:
 
 
 def _synchronised(step: Callable[[], object], device: torch.device) -> Callable[[], object]:
-    """On CUDA, wait for the kernels the step queued; on CPU, torch is synchronous."""
-    if device.type != "cuda":
-        return step
+    """On a GPU, wait for the kernels the step queued; on CPU, torch is synchronous."""
+    if device.type == "cuda":
 
-    def synced() -> object:
-        out = step()
-        torch.cuda.synchronize(device)
-        return out
+        def synced() -> object:
+            out = step()
+            torch.cuda.synchronize(device)
+            return out
 
-    return synced
+        return synced
+    if device.type == "mps":
+
+        def synced_mps() -> object:
+            out = step()
+            torch.mps.synchronize()
+            return out
+
+        return synced_mps
+    return step

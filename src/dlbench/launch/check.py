@@ -14,7 +14,7 @@ from typing import Any
 from dlbench.backends.base import Job, Prepared
 
 # Relative to the reference's largest magnitude (at least 1).
-RELATIVE_TOLERANCE = {"fp32": 1e-3, "tf32": 1e-2, "fp16": 1e-2, "bf16": 5e-2}
+RELATIVE_TOLERANCE = {"fp32": 1e-3, "tf32": 1e-2, "amp-fp16": 1e-2, "amp-bf16": 5e-2}
 
 
 @dataclass(frozen=True)

@@ -9,6 +9,7 @@ it. A raise, crash, OOM kill or timeout becomes a failed Result.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import multiprocessing
 import os
@@ -20,6 +21,7 @@ from multiprocessing.process import BaseProcess
 from pathlib import Path
 
 from dlbench.config import Case, Settings
+from dlbench.launch.distributed import TorchrunProcess
 from dlbench.launch.worker import PROGRESS_FILE, base_result, now_iso, worker_main
 from dlbench.measure.gpu_telemetry import GpuTelemetry, device_indices
 from dlbench.measure.timeline import TimelineSampler
@@ -29,6 +31,8 @@ LOG_TAIL_LINES = 20
 # The first sample comes sooner than the interval, so a case that ends in
 # under half a second still gets a point (a spawned worker lives longer than this).
 FIRST_SAMPLE_S = 0.1
+# a spawned worker, or torchrun and its ranks for a DistributedDataParallel case
+WorkerProcess = BaseProcess | TorchrunProcess
 SIGNAL_HINTS = {
     signal.SIGKILL: "killed by SIGKILL (out of memory? the kernel's OOM killer sends it)",
     signal.SIGSEGV: "crashed with a segmentation fault (SIGSEGV)",
@@ -48,14 +52,26 @@ def run_case(
     read between the waits, so a 20-minute training case is not silent.
     """
     context = multiprocessing.get_context("spawn")
-    with tempfile.TemporaryDirectory(prefix="dlbench-case-") as scratch:
+    with contextlib.ExitStack() as stack:
+        scratch = stack.enter_context(tempfile.TemporaryDirectory(prefix="dlbench-case-"))
         result_path = Path(scratch) / "result.json"
         log_path = Path(scratch) / "worker.log"
-        process = context.Process(
-            target=worker_main,
-            args=(case.to_dict(), settings.to_dict(), str(result_path), str(log_path), os.getpid()),
-            name=f"dlbench-worker {case.label()}",
-        )
+        process: WorkerProcess
+        if case.nproc > 1:
+            log = stack.enter_context(open(log_path, "ab"))
+            process = TorchrunProcess(case, settings, Path(scratch), log)
+        else:
+            process = context.Process(
+                target=worker_main,
+                args=(
+                    case.to_dict(),
+                    settings.to_dict(),
+                    str(result_path),
+                    str(log_path),
+                    os.getpid(),
+                ),
+                name=f"dlbench-worker {case.label()}",
+            )
         # Opened before the start, so NVML's start-up cost is not charged to the case.
         telemetry, gpu_note = _open_gpu_telemetry(case.device)
         started_at, wall_start = now_iso(), time.perf_counter()
@@ -113,7 +129,7 @@ class _ProgressFile:
 
 
 def _wait_sampling(
-    process: BaseProcess,
+    process: WorkerProcess,
     timeout_s: float,
     sampler: TimelineSampler | None,
     notes: _ProgressFile | None = None,
@@ -165,7 +181,7 @@ def _measured_window(value: object) -> tuple[float, float] | None:
     return None
 
 
-def _kill_group(process: BaseProcess) -> None:
+def _kill_group(process: WorkerProcess) -> None:
     """SIGKILL the worker's process group (it calls setsid), or the worker alone."""
     if process.pid is None:
         return
@@ -178,7 +194,7 @@ def _kill_group(process: BaseProcess) -> None:
 
 def _collect(
     case: Case,
-    process: BaseProcess,
+    process: WorkerProcess,
     result_path: Path,
     log_path: Path,
     timed_out: bool,

@@ -16,8 +16,10 @@ from pathlib import Path
 
 from dlbench.config import Case, Settings, validate_case, validate_settings
 from dlbench.errors import UserError
+from dlbench.launch.distributed import attach_scaling
 from dlbench.launch.runner import run_case
 from dlbench.launch.worker import now_iso
+from dlbench.results.ceilings import attach_efficiency
 from dlbench.results.env import fingerprint
 from dlbench.results.files import write_csv, write_json
 from dlbench.results.records import Result, Run
@@ -82,6 +84,9 @@ def run_plan(
         command=list(sys.argv),
         plan=[case.to_dict() for case in cases],  # what --resume needs to finish the run
     )
+    ceilings = store.latest_ceilings(run.env.get("hostname"))
+    if ceilings is not None:
+        run.env["ceilings"] = ceilings  # every result's efficiency is measured against these
     _write_files(run, outputs)  # fails early, before any case, if a path is unwritable
     store.begin_run(run)
     return _run_pending(run, list(cases), settings, store, outputs, progress or Progress(), runner)
@@ -135,13 +140,15 @@ def _run_pending(
             result = runner(case, settings, progress.case_note)
         except KeyboardInterrupt:
             raise RunInterrupted(run) from None
+        attach_efficiency(result, run)
+        attach_scaling(result, run)
         results[index] = result
         run.results = [results[i] for i in sorted(results)]
         store.add_result(run.id, index, result)
         _write_files(run, outputs)
         progress.case_finished(index, len(cases), result)
     run.finished_at = now_iso()
-    store.finish_run(run.id, run.finished_at)
+    store.finish_run(run.id, run.finished_at, run.env)
     _write_files(run, outputs)
     return run
 

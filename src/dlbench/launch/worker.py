@@ -29,6 +29,7 @@ from dlbench.backends.base import (
 )
 from dlbench.config import Case, Settings
 from dlbench.launch.check import check_output
+from dlbench.launch.placement import placement_error
 from dlbench.measure.monitor import ProcessMonitor, ResourceUse, peak_rss_mb
 from dlbench.measure.stats import summarize, throughput
 from dlbench.measure.timer import StopRule, Timing, run_timed
@@ -71,6 +72,7 @@ def base_result(case: Case, status: str, **values: Any) -> Result:
         params=values.pop("params", dict(case.params)),
         scenario=values.pop("scenario", case.scenario),
         case=case.to_dict(),
+        nproc=case.nproc,
         status=status,
         **values,
     )
@@ -105,6 +107,9 @@ def _run_steps(backend: Backend, job: Job, settings: Settings) -> Result:
     setup_start = time.perf_counter()
     prepared = backend.prepare(job)
     setup_s = time.perf_counter() - setup_start
+    wrong_place = placement_error(job.device, prepared.details)
+    if wrong_place:
+        raise CaseError(wrong_place)
     timing, usage = measure(prepared, settings)
     result = measured_result(job, prepared, timing, usage)
     _apply_check(result, job, prepared)
@@ -114,6 +119,7 @@ def _run_steps(backend: Backend, job: Job, settings: Settings) -> Result:
         "loop_wall_s": timing.loop_wall_s,
         # wall-clock bounds of the timed loop, to pick it out of the parent's timeline
         "measured_wall": [usage.wall_start_epoch_s, usage.wall_end_epoch_s],
+        **(prepared.after_measure() if prepared.after_measure else {}),
         **prepared.details,
         **result.details,
     }

@@ -10,6 +10,7 @@ from pathlib import Path
 from rich.table import Table
 
 from dlbench.report.cpu_inference import study_tables as cpu_inference_tables
+from dlbench.report.hardware import seed_add_tables
 from dlbench.report.study import StudyTable
 from dlbench.report.table import case_name, escape_markup, fmt
 from dlbench.report.training_studies import mnist_tables, pt2_tables
@@ -21,6 +22,7 @@ STUDIES: dict[str, Callable[[Run, str], list[StudyTable]]] = {
     "cpu-inference": cpu_inference_tables,
     "mnist": mnist_tables,
     "pt2-training": pt2_tables,
+    "seed-add": seed_add_tables,
 }
 # Studies that also draw each case's resource timeline (the article's CPU-use screenshots)
 TIMELINE_STUDIES = ("mnist",)

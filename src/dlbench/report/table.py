@@ -43,16 +43,33 @@ def case_name(result: Result) -> str:
     framework = NULL_LABEL if result.framework == "null" else result.framework
     params = params_label(result.params)
     precision = "" if result.precision == "fp32" else f" {result.precision}"
-    return f"{result.workload}{params} / {framework} [{result.compile}] {result.mode}{precision}"
+    ranks = f" x{result.nproc} procs" if result.nproc > 1 else ""
+    return (
+        f"{result.workload}{params} / {framework} [{result.compile}] {result.mode}"
+        f"{precision}{ranks}"
+    )
 
 
 def rate_column(result: Result) -> str:
-    """The workload's primary rate: GB/s for memory-bound ones, GFLOP/s otherwise."""
+    """The workload's primary rate (GB/s for memory-bound ones, GFLOP/s otherwise),
+    with the fraction of this machine's measured ceiling where a roofline exists."""
+    details = result.details if isinstance(result.details, dict) else {}
+    efficiency = details.get("efficiency") or {}
+    share = f" ({100 * efficiency['fraction']:.0f}%)" if "fraction" in efficiency else ""
     if result.primary_metric == "gbps" and result.gbps is not None:
-        return f"{fmt(result.gbps)} GB/s"
+        return f"{fmt(result.gbps)} GB/s{share}"
     if result.gflops is not None:
-        return f"{fmt(result.gflops)} GFLOP/s"
+        return f"{fmt(result.gflops)} GFLOP/s{share}"
     return "-"
+
+
+def flags(result: Result) -> str:
+    """What a reader must know beside the number: noise, and GPU clocks held down."""
+    details = result.details if isinstance(result.details, dict) else {}
+    marks = ["noisy"] if result.noisy else []
+    if details.get("throttle"):
+        marks.append(f"throttled: {details['throttle']}")
+    return ", ".join(marks)
 
 
 def iqr_percent(result: Result) -> str:
@@ -106,7 +123,7 @@ def result_row(result: Result) -> list[str]:
         return [*identity, *["-"] * 8, "[yellow]skipped[/yellow]"]
     if not result.ok or stats is None:
         return [*identity, *["-"] * 8, "[red]failed[/red]"]
-    status = "[yellow]noisy[/yellow]" if result.noisy else "ok"
+    status = f"[yellow]{escape_markup(flags(result))}[/yellow]" if flags(result) else "ok"
     return [
         *identity,
         fmt(stats.median),

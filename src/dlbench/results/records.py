@@ -68,6 +68,8 @@ class Result:
     duration_s: float | None = None
     # The case as asked for (before defaults were resolved): what `rerun` replays.
     case: dict[str, Any] = field(default_factory=dict)
+    # processes (ranks) of a DistributedDataParallel case; throughput is their sum
+    nproc: int = 1
 
     @property
     def ok(self) -> bool:
@@ -91,14 +93,17 @@ class Result:
             self.precision,
             kind,
             params,
+            self.nproc,
         )
 
     def case_key(self) -> str:
         """Identity used to match the same case across runs."""
         params = ",".join(f"{k}={v}" for k, v in sorted(self.params.items()))
+        ranks = f"|nproc={self.nproc}" if self.nproc > 1 else ""  # older keys stay as they were
         return (
             f"{self.workload}|{self.framework}|{self.compile}|{self.mode}|{self.device}|"
             f"bs={self.batch_size}|{self.precision}|t={self.threads}|{params}|{self.scenario}"
+            f"{ranks}"
         )
 
     def to_dict(self) -> dict[str, Any]:

@@ -48,6 +48,7 @@ RESULT_FIELDS: dict[str, tuple[Any, ...] | str] = {
     "status": (str,),
     "threads": (int,),
     "interop_threads": (int,),
+    "nproc": (int,),
     "batch_size": (int, type(None)),
     "error": (str, type(None)),
     "error_detail": (str, type(None)),

@@ -13,6 +13,7 @@ import os
 import sqlite3
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from dlbench.errors import UserError
 from dlbench.results.records import STATUS_FAILED, Result, Run
@@ -132,9 +133,26 @@ class Store:
             (1 if result.status == STATUS_FAILED else 0, run_id),
         )
 
-    def finish_run(self, run_id: str, finished_at: str) -> None:
+    def finish_run(self, run_id: str, finished_at: str, env: dict[str, Any] | None = None) -> None:
+        """Mark the run complete; `env` replaces the stored one (ceilings measured in the run)."""
         with self._db:
             self._db.execute("UPDATE runs SET finished_at=? WHERE id=?", (finished_at, run_id))
+            if env is not None:
+                self._db.execute("UPDATE runs SET env=? WHERE id=?", (json.dumps(env), run_id))
+
+    def latest_ceilings(self, hostname: str | None) -> dict[str, Any] | None:
+        """The ceilings of this machine's newest complete `ceilings` run, if any."""
+        from dlbench.results.ceilings import CEILING_SUITE, ceilings_from_results
+
+        row = self._db.execute(
+            "SELECT id FROM runs WHERE suite=? AND hostname IS ? AND finished_at IS NOT NULL "
+            "ORDER BY started_at DESC, id DESC LIMIT 1",
+            (CEILING_SUITE, hostname),
+        ).fetchone()
+        if row is None:
+            return None
+        found = ceilings_from_results(self.load_run(row[0]).results, row[0])
+        return found if found["values"] else None
 
     def import_run(self, run: Run) -> None:
         """Add a whole run (from another machine) in one transaction, or nothing."""

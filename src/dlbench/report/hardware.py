@@ -1,0 +1,119 @@
+"""The first seed article's hardware table, and the ceilings table of `dlbench roofline`.
+
+The article listed "hardware, it/s" for an add it timed together with
+allocation and a host-to-device copy, unsynchronised, and could not say why
+one GPU ran at a fifth of its speed. Here each row is one machine's device
+with it/s, GB/s, the fraction of that machine's measured memory bandwidth,
+and the throttle verdict of its GPU telemetry.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from rich.table import Table
+
+from dlbench.report.leaderboard import hardware
+from dlbench.report.study import Metric, StudyTable, relative_rows
+from dlbench.report.table import escape_markup, fmt
+from dlbench.results.records import Run
+
+ADD_WORKLOAD = "add"
+
+
+@dataclass(frozen=True)
+class HardwareRow:
+    hardware: str
+    case: str
+    its: float
+    gbps: float | None
+    efficiency: float | None
+    throttle: str | None
+    run_id: str
+
+
+def hardware_rows(runs: Sequence[Run], workload: str = ADD_WORKLOAD) -> list[HardwareRow]:
+    """One row per (machine device, compile mode) of `workload`, fastest first."""
+    rows = []
+    for run in runs:
+        for result in run.results:
+            if result.workload != workload or not result.ok or result.latency_ms is None:
+                continue
+            details = result.details if isinstance(result.details, dict) else {}
+            efficiency = details.get("efficiency") or {}
+            transfer = details.get("transfer")
+            case = f"{result.framework} [{result.compile}] {result.device}"
+            if transfer == "inside":
+                case += " (h2d copy timed)"
+            rows.append(
+                HardwareRow(
+                    hardware=hardware(run, result),
+                    case=case,
+                    its=1000.0 / result.latency_ms.median,
+                    gbps=result.gbps,
+                    efficiency=efficiency.get("fraction"),
+                    throttle=details.get("throttle"),
+                    run_id=run.id,
+                )
+            )
+    return sorted(rows, key=lambda row: -row.its)
+
+
+def hardware_table(runs: Sequence[Run], workload: str = ADD_WORKLOAD) -> Table:
+    table = Table(
+        title=f"{workload}: hardware table (it/s as the article; GB/s and efficiency beside it)",
+        title_justify="left",
+    )
+    for name in ("hardware", "case", "it/s", "GB/s", "of measured bandwidth", "throttled", "run"):
+        table.add_column(name, justify="right" if name in ("it/s", "GB/s") else "left")
+    for row in hardware_rows(runs, workload):
+        table.add_row(
+            escape_markup(row.hardware),
+            escape_markup(row.case),
+            fmt(row.its),
+            fmt(row.gbps),
+            f"{100 * row.efficiency:.0f}%" if row.efficiency is not None else "- (no roofline)",
+            escape_markup(row.throttle or "no"),
+            escape_markup(row.run_id),
+        )
+    return table
+
+
+def ceilings_table(run: Run) -> Table:
+    """The ceilings a run holds (measured in it, or copied from the newest roofline)."""
+    ceilings = run.env.get("ceilings") or {}
+    table = Table(
+        title=f"ceilings (from run {ceilings.get('source_run', '-')})", title_justify="left"
+    )
+    for name in ("device", "ceiling", "value"):
+        table.add_column(name, justify="right" if name == "value" else "left")
+    for key, value in sorted((ceilings.get("values") or {}).items()):
+        device, kind, *precision = key.split("|")
+        unit = "GFLOP/s" if kind == "gflops" else "GB/s"
+        what = f"gemm {precision[0]}" if precision else f"{kind} bandwidth"
+        table.add_row(escape_markup(device), escape_markup(what), f"{fmt(value)} {unit}")
+    return table
+
+
+def seed_add_tables(run: Run, baseline: str = "torch") -> list[StudyTable]:
+    """The seed-add run's own tables: it/s as the article, GB/s and efficiency beside it."""
+    metrics = (
+        Metric("its", "Iterations per second (the article's unit)", "it/s", lambda r: None),
+        Metric("gbps", "Memory bandwidth achieved", "GB/s", lambda r: None),
+        Metric(
+            "efficiency", "Fraction of the measured bandwidth ceiling", "fraction", lambda r: None
+        ),
+    )
+    rows = hardware_rows([run])
+    values = {
+        "its": [(row.case, row.its) for row in rows],
+        "gbps": [(row.case, row.gbps) for row in rows if row.gbps is not None],
+        "efficiency": [(row.case, row.efficiency) for row in rows if row.efficiency is not None],
+    }
+    tables = []
+    for metric in metrics:
+        entries = [(label, value, None, "") for label, value in values[metric.key]]
+        title = f"add {metric.title} ({metric.unit}) - synchronised, transfer outside the timing"
+        tables.append(StudyTable(title, metric, relative_rows(entries, None)))
+    return [t for t in tables if t.rows]

@@ -1,0 +1,95 @@
+"""Hardware ceilings (the roofline) and every result's efficiency against them.
+
+`dlbench roofline` runs the `ceilings` suite: GEMM at each precision (the
+most FLOP/s this machine achieves), `copy` (device memory bandwidth) and
+`h2d` (host-to-device bandwidth). Its maxima are the ceilings. Any later run
+on the same machine copies the newest ceilings into its env and gives each
+result its achieved rate as a fraction of the matching ceiling: GFLOP/s
+against GEMM at the result's precision on the same device, GB/s against copy
+(or h2d for transfers). A measured ceiling, not a datasheet number: the
+fraction says how much of what this machine can really do a case gets.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from dlbench.results.records import Result, Run
+
+CEILING_SUITE = "ceilings"
+# workload -> what it is the ceiling of
+COMPUTE_CEILING = "gemm"
+BANDWIDTH_CEILINGS = {"copy": "memory", "h2d": "host-to-device"}
+
+
+def _device(result: Result) -> str:
+    return "cpu" if result.device == "cpu" else result.device
+
+
+def ceiling_key(device: str, kind: str, precision: str | None = None) -> str:
+    return f"{device}|{kind}|{precision}" if precision else f"{device}|{kind}"
+
+
+def ceilings_from_results(results: Iterable[Result], run_id: str) -> dict[str, Any]:
+    """{"source_run", "values": {key: rate}} from a run's ceiling cases (max per key)."""
+    values: dict[str, float] = {}
+    for result in results:
+        if not result.ok:
+            continue
+        if result.workload == COMPUTE_CEILING and result.gflops:
+            key = ceiling_key(_device(result), "gflops", result.precision)
+            values[key] = max(values.get(key, 0.0), result.gflops)
+        elif result.workload in BANDWIDTH_CEILINGS and result.gbps:
+            key = ceiling_key(_device(result), BANDWIDTH_CEILINGS[result.workload])
+            values[key] = max(values.get(key, 0.0), result.gbps)
+    return {"source_run": run_id, "values": values}
+
+
+def merge(base: dict[str, Any] | None, newer: dict[str, Any]) -> dict[str, Any]:
+    """Ceilings measured in this run override the stored ones, key by key."""
+    if not base:
+        return newer
+    return {
+        "source_run": newer["source_run"] if newer["values"] else base.get("source_run"),
+        "values": {**base.get("values", {}), **newer["values"]},
+    }
+
+
+def efficiency(result: Result, ceilings: dict[str, Any] | None) -> dict[str, Any] | None:
+    """The result's rate as a fraction of the matching ceiling, or None."""
+    if not ceilings or not result.ok:
+        return None
+    values = ceilings.get("values", {})
+    device = _device(result)
+    if result.primary_metric == "gbps" and result.gbps:
+        kind = BANDWIDTH_CEILINGS.get(result.workload, "memory")
+        achieved, ceiling, unit = result.gbps, values.get(ceiling_key(device, kind)), "GB/s"
+        basis = f"{kind} bandwidth"
+    elif result.gflops:
+        key = ceiling_key(device, "gflops", result.precision)
+        achieved, ceiling, unit = result.gflops, values.get(key), "GFLOP/s"
+        basis = f"gemm {result.precision}"
+    else:
+        return None
+    if not ceiling:
+        return None
+    return {
+        "fraction": achieved / ceiling,
+        "ceiling": ceiling,
+        "unit": unit,
+        "basis": basis,
+        "ceilings_run": ceilings.get("source_run"),
+    }
+
+
+def attach_efficiency(result: Result, run: Run) -> None:
+    """Record the result's efficiency against the ceilings the run holds."""
+    if run.suite == CEILING_SUITE or result.workload in (COMPUTE_CEILING, *BANDWIDTH_CEILINGS):
+        # keep the run's own ceilings current as its ceiling cases finish
+        own = ceilings_from_results([result], run.id)
+        if own["values"]:
+            run.env["ceilings"] = merge(run.env.get("ceilings"), own)
+    found = efficiency(result, run.env.get("ceilings"))
+    if found is not None and isinstance(result.details, dict):
+        result.details["efficiency"] = found

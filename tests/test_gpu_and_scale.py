@@ -1,0 +1,207 @@
+"""Devices, placement checks, ceilings and efficiency, the hardware table, DDP scaling.
+
+CPU-only tests run everywhere (DDP with gloo); the GPU tests are marked and
+skipped with a reason where torch sees no CUDA device.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+from conftest import dlbench
+
+from dlbench.launch.placement import placement_error
+from dlbench.plan import RunRequest, build_plan
+from dlbench.report.table import flags
+from dlbench.results.ceilings import ceilings_from_results, efficiency
+from dlbench.results.records import Result
+
+torch = pytest.importorskip("torch")
+needs_gpu = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+FAST = ("--min-time", "0", "--min-iters", "3", "--warmup", "1")
+
+
+def run_json(tmp_path: Path, *args: str, expect: int = 0, name: str = "run.json") -> dict:
+    out = tmp_path / name
+    done = dlbench(*args, "--json", str(out), "-q", timeout=900)
+    assert done.returncode == expect, done.stderr[-3000:]
+    return json.loads(out.read_text())
+
+
+@pytest.mark.slow
+def test_ddp_with_gloo_on_two_processes_reports_scaling(tmp_path):
+    run = run_json(
+        tmp_path, "run", "-w", "mlp", "-m", "train", "-f", "torch", "-d", "cpu", "--nproc", "2",
+        "-b", "256", "--min-time", "0.5", "--min-iters", "5",
+    )  # fmt: skip
+    single, double = run["results"]
+    assert (single["nproc"], double["nproc"]) == (1, 2)
+    assert single["status"] == double["status"] == "ok", (single["error"], double["error"])
+    ddp = double["details"]["ddp"]
+    assert ddp["world_size"] == 2 and ddp["backend"] == "gloo"
+    assert len(ddp["per_rank_throughput"]) == 2
+    assert double["throughput"] == pytest.approx(sum(ddp["per_rank_throughput"]))
+    expected = double["throughput"] / (2 * single["throughput"])
+    assert ddp["scaling_efficiency"] == pytest.approx(expected)
+    assert ddp["baseline_throughput"] == pytest.approx(single["throughput"])
+    # the cores are shared out: one thread per process on a 2-CPU machine, in both cases
+    assert single["threads"] == double["threads"]
+    # the parent sampled the whole process tree (torchrun and its ranks)
+    assert double["details"]["timeline"]
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (("-w", "mlp", "--nproc", "2"), "torch training steps"),
+        (("-w", "mlp", "-m", "train", "-f", "null", "--nproc", "2"), "torch training steps"),
+        (("-w", "mlp", "-m", "train", "--nproc", "2", "-c", "script"), "not script"),
+        (("-w", "mlp", "-m", "train", "--torchrun", "--nnodes 2"), "go with --nproc"),
+        (("-w", "mlp", "-f", "onnxruntime", "--transfer", "inside"), "implemented for torch"),
+        (("-w", "mlp", "-d", "tpu"), "unknown device 'tpu'"),
+    ],
+)
+def test_bad_device_and_scale_options_are_one_line_errors(args, message):
+    done = dlbench("run", *args)
+    assert done.returncode == 2, done.stderr
+    assert message in done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the no-GPU path")
+def test_asking_for_a_gpu_that_is_not_there_fails_clearly(tmp_path):
+    run = run_json(tmp_path, "run", "-w", "mlp", "-d", "cuda:1", "-b", "4", *FAST, expect=1)
+    (result,) = run["results"]
+    assert result["status"] == "failed"
+    assert "cuda:1" in result["error"] and "--device cpu" in result["error"]
+    assert "no GPU" in result["details"].get("gpu_telemetry", "no GPU")
+
+
+def test_placement_is_checked_against_what_each_framework_recorded():
+    assert placement_error("cpu", {"torch_device": "cpu"}) is None
+    assert "ran on cpu" in (placement_error("cuda:0", {"torch_device": "cpu"}) or "")
+    tf_cpu = {"tf_device": "/job:localhost/replica:0/task:0/device:CPU:0"}
+    assert placement_error("cpu", tf_cpu) is None
+    assert "TensorFlow ran on cpu" in (placement_error("cuda:0", tf_cpu) or "")
+    ort_cpu = {"providers": ["CPUExecutionProvider"]}
+    assert "ONNX Runtime" in (placement_error("cuda:0", ort_cpu) or "")
+    assert placement_error("cuda:0", {"providers": ["CUDAExecutionProvider"]}) is None
+    assert placement_error("cpu", {"jax_device": "TFRT_CPU_0"}) is None
+    assert "JAX" in (placement_error("cuda:0", {"jax_device": "TFRT_CPU_0"}) or "")
+
+
+def result(workload: str, device: str = "cpu", **values: object) -> Result:
+    base = Result(workload, "torch", "eager", "infer", device, 1, "fp32", 1, 1, "ok")
+    for key, value in values.items():
+        setattr(base, key, value)
+    return base
+
+
+def test_efficiency_divides_by_the_matching_ceiling():
+    ceilings = ceilings_from_results(
+        [
+            result("gemm", gflops=100.0, primary_metric="gflops"),
+            result("gemm", gflops=80.0, primary_metric="gflops"),  # the max is kept
+            result("gemm", gflops=300.0, primary_metric="gflops", precision="amp-bf16"),
+            result("copy", gbps=20.0, primary_metric="gbps"),
+            result("gemm", device="cuda:0", gflops=5e5, primary_metric="gflops"),
+        ],
+        "roof-1",
+    )
+    assert ceilings["values"]["cpu|gflops|fp32"] == 100.0
+    mlp = result("mlp", gflops=25.0, primary_metric="gflops")
+    found = efficiency(mlp, ceilings)
+    assert found is not None
+    assert found["fraction"] == pytest.approx(0.25) and found["ceilings_run"] == "roof-1"
+    bf16 = result("mlp", gflops=150.0, primary_metric="gflops", precision="amp-bf16")
+    assert efficiency(bf16, ceilings)["fraction"] == pytest.approx(0.5)
+    add = result("add", gbps=15.0, primary_metric="gbps")
+    assert efficiency(add, ceilings)["fraction"] == pytest.approx(0.75)
+    # no ceiling for that precision or device: no made-up number
+    assert efficiency(result("mlp", gflops=1.0, precision="tf32"), ceilings) is None
+    assert efficiency(result("mlp", device="cuda:1", gflops=1.0), ceilings) is None
+
+
+def test_throttled_results_are_flagged_in_the_table():
+    hot = result("add", details={"throttle": "thermal"}, noisy=True)
+    assert flags(hot) == "noisy, throttled: thermal"
+    assert flags(result("add")) == ""
+
+
+@pytest.mark.slow
+def test_roofline_then_every_result_carries_its_efficiency(tmp_path):
+    roof = run_json(tmp_path, "roofline", "-d", "cpu", "--min-time", "0.2", name="roof.json")
+    by_case = {(r["workload"], r["precision"]): r for r in roof["results"]}
+    assert by_case[("gemm", "fp32")]["status"] == "ok"
+    assert by_case[("gemm", "tf32")]["status"] == "skipped"
+    assert by_case[("h2d", "fp32")]["status"] == "skipped"  # no transfer on a CPU
+    assert by_case[("copy", "fp32")]["gbps"] > 0
+    run = run_json(
+        tmp_path, "run", "-w", "add", "-w", "mlp", "-d", "cpu", "--param", "size=1024", *FAST
+    )
+    assert run["env"]["ceilings"]["source_run"] == roof["id"]
+    for each in run["results"]:
+        share = each["details"]["efficiency"]
+        assert share["ceilings_run"] == roof["id"]
+        assert share["fraction"] > 0 and math.isfinite(share["fraction"])
+    add = next(r for r in run["results"] if r["workload"] == "add")
+    assert add["details"]["efficiency"]["basis"] == "memory bandwidth"
+
+
+@pytest.mark.slow
+def test_seed_add_and_the_hardware_table_over_two_machines(tmp_path):
+    plan = build_plan(RunRequest(suite="seed-add"))
+    assert {dict(c.params)["size"] for c in plan.cases} == {12288}
+    assert {c.compile for c in plan.cases} == {"eager", "script"}
+    first = run_json(tmp_path, "run", "seed-add", "--param", "size=512", *FAST, name="a.json")
+    for each in first["results"]:
+        assert each["status"] == "ok", each["error"]
+        assert each["details"]["transfer"] == "none (the device is the host)"
+    # the same run as if from another machine, to pivot on
+    other = dict(first, id="other-machine-run")
+    other["env"] = {**first["env"], "hostname": "box2", "cpu_model": "Other CPU 9000"}
+    (tmp_path / "b.json").write_text(json.dumps(other))
+    done = dlbench(
+        "compare", "--by", "hardware", str(tmp_path / "a.json"), str(tmp_path / "b.json")
+    )
+    assert done.returncode == 0, done.stderr
+    assert "it/s" in done.stdout and "GB/s" in done.stdout
+    assert "Other CPU 9000" in done.stdout and first["env"]["cpu_model"][:20] in done.stdout
+
+
+# ---- on a CUDA GPU (skipped elsewhere) ------------------------------------
+
+
+@pytest.mark.gpu
+@needs_gpu
+@pytest.mark.slow
+def test_gpu_gemm_precisions_add_telemetry_and_memory(tmp_path):
+    run = run_json(
+        tmp_path, "run", "-w", "gemm", "-d", "cuda", "--param", "size=4096",
+        "-p", "fp32", "-p", "tf32", "-p", "amp-bf16", *FAST,
+    )  # fmt: skip
+    rates = {r["precision"]: r["gflops"] for r in run["results"] if r["status"] == "ok"}
+    assert rates["amp-bf16"] > rates["fp32"]
+    for each in run["results"]:
+        assert each["details"]["cuda_max_memory_allocated_mb"] > 0
+        points = each["details"]["timeline"]
+        assert any(p.get("gpu") for p in points), "NVML telemetry missing on a GPU case"
+
+
+@pytest.mark.gpu
+@needs_gpu
+@pytest.mark.slow
+def test_gpu_transfer_inside_is_slower_than_outside(tmp_path):
+    run = run_json(
+        tmp_path, "run", "-w", "add", "-d", "cuda", "--param", "size=4096", *FAST, name="out.json"
+    )
+    inside = run_json(
+        tmp_path, "run", "-w", "add", "-d", "cuda", "--param", "size=4096",
+        "--transfer", "inside", *FAST, name="in.json",
+    )  # fmt: skip
+    (outside_result,), (inside_result,) = run["results"], inside["results"]
+    assert inside_result["details"]["transfer"].startswith("inside")
+    assert inside_result["latency_ms"]["median"] > outside_result["latency_ms"]["median"]
