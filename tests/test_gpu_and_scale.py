@@ -205,3 +205,11 @@ def test_gpu_transfer_inside_is_slower_than_outside(tmp_path):
     (outside_result,), (inside_result,) = run["results"], inside["results"]
     assert inside_result["details"]["transfer"].startswith("inside")
     assert inside_result["latency_ms"]["median"] > outside_result["latency_ms"]["median"]
+
+
+def test_a_rate_above_the_ceiling_is_explained_not_clipped():
+    ceilings = ceilings_from_results([result("copy", gbps=20.0, primary_metric="gbps")], "r")
+    cached = efficiency(result("add", gbps=30.0, primary_metric="gbps"), ceilings)
+    assert cached["fraction"] == pytest.approx(1.5)
+    assert "cache" in cached["note"]
+    assert "note" not in efficiency(result("add", gbps=19.0, primary_metric="gbps"), ceilings)

@@ -120,6 +120,7 @@ class Case:
         data["params"] = dict(self.params)
         data["options"] = dict(self.options)
         data["inputs"] = dict(self.inputs)
+        data["torchrun_args"] = list(self.torchrun_args)  # as JSON gives it back
         return data
 
     @classmethod

@@ -66,9 +66,9 @@ class FrameworkInfo:
 
 WORKLOADS: dict[str, str] = {
     "add": "dlbench.workloads.add:ADD",
+    "gemm": "dlbench.workloads.gemm:GEMM",
     "copy": "dlbench.workloads.copy:COPY",
     "h2d": "dlbench.workloads.copy:H2D",
-    "gemm": "dlbench.workloads.gemm:GEMM",
     "mlp": "dlbench.workloads.mlp:MLP",
     "mnist-cnn": "dlbench.workloads.mnist_cnn:MNIST_CNN",
     "mnist-train": "dlbench.workloads.mnist_train:MNIST_TRAIN",
