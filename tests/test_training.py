@@ -302,3 +302,56 @@ def test_training_suites_plan_as_the_articles_ran_them(monkeypatch):
     assert {c.mode for c in pt2.cases} == {"train"}
     only_bf16 = build_plan(RunRequest(suite="pt2-training", precisions=("amp-bf16",)))
     assert {c.precision for c in only_bf16.cases} == {"amp-bf16"}
+
+
+def test_per_epoch_table_and_study_tables_from_stored_results():
+    from rich.console import Console
+
+    from dlbench.report.training_studies import epochs_table, mnist_tables, pt2_tables
+    from dlbench.results.records import Result, Run
+
+    def trained(framework: str, compile_mode: str, device: str, seconds: float) -> Result:
+        epochs = [
+            {"epoch": e, "train_s": seconds, "eval_s": 0.5, "samples_per_s": 640 / seconds,
+             "loss": 1.0 / e, "test_loss": 0.9 / e, "accuracy": 0.8 + 0.05 * e}
+            for e in (1, 2)
+        ]  # fmt: skip
+        return Result(
+            "mnist-train", framework, compile_mode, "train", device, 64, "fp32", 2, 2, "ok",
+            throughput=640 / seconds,
+            details={"epochs": epochs, "time_to_train_s": 2 * seconds, "final_accuracy": 0.9,
+                     "data": {"synthetic": True, "train_samples_used": 640}},
+        )  # fmt: skip
+
+    run = Run("r", "2026-01-01T00:00:00+00:00", "mnist", {}, {})
+    run.results = [
+        trained("torch", "eager", "cpu", 4.0),
+        trained("tensorflow", "fit", "cpu", 5.0),
+        trained("torch", "eager", "cuda:0", 1.0),
+    ]
+    console = Console(width=200, record=True)
+    console.print(epochs_table(run))
+    text = console.export_text()
+    assert text.count("mnist-train") == 6  # 3 cases x 2 epochs
+    tables = {t.metric.key: t for t in mnist_tables(run)}
+    time_rows = {row.label: row for row in tables["time_to_train_s"].rows}
+    assert time_rows["tensorflow [fit] cpu"].relative == pytest.approx(10 / 8)
+    assert "SYNTHETIC" in time_rows["torch [eager] cpu"].note
+    (speedup,) = tables["gpu_speedup"].rows
+    assert speedup.label == "torch [eager]" and speedup.value == pytest.approx(4.0)
+    assert epochs_table(Run("e", "t", "quick", {}, {})) is None
+    pt2 = Run("p", "t", "pt2-training", {}, {})
+    pt2.results = [
+        Result("resnet50", "torch", c, "train", "cpu", 16, p, 2, 2, "ok", throughput=t,
+               first_call_ms=f)
+        for c, p, t, f in (("eager", "fp32", 10.0, 100.0), ("compile", "fp32", 15.0, 9000.0),
+                           ("eager", "amp-bf16", 20.0, 120.0))
+    ]  # fmt: skip
+    rates = next(t for t in pt2_tables(pt2) if t.metric.key == "samples_per_s")
+    assert {row.label: row.relative for row in rates.rows} == {
+        "fp32 eager": 1.0,
+        "fp32 compile": 1.5,
+        "amp-bf16 eager": 2.0,
+    }
+    compile_times = next(t for t in pt2_tables(pt2) if t.metric.key == "first_step_s")
+    assert max(row.value for row in compile_times.rows) == pytest.approx(9.0)

@@ -230,7 +230,7 @@ def _interruptible(
 
 
 def _finish(run: Run, args: argparse.Namespace) -> int:
-    out.print(run_table(run))
+    print_run(run)
     print_study(run, args.baseline, args.plots)
     if run.failures:
         say(f"{run.failures} of {len(run.results)} case(s) failed")
@@ -328,9 +328,19 @@ def cmd_env(args: argparse.Namespace) -> int:
 
 def cmd_show(args: argparse.Namespace) -> int:
     run = load_run(args.run, args.db)
-    out.print(run_table(run))
+    print_run(run)
     print_study(run, args.baseline, args.plots)
     return 0
+
+
+def print_run(run: Run) -> None:
+    """The results table, and the per-epoch table where the run trained to a target."""
+    from dlbench.report.training_studies import epochs_table
+
+    out.print(run_table(run))
+    epochs = epochs_table(run)
+    if epochs is not None:
+        out.print(epochs)
 
 
 def print_study(run: Run, baseline: str, plots: Path | None) -> None:

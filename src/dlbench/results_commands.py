@@ -142,8 +142,9 @@ def cmd_report(args: argparse.Namespace) -> int:
         say(f"wrote {args.html}")
     if args.plots is not None:
         from dlbench.report.run_plots import write_run_plots
+        from dlbench.report.timeline_plot import write_timeline_pngs
 
-        for path in write_run_plots(runs, args.plots):
+        for path in [*write_run_plots(runs, args.plots), *write_timeline_pngs(runs, args.plots)]:
             say(f"wrote {path}")
     return 0
 

@@ -137,15 +137,21 @@ def charts(run: Run) -> str:
 TIMELINE_MIN_POINTS = 20
 
 
+def timeline_worth_drawing(result: Result) -> bool:
+    """A training case's timeline, or one long enough for the load to change under it."""
+    timeline = result.details.get("timeline") if isinstance(result.details, dict) else None
+    if not isinstance(timeline, list) or not timeline:
+        return False
+    return result.mode == "train" or len(timeline) >= TIMELINE_MIN_POINTS
+
+
 def timelines(run: Run) -> str:
     """Resource timelines (details.timeline) of training cases and long cases."""
     parts = []
     for r in run.results:
-        timeline = r.details.get("timeline") if isinstance(r.details, dict) else None
-        if not isinstance(timeline, list) or not timeline:
+        if not timeline_worth_drawing(r):
             continue
-        if r.mode != "train" and len(timeline) < TIMELINE_MIN_POINTS:
-            continue
+        timeline = r.details["timeline"]
         cpu = [(p["t"], p["cpu_percent"]) for p in timeline if "t" in p and "cpu_percent" in p]
         rss = [(p["t"], p["rss_mb"]) for p in timeline if "t" in p and "rss_mb" in p]
         parts.append(

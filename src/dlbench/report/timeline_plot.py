@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from dlbench.report.html import timeline_worth_drawing
 from dlbench.report.plots import pyplot
 from dlbench.report.run_plots import _slug
 from dlbench.report.table import case_name
@@ -78,9 +79,7 @@ def write_timeline_pngs(runs: Sequence[Run], folder: Path) -> list[Path]:
     taken: set[Path] = set()
     for run in runs:
         for result in run.results:
-            try:
-                timeline_of(result)
-            except ValueError:
+            if not timeline_worth_drawing(result):
                 continue
             stem = f"{_slug(run.id)}-{_slug(case_name(result))}-timeline"
             path = folder / f"{stem}.png"

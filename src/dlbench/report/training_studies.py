@@ -15,6 +15,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
+from rich.table import Table
+
 from dlbench.report.study import Metric, StudyTable, relative_rows
 from dlbench.results.records import Result, Run
 
@@ -130,3 +132,34 @@ def pt2_tables(run: Run, baseline: str = "torch") -> list[StudyTable]:
             title = f"{workload}: {metric.title} ({metric.unit}), relative to fp32 eager"
             tables.append(StudyTable(title, metric, relative_rows(entries, "fp32 eager")))
     return [t for t in tables if t.rows]
+
+
+def epochs_table(run: Run) -> Table | None:
+    """Per epoch of each time-to-train case: times, rate, loss and accuracy."""
+    from dlbench.report.table import case_name, escape_markup, fmt
+
+    rows = [
+        (r, epoch)
+        for r in run.results
+        if isinstance(r.details, dict) and isinstance(r.details.get("epochs"), list)
+        for epoch in r.details["epochs"]
+        if isinstance(epoch, dict)
+    ]
+    if not rows:
+        return None
+    table = Table(title="Epochs (training timed apart from evaluation)", title_justify="left")
+    columns = ("case", "epoch", "train s", "eval s", "samples/s", "loss", "test loss", "accuracy")
+    for name in columns:
+        table.add_column(name, justify="left" if name == "case" else "right")
+    for result, epoch in rows:
+        table.add_row(
+            escape_markup(f"{case_name(result)} {result.device}"),
+            str(epoch.get("epoch")),
+            fmt(epoch.get("train_s")),
+            fmt(epoch.get("eval_s")),
+            fmt(epoch.get("samples_per_s")),
+            fmt(epoch.get("loss")),
+            fmt(epoch.get("test_loss")),
+            fmt(epoch.get("accuracy")),
+        )
+    return table
