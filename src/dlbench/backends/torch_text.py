@@ -23,8 +23,8 @@ class EncoderOutput(nn.Module):
         return self.encoder(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
 
 
-def encoder(workload: str) -> nn.Module:
-    """A randomly initialised encoder (seed it with torch.manual_seed first)."""
+def _config(workload: str) -> tuple[object, bool]:
+    """The transformers config of a workload's shape, and whether it is a DistilBERT."""
     import transformers
 
     shape = SHAPES[workload]
@@ -36,17 +36,25 @@ def encoder(workload: str) -> nn.Module:
             n_heads=shape.heads,
             hidden_dim=shape.intermediate,
         )
-        model = transformers.DistilBertModel(config)
-    else:
-        config = transformers.BertConfig(
-            vocab_size=shape.vocab,
-            num_hidden_layers=shape.layers,
-            hidden_size=shape.hidden,
-            num_attention_heads=shape.heads,
-            intermediate_size=shape.intermediate,
-        )
-        model = transformers.BertModel(config, add_pooling_layer=False)
-    return EncoderOutput(model)
+        return config, True
+    config = transformers.BertConfig(
+        vocab_size=shape.vocab,
+        num_hidden_layers=shape.layers,
+        hidden_size=shape.hidden,
+        num_attention_heads=shape.heads,
+        intermediate_size=shape.intermediate,
+    )
+    return config, False
+
+
+def encoder(workload: str) -> nn.Module:
+    """A randomly initialised encoder (seed it with torch.manual_seed first)."""
+    import transformers
+
+    config, distil = _config(workload)
+    if distil:
+        return EncoderOutput(transformers.DistilBertModel(config))
+    return EncoderOutput(transformers.BertModel(config, add_pooling_layer=False))
 
 
 class MaskedLmLogits(nn.Module):
@@ -64,21 +72,7 @@ def masked_lm(workload: str) -> nn.Module:
     """The encoder with a masked-LM head, randomly initialised (pretraining, as BERT's)."""
     import transformers
 
-    shape = SHAPES[workload]
-    if shape.family == "distilbert":
-        config = transformers.DistilBertConfig(
-            vocab_size=shape.vocab,
-            n_layers=shape.layers,
-            dim=shape.hidden,
-            n_heads=shape.heads,
-            hidden_dim=shape.intermediate,
-        )
+    config, distil = _config(workload)
+    if distil:
         return MaskedLmLogits(transformers.DistilBertForMaskedLM(config))
-    config = transformers.BertConfig(
-        vocab_size=shape.vocab,
-        num_hidden_layers=shape.layers,
-        hidden_size=shape.hidden,
-        num_attention_heads=shape.heads,
-        intermediate_size=shape.intermediate,
-    )
     return MaskedLmLogits(transformers.BertForMaskedLM(config))
