@@ -71,6 +71,8 @@ class CaseSkipped(CaseError):
     over a matrix of precisions stays green on hardware that lacks some.
     """
 
+    device: str | None = None  # the resolved device, set by the worker
+
 
 class EpochTrainer(ABC):
     """A time-to-train run prepared by a backend: the worker drives the epochs.

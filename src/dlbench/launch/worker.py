@@ -86,12 +86,16 @@ def execute(case: Case, settings: Settings) -> Result:
     import_s = time.perf_counter() - started
     threads = backend.configure_threads(case.threads, case.effective_interop_threads)
     job = make_job(case, settings, backend.resolve_device(case.device))
-    if job.workload.epoch_based:
-        from dlbench.launch.epochs import run_epochs
+    try:
+        if job.workload.epoch_based:
+            from dlbench.launch.epochs import run_epochs
 
-        result = run_epochs(backend, job)
-    else:
-        result = _run_steps(backend, job, settings)
+            result = run_epochs(backend, job)
+        else:
+            result = _run_steps(backend, job, settings)
+    except CaseSkipped as skip:
+        skip.device = job.device  # the skip names the device it judged
+        raise
     result.import_s = import_s
     result.framework_version = backend.version()
     result.details = {
@@ -304,7 +308,8 @@ def worker_main(
     try:
         result = execute(case, settings)
     except CaseSkipped as exc:
-        result = base_result(case, STATUS_SKIPPED, error=first_line(exc))
+        device = exc.device or case.device
+        result = base_result(case, STATUS_SKIPPED, error=first_line(exc), device=device)
     except Exception as exc:  # any failure of the case is recorded, not raised
         result = failed_from_exception(case, exc)
     result.started_at = started_at
