@@ -113,3 +113,14 @@ def test_cpu_percent_of_a_busy_step_is_about_one_core():
     assert result.ok
     assert 50.0 < result.cpu_percent <= 105.0
     assert result.latency_ms.n == 100_000
+
+
+def test_the_resource_tracker_is_told_once_to_keep_quiet(monkeypatch):
+    from dlbench.launch.runner import TRACKER_WARNING, _quiet_resource_tracker
+
+    monkeypatch.setenv("PYTHONWARNINGS", "default::DeprecationWarning")
+    _quiet_resource_tracker()
+    _quiet_resource_tracker()
+    import os
+
+    assert os.environ["PYTHONWARNINGS"] == f"default::DeprecationWarning,{TRACKER_WARNING}"

@@ -51,6 +51,7 @@ def run_case(
     `on_note` receives the progress lines a long case writes (an epoch done),
     read between the waits, so a 20-minute training case is not silent.
     """
+    _quiet_resource_tracker()
     context = multiprocessing.get_context("spawn")
     with contextlib.ExitStack() as stack:
         scratch = stack.enter_context(tempfile.TemporaryDirectory(prefix="dlbench-case-"))
@@ -98,6 +99,22 @@ def run_case(
         result.started_at = started_at
         result.duration_s = time.perf_counter() - wall_start
     return result
+
+
+TRACKER_WARNING = "ignore::UserWarning:multiprocessing.resource_tracker"
+
+
+def _quiet_resource_tracker() -> None:
+    """Keep multiprocessing's tracker from warning about workers' semaphores at exit.
+
+    Workers end with os._exit once their result is written (teardown can hang),
+    so semaphores that torch.compile's helper pools made are never unregistered;
+    the tracker, started by the first spawn with this environment, frees them
+    and would print a "leaked semaphore" warning for each, about nothing.
+    """
+    current = os.environ.get("PYTHONWARNINGS", "")
+    if TRACKER_WARNING not in current:
+        os.environ["PYTHONWARNINGS"] = ",".join(filter(None, (current, TRACKER_WARNING)))
 
 
 def _open_gpu_telemetry(device: str) -> tuple[GpuTelemetry | None, str | None]:
