@@ -213,3 +213,13 @@ def test_a_rate_above_the_ceiling_is_explained_not_clipped():
     assert cached["fraction"] == pytest.approx(1.5)
     assert "cache" in cached["note"]
     assert "note" not in efficiency(result("add", gbps=19.0, primary_metric="gbps"), ceilings)
+
+
+@pytest.mark.slow
+def test_a_ddp_case_that_cannot_run_ends_every_rank_and_says_why(tmp_path):
+    run = run_json(
+        tmp_path, "run", "-w", "mlp", "-m", "train", "-d", "cpu", "--nproc", "2", "-p", "tf32",
+        *FAST,
+    )  # fmt: skip
+    assert [(r["nproc"], r["status"]) for r in run["results"]] == [(1, "skipped"), (2, "skipped")]
+    assert "TF32" in run["results"][1]["error"]

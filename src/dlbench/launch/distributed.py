@@ -143,18 +143,25 @@ def rank_main(argv: list[str]) -> None:
     for name in THREAD_VARS:  # before torch is imported
         os.environ[name] = str(case.threads)
     block_other_frameworks("torch")
+    from dlbench.backends.base import CaseSkipped
+    from dlbench.launch.worker import base_result, failed_from_exception, first_line
+    from dlbench.results.records import STATUS_SKIPPED
+
+    failed = False
     try:
         result = _measure_rank(case, settings)
+    except CaseSkipped as skip:
+        result, failed = base_result(case, STATUS_SKIPPED, error=first_line(skip)), True
     except Exception as exc:
-        from dlbench.launch.worker import failed_from_exception
-
-        result = failed_from_exception(case, exc)
-        if int(os.environ.get("RANK", "0")) != 0:
-            raise
-    if result is not None:
+        result, failed = failed_from_exception(case, exc), True
+    if int(os.environ.get("RANK", "0")) == 0 and result is not None:
         temp = result_path.with_suffix(".tmp")
         temp.write_text(json.dumps(result.to_dict()), encoding="utf-8")
         os.replace(temp, result_path)
+    if failed:
+        # a non-zero exit makes torchrun stop the other ranks at once, instead of
+        # leaving them waiting in a collective for a rank that is gone
+        sys.exit(1)
 
 
 def _measure_rank(case: Case, settings: Settings) -> Result | None:
