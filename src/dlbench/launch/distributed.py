@@ -122,11 +122,12 @@ def attach_scaling(result: Result, run: Run) -> None:
 # ---- one rank (runs under torchrun) ---------------------------------------
 
 
-def _agreed_iterations(settings: Settings, warmup_s: list[float], dist: Any) -> int:
+def _agreed_iterations(settings: Settings, warmup_s: list[float], dist: Any, device: str) -> int:
     """Steps every rank times: enough for --min-time at the slowest rank's pace."""
     import torch
 
-    pace = torch.tensor([max(warmup_s) if warmup_s else 0.0], dtype=torch.float64)
+    # on the rank's device: NCCL reduces CUDA tensors only (gloo takes CPU ones)
+    pace = torch.tensor([max(warmup_s) if warmup_s else 0.0], dtype=torch.float64, device=device)
     dist.all_reduce(pace, op=dist.ReduceOp.MAX)
     step_s = float(pace.item())
     wanted = math.ceil(settings.min_time_s / step_s) if step_s > 0 else settings.min_iters
@@ -204,7 +205,7 @@ def _measure_rank(case: Case, settings: Settings) -> Result | None:
                 started = time.perf_counter()
                 prepared.step()
                 warmup.append(time.perf_counter() - started)
-            iterations = _agreed_iterations(settings, warmup, dist)
+            iterations = _agreed_iterations(settings, warmup, dist, device)
             dist.barrier()
             monitor = ProcessMonitor()
             rule = StopRule(0.0, iterations, 0)  # the agreed count, on every rank

@@ -74,7 +74,7 @@ def run_case(
                 name=f"dlbench-worker {case.label()}",
             )
         # Opened before the start, so NVML's start-up cost is not charged to the case.
-        telemetry, gpu_note = _open_gpu_telemetry(case.device)
+        telemetry, gpu_note = _open_gpu_telemetry(case.device, case.nproc)
         started_at, wall_start = now_iso(), time.perf_counter()
         timed_out = False
         sampler: TimelineSampler | None = None
@@ -117,9 +117,14 @@ def _quiet_resource_tracker() -> None:
         os.environ["PYTHONWARNINGS"] = ",".join(filter(None, (current, TRACKER_WARNING)))
 
 
-def _open_gpu_telemetry(device: str) -> tuple[GpuTelemetry | None, str | None]:
-    """NVML telemetry for the case's GPU; none (and no reason) for a CPU case."""
+def _open_gpu_telemetry(device: str, nproc: int = 1) -> tuple[GpuTelemetry | None, str | None]:
+    """NVML telemetry for the case's GPUs; none (and no reason) for a CPU case.
+
+    A DDP case puts rank r on cuda:r, so its N GPUs are all watched.
+    """
     indices = device_indices(device)
+    if indices and nproc > 1:
+        indices = list(range(nproc))
     return GpuTelemetry.open(indices) if indices else (None, None)
 
 
