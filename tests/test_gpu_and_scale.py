@@ -62,6 +62,12 @@ def test_ddp_with_gloo_on_two_processes_reports_scaling(tmp_path):
         (("-w", "mlp", "-m", "train", "--torchrun", "--nnodes 2"), "go with --nproc"),
         (("-w", "mlp", "-f", "onnxruntime", "--transfer", "inside"), "implemented for torch"),
         (("-w", "mlp", "-d", "tpu"), "unknown device 'tpu'"),
+        (("-w", "mlp", "-m", "train", "--nproc", "2", "--torchrun", "--rdzv-id 'x"), "--torchrun"),
+        (
+            ("-w", "mlp", "-m", "train", "--nproc", "2", "--torchrun=--nproc-per-node=4"),
+            "must not set --nproc-per-node",
+        ),
+        (("-w", "h2d", "--transfer", "inside"), "implemented for torch"),
     ],
 )
 def test_bad_device_and_scale_options_are_one_line_errors(args, message):
@@ -223,3 +229,64 @@ def test_a_ddp_case_that_cannot_run_ends_every_rank_and_says_why(tmp_path):
     )  # fmt: skip
     assert [(r["nproc"], r["status"]) for r in run["results"]] == [(1, "skipped"), (2, "skipped")]
     assert "TF32" in run["results"][1]["error"]
+
+
+def test_ddp_efficiency_counts_every_gpu_but_one_shared_cpu():
+    from dataclasses import replace
+
+    ceilings = ceilings_from_results(
+        [
+            result("gemm", gflops=100.0, primary_metric="gflops"),
+            result("gemm", device="cuda:0", gflops=1000.0, primary_metric="gflops"),
+        ],
+        "r",
+    )
+    on_gpus = replace(result("mlp", device="cuda:0", gflops=1000.0, primary_metric="gflops"))
+    on_gpus.nproc = 4
+    assert efficiency(on_gpus, ceilings)["fraction"] == pytest.approx(0.25)
+    on_cpu = result("mlp", gflops=50.0, primary_metric="gflops")
+    on_cpu.nproc = 2
+    assert efficiency(on_cpu, ceilings)["fraction"] == pytest.approx(0.5)
+
+
+def test_only_a_roofline_run_sets_ceilings_and_timed_copies_use_the_bus_ceiling():
+    from dlbench.results.ceilings import attach_efficiency
+    from dlbench.results.records import Run
+
+    stored = ceilings_from_results(
+        [
+            result("gemm", gflops=100.0, primary_metric="gflops"),
+            result("copy", device="cuda:0", gbps=2000.0, primary_metric="gbps"),
+            result("h2d", device="cuda:0", gbps=50.0, primary_metric="gbps"),
+        ],
+        "roof",
+    )
+    run = Run("r", "t", "quick", {}, {"ceilings": stored})
+    small_gemm = result("gemm", gflops=10.0, primary_metric="gflops")
+    attach_efficiency(small_gemm, run)
+    assert run.env["ceilings"]["values"]["cpu|gflops|fp32"] == 100.0  # not replaced
+    assert small_gemm.details["efficiency"]["fraction"] == pytest.approx(0.1)
+    timed_copy = result(
+        "add", device="cuda:0", gbps=40.0, primary_metric="gbps",
+        details={"transfer": "inside (host-to-device copy of the inputs timed)"},
+    )  # fmt: skip
+    found = efficiency(timed_copy, stored)
+    assert found["basis"] == "host-to-device bandwidth"
+    assert found["fraction"] == pytest.approx(0.8)
+
+
+@pytest.mark.slow
+def test_a_timed_out_ddp_case_leaves_no_rank_behind(tmp_path):
+    import psutil
+
+    run = run_json(
+        tmp_path, "run", "-w", "mlp", "-m", "train", "-d", "cpu", "--nproc", "2", "-b", "64",
+        "--min-time", "120", "--timeout", "12", expect=1,
+    )  # fmt: skip
+    assert all("timed out" in r["error"] for r in run["results"])
+    left = [
+        p.pid
+        for p in psutil.process_iter(["cmdline"])
+        if "dlbench.launch.distributed" in " ".join(p.info["cmdline"] or [])
+    ]
+    assert left == []

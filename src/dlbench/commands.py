@@ -88,6 +88,14 @@ def case_line(result: Result) -> str:
     )
 
 
+def torchrun_args(text: str | None) -> tuple[str, ...]:
+    """--torchrun "..." split as a shell would, or a one-line error."""
+    try:
+        return tuple(shlex.split(text or ""))
+    except ValueError as exc:
+        raise UserError(f"--torchrun {text!r}: {exc}") from None
+
+
 def request_from_args(args: argparse.Namespace) -> RunRequest:
     settings = {
         "min_time_s": args.min_time,
@@ -112,7 +120,7 @@ def request_from_args(args: argparse.Namespace) -> RunRequest:
         target_accuracy=args.target_accuracy,
         nproc=args.nproc or 1,
         transfer=args.transfer,
-        torchrun_args=tuple(shlex.split(args.torchrun or "")),
+        torchrun_args=torchrun_args(args.torchrun),
         data_dir=str(args.data_dir.resolve()) if args.data_dir is not None else None,
         settings=tuple((k, v) for k, v in settings.items() if v is not None),
         model=args.model,

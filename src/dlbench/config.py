@@ -214,7 +214,10 @@ def validate_case(case: Case) -> Case:
     if case.transfer not in TRANSFERS:
         raise UserError(f"unknown transfer {case.transfer!r}; allowed: {', '.join(TRANSFERS)}")
     if case.transfer == "inside" and (
-        case.framework != "torch" or workload.epoch_based or case.model is not None
+        case.framework != "torch"
+        or workload.epoch_based
+        or case.model is not None
+        or case.workload == "h2d"  # already nothing but the copy
     ):
         raise UserError(
             "--transfer inside (the input copy in the timed step) is implemented for torch "
@@ -232,6 +235,10 @@ def _validate_distributed(case: Case, epoch_based: bool) -> None:
         if case.torchrun_args:
             raise UserError("--torchrun options go with --nproc N (N > 1)")
         return
+    if any(arg.replace("_", "-").startswith("--nproc-per-node") for arg in case.torchrun_args):
+        raise UserError(
+            "--torchrun must not set --nproc-per-node: --nproc is the processes per node"
+        )
     if case.framework != "torch" or case.mode != "train" or epoch_based:
         raise UserError(
             f"--nproc {case.nproc} runs torch training steps under DistributedDataParallel; "

@@ -30,7 +30,14 @@ class JaxBackend(Backend):
         if intra_op == 1:
             flags = "--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1"
             os.environ["XLA_FLAGS"] = f"{os.environ.get('XLA_FLAGS', '')} {flags}".strip()
-        return {"intra_op": intra_op, "inter_op": "n/a", "mechanism": mechanism}
+        # fp32 means fp32: on GPUs JAX's default matmul precision may use TF32/bf16
+        jax.config.update("jax_default_matmul_precision", "highest")
+        return {
+            "intra_op": intra_op,
+            "inter_op": "n/a",
+            "mechanism": mechanism,
+            "matmul_precision": "highest",
+        }
 
     def resolve_device(self, requested: str) -> str:
         if requested == "cpu":

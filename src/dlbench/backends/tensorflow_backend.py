@@ -37,7 +37,11 @@ class TensorFlowBackend(Backend):
         # Must run before TensorFlow creates its runtime: the worker is fresh.
         tf.config.threading.set_intra_op_parallelism_threads(intra_op)
         tf.config.threading.set_inter_op_parallelism_threads(inter_op)
+        # fp32 means fp32: TensorFlow runs float32 matmuls and convolutions in
+        # TF32 on Ampere+ GPUs by default (torch's fp32 cases turn TF32 off too)
+        tf.config.experimental.enable_tensor_float_32_execution(False)
         return {
+            "tf32": tf.config.experimental.tensor_float_32_execution_enabled(),
             "intra_op": tf.config.threading.get_intra_op_parallelism_threads(),
             "inter_op": tf.config.threading.get_inter_op_parallelism_threads(),
         }

@@ -44,10 +44,12 @@ class TfMnistTrainer(EpochTrainer):
             learning_rate=self.base_lr, rho=ADADELTA_RHO, epsilon=ADADELTA_EPS
         )
         self.loss_fn = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
-        self.details: dict[str, Any] = {"tf_device": tf_device, "keras": keras.__version__}
+        # where TensorFlow really placed the data, checked against the case's device
+        self.details: dict[str, Any] = {"tf_device": self.x.device, "keras": keras.__version__}
         if self.mode == "fit":
-            self.model.compile(optimizer=self.optimizer, loss=self.loss_fn)
-            # Keras's own choice ("auto" may pick XLA): recorded, not overridden
+            # Keras's "auto" turns XLA on wherever a GPU exists; `fit` is the plain
+            # Keras loop (like torch eager), and XLA is the "xla" mode's business
+            self.model.compile(optimizer=self.optimizer, loss=self.loss_fn, jit_compile=False)
             self.details["keras_jit_compile"] = bool(self.model.jit_compile)
             self.details["data_pipeline"] = "Model.fit on in-memory tensors, shuffle=True"
         else:

@@ -74,20 +74,29 @@ def _require_cuda(precision: str, device: torch.device) -> None:
             f"tf32 needs an Ampere or newer GPU (compute capability 8.0+); "
             f"{name} is {major}.{minor}"
         )
-    if precision == "amp-bf16" and not torch.cuda.is_bf16_supported():
-        raise CaseSkipped(f"amp-bf16: {name} (compute capability {major}.{minor}) has no bf16")
+    # is_bf16_supported() also says yes where bf16 is emulated (pre-Ampere), and
+    # asks about the current device, not this one: the capability is the answer
+    if precision == "amp-bf16" and major < 8:
+        raise CaseSkipped(
+            f"amp-bf16 needs bf16 tensor cores (compute capability 8.0+); {name} is "
+            f"{major}.{minor}, where bf16 would be emulated"
+        )
 
 
 def _require_cpu(precision: str) -> None:
     if precision == "tf32":
         raise CaseSkipped("tf32 is a CUDA tensor-core format; CPUs have no TF32 mode")
-    mkldnn = torch.ops.mkldnn
-    if precision == "amp-bf16" and not mkldnn._is_mkldnn_bf16_supported():
+    # oneDNN's own "bf16 supported" is true on any AVX-512 CPU (it emulates);
+    # native bf16 means the AVX512-BF16 or AMX instructions
+    cpu = torch.cpu
+    native_bf16 = cpu._is_avx512_bf16_supported() or cpu._is_amx_tile_supported()
+    if precision == "amp-bf16" and not native_bf16:
         raise CaseSkipped(
             "amp-bf16 on this CPU would be emulated: it has no native bf16 "
             "(needs AVX512-BF16 or AMX); an emulated number would mislead"
         )
-    if precision == "amp-fp16" and not mkldnn._is_mkldnn_fp16_supported():
+    # oneDNN reports fp16 only where it is native (AVX512-FP16 or AMX-FP16)
+    if precision == "amp-fp16" and not torch.ops.mkldnn._is_mkldnn_fp16_supported():
         raise CaseSkipped(
             "amp-fp16 on this CPU would be emulated: it has no native fp16 "
             "arithmetic (needs AVX512-FP16 or AMX-FP16); an emulated number would mislead"

@@ -47,7 +47,7 @@ class TorchMnistTrainer(EpochTrainer):
         self.test_y = torch.from_numpy(data.test_labels).to(device)
         self.details: dict[str, Any] = {
             **precision.details,
-            "torch_device": str(device),
+            "torch_device": str(self.x.device),  # where the data really is
             "data_pipeline": "in-memory tensors on the device, indexed per batch",
         }
 

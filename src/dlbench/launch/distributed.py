@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import select
 import subprocess
 import sys
 from dataclasses import replace
@@ -62,15 +63,20 @@ class TorchrunProcess:
         self.command = torchrun_command(case, case_file, settings_file, scratch / "result.json")
         self._log = log
         self._popen: subprocess.Popen[bytes] | None = None
+        self._pidfd: int | None = None
 
     def start(self) -> None:
         self._popen = subprocess.Popen(
             self.command,
             stdout=self._log,
             stderr=subprocess.STDOUT,
-            start_new_session=True,  # its own group: the runner kills every rank at once
+            start_new_session=True,  # its own group (torchrun's ranks get sessions of their own)
             preexec_fn=_die_with_parent if sys.platform.startswith("linux") else None,
         )
+        if hasattr(os, "pidfd_open"):
+            # a descriptor that becomes readable when torchrun exits: join() can
+            # sleep in select() instead of Popen.wait's polling loop
+            self._pidfd = os.pidfd_open(self._popen.pid)
 
     @property
     def pid(self) -> int | None:
@@ -83,8 +89,12 @@ class TorchrunProcess:
     def join(self, timeout: float | None = None) -> None:
         if self._popen is None:
             return
+        if self._pidfd is not None and self._popen.poll() is None:
+            select.select([self._pidfd], [], [], timeout)  # sleeps until exit or timeout
+            self._popen.poll()
+            return
         try:
-            self._popen.wait(timeout)  # sleeps in waitpid, like Process.join
+            self._popen.wait(timeout)  # no pidfd (not Linux): Popen's own wait
         except subprocess.TimeoutExpired:
             return
 
@@ -92,9 +102,27 @@ class TorchrunProcess:
         return self._popen is not None and self._popen.poll() is None
 
     def kill(self) -> None:
+        """torchrun starts each rank in a session of its own, so killing torchrun's
+        group misses them: kill every descendant first, then torchrun."""
+        if self._popen is None:
+            return
+        import psutil
+
+        try:
+            ranks = psutil.Process(self._popen.pid).children(recursive=True)
+        except psutil.Error:
+            ranks = []
+        for rank in ranks:
+            try:
+                rank.kill()
+            except psutil.Error:
+                continue  # already gone
         if self.is_alive():
-            assert self._popen is not None
             self._popen.kill()
+        self._popen.wait()
+        if self._pidfd is not None:
+            os.close(self._pidfd)
+            self._pidfd = None
 
 
 def attach_scaling(result: Result, run: Run) -> None:
@@ -144,6 +172,7 @@ def rank_main(argv: list[str]) -> None:
     for name in THREAD_VARS:  # before torch is imported
         os.environ[name] = str(case.threads)
     block_other_frameworks("torch")
+    _die_with_parent()  # torchrun killed hard: the ranks go with it
     from dlbench.backends.base import CaseSkipped
     from dlbench.launch.worker import base_result, failed_from_exception, first_line
     from dlbench.results.records import STATUS_SKIPPED
@@ -185,6 +214,13 @@ def _measure_rank(case: Case, settings: Settings) -> Result | None:
         from dlbench.backends.base import CaseError
 
         raise CaseError("--device cuda asked for, but torch sees no CUDA device")
+    if on_gpu and local_rank >= torch.cuda.device_count():
+        from dlbench.backends.base import CaseError
+
+        raise CaseError(
+            f"--nproc asks for a process per GPU, but rank {local_rank} has no GPU: "
+            f"torch sees {torch.cuda.device_count()} on this node"
+        )
     device = f"cuda:{local_rank}" if on_gpu else "cpu"
     if on_gpu:
         torch.cuda.set_device(local_rank)

@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from dlbench.backends.base import Backend, CaseError, EpochTrainer, Job
+from dlbench.launch.placement import placement_error
 from dlbench.measure.monitor import ProcessMonitor
 from dlbench.measure.stats import summarize
 from dlbench.results.records import STATUS_FAILED, STATUS_OK, Result
@@ -68,6 +69,9 @@ def run_epochs(backend: Backend, job: Job) -> Result:
     setup_start = time.perf_counter()
     trainer = backend.prepare_training(job, data)
     setup_s = time.perf_counter() - setup_start
+    wrong_place = placement_error(job.device, trainer.details)
+    if wrong_place:
+        raise CaseError(wrong_place)
     run = _EpochLoop(job, trainer, used)
     run.train()
     status, error = (STATUS_FAILED, run.error) if run.error else (STATUS_OK, None)
@@ -99,6 +103,10 @@ def run_epochs(backend: Backend, job: Job) -> Result:
         **trainer.details,
         "epochs": run.records,
         "time_to_train_s": elapsed,
+        # without epoch 1, which holds compilation (torch.compile, tf.function tracing)
+        "steady_samples_per_s": used * (len(train_s) - 1) / sum(train_s[1:])
+        if len(train_s) > 1
+        else None,
         "wall_to_train_s": elapsed + sum(r["eval_s"] for r in run.records),
         "time_to_target_s": run.time_to_target_s,
         "target_accuracy": job.case.target_accuracy,

@@ -207,6 +207,9 @@ def _kill_group(process: WorkerProcess) -> None:
     """SIGKILL the worker's process group (it calls setsid), or the worker alone."""
     if process.pid is None:
         return
+    if isinstance(process, TorchrunProcess):
+        process.kill()  # the ranks live in sessions of their own
+        return
     try:
         os.killpg(process.pid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError, AttributeError):

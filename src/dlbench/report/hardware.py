@@ -44,7 +44,7 @@ def hardware_rows(runs: Sequence[Run], workload: str = ADD_WORKLOAD) -> list[Har
             efficiency = details.get("efficiency") or {}
             transfer = details.get("transfer")
             case = f"{result.framework} [{result.compile}] {result.device}"
-            if transfer == "inside":
+            if str(transfer or "").startswith("inside"):
                 case += " (h2d copy timed)"
             rows.append(
                 HardwareRow(
@@ -114,6 +114,9 @@ def seed_add_tables(run: Run, baseline: str = "torch") -> list[StudyTable]:
     tables = []
     for metric in metrics:
         entries = [(label, value, None, "") for label, value in values[metric.key]]
-        title = f"add {metric.title} ({metric.unit}) - synchronised, transfer outside the timing"
+        title = (
+            f"add {metric.title} ({metric.unit}) - synchronised in every step; "
+            "host-to-device copy outside the timing unless labelled"
+        )
         tables.append(StudyTable(title, metric, relative_rows(entries, None)))
     return [t for t in tables if t.rows]

@@ -63,8 +63,11 @@ def efficiency(result: Result, ceilings: dict[str, Any] | None) -> dict[str, Any
         return None
     values = ceilings.get("values", {})
     device = _device(result)
+    details = result.details if isinstance(result.details, dict) else {}
     if result.primary_metric == "gbps" and result.gbps:
         kind = BANDWIDTH_CEILINGS.get(result.workload, "memory")
+        if str(details.get("transfer", "")).startswith("inside"):
+            kind = "host-to-device"  # the timed copy over the bus is the bottleneck
         achieved, ceiling, unit = result.gbps, values.get(ceiling_key(device, kind)), "GB/s"
         basis = f"{kind} bandwidth"
     elif result.gflops:
@@ -75,6 +78,11 @@ def efficiency(result: Result, ceilings: dict[str, Any] | None) -> dict[str, Any
         return None
     if not ceiling:
         return None
+    if result.nproc > 1 and device != "cpu":
+        # DDP's rate is the sum over N GPUs, each with this ceiling; CPU ranks
+        # share one machine and so one ceiling
+        ceiling *= result.nproc
+        basis += f" x {result.nproc} GPUs"
     found = {
         "fraction": achieved / ceiling,
         "ceiling": ceiling,
@@ -91,8 +99,9 @@ def efficiency(result: Result, ceilings: dict[str, Any] | None) -> dict[str, Any
 
 def attach_efficiency(result: Result, run: Run) -> None:
     """Record the result's efficiency against the ceilings the run holds."""
-    if run.suite == CEILING_SUITE or result.workload in (COMPUTE_CEILING, *BANDWIDTH_CEILINGS):
-        # keep the run's own ceilings current as its ceiling cases finish
+    if run.suite == CEILING_SUITE:
+        # keep the roofline run's ceilings current as its cases finish (a gemm in
+        # another suite, at another size or thread count, is no ceiling)
         own = ceilings_from_results([result], run.id)
         if own["values"]:
             run.env["ceilings"] = merge(run.env.get("ceilings"), own)
