@@ -21,11 +21,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
 import subprocess
 import sys
 from dataclasses import dataclass
+
+from interleave import interleaved_rounds, thread_env
 
 from dlbench.config import Case, Settings, available_cpus
 from dlbench.launch.runner import run_case
@@ -141,14 +142,6 @@ TARGETS = (
 )
 
 
-def thread_env(threads: int) -> dict[str, str]:
-    """The thread variables dlbench's worker sets before importing a framework; the
-    hand loop gets them too, so the two differ only by the harness."""
-    from dlbench.launch.worker import THREAD_VARS
-
-    return {**os.environ, **dict.fromkeys(THREAD_VARS, str(threads))}
-
-
 def hand_loop_ms(framework: str, target: Target, threads: int, min_time: float) -> float:
     extra = []
     if framework in ("onnxruntime", "openvino"):
@@ -185,14 +178,9 @@ def dlbench_ms(framework: str, target: Target, threads: int, min_time: float) ->
 def compare(framework: str, target: Target, args: argparse.Namespace) -> float:
     """Interleaved rounds; returns the best-of ratio (see the module docstring)."""
     measure_args = (framework, target, args.threads, args.min_time)
-    ours, hand = [], []
-    for round_index in range(args.rounds):
-        if round_index % 2 == 0:  # alternate who goes first
-            ours.append(dlbench_ms(*measure_args))
-            hand.append(hand_loop_ms(*measure_args))
-        else:
-            hand.append(hand_loop_ms(*measure_args))
-            ours.append(dlbench_ms(*measure_args))
+    ours, hand = interleaved_rounds(
+        args.rounds, lambda: dlbench_ms(*measure_args), lambda: hand_loop_ms(*measure_args)
+    )
     per_round = [o / h for o, h in zip(ours, hand, strict=True)]
     best = min(ours) / min(hand)
     print(

@@ -16,10 +16,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
 import subprocess
 import sys
+
+from interleave import interleaved_rounds, thread_env
 
 from dlbench.config import Case, Settings, available_cpus
 from dlbench.launch.runner import run_case
@@ -48,18 +49,6 @@ with torch.inference_mode():
         samples.append(time.perf_counter() - t0)
 print(json.dumps({"median_ms": statistics.median(samples) * 1000, "n": len(samples)}))
 """
-
-
-def thread_env(threads: int) -> dict[str, str]:
-    """The thread variables dlbench's worker sets before importing a framework.
-
-    The hand loop gets them too, so the two differ only by the harness: on a
-    2-core machine torch's MLP ran ~15% faster with OMP_NUM_THREADS set than
-    with torch.set_num_threads alone.
-    """
-    from dlbench.launch.worker import THREAD_VARS
-
-    return {**os.environ, **dict.fromkeys(THREAD_VARS, str(threads))}
 
 
 def hand_loop_median_ms(threads: int, min_time: float) -> float:
@@ -102,21 +91,20 @@ def main() -> None:
         f"loop wall per iteration {wall_us:.3f} us"
     )
 
-    ours, hand = [], []
-    for round_index in range(args.rounds):
-        # Alternate which goes first so drift in machine load cancels out.
-        if round_index % 2 == 0:
-            ours.append(dlbench_median_ms(args.threads, args.min_time))
-            hand.append(hand_loop_median_ms(args.threads, args.min_time))
-        else:
-            hand.append(hand_loop_median_ms(args.threads, args.min_time))
-            ours.append(dlbench_median_ms(args.threads, args.min_time))
+    def report(index: int, ours_ms: float, hand_ms: float) -> None:
         print(
-            f"round {round_index + 1}: mlp bs=1000 torch eager, threads={args.threads}: "
-            f"dlbench {ours[-1]:.4f} ms, hand loop {hand[-1]:.4f} ms, "
-            f"ratio {ours[-1] / hand[-1]:.3f}",
+            f"round {index + 1}: mlp bs=1000 torch eager, threads={args.threads}: "
+            f"dlbench {ours_ms:.4f} ms, hand loop {hand_ms:.4f} ms, "
+            f"ratio {ours_ms / hand_ms:.3f}",
             flush=True,
         )
+
+    ours, hand = interleaved_rounds(
+        args.rounds,
+        lambda: dlbench_median_ms(args.threads, args.min_time),
+        lambda: hand_loop_median_ms(args.threads, args.min_time),
+        report,
+    )
     ratios = [o / h for o, h in zip(ours, hand, strict=True)]
     best = min(ours) / min(hand)
     verdict = "OK" if best <= 1.05 else "ABOVE TARGET"

@@ -18,10 +18,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
 import subprocess
 import sys
+
+from interleave import interleaved_rounds, thread_env
 
 from dlbench.config import Case, Settings, available_cpus
 from dlbench.launch.runner import run_case
@@ -58,12 +59,6 @@ print(json.dumps({"samples_per_s": rates[-1]}))
 """
 
 
-def thread_env(threads: int) -> dict[str, str]:
-    from dlbench.launch.worker import THREAD_VARS
-
-    return {**os.environ, **dict.fromkeys(THREAD_VARS, str(threads))}
-
-
 def hand_rate(samples: int, threads: int) -> float:
     done = subprocess.run(
         [sys.executable, "-c", HAND_LOOP, str(samples), str(threads)],
@@ -97,20 +92,20 @@ def main() -> None:
     parser.add_argument("--samples", type=int, default=12_800)
     parser.add_argument("--threads", type=int, default=available_cpus())
     args = parser.parse_args()
-    ours, hands = [], []
-    for round_index in range(args.rounds):
-        # alternate which side goes first, so drift favours neither
-        if round_index % 2 == 0:
-            ours.append(dlbench_rate(args.samples, args.threads))
-            hands.append(hand_rate(args.samples, args.threads))
-        else:
-            hands.append(hand_rate(args.samples, args.threads))
-            ours.append(dlbench_rate(args.samples, args.threads))
+
+    def report(index: int, ours: float, hand: float) -> None:
         print(
-            f"round {round_index + 1}: dlbench {ours[-1]:.0f} samples/s, "
-            f"hand {hands[-1]:.0f} samples/s, ratio {ours[-1] / hands[-1]:.3f}",
+            f"round {index + 1}: dlbench {ours:.0f} samples/s, "
+            f"hand {hand:.0f} samples/s, ratio {ours / hand:.3f}",
             flush=True,
         )
+
+    ours, hands = interleaved_rounds(
+        args.rounds,
+        lambda: dlbench_rate(args.samples, args.threads),
+        lambda: hand_rate(args.samples, args.threads),
+        report,
+    )
     ratios = [o / h for o, h in zip(ours, hands, strict=True)]
     best = max(ours) / max(hands)
     print(f"median per-round ratio {statistics.median(ratios):.3f}")
