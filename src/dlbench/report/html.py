@@ -14,7 +14,14 @@ from html import escape
 from pathlib import Path
 
 from dlbench.report.svg import Bar, bar_chart, box_plot, line_chart
-from dlbench.report.table import case_name, fmt, iqr_percent, params_label, rate_column
+from dlbench.report.table import (
+    case_name,
+    flags,
+    fmt,
+    iqr_percent,
+    params_label,
+    rate_column,
+)
 from dlbench.results.files import write_atomic
 from dlbench.results.records import Result, Run
 
@@ -45,16 +52,6 @@ def env_table(run: Run) -> str:
         f"<tr><th>{escape(str(k))}</th>{_td(v)}</tr>" for k, v in run.settings.items()
     )
     return f"<h3>Environment</h3><table>{rows}</table><h3>Settings</h3><table>{settings}</table>"
-
-
-def flags(result: Result) -> str:
-    marks = []
-    if result.noisy:
-        marks.append("noisy (IQR > 10% of median)")
-    throttle = result.details.get("throttle") if isinstance(result.details, dict) else None
-    if throttle:
-        marks.append(f"throttled: {throttle}")
-    return "; ".join(marks)
 
 
 def results_table(run: Run) -> str:
@@ -92,7 +89,8 @@ def results_table(run: Run) -> str:
             _td(fmt(r.peak_rss_mb), True),
             _td(fmt(r.max_abs_diff), True),
         ]
-        cells.append(f'<td class="flag">{escape(flags(r))}</td>')
+        marks = flags(r, noisy="noisy (IQR > 10% of median)", separator="; ")
+        cells.append(f'<td class="flag">{escape(marks)}</td>')
         cells.append(f'<td class="{"" if r.ok else "failed"}">{escape(status)}</td>')
         rows.append("<tr>" + "".join(cells) + "</tr>")
     header = "".join(f"<th>{escape(h)}</th>" for h in head)

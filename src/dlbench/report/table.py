@@ -63,13 +63,13 @@ def rate_column(result: Result) -> str:
     return "-"
 
 
-def flags(result: Result) -> str:
+def flags(result: Result, noisy: str = "noisy", separator: str = ", ") -> str:
     """What a reader must know beside the number: noise, and GPU clocks held down."""
     details = result.details if isinstance(result.details, dict) else {}
-    marks = ["noisy"] if result.noisy else []
+    marks = [noisy] if result.noisy else []
     if details.get("throttle"):
         marks.append(f"throttled: {details['throttle']}")
-    return ", ".join(marks)
+    return separator.join(marks)
 
 
 def iqr_percent(result: Result) -> str:
@@ -123,7 +123,8 @@ def result_row(result: Result) -> list[str]:
         return [*identity, *["-"] * 8, "[yellow]skipped[/yellow]"]
     if not result.ok or stats is None:
         return [*identity, *["-"] * 8, "[red]failed[/red]"]
-    status = f"[yellow]{escape_markup(flags(result))}[/yellow]" if flags(result) else "ok"
+    marks = flags(result)
+    status = f"[yellow]{escape_markup(marks)}[/yellow]" if marks else "ok"
     return [
         *identity,
         fmt(stats.median),
