@@ -13,6 +13,7 @@ the 1-process run of the same case: the scaling efficiency T_N / (N x T_1).
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import os
@@ -24,6 +25,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from dlbench.config import Case, Settings
+from dlbench.launch.worker import die_with_parent
 from dlbench.results.records import Result, Run
 
 RANK_MODULE = "dlbench.launch.distributed"
@@ -45,14 +47,6 @@ def torchrun_command(case: Case, case_file: Path, settings_file: Path, result: P
     ]
 
 
-def _die_with_parent() -> None:
-    """In the child before exec: SIGKILL torchrun (and so its group) if dlbench dies."""
-    import ctypes
-    import signal
-
-    ctypes.CDLL(None).prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG
-
-
 class TorchrunProcess:
     """torchrun as a subprocess, with the part of multiprocessing.Process the runner uses."""
 
@@ -71,7 +65,8 @@ class TorchrunProcess:
             stdout=self._log,
             stderr=subprocess.STDOUT,
             start_new_session=True,  # its own group (torchrun's ranks get sessions of their own)
-            preexec_fn=_die_with_parent if sys.platform.startswith("linux") else None,
+            # in the child before exec: torchrun dies with dlbench
+            preexec_fn=functools.partial(die_with_parent, os.getpid()),
         )
         if hasattr(os, "pidfd_open"):
             # a descriptor that becomes readable when torchrun exits: join() can
@@ -172,7 +167,7 @@ def rank_main(argv: list[str]) -> None:
     for name in THREAD_VARS:  # before torch is imported
         os.environ[name] = str(case.threads)
     block_other_frameworks("torch")
-    _die_with_parent()  # torchrun killed hard: the ranks go with it
+    die_with_parent(os.getppid())  # torchrun killed hard: the ranks go with it
     from dlbench.backends.base import CaseSkipped
     from dlbench.launch.worker import base_result, failed_from_exception, first_line
     from dlbench.results.records import STATUS_SKIPPED

@@ -266,12 +266,12 @@ def _redirect_output(log_path: str) -> None:
     os.close(log_fd)
 
 
-def _die_with_parent(parent_pid: int) -> None:
-    """Ask Linux to SIGKILL this worker if the parent dies (even by SIGKILL).
+def die_with_parent(parent_pid: int) -> None:
+    """Ask Linux to SIGKILL this process if its parent dies (even by SIGKILL).
 
-    The worker leaves the terminal's process group (setsid), so without this
-    a parent killed hard would leave an orphan loading the machine with no
-    timeout. Elsewhere the runner's own cleanup is all there is.
+    Workers (and torchrun, and its ranks) leave the terminal's process group,
+    so without this a parent killed hard would leave an orphan loading the
+    machine with no timeout. Elsewhere the runner's own cleanup is all there is.
     """
     if not sys.platform.startswith("linux"):
         return
@@ -295,7 +295,7 @@ def worker_main(
     """Process entry point (spawned by the runner)."""
     if hasattr(os, "setsid"):
         os.setsid()  # own process group: the runner can kill helpers we start too
-    _die_with_parent(parent_pid)
+    die_with_parent(parent_pid)
     _redirect_output(log_path)
     faulthandler.enable()  # a segfault's Python stack lands in the log
     case = Case.from_dict(case_data)
