@@ -7,6 +7,7 @@ and what is allowed, and is raised as UserError (exit code 2 in the CLI).
 
 from __future__ import annotations
 
+import functools
 import math
 import os
 import re
@@ -267,14 +268,24 @@ def _validate_training_run(case: Case, epoch_based: bool) -> None:
         if case.target_accuracy == 0:
             raise UserError("invalid target accuracy 0; expected a fraction in (0, 1], e.g. 0.98")
     if case.data_dir is not None:
-        from pathlib import Path
+        problem = _mnist_dir_problem(case.data_dir)
+        if problem:
+            raise UserError(f"--data-dir: {problem}")
 
-        from dlbench.data.mnist import MnistFileError, check_mnist_dir
 
-        try:
-            check_mnist_dir(Path(case.data_dir))
-        except MnistFileError as exc:
-            raise UserError(f"--data-dir: {exc}") from None
+@functools.lru_cache(maxsize=8)
+def _mnist_dir_problem(data_dir: str) -> str | None:
+    """What is wrong with an MNIST folder, read once per folder (every case of a
+    suite names the same one, and checking means decompressing all four files)."""
+    from pathlib import Path
+
+    from dlbench.data.mnist import MnistFileError, check_mnist_dir
+
+    try:
+        check_mnist_dir(Path(data_dir))
+    except MnistFileError as exc:
+        return str(exc)
+    return None
 
 
 def _validate_model(case: Case) -> None:
