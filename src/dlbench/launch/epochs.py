@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from dlbench.backends.base import Backend, CaseError, EpochTrainer, Job
-from dlbench.launch.placement import placement_error
+from dlbench.launch.placement import require_placement
 from dlbench.measure.monitor import ProcessMonitor
 from dlbench.measure.stats import summarize
 from dlbench.results.records import STATUS_FAILED, STATUS_OK, Result
@@ -69,9 +69,7 @@ def run_epochs(backend: Backend, job: Job) -> Result:
     setup_start = time.perf_counter()
     trainer = backend.prepare_training(job, data)
     setup_s = time.perf_counter() - setup_start
-    wrong_place = placement_error(job.device, trainer.details)
-    if wrong_place:
-        raise CaseError(wrong_place)
+    require_placement(job.device, trainer.details)
     run = _EpochLoop(job, trainer, used)
     run.train()
     status, error = (STATUS_FAILED, run.error) if run.error else (STATUS_OK, None)

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from dlbench.backends.base import CaseError
+
 
 def _kind(device: str) -> str:
     return device.split(":")[0]
@@ -34,3 +36,10 @@ def placement_error(asked: str, details: dict[str, Any]) -> str | None:
         if kind != wanted:
             return f"asked for {asked}, but {source} ran on {kind}: refusing a mislabelled number"
     return None
+
+
+def require_placement(asked: str, details: dict[str, Any]) -> None:
+    """Fail the case (CaseError) if the work landed somewhere other than `asked`."""
+    problem = placement_error(asked, details)
+    if problem:
+        raise CaseError(problem)

@@ -29,7 +29,7 @@ from dlbench.backends.base import (
 )
 from dlbench.config import Case, Settings
 from dlbench.launch.check import check_output
-from dlbench.launch.placement import placement_error
+from dlbench.launch.placement import require_placement
 from dlbench.measure.monitor import ProcessMonitor, ResourceUse, peak_rss_mb
 from dlbench.measure.stats import summarize, throughput
 from dlbench.measure.timer import StopRule, Timing, run_timed
@@ -111,9 +111,7 @@ def _run_steps(backend: Backend, job: Job, settings: Settings) -> Result:
     setup_start = time.perf_counter()
     prepared = backend.prepare(job)
     setup_s = time.perf_counter() - setup_start
-    wrong_place = placement_error(job.device, prepared.details)
-    if wrong_place:
-        raise CaseError(wrong_place)
+    require_placement(job.device, prepared.details)
     timing, usage = measure(prepared, settings)
     result = measured_result(job, prepared, timing, usage)
     _apply_check(result, job, prepared)
