@@ -12,7 +12,6 @@ import pytest
 from dlbench.data.mnist import (
     FILES,
     MnistData,
-    MnistFileError,
     check_mnist_dir,
     find_mnist_files,
     load_mnist_dir,
@@ -21,7 +20,7 @@ from dlbench.data.mnist import (
     synthetic_mnist,
     write_idx,
 )
-from dlbench.errors import UserError
+from dlbench.errors import MnistFileError, UserError
 
 TRAIN, TEST = 50, 20
 

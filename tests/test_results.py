@@ -9,9 +9,10 @@ from pathlib import Path
 
 import pytest
 
+from dlbench.atomic import write_atomic
 from dlbench.errors import UserError
 from dlbench.measure.stats import summarize
-from dlbench.results.files import read_json, write_atomic, write_csv, write_json
+from dlbench.results.files import read_json, write_csv, write_json
 from dlbench.results.records import SCHEMA_VERSION, Result, Run
 
 REQUIRED_FIELDS = (

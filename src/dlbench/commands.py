@@ -13,7 +13,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from dlbench.config import Case
-from dlbench.errors import UserError
+from dlbench.errors import RunInterrupted, UserError
 from dlbench.launch import session
 from dlbench.plan import RunRequest, build_plan
 from dlbench.registry import FRAMEWORKS, WORKLOADS, get_workload
@@ -229,7 +229,7 @@ def _interruptible(
             return work(None)
         with RichProgress(total) as progress:
             return work(progress)
-    except session.RunInterrupted as stop:
+    except RunInterrupted as stop:
         say(
             f"interrupted; {len(stop.run.results)} finished case(s) of run {stop.run.id} are "
             f"stored in {store.path}; resume with: dlbench run --resume {stop.run.id}"

@@ -279,7 +279,8 @@ def _mnist_dir_problem(data_dir: str) -> str | None:
     suite names the same one, and checking means decompressing all four files)."""
     from pathlib import Path
 
-    from dlbench.data.mnist import MnistFileError, check_mnist_dir
+    from dlbench.data.mnist import check_mnist_dir
+    from dlbench.errors import MnistFileError
 
     try:
         check_mnist_dir(Path(data_dir))

@@ -15,13 +15,14 @@ import json
 import os
 import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from dlbench import __version__
+from dlbench.atomic import write_atomic
+from dlbench.errors import ReferenceUnavailable
 
 CACHE_ENV_VAR = "DLBENCH_CACHE"
 OPSET = 17
@@ -30,10 +31,6 @@ OPSET = 17
 # (the output check caught exactly that once, after BatchNorm calibration).
 REFERENCE_REVISION = 2
 BUILD_TIMEOUT_S = 1800
-
-
-class ReferenceUnavailable(Exception):
-    """The reference or the export could not be made (torch missing, export failed)."""
 
 
 def cache_dir() -> Path:
@@ -115,19 +112,6 @@ def _build(kind: str, workload: str, params: Mapping[str, int], seed: int, batch
         raise ReferenceUnavailable(f"could not build the {kind} reference for {workload}: {reason}")
 
 
-def save_atomic(path: Path, write: Any) -> None:
-    """Write via `write(temp_path)`, then rename: concurrent builders never see half a file."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, temp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=path.suffix)
-    os.close(fd)
-    try:
-        write(Path(temp))
-        os.replace(temp, path)
-    except BaseException:
-        Path(temp).unlink(missing_ok=True)
-        raise
-
-
 def _build_here(kind: str, workload: str, params: dict[str, int], seed: int, batch: int) -> None:
     """Runs in the builder process: imports torch and writes the artifact."""
     import numpy as np
@@ -146,10 +130,10 @@ def _build_here(kind: str, workload: str, params: dict[str, int], seed: int, bat
     if kind == "output":
         with torch.inference_mode():
             output = module(*inputs.values()).numpy()
-        save_atomic(folder / f"output-b{batch}.npy", lambda p: np.save(p, output))
+        write_atomic(folder / f"output-b{batch}.npy", lambda p: np.save(p, output))
         return
     started = time.perf_counter()
-    save_atomic(folder / "model.onnx", lambda p: _export(module, inputs, p))
+    write_atomic(folder / "model.onnx", lambda p: _export(module, inputs, p))
     meta = {
         "opset": OPSET,
         "exporter": "torch.onnx.export (TorchScript-based)",
@@ -157,7 +141,7 @@ def _build_here(kind: str, workload: str, params: dict[str, int], seed: int, bat
         "export_s": time.perf_counter() - started,
         "inputs": list(inputs),
     }
-    save_atomic(folder / "model.json", lambda p: p.write_text(json.dumps(meta)))
+    write_atomic(folder / "model.json", lambda p: p.write_text(json.dumps(meta)))
 
 
 def _export(module: Any, inputs: dict[str, Any], path: Path) -> None:

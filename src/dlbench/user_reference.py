@@ -14,7 +14,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from dlbench.reference import cache_dir, save_atomic
+from dlbench.atomic import write_atomic
+from dlbench.reference import cache_dir
 
 
 def _file_digest(path: Path) -> str:
@@ -44,6 +45,6 @@ def expected_output(model: str, shapes: Mapping[str, Any], seed: int, framework:
     if path.exists() and meta.exists():
         first = json.loads(meta.read_text())["framework"]
         return np.load(path), f"output of the first framework that ran this model ({first})"
-    save_atomic(path, lambda p: np.save(p, output))
-    save_atomic(meta, lambda p: p.write_text(json.dumps({"framework": framework})))
+    write_atomic(path, lambda p: np.save(p, output))
+    write_atomic(meta, lambda p: p.write_text(json.dumps({"framework": framework})))
     return output, "first framework to run this model: recorded as the reference for the others"

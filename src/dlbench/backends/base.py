@@ -16,14 +16,8 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from dlbench.config import Case
+from dlbench.errors import CaseError, ReferenceUnavailable
 from dlbench.workloads.base import Workload
-
-
-class CaseError(Exception):
-    """This case cannot run here as asked (device absent, unsupported pair).
-
-    Raised inside the worker; the case is recorded as failed with this message.
-    """
 
 
 @dataclass(frozen=True)
@@ -62,16 +56,6 @@ class Prepared:
     fetch_loss: Callable[[], float] | None = None
     # Read right after measurement (GPU memory peaks); merged into the details.
     after_measure: Callable[[], dict[str, Any]] | None = None
-
-
-class CaseSkipped(CaseError):
-    """The device cannot do what the case asks (a precision it has no units for).
-
-    Recorded with status "skipped" and this message as the reason: a run
-    over a matrix of precisions stays green on hardware that lacks some.
-    """
-
-    device: str | None = None  # the resolved device, set by the worker
 
 
 class EpochTrainer(ABC):
@@ -118,7 +102,7 @@ class Backend(ABC):
 
 def exported_onnx(job: Job) -> tuple[Any, dict[str, Any]]:
     """The workload's ONNX export (path, metadata); failing to make it fails the case."""
-    from dlbench.reference import ReferenceUnavailable, onnx_model
+    from dlbench.reference import onnx_model
 
     try:
         return onnx_model(job.workload.name, job.params, job.seed)

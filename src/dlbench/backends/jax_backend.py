@@ -8,8 +8,9 @@ from typing import Any
 import jax
 import numpy as np
 
-from dlbench.backends.base import Backend, CaseError, Job, Prepared
+from dlbench.backends.base import Backend, Job, Prepared
 from dlbench.backends.jax_models import FORWARDS
+from dlbench.errors import CaseError
 
 
 class JaxBackend(Backend):

@@ -16,7 +16,8 @@ import time
 from typing import Any
 
 from dlbench import __version__
-from dlbench.backends.base import Backend, CaseError, Job, Prepared
+from dlbench.backends.base import Backend, Job, Prepared
+from dlbench.errors import CaseError
 
 
 def _noop() -> None:

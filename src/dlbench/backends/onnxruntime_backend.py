@@ -6,16 +6,9 @@ from typing import Any
 
 import onnxruntime as ort
 
-from dlbench.backends.base import (
-    Backend,
-    CaseError,
-    Job,
-    Prepared,
-    exported_onnx,
-    input_shapes,
-    leading_dim,
-)
+from dlbench.backends.base import Backend, Job, Prepared, exported_onnx, input_shapes, leading_dim
 from dlbench.backends.user_models import load_error, ort_signature
+from dlbench.errors import CaseError
 from dlbench.workloads.user_model import resolve_inputs
 
 

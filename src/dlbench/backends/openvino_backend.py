@@ -14,16 +14,9 @@ from typing import Any
 import numpy as np
 import openvino as ov
 
-from dlbench.backends.base import (
-    Backend,
-    CaseError,
-    Job,
-    Prepared,
-    exported_onnx,
-    input_shapes,
-    leading_dim,
-)
+from dlbench.backends.base import Backend, Job, Prepared, exported_onnx, input_shapes, leading_dim
 from dlbench.backends.user_models import load_error, ov_signature
+from dlbench.errors import CaseError
 from dlbench.workloads.user_model import resolve_inputs
 
 PRECISION_HINTS = {"fp32": "f32", "bf16": "bf16", "fp16": "f16"}

@@ -7,16 +7,7 @@ from typing import Any
 
 import torch
 
-from dlbench.backends.base import (
-    Backend,
-    CaseError,
-    CaseSkipped,
-    EpochTrainer,
-    Job,
-    Prepared,
-    input_shapes,
-    leading_dim,
-)
+from dlbench.backends.base import Backend, EpochTrainer, Job, Prepared, input_shapes, leading_dim
 from dlbench.backends.torch_models import (
     KERNELS,
     LOSSES,
@@ -26,6 +17,7 @@ from dlbench.backends.torch_models import (
 )
 from dlbench.backends.torch_precision import AUTOCAST_DTYPES, PrecisionPlan, precision_plan
 from dlbench.backends.user_models import load_torch_model, torch_signature
+from dlbench.errors import CaseError, CaseSkipped
 from dlbench.workloads.user_model import resolve_inputs
 
 

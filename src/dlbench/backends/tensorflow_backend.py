@@ -10,17 +10,10 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # keep the case log readable
 
 import tensorflow as tf
 
-from dlbench.backends.base import (
-    Backend,
-    CaseError,
-    EpochTrainer,
-    Job,
-    Prepared,
-    input_shapes,
-    leading_dim,
-)
+from dlbench.backends.base import Backend, EpochTrainer, Job, Prepared, input_shapes, leading_dim
 from dlbench.backends.tf_models import BUILDERS, to_framework_layout
 from dlbench.backends.user_models import load_keras_or_savedmodel
+from dlbench.errors import CaseError
 from dlbench.workloads.user_model import resolve_inputs
 
 

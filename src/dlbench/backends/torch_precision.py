@@ -16,7 +16,7 @@ from typing import Any
 
 import torch
 
-from dlbench.backends.base import CaseSkipped
+from dlbench.errors import CaseSkipped
 
 AUTOCAST_DTYPES = {"amp-fp16": torch.float16, "amp-bf16": torch.bfloat16}
 

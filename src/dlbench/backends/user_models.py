@@ -11,7 +11,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from dlbench.backends.base import CaseError, first_line
+from dlbench.backends.base import first_line
+from dlbench.errors import CaseError
 from dlbench.workloads.user_model import InputSpec
 
 REFUSED = ("refused to load {name}: {why}, which can run code from the file; "

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
-from dlbench.errors import UserError
+from dlbench.errors import MnistFileError
 
 ROWS = COLS = 28
 CLASSES = 10
@@ -38,14 +38,6 @@ FILES: dict[str, tuple[str, str]] = {
 
 _GZIP_MAGIC = b"\x1f\x8b"
 _UINT8 = 0x08
-
-
-class MnistFileError(UserError, ValueError):
-    """A missing, truncated or malformed MNIST file; the message is one line.
-
-    A UserError so the command line prints it without a traceback, and a
-    ValueError because that is what it is to callers outside the CLI.
-    """
 
 
 @dataclass(frozen=True)

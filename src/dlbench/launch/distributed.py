@@ -24,6 +24,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, TextIO
 
+from dlbench.atomic import write_atomic
 from dlbench.config import Case, Settings
 from dlbench.launch.worker import die_with_parent
 from dlbench.results.records import Result, Run
@@ -168,7 +169,7 @@ def rank_main(argv: list[str]) -> None:
         os.environ[name] = str(case.threads)
     block_other_frameworks("torch")
     die_with_parent(os.getppid())  # torchrun killed hard: the ranks go with it
-    from dlbench.backends.base import CaseSkipped
+    from dlbench.errors import CaseSkipped
     from dlbench.launch.worker import base_result, failed_from_exception, first_line
     from dlbench.results.records import STATUS_SKIPPED
 
@@ -180,9 +181,7 @@ def rank_main(argv: list[str]) -> None:
     except Exception as exc:
         result, failed = failed_from_exception(case, exc), True
     if int(os.environ.get("RANK", "0")) == 0 and result is not None:
-        temp = result_path.with_suffix(".tmp")
-        temp.write_text(json.dumps(result.to_dict()), encoding="utf-8")
-        os.replace(temp, result_path)
+        write_atomic(result_path, json.dumps(result.to_dict()))
     if failed:
         # a non-zero exit makes torchrun stop the other ranks at once, instead of
         # leaving them waiting in a collective for a rank that is gone
@@ -206,11 +205,11 @@ def _measure_rank(case: Case, settings: Settings) -> Result | None:
     threads = backend.configure_threads(case.threads, case.effective_interop_threads)
     on_gpu = case.device != "cpu" and torch.cuda.is_available()
     if case.device == "cuda" and not on_gpu:
-        from dlbench.backends.base import CaseError
+        from dlbench.errors import CaseError
 
         raise CaseError("--device cuda asked for, but torch sees no CUDA device")
     if on_gpu and local_rank >= torch.cuda.device_count():
-        from dlbench.backends.base import CaseError
+        from dlbench.errors import CaseError
 
         raise CaseError(
             f"--nproc asks for a process per GPU, but rank {local_rank} has no GPU: "

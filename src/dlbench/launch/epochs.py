@@ -16,7 +16,8 @@ from typing import Any
 
 import numpy as np
 
-from dlbench.backends.base import Backend, CaseError, EpochTrainer, Job
+from dlbench.backends.base import Backend, EpochTrainer, Job
+from dlbench.errors import CaseError
 from dlbench.launch.placement import require_placement
 from dlbench.measure.monitor import ProcessMonitor
 from dlbench.measure.stats import summarize
@@ -43,7 +44,8 @@ def epoch_permutation(samples: int, seed: int, epoch: int) -> np.ndarray:
 
 def load_training_data(job: Job) -> Any:
     """MNIST from --data-dir, or the learnable synthetic set of the same shape."""
-    from dlbench.data.mnist import MnistFileError, load_mnist_dir, synthetic_mnist
+    from dlbench.data.mnist import load_mnist_dir, synthetic_mnist
+    from dlbench.errors import MnistFileError
 
     train, test = job.params["train_samples"], job.params["test_samples"]
     if job.case.data_dir is None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from dlbench.backends.base import CaseError
+from dlbench.errors import CaseError
 
 
 def _kind(device: str) -> str:

@@ -15,7 +15,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from dlbench.config import Case, Settings, validate_case, validate_settings
-from dlbench.errors import UserError
+from dlbench.errors import RunInterrupted, UserError
 from dlbench.launch.distributed import attach_scaling
 from dlbench.launch.runner import run_case
 from dlbench.launch.worker import now_iso
@@ -32,14 +32,6 @@ class Outputs:
 
     json_path: Path | None = None
     csv_path: Path | None = None
-
-
-class RunInterrupted(KeyboardInterrupt):
-    """Ctrl-C during a run: the finished cases are stored; `run` holds them."""
-
-    def __init__(self, run: Run) -> None:
-        super().__init__(run.id)
-        self.run = run
 
 
 # (case, settings, on_note): run_case, or a stand-in in tests

@@ -18,22 +18,15 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from dlbench.backends.base import (
-    Backend,
-    CaseError,
-    CaseSkipped,
-    Job,
-    Prepared,
-    device_kind,
-    first_line,
-)
+from dlbench.atomic import write_atomic
+from dlbench.backends.base import Backend, Job, Prepared, device_kind, first_line
 from dlbench.config import Case, Settings
+from dlbench.errors import CaseError, CaseSkipped, ReferenceUnavailable
 from dlbench.launch.check import check_output
 from dlbench.launch.placement import require_placement
 from dlbench.measure.monitor import ProcessMonitor, ResourceUse, peak_rss_mb
 from dlbench.measure.stats import summarize, throughput
 from dlbench.measure.timer import StopRule, Timing, run_timed
-from dlbench.reference import ReferenceUnavailable
 from dlbench.registry import framework_info, get_workload, load_backend
 from dlbench.results.records import STATUS_FAILED, STATUS_OK, STATUS_SKIPPED, Result
 
@@ -312,9 +305,7 @@ def worker_main(
         result = failed_from_exception(case, exc)
     result.started_at = started_at
     result.duration_s = time.perf_counter() - wall_start
-    temp = Path(result_path + ".tmp")
-    temp.write_text(json.dumps(result.to_dict()), encoding="utf-8")
-    os.replace(temp, result_path)
+    write_atomic(Path(result_path), json.dumps(result.to_dict()))
     sys.stdout.flush()
     sys.stderr.flush()
     # Skip interpreter and framework teardown: it can hang or crash after the

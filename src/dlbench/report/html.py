@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from html import escape
 from pathlib import Path
 
+from dlbench.atomic import write_atomic
 from dlbench.report.svg import Bar, bar_chart, box_plot, line_chart
 from dlbench.report.table import (
     case_name,
@@ -22,7 +23,6 @@ from dlbench.report.table import (
     params_label,
     rate_column,
 )
-from dlbench.results.files import write_atomic
 from dlbench.results.records import Result, Run
 
 STYLE = """

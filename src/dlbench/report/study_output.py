@@ -9,12 +9,12 @@ from pathlib import Path
 
 from rich.table import Table
 
+from dlbench.atomic import write_atomic
 from dlbench.report.cpu_inference import study_tables as cpu_inference_tables
 from dlbench.report.hardware import seed_add_tables
 from dlbench.report.study import StudyTable
 from dlbench.report.table import case_name, escape_markup, fmt
 from dlbench.report.training_studies import mnist_tables, pt2_tables
-from dlbench.results.files import write_atomic
 from dlbench.results.records import Run
 
 # suite name -> the study report its runs get

@@ -10,11 +10,10 @@ from __future__ import annotations
 import csv
 import io
 import json
-import os
-import tempfile
 from pathlib import Path
 from typing import Any
 
+from dlbench.atomic import write_atomic
 from dlbench.errors import UserError
 from dlbench.results.records import Result, Run, run_from_json
 
@@ -47,53 +46,6 @@ CSV_SCALAR_FIELDS = (
     "max_abs_diff",
     "framework_version",
 )
-
-
-def write_atomic(path: Path, text: str) -> None:
-    """Replace `path` with `text` in one step (see module docstring)."""
-    path = Path(path)
-    if path.is_dir():
-        raise UserError(f"cannot write {path}: it is a directory; give a file name")
-    directory = path.parent if str(path.parent) else Path(".")
-    try:
-        directory.mkdir(parents=True, exist_ok=True)
-        fd, temp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=directory)
-    except OSError as exc:
-        raise UserError(f"cannot write {path}: {exc.strerror or exc}") from None
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="") as handle:
-            os.fchmod(handle.fileno(), 0o666 & ~_umask())  # mkstemp made it 0600
-            handle.write(text)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(temp_name, path)
-        _fsync_directory(directory)
-    except OSError as exc:
-        Path(temp_name).unlink(missing_ok=True)
-        raise UserError(f"cannot write {path}: {exc.strerror or exc}") from None
-    except BaseException:
-        Path(temp_name).unlink(missing_ok=True)
-        raise
-
-
-def _fsync_directory(directory: Path) -> None:
-    """Make the rename itself durable (POSIX); a no-op where directories can't be opened."""
-    try:
-        fd = os.open(directory, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass  # some file systems refuse fsync on directories; the file itself is synced
-    finally:
-        os.close(fd)
-
-
-def _umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
 
 
 def write_json(run: Run, path: Path) -> None:

@@ -72,7 +72,7 @@ def resolve_inputs(
     signature: Sequence[InputSpec], given: Mapping[str, str], seed: int
 ) -> dict[str, np.ndarray]:
     """Seeded arrays for every input, shapes completed from --input; clear errors otherwise."""
-    from dlbench.backends.base import CaseError
+    from dlbench.errors import CaseError
 
     names = [spec.name for spec in signature]
     unknown = [name for name in given if name not in names]
@@ -87,7 +87,7 @@ def resolve_inputs(
 
 
 def _shape_and_dtype(spec: InputSpec, option: str | None) -> tuple[tuple[int, ...], str]:
-    from dlbench.backends.base import CaseError
+    from dlbench.errors import CaseError
 
     if option is not None:
         dims_text, _, dtype = option.partition(":")
