@@ -58,7 +58,7 @@ HAND_LOOPS = {
     "torch": r"""
 import torch
 torch.set_num_threads(threads); torch.set_num_interop_threads(threads)
-from dlbench.backends.torch_models import reference_module
+from dlbench.backends.torch.models import reference_module
 model = reference_module(workload, params, 0).eval()
 args = [torch.from_numpy(v) for v in inputs.values()]
 with torch.inference_mode():
@@ -68,7 +68,7 @@ with torch.inference_mode():
 import tensorflow as tf
 tf.config.threading.set_intra_op_parallelism_threads(threads)
 tf.config.threading.set_inter_op_parallelism_threads(threads)
-from dlbench.backends.tf_models import BUILDERS, to_framework_layout
+from dlbench.backends.tensorflow.models import BUILDERS, to_framework_layout
 model = BUILDERS[workload](weights)
 x = tf.constant(to_framework_layout(workload, inputs["x"]))
 forward = tf.function(lambda x: model(x, training=False))
@@ -76,7 +76,7 @@ measure(lambda: forward(x).numpy())
 """,
     "jax": r"""
 import jax
-from dlbench.backends.jax_models import FORWARDS
+from dlbench.backends.jax.models import FORWARDS
 params = {k: jax.device_put(v) for k, v in weights.items()}
 x = jax.device_put(inputs["x"])
 forward = jax.jit(FORWARDS[workload])
@@ -145,7 +145,7 @@ TARGETS = (
 def hand_loop_ms(framework: str, target: Target, threads: int, min_time: float) -> float:
     extra = []
     if framework in ("onnxruntime", "openvino"):
-        from dlbench.reference import onnx_model
+        from dlbench.reference.builtin import onnx_model
 
         extra = [str(onnx_model(target.workload, dict(target.params), 0)[0])]
     params = json.dumps(dict(target.params))

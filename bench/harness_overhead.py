@@ -33,7 +33,7 @@ import torch
 threads, min_time = int(sys.argv[1]), float(sys.argv[2])
 torch.set_num_threads(threads)
 torch.set_num_interop_threads(threads)
-from dlbench.backends.torch_models import build_module
+from dlbench.backends.torch.models import build_module
 from dlbench.registry import get_workload
 mlp = get_workload("mlp")
 model = build_module("mlp", mlp.reference_weights({}, 0)).eval()

@@ -33,7 +33,7 @@ import numpy as np, torch
 import torch.nn.functional as F
 samples, threads = int(sys.argv[1]), int(sys.argv[2])
 torch.set_num_threads(threads); torch.set_num_interop_threads(threads)
-from dlbench.backends.torch_models import reference_module
+from dlbench.backends.torch.models import reference_module
 from dlbench.data.mnist import normalised, synthetic_mnist
 data = synthetic_mnist(samples, 1000, 0)
 used = samples // 64 * 64

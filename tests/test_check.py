@@ -7,7 +7,7 @@ import numpy as np
 from dlbench.backends.base import Job, Prepared
 from dlbench.config import Case
 from dlbench.launch.worker import _apply_check, base_result
-from dlbench.registry import get_workload
+from dlbench.workloads import get_workload
 
 
 def kernel_job() -> Job:

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 from conftest import dlbench
 
+from dlbench.backends.base import placement
 from dlbench.launch.placement import placement_error
 from dlbench.plan import RunRequest, build_plan
 from dlbench.report.table import flags
@@ -87,16 +88,16 @@ def test_asking_for_a_gpu_that_is_not_there_fails_clearly(tmp_path):
 
 
 def test_placement_is_checked_against_what_each_framework_recorded():
-    assert placement_error("cpu", {"torch_device": "cpu"}) is None
-    assert "ran on cpu" in (placement_error("cuda:0", {"torch_device": "cpu"}) or "")
-    tf_cpu = {"tf_device": "/job:localhost/replica:0/task:0/device:CPU:0"}
+    torch_cpu = placement("torch tensors", "cpu", "cpu")
+    assert placement_error("cpu", torch_cpu) is None
+    assert "torch tensors ran on cpu" in (placement_error("cuda:0", torch_cpu) or "")
+    tf_cpu = placement("TensorFlow", "/job:localhost/replica:0/task:0/device:CPU:0", "cpu")
     assert placement_error("cpu", tf_cpu) is None
     assert "TensorFlow ran on cpu" in (placement_error("cuda:0", tf_cpu) or "")
-    ort_cpu = {"providers": ["CPUExecutionProvider"]}
-    assert "ONNX Runtime" in (placement_error("cuda:0", ort_cpu) or "")
-    assert placement_error("cuda:0", {"providers": ["CUDAExecutionProvider"]}) is None
-    assert placement_error("cpu", {"jax_device": "TFRT_CPU_0"}) is None
-    assert "JAX" in (placement_error("cuda:0", {"jax_device": "TFRT_CPU_0"}) or "")
+    ort_gpu = placement("ONNX Runtime", "CUDAExecutionProvider", "cuda")
+    assert placement_error("cuda:0", ort_gpu) is None
+    assert "ONNX Runtime ran on cuda" in (placement_error("cpu", ort_gpu) or "")
+    assert placement_error("cpu", {}) is None  # the null backend places nothing
 
 
 def result(workload: str, device: str = "cpu", **values: object) -> Result:

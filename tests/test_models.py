@@ -59,7 +59,7 @@ def test_published_flop_counts():
 def test_model_parameter_counts():
     torch = pytest.importorskip("torch")
     pytest.importorskip("transformers")
-    from dlbench.backends.torch_models import reference_module
+    from dlbench.backends.torch.models import reference_module
 
     def count(workload: str, params: dict[str, int]) -> int:
         return sum(p.numel() for p in reference_module(workload, params, 0).parameters())

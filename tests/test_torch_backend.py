@@ -8,13 +8,13 @@ from conftest import FAST
 
 from dlbench.config import Case
 from dlbench.launch.runner import run_case
-from dlbench.registry import get_workload
+from dlbench.workloads import get_workload
 
 torch = pytest.importorskip("torch")
 
 from dlbench.backends.base import Job  # noqa: E402
-from dlbench.backends.pytorch import TorchBackend  # noqa: E402
-from dlbench.backends.torch_models import build_module  # noqa: E402
+from dlbench.backends.torch.backend import TorchBackend  # noqa: E402
+from dlbench.backends.torch.models import build_module  # noqa: E402
 
 SMALL = {
     "add": ((("size", 64),), 2),

@@ -65,11 +65,11 @@ def test_mnist_trains_in_torch_and_tensorflow_with_decreasing_loss(tmp_path):
 def test_same_initial_weights_give_the_same_first_test_loss_in_both_frameworks(tmp_path):
     """Both frameworks start from the reference weights: before any update the nets agree."""
     from dlbench.backends.base import Job
-    from dlbench.registry import get_workload
+    from dlbench.workloads import get_workload
 
     torch = pytest.importorskip("torch")
-    from dlbench.backends.torch_precision import precision_plan
-    from dlbench.backends.torch_training import TorchMnistTrainer
+    from dlbench.backends.torch.precision import precision_plan
+    from dlbench.backends.torch.training import TorchMnistTrainer
 
     data = synthetic_mnist(640, 300, seed=0)
     workload = get_workload("mnist-train")
@@ -85,8 +85,8 @@ def test_same_initial_weights_give_the_same_first_test_loss_in_both_frameworks(t
         "from dlbench.backends.base import Job\n"
         "from dlbench.config import Case\n"
         "from dlbench.data.mnist import synthetic_mnist\n"
-        "from dlbench.registry import get_workload\n"
-        "from dlbench.backends.tf_training import TfMnistTrainer\n"
+        "from dlbench.workloads import get_workload\n"
+        "from dlbench.backends.tensorflow.training import TfMnistTrainer\n"
         "case = Case('mnist-train', 'tensorflow', 'function', mode='train', device='cpu')\n"
         f"job = Job(case, get_workload('mnist-train'), 'cpu', 64, {params!r}, 0)\n"
         "trainer = TfMnistTrainer(job, synthetic_mnist(640, 300, 0), '/CPU:0')\n"

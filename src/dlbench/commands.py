@@ -16,11 +16,12 @@ from dlbench.config import Case
 from dlbench.errors import RunInterrupted, UserError
 from dlbench.launch import session
 from dlbench.plan import RunRequest, build_plan
-from dlbench.registry import FRAMEWORKS, WORKLOADS, get_workload
+from dlbench.registry import FRAMEWORKS, WORKLOADS
 from dlbench.report.table import case_name, escape_markup, flags, fmt, rate_column, run_table
 from dlbench.results.files import read_json
 from dlbench.results.records import STATUS_SKIPPED, Result, Run
 from dlbench.results.store import Store
+from dlbench.workloads import get_workload
 
 # Wide enough for the results table when output goes to a file or a CI log.
 out = Console(width=None if sys.stdout.isatty() else 180)

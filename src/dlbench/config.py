@@ -16,7 +16,8 @@ from typing import Any
 
 from dlbench.errors import UserError
 from dlbench.measure.timer import MAX_ITERS  # also the most --min-iters can ask
-from dlbench.registry import FRAMEWORKS, framework_info, get_workload
+from dlbench.registry import FRAMEWORKS, framework_info
+from dlbench.workloads import get_workload
 
 MODES = ("infer", "train")
 # Named after MLPerf's: one request at a time (latency) vs large batches (throughput).

@@ -23,8 +23,9 @@ from dlbench.config import (
     validate_settings,
 )
 from dlbench.errors import UserError
-from dlbench.registry import FRAMEWORKS, framework_info, get_workload
+from dlbench.registry import FRAMEWORKS, framework_info
 from dlbench.suites import SuiteSpec, load_suite
+from dlbench.workloads import get_workload
 
 DEFAULT_SUITE = "quick"
 # With --target-accuracy and no epoch count, train at most this many epochs

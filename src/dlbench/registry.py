@@ -1,26 +1,21 @@
-"""Name tables for frameworks and workloads.
+"""Name tables for frameworks and workloads: plain data, nothing imported.
 
-Every entry is plain data plus a "module:attribute" target that is imported
-only when needed. The parent process validates names and compile modes from
-these tables alone, so it never imports a framework; the worker imports the
-target of the one framework its case uses.
+Every entry is data plus a "module:attribute" target that is imported only
+when needed (dlbench.workloads.get_workload, dlbench.backends.load_backend).
+The parent process validates names and compile modes from these tables
+alone, so it never imports a framework; the worker imports the target of the
+one framework its case uses.
 """
 
 from __future__ import annotations
 
-import importlib
 import importlib.metadata
 import importlib.util
 from collections.abc import Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any
 
 from dlbench.errors import UserError
-
-if TYPE_CHECKING:
-    from dlbench.backends.base import Backend
-    from dlbench.workloads.base import Workload
 
 
 @dataclass(frozen=True)
@@ -98,7 +93,7 @@ FRAMEWORKS: dict[str, FrameworkInfo] = {
     for info in (
         FrameworkInfo(
             name="null",
-            target="dlbench.backends.null:NullBackend",
+            target="dlbench.backends.null.backend:NullBackend",
             compile_modes=("default",),
             default_compile="default",
             import_name=None,
@@ -113,7 +108,7 @@ FRAMEWORKS: dict[str, FrameworkInfo] = {
         ),
         FrameworkInfo(
             name="torch",
-            target="dlbench.backends.pytorch:TorchBackend",
+            target="dlbench.backends.torch.backend:TorchBackend",
             compile_modes=("eager", "compile", "script"),
             default_compile="eager",
             import_name="torch",
@@ -124,7 +119,7 @@ FRAMEWORKS: dict[str, FrameworkInfo] = {
         ),
         FrameworkInfo(
             name="tensorflow",
-            target="dlbench.backends.tensorflow_backend:TensorFlowBackend",
+            target="dlbench.backends.tensorflow.backend:TensorFlowBackend",
             compile_modes=("eager", "function", "xla", "fit"),
             default_compile="function",
             import_name="tensorflow",
@@ -135,7 +130,7 @@ FRAMEWORKS: dict[str, FrameworkInfo] = {
         ),
         FrameworkInfo(
             name="jax",
-            target="dlbench.backends.jax_backend:JaxBackend",
+            target="dlbench.backends.jax.backend:JaxBackend",
             compile_modes=("jit",),
             default_compile="jit",
             import_name="jax",
@@ -146,7 +141,7 @@ FRAMEWORKS: dict[str, FrameworkInfo] = {
         ),
         FrameworkInfo(
             name="onnxruntime",
-            target="dlbench.backends.onnxruntime_backend:OnnxRuntimeBackend",
+            target="dlbench.backends.onnxruntime.backend:OnnxRuntimeBackend",
             compile_modes=("default",),
             default_compile="default",
             import_name="onnxruntime",
@@ -157,7 +152,7 @@ FRAMEWORKS: dict[str, FrameworkInfo] = {
         ),
         FrameworkInfo(
             name="openvino",
-            target="dlbench.backends.openvino_backend:OpenVinoBackend",
+            target="dlbench.backends.openvino.backend:OpenVinoBackend",
             compile_modes=("default",),
             default_compile="default",
             import_name="openvino",
@@ -170,28 +165,9 @@ FRAMEWORKS: dict[str, FrameworkInfo] = {
 }
 
 
-def _load_target(target: str) -> Any:
-    module_name, _, attribute = target.partition(":")
-    return getattr(importlib.import_module(module_name), attribute)
-
-
 def framework_info(name: str) -> FrameworkInfo:
     """The table entry for `name`, or a UserError listing the known names."""
     try:
         return FRAMEWORKS[str(name)]
     except KeyError:
         raise UserError(f"unknown framework {name!r}; known: {', '.join(FRAMEWORKS)}") from None
-
-
-def get_workload(name: str) -> Workload:
-    """The workload object for `name` (pure Python: imports no framework)."""
-    try:
-        target = WORKLOADS[str(name)]
-    except KeyError:
-        raise UserError(f"unknown workload {name!r}; known: {', '.join(WORKLOADS)}") from None
-    return _load_target(target)
-
-
-def load_backend(name: str) -> type[Backend]:
-    """Import and return the backend class; call only inside a worker."""
-    return _load_target(framework_info(name).target)

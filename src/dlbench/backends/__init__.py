@@ -1,1 +1,23 @@
-"""Backends: one module per framework behind the small `Backend` interface."""
+"""Backends: one package per framework behind the small `Backend` interface.
+
+Each package (null, torch, tensorflow, jax, onnxruntime, openvino) keeps its
+model builders, lookup tables and special cases to itself; the registry
+names its Backend class, and only the worker imports it.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING
+
+from dlbench.registry import framework_info
+
+if TYPE_CHECKING:
+    from dlbench.backends.base import Backend
+
+
+def load_backend(name: str) -> type[Backend]:
+    """Import and return the backend class; call only inside a worker."""
+    module_name, _, attribute = framework_info(name).target.partition(":")
+    backend: type[Backend] = getattr(importlib.import_module(module_name), attribute)
+    return backend

@@ -102,12 +102,35 @@ class Backend(ABC):
 
 def exported_onnx(job: Job) -> tuple[Any, dict[str, Any]]:
     """The workload's ONNX export (path, metadata); failing to make it fails the case."""
-    from dlbench.reference import onnx_model
+    from dlbench.reference.builtin import onnx_model
 
     try:
         return onnx_model(job.workload.name, job.params, job.seed)
     except ReferenceUnavailable as exc:
         raise CaseError(str(exc)) from None
+
+
+REFUSED = ("refused to load {name}: {why}, which can run code from the file; "
+           "pass --trust-model if you trust it")  # fmt: skip
+
+
+def load_error(exc: BaseException) -> str:
+    """A framework's load error, short enough to quote inside dlbench's own message."""
+    return first_line(exc, limit=200)
+
+
+PLACEMENT_KEY = "placement"
+
+
+def placement(reported_by: str, reported: str, kind: str) -> dict[str, dict[str, str]]:
+    """The details entry saying where the framework really put the work.
+
+    Each backend reads its own framework's answer (a tensor's device, a
+    placement string, the session's providers) and says whether that is a
+    device kind ("cpu", "cuda", "mps"); the worker's placement check reads
+    this entry and nothing else.
+    """
+    return {PLACEMENT_KEY: {"by": reported_by, "reported": reported, "kind": kind}}
 
 
 def first_line(message: str | BaseException, limit: int = 300) -> str:

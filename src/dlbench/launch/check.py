@@ -55,7 +55,7 @@ def _source(job: Job) -> str:
 
 def _expected_and_actual(job: Job, prepared: Prepared, output: Any) -> tuple[Any, Any]:
     if job.workload.name == "user-model":
-        from dlbench.user_reference import expected_output
+        from dlbench.reference.user_model import expected_output
 
         shapes = prepared.details.get("inputs", {})  # as resolved by the backend
         expected, _ = expected_output(job.case.model or "", shapes, job.seed, job.case.framework,
@@ -64,6 +64,6 @@ def _expected_and_actual(job: Job, prepared: Prepared, output: Any) -> tuple[Any
     if job.workload.is_kernel:
         inputs = job.workload.make_inputs(job.batch_size, job.params, "infer", job.seed)
         return job.workload.kernel_check(inputs, output)
-    from dlbench.reference import reference_output
+    from dlbench.reference.builtin import reference_output
 
     return reference_output(job.workload.name, job.params, job.seed, job.batch_size), output

@@ -194,7 +194,7 @@ def _measure_rank(case: Case, settings: Settings) -> Result | None:
     import torch
     import torch.distributed as dist
 
-    from dlbench.backends.pytorch import TorchBackend
+    from dlbench.backends.torch.backend import TorchBackend
     from dlbench.launch.worker import frameworks_in_process, make_job, measured_result
     from dlbench.measure.monitor import ProcessMonitor
     from dlbench.measure.timer import StopRule, run_timed

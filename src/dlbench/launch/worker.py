@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from dlbench.atomic import write_atomic
+from dlbench.backends import load_backend
 from dlbench.backends.base import Backend, Job, Prepared, device_kind, first_line
 from dlbench.config import Case, Settings
 from dlbench.errors import CaseError, CaseSkipped, ReferenceUnavailable
@@ -27,8 +28,9 @@ from dlbench.launch.placement import require_placement
 from dlbench.measure.monitor import ProcessMonitor, ResourceUse, peak_rss_mb
 from dlbench.measure.stats import summarize, throughput
 from dlbench.measure.timer import StopRule, Timing, run_timed
-from dlbench.registry import framework_info, get_workload, load_backend
+from dlbench.registry import FRAMEWORKS, framework_info
 from dlbench.results.records import STATUS_FAILED, STATUS_OK, STATUS_SKIPPED, Result
+from dlbench.workloads import get_workload
 
 # Read by OpenMP, MKL, OpenBLAS and friends when they load: set before import.
 THREAD_VARS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
@@ -151,7 +153,8 @@ def _apply_check(result: Result, job: Job, prepared: Prepared) -> None:
         )
 
 
-FRAMEWORK_MODULES = ("torch", "tensorflow", "jax", "onnxruntime", "openvino")
+# Every framework's top-level module, from the registry: a new backend is blocked too.
+FRAMEWORK_MODULES = tuple(info.import_name for info in FRAMEWORKS.values() if info.import_name)
 
 
 def block_other_frameworks(framework: str) -> list[str]:

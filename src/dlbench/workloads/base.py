@@ -80,7 +80,7 @@ class Workload(ABC):
         """(expected, actual) for a spot check of a kernel, computed in NumPy.
 
         Model workloads are checked against the torch reference instead
-        (dlbench.reference); only kernels (add, gemm) implement this.
+        (dlbench.reference.builtin); only kernels (add, gemm) implement this.
         """
         raise NotImplementedError
 

@@ -1,6 +1,6 @@
 """ResNet-50 v1.5 and MobileNet-V2: architecture tables, FLOPs, and inputs.
 
-The torch modules (dlbench.backends.torch_vision) are built from these same
+The torch modules (dlbench.backends.torch.vision) are built from these same
 tables, so the FLOP count and the network cannot drift apart. FLOPs count
 convolutions and the classifier (multiply-add = 2), the usual convention.
 """

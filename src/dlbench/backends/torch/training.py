@@ -14,9 +14,9 @@ from typing import Any
 import torch
 import torch.nn.functional as functional
 
-from dlbench.backends.base import EpochTrainer, Job
-from dlbench.backends.torch_models import reference_module
-from dlbench.backends.torch_precision import PrecisionPlan
+from dlbench.backends.base import EpochTrainer, Job, placement
+from dlbench.backends.torch.models import reference_module
+from dlbench.backends.torch.precision import PrecisionPlan
 from dlbench.launch.epochs import epoch_permutation, usable_train_samples
 from dlbench.workloads.mnist_train import ADADELTA_EPS, ADADELTA_RHO, EVAL_BATCH, LR_GAMMA
 
@@ -47,7 +47,7 @@ class TorchMnistTrainer(EpochTrainer):
         self.test_y = torch.from_numpy(data.test_labels).to(device)
         self.details: dict[str, Any] = {
             **precision.details,
-            "torch_device": str(self.x.device),  # where the data really is
+            **placement("torch tensors", str(self.x.device), self.x.device.type),
             "data_pipeline": "in-memory tensors on the device, indexed per batch",
         }
 

@@ -14,8 +14,16 @@ from typing import Any
 import numpy as np
 import openvino as ov
 
-from dlbench.backends.base import Backend, Job, Prepared, exported_onnx, input_shapes, leading_dim
-from dlbench.backends.user_models import load_error, ov_signature
+from dlbench.backends.base import (
+    Backend,
+    Job,
+    Prepared,
+    exported_onnx,
+    input_shapes,
+    leading_dim,
+    load_error,
+)
+from dlbench.backends.openvino.user_model import ov_signature
 from dlbench.errors import CaseError
 from dlbench.workloads.user_model import resolve_inputs
 

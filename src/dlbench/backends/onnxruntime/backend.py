@@ -6,8 +6,17 @@ from typing import Any
 
 import onnxruntime as ort
 
-from dlbench.backends.base import Backend, Job, Prepared, exported_onnx, input_shapes, leading_dim
-from dlbench.backends.user_models import load_error, ort_signature
+from dlbench.backends.base import (
+    Backend,
+    Job,
+    Prepared,
+    exported_onnx,
+    input_shapes,
+    leading_dim,
+    load_error,
+    placement,
+)
+from dlbench.backends.onnxruntime.user_model import ort_signature
 from dlbench.errors import CaseError
 from dlbench.workloads.user_model import resolve_inputs
 
@@ -59,6 +68,7 @@ class OnnxRuntimeBackend(Backend):
             device=job.device,
             details={
                 "providers": used,
+                **placement("ONNX Runtime", used[0], _kind(used)),
                 "onnx_opset": meta["opset"],
                 "onnx_exporter": meta["exporter"],
                 "graph_optimization": "ORT_ENABLE_ALL",
@@ -89,6 +99,9 @@ class OnnxRuntimeBackend(Backend):
             batch_size=leading_dim(feeds),
             details={
                 "providers": session.get_providers(),
+                **placement(
+                    "ONNX Runtime", session.get_providers()[0], _kind(session.get_providers())
+                ),
                 "inputs": input_shapes(feeds),
             },
         )
@@ -106,3 +119,8 @@ class OnnxRuntimeBackend(Backend):
             return ["CPUExecutionProvider"]
         index = int(device.partition(":")[2] or 0)
         return [("CUDAExecutionProvider", {"device_id": index}), "CPUExecutionProvider"]
+
+
+def _kind(providers: list[str]) -> str:
+    """The device kind of the provider a session tries first."""
+    return "cuda" if providers and providers[0].startswith("CUDA") else "cpu"

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from dlbench.atomic import write_atomic
-from dlbench.reference import cache_dir
+from dlbench.reference.builtin import cache_dir
 
 
 def _file_digest(path: Path) -> str:

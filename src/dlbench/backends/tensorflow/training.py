@@ -1,6 +1,6 @@
 """TensorFlow's MNIST time-to-train loop: Keras `fit`, or a custom tf.function step.
 
-Same network and initial weights as torch (dlbench.backends.tf_models), same
+Same network and initial weights as torch (dlbench.backends.tensorflow.models), same
 recipe: Adadelta with torch's rho and epsilon (Keras's defaults differ),
 the learning rate set to 1.0 x 0.7^(epoch-1) before each epoch (StepLR),
 NLL on the log-softmax output (from_logits cross-entropy of log-probabilities
@@ -16,7 +16,7 @@ import keras
 import tensorflow as tf
 
 from dlbench.backends.base import EpochTrainer, Job
-from dlbench.backends.tf_models import mnist_cnn, to_framework_layout
+from dlbench.backends.tensorflow.models import mnist_cnn, tf_placement, to_framework_layout
 from dlbench.launch.epochs import epoch_permutation, usable_train_samples
 from dlbench.workloads.mnist_train import ADADELTA_EPS, ADADELTA_RHO, EVAL_BATCH, LR_GAMMA
 
@@ -45,7 +45,10 @@ class TfMnistTrainer(EpochTrainer):
         )
         self.loss_fn = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
         # where TensorFlow really placed the data, checked against the case's device
-        self.details: dict[str, Any] = {"tf_device": self.x.device, "keras": keras.__version__}
+        self.details: dict[str, Any] = {
+            **tf_placement(self.x.device),
+            "keras": keras.__version__,
+        }
         if self.mode == "fit":
             # Keras's "auto" turns XLA on wherever a GPU exists; `fit` is the plain
             # Keras loop (like torch eager), and XLA is the "xla" mode's business

@@ -8,8 +8,8 @@ from typing import Any
 import jax
 import numpy as np
 
-from dlbench.backends.base import Backend, Job, Prepared
-from dlbench.backends.jax_models import FORWARDS
+from dlbench.backends.base import Backend, Job, Prepared, placement
+from dlbench.backends.jax.models import FORWARDS
 from dlbench.errors import CaseError
 
 
@@ -73,12 +73,16 @@ class JaxBackend(Backend):
             step=step,
             device=job.device,
             details={
-                "jax_device": str(device),
+                **placement("JAX", str(device), _device_kind(str(device))),
                 "backend": jax.default_backend(),
                 "dtype": "float32",
             },
             fetch_output=lambda: np.asarray(step()),
         )
+
+
+def _device_kind(placed: str) -> str:
+    return "cuda" if ("cuda" in placed.lower() or "gpu" in placed.lower()) else "cpu"
 
 
 def _jax_device(device: str) -> Any:

@@ -7,16 +7,24 @@ from typing import Any
 
 import torch
 
-from dlbench.backends.base import Backend, EpochTrainer, Job, Prepared, input_shapes, leading_dim
-from dlbench.backends.torch_models import (
+from dlbench.backends.base import (
+    Backend,
+    EpochTrainer,
+    Job,
+    Prepared,
+    input_shapes,
+    leading_dim,
+    placement,
+)
+from dlbench.backends.torch.models import (
     KERNELS,
     LOSSES,
     OPTIMIZERS,
     reference_module,
     training_module,
 )
-from dlbench.backends.torch_precision import AUTOCAST_DTYPES, PrecisionPlan, precision_plan
-from dlbench.backends.user_models import load_torch_model, torch_signature
+from dlbench.backends.torch.precision import AUTOCAST_DTYPES, PrecisionPlan, precision_plan
+from dlbench.backends.torch.user_model import load_torch_model, torch_signature
 from dlbench.errors import CaseError, CaseSkipped
 from dlbench.workloads.user_model import resolve_inputs
 
@@ -90,8 +98,7 @@ class TorchBackend(Backend):
             device=job.device,
             context=torch.inference_mode if inference else torch.enable_grad,
             details={
-                # where the data really is, checked against the case's device
-                "torch_device": str(next(iter(inputs.values())).device),
+                **placement("torch tensors", str(device), device.type),
                 "dtype": "float32",
                 "transfer": transfer,
                 **device_facts(device),
@@ -104,7 +111,7 @@ class TorchBackend(Backend):
         )
 
     def prepare_training(self, job: Job, data: Any) -> EpochTrainer:
-        from dlbench.backends.torch_training import TorchMnistTrainer
+        from dlbench.backends.torch.training import TorchMnistTrainer
 
         device = torch.device(job.device)
         return TorchMnistTrainer(

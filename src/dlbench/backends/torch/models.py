@@ -109,7 +109,7 @@ OPTIMIZERS = {
 
 def training_module(workload: str, params: Mapping[str, int], seed: int) -> nn.Module:
     """The network a training case updates: encoders get their masked-LM head."""
-    from dlbench.backends.torch_text import masked_lm
+    from dlbench.backends.torch.text import masked_lm
     from dlbench.workloads.bert import SHAPES
 
     if workload in SHAPES:
@@ -125,13 +125,13 @@ def reference_module(workload: str, params: Mapping[str, int], seed: int) -> nn.
     TensorFlow and JAX ports); the large ones take torch's initialiser under
     the seed, and reach other frameworks through the ONNX export.
     """
-    from dlbench.backends.torch_text import encoder
-    from dlbench.backends.torch_vision import (
+    from dlbench.backends.torch.text import encoder
+    from dlbench.backends.torch.vision import (
         VISION_MODELS,
         calibrate_batchnorm,
         init_like_torchvision,
     )
-    from dlbench.registry import get_workload
+    from dlbench.workloads import get_workload
     from dlbench.workloads.bert import SHAPES
 
     if workload in VISION_MODELS:

@@ -3,25 +3,22 @@
 The reference implementation of a model workload is PyTorch eager, fp32, on
 the CPU, with the workload's seeded weights. Its outputs for a case's exact
 input, and the ONNX file exported from it, are made in a separate process
-(`python -m dlbench.reference`) and cached on disk: torch is never imported
+(`python -m dlbench.backends.torch.reference_builder`) and cached on disk: torch is never imported
 into another framework's worker, so that worker's memory stays its own.
 """
 
 from __future__ import annotations
 
-import argparse
 import hashlib
 import json
 import os
 import subprocess
 import sys
-import time
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from dlbench import __version__
-from dlbench.atomic import write_atomic
 from dlbench.errors import ReferenceUnavailable
 
 CACHE_ENV_VAR = "DLBENCH_CACHE"
@@ -31,6 +28,8 @@ OPSET = 17
 # (the output check caught exactly that once, after BatchNorm calibration).
 REFERENCE_REVISION = 2
 BUILD_TIMEOUT_S = 1800
+# Runs in its own process: it imports torch and the torch model builders.
+BUILDER_MODULE = "dlbench.backends.torch.reference_builder"
 
 
 def cache_dir() -> Path:
@@ -99,7 +98,7 @@ def _build(kind: str, workload: str, params: Mapping[str, int], seed: int, batch
     )
     try:
         proc = subprocess.run(
-            [sys.executable, "-m", "dlbench.reference", request],
+            [sys.executable, "-m", BUILDER_MODULE, request],
             capture_output=True,
             text=True,
             timeout=BUILD_TIMEOUT_S,
@@ -110,70 +109,3 @@ def _build(kind: str, workload: str, params: Mapping[str, int], seed: int, batch
         lines = (proc.stderr or proc.stdout).strip().splitlines()
         reason = lines[-1] if lines else f"exit status {proc.returncode}"
         raise ReferenceUnavailable(f"could not build the {kind} reference for {workload}: {reason}")
-
-
-def _build_here(kind: str, workload: str, params: dict[str, int], seed: int, batch: int) -> None:
-    """Runs in the builder process: imports torch and writes the artifact."""
-    import numpy as np
-    import torch
-
-    from dlbench.backends.torch_models import reference_module
-    from dlbench.registry import get_workload
-
-    spec = get_workload(workload)
-    torch.manual_seed(seed)
-    module = reference_module(workload, params, seed).eval()
-    inputs = {
-        k: torch.from_numpy(v) for k, v in spec.make_inputs(batch, params, "infer", seed).items()
-    }
-    folder = artifact_folder(workload, params, seed)
-    if kind == "output":
-        with torch.inference_mode():
-            output = module(*inputs.values()).numpy()
-        write_atomic(folder / f"output-b{batch}.npy", lambda p: np.save(p, output))
-        return
-    started = time.perf_counter()
-    write_atomic(folder / "model.onnx", lambda p: _export(module, inputs, p))
-    meta = {
-        "opset": OPSET,
-        "exporter": "torch.onnx.export (TorchScript-based)",
-        "torch": torch.__version__,
-        "export_s": time.perf_counter() - started,
-        "inputs": list(inputs),
-    }
-    write_atomic(folder / "model.json", lambda p: p.write_text(json.dumps(meta)))
-
-
-def _export(module: Any, inputs: dict[str, Any], path: Path) -> None:
-    import torch
-
-    dynamic = {name: {0: "batch"} for name in inputs}
-    dynamic["output"] = {0: "batch"}
-    torch.onnx.export(
-        module,
-        tuple(inputs.values()),
-        str(path),
-        input_names=list(inputs),
-        output_names=["output"],
-        dynamic_axes=dynamic,
-        opset_version=OPSET,
-        dynamo=False,
-    )
-
-
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description="build a reference artifact (internal)")
-    parser.add_argument("request", help="JSON: kind, workload, params, seed, batch_size")
-    request = json.loads(parser.parse_args(argv).request)
-    _build_here(
-        request["kind"],
-        request["workload"],
-        request["params"],
-        request["seed"],
-        request["batch_size"],
-    )
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

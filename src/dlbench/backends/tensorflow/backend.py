@@ -10,9 +10,16 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # keep the case log readable
 
 import tensorflow as tf
 
-from dlbench.backends.base import Backend, EpochTrainer, Job, Prepared, input_shapes, leading_dim
-from dlbench.backends.tf_models import BUILDERS, to_framework_layout
-from dlbench.backends.user_models import load_keras_or_savedmodel
+from dlbench.backends.base import (
+    Backend,
+    EpochTrainer,
+    Job,
+    Prepared,
+    input_shapes,
+    leading_dim,
+)
+from dlbench.backends.tensorflow.models import BUILDERS, tf_placement, to_framework_layout
+from dlbench.backends.tensorflow.user_model import load_keras_or_savedmodel
 from dlbench.errors import CaseError
 from dlbench.workloads.user_model import resolve_inputs
 
@@ -52,7 +59,7 @@ class TensorFlowBackend(Backend):
         return f"cuda:{index}"
 
     def prepare_training(self, job: Job, data: Any) -> EpochTrainer:
-        from dlbench.backends.tf_training import TfMnistTrainer
+        from dlbench.backends.tensorflow.training import TfMnistTrainer
 
         return TfMnistTrainer(job, data, _tf_device(job.device))
 
@@ -77,7 +84,11 @@ class TensorFlowBackend(Backend):
             step=step,
             device=job.device,
             context=lambda: tf.device(tf_device),
-            details={"tf_device": placed, "keras": _keras_version(), "dtype": "float32"},
+            details={
+                **tf_placement(placed),
+                "keras": _keras_version(),
+                "dtype": "float32",
+            },
             fetch_output=step,
         )
 

@@ -1,0 +1,1 @@
+"""JAX: jit-compiled ports of the reference models."""

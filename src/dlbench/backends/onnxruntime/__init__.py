@@ -1,0 +1,1 @@
+"""ONNX Runtime: the exported reference models and user ONNX files."""

@@ -1,0 +1,1 @@
+"""OpenVINO: the exported reference models and user ONNX files (CPU)."""

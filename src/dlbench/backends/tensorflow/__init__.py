@@ -1,0 +1,1 @@
+"""TensorFlow / Keras: eager, tf.function, XLA and Keras fit."""

@@ -1,0 +1,84 @@
+"""Builds a reference artifact in a process of its own: `python -m` this module.
+
+dlbench.reference.builtin asks for an output of the torch eager fp32 reference
+or its ONNX export; this process imports torch, builds the model with the
+workload's seeded weights, and writes the artifact into the cache atomically,
+so torch never enters another framework's worker.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+from dlbench.atomic import write_atomic
+from dlbench.backends.torch.models import reference_module
+from dlbench.reference.builtin import OPSET, artifact_folder
+from dlbench.workloads import get_workload
+
+
+def _build_here(kind: str, workload: str, params: dict[str, int], seed: int, batch: int) -> None:
+    """Runs in the builder process: imports torch and writes the artifact."""
+    import numpy as np
+    import torch
+
+    spec = get_workload(workload)
+    torch.manual_seed(seed)
+    module = reference_module(workload, params, seed).eval()
+    inputs = {
+        k: torch.from_numpy(v) for k, v in spec.make_inputs(batch, params, "infer", seed).items()
+    }
+    folder = artifact_folder(workload, params, seed)
+    if kind == "output":
+        with torch.inference_mode():
+            output = module(*inputs.values()).numpy()
+        write_atomic(folder / f"output-b{batch}.npy", lambda p: np.save(p, output))
+        return
+    started = time.perf_counter()
+    write_atomic(folder / "model.onnx", lambda p: _export(module, inputs, p))
+    meta = {
+        "opset": OPSET,
+        "exporter": "torch.onnx.export (TorchScript-based)",
+        "torch": torch.__version__,
+        "export_s": time.perf_counter() - started,
+        "inputs": list(inputs),
+    }
+    write_atomic(folder / "model.json", lambda p: p.write_text(json.dumps(meta)))
+
+
+def _export(module: Any, inputs: dict[str, Any], path: Path) -> None:
+    import torch
+
+    dynamic = {name: {0: "batch"} for name in inputs}
+    dynamic["output"] = {0: "batch"}
+    torch.onnx.export(
+        module,
+        tuple(inputs.values()),
+        str(path),
+        input_names=list(inputs),
+        output_names=["output"],
+        dynamic_axes=dynamic,
+        opset_version=OPSET,
+        dynamo=False,
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description="build a reference artifact (internal)")
+    parser.add_argument("request", help="JSON: kind, workload, params, seed, batch_size")
+    request = json.loads(parser.parse_args(argv).request)
+    _build_here(
+        request["kind"],
+        request["workload"],
+        request["params"],
+        request["seed"],
+        request["batch_size"],
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
