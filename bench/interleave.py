@@ -17,7 +17,7 @@ def thread_env(threads: int) -> dict[str, str]:
     On a 2-core machine torch's MLP ran ~15% faster with OMP_NUM_THREADS set
     than with torch.set_num_threads alone.
     """
-    from dlbench.launch.worker import THREAD_VARS
+    from dlbench.worker.process import THREAD_VARS
 
     return {**os.environ, **dict.fromkeys(THREAD_VARS, str(threads))}
 

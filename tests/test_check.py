@@ -6,7 +6,8 @@ import numpy as np
 
 from dlbench.backends.base import Job, Prepared
 from dlbench.config import Case
-from dlbench.launch.worker import _apply_check, base_result
+from dlbench.results.records import base_result
+from dlbench.worker.steps import _apply_check
 from dlbench.workloads import get_workload
 
 

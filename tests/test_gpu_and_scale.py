@@ -14,11 +14,11 @@ import pytest
 from conftest import dlbench
 
 from dlbench.backends.base import placement
-from dlbench.launch.placement import placement_error
 from dlbench.plan import RunRequest, build_plan
 from dlbench.report.table import flags
 from dlbench.results.ceilings import ceilings_from_results, efficiency
 from dlbench.results.records import Result
+from dlbench.worker.placement import placement_error
 
 torch = pytest.importorskip("torch")
 needs_gpu = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
@@ -288,6 +288,6 @@ def test_a_timed_out_ddp_case_leaves_no_rank_behind(tmp_path):
     left = [
         p.pid
         for p in psutil.process_iter(["cmdline"])
-        if "dlbench.launch.distributed" in " ".join(p.info["cmdline"] or [])
+        if "dlbench.worker.ddp_rank" in " ".join(p.info["cmdline"] or [])
     ]
     assert left == []

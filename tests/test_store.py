@@ -64,8 +64,9 @@ store = Store(sys.argv[1])
 store.begin_run(run)
 result = run.results[0]
 result.samples_ms = [0.5] * 20000  # big rows: a kill lands mid-write often
-print("ready", flush=True)
-seq = 0
+store.add_result(run.id, 0, result)
+print("ready", flush=True)  # one row is committed: a kill from here on has rows to keep
+seq = 1
 while True:
     store.add_result(run.id, seq, result)
     seq += 1

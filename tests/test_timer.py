@@ -68,3 +68,17 @@ def test_step_errors_propagate():
 
     with pytest.raises(RuntimeError, match="boom"):
         run_timed(broken, StopRule(), FakeClock([], 1.0))
+
+
+def test_settle_replaces_the_stop_rule_after_warmup_as_ddp_ranks_agree():
+    clock = FakeClock([5.0, 1.0, 3.0], default=2.0)
+    seen: list[list[float]] = []
+
+    def settle(warmup_s: list[float]) -> StopRule:
+        seen.append(list(warmup_s))
+        return StopRule(min_time_s=0.0, min_iters=7, warmup_iters=0)
+
+    rule = StopRule(min_time_s=100.0, min_iters=1, warmup_iters=2)
+    timing = run_timed(clock.step, rule, clock, settle=settle)
+    assert seen == [[1.0, 3.0]]  # the warm-up times, once
+    assert timing.samples_s == [2.0] * 7  # the agreed count, not 100 s of steps

@@ -12,9 +12,10 @@ from conftest import dlbench
 
 from dlbench.config import Case, Settings
 from dlbench.data.mnist import synthetic_mnist, write_idx
-from dlbench.launch.epochs import epoch_permutation, training_error, usable_train_samples
 from dlbench.launch.runner import run_case
 from dlbench.plan import RunRequest, build_plan
+from dlbench.worker.epochs import training_error
+from dlbench.workloads.mnist_train import epoch_permutation, usable_train_samples
 
 # 60 steps of 64: past the first-epoch guard's 50 steps, still a few seconds
 SMALL_MNIST = ("--param", "train_samples=3840", "--param", "test_samples=500")
@@ -207,8 +208,8 @@ def test_epoch_order_is_shared_across_frameworks_and_whole_batches_only():
 
 def test_loss_check_fails_a_case_whose_training_diverged():
     from dlbench.backends.base import Prepared
-    from dlbench.launch.worker import _apply_loss_check
     from dlbench.results.records import Result
+    from dlbench.worker.steps import _apply_loss_check
 
     result = Result("mlp", "torch", "eager", "train", "cpu", 8, "fp32", 1, 1, "ok")
     _apply_loss_check(result, Prepared(step=lambda: None, device="cpu", fetch_loss=lambda: 0.7))

@@ -21,13 +21,15 @@ from multiprocessing.process import BaseProcess
 from pathlib import Path
 
 from dlbench.config import Case, Settings
-from dlbench.launch.distributed import TorchrunProcess
-from dlbench.launch.worker import PROGRESS_FILE, base_result, now_iso, worker_main
+from dlbench.launch.torchrun import TorchrunProcess
 from dlbench.measure.gpu_telemetry import GpuTelemetry, device_indices
 from dlbench.measure.timeline import TimelineSampler
-from dlbench.results.records import STATUS_FAILED, Result
+from dlbench.results.records import STATUS_FAILED, Result, base_result, now_iso
+from dlbench.worker.process import worker_main
 
 LOG_TAIL_LINES = 20
+# Beside the result file: the progress lines of a long case (worker.progress).
+PROGRESS_FILE = "progress.txt"
 # The first sample comes sooner than the interval, so a case that ends in
 # under half a second still gets a point (a spawned worker lives longer than this).
 FIRST_SAMPLE_S = 0.1
@@ -69,6 +71,7 @@ def run_case(
                     settings.to_dict(),
                     str(result_path),
                     str(log_path),
+                    str(Path(scratch) / PROGRESS_FILE),
                     os.getpid(),
                 ),
                 name=f"dlbench-worker {case.label()}",

@@ -16,13 +16,12 @@ from pathlib import Path
 
 from dlbench.config import Case, Settings, validate_case, validate_settings
 from dlbench.errors import RunInterrupted, UserError
-from dlbench.launch.distributed import attach_scaling
 from dlbench.launch.runner import run_case
-from dlbench.launch.worker import now_iso
+from dlbench.launch.torchrun import attach_scaling
 from dlbench.results.ceilings import attach_efficiency
 from dlbench.results.env import fingerprint
 from dlbench.results.files import write_csv, write_json
-from dlbench.results.records import Result, Run
+from dlbench.results.records import Result, Run, now_iso
 from dlbench.results.store import Store
 
 

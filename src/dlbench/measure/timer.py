@@ -58,15 +58,20 @@ def run_timed(
     rule: StopRule,
     clock: Clock = time.perf_counter,
     on_loop_start: Callable[[], None] | None = None,
+    settle: Callable[[list[float]], StopRule] | None = None,
 ) -> Timing:
     """Time `step`: the first call apart (compilation, lazy init), warm-up, samples.
 
     `on_loop_start` runs after warm-up, just before the measured loop, so a
-    resource monitor brackets the steady state only.
+    resource monitor brackets the steady state only. `settle`, given the
+    warm-up times, may replace the stop rule of the measured loop: the ranks
+    of a DistributedDataParallel case agree there on one step count.
     """
     timing = Timing(first_call_s=time_once(step, clock))
     for _ in range(rule.warmup_iters):
         timing.warmup_s.append(time_once(step, clock))
+    if settle is not None:
+        rule = settle(timing.warmup_s)
     if on_loop_start is not None:
         on_loop_start()
     samples = timing.samples_s

@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import json
 from dataclasses import asdict, dataclass, field, fields
+from datetime import datetime, timezone
 from typing import Any
 
+from dlbench.config import Case
 from dlbench.errors import UserError
 from dlbench.measure.stats import LatencyStats
 from dlbench.results.schema import check_run_shape
@@ -118,6 +120,32 @@ class Result:
         if values.get("latency_ms") is not None:
             values["latency_ms"] = LatencyStats.from_dict(values["latency_ms"])
         return cls(**values)
+
+
+def base_result(case: Case, status: str, **values: Any) -> Result:
+    """A Result carrying the case's identity; measured fields are filled by the caller."""
+    return Result(
+        workload=case.workload,
+        framework=case.framework,
+        compile=case.compile,
+        mode=case.mode,
+        device=values.pop("device", case.device),
+        requested_device=case.device,
+        batch_size=values.pop("batch_size", case.batch_size),
+        precision=case.precision,
+        threads=case.threads,
+        interop_threads=case.effective_interop_threads,
+        params=values.pop("params", dict(case.params)),
+        scenario=values.pop("scenario", case.scenario),
+        case=case.to_dict(),
+        nproc=case.nproc,
+        status=status,
+        **values,
+    )
+
+
+def now_iso() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
 
 
 @dataclass

@@ -15,6 +15,8 @@ from collections.abc import Mapping
 from types import MappingProxyType
 from typing import ClassVar
 
+import numpy as np
+
 from dlbench.workloads.mnist_cnn import MnistCnnWorkload
 
 LR_GAMMA = 0.7  # StepLR(step_size=1, gamma=0.7), as in pytorch/examples
@@ -45,3 +47,17 @@ class MnistTrainWorkload(MnistCnnWorkload):
 
 
 MNIST_TRAIN = MnistTrainWorkload()
+
+
+def usable_train_samples(available: int, batch_size: int) -> int:
+    """Whole batches only, the same count for every framework.
+
+    A ragged last batch would make torch.compile and tf.function compile a
+    second graph for its shape mid-epoch (on one framework and not another).
+    """
+    return (available // batch_size) * batch_size
+
+
+def epoch_permutation(samples: int, seed: int, epoch: int) -> np.ndarray:
+    """The order of the training samples in an epoch, identical across frameworks."""
+    return np.random.default_rng((seed, epoch)).permutation(samples).astype(np.int64)

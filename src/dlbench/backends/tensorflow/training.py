@@ -17,8 +17,14 @@ import tensorflow as tf
 
 from dlbench.backends.base import EpochTrainer, Job
 from dlbench.backends.tensorflow.models import mnist_cnn, tf_placement, to_framework_layout
-from dlbench.launch.epochs import epoch_permutation, usable_train_samples
-from dlbench.workloads.mnist_train import ADADELTA_EPS, ADADELTA_RHO, EVAL_BATCH, LR_GAMMA
+from dlbench.workloads.mnist_train import (
+    ADADELTA_EPS,
+    ADADELTA_RHO,
+    EVAL_BATCH,
+    LR_GAMMA,
+    epoch_permutation,
+    usable_train_samples,
+)
 
 
 class TfMnistTrainer(EpochTrainer):

@@ -17,8 +17,14 @@ import torch.nn.functional as functional
 from dlbench.backends.base import EpochTrainer, Job, placement
 from dlbench.backends.torch.models import reference_module
 from dlbench.backends.torch.precision import PrecisionPlan
-from dlbench.launch.epochs import epoch_permutation, usable_train_samples
-from dlbench.workloads.mnist_train import ADADELTA_EPS, ADADELTA_RHO, EVAL_BATCH, LR_GAMMA
+from dlbench.workloads.mnist_train import (
+    ADADELTA_EPS,
+    ADADELTA_RHO,
+    EVAL_BATCH,
+    LR_GAMMA,
+    epoch_permutation,
+    usable_train_samples,
+)
 
 
 def _synchronise(device: torch.device) -> None:

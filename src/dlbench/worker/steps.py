@@ -1,81 +1,30 @@
-"""The worker process: runs exactly one case and writes its Result to a file.
+"""The step loop: import the framework, prepare, time the steps, check, summarise.
 
-This module is imported in a freshly spawned interpreter, so it must not
-import NumPy or a framework at module level: thread variables are set first,
-then the one framework of the case is imported (and that import is timed).
+Runs inside the worker process (worker.process calls `execute`); the DDP
+rank (worker.ddp_rank) reuses `make_job`, `measured_result` and the timer.
 """
 
 from __future__ import annotations
 
-import faulthandler
-import json
 import math
-import os
-import sys
 import time
 import traceback
-from datetime import datetime, timezone
-from pathlib import Path
-from typing import Any
 
-from dlbench.atomic import write_atomic
 from dlbench.backends import load_backend
 from dlbench.backends.base import Backend, Job, Prepared, device_kind, first_line
 from dlbench.config import Case, Settings
 from dlbench.errors import CaseError, CaseSkipped, ReferenceUnavailable
-from dlbench.launch.check import check_output
-from dlbench.launch.placement import require_placement
 from dlbench.measure.monitor import ProcessMonitor, ResourceUse, peak_rss_mb
 from dlbench.measure.stats import summarize, throughput
 from dlbench.measure.timer import StopRule, Timing, run_timed
-from dlbench.registry import FRAMEWORKS, framework_info
-from dlbench.results.records import STATUS_FAILED, STATUS_OK, STATUS_SKIPPED, Result
+from dlbench.results.records import STATUS_FAILED, STATUS_OK, Result, base_result
+from dlbench.worker.check import check_output
+from dlbench.worker.placement import require_placement
 from dlbench.workloads import get_workload
-
-# Read by OpenMP, MKL, OpenBLAS and friends when they load: set before import.
-THREAD_VARS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
-# Beside the result file: progress lines of long cases, which the parent shows.
-PROGRESS_FILE = "progress.txt"
-PROGRESS_ENV = "DLBENCH_PROGRESS_FILE"
-
-
-def report_progress(line: str) -> None:
-    """Append one progress line for the parent (a no-op outside a worker)."""
-    path = os.environ.get(PROGRESS_ENV)
-    if path:
-        with open(path, "a", encoding="utf-8") as stream:
-            stream.write(line.replace("\n", " ") + "\n")
-
-
-def now_iso() -> str:
-    return datetime.now(timezone.utc).isoformat(timespec="seconds")
-
-
-def base_result(case: Case, status: str, **values: Any) -> Result:
-    """A Result carrying the case's identity; measured fields are filled by the caller."""
-    return Result(
-        workload=case.workload,
-        framework=case.framework,
-        compile=case.compile,
-        mode=case.mode,
-        device=values.pop("device", case.device),
-        requested_device=case.device,
-        batch_size=values.pop("batch_size", case.batch_size),
-        precision=case.precision,
-        threads=case.threads,
-        interop_threads=case.effective_interop_threads,
-        params=values.pop("params", dict(case.params)),
-        scenario=values.pop("scenario", case.scenario),
-        case=case.to_dict(),
-        nproc=case.nproc,
-        status=status,
-        **values,
-    )
 
 
 def execute(case: Case, settings: Settings) -> Result:
     """Import, prepare, time and summarise one case (in this process)."""
-    block_other_frameworks(case.framework)
     started = time.perf_counter()
     backend = load_backend(case.framework)()  # imports the framework
     import_s = time.perf_counter() - started
@@ -83,7 +32,7 @@ def execute(case: Case, settings: Settings) -> Result:
     job = make_job(case, settings, backend.resolve_device(case.device))
     try:
         if job.workload.epoch_based:
-            from dlbench.launch.epochs import run_epochs
+            from dlbench.worker.epochs import run_epochs
 
             result = run_epochs(backend, job)
         else:
@@ -93,11 +42,7 @@ def execute(case: Case, settings: Settings) -> Result:
         raise
     result.import_s = import_s
     result.framework_version = backend.version()
-    result.details = {
-        "frameworks_in_process": frameworks_in_process(),
-        "threads": threads,
-        **result.details,
-    }
+    result.details = {"threads": threads, **result.details}
     return result
 
 
@@ -151,30 +96,6 @@ def _apply_check(result: Result, job: Job, prepared: Prepared) -> None:
             f"output differs from the reference: max_abs_diff {outcome.max_abs_diff:.3g} > "
             f"tolerance {outcome.tolerance:.3g} ({outcome.note})"
         )
-
-
-# Every framework's top-level module, from the registry: a new backend is blocked too.
-FRAMEWORK_MODULES = tuple(info.import_name for info in FRAMEWORKS.values() if info.import_name)
-
-
-def block_other_frameworks(framework: str) -> list[str]:
-    """Make the other frameworks unimportable in this worker.
-
-    Some frameworks import others when they happen to be installed
-    (TensorFlow's tf.lite imports jax), which would put a second framework's
-    memory and import time into this case. They all guard such imports, so
-    an ImportError just switches the optional feature off.
-    """
-    own = framework_info(framework).import_name
-    blocked = [name for name in FRAMEWORK_MODULES if name != own and name not in sys.modules]
-    for name in blocked:
-        sys.modules[name] = None  # type: ignore[assignment]  # makes `import name` fail
-    return blocked
-
-
-def frameworks_in_process() -> list[str]:
-    """Which frameworks this worker imported: fairness rule 6 says exactly one."""
-    return [name for name in FRAMEWORK_MODULES if sys.modules.get(name) is not None]
 
 
 def make_job(case: Case, settings: Settings, device: str) -> Job:
@@ -248,69 +169,3 @@ def failed_from_exception(case: Case, exc: BaseException) -> Result:
     return base_result(
         case, STATUS_FAILED, error=message, error_detail=detail, peak_rss_mb=peak_rss_mb()
     )
-
-
-def _redirect_output(log_path: str) -> None:
-    """Send this process's stdout/stderr (and C-level writes) to the case log."""
-    log_fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os.dup2(log_fd, 1)
-    os.dup2(log_fd, 2)
-    os.close(log_fd)
-
-
-def die_with_parent(parent_pid: int) -> None:
-    """Ask Linux to SIGKILL this process if its parent dies (even by SIGKILL).
-
-    Workers (and torchrun, and its ranks) leave the terminal's process group,
-    so without this a parent killed hard would leave an orphan loading the
-    machine with no timeout. Elsewhere the runner's own cleanup is all there is.
-    """
-    if not sys.platform.startswith("linux"):
-        return
-    import ctypes
-    import signal
-
-    pr_set_pdeathsig = 1
-    libc = ctypes.CDLL(None, use_errno=True)
-    libc.prctl(pr_set_pdeathsig, signal.SIGKILL, 0, 0, 0)
-    if os.getppid() != parent_pid:  # the parent died before prctl took effect
-        os._exit(1)
-
-
-def worker_main(
-    case_data: dict[str, Any],
-    settings_data: dict[str, Any],
-    result_path: str,
-    log_path: str,
-    parent_pid: int,
-) -> None:
-    """Process entry point (spawned by the runner)."""
-    if hasattr(os, "setsid"):
-        os.setsid()  # own process group: the runner can kill helpers we start too
-    die_with_parent(parent_pid)
-    _redirect_output(log_path)
-    faulthandler.enable()  # a segfault's Python stack lands in the log
-    case = Case.from_dict(case_data)
-    settings = Settings.from_dict(settings_data)
-    for name in THREAD_VARS:
-        os.environ[name] = str(case.threads)
-    os.environ[PROGRESS_ENV] = str(Path(result_path).with_name(PROGRESS_FILE))
-    started_at = now_iso()
-    wall_start = time.perf_counter()
-    try:
-        result = execute(case, settings)
-    except CaseSkipped as exc:
-        device = exc.device or case.device
-        result = base_result(case, STATUS_SKIPPED, error=first_line(exc), device=device)
-    except Exception as exc:  # any failure of the case is recorded, not raised
-        result = failed_from_exception(case, exc)
-    result.started_at = started_at
-    result.duration_s = time.perf_counter() - wall_start
-    write_atomic(Path(result_path), json.dumps(result.to_dict()))
-    sys.stdout.flush()
-    sys.stderr.flush()
-    # Skip interpreter and framework teardown: it can hang or crash after the
-    # result is safely written, and it is not part of any measurement.
-    os._exit(0)

@@ -14,32 +14,17 @@ import time
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from dlbench.backends.base import Backend, EpochTrainer, Job
 from dlbench.errors import CaseError
-from dlbench.launch.placement import require_placement
 from dlbench.measure.monitor import ProcessMonitor
 from dlbench.measure.stats import summarize
-from dlbench.results.records import STATUS_FAILED, STATUS_OK, Result
-from dlbench.workloads.mnist_train import CLASSES, FIRST_EPOCH_MIN_ACCURACY
+from dlbench.results.records import STATUS_FAILED, STATUS_OK, Result, base_result
+from dlbench.worker.placement import require_placement
+from dlbench.worker.progress import report_progress
+from dlbench.workloads.mnist_train import CLASSES, FIRST_EPOCH_MIN_ACCURACY, usable_train_samples
 
 # Below this many steps an epoch is too short to expect learning from it.
 GUARD_MIN_STEPS = 50
-
-
-def usable_train_samples(available: int, batch_size: int) -> int:
-    """Whole batches only, the same count for every framework.
-
-    A ragged last batch would make torch.compile and tf.function compile a
-    second graph for its shape mid-epoch (on one framework and not another).
-    """
-    return (available // batch_size) * batch_size
-
-
-def epoch_permutation(samples: int, seed: int, epoch: int) -> np.ndarray:
-    """The order of the training samples in an epoch, identical across frameworks."""
-    return np.random.default_rng((seed, epoch)).permutation(samples).astype(np.int64)
 
 
 def load_training_data(job: Job) -> Any:
@@ -58,8 +43,6 @@ def load_training_data(job: Job) -> Any:
 
 def run_epochs(backend: Backend, job: Job) -> Result:
     """Train epoch by epoch; the Result's samples are the per-epoch training times."""
-    from dlbench.launch.worker import base_result
-
     load_start = time.perf_counter()
     data = load_training_data(job)
     data_load_s = time.perf_counter() - load_start
@@ -137,8 +120,6 @@ class _EpochLoop:
         monitor.start()
         epochs, target = self.job.params["epochs"], self.job.case.target_accuracy
         elapsed = 0.0
-        from dlbench.launch.worker import report_progress
-
         for epoch in range(1, epochs + 1):
             record = self._epoch(epoch)
             elapsed += record["train_s"]

@@ -1,0 +1,142 @@
+"""DistributedDataParallel cases: the parent's side (launch torchrun, score the scaling).
+
+`--nproc N` starts `python -m torch.distributed.run` (torchrun) with N
+processes per node, standalone by default; multi-node runs pass torchrun's
+own rendezvous options through `--torchrun`, since dlbench does not invent a
+launcher. Each rank builds the same model, wraps it in DDP (NCCL on GPUs,
+gloo on CPUs) and times the same number of steps: the ranks agree on it
+before timing (a rank that stopped early would leave the others waiting in
+an all-reduce); that side is dlbench.worker.ddp_rank. Rank 0 gathers the
+per-rank rates and writes the Result; aggregate throughput is their sum.
+The parent then divides it by N times the 1-process run of the same case:
+the scaling efficiency T_N / (N x T_1).
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import select
+import subprocess
+import sys
+from pathlib import Path
+from typing import TextIO
+
+from dlbench.config import Case, Settings
+from dlbench.results.records import Result, Run
+from dlbench.worker.process import die_with_parent
+
+# Each rank runs this module (worker side), under torchrun.
+RANK_MODULE = "dlbench.worker.ddp_rank"
+
+
+def torchrun_command(case: Case, case_file: Path, settings_file: Path, result: Path) -> list[str]:
+    launch = list(case.torchrun_args) or ["--standalone"]
+    return [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        f"--nproc-per-node={case.nproc}",
+        *launch,
+        "-m",
+        RANK_MODULE,
+        str(case_file),
+        str(settings_file),
+        str(result),
+    ]
+
+
+class TorchrunProcess:
+    """torchrun as a subprocess, with the part of multiprocessing.Process the runner uses."""
+
+    def __init__(self, case: Case, settings: Settings, scratch: Path, log: TextIO) -> None:
+        case_file, settings_file = scratch / "case.json", scratch / "settings.json"
+        case_file.write_text(json.dumps(case.to_dict()), encoding="utf-8")
+        settings_file.write_text(json.dumps(settings.to_dict()), encoding="utf-8")
+        self.command = torchrun_command(case, case_file, settings_file, scratch / "result.json")
+        self._log = log
+        self._popen: subprocess.Popen[bytes] | None = None
+        self._pidfd: int | None = None
+
+    def start(self) -> None:
+        self._popen = subprocess.Popen(
+            self.command,
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,  # its own group (torchrun's ranks get sessions of their own)
+            # in the child before exec: torchrun dies with dlbench
+            preexec_fn=functools.partial(die_with_parent, os.getpid()),
+        )
+        if hasattr(os, "pidfd_open"):
+            # a descriptor that becomes readable when torchrun exits: join() can
+            # sleep in select() instead of Popen.wait's polling loop
+            self._pidfd = os.pidfd_open(self._popen.pid)
+
+    @property
+    def pid(self) -> int | None:
+        return self._popen.pid if self._popen is not None else None
+
+    @property
+    def exitcode(self) -> int | None:
+        return self._popen.poll() if self._popen is not None else None
+
+    def join(self, timeout: float | None = None) -> None:
+        if self._popen is None:
+            return
+        if self._pidfd is not None and self._popen.poll() is None:
+            select.select([self._pidfd], [], [], timeout)  # sleeps until exit or timeout
+            self._popen.poll()
+            return
+        try:
+            self._popen.wait(timeout)  # no pidfd (not Linux): Popen's own wait
+        except subprocess.TimeoutExpired:
+            return
+
+    def is_alive(self) -> bool:
+        return self._popen is not None and self._popen.poll() is None
+
+    def kill(self) -> None:
+        """torchrun starts each rank in a session of its own, so killing torchrun's
+        group misses them: kill every descendant first, then torchrun."""
+        if self._popen is None:
+            return
+        import psutil
+
+        try:
+            ranks = psutil.Process(self._popen.pid).children(recursive=True)
+        except psutil.Error:
+            ranks = []
+        for rank in ranks:
+            try:
+                rank.kill()
+            except psutil.Error:
+                continue  # already gone
+        if self.is_alive():
+            self._popen.kill()
+        self._popen.wait()
+        if self._pidfd is not None:
+            os.close(self._pidfd)
+            self._pidfd = None
+
+
+def attach_scaling(result: Result, run: Run) -> None:
+    """Scaling efficiency of an N-process result against the run's 1-process result."""
+    ddp = result.details.get("ddp") if isinstance(result.details, dict) else None
+    if result.nproc <= 1 or not isinstance(ddp, dict) or not result.throughput:
+        return
+    key = result.compare_key()[:-1]
+    single = next(
+        (
+            r
+            for r in run.results
+            if r.nproc == 1 and r.ok and r.throughput and r.compare_key()[:-1] == key
+        ),
+        None,
+    )
+    if single is None:
+        ddp["scaling_note"] = "no 1-process result of this case in the run"
+        return
+    world = int(ddp.get("world_size", result.nproc))
+    ddp["baseline_throughput"] = single.throughput
+    ddp["scaling_efficiency"] = result.throughput / (world * single.throughput)  # type: ignore[operator]

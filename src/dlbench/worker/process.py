@@ -1,0 +1,123 @@
+"""The worker process: set up, run exactly one case, write its Result to a file.
+
+This module is imported in a freshly spawned interpreter, so it must not
+import NumPy or a framework at module level: thread variables are set first,
+then the one framework of the case is imported (and that import is timed).
+The launcher (dlbench.launch) starts `worker_main`; nothing here runs in the
+parent except `die_with_parent`, which torchrun's child applies to itself.
+"""
+
+from __future__ import annotations
+
+import faulthandler
+import json
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from dlbench.atomic import write_atomic
+from dlbench.backends.base import first_line
+from dlbench.config import Case, Settings
+from dlbench.errors import CaseSkipped
+from dlbench.registry import FRAMEWORKS, framework_info
+from dlbench.results.records import STATUS_SKIPPED, base_result, now_iso
+from dlbench.worker.progress import PROGRESS_ENV
+from dlbench.worker.steps import execute, failed_from_exception
+
+# Read by OpenMP, MKL, OpenBLAS and friends when they load: set before import.
+THREAD_VARS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
+
+
+# Every framework's top-level module, from the registry: a new backend is blocked too.
+FRAMEWORK_MODULES = tuple(info.import_name for info in FRAMEWORKS.values() if info.import_name)
+
+
+def block_other_frameworks(framework: str) -> list[str]:
+    """Make the other frameworks unimportable in this worker.
+
+    Some frameworks import others when they happen to be installed
+    (TensorFlow's tf.lite imports jax), which would put a second framework's
+    memory and import time into this case. They all guard such imports, so
+    an ImportError just switches the optional feature off.
+    """
+    own = framework_info(framework).import_name
+    blocked = [name for name in FRAMEWORK_MODULES if name != own and name not in sys.modules]
+    for name in blocked:
+        sys.modules[name] = None  # type: ignore[assignment]  # makes `import name` fail
+    return blocked
+
+
+def frameworks_in_process() -> list[str]:
+    """Which frameworks this worker imported: fairness rule 6 says exactly one."""
+    return [name for name in FRAMEWORK_MODULES if sys.modules.get(name) is not None]
+
+
+def _redirect_output(log_path: str) -> None:
+    """Send this process's stdout/stderr (and C-level writes) to the case log."""
+    log_fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os.dup2(log_fd, 1)
+    os.dup2(log_fd, 2)
+    os.close(log_fd)
+
+
+def die_with_parent(parent_pid: int) -> None:
+    """Ask Linux to SIGKILL this process if its parent dies (even by SIGKILL).
+
+    Workers (and torchrun, and its ranks) leave the terminal's process group,
+    so without this a parent killed hard would leave an orphan loading the
+    machine with no timeout. Elsewhere the runner's own cleanup is all there is.
+    """
+    if not sys.platform.startswith("linux"):
+        return
+    import ctypes
+    import signal
+
+    pr_set_pdeathsig = 1
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl(pr_set_pdeathsig, signal.SIGKILL, 0, 0, 0)
+    if os.getppid() != parent_pid:  # the parent died before prctl took effect
+        os._exit(1)
+
+
+def worker_main(
+    case_data: dict[str, Any],
+    settings_data: dict[str, Any],
+    result_path: str,
+    log_path: str,
+    progress_path: str,
+    parent_pid: int,
+) -> None:
+    """Process entry point (spawned by the runner)."""
+    if hasattr(os, "setsid"):
+        os.setsid()  # own process group: the runner can kill helpers we start too
+    die_with_parent(parent_pid)
+    _redirect_output(log_path)
+    faulthandler.enable()  # a segfault's Python stack lands in the log
+    case = Case.from_dict(case_data)
+    settings = Settings.from_dict(settings_data)
+    for name in THREAD_VARS:
+        os.environ[name] = str(case.threads)
+    os.environ[PROGRESS_ENV] = progress_path
+    started_at = now_iso()
+    wall_start = time.perf_counter()
+    block_other_frameworks(case.framework)
+    try:
+        result = execute(case, settings)  # imports the framework
+        result.details = {"frameworks_in_process": frameworks_in_process(), **result.details}
+    except CaseSkipped as exc:
+        device = exc.device or case.device
+        result = base_result(case, STATUS_SKIPPED, error=first_line(exc), device=device)
+    except Exception as exc:  # any failure of the case is recorded, not raised
+        result = failed_from_exception(case, exc)
+    result.started_at = started_at
+    result.duration_s = time.perf_counter() - wall_start
+    write_atomic(Path(result_path), json.dumps(result.to_dict()))
+    sys.stdout.flush()
+    sys.stderr.flush()
+    # Skip interpreter and framework teardown: it can hang or crash after the
+    # result is safely written, and it is not part of any measurement.
+    os._exit(0)
