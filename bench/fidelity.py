@@ -28,8 +28,8 @@ from dataclasses import dataclass
 
 from interleave import interleaved_rounds, thread_env
 
-from dlbench.config import Case, Settings, available_cpus
 from dlbench.launch.runner import run_case
+from dlbench.spec.case import Case, Settings, available_cpus
 
 # Shared by every hand loop: the input, and a timing loop with warm-up and
 # perf_counter, as a careful user writes it.
@@ -38,7 +38,7 @@ import json, statistics, sys, time
 workload, batch = sys.argv[1], int(sys.argv[2])
 threads, min_time = int(sys.argv[3]), float(sys.argv[4])
 params = json.loads(sys.argv[5])
-from dlbench.registry import get_workload
+from dlbench.spec.registry import get_workload
 spec = get_workload(workload)
 weights = spec.reference_weights(params, 0)
 inputs = spec.make_inputs(batch, params, "infer", 0)

@@ -24,8 +24,8 @@ import sys
 
 from interleave import interleaved_rounds, thread_env
 
-from dlbench.config import Case, Settings, available_cpus
 from dlbench.launch.runner import run_case
+from dlbench.spec.case import Case, Settings, available_cpus
 
 HAND_LOOP = r"""
 import json, sys, time

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from dlbench.config import Case, Settings
+from dlbench.spec.case import Case, Settings
 
 
 @pytest.fixture(autouse=True, scope="session")

@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 
 from dlbench.backends.base import Job, Prepared
-from dlbench.config import Case
 from dlbench.results.records import base_result
+from dlbench.spec.case import Case
 from dlbench.worker.steps import _apply_check
 from dlbench.workloads import get_workload
 

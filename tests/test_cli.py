@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from conftest import dlbench, spawn_dlbench
 
-from dlbench.cli import main
+from dlbench.cli.main import main
 
 NULL_SUITE = """
 name: harness
@@ -111,7 +111,7 @@ def test_env_json_has_the_fingerprint(capsys):
 
 def test_importing_dlbench_imports_no_framework():
     code = (
-        "import sys, dlbench, dlbench.cli, dlbench.commands, dlbench.plan, "
+        "import sys, dlbench, dlbench.cli.main, dlbench.plan.build, "
         "dlbench.launch.runner, dlbench.results.env; dlbench.results.env.fingerprint(); "
         "print([m for m in ('torch', 'tensorflow', 'jax', 'onnxruntime', 'openvino', 'numpy') "
         "if m in sys.modules])"

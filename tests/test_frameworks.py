@@ -5,9 +5,10 @@ from __future__ import annotations
 import pytest
 from conftest import FAST
 
-from dlbench.config import Case, validate_case
 from dlbench.errors import UserError
 from dlbench.launch.runner import run_case
+from dlbench.plan.validate import validate_case
+from dlbench.spec.case import Case
 
 FRAMEWORK_MODES = [
     ("tensorflow", "eager"),
@@ -87,7 +88,7 @@ def test_a_missing_gpu_is_a_clear_failure(framework):
 
 
 def validate_default(framework: str) -> str:
-    from dlbench.registry import framework_info
+    from dlbench.spec.registry import framework_info
 
     return framework_info(framework).default_compile
 
@@ -117,7 +118,7 @@ def test_single_stream_with_a_batch_is_a_user_error():
 
 
 def test_support_matrix_matches_what_model_files_can_run():
-    from dlbench.registry import FRAMEWORKS
+    from dlbench.spec.registry import FRAMEWORKS
 
     runs_user_models = {n for n, info in FRAMEWORKS.items() if info.supports("user-model", "infer")}
     assert runs_user_models == {"torch", "tensorflow", "onnxruntime", "openvino"}

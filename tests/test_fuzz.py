@@ -17,13 +17,13 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from test_compare import make_run
 
-from dlbench.cli import build_parser
-from dlbench.commands import request_from_args
+from dlbench.cli.parser import build_parser
+from dlbench.cli.run_commands import request_from_args
 from dlbench.errors import UserError
-from dlbench.plan import RunRequest, build_plan
+from dlbench.plan.build import RunRequest, build_plan
+from dlbench.plan.suites import CASE_KEYS, SETTING_KEYS, TOP_KEYS
 from dlbench.results.records import run_from_json
 from dlbench.results.store import Store
-from dlbench.suites import CASE_KEYS, SETTING_KEYS, TOP_KEYS
 
 FUZZ = settings(
     max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]

@@ -14,7 +14,7 @@ import pytest
 from conftest import dlbench
 
 from dlbench.backends.base import placement
-from dlbench.plan import RunRequest, build_plan
+from dlbench.plan.build import RunRequest, build_plan
 from dlbench.report.table import flags
 from dlbench.results.ceilings import ceilings_from_results, efficiency
 from dlbench.results.records import Result

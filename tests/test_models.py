@@ -5,8 +5,9 @@ from __future__ import annotations
 import pytest
 from conftest import FAST
 
-from dlbench.config import Case, validate_case
 from dlbench.launch.runner import run_case
+from dlbench.plan.validate import validate_case
+from dlbench.spec.case import Case
 from dlbench.workloads.bert import SHAPES, encoder_flops
 from dlbench.workloads.vision import mobilenet_v2_macs, resnet50_macs
 

@@ -6,11 +6,12 @@ from pathlib import Path
 
 import pytest
 
-from dlbench import registry
-from dlbench.config import Case, validate_case
 from dlbench.errors import UserError
-from dlbench.plan import RunRequest, build_plan
-from dlbench.suites import builtin_suite_names, load_suite
+from dlbench.plan.build import RunRequest, build_plan
+from dlbench.plan.suites import builtin_suite_names, load_suite
+from dlbench.plan.validate import validate_case
+from dlbench.spec import registry
+from dlbench.spec.case import Case
 
 
 def write(tmp_path: Path, text: str, name: str = "suite.yaml") -> str:

@@ -7,10 +7,10 @@ import time
 import pytest
 from conftest import FAST, null_case
 
-from dlbench.config import Settings
 from dlbench.launch.runner import describe_exit, run_case
 from dlbench.launch.session import run_plan
 from dlbench.results.store import Store
+from dlbench.spec.case import Settings
 
 
 def test_null_case_measures_and_reports_everything():

@@ -11,7 +11,6 @@ import psutil
 import pytest
 from conftest import FAST, null_case
 
-from dlbench.config import Settings
 from dlbench.launch.runner import run_case
 from dlbench.measure import gpu_telemetry
 from dlbench.measure.gpu_telemetry import (
@@ -23,6 +22,7 @@ from dlbench.measure.gpu_telemetry import (
 from dlbench.measure.timeline import TimelineSampler
 from dlbench.report.timeline_plot import write_timeline_png, write_timeline_pngs
 from dlbench.results.records import Result, Run
+from dlbench.spec.case import Settings
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 

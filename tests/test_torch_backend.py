@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 from conftest import FAST
 
-from dlbench.config import Case
 from dlbench.launch.runner import run_case
+from dlbench.spec.case import Case
 from dlbench.workloads import get_workload
 
 torch = pytest.importorskip("torch")

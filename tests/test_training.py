@@ -10,10 +10,10 @@ import numpy as np
 import pytest
 from conftest import dlbench
 
-from dlbench.config import Case, Settings
 from dlbench.data.mnist import synthetic_mnist, write_idx
 from dlbench.launch.runner import run_case
-from dlbench.plan import RunRequest, build_plan
+from dlbench.plan.build import RunRequest, build_plan
+from dlbench.spec.case import Case, Settings
 from dlbench.worker.epochs import training_error
 from dlbench.workloads.mnist_train import epoch_permutation, usable_train_samples
 
@@ -84,7 +84,7 @@ def test_same_initial_weights_give_the_same_first_test_loss_in_both_frameworks(t
     script = (
         "import json, sys\n"
         "from dlbench.backends.base import Job\n"
-        "from dlbench.config import Case\n"
+        "from dlbench.spec.case import Case\n"
         "from dlbench.data.mnist import synthetic_mnist\n"
         "from dlbench.workloads import get_workload\n"
         "from dlbench.backends.tensorflow.training import TfMnistTrainer\n"
@@ -290,7 +290,7 @@ def test_training_options_are_validated_with_one_line(args, message):
 
 
 def test_training_suites_plan_as_the_articles_ran_them(monkeypatch):
-    monkeypatch.setattr("dlbench.devices.gpu_visible", lambda: False)
+    monkeypatch.setattr("dlbench.measure.devices.gpu_visible", lambda: False)
     mnist = build_plan(RunRequest(suite="mnist"))
     assert [(c.framework, c.compile, c.device) for c in mnist.cases] == [
         ("torch", "eager", "cpu"),
@@ -298,7 +298,7 @@ def test_training_suites_plan_as_the_articles_ran_them(monkeypatch):
     ]
     assert all(dict(c.params)["epochs"] == 14 for c in mnist.cases)
     assert any("no GPU" in note for note in mnist.skipped)
-    monkeypatch.setattr("dlbench.devices.gpu_visible", lambda: True)
+    monkeypatch.setattr("dlbench.measure.devices.gpu_visible", lambda: True)
     assert len(build_plan(RunRequest(suite="mnist")).cases) == 4
     pt2 = build_plan(RunRequest(suite="pt2-training"))
     assert len(pt2.cases) == 3 * 2 * 3

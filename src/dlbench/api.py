@@ -8,6 +8,7 @@ from typing import Any
 
 from dlbench.errors import UserError
 from dlbench.results.files import csv_row
+from dlbench.results.lookup import load_run
 from dlbench.results.store import Store
 
 
@@ -21,8 +22,6 @@ def load_runs(runs: Sequence[str] | None = None, db: str | Path | None = None) -
         import pandas
     except ImportError:
         raise UserError("load_runs needs pandas: pip install pandas") from None
-    from dlbench.commands import load_run
-
     if runs is None:
         with Store(Path(db) if db is not None else None) as store:
             runs = store.run_ids()

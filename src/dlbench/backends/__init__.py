@@ -10,7 +10,7 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING
 
-from dlbench.registry import framework_info
+from dlbench.spec.registry import framework_info
 
 if TYPE_CHECKING:
     from dlbench.backends.base import Backend

@@ -15,8 +15,8 @@ from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from dlbench.config import Case
 from dlbench.errors import CaseError, ReferenceUnavailable
+from dlbench.spec.case import Case
 from dlbench.workloads.base import Workload
 
 

@@ -20,11 +20,11 @@ from collections.abc import Callable
 from multiprocessing.process import BaseProcess
 from pathlib import Path
 
-from dlbench.config import Case, Settings
 from dlbench.launch.torchrun import TorchrunProcess
 from dlbench.measure.gpu_telemetry import GpuTelemetry, device_indices
 from dlbench.measure.timeline import TimelineSampler
 from dlbench.results.records import STATUS_FAILED, Result, base_result, now_iso
+from dlbench.spec.case import Case, Settings
 from dlbench.worker.process import worker_main
 
 LOG_TAIL_LINES = 20

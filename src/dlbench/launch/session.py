@@ -14,8 +14,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
-from dlbench.config import Case, Settings, validate_case, validate_settings
-from dlbench.errors import RunInterrupted, UserError
+from dlbench.errors import RunInterrupted
 from dlbench.launch.runner import run_case
 from dlbench.launch.torchrun import attach_scaling
 from dlbench.results.ceilings import attach_efficiency
@@ -23,6 +22,7 @@ from dlbench.results.env import fingerprint
 from dlbench.results.files import write_csv, write_json
 from dlbench.results.records import Result, Run, now_iso
 from dlbench.results.store import Store
+from dlbench.spec.case import Case, Settings
 
 
 @dataclass(frozen=True)
@@ -83,18 +83,10 @@ def run_plan(
     return _run_pending(run, list(cases), settings, store, outputs, progress or Progress(), runner)
 
 
-def pending_cases(run: Run) -> tuple[list[Case], Settings, int]:
-    """An interrupted run's plan, its settings, and how many cases are still to run."""
-    if run.finished_at is not None:
-        raise UserError(f"run {run.id} is complete; nothing to resume")
-    if not run.plan:
-        raise UserError(f"run {run.id} stored no plan (made by an older dlbench); rerun it instead")
-    cases = [validate_case(Case.from_dict(data)) for data in run.plan]
-    return cases, validate_settings(Settings.from_dict(run.settings)), len(cases) - len(run.results)
-
-
 def resume_run(
     run: Run,
+    cases: Sequence[Case],
+    settings: Settings,
     store: Store,
     outputs: Outputs = Outputs(),
     progress: Progress | None = None,
@@ -104,11 +96,13 @@ def resume_run(
 
     Results are stored under their index in the plan, so a finished case is
     kept exactly once and a case that was running when the run died (it has
-    no result) runs again.
+    no result) runs again. `cases` and `settings` are the run's own plan,
+    validated again (plan.resume.pending_cases).
     """
-    cases, settings, _ = pending_cases(run)
     done = dict(zip(store.result_seqs(run.id), run.results, strict=True))
-    return _run_pending(run, cases, settings, store, outputs, progress or Progress(), runner, done)
+    return _run_pending(
+        run, list(cases), settings, store, outputs, progress or Progress(), runner, done
+    )
 
 
 def _run_pending(

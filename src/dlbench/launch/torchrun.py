@@ -23,8 +23,8 @@ import sys
 from pathlib import Path
 from typing import TextIO
 
-from dlbench.config import Case, Settings
 from dlbench.results.records import Result, Run
+from dlbench.spec.case import Case, Settings
 from dlbench.worker.process import die_with_parent
 
 # Each rank runs this module (worker side), under torchrun.

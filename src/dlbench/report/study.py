@@ -78,7 +78,7 @@ def ok_results(run: Run, workload: str) -> list[Result]:
 
 def baseline_label(results: Sequence[Result], baseline: str) -> str | None:
     """The baseline framework's first case in this group (its default compile mode first)."""
-    from dlbench.registry import framework_info
+    from dlbench.spec.registry import framework_info
 
     of_framework = [r for r in results if r.framework == baseline]
     if not of_framework:

@@ -17,8 +17,8 @@ from typing import Any
 import psutil
 
 from dlbench import __version__
-from dlbench.config import available_cpus
-from dlbench.registry import FRAMEWORKS
+from dlbench.spec.case import available_cpus
+from dlbench.spec.registry import FRAMEWORKS
 
 # Variables that change how many threads a framework uses; recorded because a
 # number measured under OMP_NUM_THREADS=1 is not comparable to one without.

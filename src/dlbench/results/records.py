@@ -13,10 +13,10 @@ from dataclasses import asdict, dataclass, field, fields
 from datetime import datetime, timezone
 from typing import Any
 
-from dlbench.config import Case
 from dlbench.errors import UserError
 from dlbench.measure.stats import LatencyStats
 from dlbench.results.schema import check_run_shape
+from dlbench.spec.case import Case
 
 SCHEMA_VERSION = 1
 STATUS_OK = "ok"

@@ -21,11 +21,11 @@ from typing import Any
 
 from dlbench.atomic import write_atomic
 from dlbench.backends.base import first_line
-from dlbench.config import Case, Settings
 from dlbench.errors import CaseError, CaseSkipped
 from dlbench.measure.monitor import ProcessMonitor
 from dlbench.measure.timer import MAX_ITERS, StopRule, run_timed
 from dlbench.results.records import STATUS_SKIPPED, Result, base_result
+from dlbench.spec.case import Case, Settings
 from dlbench.worker.process import (
     THREAD_VARS,
     block_other_frameworks,

@@ -19,10 +19,10 @@ from typing import Any
 
 from dlbench.atomic import write_atomic
 from dlbench.backends.base import first_line
-from dlbench.config import Case, Settings
 from dlbench.errors import CaseSkipped
-from dlbench.registry import FRAMEWORKS, framework_info
 from dlbench.results.records import STATUS_SKIPPED, base_result, now_iso
+from dlbench.spec.case import Case, Settings
+from dlbench.spec.registry import FRAMEWORKS, framework_info
 from dlbench.worker.progress import PROGRESS_ENV
 from dlbench.worker.steps import execute, failed_from_exception
 

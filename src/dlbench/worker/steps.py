@@ -12,12 +12,12 @@ import traceback
 
 from dlbench.backends import load_backend
 from dlbench.backends.base import Backend, Job, Prepared, device_kind, first_line
-from dlbench.config import Case, Settings
 from dlbench.errors import CaseError, CaseSkipped, ReferenceUnavailable
 from dlbench.measure.monitor import ProcessMonitor, ResourceUse, peak_rss_mb
 from dlbench.measure.stats import summarize, throughput
 from dlbench.measure.timer import StopRule, Timing, run_timed
 from dlbench.results.records import STATUS_FAILED, STATUS_OK, Result, base_result
+from dlbench.spec.case import Case, Settings
 from dlbench.worker.check import check_output
 from dlbench.worker.placement import require_placement
 from dlbench.workloads import get_workload

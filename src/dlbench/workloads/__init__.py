@@ -11,7 +11,7 @@ import importlib
 from typing import TYPE_CHECKING
 
 from dlbench.errors import UserError
-from dlbench.registry import WORKLOADS
+from dlbench.spec.registry import WORKLOADS
 
 if TYPE_CHECKING:
     from dlbench.workloads.base import Workload

@@ -12,19 +12,11 @@ import itertools
 from dataclasses import dataclass
 from typing import Any
 
-from dlbench.config import (
-    MODES,
-    PRECISIONS,
-    SCENARIOS,
-    Case,
-    Settings,
-    available_cpus,
-    validate_case,
-    validate_settings,
-)
 from dlbench.errors import UserError
-from dlbench.registry import FRAMEWORKS, framework_info
-from dlbench.suites import SuiteSpec, load_suite
+from dlbench.plan.suites import SuiteSpec, load_suite
+from dlbench.plan.validate import validate_case, validate_settings
+from dlbench.spec.case import MODES, PRECISIONS, SCENARIOS, Case, Settings, available_cpus
+from dlbench.spec.registry import FRAMEWORKS, framework_info
 from dlbench.workloads import get_workload
 
 DEFAULT_SUITE = "quick"
@@ -397,7 +389,7 @@ def _mapping(value: Any, where: str) -> dict[str, Any]:
 
 def _gpu_cases_where_gpu(cases: list[Case]) -> tuple[list[Case], list[str]]:
     """A suite's cuda cases run where a GPU exists and are skipped (with a note) elsewhere."""
-    from dlbench.devices import gpu_visible
+    from dlbench.measure.devices import gpu_visible
 
     on_gpu = [c for c in cases if c.device.startswith("cuda")]
     if not on_gpu or gpu_visible():

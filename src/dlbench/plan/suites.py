@@ -66,8 +66,13 @@ class SuiteSpec:
     report: str | None = None  # a study report to print after the run (e.g. cpu-inference)
 
 
+def _builtin_folder() -> Any:
+    """The suites that ship with dlbench (package data beside this module)."""
+    return importlib.resources.files("dlbench.plan") / "builtin_suites"
+
+
 def builtin_suite_names() -> list[str]:
-    folder = importlib.resources.files("dlbench") / "suites"
+    folder = _builtin_folder()
     return sorted(p.name[: -len(".yaml")] for p in folder.iterdir() if p.name.endswith(".yaml"))
 
 
@@ -86,9 +91,9 @@ def load_suite(name_or_path: str) -> SuiteSpec:
             f"unknown suite {name_or_path!r}; built-in: {', '.join(builtin_suite_names())} "
             "(or give a path to a .yaml file)"
         )
-    text = (importlib.resources.files("dlbench") / "suites" / f"{name_or_path}.yaml").read_text(
-        encoding="utf-8"
-    )
+    text = (
+        importlib.resources.files("dlbench.plan") / "builtin_suites" / f"{name_or_path}.yaml"
+    ).read_text(encoding="utf-8")
     return parse_suite(text, f"suite {name_or_path}", default_name=name_or_path)
 
 

@@ -1,18 +1,18 @@
-"""CLI subcommands over stored results: runs, export, import, compare, report, rerun."""
+"""`dlbench runs`, `export`, `import`, `compare` and `report`: work on stored runs."""
 
 from __future__ import annotations
 
 import argparse
-import math
 
 from rich.table import Table
 
-from dlbench.commands import load_run, out, say
+from dlbench.cli.terminal import comparison_table, out, pivot_table, say
 from dlbench.errors import UserError
-from dlbench.report.compare import RunComparison, compare_runs, regressions
-from dlbench.report.leaderboard import Pivot, pivot
-from dlbench.report.table import escape_markup, fmt
+from dlbench.report.compare import compare_runs, regressions
+from dlbench.report.leaderboard import pivot
+from dlbench.report.table import escape_markup
 from dlbench.results.files import read_json, write_csv, write_json
+from dlbench.results.lookup import load_run
 from dlbench.results.store import Store
 
 
@@ -85,52 +85,6 @@ def cmd_compare(args: argparse.Namespace) -> int:
     return 0
 
 
-VERDICT_STYLE = {"slower": "red", "faster": "green"}
-
-
-def comparison_table(c: RunComparison, metric: str, id_a: str, id_b: str) -> Table:
-    table = Table(title=f"{metric}: A = {id_a}, B = {id_b} (B/A with 95% bootstrap interval)")
-    for name in ("case", "A", "B", "B/A", "95% interval", "verdict"):
-        table.add_column(name, justify="left" if name in ("case", "verdict") else "right")
-    for case in c.cases:
-        interval = (
-            "-" if case.interval is None else f"{case.interval[0]:.3f}-{case.interval[1]:.3f}"
-        )
-        style = VERDICT_STYLE.get(case.verdict)
-        verdict = f"[{style}]{case.verdict}[/{style}]" if style else case.verdict
-        ratio = "-" if math.isnan(case.ratio) else f"{case.ratio:.3f}"
-        table.add_row(
-            escape_markup(case.label),
-            fmt(case.value_a),
-            fmt(case.value_b),
-            ratio,
-            interval,
-            verdict,
-        )
-    notes = [f"only in A: {label}" for label in c.only_a] + [f"only in B: {x}" for x in c.only_b]
-    notes += [f"context differs: {k}: {a!r} vs {b!r}" for k, (a, b) in c.context.items()]
-    table.caption = escape_markup("\n".join(notes)) if notes else "same context"
-    return table
-
-
-def pivot_table(p: Pivot, args: argparse.Namespace) -> Table:
-    table = Table(title=f"{args.metric} by {args.by}; (x) relative to {p.baseline}")
-    table.add_column(args.by)
-    for column in p.columns:
-        table.add_column(escape_markup(column), justify="right")
-    for row in p.rows:
-        cells = []
-        for column in p.columns:
-            value, relative = p.cells.get((row, column)), p.relative(row, column)
-            cells.append(
-                "-"
-                if value is None
-                else f"{fmt(value)}" + (f" ({relative:.2f}x)" if relative else "")
-            )
-        table.add_row(escape_markup(row), *cells)
-    return table
-
-
 def cmd_report(args: argparse.Namespace) -> int:
     from dlbench.report.html import write_html
 
@@ -147,20 +101,3 @@ def cmd_report(args: argparse.Namespace) -> int:
         for path in [*write_run_plots(runs, args.plots), *write_timeline_pngs(runs, args.plots)]:
             say(f"wrote {path}")
     return 0
-
-
-def cmd_rerun(args: argparse.Namespace) -> int:
-    from dlbench.commands import RichProgress
-    from dlbench.config import Case, Settings, validate_case, validate_settings
-    from dlbench.launch import session
-
-    original = load_run(args.run, args.db)
-    cases = [validate_case(Case.from_dict(r.case)) for r in original.results if r.case]
-    if not cases:
-        raise UserError(f"run {original.id} records no cases to rerun (written before 0.1.0?)")
-    settings = validate_settings(Settings.from_dict(original.settings))
-    with Store(args.db) as store, RichProgress(len(cases)) as progress:
-        run = session.run_plan(original.suite, cases, settings, store, progress=progress)
-    comparison = compare_runs(original, run, args.metric)
-    out.print(comparison_table(comparison, args.metric, original.id, run.id))
-    return 1 if run.failures else 0

@@ -1,28 +1,17 @@
-"""The `dlbench` command: parse arguments, call the library, print.
-
-Exit codes: 0 success; 1 a case failed; 2 a user error (one line, no
-traceback); 130 interrupted.
-"""
+"""The command line's grammar: subcommands, options and their value types."""
 
 from __future__ import annotations
 
 import argparse
-import json
-import signal
-import sys
-import threading
-from collections.abc import Sequence
 from pathlib import Path
 from typing import NoReturn
 
-from rich.console import Console
-
 from dlbench import __version__
 from dlbench.errors import UserError
-from dlbench.plan import TARGET_DEFAULT_EPOCHS
+from dlbench.plan.build import TARGET_DEFAULT_EPOCHS
 
-EXIT_OK, EXIT_CASE_FAILED, EXIT_USER_ERROR, EXIT_INTERRUPTED = 0, 1, 2, 130
 LIST_TOPICS = ("frameworks", "workloads", "support", "suites")
+DESCRIPTION = "dlbench: fair, reproducible deep-learning benchmarks"
 
 
 class OneLineParser(argparse.ArgumentParser):
@@ -79,7 +68,7 @@ def param_pair(text: str) -> tuple[str, int]:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = OneLineParser(prog="dlbench", description=__doc__.splitlines()[0])
+    parser = OneLineParser(prog="dlbench", description=DESCRIPTION)
     parser.add_argument("--version", action="version", version=f"dlbench {__version__}")
     commands = parser.add_subparsers(dest="command", required=True, parser_class=OneLineParser)
     add_run_parser(commands)
@@ -283,40 +272,3 @@ def add_study_options(parser: argparse.ArgumentParser) -> None:
         default="torch",
         help="framework the relative columns divide by (default: torch)",
     )
-
-
-def _interrupt_on(signum: int, frame: object) -> None:
-    raise KeyboardInterrupt(signal.Signals(signum).name)
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    err = Console(stderr=True)
-    # A terminated or hung-up dlbench cleans up like Ctrl-C: the running worker
-    # is killed and the finished cases stay stored.
-    previous = {}
-    if threading.current_thread() is threading.main_thread():
-        for name in ("SIGTERM", "SIGHUP"):
-            if hasattr(signal, name):
-                number = getattr(signal, name)
-                previous[number] = signal.signal(number, _interrupt_on)
-    try:
-        args = build_parser().parse_args(argv)
-        from dlbench import commands, results_commands
-
-        name = f"cmd_{args.command}"
-        handler = getattr(commands, name, None) or getattr(results_commands, name)
-        return handler(args)
-    except UserError as exc:
-        err.print(f"dlbench: error: {exc}", markup=False, highlight=False, soft_wrap=True)
-        return EXIT_USER_ERROR
-    except KeyboardInterrupt as stop:
-        if not hasattr(stop, "run"):  # a RunInterrupted already said what was kept
-            err.print("dlbench: interrupted", markup=False)
-        return EXIT_INTERRUPTED
-    finally:
-        for number, handler in previous.items():
-            signal.signal(number, handler)
-
-
-def print_json(data: object) -> None:
-    sys.stdout.write(json.dumps(data, indent=2) + "\n")

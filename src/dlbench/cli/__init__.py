@@ -1,0 +1,1 @@
+"""The command line: grammar (parser), dispatch (main), commands, and terminal output."""

@@ -1,0 +1,108 @@
+"""`dlbench list`, `env` and `show`: what is here, and a stored run as tables."""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Mapping
+
+from rich.table import Table
+
+from dlbench.cli.terminal import out, print_json, print_run, print_study
+from dlbench.report.table import escape_markup
+from dlbench.results.lookup import load_run
+from dlbench.spec.registry import FRAMEWORKS, WORKLOADS
+from dlbench.workloads import get_workload
+
+
+def cmd_list(args: argparse.Namespace) -> int:
+    tables = {
+        "frameworks": frameworks_table,
+        "workloads": workloads_table,
+        "support": support_table,
+        "suites": suites_table,
+    }
+    for topic in [args.topic] if args.topic else list(tables):
+        out.print(tables[topic]())
+    return 0
+
+
+def support_table() -> Table:
+    """Which framework runs which workload, in which modes ('-': not supported)."""
+    table = Table(title="support matrix (modes per workload and framework)")
+    table.add_column("workload")
+    for name in FRAMEWORKS:
+        table.add_column(name)
+    for workload in WORKLOADS:
+        modes = get_workload(workload).modes
+        cells = [
+            ", ".join(m for m in modes if info.supports(workload, m)) or "-"
+            for info in FRAMEWORKS.values()
+        ]
+        table.add_row(workload, *cells)
+    return table
+
+
+def frameworks_table() -> Table:
+    table = Table(title="frameworks")
+    for name in ("name", "installed", "compile modes", "about"):
+        table.add_column(name)
+    for info in FRAMEWORKS.values():
+        version = info.installed_version()
+        status = f"[green]{version}[/green]" if version else f"[red]no[/red] ({info.install_hint})"
+        table.add_row(info.name, status, ", ".join(info.compile_modes), info.label)
+    return table
+
+
+def workloads_table() -> Table:
+    table = Table(title="workloads")
+    for name in ("name", "modes", "default batch (cpu/gpu)", "params (cpu / gpu)", "about"):
+        table.add_column(name)
+    for name in WORKLOADS:
+        w = get_workload(name)
+        params = f"{_pairs(w.cpu_params)} / {_pairs(w.gpu_params)}"
+        table.add_row(
+            name,
+            ", ".join(w.modes),
+            f"{w.cpu_batch_size}/{w.gpu_batch_size}",
+            escape_markup(params),
+            w.description,
+        )
+    return table
+
+
+def _pairs(params: Mapping[str, int]) -> str:
+    return ", ".join(f"{k}={v}" for k, v in params.items()) or "-"
+
+
+def suites_table() -> Table:
+    from dlbench.plan.suites import builtin_suite_names, load_suite
+
+    table = Table(title="suites")
+    table.add_column("name")
+    table.add_column("about")
+    for name in builtin_suite_names():
+        table.add_row(name, load_suite(name).description)
+    return table
+
+
+def cmd_env(args: argparse.Namespace) -> int:
+    from dlbench.results.env import fingerprint
+
+    data = fingerprint()
+    if args.json:
+        print_json(data)
+        return 0
+    table = Table(title="environment", show_header=False)
+    table.add_column("key")
+    table.add_column("value")
+    for key, value in data.items():
+        table.add_row(key, escape_markup(str(value)))
+    out.print(table)
+    return 0
+
+
+def cmd_show(args: argparse.Namespace) -> int:
+    run = load_run(args.run, args.db)
+    print_run(run)
+    print_study(run, args.baseline, args.plots)
+    return 0

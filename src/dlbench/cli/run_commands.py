@@ -1,0 +1,201 @@
+"""`dlbench run`, `roofline` and `rerun`: plan cases, launch them, print what came back."""
+
+from __future__ import annotations
+
+import argparse
+import shlex
+from collections.abc import Callable
+
+from dlbench.cli.terminal import (
+    RichProgress,
+    comparison_table,
+    out,
+    print_run,
+    print_study,
+    say,
+)
+from dlbench.errors import RunInterrupted, UserError
+from dlbench.launch import session
+from dlbench.plan.build import RunRequest, build_plan
+from dlbench.plan.resume import pending_cases
+from dlbench.plan.validate import validate_case, validate_settings
+from dlbench.report.compare import compare_runs
+from dlbench.report.table import run_table
+from dlbench.results.lookup import load_run
+from dlbench.results.records import Run
+from dlbench.results.store import Store
+from dlbench.spec.case import Case, Settings
+
+
+def torchrun_args(text: str | None) -> tuple[str, ...]:
+    """--torchrun "..." split as a shell would, or a one-line error."""
+    try:
+        return tuple(shlex.split(text or ""))
+    except ValueError as exc:
+        raise UserError(f"--torchrun {text!r}: {exc}") from None
+
+
+def request_from_args(args: argparse.Namespace) -> RunRequest:
+    settings = {
+        "min_time_s": args.min_time,
+        "min_iters": args.min_iters,
+        "warmup_iters": args.warmup,
+        "timeout_s": args.timeout,
+        "seed": args.seed,
+    }
+    return RunRequest(
+        suite=args.suite,
+        workloads=tuple(args.workload),
+        frameworks=tuple(args.framework),
+        compiles=tuple(args.compiles),
+        modes=tuple(args.mode),
+        scenarios=tuple(args.scenario),
+        device=args.device,
+        batch_sizes=tuple(args.batch_size),
+        threads=args.threads,
+        interop_threads=args.interop_threads,
+        params=tuple(args.param) + ((("epochs", args.epochs),) if args.epochs else ()),
+        precisions=tuple(args.precisions),
+        target_accuracy=args.target_accuracy,
+        nproc=args.nproc or 1,
+        transfer=args.transfer,
+        torchrun_args=torchrun_args(args.torchrun),
+        data_dir=str(args.data_dir.resolve()) if args.data_dir is not None else None,
+        settings=tuple((k, v) for k, v in settings.items() if v is not None),
+        model=args.model,
+        inputs=tuple(sorted(dict(args.inputs).items())),
+        trust_model=args.trust_model,
+    )
+
+
+CASE_OPTIONS = (
+    "suite",
+    "workload",
+    "framework",
+    "compiles",
+    "mode",
+    "scenario",
+    "device",
+    "precisions",
+    "nproc",
+    "torchrun",
+    "transfer",
+    "epochs",
+    "target_accuracy",
+    "data_dir",
+    "batch_size",
+    "threads",
+    "interop_threads",
+    "param",
+    "min_time",
+    "min_iters",
+    "warmup",
+    "timeout",
+    "seed",
+)
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    if args.resume is not None:
+        given = [name for name in CASE_OPTIONS if getattr(args, name) not in (None, [])]
+        if given:
+            raise UserError(f"--resume takes the run's own plan; drop {', '.join(given)}")
+        return _resume(args)
+    return _finish(_run_request(request_from_args(args), args), args)
+
+
+def cmd_roofline(args: argparse.Namespace) -> int:
+    """The `ceilings` suite; later runs on this machine report efficiency against it."""
+    settings = {"min_time_s": args.min_time, "timeout_s": args.timeout}
+    request = RunRequest(
+        suite="ceilings",
+        device=args.device,
+        threads=args.threads,
+        settings=tuple((k, v) for k, v in settings.items() if v is not None),
+    )
+    run = _run_request(request, args)
+    out.print(run_table(run))
+    from dlbench.report.hardware import ceilings_table
+
+    out.print(ceilings_table(run))
+    if run.failures:
+        say(f"{run.failures} of {len(run.results)} case(s) failed")
+        return 1
+    return 0
+
+
+def _run_request(request: RunRequest, args: argparse.Namespace) -> Run:
+    plan = build_plan(request)
+    for note in plan.skipped:
+        say(f"skipping: {note}")
+    outputs = session.Outputs(json_path=args.json_path, csv_path=args.csv_path)
+    with Store(args.db) as store:
+        say(f"{len(plan.cases)} case(s) of suite {plan.suite!r}; store {store.path}")
+        run = _interruptible(
+            store,
+            lambda progress: session.run_plan(
+                plan.suite, plan.cases, plan.settings, store, outputs, progress
+            ),
+            len(plan.cases),
+            args.quiet,
+        )
+    return run
+
+
+def _resume(args: argparse.Namespace) -> int:
+    outputs = session.Outputs(json_path=args.json_path, csv_path=args.csv_path)
+    with Store(args.db) as store:
+        if args.resume not in store.run_ids():
+            raise UserError(f"no run {args.resume!r} in store {store.path} (see dlbench runs)")
+        previous = store.load_run(args.resume)
+        cases, settings, pending = pending_cases(previous)
+        say(f"resuming run {previous.id}: {pending} of {len(previous.plan)} case(s) left")
+        run = _interruptible(
+            store,
+            lambda progress: session.resume_run(
+                previous, cases, settings, store, outputs, progress
+            ),
+            pending,
+            args.quiet,
+        )
+    return _finish(run, args)
+
+
+def _interruptible(
+    store: Store, work: Callable[[session.Progress | None], Run], total: int, quiet: bool
+) -> Run:
+    """Run with a progress bar; on Ctrl-C say what was kept and how to go on."""
+    try:
+        if quiet:
+            return work(None)
+        with RichProgress(total) as progress:
+            return work(progress)
+    except RunInterrupted as stop:
+        say(
+            f"interrupted; {len(stop.run.results)} finished case(s) of run {stop.run.id} are "
+            f"stored in {store.path}; resume with: dlbench run --resume {stop.run.id}"
+        )
+        raise
+
+
+def _finish(run: Run, args: argparse.Namespace) -> int:
+    print_run(run)
+    print_study(run, args.baseline, args.plots)
+    if run.failures:
+        say(f"{run.failures} of {len(run.results)} case(s) failed")
+        return 1
+    return 0
+
+
+def cmd_rerun(args: argparse.Namespace) -> int:
+
+    original = load_run(args.run, args.db)
+    cases = [validate_case(Case.from_dict(r.case)) for r in original.results if r.case]
+    if not cases:
+        raise UserError(f"run {original.id} records no cases to rerun (written before 0.1.0?)")
+    settings = validate_settings(Settings.from_dict(original.settings))
+    with Store(args.db) as store, RichProgress(len(cases)) as progress:
+        run = session.run_plan(original.suite, cases, settings, store, progress=progress)
+    comparison = compare_runs(original, run, args.metric)
+    out.print(comparison_table(comparison, args.metric, original.id, run.id))
+    return 1 if run.failures else 0

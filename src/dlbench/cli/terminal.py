@@ -1,0 +1,166 @@
+"""Everything the command line prints: the consoles, status lines, progress, tables.
+
+Results go to stdout (`out`); status lines and the progress bar to stderr
+(`err`), so `dlbench ... > results.txt` keeps the table clean.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+from pathlib import Path
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from dlbench.launch import session
+from dlbench.report.compare import RunComparison
+from dlbench.report.leaderboard import Pivot
+from dlbench.report.table import case_name, escape_markup, flags, fmt, rate_column, run_table
+from dlbench.results.records import STATUS_SKIPPED, Result, Run
+from dlbench.spec.case import Case
+
+# Wide enough for the results table when output goes to a file or a CI log.
+out = Console(width=None if sys.stdout.isatty() else 180)
+err = Console(stderr=True, width=None if sys.stderr.isatty() else 180)
+
+
+class RichProgress(session.Progress):
+    """A bar on stderr, redrawn only when a case starts or ends.
+
+    auto_refresh is off on purpose: a refresh thread would wake the parent
+    ten times a second while the worker is being measured.
+    """
+
+    def __init__(self, total: int) -> None:
+        self._bar = Progress(
+            TextColumn("{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            console=err,
+            auto_refresh=False,
+            transient=True,
+        )
+        self._task = self._bar.add_task("starting", total=total)
+        self._description = "starting"
+
+    def __enter__(self) -> RichProgress:
+        self._bar.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._bar.stop()
+
+    def case_started(self, index: int, total: int, case: Case) -> None:
+        self._description = f"running {escape_markup(case.label())}"
+        self._bar.update(self._task, description=self._description)
+        self._bar.refresh()
+
+    def case_note(self, line: str) -> None:
+        self._bar.update(self._task, description=f"{self._description}: {escape_markup(line)}")
+        self._bar.refresh()
+
+    def case_finished(self, index: int, total: int, result: Result) -> None:
+        self._bar.console.print(case_line(result), highlight=False)
+        self._bar.advance(self._task)
+        self._bar.refresh()
+
+
+def say(message: str) -> None:
+    """One status line on stderr, never wrapped or styled (it may hold a command to copy)."""
+    err.print(f"dlbench: {message}", markup=False, highlight=False, soft_wrap=True)
+
+
+def case_line(result: Result) -> str:
+    name = escape_markup(f"{case_name(result)} bs={result.batch_size} {result.device}")
+    if result.status == STATUS_SKIPPED:
+        return f"[yellow]SKIPPED[/yellow] {name}: {escape_markup(result.error or '')}"
+    if not result.ok or result.latency_ms is None:
+        return f"[red]FAILED[/red] {name}: {escape_markup(result.error or '')}"
+    marks = flags(result)
+    noisy = f" [yellow]({escape_markup(marks)})[/yellow]" if marks else ""
+    return (
+        f"[green]ok[/green] {name}: median {fmt(result.latency_ms.median)} ms, "
+        f"{fmt(result.throughput)} samples/s, {rate_column(result)}{noisy}"
+    )
+
+
+def print_run(run: Run) -> None:
+    """The results table, and the per-epoch table where the run trained to a target."""
+    from dlbench.report.training_studies import epochs_table
+
+    out.print(run_table(run))
+    epochs = epochs_table(run)
+    if epochs is not None:
+        out.print(epochs)
+
+
+def print_study(run: Run, baseline: str, plots: Path | None) -> None:
+    """The study report of the run's suite, if it has one, and its files."""
+    from dlbench.report.study_output import STUDIES, rich_table, startup_table, write_study_files
+
+    if run.suite not in STUDIES:
+        if plots is not None:
+            say(f"suite {run.suite!r} has no study charts; --plots ignored")
+        return
+    tables = STUDIES[run.suite](run, baseline)
+    for table in tables:
+        out.print(rich_table(table, baseline))
+    out.print(startup_table(run))
+    if plots is not None:
+        for path in write_study_files(run, tables, plots):
+            say(f"wrote {path}")
+
+
+VERDICT_STYLE = {"slower": "red", "faster": "green"}
+
+
+def comparison_table(c: RunComparison, metric: str, id_a: str, id_b: str) -> Table:
+    table = Table(title=f"{metric}: A = {id_a}, B = {id_b} (B/A with 95% bootstrap interval)")
+    for name in ("case", "A", "B", "B/A", "95% interval", "verdict"):
+        table.add_column(name, justify="left" if name in ("case", "verdict") else "right")
+    for case in c.cases:
+        interval = (
+            "-" if case.interval is None else f"{case.interval[0]:.3f}-{case.interval[1]:.3f}"
+        )
+        style = VERDICT_STYLE.get(case.verdict)
+        verdict = f"[{style}]{case.verdict}[/{style}]" if style else case.verdict
+        ratio = "-" if math.isnan(case.ratio) else f"{case.ratio:.3f}"
+        table.add_row(
+            escape_markup(case.label),
+            fmt(case.value_a),
+            fmt(case.value_b),
+            ratio,
+            interval,
+            verdict,
+        )
+    notes = [f"only in A: {label}" for label in c.only_a] + [f"only in B: {x}" for x in c.only_b]
+    notes += [f"context differs: {k}: {a!r} vs {b!r}" for k, (a, b) in c.context.items()]
+    table.caption = escape_markup("\n".join(notes)) if notes else "same context"
+    return table
+
+
+def pivot_table(p: Pivot, args: argparse.Namespace) -> Table:
+    table = Table(title=f"{args.metric} by {args.by}; (x) relative to {p.baseline}")
+    table.add_column(args.by)
+    for column in p.columns:
+        table.add_column(escape_markup(column), justify="right")
+    for row in p.rows:
+        cells = []
+        for column in p.columns:
+            value, relative = p.cells.get((row, column)), p.relative(row, column)
+            cells.append(
+                "-"
+                if value is None
+                else f"{fmt(value)}" + (f" ({relative:.2f}x)" if relative else "")
+            )
+        table.add_row(escape_markup(row), *cells)
+    return table
+
+
+def print_json(data: object) -> None:
+    sys.stdout.write(json.dumps(data, indent=2) + "\n")

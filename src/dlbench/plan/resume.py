@@ -1,0 +1,18 @@
+"""What an interrupted run still has to do: its own plan, validated again."""
+
+from __future__ import annotations
+
+from dlbench.errors import UserError
+from dlbench.plan.validate import validate_case, validate_settings
+from dlbench.results.records import Run
+from dlbench.spec.case import Case, Settings
+
+
+def pending_cases(run: Run) -> tuple[list[Case], Settings, int]:
+    """An interrupted run's plan, its settings, and how many cases are still to run."""
+    if run.finished_at is not None:
+        raise UserError(f"run {run.id} is complete; nothing to resume")
+    if not run.plan:
+        raise UserError(f"run {run.id} stored no plan (made by an older dlbench); rerun it instead")
+    cases = [validate_case(Case.from_dict(data)) for data in run.plan]
+    return cases, validate_settings(Settings.from_dict(run.settings)), len(cases) - len(run.results)

@@ -1,0 +1,20 @@
+"""Find a run by what the user typed: a run JSON file, or a run id in the store."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from dlbench.errors import UserError
+from dlbench.results.files import read_json
+from dlbench.results.records import Run
+from dlbench.results.store import Store
+
+
+def load_run(ref: str, db: Path | None) -> Run:
+    """A run from a JSON file path, else by id from the store."""
+    if Path(ref).is_file() or ref.endswith(".json"):
+        return read_json(Path(ref))
+    with Store(db) as store:
+        if ref not in store.run_ids():
+            raise UserError(f"{ref!r} is neither a run file nor a run id in store {store.path}")
+        return store.load_run(ref)
