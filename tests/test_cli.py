@@ -30,7 +30,7 @@ def test_run_writes_json_csv_and_the_store(tmp_path, isolated_store):
     assert proc.returncode == 0, proc.stderr
     run = json.loads((tmp_path / "r.json").read_text())
     assert run["suite"] == "harness" and run["finished_at"]
-    assert [r["workload"] for r in run["results"]] == ["mlp", "mnist-cnn"]
+    assert [r["case"]["workload"] for r in run["results"]] == ["mlp", "mnist-cnn"]
     assert all(r["status"] == "ok" for r in run["results"])
     assert len((tmp_path / "r.csv").read_text().splitlines()) == 3
     assert "null (harness)" in proc.stdout

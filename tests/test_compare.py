@@ -3,16 +3,18 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 import numpy as np
 import pytest
 from conftest import dlbench
+from factories import make_result, make_run
 
 from dlbench.measure.stats import summarize
 from dlbench.report.compare import compare_runs, regressions
 from dlbench.report.leaderboard import pivot
 from dlbench.results.files import write_json
-from dlbench.results.records import Result, Run
+from dlbench.results.records import Run
 
 
 def samples(median_ms: float, seed: int, n: int = 400) -> list[float]:
@@ -20,7 +22,7 @@ def samples(median_ms: float, seed: int, n: int = 400) -> list[float]:
     return list(median_ms * (1 + 0.03 * rng.standard_normal(n)))
 
 
-def make_run(
+def timed_run(
     run_id: str,
     median_ms: float,
     seed: int,
@@ -29,17 +31,8 @@ def make_run(
     framework: str = "torch",
 ) -> Run:
     ms = samples(median_ms, seed)
-    result = Result(
-        workload="mlp",
+    result = make_result(
         framework=framework,
-        compile="eager",
-        mode="infer",
-        device="cpu",
-        batch_size=1000,
-        precision="fp32",
-        threads=2,
-        interop_threads=2,
-        status="ok",
         scenario="offline",
         latency_ms=summarize([x / 1000 for x in ms]),
         samples_ms=ms,
@@ -47,62 +40,61 @@ def make_run(
         cpu_percent=150.0,
         peak_rss_mb=200.0,
     )
-    return Run(
+    return make_run(
+        [result],
         id=run_id,
-        started_at="2026-01-01T00:00:00+00:00",
         suite="s",
         settings={"min_time_s": 1.0},
         env={"hostname": host, "cpu_model": cpu},
-        results=[result],
     )
 
 
 def test_a_twenty_percent_shift_is_slower():
-    case = compare_runs(make_run("a", 1.0, 1), make_run("b", 1.2, 2)).cases[0]
+    case = compare_runs(timed_run("a", 1.0, 1), timed_run("b", 1.2, 2)).cases[0]
     assert case.verdict == "slower"
     assert case.ratio == pytest.approx(1.2, rel=0.02)
     assert case.interval[0] > 1.1 and case.interval[1] < 1.3
 
 
 def test_identical_samples_are_no_significant_change():
-    run = make_run("a", 1.0, 1)
-    case = compare_runs(run, make_run("b", 1.0, 1)).cases[0]
+    run = timed_run("a", 1.0, 1)
+    case = compare_runs(run, timed_run("b", 1.0, 1)).cases[0]
     assert case.verdict == "no significant change"
     assert case.ratio == pytest.approx(1.0)
 
 
 def test_same_distribution_other_draw_is_no_significant_change():
-    case = compare_runs(make_run("a", 1.0, 1), make_run("b", 1.0, 7)).cases[0]
+    case = compare_runs(timed_run("a", 1.0, 1), timed_run("b", 1.0, 7)).cases[0]
     assert case.verdict == "no significant change"
 
 
 def test_faster_and_throughput_direction():
-    comparison = compare_runs(make_run("a", 1.0, 1), make_run("b", 0.8, 2), "throughput")
+    comparison = compare_runs(timed_run("a", 1.0, 1), timed_run("b", 0.8, 2), "throughput")
     case = comparison.cases[0]
     assert case.verdict == "faster"
     assert case.ratio == pytest.approx(1.25, rel=0.02)  # B does 25% more samples/s
 
 
 def test_regressions_need_the_interval_past_the_threshold():
-    comparison = compare_runs(make_run("a", 1.0, 1), make_run("b", 1.2, 2))
+    comparison = compare_runs(timed_run("a", 1.0, 1), timed_run("b", 1.2, 2))
     assert regressions(comparison, 10) and not regressions(comparison, 25)
 
 
 def test_context_differences_are_reported():
-    comparison = compare_runs(make_run("a", 1.0, 1), make_run("b", 1.0, 2, host="h2"))
+    comparison = compare_runs(timed_run("a", 1.0, 1), timed_run("b", 1.0, 2, host="h2"))
     assert comparison.context["hostname"] == ("h1", "h2")
 
 
 def test_unmatched_cases_are_listed():
-    comparison = compare_runs(make_run("a", 1.0, 1), make_run("b", 1.0, 2, framework="jax"))
+    comparison = compare_runs(timed_run("a", 1.0, 1), timed_run("b", 1.0, 2, framework="jax"))
     assert not comparison.cases
     assert comparison.only_a and comparison.only_b
 
 
 @pytest.mark.parametrize(("percent", "code"), [(10, 1), (25, 0)])
 def test_fail_on_regression_gates_the_exit_code(tmp_path, percent, code):
-    write_json(make_run("a", 1.0, 1), tmp_path / "a.json")
-    write_json(make_run("b", 1.2, 2), tmp_path / "b.json")
+    write_json(timed_run("a", 1.0, 1), tmp_path / "a.json")
+    write_json(timed_run("b", 1.2, 2), tmp_path / "b.json")
     proc = dlbench(
         "compare",
         str(tmp_path / "a.json"),
@@ -116,7 +108,7 @@ def test_fail_on_regression_gates_the_exit_code(tmp_path, percent, code):
 
 
 def test_pivot_by_machine_has_one_row_per_machine_relative_to_baseline():
-    runs = [make_run("a", 1.0, 1, "h1", "CPU A"), make_run("b", 2.0, 2, "h2", "CPU B")]
+    runs = [timed_run("a", 1.0, 1, "h1", "CPU A"), timed_run("b", 2.0, 2, "h2", "CPU B")]
     table = pivot(runs, "machine", "latency", "CPU A")
     assert table.rows == ["CPU A (h1)", "CPU B (h2)"]
     column = table.columns[0]
@@ -124,8 +116,8 @@ def test_pivot_by_machine_has_one_row_per_machine_relative_to_baseline():
 
 
 def test_pivot_by_framework_keeps_each_frameworks_best_compile_mode():
-    fast, slow = make_run("a", 1.0, 1), make_run("b", 3.0, 2)
-    slow.results[0].compile = "script"
+    fast, slow = timed_run("a", 1.0, 1), timed_run("b", 3.0, 2)
+    slow.results[0].case = replace(slow.results[0].case, compile="script")
     table = pivot([fast, slow], "framework", "latency", "torch")
     assert table.rows == ["torch"] and len(table.columns) == 1
     assert table.cells[("torch", table.columns[0])] == pytest.approx(1.0, rel=0.05)
@@ -133,7 +125,7 @@ def test_pivot_by_framework_keeps_each_frameworks_best_compile_mode():
 
 def test_compare_cli_pivot_over_files(tmp_path):
     for name, median, host in (("a", 1.0, "h1"), ("b", 2.0, "h2")):
-        write_json(make_run(name, median, 1, host, f"CPU {host}"), tmp_path / f"{name}.json")
+        write_json(timed_run(name, median, 1, host, f"CPU {host}"), tmp_path / f"{name}.json")
     proc = dlbench("compare", "--by", "machine", str(tmp_path / "a.json"), str(tmp_path / "b.json"))
     assert proc.returncode == 0, proc.stderr
     assert "CPU h2 (h2)" in proc.stdout and "(2.00x)" in proc.stdout

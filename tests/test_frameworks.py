@@ -39,7 +39,7 @@ def test_outputs_match_the_reference(framework, compile_mode, workload):
     assert result.max_abs_diff is not None and result.max_abs_diff < 1e-4
     assert result.details["check"]["note"] == "torch eager fp32 reference"
     assert result.latency_ms.n >= 3 and result.throughput > 0
-    assert result.scenario == "offline"
+    assert result.case.scenario == "offline"
     # One framework per process: torch made the reference elsewhere.
     assert result.details["frameworks_in_process"] == [framework]
     assert result.framework_version
@@ -51,7 +51,7 @@ def test_single_stream_runs_one_sample_per_request(framework):
     case = Case("mlp", framework, "default", device="cpu", scenario="single-stream", threads=1)
     result = run_case(validate_case(case), FAST)
     assert result.ok, result.error
-    assert result.batch_size == 1 and result.scenario == "single-stream"
+    assert result.case.batch_size == 1 and result.case.scenario == "single-stream"
     if framework == "openvino":
         assert result.details["PERFORMANCE_HINT"] == "LATENCY"
 

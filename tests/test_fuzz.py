@@ -15,7 +15,7 @@ from pathlib import Path
 import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from test_compare import make_run
+from test_compare import timed_run
 
 from dlbench.cli.parser import build_parser
 from dlbench.cli.run_commands import request_from_args
@@ -148,7 +148,7 @@ def test_random_command_lines_plan_or_fail_clearly(argv):
         assert str(exc)
 
 
-VALID = json.loads(json.dumps(make_run("fuzz", 1.0, 1).to_dict()))
+VALID = json.loads(json.dumps(timed_run("fuzz", 1.0, 1).to_dict()))
 
 
 def mutated(data: dict, path: list, value) -> dict:
@@ -187,7 +187,7 @@ def test_mutated_run_files_load_or_fail_clearly_and_never_touch_the_store(path, 
     with tempfile.TemporaryDirectory() as folder:
         db = Path(folder) / "s.sqlite"
         with Store(db) as store:
-            store.import_run(make_run("existing", 1.0, 1))
+            store.import_run(timed_run("existing", 1.0, 1))
         try:
             run = run_from_json(text, "fuzz.json")
         except UserError:

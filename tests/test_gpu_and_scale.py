@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 from conftest import dlbench
+from factories import make_result, make_run
 
 from dlbench.backends.base import placement
 from dlbench.plan.build import RunRequest, build_plan
@@ -101,10 +102,7 @@ def test_placement_is_checked_against_what_each_framework_recorded():
 
 
 def result(workload: str, device: str = "cpu", **values: object) -> Result:
-    base = Result(workload, "torch", "eager", "infer", device, 1, "fp32", 1, 1, "ok")
-    for key, value in values.items():
-        setattr(base, key, value)
-    return base
+    return make_result(workload=workload, device=device, batch_size=1, threads=1, **values)
 
 
 def test_efficiency_divides_by_the_matching_ceiling():
@@ -233,7 +231,6 @@ def test_a_ddp_case_that_cannot_run_ends_every_rank_and_says_why(tmp_path):
 
 
 def test_ddp_efficiency_counts_every_gpu_but_one_shared_cpu():
-    from dataclasses import replace
 
     ceilings = ceilings_from_results(
         [
@@ -242,17 +239,14 @@ def test_ddp_efficiency_counts_every_gpu_but_one_shared_cpu():
         ],
         "r",
     )
-    on_gpus = replace(result("mlp", device="cuda:0", gflops=1000.0, primary_metric="gflops"))
-    on_gpus.nproc = 4
+    on_gpus = result("mlp", device="cuda:0", nproc=4, gflops=1000.0, primary_metric="gflops")
     assert efficiency(on_gpus, ceilings)["fraction"] == pytest.approx(0.25)
-    on_cpu = result("mlp", gflops=50.0, primary_metric="gflops")
-    on_cpu.nproc = 2
+    on_cpu = result("mlp", nproc=2, gflops=50.0, primary_metric="gflops")
     assert efficiency(on_cpu, ceilings)["fraction"] == pytest.approx(0.5)
 
 
 def test_only_a_roofline_run_sets_ceilings_and_timed_copies_use_the_bus_ceiling():
     from dlbench.results.ceilings import attach_efficiency
-    from dlbench.results.records import Run
 
     stored = ceilings_from_results(
         [
@@ -262,7 +256,7 @@ def test_only_a_roofline_run_sets_ceilings_and_timed_copies_use_the_bus_ceiling(
         ],
         "roof",
     )
-    run = Run("r", "t", "quick", {}, {"ceilings": stored})
+    run = make_run(env={"ceilings": stored})
     small_gemm = result("gemm", gflops=10.0, primary_metric="gflops")
     attach_efficiency(small_gemm, run)
     assert run.env["ceilings"]["values"]["cpu|gflops|fp32"] == 100.0  # not replaced

@@ -5,10 +5,11 @@ from __future__ import annotations
 import shutil
 import subprocess
 import tempfile
+from dataclasses import replace
 
 import pytest
 from conftest import dlbench
-from test_compare import make_run
+from test_compare import timed_run
 
 from dlbench.report.html import render
 from dlbench.results.files import write_json
@@ -17,9 +18,9 @@ HOSTILE = '<script>alert("x")</script><img src=x onerror=alert(1)>'
 
 
 def hostile_run():
-    run = make_run("r1", 1.0, 1, host=HOSTILE)
-    run.results[0].workload = HOSTILE
-    run.results[0].mode = "train"  # training cases get their timelines drawn
+    run = timed_run("r1", 1.0, 1, host=HOSTILE)
+    # training cases get their timelines drawn
+    run.results[0].case = replace(run.results[0].case, workload=HOSTILE, mode="train")
     run.results[0].details = {
         "timeline": [
             {"t": 0.0, "cpu_percent": 50, "rss_mb": 100},
@@ -38,7 +39,7 @@ def test_every_string_from_results_is_escaped():
 
 
 def test_page_is_self_contained():
-    page = render([make_run("r1", 1.0, 1)])
+    page = render([timed_run("r1", 1.0, 1)])
     for marker in ("http://", "https://", "src=", "<link"):
         assert marker not in page.replace('xmlns="http://www.w3.org/2000/svg"', "")
 
@@ -51,7 +52,7 @@ def test_flags_and_timelines_are_shown():
 
 def test_short_inference_timelines_are_left_out_long_ones_drawn():
     run = hostile_run()
-    run.results[0].mode = "infer"
+    run.results[0].case = replace(run.results[0].case, mode="infer")
     assert "CPU % over time" not in render([run])
     points = [{"t": float(i), "cpu_percent": 90, "rss_mb": 100} for i in range(40)]
     run.results[0].details["timeline"] = points
@@ -86,7 +87,7 @@ def chromium(*args: str) -> subprocess.CompletedProcess[str]:
 @pytest.mark.slow
 def test_report_renders_in_headless_chromium(tmp_path):
     write_json(hostile_run(), tmp_path / "a.json")
-    write_json(make_run("r2", 1.3, 2), tmp_path / "b.json")
+    write_json(timed_run("r2", 1.3, 2), tmp_path / "b.json")
     html = tmp_path / "report.html"
     proc = dlbench(
         "report", str(tmp_path / "a.json"), str(tmp_path / "b.json"), "--html", str(html)

@@ -8,22 +8,17 @@ import os
 from pathlib import Path
 
 import pytest
+from factories import make_result, make_run
 
 from dlbench.atomic import write_atomic
 from dlbench.errors import UserError
 from dlbench.measure.stats import summarize
 from dlbench.results.files import read_json, write_csv, write_json
-from dlbench.results.records import SCHEMA_VERSION, Result, Run
+from dlbench.results.records import SCHEMA_VERSION, Run
 
+CASE_FIELDS = ("workload", "framework", "compile", "device", "mode", "batch_size", "precision")
 REQUIRED_FIELDS = (
-    "workload",
-    "framework",
-    "compile",
-    "device",
-    "mode",
-    "batch_size",
-    "precision",
-    "threads",
+    "case",
     "status",
     "error",
     "latency_ms",
@@ -35,47 +30,24 @@ REQUIRED_FIELDS = (
 
 
 def sample_run() -> Run:
-    ok = Result(
-        workload="mlp",
-        framework="torch",
-        compile="eager",
-        mode="infer",
-        device="cpu",
-        batch_size=1000,
-        precision="fp32",
-        threads=2,
-        interop_threads=2,
-        status="ok",
+    ok = make_result(
         latency_ms=summarize([0.001, 0.002, 0.003]),
         throughput=500_000.0,
         cpu_percent=199.0,
         peak_rss_mb=250.0,
         samples_ms=[1.0, 2.0, 3.0],
-        params={},
         details={"k": [1, 2]},
     )
-    failed = Result(
+    failed = make_result(
         workload="gemm",
-        framework="torch",
         compile="script",
-        mode="infer",
         device="auto",
         batch_size=None,
-        precision="fp32",
-        threads=2,
-        interop_threads=2,
         status="failed",
         error='worker crashed, "quotes", commas, and\nnewlines',
         params={"size": 64},
     )
-    return Run(
-        id="r1",
-        started_at="2026-01-01T00:00:00+00:00",
-        suite="quick",
-        settings={"min_time_s": 1.0},
-        env={"hostname": "h"},
-        results=[ok, failed],
-    )
+    return make_run([ok, failed], id="r1", settings={"min_time_s": 1.0}, env={"hostname": "h"})
 
 
 def test_json_round_trip_is_lossless(tmp_path):
@@ -87,6 +59,8 @@ def test_json_round_trip_is_lossless(tmp_path):
     assert data["schema_version"] == SCHEMA_VERSION and "env" in data
     for name in REQUIRED_FIELDS:
         assert name in data["results"][0]
+    for name in CASE_FIELDS:
+        assert name in data["results"][0]["case"]
     assert set(data["results"][0]["latency_ms"]) >= {"median", "mean", "p90", "p99", "std", "n"}
 
 

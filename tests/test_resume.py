@@ -61,7 +61,7 @@ def test_kill_9_then_resume_runs_each_case_exactly_once(tmp_path, isolated_store
         final = store.load_run(run_id)
         assert store.result_seqs(run_id) == [0, 1, 2, 3]
     assert final.finished_at is not None
-    assert [r.workload for r in final.results] == ["mlp", "mnist-cnn", "add", "gemm"]
+    assert [r.case.workload for r in final.results] == ["mlp", "mnist-cnn", "add", "gemm"]
     assert [r.started_at for r in final.results[: len(kept)]] == kept  # not re-measured
     assert all(r.ok for r in final.results)
     assert len(json.loads((tmp_path / "r2.json").read_text())["results"]) == 4
@@ -81,4 +81,4 @@ def test_resume_refuses_complete_unknown_and_mixed_requests(tmp_path):
     unknown = dlbench("run", "--resume", "no-such-run")
     assert unknown.returncode == 2 and "no run 'no-such-run'" in unknown.stderr
     mixed = dlbench("run", "--resume", run_id, "--workload", "mlp")
-    assert mixed.returncode == 2 and "drop workload" in mixed.stderr
+    assert mixed.returncode == 2 and "drop --workload" in mixed.stderr

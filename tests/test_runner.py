@@ -23,7 +23,7 @@ def test_null_case_measures_and_reports_everything():
     assert result.peak_rss_mb > 10
     assert result.cpu_percent is not None
     assert result.import_s is not None and result.setup_s is not None
-    assert result.device == "cpu" and result.batch_size == 1000  # mlp's default, resolved
+    assert result.case.device == "cpu" and result.case.batch_size == 1000  # mlp's default, resolved
     assert result.gflops is None  # the null backend computes nothing and claims nothing
 
 
@@ -51,7 +51,7 @@ def test_failures_become_failed_results(fault, message):
     assert result.status == "failed"
     assert result.error.startswith(message)
     assert result.latency_ms is None
-    assert result.workload == "mlp" and result.framework == "null"
+    assert result.case.workload == "mlp" and result.case.framework == "null"
 
 
 def test_segfault_log_tail_is_kept():

@@ -7,7 +7,7 @@ import sqlite3
 
 import pytest
 from conftest import dlbench
-from test_compare import make_run
+from test_compare import timed_run
 
 from dlbench.errors import UserError
 from dlbench.results.files import write_json
@@ -19,7 +19,7 @@ def v1_store(path) -> None:
     """A store as dlbench wrote it at schema 1: one run, one ok and one failed result."""
     db = sqlite3.connect(path)
     db.executescript(SCHEMA_V1)
-    run = make_run("old-run", 1.0, 1)
+    run = timed_run("old-run", 1.0, 1)
     env = json.dumps({**run.env, "dlbench": "0.0.9"})
     db.execute(
         "INSERT INTO runs VALUES (?,?,?,?,?,?,?,?,?)",
@@ -71,7 +71,7 @@ def _store_rows(path) -> tuple[int, int]:
     ],
 )
 def test_a_bad_import_is_refused_and_writes_nothing(tmp_path, isolated_store, content, message):
-    write_json(make_run("kept", 1.0, 1), tmp_path / "good.json")
+    write_json(timed_run("kept", 1.0, 1), tmp_path / "good.json")
     assert dlbench("import", str(tmp_path / "good.json")).returncode == 0
     before = _store_rows(isolated_store)
     bad = tmp_path / "bad.json"
@@ -82,7 +82,7 @@ def test_a_bad_import_is_refused_and_writes_nothing(tmp_path, isolated_store, co
 
 
 def test_import_export_round_trip_and_duplicate_refused(tmp_path, isolated_store):
-    original = make_run("moved", 1.0, 1)
+    original = timed_run("moved", 1.0, 1)
     write_json(original, tmp_path / "in.json")
     assert dlbench("import", str(tmp_path / "in.json")).returncode == 0
     again = dlbench("import", str(tmp_path / "in.json"))
@@ -105,7 +105,7 @@ def test_import_export_round_trip_and_duplicate_refused(tmp_path, isolated_store
 
 
 def test_store_import_is_atomic(tmp_path):
-    run = make_run("atomic", 1.0, 1)
+    run = timed_run("atomic", 1.0, 1)
     run.results.append(run.results[0])
     with Store(tmp_path / "s.sqlite") as store:
         store.import_run(run)
@@ -119,12 +119,12 @@ def test_load_runs_gives_a_dataframe(tmp_path, isolated_store):
     import dlbench
 
     with Store(isolated_store) as store:
-        store.import_run(make_run("r1", 1.0, 1))
-        store.import_run(make_run("r2", 2.0, 2))
+        store.import_run(timed_run("r1", 1.0, 1))
+        store.import_run(timed_run("r2", 2.0, 2))
     frame = dlbench.load_runs()
     assert list(frame["run_id"]) == ["r1", "r2"]
     assert frame["latency_ms_median"].iloc[1] == pytest.approx(2.0, rel=0.05)
-    write_json(make_run("f1", 3.0, 3), tmp_path / "f1.json")
+    write_json(timed_run("f1", 3.0, 3), tmp_path / "f1.json")
     assert dlbench.load_runs([str(tmp_path / "f1.json")])["framework"].tolist() == ["torch"]
 
 
@@ -139,7 +139,7 @@ def test_rerun_replays_the_cases_and_compares(tmp_path, isolated_store):
     run_id = json.loads((tmp_path / "r.json").read_text())["id"]
     proc = dlbench("rerun", run_id)
     assert proc.returncode == 0, proc.stderr
-    assert f"A = {run_id}" in proc.stdout and "mlp / null [default]" in proc.stdout
+    assert f"A = {run_id}" in proc.stdout and "mlp / null (harness) [default]" in proc.stdout
     with Store(isolated_store) as store:
         runs = store.list_runs()
     assert len(runs) == 2 and runs[1].cases == 1

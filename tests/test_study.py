@@ -7,6 +7,7 @@ import json
 
 import pytest
 from conftest import dlbench
+from factories import make_result, make_run
 
 from dlbench.measure.stats import summarize
 from dlbench.report.cpu_inference import study_tables
@@ -15,17 +16,10 @@ from dlbench.results.records import Result, Run
 
 def result(framework: str, compile_mode: str, scenario: str, median_ms: float) -> Result:
     batch = 1000 if scenario == "offline" else 1
-    return Result(
-        workload="mlp",
+    return make_result(
         framework=framework,
         compile=compile_mode,
-        mode="infer",
-        device="cpu",
         batch_size=batch,
-        precision="fp32",
-        threads=2,
-        interop_threads=2,
-        status="ok",
         scenario=scenario,
         latency_ms=summarize([median_ms / 1000.0] * 5),
         samples_ms=[median_ms] * 5,
@@ -42,12 +36,12 @@ def study_run() -> Run:
         result("onnxruntime", "default", "single-stream", 0.01),
         result("tensorflow", "xla", "offline", 0.7),
     ]
-    return Run(id="r", started_at="t", suite="cpu-inference", settings={}, env={}, results=results)
+    return make_run(results, suite="cpu-inference")
 
 
 def test_article_table_multiplies_the_per_sample_loop_and_says_so():
     tables = study_tables(study_run(), "torch")
-    article = next(t for t in tables if t.metric.key == "latency_ms" and "article" in t.title)
+    article = next(t for t in tables if t.metric.key == "latency" and "article" in t.title)
     rows = {row.label: row for row in article.rows}
     assert rows["onnxruntime"].value == pytest.approx(0.01 * 1000)  # 1000 calls of batch 1
     assert rows["onnxruntime"].relative == pytest.approx(10.0 / 0.5)
@@ -57,8 +51,8 @@ def test_article_table_multiplies_the_per_sample_loop_and_says_so():
 
 def test_fair_tables_never_mix_scenarios():
     tables = study_tables(study_run(), "torch")
-    offline = next(t for t in tables if t.metric.key == "latency_ms" and "offline" in t.title)
-    single = next(t for t in tables if t.metric.key == "latency_ms" and "single-stream" in t.title)
+    offline = next(t for t in tables if t.metric.key == "latency" and "offline" in t.title)
+    single = next(t for t in tables if t.metric.key == "latency" and "single-stream" in t.title)
     assert {r.note for r in offline.rows} == {"batch 1000"}
     assert {r.note for r in single.rows} == {"batch 1"}
     by_label = {r.label: r for r in offline.rows}
@@ -94,7 +88,7 @@ def test_cpu_inference_suite_end_to_end(tmp_path):
     assert frameworks == {"torch", "tensorflow", "jax", "onnxruntime", "openvino"}
     assert all(r["max_abs_diff"] is not None and r["max_abs_diff"] < 1e-4 for r in run["results"])
     assert "As the article measured it" in proc.stdout and "fair, offline" in proc.stdout
-    for metric in ("latency_ms", "cpu_percent", "peak_rss_mb"):
+    for metric in ("latency", "cpu", "memory"):
         png = (tmp_path / "plots" / f"cpu-inference-{metric}.png").read_bytes()
         assert png.startswith(b"\x89PNG") and len(png) > 10_000
     with open(tmp_path / "plots" / "cpu-inference-tables.csv", newline="") as handle:

@@ -10,6 +10,7 @@ from types import SimpleNamespace
 import psutil
 import pytest
 from conftest import FAST, null_case
+from factories import make_result, make_run
 
 from dlbench.launch.runner import run_case
 from dlbench.measure import gpu_telemetry
@@ -21,7 +22,7 @@ from dlbench.measure.gpu_telemetry import (
 )
 from dlbench.measure.timeline import TimelineSampler
 from dlbench.report.timeline_plot import write_timeline_png, write_timeline_pngs
-from dlbench.results.records import Result, Run
+from dlbench.results.records import Result
 from dlbench.spec.case import Settings
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
@@ -346,17 +347,14 @@ def timeline_result(with_gpu: bool) -> Result:
             {"start_epoch_s": origin + 3 * e, "end_epoch_s": origin + 3 * e + 3} for e in (1, 2, 3)
         ],
     }
-    return Result(
-        workload="mnist_cnn",
+    return make_result(
+        workload="mnist-cnn",
         framework="null",
         compile="default",
         mode="train",
         device="cuda:0" if with_gpu else "cpu",
         batch_size=64,
-        precision="fp32",
         threads=4,
-        interop_threads=4,
-        status="ok",
         details=details,
     )
 
@@ -380,14 +378,7 @@ def test_timeline_png_without_a_timeline_says_so(tmp_path):
 def test_timeline_pngs_for_a_run(tmp_path):
     bare = timeline_result(False)
     bare.details = {}
-    run = Run(
-        id="20240101-000000",
-        started_at="2024-01-01T00:00:00+00:00",
-        suite="quick",
-        settings={},
-        env={},
-        results=[timeline_result(False), bare, timeline_result(False)],
-    )
+    run = make_run([timeline_result(False), bare, timeline_result(False)], id="20240101-000000")
     paths = write_timeline_pngs([run], tmp_path)
     assert len(paths) == 2 and len(set(paths)) == 2
     assert all(p.parent == tmp_path and p.name.startswith("20240101-000000-") for p in paths)

@@ -46,7 +46,7 @@ def test_every_workload_mode_and_compile_mode_runs(workload, mode, compile_mode)
     )
     result = run_case(case, FAST)
     assert result.ok, f"{result.error}\n{result.error_detail}"
-    assert result.device == "cpu" and result.framework_version == torch.__version__
+    assert result.case.device == "cpu" and result.framework_version == torch.__version__
     assert result.latency_ms.n >= 3 and result.latency_ms.median > 0
     assert result.throughput > 0 and result.gflops > 0
     assert result.details["threads"] == {"intra_op": 1, "inter_op": 1}
@@ -71,7 +71,7 @@ def test_cuda_case_runs_on_the_gpu():
     )
     result = run_case(case, FAST)
     assert result.ok, result.error
-    assert result.device == "cuda:0"
+    assert result.case.device == "cuda:0"
 
 
 def test_mnist_cnn_has_the_example_parameter_count():

@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from conftest import dlbench
+from factories import make_result, make_run
 
 from dlbench.data.mnist import synthetic_mnist, write_idx
 from dlbench.launch.runner import run_case
@@ -208,10 +209,9 @@ def test_epoch_order_is_shared_across_frameworks_and_whole_batches_only():
 
 def test_loss_check_fails_a_case_whose_training_diverged():
     from dlbench.backends.base import Prepared
-    from dlbench.results.records import Result
     from dlbench.worker.steps import _apply_loss_check
 
-    result = Result("mlp", "torch", "eager", "train", "cpu", 8, "fp32", 1, 1, "ok")
+    result = make_result(mode="train", batch_size=8, threads=1)
     _apply_loss_check(result, Prepared(step=lambda: None, device="cpu", fetch_loss=lambda: 0.7))
     assert result.ok and result.details["final_loss"] == 0.7
     _apply_loss_check(
@@ -312,7 +312,7 @@ def test_per_epoch_table_and_study_tables_from_stored_results():
     from rich.console import Console
 
     from dlbench.report.training_studies import epochs_table, mnist_tables, pt2_tables
-    from dlbench.results.records import Result, Run
+    from dlbench.results.records import Result
 
     def trained(framework: str, compile_mode: str, device: str, seconds: float) -> Result:
         epochs = [
@@ -320,14 +320,14 @@ def test_per_epoch_table_and_study_tables_from_stored_results():
              "loss": 1.0 / e, "test_loss": 0.9 / e, "accuracy": 0.8 + 0.05 * e}
             for e in (1, 2)
         ]  # fmt: skip
-        return Result(
-            "mnist-train", framework, compile_mode, "train", device, 64, "fp32", 2, 2, "ok",
-            throughput=640 / seconds,
+        return make_result(
+            workload="mnist-train", framework=framework, compile=compile_mode, mode="train",
+            device=device, batch_size=64, throughput=640 / seconds,
             details={"epochs": epochs, "time_to_train_s": 2 * seconds, "final_accuracy": 0.9,
                      "data": {"synthetic": True, "train_samples_used": 640}},
         )  # fmt: skip
 
-    run = Run("r", "2026-01-01T00:00:00+00:00", "mnist", {}, {})
+    run = make_run(suite="mnist")
     run.results = [
         trained("torch", "eager", "cpu", 4.0),
         trained("tensorflow", "fit", "cpu", 5.0),
@@ -338,24 +338,24 @@ def test_per_epoch_table_and_study_tables_from_stored_results():
     text = console.export_text()
     assert text.count("mnist-train") == 6  # 3 cases x 2 epochs
     tables = {t.metric.key: t for t in mnist_tables(run)}
-    time_rows = {row.label: row for row in tables["time_to_train_s"].rows}
+    time_rows = {row.label: row for row in tables["time_to_train"].rows}
     assert time_rows["tensorflow [fit] cpu"].relative == pytest.approx(10 / 8)
     assert "SYNTHETIC" in time_rows["torch [eager] cpu"].note
     (speedup,) = tables["gpu_speedup"].rows
     assert speedup.label == "torch [eager]" and speedup.value == pytest.approx(4.0)
-    assert epochs_table(Run("e", "t", "quick", {}, {})) is None
-    pt2 = Run("p", "t", "pt2-training", {}, {})
+    assert epochs_table(make_run()) is None
+    pt2 = make_run(suite="pt2-training")
     pt2.results = [
-        Result("resnet50", "torch", c, "train", "cpu", 16, p, 2, 2, "ok", throughput=t,
-               first_call_ms=f)
+        make_result(workload="resnet50", compile=c, mode="train", batch_size=16, precision=p,
+                    throughput=t, first_call_ms=f)
         for c, p, t, f in (("eager", "fp32", 10.0, 100.0), ("compile", "fp32", 15.0, 9000.0),
                            ("eager", "amp-bf16", 20.0, 120.0))
     ]  # fmt: skip
-    rates = next(t for t in pt2_tables(pt2) if t.metric.key == "samples_per_s")
+    rates = next(t for t in pt2_tables(pt2) if t.metric.key == "throughput")
     assert {row.label: row.relative for row in rates.rows} == {
         "fp32 eager": 1.0,
         "fp32 compile": 1.5,
         "amp-bf16 eager": 2.0,
     }
-    compile_times = next(t for t in pt2_tables(pt2) if t.metric.key == "first_step_s")
+    compile_times = next(t for t in pt2_tables(pt2) if t.metric.key == "first_step")
     assert max(row.value for row in compile_times.rows) == pytest.approx(9.0)

@@ -9,6 +9,7 @@ from typing import NoReturn
 from dlbench import __version__
 from dlbench.errors import UserError
 from dlbench.plan.build import TARGET_DEFAULT_EPOCHS
+from dlbench.results.metrics import COMPARABLE
 
 LIST_TOPICS = ("frameworks", "workloads", "support", "suites")
 DESCRIPTION = "dlbench: fair, reproducible deep-learning benchmarks"
@@ -113,9 +114,7 @@ def add_results_parsers(commands: argparse._SubParsersAction) -> None:
     imported.add_argument("--db", type=Path, help=DB_HELP)
     compare = commands.add_parser("compare", help="compare runs case by case, or pivot many")
     compare.add_argument("runs", nargs="+", help="run ids or run JSON files")
-    compare.add_argument(
-        "--metric", default="latency", choices=("latency", "p99", "throughput", "cpu", "memory")
-    )
+    compare.add_argument("--metric", default="latency", choices=COMPARABLE)
     compare.add_argument(
         "--by",
         choices=("machine", "framework", "compile", "hardware"),
@@ -137,9 +136,7 @@ def add_results_parsers(commands: argparse._SubParsersAction) -> None:
     report.add_argument("--db", type=Path, help=DB_HELP)
     rerun = commands.add_parser("rerun", help="run a stored run's cases again and compare")
     rerun.add_argument("run", help="run id (or a run JSON file)")
-    rerun.add_argument(
-        "--metric", default="latency", choices=("latency", "p99", "throughput", "cpu", "memory")
-    )
+    rerun.add_argument("--metric", default="latency", choices=COMPARABLE)
     rerun.add_argument("--db", type=Path, help=DB_HELP)
 
 

@@ -16,7 +16,7 @@ from dlbench.cli.terminal import (
 )
 from dlbench.errors import RunInterrupted, UserError
 from dlbench.launch import session
-from dlbench.plan.build import RunRequest, build_plan
+from dlbench.plan.build import RunRequest, build_plan, given_options
 from dlbench.plan.resume import pending_cases
 from dlbench.plan.validate import validate_case, validate_settings
 from dlbench.report.compare import compare_runs
@@ -24,7 +24,7 @@ from dlbench.report.table import run_table
 from dlbench.results.lookup import load_run
 from dlbench.results.records import Run
 from dlbench.results.store import Store
-from dlbench.spec.case import Case, Settings
+from dlbench.spec.case import Settings
 
 
 def torchrun_args(text: str | None) -> tuple[str, ...]:
@@ -68,36 +68,9 @@ def request_from_args(args: argparse.Namespace) -> RunRequest:
     )
 
 
-CASE_OPTIONS = (
-    "suite",
-    "workload",
-    "framework",
-    "compiles",
-    "mode",
-    "scenario",
-    "device",
-    "precisions",
-    "nproc",
-    "torchrun",
-    "transfer",
-    "epochs",
-    "target_accuracy",
-    "data_dir",
-    "batch_size",
-    "threads",
-    "interop_threads",
-    "param",
-    "min_time",
-    "min_iters",
-    "warmup",
-    "timeout",
-    "seed",
-)
-
-
 def cmd_run(args: argparse.Namespace) -> int:
     if args.resume is not None:
-        given = [name for name in CASE_OPTIONS if getattr(args, name) not in (None, [])]
+        given = given_options(request_from_args(args))
         if given:
             raise UserError(f"--resume takes the run's own plan; drop {', '.join(given)}")
         return _resume(args)
@@ -190,9 +163,9 @@ def _finish(run: Run, args: argparse.Namespace) -> int:
 def cmd_rerun(args: argparse.Namespace) -> int:
 
     original = load_run(args.run, args.db)
-    cases = [validate_case(Case.from_dict(r.case)) for r in original.results if r.case]
+    cases = list(dict.fromkeys(validate_case(r.case) for r in original.results))
     if not cases:
-        raise UserError(f"run {original.id} records no cases to rerun (written before 0.1.0?)")
+        raise UserError(f"run {original.id} has no results to rerun")
     settings = validate_settings(Settings.from_dict(original.settings))
     with Store(args.db) as store, RichProgress(len(cases)) as progress:
         run = session.run_plan(original.suite, cases, settings, store, progress=progress)

@@ -19,7 +19,7 @@ from rich.table import Table
 from dlbench.launch import session
 from dlbench.report.compare import RunComparison
 from dlbench.report.leaderboard import Pivot
-from dlbench.report.table import case_name, escape_markup, flags, fmt, rate_column, run_table
+from dlbench.report.table import escape_markup, flags, fmt, rate_column, run_table
 from dlbench.results.records import STATUS_SKIPPED, Result, Run
 from dlbench.spec.case import Case
 
@@ -76,7 +76,7 @@ def say(message: str) -> None:
 
 
 def case_line(result: Result) -> str:
-    name = escape_markup(f"{case_name(result)} bs={result.batch_size} {result.device}")
+    name = escape_markup(result.case.label())
     if result.status == STATUS_SKIPPED:
         return f"[yellow]SKIPPED[/yellow] {name}: {escape_markup(result.error or '')}"
     if not result.ok or result.latency_ms is None:

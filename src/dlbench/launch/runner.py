@@ -182,7 +182,7 @@ def _attach_timeline(result: Result, sampler: TimelineSampler | None, gpu_note: 
     if sampler is None or not isinstance(result.details, dict):
         return
     details = result.details
-    if result.device == "cpu":
+    if result.case.device == "cpu":
         # An "auto" case that landed on the CPU: the idle GPU's readings would mislead.
         sampler.forget_gpu()
         gpu_note = None

@@ -123,20 +123,20 @@ class TorchrunProcess:
 def attach_scaling(result: Result, run: Run) -> None:
     """Scaling efficiency of an N-process result against the run's 1-process result."""
     ddp = result.details.get("ddp") if isinstance(result.details, dict) else None
-    if result.nproc <= 1 or not isinstance(ddp, dict) or not result.throughput:
+    if result.case.nproc <= 1 or not isinstance(ddp, dict) or not result.throughput:
         return
-    key = result.compare_key()[:-1]
+    key = result.case.key_without("nproc")
     single = next(
         (
             r
             for r in run.results
-            if r.nproc == 1 and r.ok and r.throughput and r.compare_key()[:-1] == key
+            if r.case.nproc == 1 and r.ok and r.throughput and r.case.key_without("nproc") == key
         ),
         None,
     )
     if single is None:
         ddp["scaling_note"] = "no 1-process result of this case in the run"
         return
-    world = int(ddp.get("world_size", result.nproc))
+    world = int(ddp.get("world_size", result.case.nproc))
     ddp["baseline_throughput"] = single.throughput
     ddp["scaling_efficiency"] = result.throughput / (world * single.throughput)  # type: ignore[operator]

@@ -9,7 +9,7 @@ product of the options given (an ad-hoc matrix).
 from __future__ import annotations
 
 import itertools
-from dataclasses import dataclass
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 from dlbench.errors import UserError
@@ -34,29 +34,47 @@ SETTING_FIELDS = {
 
 @dataclass(frozen=True)
 class RunRequest:
-    """What the user asked for; None or () means "not given"."""
+    """What the user asked for; None or () means "not given".
 
-    suite: str | None = None
-    workloads: tuple[str, ...] = ()
-    frameworks: tuple[str, ...] = ()
-    compiles: tuple[str, ...] = ()
-    modes: tuple[str, ...] = ()
-    scenarios: tuple[str, ...] = ()
+    A field's "flag" metadata is the option that sets it, where that is not
+    simply the field's name (plural fields come from repeatable options).
+    """
+
+    suite: str | None = field(default=None, metadata={"flag": "SUITE"})
+    workloads: tuple[str, ...] = field(default=(), metadata={"flag": "--workload"})
+    frameworks: tuple[str, ...] = field(default=(), metadata={"flag": "--framework"})
+    compiles: tuple[str, ...] = field(default=(), metadata={"flag": "--compile"})
+    modes: tuple[str, ...] = field(default=(), metadata={"flag": "--mode"})
+    scenarios: tuple[str, ...] = field(default=(), metadata={"flag": "--scenario"})
     device: str | None = None
-    batch_sizes: tuple[int, ...] = ()
+    batch_sizes: tuple[int, ...] = field(default=(), metadata={"flag": "--batch-size"})
     threads: int | None = None
     interop_threads: int | None = None
-    params: tuple[tuple[str, int], ...] = ()
-    settings: tuple[tuple[str, Any], ...] = ()  # Settings field -> value
+    params: tuple[tuple[str, int], ...] = field(default=(), metadata={"flag": "--param"})
+    # Settings field -> value, each from its own option (SETTING_FIELDS)
+    settings: tuple[tuple[str, Any], ...] = ()
     model: str | None = None
-    inputs: tuple[tuple[str, str], ...] = ()
+    inputs: tuple[tuple[str, str], ...] = field(default=(), metadata={"flag": "--input"})
     trust_model: bool = False
-    precisions: tuple[str, ...] = ()
+    precisions: tuple[str, ...] = field(default=(), metadata={"flag": "--precision"})
     target_accuracy: float | None = None
     data_dir: str | None = None
     nproc: int = 1
-    torchrun_args: tuple[str, ...] = ()
+    torchrun_args: tuple[str, ...] = field(default=(), metadata={"flag": "--torchrun"})
     transfer: str | None = None
+
+
+def given_options(request: RunRequest) -> list[str]:
+    """The options a request carries, by their command-line names (--resume refuses them)."""
+    empty = RunRequest()
+    given = [
+        f.metadata.get("flag", "--" + f.name.replace("_", "-"))
+        for f in fields(RunRequest)
+        if f.name != "settings" and getattr(request, f.name) != getattr(empty, f.name)
+    ]
+    option_of = {setting: option for option, setting in SETTING_FIELDS.items()}
+    given += ["--" + option_of[name].replace("_", "-") for name, _ in request.settings]
+    return given
 
 
 @dataclass(frozen=True)

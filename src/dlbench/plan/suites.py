@@ -27,6 +27,7 @@ from typing import Any
 import yaml
 
 from dlbench.errors import UserError
+from dlbench.spec.case import suite_axes
 
 TOP_KEYS = ("name", "description", "settings", "cases", "report")
 SETTING_KEYS = (
@@ -39,20 +40,8 @@ SETTING_KEYS = (
     "interop_threads",
     "device",
 )
-CASE_KEYS = (
-    "workload",
-    "framework",
-    "compile",
-    "mode",
-    "scenario",
-    "device",
-    "batch_size",
-    "precision",
-    "threads",
-    "params",
-    "options",
-    "transfer",
-)
+# A suite entry sets Case fields (those marked as suite axes), by their names.
+CASE_KEYS = suite_axes()
 
 
 @dataclass(frozen=True)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import math
+from dataclasses import replace
 
 from dlbench.errors import UserError
 from dlbench.measure.timer import MAX_ITERS  # also the most --min-iters can ask
@@ -29,6 +30,7 @@ from dlbench.spec.case import (
     Case,
     Settings,
 )
+from dlbench.spec.digest import files_digest, path_digest
 from dlbench.spec.registry import FRAMEWORKS, framework_info
 from dlbench.workloads import get_workload
 
@@ -46,7 +48,7 @@ def validate_settings(settings: Settings) -> Settings:
 
 
 def validate_case(case: Case) -> Case:
-    """Check every field against the registry; return the case unchanged."""
+    """Check every field against the registry; return the case with its files' digests."""
     info = framework_info(case.framework)
     workload = get_workload(case.workload)
     if case.compile not in info.compile_modes:
@@ -103,7 +105,11 @@ def validate_case(case: Case) -> Case:
             "--transfer inside (the input copy in the timed step) is implemented for torch "
             f"step workloads, not {case.workload} on {case.framework}"
         )
-    return case
+    return replace(
+        case,
+        model_digest=_digest(case.model) if case.model is not None else None,
+        data_digest=_mnist_digest(case.data_dir) if case.data_dir is not None else None,
+    )
 
 
 def _validate_distributed(case: Case, epoch_based: bool) -> None:
@@ -153,6 +159,24 @@ def _validate_training_run(case: Case, epoch_based: bool) -> None:
 
 
 @functools.lru_cache(maxsize=8)
+@functools.lru_cache(maxsize=8)
+def _digest(path: str) -> str:
+    """A model file's digest, read once per file (every framework's case names it)."""
+    from pathlib import Path
+
+    return path_digest(Path(path))
+
+
+@functools.lru_cache(maxsize=8)
+def _mnist_digest(data_dir: str) -> str:
+    """The digest of the four MNIST files in the folder (checked before this is asked)."""
+    from pathlib import Path
+
+    from dlbench.data.mnist import find_mnist_files
+
+    return files_digest(sorted(find_mnist_files(Path(data_dir)).items()))
+
+
 def _mnist_dir_problem(data_dir: str) -> str | None:
     """What is wrong with an MNIST folder, read once per folder (every case of a
     suite names the same one, and checking means decompressing all four files)."""

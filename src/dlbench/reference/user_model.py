@@ -16,21 +16,11 @@ from typing import Any
 
 from dlbench.atomic import write_atomic
 from dlbench.reference.builtin import cache_dir
-
-
-def _file_digest(path: Path) -> str:
-    digest = hashlib.sha256()
-    files = sorted(p for p in path.rglob("*") if p.is_file()) if path.is_dir() else [path]
-    for file in files:
-        digest.update(str(file.relative_to(path) if path.is_dir() else file.name).encode())
-        with open(file, "rb") as handle:
-            for block in iter(lambda: handle.read(1 << 20), b""):
-                digest.update(block)
-    return digest.hexdigest()
+from dlbench.spec.digest import path_digest
 
 
 def reference_folder(model: str, shapes: Mapping[str, Any], seed: int) -> Path:
-    key = json.dumps({"file": _file_digest(Path(model)), "shapes": dict(sorted(shapes.items())),
+    key = json.dumps({"file": path_digest(Path(model)), "shapes": dict(sorted(shapes.items())),
                       "seed": seed})  # fmt: skip
     return cache_dir() / "user-models" / hashlib.sha256(key.encode()).hexdigest()[:16]
 

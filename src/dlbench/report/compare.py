@@ -1,6 +1,6 @@
 """Compare two runs case by case, with a bootstrap confidence interval.
 
-For each case present in both runs (matched by Result.compare_key) the ratio
+For each case present in both runs (matched by Case.key) the ratio
 B/A of the chosen statistic is estimated from the raw samples, with a 95%
 percentile-bootstrap interval. The verdict is "slower" or "faster" only when
 the interval excludes 1 and the change is at least MIN_EFFECT; otherwise
@@ -14,8 +14,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from dlbench.errors import UserError
-from dlbench.report.table import params_label
+from dlbench.results.metrics import Metric, metric, read
 from dlbench.results.records import Result, Run
 
 BOOTSTRAP_RESAMPLES = 1000
@@ -33,10 +32,6 @@ CONTEXT_KEYS = (
     "frameworks",
     "thread_env",
 )
-# metric -> (statistic over latency samples, higher is better?)
-SAMPLED = {"latency": ("median", False), "p99": ("p99", False), "throughput": ("median", True)}
-SINGLE = {"cpu": lambda r: r.cpu_percent, "memory": lambda r: r.peak_rss_mb}
-METRICS = (*SAMPLED, *SINGLE)
 
 
 @dataclass(frozen=True)
@@ -51,15 +46,6 @@ class CaseComparison:
     slowdown_low: float | None  # the same at the favourable end of the interval
 
 
-def compare_label(result: Result) -> str:
-    params = params_label(result.params)
-    scenario = f" {result.scenario}" if result.scenario else ""
-    return (
-        f"{result.workload}{params} / {result.framework} [{result.compile}] "
-        f"{result.mode}{scenario} bs={result.batch_size}"
-    )
-
-
 def _statistic(name: str) -> Callable[[Any], Any]:
     import numpy as np
 
@@ -69,13 +55,16 @@ def _statistic(name: str) -> Callable[[Any], Any]:
 
 
 def bootstrap_ratio(
-    a_ms: Sequence[float], b_ms: Sequence[float], statistic: str = "median", seed: int = 0
+    a_samples: Sequence[float],
+    b_samples: Sequence[float],
+    statistic: str = "median",
+    seed: int = 0,
 ) -> tuple[float, tuple[float, float]]:
-    """Point estimate and 95% interval of stat(B) / stat(A) over latency samples."""
+    """Point estimate and 95% interval of stat(B) / stat(A) over per-iteration samples."""
     import numpy as np
 
     rng = np.random.default_rng(seed)
-    a, b = (_subsample(np.asarray(x, dtype=np.float64), rng) for x in (a_ms, b_ms))
+    a, b = (_subsample(np.asarray(x, dtype=np.float64), rng) for x in (a_samples, b_samples))
     stat = _statistic(statistic)
     point = float(stat(b) / stat(a))
     resampled_a = stat(a[rng.integers(0, len(a), (BOOTSTRAP_RESAMPLES, len(a)))])
@@ -88,10 +77,10 @@ def _subsample(values: Any, rng: Any) -> Any:
     return rng.choice(values, MAX_SAMPLES, replace=False) if len(values) > MAX_SAMPLES else values
 
 
-def compare_case(a: Result, b: Result, metric: str) -> CaseComparison:
-    label = compare_label(a)
-    if metric in SINGLE:
-        value_a, value_b = SINGLE[metric](a), SINGLE[metric](b)
+def compare_case(a: Result, b: Result, metric: Metric) -> CaseComparison:
+    label = a.case.label()
+    value_a, value_b = read(metric, a), read(metric, b)
+    if metric.samples is None:
         if value_a is None or value_b is None or value_a == 0:
             return CaseComparison(
                 label, value_a or 0.0, value_b or 0.0, float("nan"), None, "n/a", None, None
@@ -99,18 +88,21 @@ def compare_case(a: Result, b: Result, metric: str) -> CaseComparison:
         return CaseComparison(
             label, value_a, value_b, value_b / value_a, None, "n/a (one value per case)", None, None
         )
-    statistic, higher_is_better = SAMPLED[metric]
-    time_ratio, (low, high) = bootstrap_ratio(a.samples_ms, b.samples_ms, statistic)
-    verdict = _verdict(time_ratio, low, high)
-    if higher_is_better:  # throughput = batch / time: invert ratio and interval
-        ratio, interval = 1 / time_ratio, (1 / high, 1 / low)
-        value_a, value_b = a.throughput or 0.0, b.throughput or 0.0
-    else:
-        ratio, interval = time_ratio, (low, high)
-        value_a = getattr(a.latency_ms, statistic)
-        value_b = getattr(b.latency_ms, statistic)
+    ratio, (low, high) = bootstrap_ratio(metric.samples(a), metric.samples(b), metric.statistic)
+    # as times (B over A, above 1 is slower), whichever way the metric points
+    time_ratio, time_low, time_high = (
+        (1 / ratio, 1 / high, 1 / low) if metric.higher_is_better else (ratio, low, high)
+    )
+    verdict = _verdict(time_ratio, time_low, time_high)
     return CaseComparison(
-        label, value_a, value_b, ratio, interval, verdict, time_ratio - 1, low - 1
+        label,
+        value_a or 0.0,
+        value_b or 0.0,
+        ratio,
+        (low, high),
+        verdict,
+        time_ratio - 1,
+        time_low - 1,
     )
 
 
@@ -130,33 +122,38 @@ class RunComparison:
     context: dict[str, tuple[Any, Any]]
 
 
-def compare_runs(a: Run, b: Run, metric: str = "latency") -> RunComparison:
-    if metric not in METRICS:
-        raise UserError(f"unknown metric {metric!r}; allowed: {', '.join(METRICS)}")
-    index_a = {r.compare_key(): r for r in a.results if r.ok and r.samples_ms}
-    index_b = {r.compare_key(): r for r in b.results if r.ok and r.samples_ms}
+def compare_runs(a: Run, b: Run, metric_key: str = "latency") -> RunComparison:
+    chosen = metric(metric_key)
+    index_a = {r.case.key(): r for r in a.results if r.ok and r.samples_ms}
+    index_b = {r.case.key(): r for r in b.results if r.ok and r.samples_ms}
     shared = [k for k in index_a if k in index_b]
     context = context_differences(a, b)
     context.update(case_differences([(index_a[k], index_b[k]) for k in shared]))
     return RunComparison(
-        cases=[compare_case(index_a[k], index_b[k], metric) for k in shared],
-        only_a=[compare_label(index_a[k]) for k in index_a if k not in index_b],
-        only_b=[compare_label(index_b[k]) for k in index_b if k not in index_a],
+        cases=[compare_case(index_a[k], index_b[k], chosen) for k in shared],
+        only_a=[index_a[k].case.label() for k in index_a if k not in index_b],
+        only_b=[index_b[k].case.label() for k in index_b if k not in index_a],
         context=context,
     )
 
 
-CASE_CONTEXT = ("threads", "interop_threads", "device", "framework_version")
+# Matched cases may still differ in these (a GPU's index, the framework's version).
+CASE_CONTEXT = ("device", "framework_version")
 
 
 def case_differences(pairs: Sequence[tuple[Result, Result]]) -> dict[str, tuple[Any, Any]]:
-    """Per-case settings that differ between matched cases (threads, device, versions)."""
+    """Per-case settings that differ between matched cases (the device index, versions)."""
     diff: dict[str, tuple[Any, Any]] = {}
     for a, b in pairs:
         for name in CASE_CONTEXT:
-            if getattr(a, name) != getattr(b, name):
-                diff.setdefault(f"{a.framework} {name}", (getattr(a, name), getattr(b, name)))
+            in_a, in_b = _context_value(a, name), _context_value(b, name)
+            if in_a != in_b:
+                diff.setdefault(f"{a.case.framework} {name}", (in_a, in_b))
     return diff
+
+
+def _context_value(result: Result, name: str) -> Any:
+    return getattr(result.case, name) if hasattr(result.case, name) else getattr(result, name)
 
 
 def context_differences(a: Run, b: Run) -> dict[str, tuple[Any, Any]]:

@@ -10,8 +10,6 @@ with single-stream.
 from __future__ import annotations
 
 from dlbench.report.study import (
-    METRICS,
-    Metric,
     StudyTable,
     baseline_label,
     case_label,
@@ -19,9 +17,12 @@ from dlbench.report.study import (
     quartiles,
     relative_rows,
 )
+from dlbench.results.metrics import METRICS, Metric, read
 from dlbench.results.records import Result, Run
 
 WORKLOAD = "mlp"
+# The article's three measures.
+STUDY_METRICS = tuple(METRICS[key] for key in ("latency", "cpu", "memory"))
 # What the article ran for each framework: (compile mode, scenario).
 ARTICLE_METHOD = {
     "torch": ("eager", "offline"),
@@ -40,7 +41,7 @@ ARTICLE_TITLE = (
 def study_tables(run: Run, baseline: str = "torch") -> list[StudyTable]:
     results = ok_results(run, WORKLOAD)
     tables = []
-    for metric in METRICS:
+    for metric in STUDY_METRICS:
         tables.append(article_table(results, metric, baseline))
         for scenario in ("offline", "single-stream"):
             tables.append(fair_table(results, metric, scenario, baseline))
@@ -52,21 +53,24 @@ def _find(results: list[Result], framework: str, compile_mode: str, scenario: st
         (
             r
             for r in results
-            if (r.framework, r.compile, r.scenario) == (framework, compile_mode, scenario)
+            if (r.case.framework, r.case.compile, r.case.scenario)
+            == (framework, compile_mode, scenario)
         ),
         None,
     )
 
 
 def article_table(results: list[Result], metric: Metric, baseline: str) -> StudyTable:
-    offline_batch = next((r.batch_size for r in results if r.scenario == "offline"), 1000) or 1000
+    offline_batch = (
+        next((r.case.batch_size for r in results if r.case.scenario == "offline"), 1000) or 1000
+    )
     entries = []
     for framework, (compile_mode, scenario) in ARTICLE_METHOD.items():
         result = _find(results, framework, compile_mode, scenario)
-        value = metric.value(result) if result else None
+        value = read(metric, result) if result else None
         if result is None or value is None:
             continue
-        looped = scenario == "single-stream" and metric.key == "latency_ms"
+        looped = scenario == "single-stream" and metric.key == "latency"
         note = f"{offline_batch} x batch-1 loop" if scenario == "single-stream" else "one batch"
         entries.append((framework, value * offline_batch if looped else value, None, note))
     title = f"{metric.title} ({metric.unit}) - " + ARTICLE_TITLE.format(n=offline_batch)
@@ -74,14 +78,14 @@ def article_table(results: list[Result], metric: Metric, baseline: str) -> Study
 
 
 def fair_table(results: list[Result], metric: Metric, scenario: str, baseline: str) -> StudyTable:
-    group = [r for r in results if r.scenario == scenario]
+    group = [r for r in results if r.case.scenario == scenario]
     entries = []
     for result in group:
-        value = metric.value(result)
+        value = read(metric, result)
         if value is None:
             continue
-        spread = quartiles(result) if metric.key == "latency_ms" else None
-        batch = f"batch {result.batch_size}"
+        spread = quartiles(result) if metric.key == "latency" else None
+        batch = f"batch {result.case.batch_size}"
         entries.append((case_label(result), value, spread, batch))
     title = f"{metric.title} ({metric.unit}) - fair, {scenario}: same weights, outputs checked"
     return StudyTable(title, metric, relative_rows(entries, baseline_label(group, baseline)))

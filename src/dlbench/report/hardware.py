@@ -15,8 +15,9 @@ from dataclasses import dataclass
 from rich.table import Table
 
 from dlbench.report.leaderboard import hardware
-from dlbench.report.study import Metric, StudyTable, relative_rows
+from dlbench.report.study import StudyTable, relative_rows
 from dlbench.report.table import escape_markup, fmt
+from dlbench.results.metrics import METRICS
 from dlbench.results.records import Run
 
 ADD_WORKLOAD = "add"
@@ -38,12 +39,12 @@ def hardware_rows(runs: Sequence[Run], workload: str = ADD_WORKLOAD) -> list[Har
     rows = []
     for run in runs:
         for result in run.results:
-            if result.workload != workload or not result.ok or result.latency_ms is None:
+            if result.case.workload != workload or not result.ok or result.latency_ms is None:
                 continue
             details = result.details if isinstance(result.details, dict) else {}
             efficiency = details.get("efficiency") or {}
             transfer = details.get("transfer")
-            case = f"{result.framework} [{result.compile}] {result.device}"
+            case = f"{result.case.framework} [{result.case.compile}] {result.case.device}"
             if str(transfer or "").startswith("inside"):
                 case += " (h2d copy timed)"
             rows.append(
@@ -98,13 +99,7 @@ def ceilings_table(run: Run) -> Table:
 
 def seed_add_tables(run: Run, baseline: str = "torch") -> list[StudyTable]:
     """The seed-add run's own tables: it/s as the article, GB/s and efficiency beside it."""
-    metrics = (
-        Metric("its", "Iterations per second (the article's unit)", "it/s", lambda r: None),
-        Metric("gbps", "Memory bandwidth achieved", "GB/s", lambda r: None),
-        Metric(
-            "efficiency", "Fraction of the measured bandwidth ceiling", "fraction", lambda r: None
-        ),
-    )
+    metrics = tuple(METRICS[key] for key in ("its", "gbps", "efficiency"))
     rows = hardware_rows([run])
     values = {
         "its": [(row.case, row.its) for row in rows],

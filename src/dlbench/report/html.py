@@ -15,14 +15,7 @@ from pathlib import Path
 
 from dlbench.atomic import write_atomic
 from dlbench.report.svg import Bar, bar_chart, box_plot, line_chart
-from dlbench.report.table import (
-    case_name,
-    flags,
-    fmt,
-    iqr_percent,
-    params_label,
-    rate_column,
-)
+from dlbench.report.table import case_name, flags, number_cell, number_header
 from dlbench.results.records import Result, Run
 
 STYLE = """
@@ -54,40 +47,29 @@ def env_table(run: Run) -> str:
     return f"<h3>Environment</h3><table>{rows}</table><h3>Settings</h3><table>{settings}</table>"
 
 
+# The numbers of an HTML results row: metric keys (results.metrics) or table.DERIVED.
+HTML_LAYOUT = ("latency", "p99", "iqr", "throughput", "rate", "cpu", "memory", "max_abs_diff")
+
+
 def results_table(run: Run) -> str:
     head = (
         "case",
         "scenario",
         "device",
         "batch",
-        "median ms",
-        "p99 ms",
-        "IQR/med",
-        "samples/s",
-        "rate",
-        "CPU %",
-        "RSS MB",
-        "max |diff|",
+        *map(number_header, HTML_LAYOUT),
         "flags",
         "status",
     )
     rows = []
     for r in run.results:
-        stats = r.latency_ms
         status = "ok" if r.ok else f"{r.status}: {r.error or ''}"
         cells = [
             _td(case_name(r)),
-            _td(r.scenario or "-"),
-            _td(r.device),
-            _td(r.batch_size),
-            _td(fmt(stats.median if stats else None), True),
-            _td(fmt(stats.p99 if stats else None), True),
-            _td(iqr_percent(r), True),
-            _td(fmt(r.throughput), True),
-            _td(rate_column(r), True),
-            _td(fmt(r.cpu_percent), True),
-            _td(fmt(r.peak_rss_mb), True),
-            _td(fmt(r.max_abs_diff), True),
+            _td(r.case.scenario or "-"),
+            _td(r.case.device),
+            _td(r.case.batch_size),
+            *(_td(number_cell(name, r), True) for name in HTML_LAYOUT),
         ]
         marks = flags(r, noisy="noisy (IQR > 10% of median)", separator="; ")
         cells.append(f'<td class="flag">{escape(marks)}</td>')
@@ -97,13 +79,16 @@ def results_table(run: Run) -> str:
     return f"<table><tr>{header}</tr>{''.join(rows)}</table>"
 
 
+# A chart's bars differ by these axes; its title names the rest (see groups).
+CHART_AXES = ("framework", "compile", "batch_size")
+
+
 def groups(run: Run) -> dict[str, list[Result]]:
     """Results that may share a chart: same workload, mode, scenario and params."""
     grouped: dict[str, list[Result]] = {}
     for r in run.results:
         if r.ok and r.latency_ms is not None:
-            params = params_label(r.params)
-            key = f"{r.workload}{params} {r.mode} {r.scenario or ''} on {r.device}"
+            key = r.case.label(only=("workload", "params", "mode", "scenario", "device"))
             grouped.setdefault(key, []).append(r)
     return grouped
 
@@ -118,13 +103,13 @@ def charts(run: Run) -> str:
             q = quartiles(r)
             bars.append(
                 Bar(
-                    f"{r.framework} [{r.compile}] bs={r.batch_size}",
+                    f"{r.case.framework} [{r.case.compile}] bs={r.case.batch_size}",
                     r.latency_ms.median,
                     *(q or (None, None)),
                 )
             )
         parts.append(bar_chart(f"median latency (error bars: 25th-75th pct) - {key}", "ms", bars))
-        boxes = [(f"{r.framework} [{r.compile}] bs={r.batch_size}", r.samples_ms) for r in results]
+        boxes = [(r.case.label(only=CHART_AXES), r.samples_ms) for r in results]
         parts.append(box_plot(f"latency distribution - {key}", "ms", boxes))
     return "\n".join(parts)
 
@@ -140,7 +125,7 @@ def timeline_worth_drawing(result: Result) -> bool:
     timeline = result.details.get("timeline") if isinstance(result.details, dict) else None
     if not isinstance(timeline, list) or not timeline:
         return False
-    return result.mode == "train" or len(timeline) >= TIMELINE_MIN_POINTS
+    return result.case.mode == "train" or len(timeline) >= TIMELINE_MIN_POINTS
 
 
 def timelines(run: Run) -> str:

@@ -10,8 +10,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from dlbench.errors import UserError
-from dlbench.report.compare import METRICS, SINGLE
-from dlbench.report.table import params_label
+from dlbench.results.metrics import metric, read
 from dlbench.results.records import Result, Run
 
 BY = ("machine", "framework", "compile")
@@ -33,46 +32,41 @@ class Pivot:
 def hardware(run: Run, result: Result) -> str:
     """The device a result ran on, by name: the GPU's for CUDA cases, else the CPU's."""
     gpus = run.env.get("gpus") or []
-    if result.device.startswith("cuda") and gpus:
-        index = int(result.device.partition(":")[2] or 0)
+    if result.case.device.startswith("cuda") and gpus:
+        index = int(result.case.device.partition(":")[2] or 0)
         return str(gpus[min(index, len(gpus) - 1)].get("name", "GPU"))
     return f"{run.env.get('cpu_model', 'CPU')} ({run.env.get('hostname', '?')})"
 
 
+# Axes that differ between machines by nature; a row names the machine instead.
+MACHINE_AXES = ("device", "threads", "interop_threads")
+ROW_AXES = {"framework": ("framework",), "compile": ("framework", "compile")}
+
+
 def row_and_column(run: Run, result: Result, by: str) -> tuple[str, str]:
-    params = params_label(result.params)
-    case = f"{result.workload}{params} {result.mode} {result.scenario or ''} bs={result.batch_size}"
+    """The row (machine, framework or framework [compile]) and column (the rest of the label)."""
+    case = result.case
     if by == "machine":
-        return hardware(run, result), f"{case} {result.framework}[{result.compile}]"
-    if by == "framework":
-        return result.framework, case  # its best compile mode (see pivot)
-    return f"{result.framework} [{result.compile}]", case
+        return hardware(run, result), case.label(omit=MACHINE_AXES)
+    row_axes = ROW_AXES[by]
+    # under --by framework a cell holds the framework's best compile mode (see pivot)
+    column = case.label(omit=(*MACHINE_AXES, "framework", "compile"))
+    return case.label(only=row_axes), column
 
 
-def metric_value(result: Result, metric: str) -> float | None:
-    if metric in SINGLE:
-        return SINGLE[metric](result)
-    if metric == "throughput":
-        return result.throughput
-    stats = result.latency_ms
-    return None if stats is None else (stats.p99 if metric == "p99" else stats.median)
-
-
-def pivot(runs: Sequence[Run], by: str, metric: str, baseline: str | None) -> Pivot:
+def pivot(runs: Sequence[Run], by: str, metric_key: str, baseline: str | None) -> Pivot:
     if by not in BY:
         raise UserError(f"unknown --by {by!r}; allowed: {', '.join(BY)}")
-    if metric not in METRICS:
-        raise UserError(f"unknown metric {metric!r}; allowed: {', '.join(METRICS)}")
+    chosen_metric = metric(metric_key)
     # Where several results share a cell (a framework's compile modes under
     # --by framework, repeated runs), the cell shows the best of them.
-    better = max if metric == "throughput" else min
     cells: dict[tuple[str, str], float] = {}
     for run in runs:
         for result in run.results:
-            value = metric_value(result, metric) if result.ok else None
+            value = read(chosen_metric, result) if result.ok else None
             if value is not None:
                 cell = row_and_column(run, result, by)
-                cells[cell] = better(cells[cell], value) if cell in cells else value
+                cells[cell] = chosen_metric.better(cells[cell], value) if cell in cells else value
     rows = list(dict.fromkeys(r for r, _ in cells))
     columns = list(dict.fromkeys(c for _, c in cells))
     chosen = next((r for r in rows if baseline and baseline in r), None)

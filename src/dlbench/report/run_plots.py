@@ -6,7 +6,7 @@ import re
 from collections.abc import Sequence
 from pathlib import Path
 
-from dlbench.report.html import groups
+from dlbench.report.html import CHART_AXES, groups
 from dlbench.report.plots import pyplot
 from dlbench.report.study import quartiles
 from dlbench.results.records import Run
@@ -23,7 +23,7 @@ def write_run_plots(runs: Sequence[Run], folder: Path) -> list[Path]:
     written = []
     for run in runs:
         for key, results in groups(run).items():
-            labels = [f"{r.framework} [{r.compile}] bs={r.batch_size}" for r in results]
+            labels = [r.case.label(only=CHART_AXES) for r in results]
             medians = [r.latency_ms.median for r in results]
             spreads = [quartiles(r) or (m, m) for r, m in zip(results, medians, strict=True)]
             errors = [

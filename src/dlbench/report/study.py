@@ -7,25 +7,11 @@ that reproduces an article's own (flawed) method, which says so in its title.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
+from dlbench.results.metrics import Metric
 from dlbench.results.records import Result, Run
-
-
-@dataclass(frozen=True)
-class Metric:
-    key: str
-    title: str
-    unit: str
-    value: Callable[[Result], float | None]
-
-
-METRICS = (
-    Metric("latency_ms", "Latency", "ms", lambda r: r.latency_ms.median if r.latency_ms else None),
-    Metric("cpu_percent", "CPU use", "% of one core", lambda r: r.cpu_percent),
-    Metric("peak_rss_mb", "Memory (peak RSS)", "MB", lambda r: r.peak_rss_mb),
-)
 
 
 @dataclass(frozen=True)
@@ -47,7 +33,8 @@ class StudyTable:
 
 
 def case_label(result: Result) -> str:
-    return f"{result.framework} [{result.compile}]"
+    """A study row: its table fixes the other axes, so framework and compile mode name it."""
+    return result.case.label(only=("framework", "compile"))
 
 
 def quartiles(result: Result) -> tuple[float, float] | None:
@@ -73,16 +60,18 @@ def relative_rows(
 
 
 def ok_results(run: Run, workload: str) -> list[Result]:
-    return [r for r in run.results if r.ok and r.workload == workload and r.mode == "infer"]
+    return [
+        r for r in run.results if r.ok and r.case.workload == workload and r.case.mode == "infer"
+    ]
 
 
 def baseline_label(results: Sequence[Result], baseline: str) -> str | None:
     """The baseline framework's first case in this group (its default compile mode first)."""
     from dlbench.spec.registry import framework_info
 
-    of_framework = [r for r in results if r.framework == baseline]
+    of_framework = [r for r in results if r.case.framework == baseline]
     if not of_framework:
         return None
     default = framework_info(baseline).default_compile
-    chosen = next((r for r in of_framework if r.compile == default), of_framework[0])
+    chosen = next((r for r in of_framework if r.case.compile == default), of_framework[0])
     return case_label(chosen)

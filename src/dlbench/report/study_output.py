@@ -49,7 +49,7 @@ def startup_table(run: Run) -> Table:
         if r.ok and r.latency_ms is not None:
             out.add_row(
                 escape_markup(case_name(r)),
-                r.scenario or "-",
+                r.case.scenario or "-",
                 fmt(r.import_s),
                 fmt(r.setup_s),
                 fmt(r.first_call_ms),

@@ -3,15 +3,15 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 from rich.console import Group, RenderableType
 from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
+from dlbench.results.metrics import METRICS, read
 from dlbench.results.records import STATUS_SKIPPED, Result, Run
-
-NULL_LABEL = "null (harness)"
 
 
 def fmt(value: float | None, digits: int = 3) -> str:
@@ -34,20 +34,13 @@ def escape_markup(text: str) -> str:
     return escape(text)
 
 
-def params_label(params: dict[str, int]) -> str:
-    """Workload parameters as they follow a workload's name: " size=4096"."""
-    return "".join(f" {k}={v}" for k, v in sorted(params.items()))
+# Axes the results table shows in columns of their own, left out of its case name.
+TABLE_COLUMNS_AXES = ("batch_size", "device")
 
 
 def case_name(result: Result) -> str:
-    framework = NULL_LABEL if result.framework == "null" else result.framework
-    params = params_label(result.params)
-    precision = "" if result.precision == "fp32" else f" {result.precision}"
-    ranks = f" x{result.nproc} procs" if result.nproc > 1 else ""
-    return (
-        f"{result.workload}{params} / {framework} [{result.compile}] {result.mode}"
-        f"{precision}{ranks}"
-    )
+    """The case's label in the results table (batch and device have their own columns)."""
+    return result.case.label(omit=TABLE_COLUMNS_AXES)
 
 
 def rate_column(result: Result) -> str:
@@ -79,21 +72,29 @@ def iqr_percent(result: Result) -> str:
     return f"{100.0 * stats.iqr / stats.median:.1f}%"
 
 
-COLUMNS = (
-    "case",
-    "device",
-    "batch",
-    "median ms",
-    "p99 ms",
-    "IQR/med",
-    "samples/s",
-    "rate",
-    "CPU %",
-    "RSS MB",
-    "1st call ms",
-    "status",
-)
-NUMERIC = frozenset(COLUMNS[3:11])
+# Shown between the metrics: the latency samples' spread, and the primary rate
+# (GB/s or GFLOP/s, with the share of the machine's ceiling).
+DERIVED: dict[str, tuple[str, Callable[[Result], str]]] = {
+    "iqr": ("IQR/med", iqr_percent),
+    "rate": ("rate", rate_column),
+}
+# The numbers of a results table row: metric keys (results.metrics) or DERIVED.
+TERMINAL_LAYOUT = ("latency", "p99", "iqr", "throughput", "rate", "cpu", "memory", "first_call")
+
+
+def number_header(name: str) -> str:
+    return DERIVED[name][0] if name in DERIVED else METRICS[name].column
+
+
+def number_cell(name: str, result: Result) -> str:
+    """One number of a results row, formatted for people."""
+    if name in DERIVED:
+        return DERIVED[name][1](result)
+    return fmt(read(METRICS[name], result))
+
+
+COLUMNS = ("case", "device", "batch", *map(number_header, TERMINAL_LAYOUT), "status")
+NUMERIC = frozenset(map(number_header, TERMINAL_LAYOUT))
 
 
 def run_table(run: Run) -> RenderableType:
@@ -116,24 +117,13 @@ def run_table(run: Run) -> RenderableType:
 
 
 def result_row(result: Result) -> list[str]:
-    batch = result.batch_size if result.batch_size is not None else "default"
-    identity = [escape_markup(str(c)) for c in (case_name(result), result.device, batch)]
+    batch = result.case.batch_size if result.case.batch_size is not None else "default"
+    identity = [escape_markup(str(c)) for c in (case_name(result), result.case.device, batch)]
     stats = result.latency_ms
     if result.status == STATUS_SKIPPED:
-        return [*identity, *["-"] * 8, "[yellow]skipped[/yellow]"]
+        return [*identity, *["-"] * len(TERMINAL_LAYOUT), "[yellow]skipped[/yellow]"]
     if not result.ok or stats is None:
-        return [*identity, *["-"] * 8, "[red]failed[/red]"]
+        return [*identity, *["-"] * len(TERMINAL_LAYOUT), "[red]failed[/red]"]
     marks = flags(result)
     status = f"[yellow]{escape_markup(marks)}[/yellow]" if marks else "ok"
-    return [
-        *identity,
-        fmt(stats.median),
-        fmt(stats.p99),
-        iqr_percent(result),
-        fmt(result.throughput),
-        rate_column(result),
-        fmt(result.cpu_percent),
-        fmt(result.peak_rss_mb),
-        fmt(result.first_call_ms),
-        status,
-    ]
+    return [*identity, *(number_cell(name, result) for name in TERMINAL_LAYOUT), status]

@@ -13,56 +13,35 @@ table of its own instead of inside (or silently outside) the throughput.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
 from rich.table import Table
 
-from dlbench.report.study import Metric, StudyTable, relative_rows
+from dlbench.report.study import StudyTable, relative_rows
+from dlbench.results.metrics import METRICS, read
 from dlbench.results.records import Result, Run
 
 MNIST_WORKLOAD = "mnist-train"
 PT2_WORKLOADS = ("resnet50", "bert-base", "bert-large")
 
 
-def _detail(result: Result, key: str) -> float | None:
-    value = result.details.get(key) if isinstance(result.details, dict) else None
-    return float(value) if isinstance(value, int | float) else None
-
-
-def _timeline_stat(result: Result, key: str) -> float | None:
-    summary = result.details.get("timeline_summary") if isinstance(result.details, dict) else None
-    value = summary.get(key) if isinstance(summary, dict) else None
-    return float(value) if isinstance(value, int | float) else None
-
-
-def _from_details(key: str) -> Callable[[Result], float | None]:
-    return lambda result: _detail(result, key)
-
-
-MNIST_METRICS = (
-    Metric("time_to_train_s", "Time to train", "s", _from_details("time_to_train_s")),
-    Metric("samples_per_s", "Training throughput", "samples/s", lambda r: r.throughput),
-    Metric(
-        "steady_samples_per_s",
-        "Training throughput after epoch 1 (no compilation)",
-        "samples/s",
-        _from_details("steady_samples_per_s"),
-    ),
-    Metric("final_accuracy", "Test accuracy reached", "fraction", _from_details("final_accuracy")),
-    Metric("time_to_target_s", "Time to target accuracy", "s", _from_details("time_to_target_s")),
-    Metric("cpu_percent", "CPU use while training", "% of one core", lambda r: r.cpu_percent),
-    Metric(
-        "load_avg_mean",
-        "Mean load average while training",
-        "load",
-        lambda r: _timeline_stat(r, "load_avg_mean"),
-    ),
+# The MNIST article's measures, in the order its tables are printed.
+MNIST_METRICS = tuple(
+    METRICS[key]
+    for key in (
+        "time_to_train",
+        "throughput",
+        "steady_throughput",
+        "final_accuracy",
+        "time_to_target",
+        "cpu",
+        "load_avg",
+    )
 )
 
 
 def mnist_label(result: Result) -> str:
-    precision = "" if result.precision == "fp32" else f" {result.precision}"
-    return f"{result.framework} [{result.compile}] {result.device}{precision}"
+    return result.case.label(only=("framework", "compile", "device", "precision"))
 
 
 def _data_note(result: Result) -> str:
@@ -75,15 +54,15 @@ def _data_note(result: Result) -> str:
 
 
 def mnist_tables(run: Run, baseline: str = "torch") -> list[StudyTable]:
-    results = [r for r in run.results if r.workload == MNIST_WORKLOAD and r.ok]
-    results.sort(key=lambda r: (r.device != "cpu", r.framework, r.compile))
-    base = next((mnist_label(r) for r in results if r.framework == baseline), None)
+    results = [r for r in run.results if r.case.workload == MNIST_WORKLOAD and r.ok]
+    results.sort(key=lambda r: (r.case.device != "cpu", r.case.framework, r.case.compile))
+    base = next((mnist_label(r) for r in results if r.case.framework == baseline), None)
     tables = []
     for metric in MNIST_METRICS:
         entries = [
             (mnist_label(r), value, None, _data_note(r))
             for r in results
-            if (value := metric.value(r)) is not None
+            if (value := read(metric, r)) is not None
         ]
         title = (
             f"{metric.title} ({metric.unit}) - same network, weights, optimiser and batch; "
@@ -96,17 +75,18 @@ def mnist_tables(run: Run, baseline: str = "torch") -> list[StudyTable]:
 
 def gpu_speedup_table(results: Sequence[Result]) -> StudyTable | None:
     """The article's headline: how much faster each framework trains on the GPU."""
-    metric = Metric("gpu_speedup", "GPU speed-up over CPU", "x", lambda r: None)
+    metric = METRICS["gpu_speedup"]
+    time_to_train = METRICS["time_to_train"]
     entries = []
-    for framework, compile_mode in dict.fromkeys((r.framework, r.compile) for r in results):
-        same = [r for r in results if (r.framework, r.compile) == (framework, compile_mode)]
-        cpu = next((r for r in same if r.device == "cpu"), None)
-        gpu = next((r for r in same if r.device != "cpu"), None)
-        cpu_s = _detail(cpu, "time_to_train_s") if cpu else None
-        gpu_s = _detail(gpu, "time_to_train_s") if gpu else None
+    for row in dict.fromkeys(r.case.label(only=("framework", "compile")) for r in results):
+        same = [r for r in results if r.case.label(only=("framework", "compile")) == row]
+        cpu = next((r for r in same if r.case.device == "cpu"), None)
+        gpu = next((r for r in same if r.case.device != "cpu"), None)
+        cpu_s = read(time_to_train, cpu) if cpu else None
+        gpu_s = read(time_to_train, gpu) if gpu else None
         if cpu_s and gpu_s:
-            note = f"{cpu_s:.1f} s on cpu vs {gpu_s:.1f} s on {gpu.device}"  # type: ignore[union-attr]
-            entries.append((f"{framework} [{compile_mode}]", cpu_s / gpu_s, None, note))
+            note = f"{cpu_s:.1f} s on cpu vs {gpu_s:.1f} s on {gpu.case.device}"  # type: ignore[union-attr]
+            entries.append((row, cpu_s / gpu_s, None, note))
     if not entries:
         return None
     title = "GPU speed-up over CPU (time to train, CPU / GPU)"
@@ -114,26 +94,21 @@ def gpu_speedup_table(results: Sequence[Result]) -> StudyTable | None:
 
 
 def pt2_label(result: Result) -> str:
-    return f"{result.precision} {result.compile}"
+    # The article's own row names ("fp32 eager"): fp32 is named too, since it is
+    # the row the others divide by; every other axis is fixed by the table.
+    return f"{result.case.precision} {result.case.compile}"
 
 
 def pt2_tables(run: Run, baseline: str = "torch") -> list[StudyTable]:
     """Per model: samples/s by configuration relative to fp32 eager; then compile times."""
-    throughput = Metric("samples_per_s", "Training throughput", "samples/s", lambda r: r.throughput)
-    compile_cost = Metric(
-        "first_step_s",
-        "First step (compile and allocation)",
-        "s",
-        lambda r: r.first_call_ms / 1000.0 if r.first_call_ms is not None else None,
-    )
     tables = []
-    for metric in (throughput, compile_cost):
-        for workload in dict.fromkeys(r.workload for r in run.results):
-            group = [r for r in run.results if r.workload == workload and r.ok]
+    for metric in (METRICS["throughput"], METRICS["first_step"]):
+        for workload in dict.fromkeys(r.case.workload for r in run.results):
+            group = [r for r in run.results if r.case.workload == workload and r.ok]
             entries = [
-                (pt2_label(r), value, None, f"batch {r.batch_size} on {r.device}")
+                (pt2_label(r), value, None, f"batch {r.case.batch_size} on {r.case.device}")
                 for r in group
-                if (value := metric.value(r)) is not None
+                if (value := read(metric, r)) is not None
             ]
             title = f"{workload}: {metric.title} ({metric.unit}), relative to fp32 eager"
             tables.append(StudyTable(title, metric, relative_rows(entries, "fp32 eager")))
@@ -142,7 +117,7 @@ def pt2_tables(run: Run, baseline: str = "torch") -> list[StudyTable]:
 
 def epochs_table(run: Run) -> Table | None:
     """Per epoch of each time-to-train case: times, rate, loss and accuracy."""
-    from dlbench.report.table import case_name, escape_markup, fmt
+    from dlbench.report.table import escape_markup, fmt
 
     rows = [
         (r, epoch)
@@ -159,7 +134,7 @@ def epochs_table(run: Run) -> Table | None:
         table.add_column(name, justify="left" if name == "case" else "right")
     for result, epoch in rows:
         table.add_row(
-            escape_markup(f"{case_name(result)} {result.device}"),
+            escape_markup(result.case.label(omit=("batch_size",))),
             str(epoch.get("epoch")),
             fmt(epoch.get("train_s")),
             fmt(epoch.get("eval_s")),

@@ -25,7 +25,7 @@ BANDWIDTH_CEILINGS = {"copy": "memory", "h2d": "host-to-device"}
 
 
 def _device(result: Result) -> str:
-    return "cpu" if result.device == "cpu" else result.device
+    return "cpu" if result.case.device == "cpu" else result.case.device
 
 
 def ceiling_key(device: str, kind: str, precision: str | None = None) -> str:
@@ -38,11 +38,11 @@ def ceilings_from_results(results: Iterable[Result], run_id: str) -> dict[str, A
     for result in results:
         if not result.ok:
             continue
-        if result.workload == COMPUTE_CEILING and result.gflops:
-            key = ceiling_key(_device(result), "gflops", result.precision)
+        if result.case.workload == COMPUTE_CEILING and result.gflops:
+            key = ceiling_key(_device(result), "gflops", result.case.precision)
             values[key] = max(values.get(key, 0.0), result.gflops)
-        elif result.workload in BANDWIDTH_CEILINGS and result.gbps:
-            key = ceiling_key(_device(result), BANDWIDTH_CEILINGS[result.workload])
+        elif result.case.workload in BANDWIDTH_CEILINGS and result.gbps:
+            key = ceiling_key(_device(result), BANDWIDTH_CEILINGS[result.case.workload])
             values[key] = max(values.get(key, 0.0), result.gbps)
     return {"source_run": run_id, "values": values}
 
@@ -65,24 +65,24 @@ def efficiency(result: Result, ceilings: dict[str, Any] | None) -> dict[str, Any
     device = _device(result)
     details = result.details if isinstance(result.details, dict) else {}
     if result.primary_metric == "gbps" and result.gbps:
-        kind = BANDWIDTH_CEILINGS.get(result.workload, "memory")
+        kind = BANDWIDTH_CEILINGS.get(result.case.workload, "memory")
         if str(details.get("transfer", "")).startswith("inside"):
             kind = "host-to-device"  # the timed copy over the bus is the bottleneck
         achieved, ceiling, unit = result.gbps, values.get(ceiling_key(device, kind)), "GB/s"
         basis = f"{kind} bandwidth"
     elif result.gflops:
-        key = ceiling_key(device, "gflops", result.precision)
+        key = ceiling_key(device, "gflops", result.case.precision)
         achieved, ceiling, unit = result.gflops, values.get(key), "GFLOP/s"
-        basis = f"gemm {result.precision}"
+        basis = f"gemm {result.case.precision}"
     else:
         return None
     if not ceiling:
         return None
-    if result.nproc > 1 and device != "cpu":
+    if result.case.nproc > 1 and device != "cpu":
         # DDP's rate is the sum over N GPUs, each with this ceiling; CPU ranks
         # share one machine and so one ceiling
-        ceiling *= result.nproc
-        basis += f" x {result.nproc} GPUs"
+        ceiling *= result.case.nproc
+        basis += f" x {result.case.nproc} GPUs"
     found = {
         "fraction": achieved / ceiling,
         "ceiling": ceiling,

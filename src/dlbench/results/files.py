@@ -10,42 +10,16 @@ from __future__ import annotations
 import csv
 import io
 import json
+from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
 from dlbench.atomic import write_atomic
 from dlbench.errors import UserError
+from dlbench.measure.stats import LatencyStats
+from dlbench.results.metrics import CSV_METRICS, METRICS, read
 from dlbench.results.records import Result, Run, run_from_json
-
-LATENCY_FIELDS = ("median", "mean", "p90", "p99", "std", "iqr", "min", "max", "n")
-CSV_SCALAR_FIELDS = (
-    "workload",
-    "framework",
-    "compile",
-    "mode",
-    "device",
-    "requested_device",
-    "scenario",
-    "batch_size",
-    "precision",
-    "threads",
-    "interop_threads",
-    "status",
-    "error",
-    "throughput",
-    "gflops",
-    "gbps",
-    "noisy",
-    "first_call_ms",
-    "cpu_percent",
-    "peak_rss_mb",
-    "load_avg_before",
-    "load_avg_after",
-    "import_s",
-    "setup_s",
-    "max_abs_diff",
-    "framework_version",
-)
+from dlbench.spec.case import PAIR_FIELDS, Case
 
 
 def write_json(run: Run, path: Path) -> None:
@@ -62,21 +36,45 @@ def read_json(path: Path) -> Run:
     return run_from_json(text, str(path))
 
 
+# Result fields that are not one value per CSV cell: the case gets columns of
+# its own, samples and details stay in the JSON.
+NOT_SCALAR = ("case", "latency_ms", "warmup_ms", "samples_ms", "details")
+
+
+def csv_columns() -> list[str]:
+    """Run, the case's fields, the result's scalar fields, latency stats, detail metrics.
+
+    Generated from the dataclasses and the metrics table: a new field or
+    metric gets its column without an edit here.
+    """
+    columns = ["run_id", "hostname", "label"]
+    columns += [f.name for f in fields(Case)]
+    columns += [f.name for f in fields(Result) if f.name not in NOT_SCALAR]
+    columns += [f"latency_ms_{f.name}" for f in fields(LatencyStats)]
+    columns += list(CSV_METRICS)
+    return columns
+
+
 def csv_row(run: Run, result: Result) -> dict[str, Any]:
-    row: dict[str, Any] = {"run_id": run.id, "hostname": run.env.get("hostname", "")}
+    row: dict[str, Any] = {
+        "run_id": run.id,
+        "hostname": run.env.get("hostname", ""),
+        "label": result.case.label(),
+    }
+    for name, value in result.case.to_dict().items():
+        row[name] = ";".join(f"{k}={v}" for k, v in value.items()) if name in PAIR_FIELDS else value
+    row["torchrun_args"] = " ".join(result.case.torchrun_args)
     data = result.to_dict()
-    row.update({name: data[name] for name in CSV_SCALAR_FIELDS})
+    row.update({f.name: data[f.name] for f in fields(Result) if f.name not in NOT_SCALAR})
     stats = data["latency_ms"] or {}
-    row.update({f"latency_ms_{name}": stats.get(name) for name in LATENCY_FIELDS})
-    row["params"] = ";".join(f"{k}={v}" for k, v in sorted(result.params.items()))
+    row.update({f"latency_ms_{f.name}": stats.get(f.name) for f in fields(LatencyStats)})
+    row.update({key: read(METRICS[key], result) for key in CSV_METRICS})
     return row
 
 
 def csv_text(run: Run) -> str:
-    columns = ["run_id", "hostname", *CSV_SCALAR_FIELDS]
-    columns += [f"latency_ms_{name}" for name in LATENCY_FIELDS] + ["params"]
     buffer = io.StringIO()
-    writer = csv.DictWriter(buffer, fieldnames=columns, lineterminator="\n")
+    writer = csv.DictWriter(buffer, fieldnames=csv_columns(), lineterminator="\n")
     writer.writeheader()
     for result in run.results:
         writer.writerow(csv_row(run, result))

@@ -3,13 +3,18 @@
 Format history (bump SCHEMA_VERSION on any incompatible change and teach
 `upgrade` to read the older form):
   1 - first format: Run{schema_version, id, started_at, finished_at, suite,
-      command, settings, env, results[Result]}.
+      command, settings, env, results[Result]}; a Result copied the case's
+      identity into flat fields (workload, framework, ..., nproc) and kept the
+      case as asked in `case`.
+  2 - a Result embeds the Case as it ran (`case`, defaults resolved) and keeps
+      no copy of its fields; the case key gained transfer, the model's and the
+      data's digests, target accuracy and thread counts.
 """
 
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field, fields, replace
 from datetime import datetime, timezone
 from typing import Any
 
@@ -18,7 +23,7 @@ from dlbench.measure.stats import LatencyStats
 from dlbench.results.schema import check_run_shape
 from dlbench.spec.case import Case
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 STATUS_OK = "ok"
 STATUS_FAILED = "failed"
 # The device cannot do what the case asks (fp16 AMP on a CPU without fp16 units):
@@ -28,23 +33,16 @@ STATUS_SKIPPED = "skipped"
 
 @dataclass
 class Result:
-    """One measured case: its identity as actually run, its samples and stats."""
+    """One measured case: the case as it ran, its samples and stats."""
 
-    workload: str
-    framework: str
-    compile: str
-    mode: str
-    device: str
-    batch_size: int | None
-    precision: str
-    threads: int
-    interop_threads: int
+    # The identity, with the defaults the worker resolved (device, batch size,
+    # params, scenario, inter-op threads); `rerun` replays it as it ran.
+    case: Case
     status: str
     error: str | None = None
     error_detail: str | None = None
+    # what the case asked for before it was resolved ("auto")
     requested_device: str = ""
-    params: dict[str, int] = field(default_factory=dict)
-    scenario: str | None = None
     latency_ms: LatencyStats | None = None
     throughput: float | None = None
     gflops: float | None = None
@@ -68,48 +66,14 @@ class Result:
     details: dict[str, Any] = field(default_factory=dict)
     started_at: str | None = None
     duration_s: float | None = None
-    # The case as asked for (before defaults were resolved): what `rerun` replays.
-    case: dict[str, Any] = field(default_factory=dict)
-    # processes (ranks) of a DistributedDataParallel case; throughput is their sum
-    nproc: int = 1
 
     @property
     def ok(self) -> bool:
         return self.status == STATUS_OK
 
-    def compare_key(self) -> tuple[Any, ...]:
-        """What makes two results comparable across runs and machines.
-
-        Unlike case_key it leaves out the device index and thread counts, which
-        differ between machines; those are shown as context instead.
-        """
-        params = tuple(sorted(self.params.items()))
-        kind = "cpu" if self.device == "cpu" else self.device.split(":")[0]
-        return (
-            self.workload,
-            self.framework,
-            self.compile,
-            self.mode,
-            self.scenario,
-            self.batch_size,
-            self.precision,
-            kind,
-            params,
-            self.nproc,
-        )
-
-    def case_key(self) -> str:
-        """Identity used to match the same case across runs."""
-        params = ",".join(f"{k}={v}" for k, v in sorted(self.params.items()))
-        ranks = f"|nproc={self.nproc}" if self.nproc > 1 else ""  # older keys stay as they were
-        return (
-            f"{self.workload}|{self.framework}|{self.compile}|{self.mode}|{self.device}|"
-            f"bs={self.batch_size}|{self.precision}|t={self.threads}|{params}|{self.scenario}"
-            f"{ranks}"
-        )
-
     def to_dict(self) -> dict[str, Any]:
-        data = asdict(self)
+        data = {f.name: getattr(self, f.name) for f in fields(self)}
+        data["case"] = self.case.to_dict()
         data["latency_ms"] = self.latency_ms.to_dict() if self.latency_ms else None
         return data
 
@@ -117,31 +81,32 @@ class Result:
     def from_dict(cls, data: dict[str, Any]) -> Result:
         known = {f.name for f in fields(cls)}
         values = {k: v for k, v in data.items() if k in known}
+        values["case"] = Case.from_dict(values["case"])
         if values.get("latency_ms") is not None:
             values["latency_ms"] = LatencyStats.from_dict(values["latency_ms"])
         return cls(**values)
 
 
-def base_result(case: Case, status: str, **values: Any) -> Result:
-    """A Result carrying the case's identity; measured fields are filled by the caller."""
-    return Result(
-        workload=case.workload,
-        framework=case.framework,
-        compile=case.compile,
-        mode=case.mode,
-        device=values.pop("device", case.device),
-        requested_device=case.device,
-        batch_size=values.pop("batch_size", case.batch_size),
-        precision=case.precision,
-        threads=case.threads,
+def base_result(
+    case: Case,
+    status: str,
+    *,
+    device: str | None = None,
+    batch_size: int | None = None,
+    params: dict[str, int] | None = None,
+    scenario: str | None = None,
+    **measured: Any,
+) -> Result:
+    """A Result embedding `case` with what the worker resolved; the caller adds the numbers."""
+    ran = replace(
+        case,
+        device=device if device is not None else case.device,
+        batch_size=batch_size if batch_size is not None else case.batch_size,
+        params=tuple(sorted(params.items())) if params is not None else case.params,
+        scenario=scenario if scenario is not None else case.scenario,
         interop_threads=case.effective_interop_threads,
-        params=values.pop("params", dict(case.params)),
-        scenario=values.pop("scenario", case.scenario),
-        case=case.to_dict(),
-        nproc=case.nproc,
-        status=status,
-        **values,
     )
+    return Result(case=ran, status=status, requested_device=case.device, **measured)
 
 
 def now_iso() -> str:
@@ -177,7 +142,7 @@ class Run:
     def from_dict(cls, data: Any, source: str = "run") -> Run:
         """Build a Run from parsed JSON, refusing what this version cannot read."""
         data = upgrade(data, source)
-        check_run_shape(data, source)
+        check_run_shape(data, source, Result)
         try:
             results = [Result.from_dict(r) for r in data["results"]]
             known = {f.name for f in fields(cls)} - {"results"}
@@ -191,11 +156,11 @@ REQUIRED_RUN_KEYS = ("id", "started_at", "suite", "settings", "env", "results")
 
 
 def upgrade(data: Any, source: str) -> dict[str, Any]:
-    """Check the schema version; convert older formats (none exist yet) to the current one."""
+    """Check the schema version; convert older formats to the current one."""
     if not isinstance(data, dict) or "schema_version" not in data:
         raise UserError(f"{source}: not a dlbench run file (no schema_version)")
     version = data["schema_version"]
-    if not isinstance(version, int) or version < 1:
+    if not isinstance(version, int) or isinstance(version, bool) or version < 1:
         raise UserError(f"{source}: invalid schema_version {version!r}")
     if version > SCHEMA_VERSION:
         raise UserError(
@@ -205,7 +170,48 @@ def upgrade(data: Any, source: str) -> dict[str, Any]:
     missing = [k for k in REQUIRED_RUN_KEYS if k not in data]
     if missing:
         raise UserError(f"{source}: not a valid dlbench run (missing {', '.join(missing)})")
+    if version == 1:
+        if not isinstance(data["results"], list):
+            raise UserError(f"{source}: not a valid dlbench run (results: expected a list)")
+        results = [upgrade_result_v1(r, source, i) for i, r in enumerate(data["results"])]
+        data = {**data, "schema_version": SCHEMA_VERSION, "results": results}
     return data
+
+
+# Schema 1 copied these case fields into the Result, resolved by the worker.
+V1_IDENTITY = (
+    "workload",
+    "framework",
+    "compile",
+    "mode",
+    "device",
+    "batch_size",
+    "precision",
+    "threads",
+    "interop_threads",
+    "params",
+    "scenario",
+    "nproc",
+)
+
+
+def upgrade_result_v1(result: Any, source: str, index: int) -> dict[str, Any]:
+    """A schema-1 result as schema 2: its flat identity fields folded into `case`.
+
+    Schema 1 kept no content digests: a user model's or real data's case gets
+    "unhashed:" and the file or folder name, so it never passes for a digest.
+    """
+    if not isinstance(result, dict):
+        raise UserError(f"{source}: not a valid dlbench run (results[{index}]: expected an object)")
+    asked = result.get("case") if isinstance(result.get("case"), dict) else {}
+    case = {**asked, **{k: result[k] for k in V1_IDENTITY if k in result}}
+    for path_field, digest_field in (("model", "model_digest"), ("data_dir", "data_digest")):
+        if case.get(path_field) and not case.get(digest_field):
+            case[digest_field] = f"unhashed:{str(case[path_field]).rstrip('/').split('/')[-1]}"
+    upgraded = {k: v for k, v in result.items() if k not in V1_IDENTITY}
+    upgraded["case"] = case
+    upgraded.setdefault("requested_device", asked.get("device", case.get("device", "")))
+    return upgraded
 
 
 def run_from_json(text: str, source: str) -> Run:

@@ -7,9 +7,12 @@ UserError instead of an AttributeError deep in a report.
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 from dlbench.errors import UserError
+from dlbench.measure.stats import LatencyStats
+from dlbench.spec.case import PAIR_FIELDS, Case
 
 NUMBER = "number"
 OPTIONAL_NUMBER = "number or null"
@@ -25,63 +28,44 @@ RUN_FIELDS: dict[str, tuple[Any, ...]] = {
     "plan": (list,),
     "finished_at": (str, type(None)),
 }
-REQUIRED_RESULT_FIELDS = (
-    "workload",
-    "framework",
-    "compile",
-    "mode",
-    "device",
-    "batch_size",
-    "precision",
-    "threads",
-    "interop_threads",
-    "status",
-)
-RESULT_FIELDS: dict[str, tuple[Any, ...] | str] = {
-    "workload": (str,),
-    "framework": (str,),
-    "compile": (str,),
-    "mode": (str,),
-    "device": (str,),
-    "requested_device": (str,),
-    "precision": (str,),
-    "status": (str,),
-    "threads": (int,),
-    "interop_threads": (int,),
-    "nproc": (int,),
-    "batch_size": (int, type(None)),
-    "error": (str, type(None)),
-    "error_detail": (str, type(None)),
-    "framework_version": (str, type(None)),
-    "started_at": (str, type(None)),
-    "primary_metric": (str, type(None)),
-    "scenario": (str, type(None)),
-    "noisy": (bool, type(None)),
-    "params": (dict,),
-    "details": (dict,),
-    "case": (dict,),
-    "latency_ms": (dict, type(None)),
-    "warmup_ms": (list,),
-    "samples_ms": (list,),
+# What each Python annotation of a record's field may be in JSON.
+JSON_TYPES: dict[str, tuple[Any, ...] | str] = {
+    "str": (str,),
+    "str | None": (str, type(None)),
+    "int": (int,),
+    "int | None": (int, type(None)),
+    "bool": (bool,),
+    "bool | None": (bool, type(None)),
+    "float": OPTIONAL_NUMBER,  # JSON has no float type: 1 and 1.0 are both numbers
+    "float | None": OPTIONAL_NUMBER,
+    "LatencyStats | None": (dict, type(None)),
+    "Case": (dict,),
 }
-for _name in (
-    "throughput",
-    "gflops",
-    "gbps",
-    "flops_per_sample",
-    "bytes_per_sample",
-    "first_call_ms",
-    "cpu_percent",
-    "peak_rss_mb",
-    "load_avg_before",
-    "load_avg_after",
-    "import_s",
-    "setup_s",
-    "max_abs_diff",
-    "duration_s",
-):
-    RESULT_FIELDS[_name] = OPTIONAL_NUMBER
-LATENCY_KEYS = ("median", "mean", "p90", "p99", "std", "iqr", "min", "max", "n")
+
+
+def json_shape(record: type) -> tuple[dict[str, tuple[Any, ...] | str], tuple[str, ...]]:
+    """A dataclass's fields as JSON types, and those that must be present (no default).
+
+    Read from the dataclass itself, so a field added to Result or Case is
+    checked without a second list to keep in step.
+    """
+    shape: dict[str, tuple[Any, ...] | str] = {}
+    required = []
+    for f in dataclasses.fields(record):
+        annotation = str(f.type)
+        if annotation.startswith(("dict[", "dict ")):
+            shape[f.name] = (dict,)
+        elif annotation.startswith(("list[", "tuple[")):
+            shape[f.name] = (dict,) if f.name in PAIR_FIELDS else (list,)
+        else:
+            shape[f.name] = JSON_TYPES[annotation]
+        no_default = f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
+        if no_default:
+            required.append(f.name)
+    return shape, tuple(required)
+
+
+LATENCY_KEYS = tuple(f.name for f in dataclasses.fields(LatencyStats))
 STATUSES = ("ok", "failed", "skipped")
 
 
@@ -97,31 +81,39 @@ def _type_ok(value: Any, allowed: tuple[Any, ...] | str) -> bool:
     return isinstance(value, allowed)
 
 
+def _check_record(data: Any, record: type, source: str, where: str) -> None:
+    if not isinstance(data, dict):
+        raise _fail(source, where, "expected an object")
+    shape, required = json_shape(record)
+    missing = [name for name in required if name not in data]
+    if missing:
+        raise _fail(source, where, f"missing {', '.join(missing)}")
+    for name, allowed in shape.items():
+        if name in data and not _type_ok(data[name], allowed):
+            raise _fail(source, f"{where}.{name}", f"unexpected {type(data[name]).__name__}")
+
+
 def _fail(source: str, where: str, problem: str) -> UserError:
     return UserError(f"{source}: not a valid dlbench run ({where}: {problem})")
 
 
-def check_run_shape(data: dict[str, Any], source: str) -> None:
+def check_run_shape(data: dict[str, Any], source: str, result_record: type) -> None:
+    """Check a run's fields, and each result's against `result_record` (the Result class)."""
     for name, allowed in RUN_FIELDS.items():
         if name in data and not _type_ok(data[name], allowed):
             raise _fail(source, name, f"unexpected {type(data[name]).__name__}")
     for index, result in enumerate(data["results"]):
-        check_result_shape(result, source, f"results[{index}]")
+        check_result_shape(result, source, f"results[{index}]", result_record)
 
 
-def check_result_shape(result: Any, source: str, where: str) -> None:
-    if not isinstance(result, dict):
-        raise _fail(source, where, "expected an object")
-    missing = [name for name in REQUIRED_RESULT_FIELDS if name not in result]
-    if missing:
-        raise _fail(source, where, f"missing {', '.join(missing)}")
-    for name, allowed in RESULT_FIELDS.items():
-        if name in result and not _type_ok(result[name], allowed):
-            raise _fail(source, f"{where}.{name}", f"unexpected {type(result[name]).__name__}")
+def check_result_shape(result: Any, source: str, where: str, result_record: type) -> None:
+    _check_record(result, result_record, source, where)
+    case = result["case"]
+    _check_record(case, Case, source, f"{where}.case")
     if result["status"] not in STATUSES:
         raise _fail(source, f"{where}.status", f"{result['status']!r} is not one of {STATUSES}")
-    if not all(isinstance(k, str) and _is_number(v) for k, v in result.get("params", {}).items()):
-        raise _fail(source, f"{where}.params", "expected names mapped to numbers")
+    if not all(isinstance(k, str) and _is_number(v) for k, v in case.get("params", {}).items()):
+        raise _fail(source, f"{where}.case.params", "expected names mapped to numbers")
     for name in ("samples_ms", "warmup_ms"):
         if not all(_is_number(v) for v in result.get(name, [])):
             raise _fail(source, f"{where}.{name}", "expected a list of numbers")

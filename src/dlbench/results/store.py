@@ -75,7 +75,10 @@ class Store:
                 )
             for step in range(version, STORE_SCHEMA_VERSION):
                 for statement in MIGRATIONS[step]:
-                    self._db.execute(statement)
+                    if isinstance(statement, str):
+                        self._db.execute(statement)
+                    else:
+                        statement(self._db)
             self._db.execute(
                 "UPDATE meta SET value=? WHERE key='schema_version'", (str(STORE_SCHEMA_VERSION),)
             )
@@ -126,7 +129,7 @@ class Store:
     def _insert_result(self, run_id: str, seq: int, result: Result) -> None:
         self._db.execute(
             "INSERT INTO results (run_id, seq, case_key, status, data) VALUES (?, ?, ?, ?, ?)",
-            (run_id, seq, result.case_key(), result.status, json.dumps(result.to_dict())),
+            (run_id, seq, result.case.key(), result.status, json.dumps(result.to_dict())),
         )
         self._db.execute(
             "UPDATE runs SET n_cases = n_cases + 1, n_failed = n_failed + ? WHERE id = ?",

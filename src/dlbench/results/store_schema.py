@@ -11,11 +11,19 @@ History:
       no scan of their results.
   3 - runs gains plan (the planned cases, JSON), so an interrupted run can be
       resumed; older runs have none and can only be rerun.
+  4 - results hold run schema 2 (the Case embedded in each result) and
+      case_key is Case.key(); schema-1 results are rewritten in place.
 """
 
 from __future__ import annotations
 
-STORE_SCHEMA_VERSION = 3
+import json
+import sqlite3
+from collections.abc import Callable
+
+from dlbench.results.records import SCHEMA_VERSION, Result, upgrade_result_v1
+
+STORE_SCHEMA_VERSION = 4
 
 SCHEMA_V1 = """
 CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -41,7 +49,25 @@ CREATE TABLE results (
 INSERT INTO meta VALUES ('schema_version', '1');
 """
 
-MIGRATIONS: dict[int, tuple[str, ...]] = {
+
+def _results_to_run_schema_2(db: sqlite3.Connection) -> None:
+    """Rewrite every schema-1 result as schema 2, with its new case key."""
+    old_runs = [r[0] for r in db.execute("SELECT id FROM runs WHERE schema_version < 2")]
+    for run_id in old_runs:
+        rows = db.execute("SELECT seq, data FROM results WHERE run_id=?", (run_id,)).fetchall()
+        for seq, data in rows:
+            upgraded = upgrade_result_v1(json.loads(data), f"store run {run_id}", seq)
+            key = Result.from_dict(upgraded).case.key()
+            db.execute(
+                "UPDATE results SET data=?, case_key=? WHERE run_id=? AND seq=?",
+                (json.dumps(upgraded), key, run_id, seq),
+            )
+        db.execute("UPDATE runs SET schema_version=? WHERE id=?", (SCHEMA_VERSION, run_id))
+
+
+# A step is SQL, or a function for what SQL cannot do (rewriting result JSON).
+Step = str | Callable[[sqlite3.Connection], None]
+MIGRATIONS: dict[int, tuple[Step, ...]] = {
     1: (
         "ALTER TABLE runs ADD COLUMN dlbench_version TEXT",
         "ALTER TABLE runs ADD COLUMN n_cases INTEGER NOT NULL DEFAULT 0",
@@ -53,4 +79,5 @@ MIGRATIONS: dict[int, tuple[str, ...]] = {
         "dlbench_version = json_extract(env, '$.dlbench')",
     ),
     2: ("ALTER TABLE runs ADD COLUMN plan TEXT",),
+    3: (_results_to_run_schema_2,),
 }

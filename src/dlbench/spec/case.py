@@ -6,9 +6,11 @@ workloads; these records import nothing above them.
 
 from __future__ import annotations
 
+import json
 import os
 import re
-from dataclasses import asdict, dataclass, field, fields
+from collections.abc import Collection
+from dataclasses import Field, asdict, dataclass, field, fields
 from typing import Any
 
 MODES = ("infer", "train")
@@ -44,40 +46,53 @@ def available_cpus() -> int:
     return os.cpu_count() or 1
 
 
+# Field metadata. "key": False leaves a field out of Case.key() (how it was
+# launched, or a path whose content digest is the identity instead); "suite":
+# True lets a suite entry set it (plan.suites reads this).
+LAUNCH_DETAIL = {"key": False}
+SUITE_AXIS = {"suite": True}
+
+
 @dataclass(frozen=True)
 class Case:
-    """The identity of one measurement; equal cases measure the same thing.
+    """The identity of one measurement; equal keys measure the same thing.
 
-    `batch_size` None means "the workload's default for the device the case
-    lands on", which only the worker knows (for `auto`); the Result records
-    the value actually used.
+    A Result embeds the Case as it ran: the worker resolves `device` ("auto"),
+    `batch_size` (None: the workload's default for the device), `params` (the
+    workload's defaults filled in), `scenario` and `interop_threads`. Adding an
+    axis is one field here and its check in plan.validate; key(), label(), the
+    result schema, CSV columns and suite keys all follow from the fields.
     """
 
-    workload: str
-    framework: str
-    compile: str
-    mode: str = "infer"
-    device: str = "auto"
-    batch_size: int | None = None
-    precision: str = "fp32"
-    threads: int = field(default_factory=available_cpus)
+    workload: str = field(metadata=SUITE_AXIS)
+    framework: str = field(metadata=SUITE_AXIS)
+    compile: str = field(metadata=SUITE_AXIS)
+    mode: str = field(default="infer", metadata=SUITE_AXIS)
+    device: str = field(default="auto", metadata=SUITE_AXIS)
+    batch_size: int | None = field(default=None, metadata=SUITE_AXIS)
+    precision: str = field(default="fp32", metadata=SUITE_AXIS)
+    threads: int = field(default_factory=available_cpus, metadata=SUITE_AXIS)
     interop_threads: int | None = None
-    params: tuple[tuple[str, int], ...] = ()
-    options: tuple[tuple[str, str], ...] = ()
-    scenario: str | None = None
-    # user-model cases: the file, --input specs (name -> "8x3x32x32:dtype"), trust
-    model: str | None = None
+    params: tuple[tuple[str, int], ...] = field(default=(), metadata=SUITE_AXIS)
+    options: tuple[tuple[str, str], ...] = field(default=(), metadata=SUITE_AXIS)
+    scenario: str | None = field(default=None, metadata=SUITE_AXIS)
+    # user-model cases: the file (its content digest is the identity), the
+    # --input specs (name -> "8x3x32x32:dtype"), and the trust to unpickle it
+    model: str | None = field(default=None, metadata=LAUNCH_DETAIL)
+    model_digest: str | None = None
     inputs: tuple[tuple[str, str], ...] = ()
-    trust_model: bool = False
+    trust_model: bool = field(default=False, metadata=LAUNCH_DETAIL)
     # time-to-train cases (epoch workloads): stop early at this test accuracy,
-    # and read MNIST's IDX files from this folder instead of the synthetic set
+    # and read MNIST's IDX files from this folder (identified by the files'
+    # digest) instead of the synthetic set (data_digest None)
     target_accuracy: float | None = None
-    data_dir: str | None = None
+    data_dir: str | None = field(default=None, metadata=LAUNCH_DETAIL)
+    data_digest: str | None = None
     # DistributedDataParallel training: processes launched by torchrun (one per
     # GPU; gloo processes on a CPU), and torchrun options for multi-node runs
     nproc: int = 1
-    torchrun_args: tuple[str, ...] = ()
-    transfer: str = "outside"
+    torchrun_args: tuple[str, ...] = field(default=(), metadata=LAUNCH_DETAIL)
+    transfer: str = field(default="outside", metadata=SUITE_AXIS)
 
     def effective_batch_size(self, default: int) -> int:
         """The batch the worker uses: single-stream means one sample per request."""
@@ -96,26 +111,73 @@ class Case:
         """Inter-op threads default to the intra-op count, as the frameworks' own defaults do."""
         return self.interop_threads if self.interop_threads is not None else self.threads
 
-    def label(self) -> str:
-        """Short human-readable name used in progress output and errors."""
-        batch = "default" if self.batch_size is None else str(self.batch_size)
-        extra = "".join(f" {k}={v}" for k, v in self.params)
-        extra += f" {self.scenario}" if self.scenario else ""
-        extra += f" {self.precision}" if self.precision != "fp32" else ""
-        extra += f" target={self.target_accuracy:g}" if self.target_accuracy else ""
-        extra += f" x{self.nproc} procs" if self.nproc > 1 else ""
-        return (
-            f"{self.workload}/{self.framework}[{self.compile}] {self.mode} "
-            f"bs={batch} {self.device}{extra}"
+    @property
+    def device_kind(self) -> str:
+        """cpu, cuda, mps or auto: the device without its index (cuda:1 and cuda:0 compare)."""
+        return self.device.split(":")[0]
+
+    def key(self) -> str:
+        """What makes two results the same case, within a run and across runs.
+
+        Every field that changes what is measured, with the device reduced to
+        its kind; launch details and file paths (their digests count) are left
+        out. Stored beside each result and used by compare, rerun and scaling.
+        """
+        data = {
+            f.name: _jsonable(f.name, getattr(self, f.name)) for f in fields(self) if _in_key(f)
+        }
+        data["device"] = self.device_kind
+        return json.dumps(data, sort_keys=True, separators=(",", ":"))
+
+    def key_without(self, *names: str) -> str:
+        """The key with some axes left out: the 1-process twin of a DDP case matches on it."""
+        return json.dumps(
+            {k: v for k, v in json.loads(self.key()).items() if k not in names},
+            sort_keys=True,
+            separators=(",", ":"),
         )
 
+    def label(self, omit: Collection[str] = (), only: Collection[str] | None = None) -> str:
+        """The one human-readable name of a case, for every table, chart and message.
+
+        Every key axis that is not at its usual value appears, so two cases
+        with different keys never share a label. `omit` drops axes a table
+        shows in columns of their own; `only` keeps just the named axes (a
+        study table whose rows differ by framework and compile mode).
+        """
+        parts = [(axis, text) for axis, text in self._label_parts() if text]
+        chosen = [
+            text for axis, text in parts if axis not in omit and (only is None or axis in only)
+        ]
+        return " ".join(chosen).replace(" / [", " [").strip(" /")
+
+    def _label_parts(self) -> list[tuple[str, str]]:
+        framework = NULL_LABEL if self.framework == "null" else self.framework
+        batch = "default" if self.batch_size is None else str(self.batch_size)
+        interop = self.interop_threads
+        return [
+            ("workload", self.workload),
+            ("params", " ".join(f"{k}={v}" for k, v in self.params)),
+            ("framework", f"/ {framework}"),
+            ("compile", f"[{self.compile}]"),
+            ("mode", self.mode),
+            ("scenario", self.scenario or ""),
+            ("precision", "" if self.precision == "fp32" else self.precision),
+            ("batch_size", f"bs={batch}"),
+            ("device", self.device),
+            ("threads", f"t={self.threads}"),
+            ("interop_threads", "" if interop in (None, self.threads) else f"interop={interop}"),
+            ("transfer", "transfer=inside" if self.transfer == "inside" else ""),
+            ("nproc", f"x{self.nproc} procs" if self.nproc > 1 else ""),
+            ("target_accuracy", f"target={self.target_accuracy:g}" if self.target_accuracy else ""),
+            ("data_digest", f"data={self.data_digest[:12]}" if self.data_digest else ""),
+            ("model_digest", f"model={self.model_digest[:12]}" if self.model_digest else ""),
+            ("inputs", " ".join(f"{k}:{v}" for k, v in self.inputs)),
+            ("options", " ".join(f"{k}={v}" for k, v in self.options)),
+        ]
+
     def to_dict(self) -> dict[str, Any]:
-        data = asdict(self)
-        data["params"] = dict(self.params)
-        data["options"] = dict(self.options)
-        data["inputs"] = dict(self.inputs)
-        data["torchrun_args"] = list(self.torchrun_args)  # as JSON gives it back
-        return data
+        return {f.name: _jsonable(f.name, getattr(self, f.name)) for f in fields(self)}
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Case:
@@ -126,6 +188,30 @@ class Case:
         values["inputs"] = tuple(sorted(dict(values.get("inputs") or {}).items()))
         values["torchrun_args"] = tuple(values.get("torchrun_args") or ())
         return cls(**values)
+
+
+# How the null backend's cases are named wherever they are shown.
+NULL_LABEL = "null (harness)"
+# Case fields kept as name -> value pairs (JSON objects in files).
+PAIR_FIELDS = ("params", "options", "inputs")
+
+
+def _in_key(f: Field[Any]) -> bool:
+    return bool(f.metadata.get("key", True))
+
+
+def _jsonable(name: str, value: Any) -> Any:
+    """A field's value as JSON keeps it: pairs as an object, other tuples as a list."""
+    if name in PAIR_FIELDS:
+        return dict(value)
+    if isinstance(value, tuple):
+        return list(value)
+    return value
+
+
+def suite_axes() -> tuple[str, ...]:
+    """The Case fields a suite entry may set."""
+    return tuple(f.name for f in fields(Case) if f.metadata.get("suite"))
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,194 @@
+"""The one table of metrics: what each is called, its unit, which way is better,
+and how to read its value and its per-iteration samples from a Result.
+
+Study tables, `compare --metric`, leaderboards, the terminal table, the HTML
+report, the CSV columns and the plots all read metrics from here; a new
+metric is one entry in METRICS.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from dlbench.errors import UserError
+from dlbench.results.records import Result
+
+Reader = Callable[[Result], float | None]
+
+
+@dataclass(frozen=True)
+class Metric:
+    key: str  # the name `compare --metric` and `--by` take, and plot files carry
+    title: str
+    unit: str
+    column: str  # short header in tables, and the CSV column
+    higher_is_better: bool
+    # None for a metric a study computes from several results (it/s, speed-ups)
+    value: Reader | None = None
+    # Per-iteration values in the metric's unit, whose `statistic` is `value`;
+    # None where a case has one value only (CPU %, memory, time to train).
+    samples: Callable[[Result], Sequence[float]] | None = None
+    statistic: str = "median"  # "median" or "p99" of the samples
+
+    def better(self, a: float, b: float) -> float:
+        """The better of two values of this metric."""
+        return max(a, b) if self.higher_is_better else min(a, b)
+
+
+def _latency(statistic: str) -> Reader:
+    return lambda r: getattr(r.latency_ms, statistic) if r.latency_ms else None
+
+
+def _latency_samples(result: Result) -> Sequence[float]:
+    return result.samples_ms
+
+
+def _throughput_samples(result: Result) -> Sequence[float]:
+    """Samples per second of each step: the batch over the step's time."""
+    batch = result.case.batch_size or 0
+    return [batch * 1000.0 / s for s in result.samples_ms if s > 0]
+
+
+def _detail(key: str) -> Reader:
+    def read(result: Result) -> float | None:
+        value = result.details.get(key) if isinstance(result.details, dict) else None
+        return float(value) if isinstance(value, int | float) else None
+
+    return read
+
+
+def _timeline(key: str) -> Reader:
+    def read(result: Result) -> float | None:
+        details = result.details if isinstance(result.details, dict) else {}
+        summary = details.get("timeline_summary")
+        value = summary.get(key) if isinstance(summary, dict) else None
+        return float(value) if isinstance(value, int | float) else None
+
+    return read
+
+
+def _first_step_s(result: Result) -> float | None:
+    return result.first_call_ms / 1000.0 if result.first_call_ms is not None else None
+
+
+METRICS: dict[str, Metric] = {
+    m.key: m
+    for m in (
+        Metric(
+            "latency",
+            "Latency (median)",
+            "ms",
+            "median ms",
+            False,
+            _latency("median"),
+            _latency_samples,
+        ),
+        Metric(
+            "p99",
+            "Latency (99th percentile)",
+            "ms",
+            "p99 ms",
+            False,
+            _latency("p99"),
+            _latency_samples,
+            statistic="p99",
+        ),
+        Metric(
+            "throughput",
+            "Throughput",
+            "samples/s",
+            "samples/s",
+            True,
+            lambda r: r.throughput,
+            _throughput_samples,
+        ),
+        Metric("cpu", "CPU use", "% of one core", "CPU %", False, lambda r: r.cpu_percent),
+        Metric("memory", "Memory (peak RSS)", "MB", "RSS MB", False, lambda r: r.peak_rss_mb),
+        Metric("first_call", "First call", "ms", "1st call ms", False, lambda r: r.first_call_ms),
+        Metric(
+            "first_step",
+            "First step (compile and allocation)",
+            "s",
+            "first step s",
+            False,
+            _first_step_s,
+        ),
+        Metric("gflops", "Compute rate", "GFLOP/s", "GFLOP/s", True, lambda r: r.gflops),
+        Metric("gbps", "Memory bandwidth achieved", "GB/s", "GB/s", True, lambda r: r.gbps),
+        Metric(
+            "max_abs_diff",
+            "Largest difference from the reference",
+            "",
+            "max |diff|",
+            False,
+            lambda r: r.max_abs_diff,
+        ),
+        Metric(
+            "time_to_train",
+            "Time to train",
+            "s",
+            "train s",
+            False,
+            _detail("time_to_train_s"),
+        ),
+        Metric(
+            "steady_throughput",
+            "Training throughput after epoch 1 (no compilation)",
+            "samples/s",
+            "steady samples/s",
+            True,
+            _detail("steady_samples_per_s"),
+        ),
+        Metric(
+            "final_accuracy",
+            "Test accuracy reached",
+            "fraction",
+            "accuracy",
+            True,
+            _detail("final_accuracy"),
+        ),
+        Metric(
+            "time_to_target",
+            "Time to target accuracy",
+            "s",
+            "to target s",
+            False,
+            _detail("time_to_target_s"),
+        ),
+        Metric(
+            "load_avg",
+            "Mean load average while measured",
+            "load",
+            "load avg",
+            False,
+            _timeline("load_avg_mean"),
+        ),
+        # Computed by the studies from several results (no single-result reader).
+        Metric("its", "Iterations per second (the article's unit)", "it/s", "it/s", True),
+        Metric(
+            "efficiency",
+            "Fraction of the measured ceiling",
+            "fraction",
+            "efficiency",
+            True,
+        ),
+        Metric("gpu_speedup", "GPU speed-up over CPU", "x", "GPU speed-up", True),
+    )
+}
+# What `compare` and `rerun` offer: metrics every measured case has.
+COMPARABLE = ("latency", "p99", "throughput", "cpu", "memory")
+# CSV columns beyond the Result's own fields: metrics read from its details.
+CSV_METRICS = ("time_to_train", "steady_throughput", "final_accuracy", "time_to_target", "load_avg")
+
+
+def read(metric: Metric, result: Result) -> float | None:
+    """The metric's value for one result (None where it has none)."""
+    return metric.value(result) if metric.value is not None else None
+
+
+def metric(key: str, allowed: Sequence[str] = COMPARABLE) -> Metric:
+    """The metric called `key`, or a UserError listing those allowed here."""
+    if key not in allowed:
+        raise UserError(f"unknown metric {key!r}; allowed: {', '.join(allowed)}")
+    return METRICS[key]

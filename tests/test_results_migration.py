@@ -1,0 +1,79 @@
+"""Stores and run files written before the restructure (run schema 1, store schema 3)
+still load, upgrade in place, and compare with runs written today."""
+
+from __future__ import annotations
+
+import shutil
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from dlbench.report.compare import compare_runs
+from dlbench.results.files import read_json, write_json
+from dlbench.results.records import SCHEMA_VERSION
+from dlbench.results.store import Store
+from dlbench.results.store_schema import STORE_SCHEMA_VERSION
+
+FIXTURES = Path(__file__).parent / "fixtures" / "v0.1-runs"
+
+
+def test_a_schema_1_run_file_loads_with_its_case_embedded(tmp_path):
+    run = read_json(FIXTURES / "torch-run.json")
+    (result,) = run.results
+    assert run.schema_version == SCHEMA_VERSION == 2
+    case = result.case
+    assert (case.workload, case.framework, case.compile) == ("mlp", "torch", "eager")
+    assert (case.device, case.batch_size, case.threads, case.scenario) == ("cpu", 4, 1, "offline")
+    assert result.requested_device == "cpu" and result.ok and result.samples_ms
+    write_json(run, tmp_path / "again.json")
+    assert read_json(tmp_path / "again.json") == run  # written as schema 2, read back equal
+
+
+def test_a_schema_3_store_is_migrated_and_its_runs_compare(tmp_path):
+    path = tmp_path / "old.sqlite"
+    shutil.copy(FIXTURES / "store-schema3.sqlite", path)
+    with Store(path) as store:
+        runs = [store.load_run(run_id) for run_id in store.run_ids()]
+    assert [len(r.results) for r in runs] == [2, 1, 1]
+    with sqlite3.connect(path) as db:
+        assert db.execute("SELECT value FROM meta").fetchone()[0] == str(STORE_SCHEMA_VERSION)
+        keys = [row[0] for row in db.execute("SELECT case_key FROM results ORDER BY run_id, seq")]
+        versions = {row[0] for row in db.execute("SELECT schema_version FROM runs")}
+    assert keys == [r.case.key() for run in runs for r in run.results]
+    assert versions == {SCHEMA_VERSION}
+    comparison = compare_runs(runs[1], runs[2])  # the same torch case, run twice
+    assert len(comparison.cases) == 1 and not comparison.only_a and not comparison.only_b
+
+
+def test_an_old_file_compares_with_the_same_case_from_an_upgraded_store(tmp_path):
+    path = tmp_path / "old.sqlite"
+    shutil.copy(FIXTURES / "store-schema3.sqlite", path)
+    with Store(path) as store:
+        stored = store.load_run(store.run_ids()[-1])
+    comparison = compare_runs(read_json(FIXTURES / "torch-run.json"), stored)
+    assert len(comparison.cases) == 1
+
+
+def test_schema_1_user_model_cases_are_marked_unhashed():
+    from dlbench.results.records import upgrade_result_v1
+
+    old = {
+        "workload": "user-model",
+        "framework": "onnxruntime",
+        "compile": "default",
+        "status": "ok",
+        "case": {"workload": "user-model", "model": "/models/net.onnx", "device": "auto"},
+        "device": "cpu",
+    }
+    upgraded = upgrade_result_v1(old, "test", 0)
+    assert upgraded["case"]["model_digest"] == "unhashed:net.onnx"
+    assert upgraded["case"]["device"] == "cpu" and upgraded["requested_device"] == "auto"
+    assert "workload" not in upgraded and "device" not in upgraded
+
+
+@pytest.mark.parametrize("name", ["null-run.json", "torch-run.json"])
+def test_fixture_files_are_schema_1(name):
+    import json
+
+    assert json.loads((FIXTURES / name).read_text())["schema_version"] == 1

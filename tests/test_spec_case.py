@@ -1,0 +1,97 @@
+"""One identity: Case.key() and Case.label(), which every table, compare and rerun use."""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+from factories import make_case, make_result, make_run
+
+from dlbench.report.compare import compare_runs
+from dlbench.spec.case import Case, suite_axes
+
+# Each changes what is measured, so each must change the key (and the label).
+AXIS_CHANGES = {
+    "workload": {"workload": "gemm"},
+    "framework": {"framework": "onnxruntime"},
+    "compile": {"compile": "compile"},
+    "mode": {"mode": "train"},
+    "batch_size": {"batch_size": 8},
+    "precision": {"precision": "amp-bf16"},
+    "threads": {"threads": 1},
+    "interop_threads": {"interop_threads": 1},
+    "params": {"params": {"size": 64}},
+    "scenario": {"scenario": "single-stream", "batch_size": 1},
+    "transfer": {"transfer": "inside"},
+    "nproc": {"nproc": 2},
+    "model": {"model_digest": "ab" * 32},
+    "data": {"data_digest": "cd" * 32},
+    "target_accuracy": {"target_accuracy": 0.98},
+    "inputs": {"inputs": {"x": "1x3:float32"}},
+    "device kind": {"device": "cuda:0"},
+}
+
+
+def test_every_axis_that_changes_the_measurement_changes_key_and_label():
+    cases = {name: make_case(**change) for name, change in AXIS_CHANGES.items()}
+    cases["base"] = make_case()
+    for (name_a, a), (name_b, b) in itertools.combinations(cases.items(), 2):
+        assert a.key() != b.key(), f"{name_a} and {name_b} share a key"
+        assert a.label() != b.label(), f"{name_a} and {name_b} share a label"
+
+
+def test_launch_details_and_paths_are_not_identity():
+    base = make_case(model_digest="ab" * 32, data_digest="cd" * 32)
+    moved = make_case(
+        model_digest="ab" * 32,
+        data_digest="cd" * 32,
+        model="/elsewhere/model.onnx",
+        data_dir="/elsewhere/mnist",
+        trust_model=True,
+        torchrun_args=("--nnodes", "2"),
+        device="cpu",
+    )
+    assert base.key() == moved.key()
+    assert make_case(device="cuda:0").key() == make_case(device="cuda:1").key()
+
+
+def test_label_names_precision_and_omits_only_what_is_asked():
+    case = make_case(precision="amp-bf16", params={"size": 64})
+    assert "amp-bf16" in case.label()
+    assert case.label(omit=("batch_size", "device")) == (
+        "mlp size=64 / torch [eager] infer amp-bf16 t=2"
+    )
+    assert case.label(only=("framework", "compile")) == "torch [eager]"
+    assert make_case(framework="null", compile="default").label(only=("framework",)) == (
+        "null (harness)"
+    )
+
+
+def test_case_round_trips_through_its_dict_form():
+    case = make_case(params={"size": 64}, inputs={"x": "1x3"}, torchrun_args=("--standalone",))
+    assert Case.from_dict(case.to_dict()) == case
+    assert case.to_dict()["torchrun_args"] == ["--standalone"]  # JSON's list form
+
+
+def test_suite_keys_come_from_the_case_fields():
+    axes = suite_axes()
+    assert {"workload", "framework", "precision", "transfer", "params"} <= set(axes)
+    assert "model" not in axes and "nproc" not in axes  # command-line only
+
+
+@pytest.mark.parametrize(
+    ("change", "what"),
+    [
+        ({"data_digest": "cd" * 32}, "real data vs synthetic"),
+        ({"transfer": "inside"}, "transfer"),
+        ({"target_accuracy": 0.9}, "target accuracy"),
+        ({"precision": "amp-bf16"}, "precision"),
+    ],
+)
+def test_compare_never_matches_cases_that_measure_different_things(change, what):
+    a = make_run([make_result(samples_ms=[1.0] * 20, latency_ms=None)], id="a")
+    b = make_run([make_result(samples_ms=[1.0] * 20, latency_ms=None, **change)], id="b")
+    comparison = compare_runs(a, b)
+    assert comparison.cases == [], what
+    assert len(comparison.only_a) == len(comparison.only_b) == 1
+    assert comparison.only_a != comparison.only_b  # the labels say how they differ
