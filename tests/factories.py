@@ -10,6 +10,9 @@ from __future__ import annotations
 from dataclasses import fields
 from typing import Any
 
+import numpy as np
+
+from dlbench.measure.stats import summarize
 from dlbench.results.records import STATUS_OK, Result, Run
 from dlbench.spec.case import PAIR_FIELDS, Case
 
@@ -53,3 +56,59 @@ def make_run(results: list[Result] | None = None, **values: Any) -> Run:
         "env": {},
     }
     return Run(results=list(results or []), **{**defaults, **values})
+
+
+def samples(median_ms: float, seed: int, n: int = 400) -> list[float]:
+    """Latency samples around `median_ms` with 3% noise, reproducible by seed."""
+    rng = np.random.default_rng(seed)
+    return list(median_ms * (1 + 0.03 * rng.standard_normal(n)))
+
+
+def timed_run(
+    run_id: str,
+    median_ms: float,
+    seed: int,
+    host: str = "h1",
+    cpu: str = "CPU A",
+    framework: str = "torch",
+) -> Run:
+    """A run of one mlp case whose samples centre on `median_ms` (for compare and gates)."""
+    ms = samples(median_ms, seed)
+    result = make_result(
+        framework=framework,
+        scenario="offline",
+        latency_ms=summarize([x / 1000 for x in ms]),
+        samples_ms=ms,
+        throughput=1000 / (median_ms / 1000),
+        cpu_percent=150.0,
+        peak_rss_mb=200.0,
+    )
+    return make_run(
+        [result],
+        id=run_id,
+        suite="s",
+        settings={"min_time_s": 1.0},
+        env={"hostname": host, "cpu_model": cpu},
+    )
+
+
+def sample_run() -> Run:
+    """A run with one ok and one failed case, with awkward strings (for files and tables)."""
+    ok = make_result(
+        latency_ms=summarize([0.001, 0.002, 0.003]),
+        throughput=500_000.0,
+        cpu_percent=199.0,
+        peak_rss_mb=250.0,
+        samples_ms=[1.0, 2.0, 3.0],
+        details={"k": [1, 2]},
+    )
+    failed = make_result(
+        workload="gemm",
+        compile="script",
+        device="auto",
+        batch_size=None,
+        status="failed",
+        error='worker crashed, "quotes", commas, and\nnewlines',
+        params={"size": 64},
+    )
+    return make_run([ok, failed], id="r1", settings={"min_time_s": 1.0}, env={"hostname": "h"})

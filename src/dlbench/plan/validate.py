@@ -92,18 +92,18 @@ def validate_case(case: Case) -> Case:
     _validate_options(case)
     _validate_model(case)
     _validate_training_run(case, workload.epoch_based)
-    _validate_distributed(case, workload.epoch_based)
+    _validate_distributed(case, workload.epoch_based, info.distributed)
     if case.transfer not in TRANSFERS:
         raise UserError(f"unknown transfer {case.transfer!r}; allowed: {', '.join(TRANSFERS)}")
     if case.transfer == "inside" and (
-        case.framework != "torch"
+        not info.transfer_inside
         or workload.epoch_based
         or case.model is not None
         or case.workload == "h2d"  # already nothing but the copy
     ):
         raise UserError(
-            "--transfer inside (the input copy in the timed step) is implemented for torch "
-            f"step workloads, not {case.workload} on {case.framework}"
+            "--transfer inside (the input copy in the timed step) is implemented for "
+            f"{_having('transfer_inside')} step workloads, not {case.workload} on {case.framework}"
         )
     return replace(
         case,
@@ -112,7 +112,12 @@ def validate_case(case: Case) -> Case:
     )
 
 
-def _validate_distributed(case: Case, epoch_based: bool) -> None:
+def _having(capability: str) -> str:
+    """The frameworks whose registry entry has `capability` (for error messages)."""
+    return ", ".join(name for name, info in FRAMEWORKS.items() if getattr(info, capability))
+
+
+def _validate_distributed(case: Case, epoch_based: bool, distributed: bool) -> None:
     """--nproc N: torch training steps under DistributedDataParallel, launched by torchrun."""
     _require_int("nproc", case.nproc, 1, MAX_NPROC)
     if not all(isinstance(arg, str) for arg in case.torchrun_args):
@@ -125,9 +130,10 @@ def _validate_distributed(case: Case, epoch_based: bool) -> None:
         raise UserError(
             "--torchrun must not set --nproc-per-node: --nproc is the processes per node"
         )
-    if case.framework != "torch" or case.mode != "train" or epoch_based:
+    if not distributed or case.mode != "train" or epoch_based:
         raise UserError(
-            f"--nproc {case.nproc} runs torch training steps under DistributedDataParallel; "
+            f"--nproc {case.nproc} runs {_having('distributed')} training steps under "
+            "DistributedDataParallel; "
             f"not {case.workload} {case.mode} on {case.framework}"
         )
     if case.compile == "script":

@@ -16,6 +16,7 @@ from pathlib import Path
 from dlbench.atomic import write_atomic
 from dlbench.report.svg import Bar, bar_chart, box_plot, line_chart
 from dlbench.report.table import case_name, flags, number_cell, number_header
+from dlbench.results.metrics import METRICS, read
 from dlbench.results.records import Result, Run
 
 STYLE = """
@@ -93,24 +94,27 @@ def groups(run: Run) -> dict[str, list[Result]]:
     return grouped
 
 
+SPREAD = (None, None)  # no error bar where a case kept no samples
+
+
 def charts(run: Run) -> str:
     from dlbench.report.study import quartiles
 
+    latency = METRICS["latency"]
     parts = []
     for key, results in groups(run).items():
-        bars = []
-        for r in results:
-            q = quartiles(r)
-            bars.append(
-                Bar(
-                    f"{r.case.framework} [{r.case.compile}] bs={r.case.batch_size}",
-                    r.latency_ms.median,
-                    *(q or (None, None)),
-                )
+        bars = [
+            Bar(
+                r.case.label(only=CHART_AXES),
+                read(latency, r) or 0.0,
+                *(quartiles(r) or (None, None)),
             )
-        parts.append(bar_chart(f"median latency (error bars: 25th-75th pct) - {key}", "ms", bars))
+            for r in results
+        ]
+        title = f"{latency.title} (error bars: 25th-75th pct) - {key}"
+        parts.append(bar_chart(title, latency.unit, bars))
         boxes = [(r.case.label(only=CHART_AXES), r.samples_ms) for r in results]
-        parts.append(box_plot(f"latency distribution - {key}", "ms", boxes))
+        parts.append(box_plot(f"latency distribution - {key}", latency.unit, boxes))
     return "\n".join(parts)
 
 

@@ -32,8 +32,14 @@ class FrameworkInfo:
     label: str
     # workload -> modes this framework runs it in; None: every workload, every mode.
     support: Mapping[str, tuple[str, ...]] | None = None
-    # Numeric precisions the backend implements (config.PRECISIONS names).
+    # Numeric precisions the backend implements (spec.case.PRECISIONS names).
     precisions: tuple[str, ...] = ("fp32",)
+    # Kinds of user model file it loads (workloads.user_model.model_format names).
+    model_formats: tuple[str, ...] = ()
+    # It can copy the inputs host-to-device inside the timed step (--transfer inside).
+    transfer_inside: bool = False
+    # It trains under DistributedDataParallel when launched by torchrun (--nproc N).
+    distributed: bool = False
 
     def supports(self, workload: str, mode: str) -> bool:
         if self.support is None:
@@ -116,6 +122,9 @@ FRAMEWORKS: dict[str, FrameworkInfo] = {
             install_hint="pip install torch==2.13.0 (before any extra that depends on it)",
             label="PyTorch",
             precisions=("fp32", "tf32", "amp-fp16", "amp-bf16"),
+            model_formats=("torchscript",),
+            transfer_inside=True,
+            distributed=True,
         ),
         FrameworkInfo(
             name="tensorflow",
@@ -127,6 +136,7 @@ FRAMEWORKS: dict[str, FrameworkInfo] = {
             install_hint="pip install tensorflow-cpu (or dlbench[tensorflow])",
             label="TensorFlow / Keras",
             support=TF_MODELS,
+            model_formats=("keras", "savedmodel"),
         ),
         FrameworkInfo(
             name="jax",
@@ -149,6 +159,7 @@ FRAMEWORKS: dict[str, FrameworkInfo] = {
             install_hint="pip install onnx onnxruntime (or dlbench[onnx]); exports need torch",
             label="ONNX Runtime (model exported from the torch reference)",
             support=ONNX_MODELS,
+            model_formats=("onnx",),
         ),
         FrameworkInfo(
             name="openvino",
@@ -160,6 +171,7 @@ FRAMEWORKS: dict[str, FrameworkInfo] = {
             install_hint="pip install openvino onnx (or dlbench[openvino]); exports need torch",
             label="OpenVINO (CPU; reads the exported ONNX model)",
             support=ONNX_MODELS,
+            model_formats=("onnx",),
         ),
     )
 }

@@ -17,6 +17,7 @@ from pathlib import Path
 import numpy as np
 
 from dlbench.errors import UserError
+from dlbench.spec.registry import FRAMEWORKS
 from dlbench.workloads.base import WeightDict, Workload
 
 DTYPES = ("float32", "float16", "float64", "int64", "int32", "int8", "uint8", "bool")
@@ -52,16 +53,22 @@ def parse_input_option(text: str) -> tuple[str, str]:
 
 
 def frameworks_for(path: Path) -> tuple[str, ...]:
-    """The frameworks that can run a model file, by its kind."""
+    """The frameworks that can run a model file: those that load its format (registry)."""
+    kind = model_format(path)
+    return tuple(name for name, info in FRAMEWORKS.items() if kind in info.model_formats)
+
+
+def model_format(path: Path) -> str:
+    """onnx, torchscript, keras or savedmodel, or a UserError saying what is accepted."""
     if path.is_dir():
-        return ("tensorflow",)  # a SavedModel directory
+        return "savedmodel"
     suffix = path.suffix.lower()
     if suffix in ONNX_SUFFIXES:
-        return ("onnxruntime", "openvino")
+        return "onnx"
     if suffix in TORCH_SUFFIXES:
-        return ("torch",)
+        return "torchscript"
     if suffix in KERAS_SUFFIXES:
-        return ("tensorflow",)
+        return "keras"
     allowed = ", ".join(ONNX_SUFFIXES + TORCH_SUFFIXES + KERAS_SUFFIXES)
     raise UserError(
         f"--model {path}: unknown kind of model file; expected {allowed} or a SavedModel directory"

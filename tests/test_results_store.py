@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
-from test_results import sample_run
+from factories import sample_run
 
 from dlbench.errors import UserError
 from dlbench.results.store import Store, default_db_path
@@ -58,7 +58,7 @@ def test_unknown_run_id_is_a_user_error(tmp_path):
 WRITER = """
 import sys
 from dlbench.results.store import Store
-from test_results import sample_run
+from factories import sample_run
 run = sample_run()
 store = Store(sys.argv[1])
 store.begin_run(run)

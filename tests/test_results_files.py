@@ -8,13 +8,12 @@ import os
 from pathlib import Path
 
 import pytest
-from factories import make_result, make_run
+from factories import sample_run
 
 from dlbench.atomic import write_atomic
 from dlbench.errors import UserError
-from dlbench.measure.stats import summarize
 from dlbench.results.files import read_json, write_csv, write_json
-from dlbench.results.records import SCHEMA_VERSION, Run
+from dlbench.results.records import SCHEMA_VERSION
 
 CASE_FIELDS = ("workload", "framework", "compile", "device", "mode", "batch_size", "precision")
 REQUIRED_FIELDS = (
@@ -27,27 +26,6 @@ REQUIRED_FIELDS = (
     "peak_rss_mb",
     "max_abs_diff",
 )
-
-
-def sample_run() -> Run:
-    ok = make_result(
-        latency_ms=summarize([0.001, 0.002, 0.003]),
-        throughput=500_000.0,
-        cpu_percent=199.0,
-        peak_rss_mb=250.0,
-        samples_ms=[1.0, 2.0, 3.0],
-        details={"k": [1, 2]},
-    )
-    failed = make_result(
-        workload="gemm",
-        compile="script",
-        device="auto",
-        batch_size=None,
-        status="failed",
-        error='worker crashed, "quotes", commas, and\nnewlines',
-        params={"size": 64},
-    )
-    return make_run([ok, failed], id="r1", settings={"min_time_s": 1.0}, env={"hostname": "h"})
 
 
 def test_json_round_trip_is_lossless(tmp_path):

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import math
 
+from factories import sample_run
 from rich.console import Console
-from test_results import sample_run
 
 from dlbench.report.table import fmt, rate_column, run_table
 

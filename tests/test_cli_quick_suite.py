@@ -17,11 +17,16 @@ def test_quick_suite_passes_every_case(tmp_path):
     run = json.loads((tmp_path / "quick.json").read_text())
     assert run["suite"] == "quick"
     failed = [
-        (r["workload"], r["compile"], r["error"]) for r in run["results"] if r["status"] != "ok"
+        (r["case"]["workload"], r["case"]["compile"], r["error"])
+        for r in run["results"]
+        if r["status"] != "ok"
     ]
     assert not failed
-    kinds = {(r["workload"], r["framework"], r["compile"], r["mode"]) for r in run["results"]}
+    kinds = {
+        (r["case"]["workload"], r["case"]["framework"], r["case"]["compile"], r["case"]["mode"])
+        for r in run["results"]
+    }
     assert ("mlp", "torch", "compile", "infer") in kinds
     assert ("mnist-cnn", "torch", "eager", "train") in kinds
-    add = next(r for r in run["results"] if r["workload"] == "add")
-    assert add["gbps"] > 0 and add["params"] == {"size": 4096}
+    add = next(r for r in run["results"] if r["case"]["workload"] == "add")
+    assert add["gbps"] > 0 and add["case"]["params"] == {"size": 4096}

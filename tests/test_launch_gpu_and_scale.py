@@ -40,7 +40,7 @@ def test_ddp_with_gloo_on_two_processes_reports_scaling(tmp_path):
         "-b", "256", "--min-time", "0.5", "--min-iters", "5",
     )  # fmt: skip
     single, double = run["results"]
-    assert (single["nproc"], double["nproc"]) == (1, 2)
+    assert (single["case"]["nproc"], double["case"]["nproc"]) == (1, 2)
     assert single["status"] == double["status"] == "ok", (single["error"], double["error"])
     ddp = double["details"]["ddp"]
     assert ddp["world_size"] == 2 and ddp["backend"] == "gloo"
@@ -50,7 +50,7 @@ def test_ddp_with_gloo_on_two_processes_reports_scaling(tmp_path):
     assert ddp["scaling_efficiency"] == pytest.approx(expected)
     assert ddp["baseline_throughput"] == pytest.approx(single["throughput"])
     # the cores are shared out: one thread per process on a 2-CPU machine, in both cases
-    assert single["threads"] == double["threads"]
+    assert single["case"]["threads"] == double["case"]["threads"]
     # the parent sampled the whole process tree (torchrun and its ranks)
     assert double["details"]["timeline"]
 
@@ -139,7 +139,7 @@ def test_throttled_results_are_flagged_in_the_table():
 @pytest.mark.slow
 def test_roofline_then_every_result_carries_its_efficiency(tmp_path):
     roof = run_json(tmp_path, "roofline", "-d", "cpu", "--min-time", "0.2", name="roof.json")
-    by_case = {(r["workload"], r["precision"]): r for r in roof["results"]}
+    by_case = {(r["case"]["workload"], r["case"]["precision"]): r for r in roof["results"]}
     assert by_case[("gemm", "fp32")]["status"] == "ok"
     assert by_case[("gemm", "tf32")]["status"] == "skipped"
     assert by_case[("h2d", "fp32")]["status"] == "skipped"  # no transfer on a CPU
@@ -152,7 +152,7 @@ def test_roofline_then_every_result_carries_its_efficiency(tmp_path):
         share = each["details"]["efficiency"]
         assert share["ceilings_run"] == roof["id"]
         assert share["fraction"] > 0 and math.isfinite(share["fraction"])
-    add = next(r for r in run["results"] if r["workload"] == "add")
+    add = next(r for r in run["results"] if r["case"]["workload"] == "add")
     assert add["details"]["efficiency"]["basis"] == "memory bandwidth"
 
 
@@ -188,7 +188,7 @@ def test_gpu_gemm_precisions_add_telemetry_and_memory(tmp_path):
         tmp_path, "run", "-w", "gemm", "-d", "cuda", "--param", "size=4096",
         "-p", "fp32", "-p", "tf32", "-p", "amp-bf16", *FAST,
     )  # fmt: skip
-    rates = {r["precision"]: r["gflops"] for r in run["results"] if r["status"] == "ok"}
+    rates = {r["case"]["precision"]: r["gflops"] for r in run["results"] if r["status"] == "ok"}
     assert rates["amp-bf16"] > rates["fp32"]
     for each in run["results"]:
         assert each["details"]["cuda_max_memory_allocated_mb"] > 0
@@ -226,7 +226,10 @@ def test_a_ddp_case_that_cannot_run_ends_every_rank_and_says_why(tmp_path):
         tmp_path, "run", "-w", "mlp", "-m", "train", "-d", "cpu", "--nproc", "2", "-p", "tf32",
         *FAST,
     )  # fmt: skip
-    assert [(r["nproc"], r["status"]) for r in run["results"]] == [(1, "skipped"), (2, "skipped")]
+    assert [(r["case"]["nproc"], r["status"]) for r in run["results"]] == [
+        (1, "skipped"),
+        (2, "skipped"),
+    ]
     assert "TF32" in run["results"][1]["error"]
 
 

@@ -7,7 +7,7 @@ import sqlite3
 
 import pytest
 from conftest import dlbench
-from test_compare import timed_run
+from factories import timed_run
 
 from dlbench.errors import UserError
 from dlbench.results.files import write_json

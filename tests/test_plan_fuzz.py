@@ -13,9 +13,9 @@ import tempfile
 from pathlib import Path
 
 import yaml
+from factories import timed_run
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from test_compare import timed_run
 
 from dlbench.cli.parser import build_parser
 from dlbench.cli.run_commands import request_from_args

@@ -84,7 +84,7 @@ def test_cpu_inference_suite_end_to_end(tmp_path):
     )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     run = json.loads((tmp_path / "run.json").read_text())
-    frameworks = {r["framework"] for r in run["results"]}
+    frameworks = {r["case"]["framework"] for r in run["results"]}
     assert frameworks == {"torch", "tensorflow", "jax", "onnxruntime", "openvino"}
     assert all(r["max_abs_diff"] is not None and r["max_abs_diff"] < 1e-4 for r in run["results"])
     assert "As the article measured it" in proc.stdout and "fair, offline" in proc.stdout
@@ -93,4 +93,4 @@ def test_cpu_inference_suite_end_to_end(tmp_path):
         assert png.startswith(b"\x89PNG") and len(png) > 10_000
     with open(tmp_path / "plots" / "cpu-inference-tables.csv", newline="") as handle:
         rows = list(csv.DictReader(handle))
-    assert {row["metric"] for row in rows} == {"latency_ms", "cpu_percent", "peak_rss_mb"}
+    assert {row["metric"] for row in rows} == {"latency", "cpu", "memory"}

@@ -50,8 +50,8 @@ def test_onnx_model_needs_its_dynamic_dims_then_runs_on_both_runtimes(tmp_path):
     assert all("give them with --input x:SHAPE" in r["error"] for r in results), text
     code, results, text = dlbench_run(tmp_path, "--model", model, "--input", "x:4x8")
     assert code == 0, text
-    assert [r["framework"] for r in results] == ["onnxruntime", "openvino"]
-    assert all(r["batch_size"] == 4 for r in results)
+    assert [r["case"]["framework"] for r in results] == ["onnxruntime", "openvino"]
+    assert all(r["case"]["batch_size"] == 4 for r in results)
     assert results[1]["max_abs_diff"] < 1e-4  # openvino checked against onnxruntime's output
     assert "first framework" in results[1]["details"]["check"]["note"]
 
@@ -124,7 +124,7 @@ risky.save(sys.argv[2])
     )
     status, results, text = dlbench_run(tmp_path, "--model", str(plain), "--input", "features:3x8")
     assert status == 0, text
-    assert results[0]["details"]["model_kind"] == "keras" and results[0]["batch_size"] == 3
+    assert results[0]["details"]["model_kind"] == "keras" and results[0]["case"]["batch_size"] == 3
     status, results, _ = dlbench_run(tmp_path, "--model", str(risky), "--input", "features:3x8")
     assert status == 1 and "refused to load risky.keras" in results[0]["error"]
 

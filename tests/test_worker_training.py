@@ -30,7 +30,7 @@ def run_json(tmp_path: Path, *args: str, expect: int = 0) -> dict:
 
 
 def by_case(run: dict) -> dict[str, dict]:
-    return {f"{r['framework']}[{r['compile']}]": r for r in run["results"]}
+    return {f"{r['case']['framework']}[{r['case']['compile']}]": r for r in run["results"]}
 
 
 @pytest.mark.slow
@@ -169,7 +169,7 @@ def test_target_accuracy_stops_early_or_fails_clearly(tmp_path):
     )
     (result,) = reached["results"]
     assert result["status"] == "ok", result["error"]
-    assert result["params"]["epochs"] == 14  # the cap a target implies
+    assert result["case"]["params"]["epochs"] == 14  # the cap a target implies
     assert len(result["details"]["epochs"]) < 14  # stopped at the target
     assert result["details"]["time_to_target_s"] == pytest.approx(
         result["details"]["time_to_train_s"]
@@ -235,7 +235,7 @@ def test_precisions_on_cpu_run_where_the_hardware_has_them_and_skip_otherwise(tm
         *("-p", "fp32", "-p", "tf32", "-p", "amp-bf16", "-p", "amp-fp16"),
         *("--min-time", "0", "--min-iters", "3", "--warmup", "1"),
     )
-    results = {r["precision"]: r for r in run["results"]}
+    results = {r["case"]["precision"]: r for r in run["results"]}
     assert results["fp32"]["status"] == "ok"
     assert results["fp32"]["details"]["float32_matmul_precision"] == "highest"
     assert results["fp32"]["details"]["cudnn_tf32"] is False  # torch's default is True

@@ -5,48 +5,13 @@ from __future__ import annotations
 import json
 from dataclasses import replace
 
-import numpy as np
 import pytest
 from conftest import dlbench
-from factories import make_result, make_run
+from factories import timed_run
 
-from dlbench.measure.stats import summarize
 from dlbench.report.compare import compare_runs, regressions
 from dlbench.report.leaderboard import pivot
 from dlbench.results.files import write_json
-from dlbench.results.records import Run
-
-
-def samples(median_ms: float, seed: int, n: int = 400) -> list[float]:
-    rng = np.random.default_rng(seed)
-    return list(median_ms * (1 + 0.03 * rng.standard_normal(n)))
-
-
-def timed_run(
-    run_id: str,
-    median_ms: float,
-    seed: int,
-    host: str = "h1",
-    cpu: str = "CPU A",
-    framework: str = "torch",
-) -> Run:
-    ms = samples(median_ms, seed)
-    result = make_result(
-        framework=framework,
-        scenario="offline",
-        latency_ms=summarize([x / 1000 for x in ms]),
-        samples_ms=ms,
-        throughput=1000 / (median_ms / 1000),
-        cpu_percent=150.0,
-        peak_rss_mb=200.0,
-    )
-    return make_run(
-        [result],
-        id=run_id,
-        suite="s",
-        settings={"min_time_s": 1.0},
-        env={"hostname": host, "cpu_model": cpu},
-    )
 
 
 def test_a_twenty_percent_shift_is_slower():

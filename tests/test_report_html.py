@@ -9,7 +9,7 @@ from dataclasses import replace
 
 import pytest
 from conftest import dlbench
-from test_compare import timed_run
+from factories import timed_run
 
 from dlbench.report.html import render
 from dlbench.results.files import write_json
