@@ -38,7 +38,7 @@ import json, statistics, sys, time
 workload, batch = sys.argv[1], int(sys.argv[2])
 threads, min_time = int(sys.argv[3]), float(sys.argv[4])
 params = json.loads(sys.argv[5])
-from dlbench.spec.registry import get_workload
+from dlbench.workloads import get_workload
 spec = get_workload(workload)
 weights = spec.reference_weights(params, 0)
 inputs = spec.make_inputs(batch, params, "infer", 0)

@@ -34,7 +34,7 @@ threads, min_time = int(sys.argv[1]), float(sys.argv[2])
 torch.set_num_threads(threads)
 torch.set_num_interop_threads(threads)
 from dlbench.backends.torch.models import build_module
-from dlbench.spec.registry import get_workload
+from dlbench.workloads import get_workload
 mlp = get_workload("mlp")
 model = build_module("mlp", mlp.reference_weights({}, 0)).eval()
 x = torch.from_numpy(mlp.make_inputs(1000, {}, "infer", 0)["x"])

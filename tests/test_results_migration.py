@@ -77,3 +77,27 @@ def test_fixture_files_are_schema_1(name):
     import json
 
     assert json.loads((FIXTURES / name).read_text())["schema_version"] == 1
+
+
+def test_a_result_without_its_thread_count_is_refused(tmp_path):
+    import json
+
+    from dlbench.errors import UserError
+
+    data = json.loads((FIXTURES / "torch-run.json").read_text())
+    del data["results"][0]["threads"]  # schema 1 kept it flat, and in the case as asked
+    del data["results"][0]["case"]["threads"]
+    (tmp_path / "bad.json").write_text(json.dumps(data))
+    with pytest.raises(UserError, match=r"results\[0\]\.case: missing threads"):
+        read_json(tmp_path / "bad.json")
+
+
+def test_a_store_row_that_cannot_be_upgraded_is_a_user_error(tmp_path):
+    from dlbench.errors import UserError
+
+    path = tmp_path / "old.sqlite"
+    shutil.copy(FIXTURES / "store-schema3.sqlite", path)
+    with sqlite3.connect(path) as db:
+        db.execute("UPDATE results SET data='[1, 2]' WHERE seq=0")
+    with pytest.raises(UserError, match=r"store run .*, result 0: not a valid dlbench run"):
+        Store(path)

@@ -95,3 +95,10 @@ def test_compare_never_matches_cases_that_measure_different_things(change, what)
     assert comparison.cases == [], what
     assert len(comparison.only_a) == len(comparison.only_b) == 1
     assert comparison.only_a != comparison.only_b  # the labels say how they differ
+
+
+def test_labels_of_older_runs_keep_their_whole_unhashed_name():
+    a = make_case(model_digest="unhashed:model_a.onnx")
+    b = make_case(model_digest="unhashed:model_b.onnx")
+    assert a.label() != b.label() and "model_a.onnx" in a.label()
+    assert "model=" + "ab" * 6 in make_case(model_digest="ab" * 32).label()

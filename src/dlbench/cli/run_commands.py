@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import shlex
 from collections.abc import Callable
+from dataclasses import replace
 
 from dlbench.cli.terminal import (
     RichProgress,
@@ -163,7 +164,14 @@ def _finish(run: Run, args: argparse.Namespace) -> int:
 def cmd_rerun(args: argparse.Namespace) -> int:
 
     original = load_run(args.run, args.db)
-    cases = list(dict.fromkeys(validate_case(r.case) for r in original.results))
+    # As it ran, but on the device as asked: "auto" finds this machine's device
+    # again, and a DDP case its GPUs (rank 0 recorded cuda:0).
+    cases = list(
+        dict.fromkeys(
+            validate_case(replace(r.case, device=r.requested_device or r.case.device))
+            for r in original.results
+        )
+    )
     if not cases:
         raise UserError(f"run {original.id} has no results to rerun")
     settings = validate_settings(Settings.from_dict(original.settings))

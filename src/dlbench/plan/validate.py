@@ -165,7 +165,6 @@ def _validate_training_run(case: Case, epoch_based: bool) -> None:
 
 
 @functools.lru_cache(maxsize=8)
-@functools.lru_cache(maxsize=8)
 def _digest(path: str) -> str:
     """A model file's digest, read once per file (every framework's case names it)."""
     from pathlib import Path
@@ -183,6 +182,7 @@ def _mnist_digest(data_dir: str) -> str:
     return files_digest(sorted(find_mnist_files(Path(data_dir)).items()))
 
 
+@functools.lru_cache(maxsize=8)
 def _mnist_dir_problem(data_dir: str) -> str | None:
     """What is wrong with an MNIST folder, read once per folder (every case of a
     suite names the same one, and checking means decompressing all four files)."""

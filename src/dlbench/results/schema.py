@@ -60,7 +60,7 @@ def json_shape(record: type) -> tuple[dict[str, tuple[Any, ...] | str], tuple[st
         else:
             shape[f.name] = JSON_TYPES[annotation]
         no_default = f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
-        if no_default:
+        if no_default or f.metadata.get("required"):
             required.append(f.name)
     return shape, tuple(required)
 
@@ -114,6 +114,11 @@ def check_result_shape(result: Any, source: str, where: str, result_record: type
         raise _fail(source, f"{where}.status", f"{result['status']!r} is not one of {STATUSES}")
     if not all(isinstance(k, str) and _is_number(v) for k, v in case.get("params", {}).items()):
         raise _fail(source, f"{where}.case.params", "expected names mapped to numbers")
+    for name in ("options", "inputs"):
+        if not all(isinstance(v, str) for v in case.get(name, {}).values()):
+            raise _fail(source, f"{where}.case.{name}", "expected names mapped to strings")
+    if not all(isinstance(v, str) for v in case.get("torchrun_args", [])):
+        raise _fail(source, f"{where}.case.torchrun_args", "expected a list of strings")
     for name in ("samples_ms", "warmup_ms"):
         if not all(_is_number(v) for v in result.get(name, [])):
             raise _fail(source, f"{where}.{name}", "expected a list of numbers")

@@ -21,7 +21,8 @@ import json
 import sqlite3
 from collections.abc import Callable
 
-from dlbench.results.records import SCHEMA_VERSION, Result, upgrade_result_v1
+from dlbench.errors import UserError
+from dlbench.results.records import Result, upgrade_result_v1
 
 STORE_SCHEMA_VERSION = 4
 
@@ -56,13 +57,18 @@ def _results_to_run_schema_2(db: sqlite3.Connection) -> None:
     for run_id in old_runs:
         rows = db.execute("SELECT seq, data FROM results WHERE run_id=?", (run_id,)).fetchall()
         for seq, data in rows:
-            upgraded = upgrade_result_v1(json.loads(data), f"store run {run_id}", seq)
-            key = Result.from_dict(upgraded).case.key()
+            where = f"store run {run_id}, result {seq}"
+            try:
+                upgraded = upgrade_result_v1(json.loads(data), where, seq)
+                key = Result.from_dict(upgraded).case.key()
+            except (KeyError, TypeError, ValueError) as exc:
+                raise UserError(f"{where}: cannot be upgraded to run schema 2 ({exc})") from None
             db.execute(
                 "UPDATE results SET data=?, case_key=? WHERE run_id=? AND seq=?",
                 (json.dumps(upgraded), key, run_id, seq),
             )
-        db.execute("UPDATE runs SET schema_version=? WHERE id=?", (SCHEMA_VERSION, run_id))
+        # 2, not SCHEMA_VERSION: a later run schema gets its own step after this one
+        db.execute("UPDATE runs SET schema_version=2 WHERE id=?", (run_id,))
 
 
 # A step is SQL, or a function for what SQL cannot do (rewriting result JSON).

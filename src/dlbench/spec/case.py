@@ -51,6 +51,9 @@ def available_cpus() -> int:
 # True lets a suite entry set it (plan.suites reads this).
 LAUNCH_DETAIL = {"key": False}
 SUITE_AXIS = {"suite": True}
+# "required": a stored result must carry it: its default would change with
+# the reader (threads: the reading machine's CPUs) or silently pick a case.
+RECORDED_AXIS = {"suite": True, "required": True}
 
 
 @dataclass(frozen=True)
@@ -67,12 +70,12 @@ class Case:
     workload: str = field(metadata=SUITE_AXIS)
     framework: str = field(metadata=SUITE_AXIS)
     compile: str = field(metadata=SUITE_AXIS)
-    mode: str = field(default="infer", metadata=SUITE_AXIS)
-    device: str = field(default="auto", metadata=SUITE_AXIS)
-    batch_size: int | None = field(default=None, metadata=SUITE_AXIS)
-    precision: str = field(default="fp32", metadata=SUITE_AXIS)
-    threads: int = field(default_factory=available_cpus, metadata=SUITE_AXIS)
-    interop_threads: int | None = None
+    mode: str = field(default="infer", metadata=RECORDED_AXIS)
+    device: str = field(default="auto", metadata=RECORDED_AXIS)
+    batch_size: int | None = field(default=None, metadata=RECORDED_AXIS)
+    precision: str = field(default="fp32", metadata=RECORDED_AXIS)
+    threads: int = field(default_factory=available_cpus, metadata=RECORDED_AXIS)
+    interop_threads: int | None = field(default=None, metadata={"required": True})
     params: tuple[tuple[str, int], ...] = field(default=(), metadata=SUITE_AXIS)
     options: tuple[tuple[str, str], ...] = field(default=(), metadata=SUITE_AXIS)
     scenario: str | None = field(default=None, metadata=SUITE_AXIS)
@@ -170,8 +173,8 @@ class Case:
             ("transfer", "transfer=inside" if self.transfer == "inside" else ""),
             ("nproc", f"x{self.nproc} procs" if self.nproc > 1 else ""),
             ("target_accuracy", f"target={self.target_accuracy:g}" if self.target_accuracy else ""),
-            ("data_digest", f"data={self.data_digest[:12]}" if self.data_digest else ""),
-            ("model_digest", f"model={self.model_digest[:12]}" if self.model_digest else ""),
+            ("data_digest", f"data={_short(self.data_digest)}" if self.data_digest else ""),
+            ("model_digest", f"model={_short(self.model_digest)}" if self.model_digest else ""),
             ("inputs", " ".join(f"{k}:{v}" for k, v in self.inputs)),
             ("options", " ".join(f"{k}={v}" for k, v in self.options)),
         ]
@@ -194,6 +197,11 @@ class Case:
 NULL_LABEL = "null (harness)"
 # Case fields kept as name -> value pairs (JSON objects in files).
 PAIR_FIELDS = ("params", "options", "inputs")
+
+
+def _short(digest: str) -> str:
+    """A hex digest's first 12 digits; an "unhashed:NAME" marker (older runs) whole."""
+    return digest if ":" in digest else digest[:12]
 
 
 def _in_key(f: Field[Any]) -> bool:

@@ -107,6 +107,7 @@ def _measure_rank(case: Case, settings: Settings) -> Result | None:
             """After warm-up, every rank times the same step count, starting together."""
             agreed.append(_agreed_iterations(settings, warmup_s, dist, device))
             dist.barrier()
+            prepared.step()  # untimed: absorbs the ranks' skew in leaving the barrier
             return StopRule(0.0, agreed[0], 0)
 
         # at least one warm-up step: the agreed count is paced by the warm-up steps

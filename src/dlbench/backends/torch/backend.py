@@ -87,6 +87,7 @@ class TorchBackend(Backend):
             step = self._train_step(job, inputs, device, precision)
         else:
             step = self._infer_step(job, inputs, device, precision)
+        placed = next(iter(inputs.values()))
         step, transfer = _with_transfer(step, inputs, job.case.transfer, device)
         synced = _synchronised(step, device)
         if device.type == "cuda":
@@ -98,7 +99,8 @@ class TorchBackend(Backend):
             device=job.device,
             context=torch.inference_mode if inference else torch.enable_grad,
             details={
-                **placement("torch tensors", str(device), device.type),
+                # where the data really is, checked against the case's device
+                **placement("torch tensors", str(placed.device), placed.device.type),
                 "dtype": "float32",
                 "transfer": transfer,
                 **device_facts(device),
