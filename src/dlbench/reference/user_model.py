@@ -16,21 +16,24 @@ from typing import Any
 
 from dlbench.atomic import write_atomic
 from dlbench.reference.builtin import cache_dir
-from dlbench.spec.digest import path_digest
 
 
-def reference_folder(model: str, shapes: Mapping[str, Any], seed: int) -> Path:
-    key = json.dumps({"file": path_digest(Path(model)), "shapes": dict(sorted(shapes.items())),
+def reference_folder(model_digest: str, shapes: Mapping[str, Any], seed: int) -> Path:
+    key = json.dumps({"file": model_digest, "shapes": dict(sorted(shapes.items())),
                       "seed": seed})  # fmt: skip
     return cache_dir() / "user-models" / hashlib.sha256(key.encode()).hexdigest()[:16]
 
 
-def expected_output(model: str, shapes: Mapping[str, Any], seed: int, framework: str,
+def expected_output(model_digest: str, shapes: Mapping[str, Any], seed: int, framework: str,
                     output: Any) -> tuple[Any, str]:  # fmt: skip
-    """The recorded output to check against, recording `output` if it is the first."""
+    """The recorded output to check against, recording `output` if it is the first.
+
+    `model_digest` is the case's (plan.validate computed it): the file is not
+    read again here.
+    """
     import numpy as np
 
-    folder = reference_folder(model, shapes, seed)
+    folder = reference_folder(model_digest, shapes, seed)
     path, meta = folder / "output.npy", folder / "meta.json"
     if path.exists() and meta.exists():
         first = json.loads(meta.read_text())["framework"]

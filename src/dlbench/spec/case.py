@@ -126,19 +126,20 @@ class Case:
         its kind; launch details and file paths (their digests count) are left
         out. Stored beside each result and used by compare, rerun and scaling.
         """
-        data = {
-            f.name: _jsonable(f.name, getattr(self, f.name)) for f in fields(self) if _in_key(f)
-        }
-        data["device"] = self.device_kind
-        return json.dumps(data, sort_keys=True, separators=(",", ":"))
+        return self.key_without()
 
     def key_without(self, *names: str) -> str:
         """The key with some axes left out: the 1-process twin of a DDP case matches on it."""
-        return json.dumps(
-            {k: v for k, v in json.loads(self.key()).items() if k not in names},
-            sort_keys=True,
-            separators=(",", ":"),
-        )
+        data = {
+            f.name: _jsonable(f.name, getattr(self, f.name))
+            for f in fields(self)
+            if _in_key(f) and f.name not in names
+        }
+        if "device" in data:
+            data["device"] = self.device_kind
+        if "interop_threads" in data:  # None and the same count as threads are one case
+            data["interop_threads"] = self.effective_interop_threads
+        return json.dumps(data, sort_keys=True, separators=(",", ":"))
 
     def label(self, omit: Collection[str] = (), only: Collection[str] | None = None) -> str:
         """The one human-readable name of a case, for every table, chart and message.
@@ -186,9 +187,8 @@ class Case:
     def from_dict(cls, data: dict[str, Any]) -> Case:
         known = {f.name for f in fields(cls)}
         values = {k: v for k, v in data.items() if k in known}
-        values["params"] = tuple(sorted(dict(values.get("params") or {}).items()))
-        values["options"] = tuple(sorted(dict(values.get("options") or {}).items()))
-        values["inputs"] = tuple(sorted(dict(values.get("inputs") or {}).items()))
+        for name in PAIR_FIELDS:
+            values[name] = tuple(sorted(dict(values.get(name) or {}).items()))
         values["torchrun_args"] = tuple(values.get("torchrun_args") or ())
         return cls(**values)
 

@@ -55,11 +55,14 @@ def _source(job: Job) -> str:
 
 def _expected_and_actual(job: Job, prepared: Prepared, output: Any) -> tuple[Any, Any]:
     if job.workload.name == "user-model":
+        from pathlib import Path
+
         from dlbench.reference.user_model import expected_output
+        from dlbench.spec.digest import path_digest
 
         shapes = prepared.details.get("inputs", {})  # as resolved by the backend
-        expected, _ = expected_output(job.case.model or "", shapes, job.seed, job.case.framework,
-                                      output)  # fmt: skip
+        digest = job.case.model_digest or path_digest(Path(job.case.model or ""))
+        expected, _ = expected_output(digest, shapes, job.seed, job.case.framework, output)
         return expected, output
     if job.workload.is_kernel:
         inputs = job.workload.make_inputs(job.batch_size, job.params, "infer", job.seed)
