@@ -75,8 +75,9 @@ class TorchBackend(Backend):
         device = torch.device(job.device)
         inference = job.case.mode == "infer"
         precision = precision_plan(job.case.precision, device, training=not inference)
+        layout = memory_format(job.workload.name, device)
         inputs = {
-            name: torch.from_numpy(array).to(device)
+            name: _laid_out(torch.from_numpy(array).to(device), layout)
             for name, array in job.workload.make_inputs(
                 job.batch_size, job.params, job.case.mode, job.seed
             ).items()
@@ -84,11 +85,16 @@ class TorchBackend(Backend):
         if job.workload.name in KERNELS:
             step = self._kernel_step(job, inputs, precision)
         elif not inference:
-            step = self._train_step(job, inputs, device, precision)
+            step = self._train_step(job, inputs, device, precision, layout)
         else:
-            step = self._infer_step(job, inputs, device, precision)
+            step = self._infer_step(job, inputs, device, precision, layout)
         placed = next(iter(inputs.values()))
         step, transfer = _with_transfer(step, inputs, job.case.transfer, device)
+        transfer_bytes = (
+            {"transfer_bytes_per_step": sum(t.nbytes for t in inputs.values())}
+            if transfer.startswith("inside")
+            else {}
+        )
         synced = _synchronised(step, device)
         if device.type == "cuda":
             # peaks of the measured work, not of building the model
@@ -102,7 +108,9 @@ class TorchBackend(Backend):
                 # where the data really is, checked against the case's device
                 **placement("torch tensors", str(placed.device), placed.device.type),
                 "dtype": "float32",
+                "memory_format": str(layout).replace("torch.", ""),
                 "transfer": transfer,
+                **transfer_bytes,
                 **device_facts(device),
                 **precision.details,
                 **({"script": "traced"} if _traced(job) else {}),
@@ -169,8 +177,10 @@ class TorchBackend(Backend):
         inputs: dict[str, torch.Tensor],
         device: torch.device,
         precision: PrecisionPlan,
+        layout: torch.memory_format,
     ) -> Callable[[], object]:
-        module = reference_module(job.workload.name, job.params, job.seed).to(device).eval()
+        module = reference_module(job.workload.name, job.params, job.seed)
+        module = module.to(device, memory_format=layout).eval()
         args = _model_args(inputs)
         with precision.autocast():
             model = _compiled(module, job.case.compile, job.workload.torch_scriptable, args)
@@ -190,8 +200,10 @@ class TorchBackend(Backend):
         inputs: dict[str, torch.Tensor],
         device: torch.device,
         precision: PrecisionPlan,
+        layout: torch.memory_format,
     ) -> Callable[[], object]:
-        module = training_module(job.workload.name, job.params, job.seed).to(device).train()
+        module = training_module(job.workload.name, job.params, job.seed)
+        module = module.to(device, memory_format=layout).train()
         args = _model_args(inputs)
         wrapped: torch.nn.Module = module
         if job.world_size > 1:
@@ -211,7 +223,10 @@ class TorchBackend(Backend):
         def step() -> torch.Tensor:
             optimizer.zero_grad(set_to_none=True)
             with autocast():
-                loss = loss_fn(model(*args), target)
+                output = model(*args)
+            # The loss in fp32 outside the autocast region, as autocast would run
+            # it anyway; binary cross-entropy even refuses to run under fp16 autocast.
+            loss = loss_fn(output.float(), target)
             if scaler is None:
                 loss.backward()
                 optimizer.step()
@@ -225,6 +240,21 @@ class TorchBackend(Backend):
 
 
 TARGET_NAMES = ("target", "labels")
+
+
+def memory_format(workload: str, device: torch.device) -> torch.memory_format:
+    """channels_last for convolutional nets on a GPU: what NVIDIA's recipes use, and
+    what lets cuDNN run tensor-core convolutions without transposing every layer.
+    The CPU keeps the default layout (the CPU studies compare it across frameworks)."""
+    from dlbench.backends.torch.vision import VISION_MODELS
+
+    if device.type == "cuda" and workload in VISION_MODELS:
+        return torch.channels_last
+    return torch.contiguous_format
+
+
+def _laid_out(tensor: torch.Tensor, layout: torch.memory_format) -> torch.Tensor:
+    return tensor.contiguous(memory_format=layout) if tensor.dim() == 4 else tensor
 
 
 def _model_args(inputs: dict[str, torch.Tensor]) -> list[torch.Tensor]:
