@@ -58,7 +58,7 @@ def request_from_args(args: argparse.Namespace) -> RunRequest:
         params=tuple(args.param) + ((("epochs", args.epochs),) if args.epochs else ()),
         precisions=tuple(args.precisions),
         target_accuracy=args.target_accuracy,
-        nproc=args.nproc or 1,
+        nproc=args.nproc,
         transfer=args.transfer,
         torchrun_args=torchrun_args(args.torchrun),
         data_dir=str(args.data_dir.resolve()) if args.data_dir is not None else None,

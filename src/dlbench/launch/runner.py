@@ -60,7 +60,7 @@ def run_case(
         result_path = Path(scratch) / "result.json"
         log_path = Path(scratch) / "worker.log"
         process: WorkerProcess
-        if case.nproc > 1:
+        if case.ddp:
             log = stack.enter_context(open(log_path, "ab"))
             process = TorchrunProcess(case, settings, Path(scratch), log)
         else:

@@ -123,14 +123,17 @@ class TorchrunProcess:
 def attach_scaling(result: Result, run: Run) -> None:
     """Scaling efficiency of an N-process result against the run's 1-process result."""
     ddp = result.details.get("ddp") if isinstance(result.details, dict) else None
-    if result.case.nproc <= 1 or not isinstance(ddp, dict) or not result.throughput:
+    if not result.case.ddp or not isinstance(ddp, dict) or not result.throughput:
         return
-    key = result.case.key_without("nproc")
+    key = result.case.key_without("nproc", "ddp")
     single = next(
         (
             r
             for r in run.results
-            if r.case.nproc == 1 and r.ok and r.throughput and r.case.key_without("nproc") == key
+            if not r.case.ddp
+            and r.ok
+            and r.throughput
+            and r.case.key_without("nproc", "ddp") == key
         ),
         None,
     )

@@ -59,7 +59,7 @@ class RunRequest:
     precisions: tuple[str, ...] = field(default=(), metadata={"flag": "--precision"})
     target_accuracy: float | None = None
     data_dir: str | None = None
-    nproc: int = 1
+    nproc: int | None = None  # None: no DDP; 1 or more: DDP under torchrun
     torchrun_args: tuple[str, ...] = field(default=(), metadata={"flag": "--torchrun"})
     transfer: str | None = None
 
@@ -114,13 +114,14 @@ def build_plan(request: RunRequest) -> Plan:
 
 
 def _with_single_process_baselines(cases: list[Case]) -> list[Case]:
-    """Each --nproc N case follows the same case in one process: T_N / (N x T_1) needs T_1."""
+    """Each --nproc N case follows the same case in one plain process: T_N / (N x T_1)
+    needs T_1 (with N = 1, the ratio is DDP's own cost)."""
     from dataclasses import replace
 
     out: list[Case] = []
     for case in cases:
-        if case.nproc > 1:
-            out.append(replace(case, nproc=1, torchrun_args=()))
+        if case.ddp:
+            out.append(replace(case, nproc=1, ddp=False, torchrun_args=()))
         out.append(case)
     return out
 
@@ -235,9 +236,10 @@ def _expand_entry(
             entry.get("threads"),
             suite_settings.get("threads"),
             # DDP on a CPU: the cores are shared out between the processes
-            max(1, available_cpus() // request.nproc),
+            max(1, available_cpus() // (request.nproc or 1)),
         ),
-        "nproc": request.nproc,
+        "nproc": request.nproc or 1,
+        "ddp": request.nproc is not None,
         "transfer": _first_given(request.transfer, entry.get("transfer"), "outside"),
         "torchrun_args": request.torchrun_args,
         "interop_threads": _first_given(

@@ -122,9 +122,11 @@ def _validate_distributed(case: Case, epoch_based: bool, distributed: bool) -> N
     _require_int("nproc", case.nproc, 1, MAX_NPROC)
     if not all(isinstance(arg, str) for arg in case.torchrun_args):
         raise UserError("torchrun arguments must be strings")
-    if case.nproc == 1:
+    if case.nproc > 1 and not case.ddp:
+        raise UserError(f"nproc {case.nproc} runs under DistributedDataParallel: set ddp")
+    if not case.ddp:
         if case.torchrun_args:
-            raise UserError("--torchrun options go with --nproc N (N > 1)")
+            raise UserError("--torchrun options go with --nproc N")
         return
     if any(arg.replace("_", "-").startswith("--nproc-per-node") for arg in case.torchrun_args):
         raise UserError(

@@ -92,8 +92,11 @@ class Case:
     data_dir: str | None = field(default=None, metadata=LAUNCH_DETAIL)
     data_digest: str | None = None
     # DistributedDataParallel training: processes launched by torchrun (one per
-    # GPU; gloo processes on a CPU), and torchrun options for multi-node runs
+    # GPU; gloo processes on a CPU), and torchrun options for multi-node runs.
+    # `ddp` is True for every torchrun case; --nproc 1 makes one with one rank
+    # (DDP's own cost, and NCCL on a single GPU) beside the plain process.
     nproc: int = 1
+    ddp: bool = False
     torchrun_args: tuple[str, ...] = field(default=(), metadata=LAUNCH_DETAIL)
     transfer: str = field(default="outside", metadata=SUITE_AXIS)
 
@@ -173,6 +176,7 @@ class Case:
             ("interop_threads", "" if interop in (None, self.threads) else f"interop={interop}"),
             ("transfer", "transfer=inside" if self.transfer == "inside" else ""),
             ("nproc", f"x{self.nproc} procs" if self.nproc > 1 else ""),
+            ("ddp", "ddp" if self.ddp else ""),
             ("target_accuracy", f"target={self.target_accuracy:g}" if self.target_accuracy else ""),
             ("data_digest", f"data={_short(self.data_digest)}" if self.data_digest else ""),
             ("model_digest", f"model={_short(self.model_digest)}" if self.model_digest else ""),
@@ -190,6 +194,8 @@ class Case:
         for name in PAIR_FIELDS:
             values[name] = tuple(sorted(dict(values.get(name) or {}).items()))
         values["torchrun_args"] = tuple(values.get("torchrun_args") or ())
+        # results from before the field: every multi-process case was DDP
+        values.setdefault("ddp", int(values.get("nproc") or 1) > 1)
         return cls(**values)
 
 
