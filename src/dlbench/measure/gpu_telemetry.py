@@ -116,6 +116,11 @@ class GpuTelemetry:
         wanted = {pids} if isinstance(pids, int) else set(pids)
         return [self._read_device(index, handle, wanted) for index, handle in self._handles]
 
+    def total_energy_j(self) -> float:
+        """Joules these devices used since their driver loaded (NVML's cumulative counter)."""
+        nvml = self._nvml
+        return sum(nvml.nvmlDeviceGetTotalEnergyConsumption(h) for _, h in self._handles) / 1e3
+
     def close(self) -> None:
         if not self._closed:
             self._closed = True

@@ -22,6 +22,7 @@ from typing import Any
 from dlbench.atomic import write_atomic
 from dlbench.backends.base import first_line
 from dlbench.errors import CaseError, CaseSkipped
+from dlbench.measure.energy import EnergyMeter, EnergyReading
 from dlbench.measure.monitor import ProcessMonitor
 from dlbench.measure.timer import MAX_ITERS, StopRule, run_timed
 from dlbench.results.records import STATUS_SKIPPED, Result, base_result
@@ -101,7 +102,14 @@ def _measure_rank(case: Case, settings: Settings) -> Result | None:
         prepared = backend.prepare(job)
         setup_s = time.perf_counter() - setup_start
         monitor = ProcessMonitor()
+        # each rank meters its own GPU; on a CPU the ranks share the package, so rank 0 alone
+        meter = EnergyMeter.for_device(device) if on_gpu or rank == 0 else None
         agreed: list[int] = []
+
+        def loop_start() -> None:
+            monitor.start()
+            if meter is not None:
+                meter.start()
 
         def settle(warmup_s: list[float]) -> StopRule:
             """After warm-up, every rank times the same step count, starting together."""
@@ -113,13 +121,20 @@ def _measure_rank(case: Case, settings: Settings) -> Result | None:
         # at least one warm-up step: the agreed count is paced by the warm-up steps
         rule = StopRule(settings.min_time_s, settings.min_iters, max(1, settings.warmup_iters))
         with prepared.context():
-            timing = run_timed(prepared.step, rule, on_loop_start=monitor.start, settle=settle)
+            timing = run_timed(prepared.step, rule, on_loop_start=loop_start, settle=settle)
+            energy = meter.stop() if meter is not None else None
             usage = monitor.stop()
         iterations = agreed[0]
         mine = measured_result(job, prepared, timing, usage)
         gathered: list[Any] = [None] * world
         median_ms = mine.latency_ms.median if mine.latency_ms else None
-        own = {"throughput": mine.throughput, "median_ms": median_ms, "device": device}
+        own = {
+            "throughput": mine.throughput,
+            "median_ms": median_ms,
+            "device": device,
+            "energy": energy,
+            "samples": len(timing.samples_s) * job.batch_size,
+        }
         dist.all_gather_object(gathered, own)
     finally:
         dist.destroy_process_group()
@@ -142,10 +157,26 @@ def _measure_rank(case: Case, settings: Settings) -> Result | None:
             "per_rank_device": [g["device"] for g in gathered],
         },
         "measured_wall": [usage.wall_start_epoch_s, usage.wall_end_epoch_s],
+        "energy": _total_energy(gathered),
         **prepared.details,
         **mine.details,
     }
     return mine
+
+
+def _total_energy(gathered: list[Any]) -> dict[str, Any]:
+    """Every metered rank's joules over every rank's samples; unmeasurable if any rank was."""
+    readings = [g["energy"] for g in gathered if g["energy"] is not None]
+    samples = sum(g["samples"] for g in gathered)
+    reasons = [r.unmeasurable for r in readings if r.unmeasurable or r.joules is None]
+    if reasons or not readings:
+        return {"unmeasurable": reasons[0] if reasons else "no rank metered its device"}
+    total = EnergyReading(
+        readings[0].source,
+        sum(r.joules for r in readings),
+        max(r.seconds or 0.0 for r in readings),
+    )
+    return total.to_details(samples)
 
 
 if __name__ == "__main__":

@@ -16,6 +16,7 @@ from typing import Any
 
 from dlbench.backends.base import Backend, EpochTrainer, Job
 from dlbench.errors import CaseError
+from dlbench.measure.energy import EnergyMeter
 from dlbench.measure.monitor import ProcessMonitor
 from dlbench.measure.stats import summarize
 from dlbench.results.records import STATUS_FAILED, STATUS_OK, Result, base_result
@@ -102,6 +103,7 @@ def run_epochs(backend: Backend, job: Job) -> Result:
             "load_s": data_load_s,
         },
         "measured_wall": [run.usage.wall_start_epoch_s, run.usage.wall_end_epoch_s],
+        "energy": run.energy.to_details(used * len(run.records)),
     }
     return result
 
@@ -117,7 +119,9 @@ class _EpochLoop:
 
     def train(self) -> None:
         monitor = ProcessMonitor()
+        meter = EnergyMeter.for_device(self.job.device)
         monitor.start()
+        meter.start()
         epochs, target = self.job.params["epochs"], self.job.case.target_accuracy
         elapsed = 0.0
         for epoch in range(1, epochs + 1):
@@ -136,6 +140,7 @@ class _EpochLoop:
             if target is not None and record["accuracy"] >= target:
                 self.time_to_target_s = elapsed
                 break
+        self.energy = meter.stop()  # the whole run, evaluation included
         self.usage = monitor.stop()
         if target is not None and self.time_to_target_s is None and self.error is None:
             best = max(r["accuracy"] for r in self.records)

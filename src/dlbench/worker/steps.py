@@ -13,6 +13,7 @@ import traceback
 from dlbench.backends import load_backend
 from dlbench.backends.base import Backend, Job, Prepared, device_kind, first_line
 from dlbench.errors import CaseError, CaseSkipped, ReferenceUnavailable
+from dlbench.measure.energy import EnergyMeter, EnergyReading
 from dlbench.measure.monitor import ProcessMonitor, ResourceUse, peak_rss_mb
 from dlbench.measure.stats import summarize, throughput
 from dlbench.measure.timer import StopRule, Timing, run_timed
@@ -52,7 +53,7 @@ def _run_steps(backend: Backend, job: Job, settings: Settings) -> Result:
     prepared = backend.prepare(job)
     setup_s = time.perf_counter() - setup_start
     require_placement(job.device, prepared.details)
-    timing, usage = measure(prepared, settings)
+    timing, usage, energy = measure(prepared, settings)
     result = measured_result(job, prepared, timing, usage)
     _apply_check(result, job, prepared)
     _apply_loss_check(result, prepared)
@@ -61,6 +62,7 @@ def _run_steps(backend: Backend, job: Job, settings: Settings) -> Result:
         "loop_wall_s": timing.loop_wall_s,
         # wall-clock bounds of the timed loop, to pick it out of the parent's timeline
         "measured_wall": [usage.wall_start_epoch_s, usage.wall_end_epoch_s],
+        "energy": energy.to_details(len(timing.samples_s) * (result.case.batch_size or 1)),
         **(prepared.after_measure() if prepared.after_measure else {}),
         **prepared.details,
         **result.details,
@@ -112,14 +114,22 @@ def make_job(case: Case, settings: Settings, device: str) -> Job:
     )
 
 
-def measure(prepared: Prepared, settings: Settings) -> tuple[Timing, ResourceUse]:
-    """Run the timer inside the backend's context, the monitor around the steady state."""
+def measure(prepared: Prepared, settings: Settings) -> tuple[Timing, ResourceUse, EnergyReading]:
+    """Run the timer inside the backend's context; the monitor and the energy
+    counters bracket the steady state, read outside the timed steps."""
     rule = StopRule(settings.min_time_s, settings.min_iters, settings.warmup_iters)
     monitor = ProcessMonitor()
+    meter = EnergyMeter.for_device(prepared.device)
+
+    def loop_start() -> None:
+        monitor.start()
+        meter.start()
+
     with prepared.context():
-        timing = run_timed(prepared.step, rule, on_loop_start=monitor.start)
+        timing = run_timed(prepared.step, rule, on_loop_start=loop_start)
+        energy = meter.stop()
         usage = monitor.stop()
-    return timing, usage
+    return timing, usage, energy
 
 
 def measured_result(job: Job, prepared: Prepared, timing: Timing, usage: ResourceUse) -> Result:
