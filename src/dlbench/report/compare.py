@@ -82,8 +82,18 @@ def compare_case(a: Result, b: Result, metric: Metric) -> CaseComparison:
     value_a, value_b = read(metric, a), read(metric, b)
     if metric.samples is None:
         if value_a is None or value_b is None or value_a == 0:
+            # a missing value (energy on a machine without counters) is shown as
+            # missing, never as 0
+            missing = float("nan")
             return CaseComparison(
-                label, value_a or 0.0, value_b or 0.0, float("nan"), None, "n/a", None, None
+                label,
+                missing if value_a is None else value_a,
+                missing if value_b is None else value_b,
+                missing,
+                None,
+                "n/a (no value on one side)" if None in (value_a, value_b) else "n/a",
+                None,
+                None,
             )
         return CaseComparison(
             label, value_a, value_b, value_b / value_a, None, "n/a (one value per case)", None, None

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from dlbench.atomic import write_atomic
 from dlbench.report.svg import Bar, bar_chart, box_plot, line_chart
-from dlbench.report.table import case_name, flags, number_cell, number_header
+from dlbench.report.table import case_name, flags, no_energy, number_cell, number_header
 from dlbench.results.metrics import METRICS, read
 from dlbench.results.records import Result, Run
 
@@ -49,7 +49,18 @@ def env_table(run: Run) -> str:
 
 
 # The numbers of an HTML results row: metric keys (results.metrics) or table.DERIVED.
-HTML_LAYOUT = ("latency", "p99", "iqr", "throughput", "rate", "cpu", "memory", "max_abs_diff")
+HTML_LAYOUT = (
+    "latency",
+    "p99",
+    "iqr",
+    "throughput",
+    "rate",
+    "energy",
+    "power",
+    "cpu",
+    "memory",
+    "max_abs_diff",
+)
 
 
 def results_table(run: Run) -> str:
@@ -77,7 +88,10 @@ def results_table(run: Run) -> str:
         cells.append(f'<td class="{"" if r.ok else "failed"}">{escape(status)}</td>')
         rows.append("<tr>" + "".join(cells) + "</tr>")
     header = "".join(f"<th>{escape(h)}</th>" for h in head)
-    return f"<table><tr>{header}</tr>{''.join(rows)}</table>"
+    notes = "".join(
+        f'<p class="note">energy: unmeasurable ({escape(reason)})</p>' for reason in no_energy(run)
+    )
+    return f"<table><tr>{header}</tr>{''.join(rows)}</table>{notes}"
 
 
 # A chart's bars differ by these axes; its title names the rest (see groups).

@@ -10,13 +10,13 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
-from dlbench.results.metrics import METRICS, read
+from dlbench.results.metrics import METRICS, energy_unmeasurable, read
 from dlbench.results.records import STATUS_SKIPPED, Result, Run
 
 
 def fmt(value: float | None, digits: int = 3) -> str:
     """Three significant digits, no scientific notation for everyday sizes."""
-    if value is None:
+    if value is None or math.isnan(value):
         return "-"
     if not math.isfinite(value):
         return str(value)
@@ -79,7 +79,17 @@ DERIVED: dict[str, tuple[str, Callable[[Result], str]]] = {
     "rate": ("rate", rate_column),
 }
 # The numbers of a results table row: metric keys (results.metrics) or DERIVED.
-TERMINAL_LAYOUT = ("latency", "p99", "iqr", "throughput", "rate", "cpu", "memory", "first_call")
+TERMINAL_LAYOUT = (
+    "latency",
+    "p99",
+    "iqr",
+    "throughput",
+    "rate",
+    "energy",
+    "cpu",
+    "memory",
+    "first_call",
+)
 
 
 def number_header(name: str) -> str:
@@ -113,7 +123,14 @@ def run_table(run: Run) -> RenderableType:
         for r in run.results
         if not r.ok
     ]
-    return Group(table, *failures)
+    notes = [Text(f"energy: unmeasurable ({reason})", style="dim") for reason in no_energy(run)]
+    return Group(table, *failures, *notes)
+
+
+def no_energy(run: Run) -> list[str]:
+    """The distinct reasons the run's measured cases have no energy reading."""
+    reasons = (energy_unmeasurable(r) for r in run.results if r.ok)
+    return list(dict.fromkeys(reason for reason in reasons if reason))
 
 
 def result_row(result: Result) -> list[str]:

@@ -68,6 +68,26 @@ def _timeline(key: str) -> Reader:
     return read
 
 
+def _energy(key: str) -> Reader:
+    """A number of the result's energy reading (None where it was unmeasurable)."""
+
+    def read(result: Result) -> float | None:
+        details = result.details if isinstance(result.details, dict) else {}
+        energy = details.get("energy")
+        value = energy.get(key) if isinstance(energy, dict) else None
+        return float(value) if isinstance(value, int | float) else None
+
+    return read
+
+
+def energy_unmeasurable(result: Result) -> str | None:
+    """Why a result has no energy reading, as it recorded it (None: it has one, or
+    it predates energy readings)."""
+    details = result.details if isinstance(result.details, dict) else {}
+    energy = details.get("energy")
+    return energy.get("unmeasurable") if isinstance(energy, dict) else None
+
+
 def _first_step_s(result: Result) -> float | None:
     return result.first_call_ms / 1000.0 if result.first_call_ms is not None else None
 
@@ -157,6 +177,22 @@ METRICS: dict[str, Metric] = {
             _detail("time_to_target_s"),
         ),
         Metric(
+            "energy",
+            "Energy per sample (the device's own counter: NVML or RAPL)",
+            "J",
+            "J/sample",
+            False,
+            _energy("joules_per_sample"),
+        ),
+        Metric(
+            "power",
+            "Mean power while measured (whole device)",
+            "W",
+            "W",
+            False,
+            _energy("mean_power_w"),
+        ),
+        Metric(
             "load_avg",
             "Mean load average while measured",
             "load",
@@ -176,10 +212,19 @@ METRICS: dict[str, Metric] = {
         Metric("gpu_speedup", "GPU speed-up over CPU", "x", "GPU speed-up", True),
     )
 }
-# What `compare` and `rerun` offer: metrics every measured case has.
-COMPARABLE = ("latency", "p99", "throughput", "cpu", "memory")
+# What `compare` and `rerun` offer: metrics a measured case has (energy where
+# the device has a counter; pairs without one are listed as not comparable).
+COMPARABLE = ("latency", "p99", "throughput", "cpu", "memory", "energy", "power")
 # CSV columns beyond the Result's own fields: metrics read from its details.
-CSV_METRICS = ("time_to_train", "steady_throughput", "final_accuracy", "time_to_target", "load_avg")
+CSV_METRICS = (
+    "time_to_train",
+    "steady_throughput",
+    "final_accuracy",
+    "time_to_target",
+    "load_avg",
+    "energy",
+    "power",
+)
 
 
 def read(metric: Metric, result: Result) -> float | None:
