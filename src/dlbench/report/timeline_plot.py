@@ -1,9 +1,11 @@
 """A case's resource timeline as a PNG, drawn like a system monitor's CPU history.
 
 Top: every core's busy % (thin) with the system total (bold) and the worker's
-share of the machine (dashed). Middle, where a GPU was watched: GPU
-utilisation. Bottom: the worker's memory, with the load average on a twin
-axis. The measured region is shaded and training epochs end at thin lines.
+share of the machine (dashed). Where a GPU was watched, two panels: its
+utilisation with the clock-event (throttle) reasons NVML gave, named where
+they occur; then its SM clock, with board power and temperature on a twin
+axis. Bottom: the worker's memory, with the load average on a twin axis.
+The measured region is shaded and training epochs end at thin lines.
 """
 
 from __future__ import annotations
@@ -50,18 +52,19 @@ def write_timeline_png(result: Result, path: Path, title: str | None = None) -> 
     points = timeline_of(result)
     plt = pyplot()
     has_gpu = any(p.get("gpu") for p in points)
-    panels = 3 if has_gpu else 2
+    panels = 4 if has_gpu else 2
     figure, axes = plt.subplots(
         panels,
         1,
         sharex=True,
         figsize=(10, 2.6 * panels + 0.6),
-        gridspec_kw={"height_ratios": [2, 1, 1] if has_gpu else [2, 1]},
+        gridspec_kw={"height_ratios": [2, 1, 1, 1] if has_gpu else [2, 1]},
     )
     times = [float(p["t"]) for p in points]
     _cpu_panel(axes[0], points, times)
     if has_gpu:
         _gpu_panel(axes[1], points, times)
+        _gpu_clock_panel(axes[2], points, times)
     _memory_panel(axes[-1], points, times)
     axes[-1].set_xlabel("seconds since the worker started")
     _mark_phases(list(axes), result.details)
@@ -120,19 +123,57 @@ def _gpu_panel(axis: Any, points: list[dict[str, Any]], times: list[float]) -> N
         readings = [_device(p, index) for p in points]
         util = [_number(d.get("gpu_util_percent")) if d else None for d in readings]
         axis.plot(times, util, linewidth=1.4, label=f"GPU {index} util")
-        throttled = [t for t, d in zip(times, readings, strict=True) if d and d.get("throttle")]
+        throttled = [
+            (t, d["throttle"])
+            for t, d in zip(times, readings, strict=True)
+            if d and d.get("throttle")
+        ]
         if throttled:
             axis.plot(
-                throttled,
+                [t for t, _ in throttled],
                 [102] * len(throttled),
                 "v",
                 color="#c44e52",
                 markersize=4,
                 label=f"GPU {index} clocks limited",
             )
+            # each reason named where it starts, not at every sample
+            previous: list[str] = []
+            for t, reasons in throttled:
+                if reasons != previous:
+                    axis.annotate(", ".join(reasons), (t, 96), fontsize=6, color="#c44e52")
+                previous = reasons
     axis.set_ylim(0, 105)
     axis.set_ylabel("GPU util %")
     axis.legend(**LEGEND, ncol=2)
+    axis.grid(alpha=0.3)
+
+
+def _gpu_clock_panel(axis: Any, points: list[dict[str, Any]], times: list[float]) -> None:
+    """SM clock on the left axis; board power and temperature on the right."""
+    twin = axis.twinx()
+    indices = sorted(
+        {d.get("index", 0) for p in points for d in p.get("gpu") or () if isinstance(d, dict)}
+    )
+    lines = []
+    for index in indices:
+        readings = [_device(p, index) for p in points]
+
+        def series(key: str, readings: list[dict[str, Any] | None] = readings) -> list[Any]:
+            return [_number(d.get(key)) if d else None for d in readings]
+
+        lines += axis.plot(times, series("sm_clock_mhz"), linewidth=1.4, label=f"GPU {index} MHz")
+        lines += twin.plot(
+            times, series("power_w"), linewidth=1.0, linestyle="--", label=f"GPU {index} W"
+        )
+        lines += twin.plot(
+            times, series("temperature_c"), linewidth=1.0, linestyle=":", label=f"GPU {index} °C"
+        )
+    axis.set_ylabel("SM clock (MHz)")
+    axis.set_ylim(bottom=0)
+    twin.set_ylabel("power W / temp °C")
+    twin.set_ylim(bottom=0)
+    axis.legend(handles=lines, **LEGEND, ncol=3)
     axis.grid(alpha=0.3)
 
 
