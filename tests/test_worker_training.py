@@ -301,9 +301,12 @@ def test_training_suites_plan_as_the_articles_ran_them(monkeypatch):
     monkeypatch.setattr("dlbench.measure.devices.gpu_visible", lambda: True)
     assert len(build_plan(RunRequest(suite="mnist")).cases) == 4
     pt2 = build_plan(RunRequest(suite="pt2-training"))
-    assert len(pt2.cases) == 3 * 2 * 3
-    assert {c.precision for c in pt2.cases} == {"fp32", "amp-fp16", "amp-bf16"}
+    # ResNet-50, and BERT base/large at two sequence lengths; 4 precisions, eager and compile
+    assert len(pt2.cases) == (1 + 2 * 2) * 4 * 2
+    assert {c.precision for c in pt2.cases} == {"fp32", "tf32", "amp-fp16", "amp-bf16"}
     assert {c.mode for c in pt2.cases} == {"train"}
+    bert_seqs = {(c.workload, dict(c.params)["seq"]) for c in pt2.cases if "bert" in c.workload}
+    assert bert_seqs == {(m, s) for m in ("bert-base", "bert-large") for s in (128, 512)}
     only_bf16 = build_plan(RunRequest(suite="pt2-training", precisions=("amp-bf16",)))
     assert {c.precision for c in only_bf16.cases} == {"amp-bf16"}
 
