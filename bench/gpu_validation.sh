@@ -1,0 +1,128 @@
+#!/usr/bin/env bash
+# Runs every GPU path of dlbench on a CUDA machine and keeps what it measured.
+#
+#   bench/gpu_validation.sh PHASE [OUT_DIR]
+#
+# PHASE is one of:
+#   smoke     facts, `pytest -m gpu`, roofline, seed-add (outside and inside),
+#             mnist on cuda (torch eager/compile, JAX), DDP --nproc 1 (NCCL),
+#             one ResNet-50 and one BERT training case              (~8 min)
+#   verify    the GPU tests (PYTEST_SELECT=-k expression), JAX, GEMM clocks
+#   pt2-resnet  pt2-training: ResNet-50 b256 224px, all precisions, eager and compile
+#   pt2-bert  pt2-training: BERT base/large at seq 128 and 512, eager; compile at bf16
+#   all       every phase in turn (a machine without a time limit per command)
+# PT2_FAST="--min-time 3 --warmup 3" shortens the pt2 phases to fit a short lease.
+#
+# The machine may have no package registry: what dlbench needs beyond the
+# frameworks travels as wheels in .whl/ (platformdirs), and dlbench itself is
+# installed from this checkout. Every step runs under its own `timeout` and a
+# failure is logged and the next step still runs, so one bug costs one step,
+# not the GPU session. Run JSON, the store and the logs go into OUT_DIR
+# (default: $OUT, else ./.gpu-out) as one archive, renewed after each step,
+# plus a summary.
+set -u -o pipefail
+
+phase="${1:?usage: bench/gpu_validation.sh smoke|verify|pt2-resnet|pt2-bert|all [OUT_DIR]}"
+out="${2:-${OUT:-./.gpu-out}}"
+work="$out/$phase"
+mkdir -p "$work"
+export PYTHONUNBUFFERED=1
+export DLBENCH_DB="$work/store.sqlite"
+export DLBENCH_CACHE="${DLBENCH_CACHE:-/tmp/dlbench-cache}"
+summary="$out/summary-$phase.txt"
+: >"$summary"
+
+install() {
+    local site=/tmp/dlbench-site
+    if python3 -c "import dlbench, platformdirs" 2>/dev/null; then
+        return 0
+    fi
+    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --no-build-isolation --upgrade \
+        --target "$site" .whl/*.whl . >"$work/install.log" 2>&1 ||
+        { echo "install failed: see install.log" | tee -a "$summary"; exit 1; }
+    export PYTHONPATH="$site${PYTHONPATH:+:$PYTHONPATH}"
+}
+
+# step NAME SECONDS COMMAND...: run one step with a time limit; log and summarise it
+step() {
+    local name="$1" limit="$2"
+    shift 2
+    local start=$SECONDS
+    # through bash -c, so that a step may be one of the functions below
+    timeout --kill-after=10 "$limit" bash -c '"$@"' step "$@" >"$work/$name.log" 2>&1
+    local rc=$?
+    printf '%-28s rc=%-3s %4ss\n' "$name" "$rc" "$((SECONDS - start))" | tee -a "$summary"
+    # the table (or the failure) at the end of each log, for a quick read
+    tail -n 25 "$work/$name.log" >>"$summary"
+    echo >>"$summary"
+    # archived after every step: a command cut off at its time limit still returns its work
+    tar -czf "$out/$phase.tar.gz" -C "$out" "$phase"
+}
+
+dl() { python3 -m dlbench "$@"; }
+export -f dl
+
+facts() {
+    nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm,power.limit \
+        --format=csv
+    python3 -c "import torch, sys; print(sys.version); print('torch', torch.__version__, \
+torch.version.cuda, torch.cuda.get_device_name(0), torch.cuda.get_device_capability(0))"
+    python3 -c "import jax; print('jax', jax.__version__, jax.devices())"
+    nproc
+}
+export -f facts
+
+smoke() {
+    step facts 60 facts
+    [[ -n "${SKIP_PYTEST:-}" ]] || step pytest-gpu 300 python3 -m pytest -m gpu -q -p no:cacheprovider tests/test_gpu.py \
+        tests/test_launch_gpu_and_scale.py
+    step roofline 240 dl roofline -d cuda --json "$work/roofline.json"
+    step seed-add 240 dl run seed-add -d cuda --json "$work/seed-add.json"
+    step seed-add-inside 240 dl run seed-add -d cuda --transfer inside \
+        --json "$work/seed-add-inside.json"
+    step mnist-torch 400 dl run -w mnist-train -f torch -d cuda -c eager -c compile \
+        --epochs 3 --json "$work/mnist-torch.json"
+    step jax 300 dl run -w mlp -w mnist-cnn -f jax -d cuda --json "$work/jax.json"
+    step ddp-nccl 300 dl run -w mlp -w resnet50 -f torch -m train -d cuda --nproc 1 \
+        --min-time 2 --json "$work/ddp.json"
+    step resnet50-bf16-compile 400 dl run -w resnet50 -f torch -m train -d cuda \
+        -p amp-bf16 -c compile -b 256 --min-time 5 --json "$work/resnet50-smoke.json"
+    step bert-base-fp32 240 dl run -w bert-base -f torch -m train -d cuda -p fp32 \
+        --min-time 3 --json "$work/bert-smoke.json"
+}
+
+# The GPU tests changed since a first pass, JAX, and why the GEMM ceiling is what it is
+verify() {
+    step pytest-gpu 300 python3 -m pytest -m gpu -q -p no:cacheprovider tests/test_gpu.py \
+        ${PYTEST_SELECT:+-k "$PYTEST_SELECT"}
+    step jax 200 dl run -w mlp -w mnist-cnn -f jax -d cuda --json "$work/jax.json"
+    step gemm-clocks 120 python3 bench/gpu_gemm_clocks.py
+}
+
+pt2_resnet() {
+    step pt2-resnet50 560 dl run pt2-training -w resnet50 -d cuda ${PT2_FAST:+$PT2_FAST} \
+        --json "$work/pt2-resnet50.json"
+}
+
+pt2_bert() {
+    step pt2-bert-eager 560 dl run pt2-training -w bert-base -w bert-large -c eager -d cuda \
+        ${PT2_FAST:+$PT2_FAST} --json "$work/pt2-bert-eager.json"
+    step pt2-bert-compile 300 dl run pt2-training -w bert-base -c compile -p amp-bf16 -d cuda \
+        ${PT2_FAST:+$PT2_FAST} --json "$work/pt2-bert-compile.json"
+}
+
+install
+# ceilings measured earlier (a store carried in .gpu-in/): efficiencies need them
+if [[ -f .gpu-in/store.sqlite && ! -f "$DLBENCH_DB" ]]; then
+    cp .gpu-in/store.sqlite "$DLBENCH_DB"
+fi
+case "$phase" in
+    smoke) smoke ;;
+    verify) verify ;;
+    pt2-resnet) pt2_resnet ;;
+    pt2-bert) pt2_bert ;;
+    all) smoke; verify; pt2_resnet; pt2_bert ;;
+    *) echo "unknown phase $phase; allowed: smoke, verify, pt2-resnet, pt2-bert, all" >&2; exit 2 ;;
+esac
+rm -rf "$work"
+cat "$summary"

@@ -1,0 +1,170 @@
+"""Every GPU path dlbench has, run for real on a CUDA GPU (skipped elsewhere).
+
+`pytest -m gpu` on a GPU machine runs these; bench/gpu_validation.sh does
+so first. Each test asserts what a missing synchronise, a switch not in
+effect or a wrong placement would break, at shapes that take seconds.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import pytest
+from conftest import dlbench
+
+torch = pytest.importorskip("torch")
+pytestmark = [
+    pytest.mark.gpu,
+    pytest.mark.slow,
+    pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU"),
+]
+FAST = ("--min-time", "0.2", "--min-iters", "5", "--warmup", "2")
+NVML_FIELDS = ("gpu_util_percent", "sm_clock_mhz", "power_w", "temperature_c", "throttle")
+
+
+def run_json(tmp_path: Path, *args: str, name: str = "run.json") -> dict:
+    out = tmp_path / name
+    done = dlbench("run", *args, "--json", str(out), "-q", timeout=900)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(out.read_text())
+
+
+def ok(result: dict) -> dict:
+    assert result["status"] == "ok", result["error"]
+    return result
+
+
+def sleep_cycles_for(ms: float) -> int:
+    """torch.cuda._sleep spins a kernel for N clock cycles; at most ~2 GHz, so >= `ms`."""
+    return int(ms * 2_000_000)
+
+
+def test_an_asynchronous_kernel_cannot_make_the_step_look_faster():
+    from dlbench.backends.torch.backend import _synchronised
+    from dlbench.measure.timer import StopRule, run_timed
+
+    device = torch.device("cuda:0")
+    cycles = sleep_cycles_for(20.0)
+
+    def kernel() -> None:
+        torch.cuda._sleep(cycles)  # returns at once; the GPU spins for ~20 ms
+
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    kernel()
+    torch.cuda.synchronize()
+    start.record()
+    kernel()
+    end.record()
+    torch.cuda.synchronize()
+    gpu_ms = start.elapsed_time(end)
+
+    launched = time.perf_counter()
+    kernel()
+    launch_ms = 1000.0 * (time.perf_counter() - launched)
+    torch.cuda.synchronize()
+    assert launch_ms < gpu_ms / 5, "the kernel is not asynchronous: the test proves nothing"
+
+    rule = StopRule(min_time_s=0.0, min_iters=5, warmup_iters=1)
+    step_ms = 1000.0 * min(run_timed(_synchronised(kernel, device), rule).samples_s)
+    assert step_ms >= 0.9 * gpu_ms, (step_ms, gpu_ms)
+
+
+def test_gemm_rates_show_tf32_and_amp_in_effect_and_never_beat_the_gpu(tmp_path):
+    run = run_json(
+        tmp_path, "-w", "gemm", "-d", "cuda", "--param", "size=4096",
+        "-p", "fp32", "-p", "tf32", "-p", "amp-bf16", "-p", "amp-fp16", *FAST,
+    )  # fmt: skip
+    by = {r["case"]["precision"]: ok(r) for r in run["results"]}
+    assert by["fp32"]["details"]["matmul_tf32"] is False
+    assert by["tf32"]["details"]["matmul_tf32"] is True
+    # tensor cores: TF32 and bf16/fp16 run several times strict fp32's rate
+    for fast in ("tf32", "amp-bf16", "amp-fp16"):
+        assert by[fast]["gflops"] > 2 * by["fp32"]["gflops"], (fast, by[fast]["gflops"])
+    # the reported rate is no higher than the GPU's own event-timed rate
+    a = torch.randn(4096, 4096, device="cuda", dtype=torch.bfloat16)
+    b, out = torch.randn_like(a), torch.empty_like(a)
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    for _ in range(3):
+        torch.matmul(a, b, out=out)
+    start.record()
+    for _ in range(20):
+        torch.matmul(a, b, out=out)
+    end.record()
+    torch.cuda.synchronize()
+    event_gflops = 20 * 2 * 4096**3 / (start.elapsed_time(end) / 1000.0) / 1e9
+    assert by["amp-bf16"]["gflops"] < 1.15 * event_gflops, (by["amp-bf16"]["gflops"], event_gflops)
+    for result in run["results"]:
+        assert result["details"]["placement"]["kind"] == "cuda"
+        assert result["details"]["cuda_max_memory_allocated_mb"] > 0
+
+
+def test_autocast_runs_matmuls_in_the_low_precision_and_fp32_is_strict():
+    from dlbench.backends.torch.precision import precision_plan
+
+    device = torch.device("cuda:0")
+    x = torch.randn(64, 64, device=device)
+    for precision, dtype in (("amp-bf16", torch.bfloat16), ("amp-fp16", torch.float16)):
+        plan = precision_plan(precision, device, training=True)
+        with plan.autocast():
+            assert (x @ x).dtype == dtype
+        assert (plan.scaler is not None) == (dtype is torch.float16)
+    precision_plan("fp32", device, training=True)
+    assert torch.backends.cuda.matmul.allow_tf32 is False
+    assert torch.backends.cudnn.allow_tf32 is False
+
+
+def test_amp_training_and_compile_run_on_the_gpu_with_telemetry(tmp_path):
+    run = run_json(
+        tmp_path, "-w", "mlp", "-m", "train", "-d", "cuda", "-p", "amp-fp16",
+        "-c", "eager", "-c", "compile", "-b", "512", *FAST,
+    )  # fmt: skip
+    for result in map(ok, run["results"]):
+        details = result["details"]
+        assert details["grad_scaler"] is True and details["autocast_dtype"] == "float16"
+        assert details["placement"]["kind"] == "cuda"
+        gpus = [g for p in details["timeline"] for g in p.get("gpu") or ()]
+        assert gpus, "no NVML reading in the timeline"
+        fields = set().union(*gpus)
+        missing = [f for f in NVML_FIELDS if f not in fields]
+        assert not missing, f"NVML fields never read: {missing}"
+        energy = details["energy"]
+        assert energy.get("source", "").startswith("nvml"), energy
+        assert energy["joules_per_sample"] > 0 and 10 < energy["mean_power_w"] < 2000, energy
+
+
+def test_compiled_inference_on_the_gpu_passes_the_output_check(tmp_path):
+    run = run_json(tmp_path, "-w", "mlp", "-d", "cuda", "-c", "compile", "-c", "script", *FAST)
+    for result in map(ok, run["results"]):
+        assert "tolerance" in result["details"]["check"], result["details"]["check"]
+
+
+def test_ddp_with_one_process_uses_nccl_on_the_gpu(tmp_path):
+    # a second of steps: the energy counters need more than the 0.2 s of FAST
+    run = run_json(
+        tmp_path, "-w", "mlp", "-m", "train", "-d", "cuda", "--nproc", "1", "--min-time", "1"
+    )
+    plain, ddp = map(ok, run["results"])
+    assert (plain["case"]["ddp"], ddp["case"]["ddp"]) == (False, True)
+    assert ddp["details"]["ddp"]["backend"] == "nccl"
+    assert ddp["details"]["ddp"]["world_size"] == 1
+    # with one rank, the "scaling" is DDP's own cost against the plain process
+    assert 0 < ddp["details"]["ddp"]["scaling_efficiency"] < 1.5
+    assert ddp["details"]["energy"]["joules_per_sample"] > 0
+
+
+def test_mnist_trains_on_the_gpu_with_per_epoch_times(tmp_path):
+    run = run_json(tmp_path, "-w", "mnist-train", "-f", "torch", "-d", "cuda", "--epochs", "2")
+    (result,) = map(ok, run["results"])
+    epochs = result["details"]["epochs"]
+    assert len(epochs) == 2 and all(e["train_s"] > 0 for e in epochs)
+    assert result["details"]["placement"]["kind"] == "cuda"
+    assert result["details"]["energy"]["joules_per_sample"] > 0
+
+
+def test_jax_runs_on_the_gpu(tmp_path):
+    pytest.importorskip("jax")
+    run = run_json(tmp_path, "-w", "mlp", "-f", "jax", "-d", "cuda", *FAST)
+    (result,) = map(ok, run["results"])
+    assert result["details"]["placement"]["kind"] == "cuda"
