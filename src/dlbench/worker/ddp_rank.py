@@ -32,6 +32,7 @@ from dlbench.worker.process import (
     block_other_frameworks,
     die_with_parent,
     frameworks_in_process,
+    limit_numpy_blas,
 )
 from dlbench.worker.steps import failed_from_exception, make_job, measured_result
 
@@ -59,7 +60,10 @@ def rank_main(argv: list[str]) -> None:
     die_with_parent(os.getppid())  # torchrun killed hard: the ranks go with it
     failed = False
     try:
+        numpy_blas = limit_numpy_blas()
         result = _measure_rank(case, settings)
+        if result is not None:
+            result.details["numpy_blas"] = numpy_blas
     except CaseSkipped as skip:
         result, failed = base_result(case, STATUS_SKIPPED, error=first_line(skip)), True
     except Exception as exc:

@@ -49,6 +49,27 @@ def block_other_frameworks(framework: str) -> list[str]:
     return blocked
 
 
+def limit_numpy_blas() -> dict[str, Any]:
+    """NumPy's own BLAS pool at one thread, set before any framework loads.
+
+    No backend times NumPy's BLAS (each framework runs its own kernels), yet
+    NumPy's OpenBLAS starts a pool sized by OPENBLAS_NUM_THREADS whose threads
+    can spin beside the measured loop and take cores from the framework (the
+    null case, one Python loop, read up to 200% CPU). threadpoolctl limits the
+    BLAS libraries loaded at this moment, which is NumPy's alone: a framework's
+    own BLAS, loaded later, keeps the case's thread count.
+    """
+    import numpy  # noqa: F401  # loads NumPy's BLAS, so that the limit reaches it
+    from threadpoolctl import threadpool_info, threadpool_limits
+
+    threadpool_limits(limits=1, user_api="blas")
+    pools = [pool for pool in threadpool_info() if pool.get("user_api") == "blas"]
+    return {
+        "threads": max((int(pool["num_threads"]) for pool in pools), default=None),
+        "libraries": sorted({str(pool.get("internal_api")) for pool in pools}),
+    }
+
+
 def frameworks_in_process() -> list[str]:
     """Which frameworks this worker imported: fairness rule 6 says exactly one."""
     return [name for name in FRAMEWORK_MODULES if sys.modules.get(name) is not None]
@@ -106,8 +127,13 @@ def worker_main(
     wall_start = time.perf_counter()
     block_other_frameworks(case.framework)
     try:
+        numpy_blas = limit_numpy_blas()
         result = execute(case, settings)  # imports the framework
-        result.details = {"frameworks_in_process": frameworks_in_process(), **result.details}
+        result.details = {
+            "frameworks_in_process": frameworks_in_process(),
+            "numpy_blas": numpy_blas,
+            **result.details,
+        }
     except CaseSkipped as exc:
         device = exc.device or case.device
         result = base_result(case, STATUS_SKIPPED, error=first_line(exc), device=device)
