@@ -46,7 +46,7 @@ def test_page_is_self_contained():
 
 def test_flags_and_timelines_are_shown():
     page = render([hostile_run()])
-    assert "throttled: thermal" in page
+    assert "throttled:thermal" in page
     assert "CPU % over time" in page and "memory over time" in page
 
 

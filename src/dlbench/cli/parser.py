@@ -229,6 +229,11 @@ def add_run_parser(commands: argparse._SubParsersAction) -> None:
     run.add_argument("--csv", type=Path, dest="csv_path", help="write the results as CSV")
     run.add_argument("--db", type=Path, help="store file (default: $DLBENCH_DB or user data dir)")
     run.add_argument("--quiet", "-q", action="store_true", help="no progress, table only")
+    run.add_argument(
+        "--strict",
+        action="store_true",
+        help="refuse cases that would only be flagged: more threads than CPUs available",
+    )
     add_model_options(run)
     run.add_argument(
         "--resume",

@@ -66,6 +66,7 @@ def request_from_args(args: argparse.Namespace) -> RunRequest:
         model=args.model,
         inputs=tuple(sorted(dict(args.inputs).items())),
         trust_model=args.trust_model,
+        strict=args.strict,
     )
 
 

@@ -23,8 +23,9 @@ from pathlib import Path
 from dlbench.launch.torchrun import TorchrunProcess
 from dlbench.measure.gpu_telemetry import GpuTelemetry, device_indices
 from dlbench.measure.timeline import TimelineSampler
+from dlbench.results.flags import result_flags
 from dlbench.results.records import STATUS_FAILED, Result, base_result, now_iso
-from dlbench.spec.case import Case, Settings
+from dlbench.spec.case import Case, Settings, available_cpus
 from dlbench.worker.process import worker_main
 
 LOG_TAIL_LINES = 20
@@ -98,6 +99,8 @@ def run_case(
                 telemetry.close()
         result = _collect(case, process, result_path, log_path, timed_out, settings.timeout_s)
         _attach_timeline(result, sampler, gpu_note)
+        if result.ok:
+            result.flags = result_flags(result, available_cpus())
     if result.started_at is None:
         result.started_at = started_at
         result.duration_s = time.perf_counter() - wall_start

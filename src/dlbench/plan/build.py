@@ -62,6 +62,8 @@ class RunRequest:
     nproc: int | None = None  # None: no DDP; 1 or more: DDP under torchrun
     torchrun_args: tuple[str, ...] = field(default=(), metadata={"flag": "--torchrun"})
     transfer: str | None = None
+    # refuse what would only be flagged (threads beyond the CPUs available)
+    strict: bool = False
 
 
 def given_options(request: RunRequest) -> list[str]:
@@ -98,6 +100,8 @@ def build_plan(request: RunRequest) -> Plan:
     settings = _settings(spec, request)
     cases = [validate_case(c) for c in _with_single_process_baselines(_expand(spec, request))]
     cases = list(dict.fromkeys(cases))  # drop duplicates, keep order
+    if request.strict:
+        _refuse_oversubscription(cases)
     _check_compiles_used(request, cases)
     if not cases:
         raise UserError(f"no case of suite {spec.name!r} matches the given filters")
@@ -124,6 +128,20 @@ def _with_single_process_baselines(cases: list[Case]) -> list[Case]:
             out.append(replace(case, nproc=1, ddp=False, torchrun_args=()))
         out.append(case)
     return out
+
+
+def _refuse_oversubscription(cases: list[Case]) -> None:
+    """--strict: more threads than CPUs is an error, not a flagged result."""
+    cpus = available_cpus()
+    for case in cases:
+        if case.threads_in_use > cpus:
+            ranks = case.threads_in_use // case.threads
+            per_rank = f" in each of {ranks} processes" if ranks > 1 else ""
+            raise UserError(
+                f"--strict: {case.label()} asks for {case.threads} threads{per_rank}, but "
+                f"{cpus} CPU(s) are available; use --threads {max(1, cpus // ranks)} or "
+                "fewer (without --strict it runs, flagged oversubscribed)"
+            )
 
 
 def _check_filter_names(request: RunRequest) -> None:

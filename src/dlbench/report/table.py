@@ -57,12 +57,19 @@ def rate_column(result: Result) -> str:
 
 
 def flags(result: Result, noisy: str = "noisy", separator: str = ", ") -> str:
-    """What a reader must know beside the number: noise, and GPU clocks held down."""
-    details = result.details if isinstance(result.details, dict) else {}
-    marks = [noisy] if result.noisy else []
-    if details.get("throttle"):
-        marks.append(f"throttled: {details['throttle']}")
-    return separator.join(marks)
+    """The result's flags (results.flags), `noisy` spelt as the caller wants it.
+
+    A result stored before flags were recorded shows what it can: noise and
+    GPU clocks held down.
+    """
+    marks = list(result.flags)
+    if not marks:
+        details = result.details if isinstance(result.details, dict) else {}
+        marks = ["noisy"] if result.noisy else []
+        throttle = details.get("throttle")
+        if isinstance(throttle, str):
+            marks += [f"throttled:{name.strip()}" for name in throttle.split(",")]
+    return separator.join(noisy if mark == "noisy" else mark for mark in marks)
 
 
 def iqr_percent(result: Result) -> str:

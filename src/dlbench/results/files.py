@@ -66,6 +66,7 @@ def csv_row(run: Run, result: Result) -> dict[str, Any]:
     row["torchrun_args"] = " ".join(result.case.torchrun_args)
     data = result.to_dict()
     row.update({f.name: data[f.name] for f in fields(Result) if f.name not in NOT_SCALAR})
+    row["flags"] = ";".join(result.flags)
     stats = data["latency_ms"] or {}
     row.update({f"latency_ms_{f.name}": stats.get(f.name) for f in fields(LatencyStats)})
     row.update({key: read(METRICS[key], result) for key in CSV_METRICS})

@@ -52,6 +52,8 @@ class Result:
     flops_per_sample: float | None = None
     bytes_per_sample: float | None = None
     noisy: bool | None = None
+    # what a reader must know beside the numbers (results.flags decides them)
+    flags: list[str] = field(default_factory=list)
     first_call_ms: float | None = None
     warmup_ms: list[float] = field(default_factory=list)
     samples_ms: list[float] = field(default_factory=list)

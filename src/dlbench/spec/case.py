@@ -118,6 +118,11 @@ class Case:
         return self.interop_threads if self.interop_threads is not None else self.threads
 
     @property
+    def threads_in_use(self) -> int:
+        """CPU threads the case runs at once: each DDP rank (on a GPU too) has its own."""
+        return self.threads * (self.nproc if self.ddp else 1)
+
+    @property
     def device_kind(self) -> str:
         """cpu, cuda, mps or auto: the device without its index (cuda:1 and cuda:0 compare)."""
         return self.device.split(":")[0]

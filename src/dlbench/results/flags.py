@@ -1,0 +1,126 @@
+"""What a reader must know beside a result's numbers: one list of flags, decided here.
+
+The parent sets `Result.flags` once a case has ended, from what the worker
+recorded (samples, threads) and what the parent saw (its resource timeline
+over the measured region, NVML's clock-event reasons). Tables, the HTML
+report and CSV show the list; nothing else decides a flag.
+
+- `noisy`: the latency samples' IQR is over 10% of the median.
+- `interference`: other processes kept more than INTERFERENCE_SHARE of the
+  machine's CPUs busy while the case was measured (the system's busy share
+  minus the worker's own).
+- `stalled`: inside the measured region the worker's CPU stayed near zero for
+  over STALL_SECONDS with no GPU busy on its behalf (a machine or I/O stall
+  the timing then contains).
+- `oversubscribed`: more threads than CPUs available to the worker.
+- `throttled:<reason>`: the GPU reported a power or thermal limit holding its
+  clocks down in over 10% of the measured samples.
+- `low-n-p99`: a p99 from fewer samples than MLPerf's early-stopping rule asks
+  for a 99th percentile (MIN_P99_SAMPLES).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from dlbench.results.records import Result
+
+INTERFERENCE_SHARE = 0.25
+# Below this the worker is doing nothing (a Python loop alone reads ~100).
+STALL_CPU_PERCENT = 5.0
+STALL_SECONDS = 1.0
+# A GPU this busy is working for the worker while its CPU waits.
+GPU_BUSY_PERCENT = 5.0
+# MLPerf Inference's early-stopping minimum for a 99th percentile with no
+# over-latency queries: fewer samples cannot bound p99.
+MIN_P99_SAMPLES = 662
+
+
+def result_flags(result: Result, cpus_available: int) -> list[str]:
+    """The flags of one finished result, in a fixed order."""
+    details = result.details if isinstance(result.details, dict) else {}
+    measured = measured_points(details)
+    found: list[str] = []
+    if result.noisy:
+        found.append("noisy")
+    if measured and other_share(measured) > INTERFERENCE_SHARE:
+        found.append("interference")
+    if measured and longest_stall_s(measured) > STALL_SECONDS:
+        found.append("stalled")
+    if result.case.threads_in_use > cpus_available:
+        found.append("oversubscribed")
+    throttle = details.get("throttle")
+    if isinstance(throttle, str):
+        found += [f"throttled:{name.strip()}" for name in throttle.split(",") if name.strip()]
+    stats = result.latency_ms
+    if stats is not None and "epochs" not in details and stats.n < MIN_P99_SAMPLES:
+        found.append("low-n-p99")
+    return found
+
+
+def measured_points(details: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    """The timeline points whose interval overlaps the measured region ([] when
+    either is missing). A point reports the interval since the one before it,
+    so the first point after the region's end covers its last part."""
+    timeline, window = details.get("timeline"), details.get("measured_wall")
+    origin = details.get("timeline_origin_epoch_s")
+    if not isinstance(timeline, list) or not isinstance(window, list | tuple):
+        return []
+    if len(window) != 2 or not all(_number(v) for v in (*window, origin)):
+        return []
+    start, end = window[0] - origin, window[1] - origin
+    points = sorted((p for p in timeline if isinstance(p, dict) and _number(p.get("t"))), key=_t)
+    inside = [p for p in points if start < _t(p) <= end]
+    after = next((p for p in points if _t(p) > end), None)
+    return inside + ([after] if after is not None else [])
+
+
+def other_share(points: Sequence[Mapping[str, Any]]) -> float:
+    """Mean share of the machine's CPUs busy outside the worker, 0..1."""
+    shares = []
+    for point in points:
+        cores = point.get("cpu_cores")
+        system, worker = point.get("system_cpu_percent"), point.get("cpu_percent")
+        if not isinstance(cores, list) or not cores or not _number(system):
+            continue
+        own = worker / len(cores) if _number(worker) else 0.0
+        shares.append(max(0.0, system - own) / 100.0)
+    return sum(shares) / len(shares) if shares else 0.0
+
+
+def longest_stall_s(points: Sequence[Mapping[str, Any]]) -> float:
+    """The longest run of consecutive points with the worker (and its GPU) idle."""
+    longest, run_start = 0.0, None
+    for point in points:
+        if _idle(point):
+            run_start = _t(point) if run_start is None else run_start
+            longest = max(longest, _t(point) - run_start)
+        else:
+            run_start = None
+    return longest
+
+
+def _idle(point: Mapping[str, Any]) -> bool:
+    cpu = point.get("cpu_percent")
+    if not _number(cpu) or cpu > STALL_CPU_PERCENT:
+        return False
+    return not any(_gpu_busy(device) for device in _devices(point.get("gpu")))
+
+
+def _devices(value: Any) -> Iterable[Mapping[str, Any]]:
+    return [d for d in value if isinstance(d, dict)] if isinstance(value, list) else []
+
+
+def _gpu_busy(device: Mapping[str, Any]) -> bool:
+    util = device.get("gpu_util_percent")
+    return _number(util) and util > GPU_BUSY_PERCENT
+
+
+def _t(point: Mapping[str, Any]) -> float:
+    value = point.get("t")
+    return float(value) if _number(value) else float("nan")
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)

@@ -1,0 +1,128 @@
+"""Flags: decided once from the samples, the threads and the parent's timeline,
+and shown wherever results are. Fake timelines for the rules; real processes
+for a planted CPU hog, oversubscription and the null case's CPU use."""
+
+from __future__ import annotations
+
+import json
+import multiprocessing
+import time
+
+import pytest
+from conftest import dlbench
+from factories import make_result
+
+from dlbench.measure.stats import summarize
+from dlbench.results.flags import MIN_P99_SAMPLES, result_flags
+
+CPUS = 2
+
+
+def point(t: float, worker: float, system: float, gpu_util: float | None = None) -> dict:
+    gpu = [{"index": 0, "gpu_util_percent": gpu_util}] if gpu_util is not None else None
+    return {"t": t, "cpu_percent": worker, "system_cpu_percent": system,
+            "cpu_cores": [system, system], **({"gpu": gpu} if gpu else {})}  # fmt: skip
+
+
+def with_timeline(points: list[dict], window=(1.0, 5.0), **values) -> object:
+    details = {
+        "timeline": points,
+        "timeline_origin_epoch_s": 1000.0,
+        "measured_wall": [1000.0 + window[0], 1000.0 + window[1]],
+        **values.pop("details", {}),
+    }
+    samples = values.pop("samples", [1.0] * 1000)
+    values.setdefault("threads", 1)
+    return make_result(latency_ms=summarize(samples), details=details, **values)
+
+
+def test_a_quiet_well_sampled_result_has_no_flags():
+    quiet = [point(t * 0.5, worker=100, system=50) for t in range(12)]
+    assert result_flags(with_timeline(quiet), CPUS) == []
+
+
+def test_other_processes_busy_while_measured_is_interference():
+    # the worker keeps one of two cores; something else keeps the other
+    busy = [point(t * 0.5, worker=100, system=100) for t in range(12)]
+    assert "interference" in result_flags(with_timeline(busy), CPUS)
+    # the same load outside the measured region does not count
+    before = [point(t * 0.5, worker=100, system=100 if t < 2 else 50) for t in range(12)]
+    assert "interference" not in result_flags(with_timeline(before), CPUS)
+
+
+def test_an_idle_worker_inside_the_timing_is_a_stall_unless_its_gpu_is_busy():
+    stall = [point(t * 0.5, worker=0 if 4 <= t <= 7 else 100, system=2) for t in range(12)]
+    assert "stalled" in result_flags(with_timeline(stall), CPUS)
+    short = [point(t * 0.5, worker=0 if t == 4 else 100, system=2) for t in range(12)]
+    assert "stalled" not in result_flags(with_timeline(short), CPUS)
+    waiting = [point(t * 0.5, worker=1, system=2, gpu_util=99) for t in range(12)]
+    assert "stalled" not in result_flags(with_timeline(waiting), CPUS)
+
+
+def test_oversubscription_counts_every_ddp_rank():
+    quiet = [point(t * 0.5, worker=100, system=50) for t in range(12)]
+    assert "oversubscribed" in result_flags(with_timeline(quiet, threads=4), CPUS)
+    two_ranks = make_result(threads=2, nproc=2, ddp=True, latency_ms=summarize([1.0] * 1000))
+    assert "oversubscribed" in result_flags(two_ranks, CPUS)
+    assert "oversubscribed" not in result_flags(two_ranks, 4)
+
+
+def test_p99_from_too_few_samples_and_throttles_are_flagged():
+    few = with_timeline([], samples=[1.0] * (MIN_P99_SAMPLES - 1))
+    assert "low-n-p99" in result_flags(few, CPUS)
+    hot = with_timeline([], details={"throttle": "thermal, power"}, noisy=True)
+    assert result_flags(hot, CPUS) == ["noisy", "throttled:thermal", "throttled:power"]
+    # time-to-train results have a handful of epochs, and no p99 to judge
+    epochs = with_timeline([], samples=[5.0, 4.0], details={"epochs": [{}, {}]})
+    assert "low-n-p99" not in result_flags(epochs, CPUS)
+
+
+def _spin(seconds: float) -> None:
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        pass
+
+
+@pytest.mark.slow
+def test_a_planted_cpu_hog_is_flagged_interference_and_shown(tmp_path):
+    context = multiprocessing.get_context("spawn")
+    hogs = [context.Process(target=_spin, args=(25.0,)) for _ in range(2)]
+    for hog in hogs:
+        hog.start()
+    try:
+        time.sleep(1.0)
+        out = tmp_path / "run.json"
+        done = dlbench("run", "-w", "mlp", "-f", "null", "--threads", "1", "--min-time", "3",
+                       "--json", str(out), "--csv", str(tmp_path / "run.csv"))  # fmt: skip
+    finally:
+        for hog in hogs:
+            hog.kill()
+            hog.join()
+    assert done.returncode == 0, done.stderr
+    (result,) = json.loads(out.read_text())["results"]
+    assert "interference" in result["flags"], result["details"].get("timeline_summary")
+    assert "interference" in done.stdout
+    assert "interference" in (tmp_path / "run.csv").read_text()
+
+
+def test_oversubscription_is_flagged_and_refused_with_strict(tmp_path):
+    out = tmp_path / "run.json"
+    done = dlbench("run", "-w", "mlp", "-f", "null", "--threads", "64", "--min-time", "0.1",
+                   "--json", str(out))  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    (result,) = json.loads(out.read_text())["results"]
+    assert "oversubscribed" in result["flags"]
+    refused = dlbench("run", "-w", "mlp", "-f", "null", "--threads", "64", "--strict")
+    assert refused.returncode == 2
+    assert "--strict" in refused.stderr and "64 threads" in refused.stderr
+    assert len(refused.stderr.strip().splitlines()) == 1
+
+
+def test_the_null_case_uses_one_core_with_numpys_blas_pool_at_one_thread(tmp_path):
+    out = tmp_path / "run.json"
+    done = dlbench("run", "-w", "mlp", "-f", "null", "--min-time", "1", "--json", str(out))
+    assert done.returncode == 0, done.stderr
+    (result,) = json.loads(out.read_text())["results"]
+    assert result["details"]["numpy_blas"]["threads"] == 1
+    # one Python loop: about one core, not the BLAS pool spinning beside it
+    assert result["cpu_percent"] < 130, result["cpu_percent"]
