@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 import time
 import traceback
+from dataclasses import replace
 
 from dlbench.backends import load_backend
 from dlbench.backends.base import Backend, Job, Prepared, device_kind, first_line
@@ -21,6 +22,7 @@ from dlbench.results.records import STATUS_FAILED, STATUS_OK, Result, base_resul
 from dlbench.spec.case import Case, Settings
 from dlbench.worker.check import check_output
 from dlbench.worker.placement import require_placement
+from dlbench.worker.planted import planted, planted_params
 from dlbench.workloads import get_workload
 
 
@@ -29,8 +31,13 @@ def execute(case: Case, settings: Settings) -> Result:
     started = time.perf_counter()
     backend = load_backend(case.framework)()  # imports the framework
     import_s = time.perf_counter() - started
-    threads = backend.configure_threads(case.threads, case.effective_interop_threads)
+    plant = planted()
+    intra = int(plant.get("threads", case.threads))
+    threads = backend.configure_threads(intra, case.effective_interop_threads)
     job = make_job(case, settings, backend.resolve_device(case.device))
+    unplanted = job.params
+    if plant:
+        job = replace(job, params=planted_params(case.workload, job.params, plant))
     try:
         if job.workload.epoch_based:
             from dlbench.worker.epochs import run_epochs
@@ -44,6 +51,10 @@ def execute(case: Case, settings: Settings) -> Result:
     result.import_s = import_s
     result.framework_version = backend.version()
     result.details = {"threads": threads, **result.details}
+    if plant:
+        result.details["planted"] = plant
+        # the identity the case was asked under: compare must match it to its twin
+        result.case = replace(result.case, params=tuple(sorted(unplanted.items())))
     return result
 
 
