@@ -222,6 +222,12 @@ def add_run_parser(commands: argparse._SubParsersAction) -> None:
     )
     run.add_argument("--min-time", type=non_negative_float, help="seconds of measured time")
     run.add_argument("--min-iters", type=positive_int, help="measured iterations at least")
+    run.add_argument(
+        "--repeat",
+        type=positive_int,
+        help="run each case in N fresh worker processes, round-robin over the cases; "
+        "compare needs several per side for a verdict (default 1; suites may set it)",
+    )
     run.add_argument("--warmup", type=int, help="warm-up iterations after the first call")
     run.add_argument("--timeout", type=non_negative_float, help="seconds per case (default 600)")
     run.add_argument("--seed", type=int, help="seed for weights and inputs (default 0)")

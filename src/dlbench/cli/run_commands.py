@@ -43,6 +43,7 @@ def request_from_args(args: argparse.Namespace) -> RunRequest:
         "warmup_iters": args.warmup,
         "timeout_s": args.timeout,
         "seed": args.seed,
+        "repeat": args.repeat,
     }
     return RunRequest(
         suite=args.suite,
@@ -105,13 +106,15 @@ def _run_request(request: RunRequest, args: argparse.Namespace) -> Run:
         say(f"skipping: {note}")
     outputs = session.Outputs(json_path=args.json_path, csv_path=args.csv_path)
     with Store(args.db) as store:
-        say(f"{len(plan.cases)} case(s) of suite {plan.suite!r}; store {store.path}")
+        repeat = plan.settings.repeat
+        each = f", {repeat} processes each, round-robin" if repeat > 1 else ""
+        say(f"{len(plan.cases)} case(s) of suite {plan.suite!r}{each}; store {store.path}")
         run = _interruptible(
             store,
             lambda progress: session.run_plan(
                 plan.suite, plan.cases, plan.settings, store, outputs, progress
             ),
-            len(plan.cases),
+            len(plan.cases) * repeat,
             args.quiet,
         )
     return run
@@ -124,7 +127,10 @@ def _resume(args: argparse.Namespace) -> int:
             raise UserError(f"no run {args.resume!r} in store {store.path} (see dlbench runs)")
         previous = store.load_run(args.resume)
         cases, settings, pending = pending_cases(previous)
-        say(f"resuming run {previous.id}: {pending} of {len(previous.plan)} case(s) left")
+        say(
+            f"resuming run {previous.id}: {pending} of "
+            f"{len(previous.plan) * settings.repeat} process(es) left"
+        )
         run = _interruptible(
             store,
             lambda progress: session.resume_run(

@@ -21,6 +21,7 @@ from dlbench.report.compare import RunComparison
 from dlbench.report.leaderboard import Pivot
 from dlbench.report.table import escape_markup, flags, fmt, rate_column, run_table
 from dlbench.results.records import STATUS_SKIPPED, Result, Run
+from dlbench.results.repeats import processes
 from dlbench.spec.case import Case
 
 # Wide enough for the results table when output goes to a file or a CI log.
@@ -83,9 +84,11 @@ def case_line(result: Result) -> str:
         return f"[red]FAILED[/red] {name}: {escape_markup(result.error or '')}"
     marks = flags(result)
     noisy = f" [yellow]({escape_markup(marks)})[/yellow]" if marks else ""
+    listed = processes(result)
+    count = f" [{len(listed)} processes]" if listed else ""
     return (
         f"[green]ok[/green] {name}: median {fmt(result.latency_ms.median)} ms, "
-        f"{fmt(result.throughput)} samples/s, {rate_column(result)}{noisy}"
+        f"{fmt(result.throughput)} samples/s, {rate_column(result)}{noisy}{count}"
     )
 
 
@@ -120,18 +123,22 @@ VERDICT_STYLE = {"slower": "red", "faster": "green"}
 
 
 def comparison_table(c: RunComparison, metric: str, id_a: str, id_b: str) -> Table:
-    table = Table(title=f"{metric}: A = {id_a}, B = {id_b} (B/A with 95% bootstrap interval)")
-    for name in ("case", "A", "B", "B/A", "95% interval", "verdict"):
+    table = Table(
+        title=f"{metric}: A = {id_a}, B = {id_b} (medians over processes; B/A with a 95% "
+        "bootstrap interval over processes; Mann-Whitney U verdict)"
+    )
+    for name in ("case", "procs A/B", "A", "B", "B/A", "95% interval", "verdict"):
         table.add_column(name, justify="left" if name in ("case", "verdict") else "right")
     for case in c.cases:
         interval = (
             "-" if case.interval is None else f"{case.interval[0]:.3f}-{case.interval[1]:.3f}"
         )
-        style = VERDICT_STYLE.get(case.verdict)
+        style = VERDICT_STYLE.get(case.verdict.split(" ")[0])
         verdict = f"[{style}]{case.verdict}[/{style}]" if style else case.verdict
         ratio = "-" if math.isnan(case.ratio) else f"{case.ratio:.3f}"
         table.add_row(
             escape_markup(case.label),
+            f"{case.processes_a}/{case.processes_b}",
             fmt(case.value_a),
             fmt(case.value_b),
             ratio,

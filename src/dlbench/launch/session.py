@@ -21,6 +21,7 @@ from dlbench.results.ceilings import attach_efficiency
 from dlbench.results.env import fingerprint
 from dlbench.results.files import write_csv, write_json
 from dlbench.results.records import Result, Run, now_iso
+from dlbench.results.repeats import add_process, last_process_ok, slots_done
 from dlbench.results.store import Store
 from dlbench.spec.case import Case, Settings
 
@@ -116,26 +117,44 @@ def _run_pending(
     done: dict[int, Result] | None = None,
 ) -> Run:
     results = dict(done or {})
-    for index, case in enumerate(cases):
-        if index in results:
-            continue
-        progress.case_started(index, len(cases), case)
-        try:
-            # the runner kills its worker on Ctrl-C
-            result = runner(case, settings, progress.case_note)
-        except KeyboardInterrupt:
-            raise RunInterrupted(run) from None
-        attach_efficiency(result, run)
-        attach_scaling(result, run)
-        results[index] = result
-        run.results = [results[i] for i in sorted(results)]
-        store.add_result(run.id, index, result)
-        _write_files(run, outputs)
-        progress.case_finished(index, len(cases), result)
+    # Round-robin: every case's first process, then every case's second, ...,
+    # so drift over the run's time reaches every case alike.
+    while pending := [i for i in range(len(cases)) if _needs_process(results.get(i), settings)]:
+        for index in pending:
+            case = cases[index]
+            progress.case_started(index, len(cases), case)
+            try:
+                # the runner kills its worker on Ctrl-C
+                process = runner(case, settings, progress.case_note)
+            except KeyboardInterrupt:
+                raise RunInterrupted(run) from None
+            attach_efficiency(process, run)
+            attach_scaling(process, run)
+            earlier = results.get(index)
+            result = process if settings.repeat == 1 else add_process(earlier, process)
+            results[index] = result
+            run.results = [results[i] for i in sorted(results)]
+            if earlier is None:
+                store.add_result(run.id, index, result)
+            else:
+                store.replace_result(run.id, index, result)
+            _write_files(run, outputs)
+            progress.case_finished(index, len(cases), result)
     run.finished_at = now_iso()
     store.finish_run(run.id, run.finished_at, run.env)
     _write_files(run, outputs)
     return run
+
+
+def _needs_process(result: Result | None, settings: Settings) -> bool:
+    """Another process for this case: fewer than --repeat repeats done so far (a
+    disturbed repeat runs again, results.repeats.slots_done); never after a
+    failure or a skip. Without --repeat a case runs once, as it always did."""
+    if result is None:
+        return True
+    if settings.repeat == 1 or not last_process_ok(result):
+        return False
+    return slots_done(result) < settings.repeat
 
 
 def _write_files(run: Run, outputs: Outputs) -> None:

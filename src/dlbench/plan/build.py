@@ -29,6 +29,7 @@ SETTING_FIELDS = {
     "warmup": "warmup_iters",
     "timeout": "timeout_s",
     "seed": "seed",
+    "repeat": "repeat",
 }
 
 

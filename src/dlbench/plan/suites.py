@@ -36,6 +36,7 @@ SETTING_KEYS = (
     "warmup",
     "timeout",
     "seed",
+    "repeat",
     "threads",
     "interop_threads",
     "device",

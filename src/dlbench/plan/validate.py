@@ -20,6 +20,7 @@ from dlbench.spec.case import (
     MAX_BATCH,
     MAX_MIN_TIME_S,
     MAX_NPROC,
+    MAX_REPEAT,
     MAX_SEED,
     MAX_THREADS,
     MAX_TIMEOUT_S,
@@ -44,6 +45,7 @@ def validate_settings(settings: Settings) -> Settings:
     if settings.timeout_s == 0:
         raise UserError("invalid timeout 0; expected a number of seconds > 0")
     _require_int("seed", settings.seed, 0, MAX_SEED)
+    _require_int("repeat", settings.repeat, 1, MAX_REPEAT)
     return settings
 
 

@@ -126,6 +126,14 @@ class Store:
         with self._db:
             self._insert_result(run_id, seq, result)
 
+    def replace_result(self, run_id: str, seq: int, result: Result) -> None:
+        """The case at plan index `seq` measured again (one more --repeat process)."""
+        with self._db:
+            self._db.execute(
+                "UPDATE results SET case_key=?, status=?, data=? WHERE run_id=? AND seq=?",
+                (result.case.key(), result.status, json.dumps(result.to_dict()), run_id, seq),
+            )
+
     def _insert_result(self, run_id: str, seq: int, result: Result) -> None:
         self._db.execute(
             "INSERT INTO results (run_id, seq, case_key, status, data) VALUES (?, ?, ?, ?, ?)",

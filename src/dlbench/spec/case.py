@@ -31,6 +31,8 @@ MAX_SEED = 2**32 - 1
 MAX_THREADS = 1024
 MAX_BATCH = 2**31 - 1
 MAX_NPROC = 1024
+# processes per case: more is a different experiment, not a benchmark run
+MAX_REPEAT = 100
 # Options only the null backend understands: fault injection and a fixed
 # per-step sleep, so the runner's failure handling is tested for real.
 NULL_OPTIONS = {
@@ -242,6 +244,8 @@ class Settings:
     warmup_iters: int = 3
     timeout_s: float = 600.0
     seed: int = 0
+    # fresh worker processes per case, run round-robin (results.repeats merges them)
+    repeat: int = 1
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

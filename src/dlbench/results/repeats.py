@@ -1,0 +1,152 @@
+"""Process-level replication: N worker processes of one case, merged into one Result.
+
+Iterations inside one process are not independent (same allocation, same
+caches, same minute of the machine's life); separate processes, spread over
+the run's time, are. So with `--repeat N` a Result keeps each process's own
+statistics (`details.processes`) and the samples of all of them pooled, and
+its headline numbers come from the processes: the median of their medians,
+the median of their throughputs. The pooled samples give a p99 from many
+more samples than one process has.
+
+A process that another program disturbed (`interference`) or that stalled is
+kept in the list but not used for the headline when clean processes exist;
+the session runs such a process again, at most MAX_RETRIES times per case.
+"""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import replace
+from typing import Any
+
+from dlbench.measure.stats import summarize
+from dlbench.results.flags import MIN_P99_SAMPLES
+from dlbench.results.records import Result
+
+DISTURBED = frozenset({"interference", "stalled"})
+MAX_RETRIES = 2
+PROCESSES_KEY = "processes"
+# process-level spread above this (relative IQR of the process medians) is noisy
+PROCESS_NOISE = 0.10
+
+
+def disturbed(result: Result) -> bool:
+    return bool(DISTURBED & set(result.flags))
+
+
+def processes(result: Result) -> list[dict[str, Any]]:
+    """The per-process summaries a merged result keeps ([] for a one-process result)."""
+    details = result.details if isinstance(result.details, dict) else {}
+    found = details.get(PROCESSES_KEY)
+    return [p for p in found if isinstance(p, dict)] if isinstance(found, list) else []
+
+
+def process_count(result: Result) -> int:
+    """Processes measured for the result's headline (1 for a single-process result)."""
+    return sum(1 for p in processes(result) if p.get("used")) or 1
+
+
+def slots_done(result: Result) -> int:
+    """Repeats finished: a clean process ends its repeat; a disturbed one leaves it
+    open for a re-run, until MAX_RETRIES re-runs were disturbed too."""
+    listed = processes(result) or [summary_of(result)]
+    done, tries = 0, 0
+    for process in listed:
+        tries += 1
+        if not process.get("disturbed") or tries > MAX_RETRIES:
+            done, tries = done + 1, 0
+    return done
+
+
+def last_process_ok(result: Result) -> bool:
+    listed = processes(result)
+    return listed[-1].get("status") == "ok" if listed else result.ok
+
+
+def summary_of(result: Result) -> dict[str, Any]:
+    """What a merged result keeps of one process, its raw samples included, so a
+    merge can be redone from the summaries alone (--resume continues from them)."""
+    stats = result.latency_ms
+    energy = result.details.get("energy") if isinstance(result.details, dict) else None
+    return {
+        "status": result.status,
+        "error": result.error,
+        "started_at": result.started_at,
+        "median_ms": stats.median if stats else None,
+        "p99_ms": stats.p99 if stats else None,
+        "mean_ms": stats.mean if stats else None,
+        "n": stats.n if stats else 0,
+        "throughput": result.throughput,
+        "joules_per_sample": energy.get("joules_per_sample") if isinstance(energy, dict) else None,
+        "cpu_percent": result.cpu_percent,
+        "flags": list(result.flags),
+        "disturbed": disturbed(result),
+        "samples_ms": list(result.samples_ms),
+    }
+
+
+def add_process(merged: Result | None, process: Result) -> Result:
+    """`merged` (the case's processes so far, or None) with one more process."""
+    if merged is None:
+        earlier: list[dict[str, Any]] = []
+    else:
+        earlier = processes(merged) or [summary_of(merged)]
+    # the newest measured process supplies what the processes share (case, details)
+    base = process if process.ok or merged is None else merged
+    return merge(base, [*earlier, summary_of(process)])
+
+
+def merge(base: Result, summaries: list[dict[str, Any]]) -> Result:
+    """One Result from its processes' summaries; `base` gives the shared fields."""
+    details = {**base.details, PROCESSES_KEY: summaries}
+    measured = [p for p in summaries if p.get("status") == "ok" and p.get("samples_ms")]
+    if not measured:
+        return replace(base, details=details)
+    clean = [p for p in measured if not p.get("disturbed")]
+    used = clean or measured
+    for summary in summaries:
+        summary["used"] = summary in used
+    if len(summaries) == 1:
+        details.pop(PROCESSES_KEY)  # one process: the result is that process
+        return replace(base, details=details)
+    pooled = [s for p in used for s in p["samples_ms"]]
+    medians = [float(p["median_ms"]) for p in used]
+    stats = replace(summarize([s / 1000.0 for s in pooled]), median=statistics.median(medians))
+    rates = [float(p["throughput"]) for p in used if p.get("throughput")]
+    rate = statistics.median(rates) if rates else base.throughput
+    spread = _relative_spread(medians)
+    noisy = bool(spread > PROCESS_NOISE if len(used) > 1 else stats.noisy)
+    flags = sorted({f for p in used for f in p["flags"]} - {"noisy", "low-n-p99"})
+    if noisy:
+        flags.insert(0, "noisy")
+    if stats.n < MIN_P99_SAMPLES:
+        flags.append("low-n-p99")
+    details["process_spread"] = {"median_ms_relative_iqr": spread, "processes": len(used)}
+    energies = [p.get("joules_per_sample") for p in used]
+    if all(isinstance(e, int | float) for e in energies) and isinstance(
+        details.get("energy"), dict
+    ):
+        details["energy"] = {**details["energy"], "joules_per_sample": statistics.median(energies)}
+    cpus = [float(p["cpu_percent"]) for p in used if p.get("cpu_percent") is not None]
+    return replace(
+        base,
+        latency_ms=stats,
+        samples_ms=pooled,
+        throughput=rate,
+        gflops=rate * base.flops_per_sample / 1e9 if base.flops_per_sample and rate else None,
+        gbps=rate * base.bytes_per_sample / 1e9 if base.bytes_per_sample and rate else None,
+        noisy=noisy,
+        flags=flags,
+        cpu_percent=statistics.median(cpus) if cpus else base.cpu_percent,
+        details=details,
+    )
+
+
+def _relative_spread(values: list[float]) -> float:
+    """IQR over median of the process medians (0 with fewer than two)."""
+    if len(values) < 2:
+        return 0.0
+    ordered = sorted(values)
+    middle = statistics.median(ordered)
+    quartiles = statistics.quantiles(ordered, n=4, method="inclusive")
+    return (quartiles[2] - quartiles[0]) / middle if middle > 0 else 0.0

@@ -1,0 +1,125 @@
+"""--repeat N: fresh processes round-robin, merged into one result per case;
+disturbed processes run again; resume continues the repeats; A/A passes the gate."""
+
+from __future__ import annotations
+
+import json
+import statistics
+from dataclasses import replace
+
+import pytest
+from conftest import dlbench
+from factories import make_case, make_result, samples
+
+from dlbench.errors import RunInterrupted
+from dlbench.launch.session import Outputs, resume_run, run_plan
+from dlbench.measure.stats import summarize
+from dlbench.results.repeats import add_process, processes, slots_done
+from dlbench.results.store import Store
+from dlbench.spec.case import Settings
+
+
+def process(median_ms: float, seed: int, flags: tuple[str, ...] = ()) -> object:
+    ms = samples(median_ms, seed, n=50)
+    return make_result(
+        latency_ms=summarize([x / 1000 for x in ms]),
+        samples_ms=ms,
+        throughput=1000 / median_ms,
+        flags=list(flags),
+    )
+
+
+def test_the_headline_comes_from_the_processes_and_the_samples_are_pooled():
+    merged = None
+    for index, median in enumerate((1.0, 3.0, 2.0)):
+        merged = add_process(merged, process(median, index))
+    listed = processes(merged)
+    assert [round(p["median_ms"], 1) for p in listed] == [1.0, 3.0, 2.0]
+    headline = statistics.median(p["median_ms"] for p in listed)
+    assert merged.latency_ms.median == pytest.approx(headline)
+    assert len(merged.samples_ms) == 150 and merged.latency_ms.n == 150
+    assert merged.throughput == pytest.approx(500.0, rel=0.05)  # median of 1000, 333, 500
+    assert "noisy" in merged.flags  # the processes disagree by far more than 10%
+
+
+def test_a_disturbed_process_is_kept_but_left_out_and_its_repeat_runs_again():
+    merged = add_process(None, process(1.0, 1))
+    merged = add_process(merged, process(5.0, 2, flags=("interference",)))
+    assert slots_done(merged) == 1  # the disturbed one leaves its repeat open
+    merged = add_process(merged, process(1.1, 3))
+    assert slots_done(merged) == 2
+    listed = processes(merged)
+    assert [p["used"] for p in listed] == [True, False, True]
+    assert merged.latency_ms.median < 1.2 and "interference" not in merged.flags
+    # a repeat disturbed three times in a row is given up on, and counted done
+    stubborn = add_process(None, process(1.0, 1, flags=("stalled",)))
+    for seed in (2, 3):
+        stubborn = add_process(stubborn, process(1.0, seed, flags=("stalled",)))
+    assert slots_done(stubborn) == 1 and "stalled" in stubborn.flags
+
+
+class ScriptedRunner:
+    """Stands in for run_case: records the order and returns made-up processes."""
+
+    def __init__(self, flag_first_of: str | None = None) -> None:
+        self.order: list[str] = []
+        self.flag_first_of = flag_first_of
+
+    def __call__(self, case, settings, on_note):
+        self.order.append(case.workload)
+        flags = ()
+        if case.workload == self.flag_first_of and self.order.count(case.workload) == 1:
+            flags = ("interference",)
+        result = process(1.0 + len(self.order) / 100, len(self.order), flags)
+        return replace(result, case=case)
+
+
+def test_repeats_run_round_robin_and_a_disturbed_one_runs_again(tmp_path):
+    cases = [make_case(workload="mlp"), make_case(workload="gemm")]
+    runner = ScriptedRunner(flag_first_of="gemm")
+    with Store(tmp_path / "s.sqlite") as store:
+        run = run_plan("t", cases, Settings(repeat=3), store, Outputs(), runner=runner)
+        stored = store.load_run(run.id)
+    assert runner.order == ["mlp", "gemm", "mlp", "gemm", "mlp", "gemm", "gemm"]
+    mlp, gemm = stored.results
+    assert len(processes(mlp)) == 3 and len(processes(gemm)) == 4
+    assert [p["used"] for p in processes(gemm)] == [False, True, True, True]
+
+
+def test_resume_continues_the_repeats_of_an_interrupted_run(tmp_path):
+    cases = [make_case(workload="mlp"), make_case(workload="gemm")]
+
+    class Interrupting(ScriptedRunner):
+        def __call__(self, case, settings, on_note):
+            if len(self.order) == 3:
+                raise KeyboardInterrupt
+            return super().__call__(case, settings, on_note)
+
+    with Store(tmp_path / "s.sqlite") as store:
+        with pytest.raises(RunInterrupted) as stop:
+            run_plan("t", cases, Settings(repeat=3), store, Outputs(), runner=Interrupting())
+        run_id = stop.value.run.id
+        interrupted = store.load_run(run_id)
+        assert [slots_done(r) for r in interrupted.results] == [2, 1]
+        runner = ScriptedRunner()
+        resume_run(interrupted, cases, Settings(repeat=3), store, Outputs(), runner=runner)
+        finished = store.load_run(run_id)
+    assert runner.order == ["mlp", "gemm", "gemm"]
+    assert [len(processes(r)) for r in finished.results] == [3, 3]
+    assert finished.finished_at is not None
+
+
+@pytest.mark.slow
+def test_a_real_a_a_pair_with_repeats_passes_the_gate(tmp_path):
+    outs = []
+    for name in ("a", "b"):
+        out = tmp_path / f"{name}.json"
+        done = dlbench("run", "-w", "mlp", "-f", "torch", "--threads", "1", "--repeat", "3",
+                       "--min-time", "0.05", "-q", "--json", str(out))  # fmt: skip
+        assert done.returncode == 0, done.stderr
+        outs.append(out)
+    (result,) = json.loads(outs[0].read_text())["results"]
+    assert len(result["details"]["processes"]) >= 3
+    gate = dlbench("compare", str(outs[0]), str(outs[1]), "--fail-on-regression", "10")
+    assert gate.returncode == 0, gate.stdout + gate.stderr
+    assert "3/3" in gate.stdout
