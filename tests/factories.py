@@ -61,7 +61,7 @@ def make_run(results: list[Result] | None = None, **values: Any) -> Run:
 def samples(median_ms: float, seed: int, n: int = 400) -> list[float]:
     """Latency samples around `median_ms` with 3% noise, reproducible by seed."""
     rng = np.random.default_rng(seed)
-    return list(median_ms * (1 + 0.03 * rng.standard_normal(n)))
+    return [float(x) for x in median_ms * (1 + 0.03 * rng.standard_normal(n))]
 
 
 def timed_run(
@@ -71,23 +71,37 @@ def timed_run(
     host: str = "h1",
     cpu: str = "CPU A",
     framework: str = "torch",
+    processes: int = 1,
 ) -> Run:
-    """A run of one mlp case whose samples centre on `median_ms` (for compare and gates)."""
-    ms = samples(median_ms, seed)
-    result = make_result(
-        framework=framework,
-        scenario="offline",
-        latency_ms=summarize([x / 1000 for x in ms]),
-        samples_ms=ms,
-        throughput=1000 / (median_ms / 1000),
-        cpu_percent=150.0,
-        peak_rss_mb=200.0,
+    """A run of one mlp case whose samples centre on `median_ms` (for compare and gates).
+
+    With `processes` > 1 it is a --repeat run: each process's samples centre
+    on its own median, `median_ms` with 3% process-to-process noise.
+    """
+    from dlbench.results.repeats import add_process
+
+    rng = np.random.default_rng(seed + 1000)
+    process_medians = (
+        [median_ms] if processes == 1 else median_ms * (1 + 0.03 * rng.standard_normal(processes))
     )
+    merged = None
+    for index, centre in enumerate(process_medians):
+        ms = samples(float(centre), seed * 100 + index)
+        process = make_result(
+            framework=framework,
+            scenario="offline",
+            latency_ms=summarize([x / 1000 for x in ms]),
+            samples_ms=ms,
+            throughput=1000 / (float(centre) / 1000),
+            cpu_percent=150.0,
+            peak_rss_mb=200.0,
+        )
+        merged = process if processes == 1 else add_process(merged, process)
     return make_run(
-        [result],
+        [merged],
         id=run_id,
         suite="s",
-        settings={"min_time_s": 1.0},
+        settings={"min_time_s": 1.0, "repeat": processes},
         env={"hostname": host, "cpu_model": cpu},
     )
 

@@ -14,35 +14,58 @@ from dlbench.report.leaderboard import pivot
 from dlbench.results.files import write_json
 
 
-def test_a_twenty_percent_shift_is_slower():
-    case = compare_runs(timed_run("a", 1.0, 1), timed_run("b", 1.2, 2)).cases[0]
+def test_a_twenty_percent_shift_over_five_processes_is_slower():
+    a, b = timed_run("a", 1.0, 1, processes=5), timed_run("b", 1.2, 2, processes=5)
+    case = compare_runs(a, b).cases[0]
     assert case.verdict == "slower"
-    assert case.ratio == pytest.approx(1.2, rel=0.02)
-    assert case.interval[0] > 1.1 and case.interval[1] < 1.3
+    assert (case.processes_a, case.processes_b) == (5, 5)
+    assert case.ratio == pytest.approx(1.2, rel=0.05)
+    assert case.interval[0] > 1.05 and case.interval[1] < 1.4
+    assert case.p_value < 0.05
 
 
-def test_identical_samples_are_no_significant_change():
-    run = timed_run("a", 1.0, 1)
-    case = compare_runs(run, timed_run("b", 1.0, 1)).cases[0]
+def test_one_process_per_side_is_inconclusive_however_many_iterations():
+    # 400 iterations per side, 20% apart: iterations of one process are not replicates
+    case = compare_runs(timed_run("a", 1.0, 1), timed_run("b", 1.2, 2)).cases[0]
+    assert case.verdict.startswith("inconclusive (1 process per side")
+    assert case.interval is None and not case.replicated
+
+
+def test_one_process_per_side_is_called_only_beyond_two_x_and_never_gates():
+    comparison = compare_runs(timed_run("a", 1.0, 1), timed_run("b", 2.5, 2))
+    assert comparison.cases[0].verdict.startswith("slower (beyond 2x")
+    assert regressions(comparison, 10) == []
+
+
+def test_too_few_processes_to_reach_significance_say_so():
+    a, b = timed_run("a", 1.0, 1, processes=2), timed_run("b", 1.5, 2, processes=2)
+    case = compare_runs(a, b).cases[0]
+    assert case.verdict.startswith("inconclusive (2 and 2 processes cannot show")
+
+
+def test_identical_processes_are_no_significant_change():
+    run = timed_run("a", 1.0, 1, processes=5)
+    case = compare_runs(run, timed_run("b", 1.0, 1, processes=5)).cases[0]
     assert case.verdict == "no significant change"
     assert case.ratio == pytest.approx(1.0)
 
 
 def test_same_distribution_other_draw_is_no_significant_change():
-    case = compare_runs(timed_run("a", 1.0, 1), timed_run("b", 1.0, 7)).cases[0]
-    assert case.verdict == "no significant change"
+    a, b = timed_run("a", 1.0, 1, processes=5), timed_run("b", 1.0, 7, processes=5)
+    assert compare_runs(a, b).cases[0].verdict == "no significant change"
 
 
 def test_faster_and_throughput_direction():
-    comparison = compare_runs(timed_run("a", 1.0, 1), timed_run("b", 0.8, 2), "throughput")
-    case = comparison.cases[0]
+    a, b = timed_run("a", 1.0, 1, processes=5), timed_run("b", 0.8, 2, processes=5)
+    case = compare_runs(a, b, "throughput").cases[0]
     assert case.verdict == "faster"
-    assert case.ratio == pytest.approx(1.25, rel=0.02)  # B does 25% more samples/s
+    assert case.ratio == pytest.approx(1.25, rel=0.05)  # B does 25% more samples/s
 
 
-def test_regressions_need_the_interval_past_the_threshold():
-    comparison = compare_runs(timed_run("a", 1.0, 1), timed_run("b", 1.2, 2))
-    assert regressions(comparison, 10) and not regressions(comparison, 25)
+def test_regressions_need_replication_and_the_interval_past_the_threshold():
+    a, b = timed_run("a", 1.0, 1, processes=5), timed_run("b", 1.3, 2, processes=5)
+    comparison = compare_runs(a, b)
+    assert regressions(comparison, 10) and not regressions(comparison, 45)
 
 
 def test_context_differences_are_reported():
@@ -56,10 +79,10 @@ def test_unmatched_cases_are_listed():
     assert comparison.only_a and comparison.only_b
 
 
-@pytest.mark.parametrize(("percent", "code"), [(10, 1), (25, 0)])
+@pytest.mark.parametrize(("percent", "code"), [(10, 1), (45, 0)])
 def test_fail_on_regression_gates_the_exit_code(tmp_path, percent, code):
-    write_json(timed_run("a", 1.0, 1), tmp_path / "a.json")
-    write_json(timed_run("b", 1.2, 2), tmp_path / "b.json")
+    write_json(timed_run("a", 1.0, 1, processes=5), tmp_path / "a.json")
+    write_json(timed_run("b", 1.3, 2, processes=5), tmp_path / "b.json")
     proc = dlbench(
         "compare",
         str(tmp_path / "a.json"),

@@ -1,25 +1,45 @@
-"""Compare two runs case by case, with a bootstrap confidence interval.
+"""Compare two runs case by case, on process-level values.
 
-For each case present in both runs (matched by Case.key) the ratio
-B/A of the chosen statistic is estimated from the raw samples, with a 95%
-percentile-bootstrap interval. The verdict is "slower" or "faster" only when
-the interval excludes 1 and the change is at least MIN_EFFECT; otherwise
-"no significant change". Metrics without samples (CPU %, memory) get a ratio
-and no verdict.
+The unit of replication is the worker process: iterations inside one
+process share its allocation, caches and minute of the machine's life, so
+resampling them (as dlbench once did) calls a +15-49% "regression" on
+identical re-runs. For each case present in both runs (matched by
+Case.key) each side contributes one value per process (`--repeat N`
+processes; results.repeats keeps them), and scipy.stats decides:
+
+- B/A is the ratio of the medians of the process values, with a 95%
+  percentile-bootstrap interval over the processes.
+- With at least two processes per side the verdict is "slower" or
+  "faster" when a two-sided Mann-Whitney U test gives p < ALPHA and the
+  change is at least MIN_EFFECT; else "no significant change". When the
+  process counts are too few for the test ever to reach ALPHA (2 and 2, 3
+  and 3), the verdict says so: inconclusive, asking for more processes.
+- With one process on a side there is no evidence of significance: the
+  verdict is "inconclusive (1 process per side: rerun with --repeat)",
+  unless B/A in time is beyond FAR_FACTOR either way. Identical one-process
+  re-runs on a shared 2-CPU machine differed by up to +49%, so only a change
+  past 2x is called from single processes, and it never fails the gate.
+
+Metrics that a process summary does not keep (memory) get a ratio and no
+verdict.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import math
+import statistics
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from dlbench.results.metrics import Metric, metric, read
 from dlbench.results.records import Result, Run
+from dlbench.results.repeats import processes
 
-BOOTSTRAP_RESAMPLES = 1000
-MAX_SAMPLES = 2000  # subsample larger sets: the interval barely changes, the cost does
+ALPHA = 0.05
+BOOTSTRAP_RESAMPLES = 2000
 MIN_EFFECT = 0.01  # changes under 1% are never called a regression
+FAR_FACTOR = 2.0  # single-process verdicts only beyond this (see the module doc)
 CONTEXT_KEYS = (
     "hostname",
     "cpu_model",
@@ -32,6 +52,7 @@ CONTEXT_KEYS = (
     "frameworks",
     "thread_env",
 )
+INCONCLUSIVE_SINGLE = "inconclusive (1 process per side: rerun with --repeat)"
 
 
 @dataclass(frozen=True)
@@ -44,84 +65,116 @@ class CaseComparison:
     verdict: str
     slowdown: float | None  # B's time over A's time - 1 (positive: B is slower)
     slowdown_low: float | None  # the same at the favourable end of the interval
+    processes_a: int = 1
+    processes_b: int = 1
+    p_value: float | None = None
+
+    @property
+    def replicated(self) -> bool:
+        """Evidence from several processes on both sides (what the gate needs)."""
+        return self.processes_a >= 2 and self.processes_b >= 2
 
 
-def _statistic(name: str) -> Callable[[Any], Any]:
-    import numpy as np
-
-    if name == "median":
-        return lambda a: np.median(a, axis=-1)
-    return lambda a: np.percentile(a, 99, axis=-1)
-
-
-def bootstrap_ratio(
-    a_samples: Sequence[float],
-    b_samples: Sequence[float],
-    statistic: str = "median",
-    seed: int = 0,
-) -> tuple[float, tuple[float, float]]:
-    """Point estimate and 95% interval of stat(B) / stat(A) over per-iteration samples."""
-    import numpy as np
-
-    rng = np.random.default_rng(seed)
-    a, b = (_subsample(np.asarray(x, dtype=np.float64), rng) for x in (a_samples, b_samples))
-    stat = _statistic(statistic)
-    point = float(stat(b) / stat(a))
-    resampled_a = stat(a[rng.integers(0, len(a), (BOOTSTRAP_RESAMPLES, len(a)))])
-    resampled_b = stat(b[rng.integers(0, len(b), (BOOTSTRAP_RESAMPLES, len(b)))])
-    low, high = np.percentile(resampled_b / resampled_a, [2.5, 97.5])
-    return point, (float(low), float(high))
+def process_values(result: Result, chosen: Metric) -> list[float]:
+    """One value of the metric per process that made the result's headline."""
+    if chosen.process_key is not None:
+        listed = [p for p in processes(result) if p.get("used")]
+        values = [p.get(chosen.process_key) for p in listed]
+        if listed and all(isinstance(v, int | float) for v in values):
+            return [float(v) for v in values]  # type: ignore[arg-type]
+    value = read(chosen, result)
+    return [] if value is None else [value]
 
 
-def _subsample(values: Any, rng: Any) -> Any:
-    return rng.choice(values, MAX_SAMPLES, replace=False) if len(values) > MAX_SAMPLES else values
-
-
-def compare_case(a: Result, b: Result, metric: Metric) -> CaseComparison:
+def compare_case(a: Result, b: Result, chosen: Metric) -> CaseComparison:
     label = a.case.label()
-    value_a, value_b = read(metric, a), read(metric, b)
-    if metric.samples is None:
-        if value_a is None or value_b is None or value_a == 0:
-            # a missing value (energy on a machine without counters) is shown as
-            # missing, never as 0
-            missing = float("nan")
-            return CaseComparison(
-                label,
-                missing if value_a is None else value_a,
-                missing if value_b is None else value_b,
-                missing,
-                None,
-                "n/a (no value on one side)" if None in (value_a, value_b) else "n/a",
-                None,
-                None,
-            )
+    values_a, values_b = process_values(a, chosen), process_values(b, chosen)
+    if not values_a or not values_b:
+        missing = float("nan")
+        value_a = statistics.median(values_a) if values_a else missing
+        value_b = statistics.median(values_b) if values_b else missing
         return CaseComparison(
-            label, value_a, value_b, value_b / value_a, None, "n/a (one value per case)", None, None
+            label, value_a, value_b, missing, None, "n/a (no value on one side)", None, None
         )
-    ratio, (low, high) = bootstrap_ratio(metric.samples(a), metric.samples(b), metric.statistic)
-    # as times (B over A, above 1 is slower), whichever way the metric points
-    time_ratio, time_low, time_high = (
-        (1 / ratio, 1 / high, 1 / low) if metric.higher_is_better else (ratio, low, high)
-    )
-    verdict = _verdict(time_ratio, time_low, time_high)
+    value_a, value_b = statistics.median(values_a), statistics.median(values_b)
+    counts = {"processes_a": len(values_a), "processes_b": len(values_b)}
+    if value_a == 0:
+        return CaseComparison(label, value_a, value_b, math.nan, None, "n/a", None, None, **counts)
+    ratio = value_b / value_a
+    if chosen.process_key is None:
+        verdict = "n/a (one value per case)"
+        return CaseComparison(label, value_a, value_b, ratio, None, verdict, None, None, **counts)
+
+    def in_time(r: float) -> float:  # B's time over A's, whichever way the metric points
+        return 1 / r if chosen.higher_is_better else r
+
+    time_ratio = in_time(ratio)
+    if len(values_a) < 2 or len(values_b) < 2:
+        verdict = _single_process_verdict(time_ratio)
+        return CaseComparison(
+            label, value_a, value_b, ratio, None, verdict, time_ratio - 1, time_ratio - 1, **counts
+        )
+    low, high = _bootstrap_interval(values_a, values_b)
+    p_value = _mann_whitney(values_a, values_b)
+    time_low = min(in_time(low), in_time(high))
+    verdict = _verdict(time_ratio, p_value, len(values_a), len(values_b))
     return CaseComparison(
-        label,
-        value_a or 0.0,
-        value_b or 0.0,
-        ratio,
-        (low, high),
-        verdict,
-        time_ratio - 1,
-        time_low - 1,
-    )
+        label, value_a, value_b, ratio, (low, high), verdict, time_ratio - 1, time_low - 1,
+        p_value=p_value, **counts,
+    )  # fmt: skip
 
 
-def _verdict(time_ratio: float, low: float, high: float) -> str:
-    if low > 1 and time_ratio - 1 >= MIN_EFFECT:
+def _single_process_verdict(time_ratio: float) -> str:
+    if time_ratio >= FAR_FACTOR:
+        return f"slower (beyond {FAR_FACTOR:g}x with 1 process per side)"
+    if time_ratio <= 1 / FAR_FACTOR:
+        return f"faster (beyond {FAR_FACTOR:g}x with 1 process per side)"
+    return INCONCLUSIVE_SINGLE
+
+
+def _verdict(time_ratio: float, p_value: float, n_a: int, n_b: int) -> str:
+    if _smallest_p(n_a, n_b) >= ALPHA:
+        return (
+            f"inconclusive ({n_a} and {n_b} processes cannot show a change at "
+            f"{ALPHA:g}: --repeat 4 or more)"
+        )
+    if p_value < ALPHA and time_ratio - 1 >= MIN_EFFECT:
         return "slower"
-    if high < 1 and 1 - time_ratio >= MIN_EFFECT:
+    if p_value < ALPHA and 1 - time_ratio >= MIN_EFFECT:
         return "faster"
     return "no significant change"
+
+
+def _smallest_p(n_a: int, n_b: int) -> float:
+    """The smallest two-sided Mann-Whitney p-value these sample sizes allow."""
+    return min(1.0, 2.0 / math.comb(n_a + n_b, n_a))
+
+
+def _mann_whitney(a: Sequence[float], b: Sequence[float]) -> float:
+    from scipy.stats import mannwhitneyu
+
+    if len(set(a) | set(b)) == 1:
+        return 1.0  # all equal: no evidence of any difference
+    return float(mannwhitneyu(b, a, alternative="two-sided").pvalue)
+
+
+def _bootstrap_interval(a: Sequence[float], b: Sequence[float]) -> tuple[float, float]:
+    """95% percentile-bootstrap interval of median(B) / median(A) over the processes."""
+    import numpy as np
+    from scipy.stats import bootstrap
+
+    def ratio(x: Any, y: Any, axis: int = -1) -> Any:
+        return np.median(y, axis=axis) / np.median(x, axis=axis)
+
+    found = bootstrap(
+        (np.asarray(a, dtype=float), np.asarray(b, dtype=float)),
+        ratio,
+        n_resamples=BOOTSTRAP_RESAMPLES,
+        method="percentile",
+        vectorized=True,
+        rng=np.random.default_rng(0),
+    ).confidence_interval
+    return float(found.low), float(found.high)
 
 
 @dataclass(frozen=True)
@@ -176,9 +229,13 @@ def context_differences(a: Run, b: Run) -> dict[str, tuple[Any, Any]]:
 
 
 def regressions(comparison: RunComparison, percent: float) -> list[CaseComparison]:
-    """Cases significantly slower by more than `percent` (the interval's low end is past it)."""
+    """Cases slower by more than `percent` on replicated evidence: several processes
+    per side, a significant test, and the interval's favourable end past `percent`."""
     return [
         c
         for c in comparison.cases
-        if c.verdict == "slower" and c.slowdown_low is not None and c.slowdown_low * 100 > percent
+        if c.replicated
+        and c.verdict == "slower"
+        and c.slowdown_low is not None
+        and c.slowdown_low * 100 > percent
     ]

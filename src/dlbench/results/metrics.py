@@ -30,6 +30,9 @@ class Metric:
     # None where a case has one value only (CPU %, memory, time to train).
     samples: Callable[[Result], Sequence[float]] | None = None
     statistic: str = "median"  # "median" or "p99" of the samples
+    # The field of a --repeat process summary (results.repeats) holding this
+    # metric for one process: compare's unit of replication. None: not kept.
+    process_key: str | None = None
 
     def better(self, a: float, b: float) -> float:
         """The better of two values of this metric."""
@@ -103,6 +106,7 @@ METRICS: dict[str, Metric] = {
             False,
             _latency("median"),
             _latency_samples,
+            process_key="median_ms",
         ),
         Metric(
             "p99",
@@ -113,6 +117,7 @@ METRICS: dict[str, Metric] = {
             _latency("p99"),
             _latency_samples,
             statistic="p99",
+            process_key="p99_ms",
         ),
         Metric(
             "throughput",
@@ -122,8 +127,17 @@ METRICS: dict[str, Metric] = {
             True,
             lambda r: r.throughput,
             _throughput_samples,
+            process_key="throughput",
         ),
-        Metric("cpu", "CPU use", "% of one core", "CPU %", False, lambda r: r.cpu_percent),
+        Metric(
+            "cpu",
+            "CPU use",
+            "% of one core",
+            "CPU %",
+            False,
+            lambda r: r.cpu_percent,
+            process_key="cpu_percent",
+        ),
         Metric("memory", "Memory (peak RSS)", "MB", "RSS MB", False, lambda r: r.peak_rss_mb),
         Metric("first_call", "First call", "ms", "1st call ms", False, lambda r: r.first_call_ms),
         Metric(
@@ -183,6 +197,7 @@ METRICS: dict[str, Metric] = {
             "J/sample",
             False,
             _energy("joules_per_sample"),
+            process_key="joules_per_sample",
         ),
         Metric(
             "power",
