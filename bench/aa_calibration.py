@@ -1,0 +1,98 @@
+"""Does compare's gate survive an A/A test, and does it catch real slowdowns?
+
+    python bench/aa_calibration.py [--runs 6] [--repeat 5] [--min-time 0.1] [--keep DIR]
+
+Runs the same cases (`gemm` and `mlp` on torch, 2 threads) `--runs` times,
+and, interleaved with them round by round, two planted slowdowns of `gemm`
+that keep its identity (worker/planted.py): on 1 thread instead of 2
+(about 2x) and at a 1.0625x larger size under the same name (about 20% more
+work). Then it compares every pair of identical runs (A/A) and every
+baseline run with every planted one, and prints:
+
+- the gate's false-alarm rate at --fail-on-regression 5 and 10 (A/A pairs);
+- the detection rate of each planted slowdown at the same thresholds.
+
+Targets on a 2-CPU machine with --repeat 5: false alarms at most 5%, the 2x
+slowdown always caught, the 20% one at least 80% of the time. `--repeat 1`
+shows what single-process comparisons do (all inconclusive by design).
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from dlbench.report.compare import compare_runs, regressions
+from dlbench.results.records import Run
+
+PLANTS = {"2x (1 thread)": "threads=1", "~20% (size x1.0625)": "gemm_scale=1.0625"}
+THRESHOLDS = (5.0, 10.0)
+
+
+def run_once(
+    folder: Path, name: str, workloads: list[str], args: argparse.Namespace, plant: str
+) -> Run:
+    out = folder / f"{name}.json"
+    env = {**os.environ, "DLBENCH_DB": str(folder / "store.sqlite")}
+    if plant:
+        env["DLBENCH_TEST_PLANT"] = plant
+    command = [sys.executable, "-m", "dlbench", "run", "-f", "torch", "--threads", "2"]
+    command += [arg for w in workloads for arg in ("-w", w)]
+    command += ["--repeat", str(args.repeat), "--min-time", str(args.min_time), "-q"]
+    done = subprocess.run([*command, "--json", str(out)], env=env, capture_output=True, text=True)
+    if done.returncode != 0:
+        raise SystemExit(f"{name}: dlbench failed: {done.stderr[-2000:]}")
+    return Run.from_dict(json.loads(out.read_text()))
+
+
+def alarm_rate(pairs: list[tuple[Run, Run]], percent: float, workload: str | None = None) -> float:
+    alarms = total = 0
+    for a, b in pairs:
+        comparison = compare_runs(a, b, "latency")
+        flagged = {c.label for c in regressions(comparison, percent)}
+        for case in comparison.cases:
+            if workload is None or case.label.startswith(workload):
+                total += 1
+                alarms += case.label in flagged
+    return alarms / total if total else float("nan")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--runs", type=int, default=6)
+    parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--min-time", type=float, default=0.1)
+    parser.add_argument("--keep", type=Path, help="keep the runs' JSON files in this folder")
+    args = parser.parse_args()
+    baseline: list[Run] = []
+    planted: dict[str, list[Run]] = {name: [] for name in PLANTS}
+    with tempfile.TemporaryDirectory(prefix="dlbench-aa-") as scratch:
+        folder = args.keep or Path(scratch)
+        folder.mkdir(parents=True, exist_ok=True)
+        for index in range(args.runs):  # interleaved rounds: drift reaches every arm
+            baseline.append(run_once(folder, f"base{index}", ["gemm", "mlp"], args, ""))
+            for name, plant in PLANTS.items():
+                run = run_once(folder, f"plant{index}-{plant}", ["gemm"], args, plant)
+                planted[name].append(run)
+            print(f"round {index + 1}/{args.runs} done", flush=True)
+    aa_pairs = list(itertools.combinations(baseline, 2))
+    print(f"\n--repeat {args.repeat}, --min-time {args.min_time}, {args.runs} runs per arm")
+    for percent in THRESHOLDS:
+        rate = alarm_rate(aa_pairs, percent)
+        print(f"A/A false alarms at --fail-on-regression {percent:g}: {rate:.1%} "
+              f"({len(aa_pairs)} pairs x 2 cases)")  # fmt: skip
+    for name, runs in planted.items():
+        pairs = [(a, b) for a in baseline for b in runs]
+        for percent in THRESHOLDS:
+            rate = alarm_rate(pairs, percent, workload="gemm")
+            print(f"planted {name}: caught at {percent:g}%: {rate:.1%} ({len(pairs)} pairs)")
+
+
+if __name__ == "__main__":
+    main()
