@@ -69,7 +69,11 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--min-time", type=float, default=0.1)
     parser.add_argument("--keep", type=Path, help="keep the runs' JSON files in this folder")
+    parser.add_argument("--load", type=Path, help="analyse runs kept earlier with --keep")
     args = parser.parse_args()
+    if args.load is not None:
+        report(*load_kept(args.load), args)
+        return
     baseline: list[Run] = []
     planted: dict[str, list[Run]] = {name: [] for name in PLANTS}
     with tempfile.TemporaryDirectory(prefix="dlbench-aa-") as scratch:
@@ -81,8 +85,24 @@ def main() -> None:
                 run = run_once(folder, f"plant{index}-{plant}", ["gemm"], args, plant)
                 planted[name].append(run)
             print(f"round {index + 1}/{args.runs} done", flush=True)
+    report(baseline, planted, args)
+
+
+def load_kept(folder: Path) -> tuple[list[Run], dict[str, list[Run]]]:
+    def runs(pattern: str) -> list[Run]:
+        return [Run.from_dict(json.loads(p.read_text())) for p in sorted(folder.glob(pattern))]
+
+    planted = {name: runs(f"plant*-{plant}.json") for name, plant in PLANTS.items()}
+    return runs("base*.json"), planted
+
+
+def report(baseline: list[Run], planted: dict[str, list[Run]], args: argparse.Namespace) -> None:
     aa_pairs = list(itertools.combinations(baseline, 2))
-    print(f"\n--repeat {args.repeat}, --min-time {args.min_time}, {args.runs} runs per arm")
+    settings = baseline[0].settings
+    print(
+        f"\n--repeat {settings.get('repeat')}, --min-time {settings.get('min_time_s')}, "
+        f"{len(baseline)} runs per arm"
+    )
     for percent in THRESHOLDS:
         rate = alarm_rate(aa_pairs, percent)
         print(f"A/A false alarms at --fail-on-regression {percent:g}: {rate:.1%} "
