@@ -123,3 +123,19 @@ def test_a_real_a_a_pair_with_repeats_passes_the_gate(tmp_path):
     gate = dlbench("compare", str(outs[0]), str(outs[1]), "--fail-on-regression", "10")
     assert gate.returncode == 0, gate.stdout + gate.stderr
     assert "3/3" in gate.stdout
+
+
+def test_a_suite_sets_a_default_repeat_and_a_bad_one_is_refused(tmp_path):
+    from dlbench.errors import UserError
+    from dlbench.plan.build import RunRequest, build_plan
+
+    suite = tmp_path / "s.yaml"
+    suite.write_text('settings: {repeat: 3}\ncases:\n  - {workload: mlp, framework: "null"}\n')
+    assert build_plan(RunRequest(suite=str(suite))).settings.repeat == 3
+    given = RunRequest(suite=str(suite), settings=(("repeat", 2),))
+    assert build_plan(given).settings.repeat == 2  # --repeat wins over the suite
+    suite.write_text('settings: {repeat: 0}\ncases:\n  - {workload: mlp, framework: "null"}\n')
+    with pytest.raises(UserError, match="repeat"):
+        build_plan(RunRequest(suite=str(suite)))
+    refused = dlbench("run", "-w", "mlp", "-f", "null", "--repeat", "0")
+    assert refused.returncode == 2 and "--repeat" in refused.stderr

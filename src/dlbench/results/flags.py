@@ -7,8 +7,8 @@ report and CSV show the list; nothing else decides a flag.
 
 - `noisy`: the latency samples' IQR is over 10% of the median.
 - `interference`: other processes kept more than INTERFERENCE_SHARE of the
-  machine's CPUs busy while the case was measured (the system's busy share
-  minus the worker's own).
+  machine's CPUs busy while the case was measured (the system's busy share,
+  hypervisor steal included, minus the worker's own, plus I/O wait).
 - `stalled`: inside the measured region the worker's CPU stayed near zero for
   over STALL_SECONDS with no GPU busy on its behalf (a machine or I/O stall
   the timing then contains).
@@ -85,7 +85,9 @@ def other_share(points: Sequence[Mapping[str, Any]]) -> float:
         if not isinstance(cores, list) or not cores or not _number(system):
             continue
         own = worker / len(cores) if _number(worker) else 0.0
-        shares.append(max(0.0, system - own) / 100.0)
+        iowait = point.get("iowait_percent")
+        waiting = iowait if _number(iowait) else 0.0
+        shares.append(max(0.0, system - own + waiting) / 100.0)
     return sum(shares) / len(shares) if shares else 0.0
 
 
