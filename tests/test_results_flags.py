@@ -127,6 +127,6 @@ def test_the_null_case_uses_one_core_with_numpys_blas_pool_at_one_thread(tmp_pat
     assert done.returncode == 0, done.stderr
     (result,) = json.loads(out.read_text())["results"]
     assert result["details"]["numpy_blas"]["threads"] == 1
-    # one Python loop, not two cores: NumPy's pool no longer spins beside it. (Its
-    # measured region is ~20 ms, 100k iterations, so it reads 120-150% on a busy VM.)
-    assert result["cpu_percent"] < 175, result["cpu_percent"]
+    # one Python loop: about one core, not NumPy's pool spinning beside it
+    # (161-199% before, on this project's 2-CPU machines)
+    assert result["cpu_percent"] < 130, result["cpu_percent"]
