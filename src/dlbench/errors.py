@@ -9,7 +9,16 @@ traceback.
 
 from __future__ import annotations
 
+import re
 from typing import Any
+
+# Lines of a framework's error that say where it was raised, not why:
+# OpenVINO's "Exception from src/...cpp:84:" and "Check 'x' failed at ...:151:",
+# and the C++ function signatures ONNX Runtime puts before its reason.
+LOCATION_LINE = re.compile(r"(Exception from|Check '.*' failed at) \S+:\d+:?")
+CPP_FRAME = re.compile(
+    r"\s*/?[\w./-]+\.(?:cc|cpp|cxx|h|hpp):\d+\s+[\w:~<>]+\([^()]*\)(?:\s*const)?\s*"
+)
 
 
 class UserError(Exception):
@@ -32,7 +41,13 @@ class CaseError(Exception):
     """This case cannot run here as asked (device absent, unsupported pair).
 
     Raised inside the worker; the case is recorded as failed with this message.
+    `detail` keeps what the message shortened (a framework's whole error), for
+    the result's error_detail.
     """
+
+    def __init__(self, message: str, detail: str | None = None) -> None:
+        super().__init__(message)
+        self.detail = detail
 
 
 class CaseSkipped(CaseError):
@@ -55,3 +70,28 @@ class RunInterrupted(KeyboardInterrupt):
     def __init__(self, run: Any) -> None:
         super().__init__(run.id)
         self.run = run
+
+
+def first_line(message: str | BaseException, limit: int = 300) -> str:
+    """The first non-blank line of an error message, shortened: tables stay readable."""
+    text = str(message) or (type(message).__name__ if isinstance(message, BaseException) else "")
+    line = next((ln.strip() for ln in text.splitlines() if ln.strip()), "(no message)")
+    return _shortened(line, limit)
+
+
+def cause_summary(message: str | BaseException, limit: int = 300) -> str:
+    """A framework's error in one line that names the cause.
+
+    Frameworks put the cause below lines that only locate the throw
+    (OpenVINO: "Exception from src/inference/src/cpp/core.cpp:84:" and then,
+    lines down, "Model wasn't fully converted ... No conversion rule found for
+    operations: ..."). The location lines are dropped and the rest joined.
+    """
+    text = str(message) or (type(message).__name__ if isinstance(message, BaseException) else "")
+    lines = [CPP_FRAME.sub(" ", ln).strip() for ln in text.splitlines()]
+    kept = [ln for ln in lines if ln and not LOCATION_LINE.fullmatch(ln)]
+    return _shortened(" ".join(kept) or first_line(text, limit), limit)
+
+
+def _shortened(line: str, limit: int) -> str:
+    return line if len(line) <= limit else line[: limit - 3] + "..."

@@ -15,7 +15,7 @@ from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from dlbench.errors import CaseError, ReferenceUnavailable
+from dlbench.errors import CaseError, ReferenceUnavailable, cause_summary
 from dlbench.spec.case import Case
 from dlbench.workloads.base import Workload
 
@@ -114,9 +114,13 @@ REFUSED = ("refused to load {name}: {why}, which can run code from the file; "
            "pass --trust-model if you trust it")  # fmt: skip
 
 
-def load_error(exc: BaseException) -> str:
-    """A framework's load error, short enough to quote inside dlbench's own message."""
-    return first_line(exc, limit=200)
+def load_failure(what: str, exc: BaseException) -> CaseError:
+    """A CaseError for a framework that could not load or convert a model.
+
+    The message is `what` and the line naming the framework's cause; the
+    whole error goes to the result's error_detail.
+    """
+    return CaseError(f"{what}: {cause_summary(exc, limit=400)}", detail=str(exc))
 
 
 PLACEMENT_KEY = "placement"
@@ -131,13 +135,6 @@ def placement(reported_by: str, reported: str, kind: str) -> dict[str, dict[str,
     this entry and nothing else.
     """
     return {PLACEMENT_KEY: {"by": reported_by, "reported": reported, "kind": kind}}
-
-
-def first_line(message: str | BaseException, limit: int = 300) -> str:
-    """The first non-blank line of an error message, shortened: tables stay readable."""
-    text = str(message) or (type(message).__name__ if isinstance(message, BaseException) else "")
-    line = next((ln.strip() for ln in text.splitlines() if ln.strip()), "(no message)")
-    return line if len(line) <= limit else line[: limit - 3] + "..."
 
 
 def input_shapes(arrays: dict[str, Any]) -> dict[str, list[int]]:

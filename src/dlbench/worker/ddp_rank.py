@@ -20,8 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from dlbench.atomic import write_atomic
-from dlbench.backends.base import first_line
-from dlbench.errors import CaseError, CaseSkipped
+from dlbench.errors import CaseError, CaseSkipped, first_line
 from dlbench.measure.energy import EnergyMeter, EnergyReading
 from dlbench.measure.monitor import ProcessMonitor
 from dlbench.measure.timer import MAX_ITERS, StopRule, run_timed

@@ -18,8 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from dlbench.atomic import write_atomic
-from dlbench.backends.base import first_line
-from dlbench.errors import CaseSkipped
+from dlbench.errors import CaseSkipped, first_line
 from dlbench.results.records import STATUS_SKIPPED, base_result, now_iso
 from dlbench.spec.case import Case, Settings
 from dlbench.spec.registry import FRAMEWORKS, framework_info

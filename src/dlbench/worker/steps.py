@@ -12,8 +12,8 @@ import traceback
 from dataclasses import replace
 
 from dlbench.backends import load_backend
-from dlbench.backends.base import Backend, Job, Prepared, device_kind, first_line
-from dlbench.errors import CaseError, CaseSkipped, ReferenceUnavailable
+from dlbench.backends.base import Backend, Job, Prepared, device_kind
+from dlbench.errors import CaseError, CaseSkipped, ReferenceUnavailable, first_line
 from dlbench.measure.energy import EnergyMeter, EnergyReading
 from dlbench.measure.monitor import ProcessMonitor, ResourceUse, peak_rss_mb
 from dlbench.measure.stats import summarize, throughput
@@ -187,6 +187,8 @@ def failed_from_exception(case: Case, exc: BaseException) -> Result:
     if not isinstance(exc, CaseError):
         message = f"{type(exc).__name__}: {message}"
     detail = "".join(traceback.format_exception(exc)[-8:])
+    if isinstance(exc, CaseError) and exc.detail:
+        detail = f"{exc.detail.rstrip()}\n\n{detail}"  # the framework's whole message first
     return base_result(
         case, STATUS_FAILED, error=message, error_detail=detail, peak_rss_mb=peak_rss_mb()
     )
