@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 from conftest import dlbench
@@ -41,14 +42,21 @@ def onnx_file(tmp_path) -> str:
     return str(path)
 
 
+def make_model(kind: str, path) -> str:
+    """A model file written by the real exporter (tests/make_models.py), in its own process."""
+    maker = Path(__file__).with_name("make_models.py")
+    subprocess.run([sys.executable, str(maker), kind, str(path)], check=True, capture_output=True)
+    return str(path)
+
+
 @pytest.mark.slow
-def test_onnx_model_needs_its_dynamic_dims_then_runs_on_both_runtimes(tmp_path):
+def test_onnx_dynamic_batch_comes_from_batch_size_on_both_runtimes(tmp_path):
     pytest.importorskip("onnx")
     model = onnx_file(tmp_path)
     code, results, text = dlbench_run(tmp_path, "--model", model)
-    assert code == 1
-    assert all("give them with --input x:SHAPE" in r["error"] for r in results), text
-    code, results, text = dlbench_run(tmp_path, "--model", model, "--input", "x:4x8")
+    assert code == 0, text
+    assert [r["details"]["inputs"] for r in results] == [{"x": [1, 8]}] * 2  # default batch 1
+    code, results, text = dlbench_run(tmp_path, "--model", model, "-b", "4")
     assert code == 0, text
     assert [r["case"]["framework"] for r in results] == ["onnxruntime", "openvino"]
     assert all(r["case"]["batch_size"] == 4 for r in results)
@@ -57,17 +65,83 @@ def test_onnx_model_needs_its_dynamic_dims_then_runs_on_both_runtimes(tmp_path):
 
 
 @pytest.mark.slow
-def test_torchscript_model_runs_with_named_inputs(tmp_path):
-    torch = pytest.importorskip("torch")
-    module = torch.jit.script(torch.nn.Sequential(torch.nn.Linear(8, 4), torch.nn.ReLU()))
-    path = tmp_path / "tiny.pt"
-    torch.jit.save(module, str(path))
-    code, results, text = dlbench_run(tmp_path, "--model", str(path))
-    assert code == 1 and "dynamic or unknown dimensions" in results[0]["error"], text
-    code, results, text = dlbench_run(tmp_path, "--model", str(path), "--input", "input:2x8")
+def test_tf_style_onnx_colon_names_and_an_int64_scalar_from_npz(tmp_path):
+    np = pytest.importorskip("numpy")
+    pytest.importorskip("torch")
+    model = make_model("onnx-tf-style", tmp_path / "exported_from_tf.onnx")
+    data = tmp_path / "rate.npz"
+    np.savez(data, sr=np.array(16000, dtype=np.int64))
+    code, results, text = dlbench_run(
+        tmp_path, "--model", model, "--input", "serving_default_input_2:0:3x12",
+        "--input-data", str(data),
+    )  # fmt: skip
+    assert code == 0, text
+    for result in results:
+        assert result["details"]["inputs"] == {"serving_default_input_2:0": [3, 12], "sr": []}
+        assert result["case"]["batch_size"] == 3
+        assert result["case"]["input_data_digest"]
+    # both outputs (float scores, int64 argmax) are compared; the argmax exactly
+    assert "2 outputs compared" in results[1]["details"]["check"]["note"]
+    np.savez(data, sr=np.array(16000, dtype=np.int32))
+    code, results, _ = dlbench_run(tmp_path, "--model", model, "--input-data", str(data))
+    assert code == 1
+    assert all("input 'sr' is int32 in the file; the model takes int64" in r["error"]
+               for r in results)  # fmt: skip
+
+
+@pytest.mark.slow
+def test_torchscript_with_an_odd_extension_and_a_plain_int_argument(tmp_path):
+    np = pytest.importorskip("numpy")
+    pytest.importorskip("torch")
+    model = make_model("torchscript-int", tmp_path / "silero_like.jit")
+    code, results, _ = dlbench_run(tmp_path, "--model", model, "--input", "x:2x16")
+    assert code == 1 and "'sr' is a plain int64 argument" in results[0]["error"]
+    data = tmp_path / "inputs.npz"
+    rng = np.random.default_rng(0)
+    np.savez(data, x=rng.standard_normal((2, 16)).astype(np.float32), sr=np.array(16000))
+    code, results, text = dlbench_run(tmp_path, "--model", model, "--input-data", str(data))
     assert code == 0, text
     assert results[0]["details"]["model_kind"] == "torchscript"
-    assert results[0]["details"]["inputs"] == {"input": [2, 8]}
+    assert results[0]["case"]["batch_size"] == 2
+    # the value reaches the model: a rate it rejects fails the case
+    np.savez(data, x=rng.standard_normal((2, 16)).astype(np.float32), sr=np.array(44100))
+    code, results, _ = dlbench_run(tmp_path, "--model", model, "--input-data", str(data))
+    assert code == 1 and "unsupported sample rate" in results[0]["error_detail"]
+
+
+@pytest.mark.slow
+def test_keras2_hdf5_file_runs_with_its_batch_filled_in(tmp_path):
+    pytest.importorskip("tensorflow")
+    model = make_model("keras2-hdf5", tmp_path / "weights.best.hdf5")
+    code, results, text = dlbench_run(tmp_path, "--model", model, "-b", "2")
+    assert code == 0, text
+    assert results[0]["details"]["model_kind"] == "keras-h5"
+    assert results[0]["details"]["inputs"] == {"input_1": [2, 64, 64, 1]}
+
+
+@pytest.mark.slow
+def test_savedmodel_through_its_serving_signature_with_every_output(tmp_path):
+    pytest.importorskip("tensorflow")
+    model = make_model("savedmodel", tmp_path / "exported")
+    code, results, text = dlbench_run(tmp_path, "--model", model, "-b", "3")
+    assert code == 0, text
+    assert results[0]["details"]["model_kind"] == "savedmodel"
+    assert results[0]["details"]["outputs"] == ["label", "logits"]
+
+
+@pytest.mark.slow
+def test_pt2_program_eager_compile_and_aoti_export(tmp_path):
+    pytest.importorskip("torch")
+    model = make_model("pt2", tmp_path / "model.pt2")
+    code, results, text = dlbench_run(
+        tmp_path, "--model", model, "-b", "4", "-c", "eager", "-c", "compile", "-c", "export"
+    )
+    assert code == 0, text
+    assert [r["case"]["compile"] for r in results] == ["eager", "compile", "export"]
+    assert all(r["details"]["model_kind"] == "torch-export" for r in results)
+    export = results[2]["details"]["export"]
+    assert export["method"] == "torch.export + AOTInductor" and export["export_s"] > 0
+    assert results[2]["max_abs_diff"] < 1e-4  # the compiled package agrees with eager
 
 
 class Payload:
@@ -105,7 +179,7 @@ def test_a_pickled_module_loads_only_with_trust(tmp_path):
     code, results, text = dlbench_run(tmp_path, "--model", str(path), "--input", "input:2x8",
                                       "--trust-model")  # fmt: skip
     assert code == 0, text
-    assert "trust-model" in results[0]["details"]["model_kind"]
+    assert results[0]["details"]["model_kind"] == "torch-pickle"
 
 
 @pytest.mark.slow
@@ -130,19 +204,39 @@ risky.save(sys.argv[2])
 
 
 @pytest.mark.slow
-def test_a_corrupt_model_file_fails_its_cases_clearly(tmp_path):
-    path = tmp_path / "broken.onnx"
-    path.write_bytes(b"\x08\x01garbage" * 50)
-    code, results, _ = dlbench_run(tmp_path, "--model", str(path), "--input", "x:1x8")
-    assert code == 1 and len(results) == 2
-    assert all(r["status"] == "failed" and "cannot" in r["error"] for r in results)
+def test_a_framework_that_cannot_convert_names_the_cause(tmp_path):
+    pytest.importorskip("onnx")
+    import onnx
+    from onnx import TensorProto, helper
+
+    graph = helper.make_graph(
+        [helper.make_node("FancyOp", ["x"], ["y"], domain="com.example")], "custom",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 4])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+    )  # fmt: skip
+    model = helper.make_model(
+        graph, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("com.example", 1)]
+    )
+    model.ir_version = 8
+    onnx.save(model, tmp_path / "custom.onnx")
+    code, results, _ = dlbench_run(tmp_path, "--model", str(tmp_path / "custom.onnx"))
+    assert code == 1
+    openvino = next(r for r in results if r["case"]["framework"] == "openvino")
+    # the cause, not the location line OpenVINO puts first; the whole message kept
+    assert "No conversion rule found for operations: com.example.FancyOp" in openvino["error"]
+    assert "Exception from" not in openvino["error"]
+    assert "Exception from src" in openvino["error_detail"]
 
 
 @pytest.mark.parametrize(
     ("args", "message"),
     [
         (["--model", "missing.onnx"], "no such file or directory"),
-        (["--model", "model.txt"], "unknown kind of model file"),
+        (["--model", "model.txt"], "not a model format dlbench reads (the file starts with text"),
+        (["--model", "garbage.onnx"], "starts with bytes 08 01 67"),
+        (["--model", "saved"], "a directory without saved_model.pb"),
+        (["--input-data", "data.npz"], "--input-data and --trust-model go with --model FILE"),
+        (["--model", "model.txt", "--input-data", "missing.npz"], "not a model format"),
         (["--input", "x:8x0"], "every dimension must be > 0"),
         (["--input", "x"], "expected NAME:SHAPE[:DTYPE]"),
         (["--input", "x:2x3:complex"], "unknown dtype 'complex'"),
@@ -150,5 +244,7 @@ def test_a_corrupt_model_file_fails_its_cases_clearly(tmp_path):
 )
 def test_bad_model_options_are_user_errors(tmp_path, args, message):
     (tmp_path / "model.txt").write_text("x")
+    (tmp_path / "garbage.onnx").write_bytes(b"\x08\x01garbage" * 50)
+    (tmp_path / "saved").mkdir()
     proc = dlbench("run", *args, cwd=tmp_path)
     assert proc.returncode == 2 and message in proc.stderr and "Traceback" not in proc.stderr

@@ -94,6 +94,18 @@ def build_parser() -> argparse.ArgumentParser:
     show.add_argument("run", help="a run JSON file, or a run id in the store")
     show.add_argument("--db", type=Path, help="store file (default: $DLBENCH_DB or user data dir)")
     add_study_options(show)
+    inspect = commands.add_parser(
+        "inspect",
+        help="what a model file is: its format (read from the content), inputs and outputs, "
+        "and which installed frameworks can load it (and why not)",
+    )
+    inspect.add_argument("model", type=Path, help="a model file or SavedModel directory")
+    inspect.add_argument(
+        "--trust-model",
+        action="store_true",
+        help="allow loading a file that needs unpickling (runs code from the file)",
+    )
+    inspect.add_argument("--json", action="store_true", help="print as JSON")
     add_results_parsers(commands)
     return parser
 
@@ -252,8 +264,9 @@ def add_run_parser(commands: argparse._SubParsersAction) -> None:
 def add_model_options(run: argparse.ArgumentParser) -> None:
     run.add_argument(
         "--model",
-        help="benchmark a model file (.onnx, TorchScript .pt, .keras, SavedModel dir) "
-        "on every framework that can run it",
+        help="benchmark a model file on every framework that can run it: ONNX, TorchScript, "
+        "torch.export .pt2, Keras .keras/.h5, a SavedModel dir, OpenVINO IR .xml, TFLite "
+        "(the format is read from the content, not the extension)",
     )
     run.add_argument(
         "--input",
@@ -262,7 +275,14 @@ def add_model_options(run: argparse.ArgumentParser) -> None:
         type=input_spec,
         dest="inputs",
         metavar="NAME:SHAPE[:DTYPE]",
-        help="shape of a model input, e.g. pixels:8x3x32x32:float32",
+        help="shape of a model input, e.g. pixels:8x3x32x32:float32; NAME may hold colons "
+        "(serving_default_x:0:1x224x224x3). A dynamic first dimension takes --batch-size",
+    )
+    run.add_argument(
+        "--input-data",
+        metavar="FILE",
+        help="the model's input values: an .npz of arrays by input name (a 0-d array for a "
+        "scalar), or an .npy for a single-input model; every framework gets the same values",
     )
     run.add_argument(
         "--trust-model",

@@ -66,6 +66,7 @@ def request_from_args(args: argparse.Namespace) -> RunRequest:
         settings=tuple((k, v) for k, v in settings.items() if v is not None),
         model=args.model,
         inputs=tuple(sorted(dict(args.inputs).items())),
+        input_data=args.input_data,
         trust_model=args.trust_model,
         strict=args.strict,
     )

@@ -56,6 +56,7 @@ class RunRequest:
     settings: tuple[tuple[str, Any], ...] = ()
     model: str | None = None
     inputs: tuple[tuple[str, str], ...] = field(default=(), metadata={"flag": "--input"})
+    input_data: str | None = None
     trust_model: bool = False
     precisions: tuple[str, ...] = field(default=(), metadata={"flag": "--precision"})
     target_accuracy: float | None = None
@@ -92,6 +93,8 @@ class Plan:
 def build_plan(request: RunRequest) -> Plan:
     """Validate everything; return the cases to run or raise UserError."""
     _check_filter_names(request)
+    if request.model is None and (request.inputs or request.input_data or request.trust_model):
+        raise UserError("--input, --input-data and --trust-model go with --model FILE")
     if request.model is not None:
         spec = _model_suite(request)
     elif request.suite is None and request.workloads:
@@ -176,10 +179,16 @@ def _model_suite(request: RunRequest) -> SuiteSpec:
     path = Path(request.model).resolve()
     if not path.exists():
         raise UserError(f"--model {request.model}: no such file or directory")
-    entry = {
-        "workload": "user-model",
-        "framework": list(request.frameworks or frameworks_for(path)),
-    }
+    runs_on = frameworks_for(path)
+    if not runs_on:
+        from dlbench.workloads.model_format import FORMATS, model_format
+
+        raise UserError(
+            f"--model {request.model}: a {FORMATS[model_format(path)]}, which no framework "
+            "dlbench drives loads (an AOTInductor package is built for one machine: give "
+            "the torch.export program instead, with -c export)"
+        )
+    entry = {"workload": "user-model", "framework": list(request.frameworks or runs_on)}
     return SuiteSpec(f"model:{path.name}", f"user model {path}", {}, (entry,))
 
 
@@ -395,6 +404,7 @@ def _model_fields(request: RunRequest) -> dict[str, Any]:
     return {
         "model": str(Path(request.model).resolve()),
         "inputs": request.inputs,
+        "input_data": str(Path(request.input_data).resolve()) if request.input_data else None,
         "trust_model": request.trust_model,
     }
 

@@ -35,6 +35,9 @@ from dlbench.spec.digest import files_digest, path_digest
 from dlbench.spec.registry import FRAMEWORKS, framework_info
 from dlbench.workloads import get_workload
 
+# what the export compile mode (torch.export + AOTInductor) compiles
+EXPORT_PRECISIONS = ("fp32", "tf32")
+
 
 def validate_settings(settings: Settings) -> Settings:
     """Reject stop rules that could never finish, overflow, or make no sense."""
@@ -63,6 +66,13 @@ def validate_case(case: Case) -> Case:
         raise UserError(
             f"workload {case.workload!r} on {case.framework!r} runs in compile modes "
             f"{', '.join(allowed_compiles)}, not {case.compile!r}"
+        )
+    if case.compile == "export" and (
+        case.mode != "infer" or workload.is_kernel or case.precision not in EXPORT_PRECISIONS
+    ):
+        raise UserError(
+            "compile mode export (torch.export + AOTInductor) runs model inference at "
+            f"{' or '.join(EXPORT_PRECISIONS)}; not {case.workload} {case.mode} at {case.precision}"
         )
     if case.mode not in workload.modes:
         raise UserError(
@@ -110,6 +120,7 @@ def validate_case(case: Case) -> Case:
     return replace(
         case,
         model_digest=_digest(case.model) if case.model is not None else None,
+        input_data_digest=_digest(case.input_data) if case.input_data is not None else None,
         data_digest=_mnist_digest(case.data_dir) if case.data_dir is not None else None,
     )
 
@@ -170,9 +181,15 @@ def _validate_training_run(case: Case, epoch_based: bool) -> None:
 
 @functools.lru_cache(maxsize=8)
 def _digest(path: str) -> str:
-    """A model file's digest, read once per file (every framework's case names it)."""
+    """A model or data file's digest, read once per file (every framework's case names it).
+
+    An OpenVINO IR's weights live in the .bin beside its .xml: both count.
+    """
     from pathlib import Path
 
+    weights = Path(path).with_suffix(".bin")
+    if Path(path).suffix.lower() == ".xml" and weights.is_file():
+        return files_digest([(Path(path).name, Path(path)), (weights.name, weights)])
     return path_digest(Path(path))
 
 
@@ -206,17 +223,45 @@ def _validate_model(case: Case) -> None:
     if (case.workload == "user-model") != (case.model is not None):
         raise UserError("workload user-model goes with --model FILE, and --model only with it")
     if case.model is None:
+        if case.input_data is not None:
+            raise UserError("--input-data feeds a model file: it goes with --model FILE")
         return
     from pathlib import Path
 
-    from dlbench.workloads.user_model import frameworks_for
+    from dlbench.workloads.model_format import FORMATS, model_format
+    from dlbench.workloads.user_model import TORCH_FORMAT_COMPILES, frameworks_for
 
     path = Path(case.model)
     if not path.exists():
         raise UserError(f"--model {case.model}: no such file or directory")
     allowed = frameworks_for(path)
     if case.framework not in allowed:
-        raise UserError(f"--model {path.name} runs on {', '.join(allowed)}, not {case.framework!r}")
+        raise UserError(
+            f"--model {path.name} ({FORMATS[model_format(path)]}) runs on "
+            f"{', '.join(allowed) or 'no framework dlbench has'}, not {case.framework!r}"
+        )
+    kind = model_format(path)
+    if case.framework == "torch" and case.compile not in TORCH_FORMAT_COMPILES[kind]:
+        raise UserError(
+            f"--model {path.name} is a {FORMATS[kind]}; torch runs it in compile modes "
+            f"{', '.join(TORCH_FORMAT_COMPILES[kind])}, not {case.compile!r}"
+        )
+    if case.input_data is not None:
+        _check_input_data(case.input_data)
+
+
+@functools.lru_cache(maxsize=8)
+def _check_input_data(input_data: str) -> None:
+    """A readable .npz/.npy without pickles (raises UserError); the model's own check
+    of names, shapes and dtypes happens where the model is loaded."""
+    from pathlib import Path
+
+    from dlbench.workloads.user_model import load_input_data
+
+    path = Path(input_data)
+    if not path.is_file():
+        raise UserError(f"--input-data {input_data}: no such file")
+    load_input_data(path)
 
 
 def _validate_scenario(case: Case) -> None:

@@ -87,6 +87,10 @@ class Case:
     model_digest: str | None = None
     inputs: tuple[tuple[str, str], ...] = ()
     trust_model: bool = field(default=False, metadata=LAUNCH_DETAIL)
+    # --input-data: the arrays fed to the model (.npz by input name, or .npy),
+    # identified by their content digest
+    input_data: str | None = field(default=None, metadata=LAUNCH_DETAIL)
+    input_data_digest: str | None = None
     # time-to-train cases (epoch workloads): stop early at this test accuracy,
     # and read MNIST's IDX files from this folder (identified by the files'
     # digest) instead of the synthetic set (data_digest None)
@@ -188,6 +192,10 @@ class Case:
             ("data_digest", f"data={_short(self.data_digest)}" if self.data_digest else ""),
             ("model_digest", f"model={_short(self.model_digest)}" if self.model_digest else ""),
             ("inputs", " ".join(f"{k}:{v}" for k, v in self.inputs)),
+            (
+                "input_data_digest",
+                f"input-data={_short(self.input_data_digest)}" if self.input_data_digest else "",
+            ),
             ("options", " ".join(f"{k}={v}" for k, v in self.options)),
         ]
 

@@ -115,14 +115,16 @@ FRAMEWORKS: dict[str, FrameworkInfo] = {
         FrameworkInfo(
             name="torch",
             target="dlbench.backends.torch.backend:TorchBackend",
-            compile_modes=("eager", "compile", "script"),
+            # script: TorchScript (deprecated in torch 2.13, kept for comparison);
+            # export: torch.export + AOTInductor, the deployment path that replaces it
+            compile_modes=("eager", "compile", "script", "export"),
             default_compile="eager",
             import_name="torch",
             distributions=("torch",),
             install_hint="pip install torch==2.13.0 (before any extra that depends on it)",
             label="PyTorch",
             precisions=("fp32", "tf32", "amp-fp16", "amp-bf16"),
-            model_formats=("torchscript",),
+            model_formats=("torchscript", "torch-export", "torch-pickle"),
             transfer_inside=True,
             distributed=True,
         ),
@@ -136,7 +138,7 @@ FRAMEWORKS: dict[str, FrameworkInfo] = {
             install_hint="pip install tensorflow-cpu (or dlbench[tensorflow])",
             label="TensorFlow / Keras",
             support=TF_MODELS,
-            model_formats=("keras", "savedmodel"),
+            model_formats=("keras", "keras-h5", "savedmodel"),
         ),
         FrameworkInfo(
             name="jax",
@@ -171,7 +173,7 @@ FRAMEWORKS: dict[str, FrameworkInfo] = {
             install_hint="pip install openvino onnx (or dlbench[openvino]); exports need torch",
             label="OpenVINO (CPU; reads the exported ONNX model)",
             support=ONNX_MODELS,
-            model_formats=("onnx",),
+            model_formats=("onnx", "openvino-ir", "tflite"),
         ),
     )
 }

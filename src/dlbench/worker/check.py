@@ -29,22 +29,67 @@ class CheckOutcome:
 
 
 def check_output(job: Job, prepared: Prepared) -> CheckOutcome:
-    """Compare one more output of the prepared step with the reference."""
+    """Compare one more output of the prepared step with the reference.
+
+    A model with several outputs has each compared, with the tolerance of
+    its dtype; the outcome reports the output closest to failing.
+    """
     if prepared.fetch_output is None or job.case.mode != "infer":
         return CheckOutcome(None, None, "not checked (no output to compare in this mode)")
     import numpy as np
 
-    output = np.asarray(prepared.fetch_output())
-    expected, actual = _expected_and_actual(job, prepared, output)
-    if expected.shape != actual.shape:
-        return CheckOutcome(
-            float("inf"), 0.0, f"output shape {actual.shape} != reference {expected.shape}"
-        )
-    diff = float(np.max(np.abs(actual.astype(np.float64) - expected.astype(np.float64))))
-    scale = max(1.0, float(np.max(np.abs(expected))))
-    tolerance = RELATIVE_TOLERANCE.get(job.case.precision, 1e-3) * scale
+    fetched = prepared.fetch_output()
+    outputs = [np.asarray(o) for o in (fetched if isinstance(fetched, list) else [fetched])]
+    expected, actual = _expected_and_actual(job, prepared, outputs)
     source = _source(job)
-    return CheckOutcome(diff, tolerance, source)
+    if len(expected) != len(actual):
+        return CheckOutcome(
+            float("inf"), 0.0, f"{len(actual)} outputs, the reference has {len(expected)}"
+        )
+    worst = CheckOutcome(0.0, 0.0, source)
+    for index, (want, got) in enumerate(zip(expected, actual, strict=True)):
+        name = f"output {index}: " if len(actual) > 1 else ""
+        if got.dtype.kind not in "fiub":
+            continue  # not numbers (a map or string output): nothing to subtract
+        if want.shape != got.shape:
+            return CheckOutcome(
+                float("inf"), 0.0, f"{name}shape {got.shape} != reference {want.shape}"
+            )
+        diff, tolerance = _compare(want, got, job.case.precision)
+        if _closer_to_failing(diff, tolerance, worst):
+            worst = CheckOutcome(diff, tolerance, f"{source}; {name}{got.dtype}".rstrip("; "))
+    if len(actual) > 1:
+        worst = CheckOutcome(
+            worst.max_abs_diff, worst.tolerance, f"{len(actual)} outputs compared; {worst.note}"
+        )
+    return worst
+
+
+def _compare(expected: Any, actual: Any, precision: str) -> tuple[float, float]:
+    """(max |difference|, tolerance) for one output, by its dtype.
+
+    Floats: the precision's relative tolerance, at least fp16's for a
+    half-precision output. Integers and booleans (ids, argmax, masks): exact.
+    """
+    import numpy as np
+
+    if expected.size == 0:
+        return 0.0, 0.0
+    diff = float(np.max(np.abs(actual.astype(np.float64) - expected.astype(np.float64))))
+    if expected.dtype.kind != "f":
+        return diff, 0.0
+    relative = RELATIVE_TOLERANCE.get(precision, 1e-3)
+    if expected.dtype.itemsize <= 2 or actual.dtype.itemsize <= 2:
+        relative = max(relative, RELATIVE_TOLERANCE["amp-fp16"])
+    scale = max(1.0, float(np.max(np.abs(expected))))
+    return diff, relative * scale
+
+
+def _closer_to_failing(diff: float, tolerance: float, worst: CheckOutcome) -> bool:
+    def ratio(d: float, t: float) -> float:
+        return d / t if t > 0 else (0.0 if d == 0 else float("inf"))
+
+    return ratio(diff, tolerance) >= ratio(worst.max_abs_diff or 0.0, worst.tolerance or 0.0)
 
 
 def _source(job: Job) -> str:
@@ -53,20 +98,23 @@ def _source(job: Job) -> str:
     return "numpy spot check" if job.workload.is_kernel else "torch eager fp32 reference"
 
 
-def _expected_and_actual(job: Job, prepared: Prepared, output: Any) -> tuple[Any, Any]:
+def _expected_and_actual(job: Job, prepared: Prepared, outputs: list[Any]) -> tuple[list, list]:
     if job.workload.name == "user-model":
         from pathlib import Path
 
-        from dlbench.reference.user_model import expected_output
+        from dlbench.reference.user_model import expected_outputs
         from dlbench.spec.digest import path_digest
 
         shapes = prepared.details.get("inputs", {})  # as resolved by the backend
         digest = job.case.model_digest or path_digest(Path(job.case.model or ""))
-        expected, _ = expected_output(digest, shapes, job.seed, job.case.framework, output)
-        return expected, output
+        expected, _ = expected_outputs(
+            digest, shapes, job.seed, job.case.input_data_digest, job.case.framework, outputs
+        )
+        return expected, outputs
     if job.workload.is_kernel:
         inputs = job.workload.make_inputs(job.batch_size, job.params, "infer", job.seed)
-        return job.workload.kernel_check(inputs, output)
+        want, got = job.workload.kernel_check(inputs, outputs[0])
+        return [want], [got]
     from dlbench.reference.builtin import reference_output
 
-    return reference_output(job.workload.name, job.params, job.seed, job.batch_size), output
+    return [reference_output(job.workload.name, job.params, job.seed, job.batch_size)], outputs

@@ -13,43 +13,69 @@ import zlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from types import MappingProxyType
 
 import numpy as np
 
-from dlbench.errors import UserError
+from dlbench.errors import UserError, first_line
+from dlbench.spec.case import Case
 from dlbench.spec.registry import FRAMEWORKS
 from dlbench.workloads.base import WeightDict, Workload
+from dlbench.workloads.model_format import model_format
 
-DTYPES = ("float32", "float16", "float64", "int64", "int32", "int8", "uint8", "bool")
-SPEC = re.compile(r"(?P<name>[^:]+):(?P<shape>\d+(x\d+)*)(:(?P<dtype>[a-z0-9]+))?")
-# File kinds and the frameworks that run them
-ONNX_SUFFIXES = (".onnx",)
-TORCH_SUFFIXES = (".pt", ".pth", ".ts", ".torchscript")
-KERAS_SUFFIXES = (".keras", ".h5")
+DTYPES = ("float32", "float16", "float64", "int64", "int32", "int16", "int8", "uint8", "bool")
+# NAME:SHAPE[:DTYPE], where NAME may itself hold colons (TensorFlow's
+# "serving_default_x:0"): the shape is the last field made of digits and x's,
+# and a dtype after it is one of DTYPES.
+SPEC = re.compile(r"(?P<name>.+):(?P<shape>\d+(?:x\d+)*)(?::(?P<dtype>" + "|".join(DTYPES) + r"))?")
+# Compile modes a user's torch file runs in, by format: a TorchScript archive
+# runs as loaded, in TorchScript's interpreter ("eager": torch.compile and
+# torch.export refuse ScriptModules); an ExportedProgram or a pickled module
+# also runs under torch.compile, or deploys through AOTInductor (export).
+TORCH_FORMAT_COMPILES = {
+    "torchscript": ("eager",),
+    "torch-export": ("eager", "compile", "export"),
+    "torch-pickle": ("eager", "compile", "export"),
+}
 
 
 @dataclass(frozen=True)
 class InputSpec:
-    """One model input: dims are ints, or None where the model leaves them dynamic."""
+    """One model input: dims are ints, or None where the model leaves them dynamic.
+
+    `scalar` marks a plain Python argument (a TorchScript `int sr`), which is
+    called with a number, not a tensor, and must be given with --input-data.
+    """
 
     name: str
     dims: tuple[int | None, ...] | None  # None: the format records no shape (TorchScript)
     dtype: str
+    scalar: bool = False
+    optional: bool = False  # the model has a default for it: left out unless given
+
+    def shape_text(self) -> str:
+        if self.scalar:
+            return f"python {self.dtype}"
+        if self.dims is None:
+            return "?"
+        return "x".join("?" if d is None else str(d) for d in self.dims) or "scalar"
 
 
 def parse_input_option(text: str) -> tuple[str, str]:
     """`name:8x3x32x32[:dtype]` -> (name, "8x3x32x32:dtype"), or a UserError saying the form."""
     match = SPEC.fullmatch(text.strip())
     if match is None:
-        raise UserError(
-            f"--input {text!r}: expected NAME:SHAPE[:DTYPE], e.g. pixels:8x3x32x32:float32"
+        tail = text.rpartition(":")[2]
+        hint = (
+            f"unknown dtype {tail!r}; allowed: {', '.join(DTYPES)}"
+            if re.fullmatch(r"[a-z][a-z0-9]*", tail) and ":" in text.rpartition(":")[0]
+            else "expected NAME:SHAPE[:DTYPE], e.g. pixels:8x3x32x32:float32 "
+            "(a NAME may hold colons: serving_default_x:0:1x224x224x3)"
         )
-    dtype = match["dtype"] or ""
-    if dtype and dtype not in DTYPES:
-        raise UserError(f"--input {text!r}: unknown dtype {dtype!r}; allowed: {', '.join(DTYPES)}")
+        raise UserError(f"--input {text!r}: {hint}")
     if any(int(d) <= 0 for d in match["shape"].split("x")):
         raise UserError(f"--input {text!r}: every dimension must be > 0")
-    return match["name"], f"{match['shape']}:{dtype}"
+    return match["name"], f"{match['shape']}:{match['dtype'] or ''}"
 
 
 def frameworks_for(path: Path) -> tuple[str, ...]:
@@ -58,63 +84,139 @@ def frameworks_for(path: Path) -> tuple[str, ...]:
     return tuple(name for name, info in FRAMEWORKS.items() if kind in info.model_formats)
 
 
-def model_format(path: Path) -> str:
-    """onnx, torchscript, keras or savedmodel, or a UserError saying what is accepted."""
-    if path.is_dir():
-        return "savedmodel"
-    suffix = path.suffix.lower()
-    if suffix in ONNX_SUFFIXES:
-        return "onnx"
-    if suffix in TORCH_SUFFIXES:
-        return "torchscript"
-    if suffix in KERAS_SUFFIXES:
-        return "keras"
-    allowed = ", ".join(ONNX_SUFFIXES + TORCH_SUFFIXES + KERAS_SUFFIXES)
-    raise UserError(
-        f"--model {path}: unknown kind of model file; expected {allowed} or a SavedModel directory"
-    )
+def load_input_data(path: Path) -> dict[str, np.ndarray]:
+    """--input-data: arrays by input name (.npz), or one array ("" key) for a .npy file.
+
+    Loaded without pickle, so a data file cannot run code; object arrays are refused.
+    """
+    try:
+        loaded = np.load(path, allow_pickle=False)
+    except (OSError, ValueError, EOFError) as exc:
+        raise UserError(
+            f"--input-data {path}: not a NumPy .npz or .npy file ({first_line(exc)})"
+        ) from None
+    if isinstance(loaded, np.ndarray):
+        return {"": loaded}
+    with loaded:
+        arrays = {name: loaded[name] for name in loaded.files}
+    if not arrays:
+        raise UserError(f"--input-data {path}: the .npz file holds no arrays")
+    return arrays
 
 
 def resolve_inputs(
-    signature: Sequence[InputSpec], given: Mapping[str, str], seed: int
+    signature: Sequence[InputSpec],
+    given: Mapping[str, str],
+    seed: int,
+    batch_size: int | None = None,
+    data: Mapping[str, np.ndarray] | None = None,
 ) -> dict[str, np.ndarray]:
-    """Seeded arrays for every input, shapes completed from --input; clear errors otherwise."""
+    """The arrays every framework feeds this model, checked against its signature.
+
+    Values come from --input-data where given; otherwise seeded random values
+    of the shape from --input, or from the model with a dynamic leading
+    (batch) dimension set to `batch_size` (default 1). Inputs with a default
+    in the model are left out unless given.
+    """
     from dlbench.errors import CaseError
 
     names = [spec.name for spec in signature]
-    unknown = [name for name in given if name not in names]
-    if unknown:
-        raise CaseError(f"the model has no input {unknown[0]!r}; its inputs: {', '.join(names)}")
+    data = dict(data or {})
+    if "" in data:  # a .npy file: the model's one input
+        required = [spec.name for spec in signature if not spec.optional]
+        if len(required) != 1:
+            raise CaseError(
+                f"--input-data: a .npy file feeds a single-input model; this one has "
+                f"{len(required)} inputs ({', '.join(names)}): use an .npz keyed by name"
+            )
+        data[required[0]] = data.pop("")
+    for source, keys in (("--input", given), ("--input-data", data)):
+        unknown = [name for name in keys if name not in names]
+        if unknown:
+            raise CaseError(
+                f"{source}: the model has no input {unknown[0]!r}; its inputs: {', '.join(names)}"
+            )
     arrays = {}
     for spec in signature:
-        shape, dtype = _shape_and_dtype(spec, given.get(spec.name))
+        if spec.name in data:
+            arrays[spec.name] = _checked_data(spec, data[spec.name])
+            continue
+        if spec.optional and spec.name not in given:
+            continue
+        shape, dtype = _shape_and_dtype(spec, given.get(spec.name), batch_size)
         rng = np.random.default_rng(seed + zlib.crc32(spec.name.encode()))
         arrays[spec.name] = _random_array(rng, shape, dtype)
     return arrays
 
 
-def _shape_and_dtype(spec: InputSpec, option: str | None) -> tuple[tuple[int, ...], str]:
+def model_inputs(case: Case, signature: Sequence[InputSpec], seed: int) -> dict[str, np.ndarray]:
+    """A user-model case's inputs: its --input shapes, --input-data values and batch size."""
+    data = load_input_data(Path(case.input_data)) if case.input_data else None
+    return resolve_inputs(signature, dict(case.inputs), seed, case.batch_size, data)
+
+
+def _checked_data(spec: InputSpec, array: np.ndarray) -> np.ndarray:
     from dlbench.errors import CaseError
 
+    where = f"--input-data: input {spec.name!r}"
+    if array.dtype != np.dtype(spec.dtype) and not (spec.scalar and array.dtype.kind in "iufb"):
+        raise CaseError(f"{where} is {array.dtype} in the file; the model takes {spec.dtype}")
+    if spec.scalar:
+        if array.ndim != 0:
+            raise CaseError(f"{where} is a plain {spec.dtype} argument: give a 0-d array")
+        return array.astype(spec.dtype)
+    if spec.dims is not None and (
+        len(spec.dims) != array.ndim
+        or any(d is not None and d != n for d, n in zip(spec.dims, array.shape, strict=True))
+    ):
+        raise CaseError(
+            f"{where} has shape {'x'.join(map(str, array.shape)) or 'scalar'} in the file; "
+            f"the model takes {spec.shape_text()}"
+        )
+    return np.require(array, requirements="C")  # ascontiguousarray would make a 0-d 1-d
+
+
+def _shape_and_dtype(
+    spec: InputSpec, option: str | None, batch_size: int | None
+) -> tuple[tuple[int, ...], str]:
+    from dlbench.errors import CaseError
+
+    if spec.scalar:
+        raise CaseError(
+            f"input {spec.name!r} is a plain {spec.dtype} argument, not a tensor: give its "
+            f"value with --input-data FILE.npz (a 0-d array named {spec.name})"
+        )
     if option is not None:
         dims_text, _, dtype = option.partition(":")
         shape = tuple(int(d) for d in dims_text.split("x"))
-        if spec.dims is not None and len(spec.dims) != len(shape):
+        if spec.dims is not None and (
+            len(spec.dims) != len(shape)
+            or any(d is not None and d != n for d, n in zip(spec.dims, shape, strict=True))
+        ):
             raise CaseError(
-                f"--input {spec.name}: the model's input has rank {len(spec.dims)}, "
-                f"not {len(shape)}"
+                f"--input {spec.name}:{dims_text}: the model's input is {spec.shape_text()}"
             )
         return shape, dtype or spec.dtype
-    if spec.dims is None or any(d is None for d in spec.dims):
-        known = (
-            "?" if spec.dims is None else "x".join("?" if d is None else str(d) for d in spec.dims)
-        )
+    if spec.dims is None:
         raise CaseError(
-            f"input {spec.name!r} has dynamic or unknown dimensions ({known}); "
-            f"give them with --input {spec.name}:SHAPE, e.g. "
-            f"--input {spec.name}:{known.replace('?', '1')}"
+            f"input {spec.name!r}: the model file records no shape for it; give one with "
+            f"--input {spec.name}:SHAPE (e.g. --input {spec.name}:1x3x224x224) or --input-data"
         )
-    return tuple(d for d in spec.dims if d is not None), spec.dtype
+    dims = list(spec.dims)
+    if dims and dims[0] is None:
+        dims[0] = batch_size or 1
+    elif dims and batch_size is not None and dims[0] != batch_size:
+        raise CaseError(
+            f"input {spec.name!r} has a fixed first dimension of {dims[0]}, so --batch-size "
+            f"{batch_size} cannot apply; leave -b out"
+        )
+    if any(d is None for d in dims):
+        filled = "x".join("?" if d is None else str(d) for d in dims)
+        raise CaseError(
+            f"input {spec.name!r} has dynamic dimensions beyond the batch ({filled}); give "
+            f"them with --input {spec.name}:{filled.replace('?', 'N')} or --input-data"
+        )
+    return tuple(int(d) for d in dims if d is not None), spec.dtype
 
 
 def _random_array(rng: np.random.Generator, shape: tuple[int, ...], dtype: str) -> np.ndarray:
@@ -128,9 +230,11 @@ def _random_array(rng: np.random.Generator, shape: tuple[int, ...], dtype: str) 
 class UserModelWorkload(Workload):
     name = "user-model"
     description = (
-        "a model file you bring: --model FILE (.onnx, TorchScript .pt, .keras, SavedModel)"
+        "a model file you bring: --model FILE (ONNX, TorchScript, torch.export .pt2, Keras "
+        ".keras/.h5, SavedModel, OpenVINO IR, TFLite), with --input and --input-data"
     )
     modes = ("infer",)
+    compile_modes = MappingProxyType({"torch": ("eager", "compile", "export")})
 
     def flops_per_sample(self, params: Mapping[str, int], mode: str) -> float:
         return 0.0  # unknown: no GFLOP/s is claimed

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import onnxruntime as ort
@@ -13,12 +14,12 @@ from dlbench.backends.base import (
     exported_onnx,
     input_shapes,
     leading_dim,
-    load_error,
+    load_failure,
     placement,
 )
 from dlbench.backends.onnxruntime.user_model import ort_signature
 from dlbench.errors import CaseError
-from dlbench.workloads.user_model import resolve_inputs
+from dlbench.workloads.user_model import model_inputs
 
 
 class OnnxRuntimeBackend(Backend):
@@ -84,25 +85,25 @@ class OnnxRuntimeBackend(Backend):
                 providers=self._providers(job.device),
             )
         except Exception as exc:
-            raise CaseError(
-                f"onnxruntime cannot load {job.case.model}: {load_error(exc)}"
+            raise load_failure(
+                f"onnxruntime {ort.__version__} cannot load {Path(str(job.case.model)).name}", exc
             ) from None
-        feeds = resolve_inputs(ort_signature(session), dict(job.case.inputs), job.seed)
+        feeds = model_inputs(job.case, ort_signature(session), job.seed)
 
         def step() -> Any:
-            return session.run(None, feeds)
+            return session.run(None, feeds)  # every output, as NumPy arrays
 
+        providers = session.get_providers()
         return Prepared(
             step=step,
             device=job.device,
-            fetch_output=lambda: step()[0],
+            fetch_output=step,
             batch_size=leading_dim(feeds),
             details={
-                "providers": session.get_providers(),
-                **placement(
-                    "ONNX Runtime", session.get_providers()[0], _kind(session.get_providers())
-                ),
+                "providers": providers,
+                **placement("ONNX Runtime", providers[0], _kind(providers)),
                 "inputs": input_shapes(feeds),
+                "outputs": [output.name for output in session.get_outputs()],
             },
         )
 

@@ -7,7 +7,8 @@ from typing import Any
 from dlbench.workloads.user_model import InputSpec
 
 ORT_TYPES = {"tensor(float)": "float32", "tensor(float16)": "float16", "tensor(double)": "float64",
-             "tensor(int64)": "int64", "tensor(int32)": "int32", "tensor(int8)": "int8",
+             "tensor(int64)": "int64", "tensor(int32)": "int32", "tensor(int16)": "int16",
+             "tensor(int8)": "int8",
              "tensor(uint8)": "uint8", "tensor(bool)": "bool"}  # fmt: skip
 
 
@@ -17,3 +18,21 @@ def ort_signature(session: Any) -> list[InputSpec]:
                   ORT_TYPES.get(i.type, "float32"))
         for i in session.get_inputs()
     ]  # fmt: skip
+
+
+def describe(path: str, kind: str, trust: bool) -> tuple[list[InputSpec], list[InputSpec]]:
+    """(inputs, outputs) as ONNX Runtime reads the file (for `dlbench inspect`)."""
+    import onnxruntime as ort
+
+    from dlbench.backends.base import load_failure
+
+    try:
+        session = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
+    except Exception as exc:
+        raise load_failure(f"onnxruntime {ort.__version__} cannot load it", exc) from None
+    outputs = [
+        InputSpec(o.name, tuple(d if isinstance(d, int) and d > 0 else None for d in o.shape)
+                  if o.shape is not None else None, ORT_TYPES.get(o.type, o.type))
+        for o in session.get_outputs()
+    ]  # fmt: skip
+    return ort_signature(session), outputs

@@ -9,6 +9,7 @@ fp32 result.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -21,11 +22,11 @@ from dlbench.backends.base import (
     exported_onnx,
     input_shapes,
     leading_dim,
-    load_error,
+    load_failure,
 )
 from dlbench.backends.openvino.user_model import ov_signature
 from dlbench.errors import CaseError
-from dlbench.workloads.user_model import resolve_inputs
+from dlbench.workloads.user_model import model_inputs
 
 PRECISION_HINTS = {"fp32": "f32", "bf16": "bf16", "fp16": "f16"}
 
@@ -89,26 +90,37 @@ class OpenVinoBackend(Backend):
         return Prepared(step=step, device="cpu", details=details, fetch_output=fetch)
 
     def _user_model(self, job: Job) -> Prepared:
+        name = Path(str(job.case.model)).name
         try:
             model = self._core.read_model(str(job.case.model))
         except Exception as exc:
-            raise CaseError(f"openvino cannot read {job.case.model}: {load_error(exc)}") from None
-        feeds = resolve_inputs(ov_signature(model), dict(job.case.inputs), job.seed)
+            raise load_failure(f"openvino {ov.__version__} cannot read {name}", exc) from None
+        feeds = model_inputs(job.case, ov_signature(model), job.seed)
+        # static shapes for the inputs as fed: the plugin plans its kernels for them
         model.reshape({name: list(array.shape) for name, array in feeds.items()})
         config = {
             "PERFORMANCE_HINT": "LATENCY",
             "INFERENCE_NUM_THREADS": self._threads,
             "INFERENCE_PRECISION_HINT": PRECISION_HINTS.get(job.case.precision, "f32"),
         }
-        compiled = self._core.compile_model(model, "CPU", config)
-        step, fetch = _sync_step(compiled, [feeds])
+        try:
+            compiled = self._core.compile_model(model, "CPU", config)
+        except Exception as exc:
+            raise load_failure(f"openvino cannot compile {name}", exc) from None
+        request = compiled.create_infer_request()
+        count = len(compiled.outputs)
+
+        def step() -> Any:
+            return request.infer(feeds, share_inputs=True)  # synchronous
+
         return Prepared(
             step=step,
             device="cpu",
-            fetch_output=fetch,
+            fetch_output=lambda: [array.copy() for array in list(step().values())[:count]],
             batch_size=leading_dim(feeds),
             details={
                 "inputs": input_shapes(feeds),
+                "outputs": [port.get_any_name() for port in compiled.outputs],
                 "PERFORMANCE_HINT": "LATENCY",
             },
         )

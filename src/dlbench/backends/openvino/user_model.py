@@ -7,15 +7,29 @@ from typing import Any
 from dlbench.workloads.user_model import InputSpec
 
 OV_TYPES = {"f32": "float32", "f16": "float16", "f64": "float64", "i64": "int64", "i32": "int32",
-            "i8": "int8", "u8": "uint8", "boolean": "bool"}  # fmt: skip
+            "i16": "int16", "i8": "int8", "u8": "uint8", "boolean": "bool"}  # fmt: skip
 
 
-def ov_signature(model: Any) -> list[InputSpec]:
+def ov_signature(model: Any, ports: str = "inputs") -> list[InputSpec]:
     specs = []
-    for port in model.inputs:
+    for index, port in enumerate(getattr(model, ports)):
         shape = port.get_partial_shape()
         dims = None if shape.rank.is_dynamic else tuple(
             d.get_length() if d.is_static else None for d in shape)  # fmt: skip
         dtype = OV_TYPES.get(port.get_element_type().get_type_name(), "float32")
-        specs.append(InputSpec(port.get_any_name(), dims, dtype))
+        names = port.get_names()  # a port may have none; get_any_name() would raise
+        specs.append(InputSpec(sorted(names)[0] if names else f"{ports}[{index}]", dims, dtype))
     return specs
+
+
+def describe(path: str, kind: str, trust: bool) -> tuple[list[InputSpec], list[InputSpec]]:
+    """(inputs, outputs) as OpenVINO reads the file (for `dlbench inspect`)."""
+    import openvino as ov
+
+    from dlbench.backends.base import load_failure
+
+    try:
+        model = ov.Core().read_model(path)
+    except Exception as exc:
+        raise load_failure(f"openvino {ov.__version__} cannot read it", exc) from None
+    return ov_signature(model), ov_signature(model, "outputs")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # keep the case log readable
@@ -21,7 +22,8 @@ from dlbench.backends.base import (
 from dlbench.backends.tensorflow.models import BUILDERS, tf_placement, to_framework_layout
 from dlbench.backends.tensorflow.user_model import load_keras_or_savedmodel
 from dlbench.errors import CaseError
-from dlbench.workloads.user_model import resolve_inputs
+from dlbench.workloads.model_format import model_format
+from dlbench.workloads.user_model import model_inputs
 
 
 class TensorFlowBackend(Backend):
@@ -98,9 +100,11 @@ def _tf_device(device: str) -> str:
 
 
 def _user_prepare(job: Job) -> Prepared:
-    call, signature, kind = load_keras_or_savedmodel(str(job.case.model), job.case.trust_model)
-    arrays = resolve_inputs(signature, dict(job.case.inputs), job.seed)
-    feeds = {name: tf.constant(array) for name, array in arrays.items()}
+    path = Path(str(job.case.model))
+    kind = model_format(path)
+    call, signature, outputs = load_keras_or_savedmodel(str(path), kind, job.case.trust_model)
+    arrays = model_inputs(job.case, signature, job.seed)
+    feeds = {name: tf.constant(array) for name, array in arrays.items()}  # before the clock
     forward = (
         call
         if job.case.compile == "eager"
@@ -108,14 +112,18 @@ def _user_prepare(job: Job) -> Prepared:
     )
 
     def step() -> Any:
-        return forward(feeds).numpy()
+        return [tensor.numpy() for tensor in forward(feeds)]  # every output, materialised
 
     return Prepared(
         step=step,
         device=job.device,
         fetch_output=step,
         batch_size=leading_dim(arrays),
-        details={"model_kind": kind, "inputs": input_shapes(arrays)},
+        details={
+            "model_kind": kind,
+            "inputs": input_shapes(arrays),
+            "outputs": [output.name for output in outputs],
+        },
     )
 
 

@@ -1,54 +1,165 @@
-"""Loading a user's torch model file safely: TorchScript, or weights_only unpickling.
+"""Loading a user's torch model file safely: TorchScript, torch.export, or weights_only.
 
-Nothing here unpickles an untrusted file: torch files load as TorchScript
-(whose archive loader rebuilds tensors only) or with weights_only=True. What
-would need full unpickling is refused with a message naming --trust-model.
+Nothing here unpickles an untrusted file: TorchScript archives and
+torch.export programs rebuild tensors and code from their own formats, and
+other torch files load with weights_only=True. What would need full
+unpickling is refused with a message naming --trust-model.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from dlbench.backends.base import REFUSED, load_error
+from dlbench.backends.base import REFUSED, load_failure
 from dlbench.errors import CaseError
 from dlbench.workloads.user_model import InputSpec
 
+# TorchScript argument types dlbench can feed: tensors, and plain numbers
+# (called with a Python value from --input-data, not a tensor).
+SCALAR_TYPES = {"int": "int64", "float": "float64", "bool": "bool"}
 
-def load_torch_model(path: str, trust: bool) -> tuple[Any, str]:
-    """A runnable module: TorchScript, or (only with trust) a pickled nn.Module."""
+
+def load_torch_model(path: str, kind: str, trust: bool) -> tuple[Any, list[InputSpec]]:
+    """(the loaded model, its input signature) for a torchscript, torch-export or
+    torch-pickle file. An ExportedProgram comes back as itself (the backend
+    decides how to run it); the others as callable modules."""
+    import torch
+
+    name = Path(path).name
+    version = f"torch {torch.__version__}"
+    if kind == "torchscript":
+        try:
+            module = torch.jit.load(path, map_location="cpu")
+        except Exception as exc:
+            raise load_failure(f"{version} cannot load TorchScript {name}", exc) from None
+        return module, torchscript_signature(module)
+    if kind == "torch-export":
+        try:
+            program = torch.export.load(path)
+        except Exception as exc:
+            raise load_failure(f"{version} cannot load program {name}", exc) from None
+        return program, exported_signature(program)
+    module = _unpickled_module(path, trust)
+    return module, _python_signature(module)
+
+
+def _unpickled_module(path: str, trust: bool) -> Any:
     import torch
 
     name = Path(path).name
     try:
-        return torch.jit.load(path, map_location="cpu"), "torchscript"
-    except Exception as jit_error:  # not TorchScript: find out what it is, safely
-        reason = load_error(jit_error)
-    try:
         loaded = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as exc:
         if "Weights only load failed" not in str(exc):
-            raise CaseError(
-                f"cannot read {name}: not a TorchScript or torch file ({reason})"
-            ) from None
+            raise load_failure(f"cannot read {name} as a torch file", exc) from None
         if not trust:
             raise CaseError(REFUSED.format(name=name, why="it is not TorchScript and needs full "
                                            "unpickling")) from None  # fmt: skip
         loaded = torch.load(path, map_location="cpu", weights_only=False)  # the user vouched
     if isinstance(loaded, torch.nn.Module):
-        return loaded, "pickled nn.Module (--trust-model)"
+        return loaded
     raise CaseError(
         f"{name} holds {type(loaded).__name__}, not a model (weights only?); "
-        "save a module with torch.jit.save(torch.jit.script(model), ...)"
+        "save a program with torch.export.save(torch.export.export(model, args), 'model.pt2')"
     )
 
 
-def torch_signature(module: Any) -> list[InputSpec]:
-    """TorchScript records argument names but no shapes: --input must give them."""
+def torchscript_signature(module: Any) -> list[InputSpec]:
+    """TorchScript records argument names and types but no shapes: tensors need --input."""
+    specs = []
+    for argument in module.forward.schema.arguments[1:]:  # [0] is self
+        type_name = str(argument.type)
+        optional = argument.has_default_value()
+        if type_name == "Tensor":
+            specs.append(InputSpec(argument.name, None, "float32", optional=optional))
+        elif type_name in SCALAR_TYPES:
+            specs.append(
+                InputSpec(
+                    argument.name, (), SCALAR_TYPES[type_name], scalar=True, optional=optional
+                )
+            )
+        elif optional:
+            continue  # e.g. Optional[Tensor] = None: the model's default is used
+        else:
+            raise CaseError(
+                f"TorchScript argument {argument.name!r} is a {type_name}; dlbench feeds "
+                "tensors and int/float/bool values"
+            )
+    return specs
+
+
+def _python_signature(module: Any) -> list[InputSpec]:
+    """A Python module's forward arguments: names only, every one a tensor of unknown shape."""
     import inspect
 
-    if hasattr(module, "forward") and hasattr(module.forward, "schema"):
-        names = [a.name for a in module.forward.schema.arguments[1:]]
-    else:
-        names = list(inspect.signature(module.forward).parameters)
-    return [InputSpec(name, None, "float32") for name in names]
+    parameters = inspect.signature(module.forward).parameters.values()
+    return [
+        InputSpec(p.name, None, "float32", optional=p.default is not inspect.Parameter.empty)
+        for p in parameters
+        if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
+    ]
+
+
+def exported_signature(program: Any) -> list[InputSpec]:
+    """The user inputs of an ExportedProgram, with its symbolic dimensions left dynamic."""
+    import torch
+
+    user_inputs = set(program.graph_signature.user_inputs)
+    specs = []
+    for node in program.graph.nodes:
+        if node.op != "placeholder" or node.name not in user_inputs:
+            continue
+        value = node.meta.get("val")
+        if isinstance(value, torch.Tensor):
+            dims = tuple(d if isinstance(d, int) else None for d in value.shape)
+            specs.append(InputSpec(node.name, dims, str(value.dtype).removeprefix("torch.")))
+        elif isinstance(value, int | float | bool):
+            kind = "bool" if isinstance(value, bool) else SCALAR_TYPES[type(value).__name__]
+            specs.append(InputSpec(node.name, (), kind, scalar=True))
+        else:
+            raise CaseError(f"program input {node.name!r} is {type(value).__name__}, not a tensor")
+    return specs
+
+
+def call_arguments(signature: Sequence[InputSpec], arrays: dict[str, Any], device: Any) -> list:
+    """Positional arguments for the model: tensors on the device, plain values as Python."""
+    import torch
+
+    args = []
+    for spec in signature:
+        if spec.name not in arrays:
+            break  # an optional argument left to its default, and the ones after it
+        array = arrays[spec.name]
+        args.append(array.item() if spec.scalar else torch.from_numpy(array).to(device))
+    return args
+
+
+def describe(path: str, kind: str, trust: bool) -> tuple[list[InputSpec], list[InputSpec]]:
+    """(inputs, outputs) as torch loads the file (for `dlbench inspect`).
+
+    TorchScript records only the return type; a pickled module, nothing.
+    """
+    loaded, inputs = load_torch_model(path, kind, trust)
+    if kind == "torchscript":
+        returns = loaded.forward.schema.returns
+        return inputs, [InputSpec("return", None, str(r.type)) for r in returns]
+    if kind == "torch-export":
+        return inputs, _exported_outputs(loaded)
+    return inputs, []
+
+
+def _exported_outputs(program: Any) -> list[InputSpec]:
+    import torch
+
+    node = next(n for n in program.graph.nodes if n.op == "output")
+    names = program.graph_signature.user_outputs
+    # the output node lists buffer mutations first, then the user's outputs
+    values = [getattr(arg, "meta", {}).get("val") for arg in node.args[0][-len(names) :]]
+    return [
+        InputSpec(name, tuple(d if isinstance(d, int) else None for d in value.shape),
+                  str(value.dtype).removeprefix("torch."))
+        if isinstance(value, torch.Tensor) else InputSpec(name, None, type(value).__name__)
+        for name, value in zip(names, values, strict=True)
+    ]  # fmt: skip

@@ -1,0 +1,158 @@
+"""A user's model file: its format from its content, its inputs from the options and data."""
+
+from __future__ import annotations
+
+import json
+import re
+import zipfile
+
+import numpy as np
+import pytest
+from conftest import dlbench
+
+from dlbench.errors import CaseError, UserError, cause_summary
+from dlbench.workloads.model_format import model_format
+from dlbench.workloads.user_model import InputSpec, parse_input_option, resolve_inputs
+
+
+def tiny_onnx(path) -> None:
+    import onnx
+    from onnx import TensorProto, helper
+
+    graph = helper.make_graph(
+        [helper.make_node("Relu", ["in:0"], ["out"])], "g",
+        [helper.make_tensor_value_info("in:0", TensorProto.FLOAT, ["n", 3])],
+        [helper.make_tensor_value_info("out", TensorProto.FLOAT, ["n", 3])],
+    )  # fmt: skip
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    onnx.save(model, path)
+
+
+def test_onnx_is_recognised_under_any_name(tmp_path):
+    pytest.importorskip("onnx")
+    path = tmp_path / "model.bin"
+    tiny_onnx(path)
+    assert model_format(path) == "onnx"
+
+
+@pytest.mark.parametrize(
+    ("members", "kind"),
+    [
+        (["m/code/__torch__.py", "m/constants.pkl", "m/data.pkl"], "torchscript"),
+        (["m/models/model.json", "m/archive_format", "m/data/weights/w"], "torch-export"),
+        (["m/data/aotinductor/model/x.so", "m/archive_format"], "aoti-package"),
+        (["sd/data.pkl", "sd/version"], "torch-pickle"),
+        (["config.json", "metadata.json", "model.weights.h5"], "keras"),
+    ],
+)
+def test_zip_archives_are_told_apart_by_their_layout(tmp_path, members, kind):
+    path = tmp_path / "model.jit"  # the extension says nothing
+    with zipfile.ZipFile(path, "w") as archive:
+        for name in members:
+            archive.writestr(name, b"x")
+    assert model_format(path) == kind
+
+
+def test_other_signatures_and_what_an_unknown_file_looked_like(tmp_path):
+    (tmp_path / "weights.best.hdf5").write_bytes(b"\x89HDF\r\n\x1a\n" + b"\0" * 64)
+    assert model_format(tmp_path / "weights.best.hdf5") == "keras-h5"
+    (tmp_path / "model.xml").write_text('<?xml version="1.0"?>\n<net name="m" version="11">')
+    assert model_format(tmp_path / "model.xml") == "openvino-ir"
+    (tmp_path / "m.tflite").write_bytes(b"\x1c\0\0\0TFL3" + b"\0" * 32)
+    assert model_format(tmp_path / "m.tflite") == "tflite"
+    saved = tmp_path / "saved"
+    saved.mkdir()
+    with pytest.raises(UserError, match=re.escape("a directory without saved_model.pb")):
+        model_format(saved)
+    (saved / "saved_model.pb").write_bytes(b"\x08\x01")
+    assert model_format(saved) == "savedmodel"
+    (tmp_path / "notes.onnx").write_text("hello")
+    with pytest.raises(UserError, match="starts with text 'hello'"):
+        model_format(tmp_path / "notes.onnx")
+    with zipfile.ZipFile(tmp_path / "other.pt", "w") as archive:
+        archive.writestr("readme.txt", b"x")
+    with pytest.raises(UserError, match=r"a zip archive that is not .*readme\.txt"):
+        model_format(tmp_path / "other.pt")
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("x:8x3", ("x", "8x3:")),
+        ("pixels:8x3x32x32:float32", ("pixels", "8x3x32x32:float32")),
+        ("serving_default_input_2:0:1x43844x1", ("serving_default_input_2:0", "1x43844x1:")),
+        ("a:b:0:2x2:int64", ("a:b:0", "2x2:int64")),
+    ],
+)
+def test_input_names_may_hold_colons(text, expected):
+    assert parse_input_option(text) == expected
+
+
+def test_a_dynamic_batch_takes_the_batch_size_and_only_other_dims_are_asked():
+    image = InputSpec("input_1", (None, 64, 64, 1), "float32")
+    arrays = resolve_inputs([image], {}, seed=0)
+    assert arrays["input_1"].shape == (1, 64, 64, 1)
+    assert resolve_inputs([image], {}, seed=0, batch_size=8)["input_1"].shape == (8, 64, 64, 1)
+    tokens = InputSpec("ids", (None, None), "int64")
+    with pytest.raises(CaseError, match=r"beyond the batch \(1x\?\).*--input ids:1xN"):
+        resolve_inputs([tokens], {}, seed=0)
+    fixed = InputSpec("x", (1, 4), "float32")
+    with pytest.raises(CaseError, match="fixed first dimension of 1"):
+        resolve_inputs([fixed], {}, seed=0, batch_size=8)
+
+
+def test_given_data_is_checked_against_the_model_and_fed_as_is():
+    specs = [InputSpec("x", (None, 4), "float32"), InputSpec("sr", (), "int64")]
+    data = {"x": np.ones((2, 4), np.float32), "sr": np.array(16000)}
+    arrays = resolve_inputs(specs, {}, seed=0, data=data)
+    assert arrays["sr"].shape == () and int(arrays["sr"]) == 16000
+    assert arrays["x"].shape == (2, 4)
+    wrong = "input 'x' has shape 2x5 in the file; the model takes ?x4"
+    with pytest.raises(CaseError, match=re.escape(wrong)):
+        resolve_inputs(specs, {}, seed=0, data={"x": np.ones((2, 5), np.float32)})
+    with pytest.raises(CaseError, match=re.escape("has no input 'y'; its inputs: x, sr")):
+        resolve_inputs(specs, {}, seed=0, data={"y": np.ones(1)})
+    with pytest.raises(CaseError, match=re.escape("a .npy file feeds a single-input model")):
+        resolve_inputs(specs, {}, seed=0, data={"": np.ones((1, 4), np.float32)})
+
+
+def test_the_cause_of_a_framework_error_is_the_line_shown():
+    openvino = (
+        "Exception from src/inference/src/cpp/core.cpp:84:\n"
+        "Check 'false' failed at src/frontends/common/src/report.cpp:151:\n"
+        "FrontEnd API failed with OpConversionFailure:\nModel wasn't fully converted.\n"
+        "-- No conversion rule found for operations: com.example.FancyOp\n"
+    )
+    summary = cause_summary(openvino)
+    assert summary.startswith("FrontEnd API failed") and "com.example.FancyOp" in summary
+    assert "core.cpp" not in summary
+    ort = (
+        "[ONNXRuntimeError] : 1 : FAIL : Load model failed:/src/core/graph/model.cc:256 "
+        "onnxruntime::Model::Model(onnx::ModelProto&&, const Logger&) Unsupported IR version"
+    )
+    assert cause_summary(ort).endswith("failed: Unsupported IR version")
+
+
+@pytest.mark.slow
+def test_inspect_names_the_format_inputs_and_frameworks(tmp_path):
+    pytest.importorskip("onnx")
+    pytest.importorskip("onnxruntime")
+    path = tmp_path / "exported.model"
+    tiny_onnx(path)
+    proc = dlbench("inspect", str(path), "--json")
+    assert proc.returncode == 0, proc.stderr
+    found = json.loads(proc.stdout)
+    assert found["format"] == "onnx"
+    views = {view["framework"]: view for view in found["frameworks"]}
+    assert views["onnxruntime"]["verdict"] == "loads"
+    assert (
+        views["onnxruntime"]["inputs"][0] | {"name": "in:0", "dims": [None, 3]}
+        == (views["onnxruntime"]["inputs"][0])
+    )
+    assert views["torch"]["verdict"] == "does not read this format"
+    text = dlbench("inspect", str(path))
+    assert "?x3" in text.stdout and "in:0" in text.stdout
+    (tmp_path / "notes.txt").write_text("hello")
+    bad = dlbench("inspect", str(tmp_path / "notes.txt"))
+    assert bad.returncode == 2 and "Traceback" not in bad.stderr
