@@ -1,4 +1,4 @@
-"""`dlbench list`, `env` and `show`: what is here, and a stored run as tables."""
+"""`dlbench list`, `env`, `show` and `inspect`: what is here, a stored run, a model file."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from collections.abc import Mapping
 
 from rich.table import Table
 
-from dlbench.cli.terminal import out, print_json, print_run, print_study
+from dlbench.cli.terminal import out, print_json, print_run, print_study, say
 from dlbench.report.table import escape_markup
 from dlbench.results.lookup import load_run
 from dlbench.spec.registry import FRAMEWORKS, WORKLOADS
@@ -106,3 +106,55 @@ def cmd_show(args: argparse.Namespace) -> int:
     print_run(run)
     print_study(run, args.baseline, args.plots)
     return 0
+
+
+def cmd_inspect(args: argparse.Namespace) -> int:
+    from dlbench.launch.inspect import inspect_model
+
+    found = inspect_model(args.model, args.trust_model, progress=say)
+    if args.json:
+        print_json(found.to_dict())
+        return 0
+    size = f"{found.size_bytes / 1e6:.1f} MB" if found.size_bytes >= 1e5 else (
+        f"{found.size_bytes:,} bytes")  # fmt: skip
+    out.print(f"{escape_markup(found.path)}: {found.description} ({size})", highlight=False)
+    shown: tuple[list, list] | None = None
+    for view in found.views:
+        if view.verdict != "loads":
+            continue
+        if shown == (view.inputs, view.outputs):
+            out.print(f"{view.framework} sees the same inputs and outputs", highlight=False)
+            continue
+        shown = (view.inputs, view.outputs)
+        out.print(signature_table(f"inputs, as {view.framework} reads them", view.inputs))
+        out.print(signature_table(f"outputs, as {view.framework} reads them", view.outputs))
+    table = Table(title="frameworks")
+    for name in ("framework", "version", "can run it", "why not"):
+        table.add_column(name)
+    for view in found.views:
+        table.add_row(view.framework, view.version or "-", view.verdict, escape_markup(view.reason))
+    out.print(table)
+    if any(spec.get("dims") and None in spec["dims"][1:] for spec in shown[0] if shown):
+        say("dimensions marked ? beyond the first need --input NAME:SHAPE or --input-data")
+    return 0 if any(view.verdict == "loads" for view in found.views) else 1
+
+
+def signature_table(title: str, specs: list[dict]) -> Table:
+    """Names, shapes (? where dynamic; the first ? is filled by --batch-size) and dtypes."""
+    table = Table(title=title)
+    for name in ("name", "shape", "dtype"):
+        table.add_column(name)
+    for spec in specs:
+        table.add_row(escape_markup(spec["name"]), _shape_text(spec), spec["dtype"])
+    if not specs:
+        table.add_row("(not recorded in this format)", "", "")
+    return table
+
+
+def _shape_text(spec: dict) -> str:
+    if spec.get("scalar"):
+        return "python value"
+    dims = spec.get("dims")
+    if dims is None:
+        return "unknown"
+    return "x".join("?" if d is None else str(d) for d in dims) or "scalar"

@@ -26,6 +26,7 @@ COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "list": info_commands.cmd_list,
     "env": info_commands.cmd_env,
     "show": info_commands.cmd_show,
+    "inspect": info_commands.cmd_inspect,
     "runs": store_commands.cmd_runs,
     "export": store_commands.cmd_export,
     "import": store_commands.cmd_import,

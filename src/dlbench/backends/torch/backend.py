@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -16,6 +17,7 @@ from dlbench.backends.base import (
     leading_dim,
     placement,
 )
+from dlbench.backends.torch.export import aoti_runner
 from dlbench.backends.torch.models import (
     KERNELS,
     LOSSES,
@@ -24,13 +26,16 @@ from dlbench.backends.torch.models import (
     training_module,
 )
 from dlbench.backends.torch.precision import AUTOCAST_DTYPES, PrecisionPlan, precision_plan
-from dlbench.backends.torch.user_model import load_torch_model, torch_signature
+from dlbench.backends.torch.user_model import call_arguments, load_torch_model
 from dlbench.errors import CaseError, CaseSkipped
-from dlbench.workloads.user_model import resolve_inputs
+from dlbench.workloads.model_format import model_format
+from dlbench.workloads.user_model import model_inputs
 
 
 class TorchBackend(Backend):
     name = "torch"
+    # set when an `export` case builds its AOTInductor package (time, cache hit)
+    export_details: dict[str, Any] | None = None
 
     def version(self) -> str:
         return torch.__version__
@@ -114,6 +119,7 @@ class TorchBackend(Backend):
                 **device_facts(device),
                 **precision.details,
                 **({"script": "traced"} if _traced(job) else {}),
+                **({"export": self.export_details} if job.case.compile == "export" else {}),
             },
             fetch_output=(lambda: synced().detach().float().cpu().numpy()) if inference else None,
             fetch_loss=None if inference else lambda: _as_float(synced()),
@@ -129,25 +135,31 @@ class TorchBackend(Backend):
         )
 
     def _user_model(self, job: Job) -> Prepared:
-        module, kind = load_torch_model(str(job.case.model), job.case.trust_model)
+        path = Path(str(job.case.model))
+        kind = model_format(path)
+        loaded, signature = load_torch_model(str(path), kind, job.case.trust_model)
         device = torch.device(job.device)
-        module = module.to(device).eval()
-        arrays = resolve_inputs(torch_signature(module), dict(job.case.inputs), job.seed)
-        args = [torch.from_numpy(a).to(device) for a in arrays.values()]
-        model = torch.compile(module) if job.case.compile == "compile" else module
+        arrays = model_inputs(job.case, signature, job.seed)
+        args = call_arguments(signature, arrays, device)
+        details: dict[str, Any] = {"model_kind": kind, "inputs": input_shapes(arrays)}
+        if job.case.compile == "export":
+            identity = {"model": job.case.model_digest, "precision": job.case.precision}
+            model, details["export"] = aoti_runner(loaded, args, identity)
+        else:
+            module = loaded.module() if kind == "torch-export" else loaded.to(device).eval()
+            model = torch.compile(module) if job.case.compile == "compile" else module
 
         def step() -> Any:
-            out = model(*args)
-            return out[0] if isinstance(out, (tuple, list)) else out
+            return model(*args)
 
         synced = _synchronised(step, device)
         return Prepared(
             step=synced,
             device=job.device,
             context=torch.inference_mode,
-            fetch_output=lambda: synced().detach().cpu().numpy(),
+            fetch_output=lambda: [t.detach().cpu().numpy() for t in _tensors(synced())],
             batch_size=leading_dim(arrays),
-            details={"model_kind": kind, "inputs": input_shapes(arrays)},
+            details=details,
         )
 
     def _kernel_step(
@@ -182,6 +194,11 @@ class TorchBackend(Backend):
         module = reference_module(job.workload.name, job.params, job.seed)
         module = module.to(device, memory_format=layout).eval()
         args = _model_args(inputs)
+        if job.case.compile == "export":
+            identity = {"workload": job.workload.name, "params": job.params, "seed": job.seed,
+                        "layout": str(layout)}  # fmt: skip
+            runner, self.export_details = aoti_runner(module, args, identity)
+            return lambda: runner(*args)
         with precision.autocast():
             model = _compiled(module, job.case.compile, job.workload.torch_scriptable, args)
         if job.case.precision not in AUTOCAST_DTYPES:
@@ -260,6 +277,13 @@ def _laid_out(tensor: torch.Tensor, layout: torch.memory_format) -> torch.Tensor
 def _model_args(inputs: dict[str, torch.Tensor]) -> list[torch.Tensor]:
     """The model's positional inputs, in the workload's order (targets left out)."""
     return [tensor for name, tensor in inputs.items() if name not in TARGET_NAMES]
+
+
+def _tensors(output: Any) -> list[torch.Tensor]:
+    """Every tensor a model returned (a tensor, or nested tuples, lists and dicts)."""
+    from torch.utils._pytree import tree_leaves
+
+    return [leaf for leaf in tree_leaves(output) if isinstance(leaf, torch.Tensor)]
 
 
 def _compiled(

@@ -1,0 +1,112 @@
+"""`dlbench inspect FILE`: what a model file is, and what each framework sees in it.
+
+The format comes from the file's content; each installed framework that
+reads the format loads it in a process of its own (worker.inspect_model) and
+reports its inputs and outputs, or the reason it cannot.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from dlbench.spec.registry import FRAMEWORKS
+from dlbench.workloads.model_format import FORMATS, model_format
+
+# Loading a large model in a slow framework can take a while; a hang cannot stop inspect.
+LOAD_TIMEOUT_S = 600
+
+
+@dataclass
+class FrameworkView:
+    framework: str
+    version: str | None
+    verdict: str  # "loads", "cannot load", "not installed", "does not read this format"
+    reason: str = ""
+    inputs: list[dict[str, Any]] = field(default_factory=list)
+    outputs: list[dict[str, Any]] = field(default_factory=list)
+
+
+@dataclass
+class Inspection:
+    path: str
+    format: str
+    description: str
+    size_bytes: int
+    views: list[FrameworkView]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "path": self.path,
+            "format": self.format,
+            "description": self.description,
+            "size_bytes": self.size_bytes,
+            "frameworks": [vars(view) for view in self.views],
+        }
+
+
+def inspect_model(
+    path: Path, trust: bool = False, progress: Callable[[str], None] | None = None
+) -> Inspection:
+    """Read the file's format, then ask every framework (UserError for a bad path)."""
+    from dlbench.errors import UserError
+
+    if not path.exists():
+        raise UserError(f"inspect {path}: no such file or directory")
+    kind = model_format(path)
+    size = sum(p.stat().st_size for p in path.rglob("*") if p.is_file()) if path.is_dir() else (
+        path.stat().st_size)  # fmt: skip
+    views = []
+    for name, info in FRAMEWORKS.items():
+        if name == "null" or info.import_name is None:
+            continue
+        version = info.installed_version()
+        if kind not in info.model_formats:
+            views.append(FrameworkView(name, version, "does not read this format"))
+        elif version is None:
+            views.append(FrameworkView(name, None, "not installed", info.install_hint))
+        else:
+            if progress is not None:
+                progress(f"loading {path.name} with {name} {version}")
+            views.append(_load_in_worker(name, version, kind, path, trust))
+    return Inspection(str(path), kind, FORMATS[kind], size, views)
+
+
+def _load_in_worker(name: str, version: str, kind: str, path: Path, trust: bool) -> FrameworkView:
+    command = [sys.executable, "-m", "dlbench.worker.inspect_model", name, kind, str(path)]
+    try:
+        done = subprocess.run(
+            command + (["--trust"] if trust else []),
+            capture_output=True,
+            text=True,
+            timeout=LOAD_TIMEOUT_S,
+            check=False,
+        )
+    except subprocess.TimeoutExpired:
+        return FrameworkView(name, version, "cannot load", f"no answer in {LOAD_TIMEOUT_S} s")
+    answer = _last_json_line(done.stdout)
+    if answer is None:
+        tail = (done.stderr.strip().splitlines() or ["no output"])[-1]
+        return FrameworkView(
+            name, version, "cannot load", f"the loader exited {done.returncode}: {tail}"
+        )
+    if not answer["ok"]:
+        return FrameworkView(name, version, "cannot load", str(answer["error"]))
+    return FrameworkView(name, version, "loads", "", answer["inputs"], answer["outputs"])
+
+
+def _last_json_line(text: str) -> dict[str, Any] | None:
+    """The worker's answer: its last line (frameworks may print above it)."""
+    for line in reversed(text.strip().splitlines()):
+        try:
+            value = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        if isinstance(value, dict) and "ok" in value:
+            return value
+    return None

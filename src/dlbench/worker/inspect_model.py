@@ -1,0 +1,42 @@
+"""`dlbench inspect`'s worker: one framework reads a model file and says what it sees.
+
+Run as `python -m dlbench.worker.inspect_model FRAMEWORK FORMAT PATH [--trust]`
+in a process of its own (frameworks never share one, as in measurement). It
+prints one JSON object: the inputs and outputs, or why the framework cannot
+load the file.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import sys
+from dataclasses import asdict
+
+from dlbench.errors import CaseError, cause_summary
+
+
+def describe(framework: str, kind: str, path: str, trust: bool) -> dict[str, object]:
+    # each backend package has a user_model module with describe(path, kind, trust)
+    module = importlib.import_module(f"dlbench.backends.{framework}.user_model")
+    try:
+        inputs, outputs = module.describe(path, kind, trust)
+    except CaseError as exc:
+        return {"ok": False, "error": str(exc)}
+    except Exception as exc:  # a framework bug on this file is still an answer
+        return {"ok": False, "error": f"{type(exc).__name__}: {cause_summary(exc)}"}
+    return {
+        "ok": True,
+        "inputs": [asdict(spec) for spec in inputs],
+        "outputs": [asdict(spec) for spec in outputs],
+    }
+
+
+def main(argv: list[str]) -> int:
+    framework, kind, path = argv[:3]
+    print(json.dumps(describe(framework, kind, path, "--trust" in argv[3:])))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
