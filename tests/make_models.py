@@ -11,7 +11,16 @@ import sys
 
 
 def keras2_hdf5(path: str) -> None:
-    """A Keras HDF5 file (the Keras 2 format) with a dynamic batch: input_1 ?x64x64x1."""
+    """A Keras 2 HDF5 file (as tf.keras 2.x wrote them) with a dynamic batch: input_1 ?x64x64x1.
+
+    Keras 3 cannot write Keras 2's conventions, so its HDF5 file is rewritten
+    to them: `batch_input_shape`, plain dtype strings, `[[name, 0, 0, {}]]`
+    inbound nodes, initializers without a module, weights named "kernel:0",
+    and a 2.x keras_version.
+    """
+    import json
+
+    import h5py
     import keras
 
     inputs = keras.Input((64, 64, 1), name="input_1")
@@ -19,11 +28,46 @@ def keras2_hdf5(path: str) -> None:
     outputs = keras.layers.Dense(3)(keras.layers.GlobalAveragePooling2D()(hidden))
     model = keras.Model(inputs, outputs)
     model.compile(optimizer="adam", loss="mse")  # old files carry a training config
-    model.save(path if path.endswith(".h5") else path + ".h5")
-    if not path.endswith(".h5"):
-        import os
+    written = path + ".h5"
+    model.save(written)
+    with h5py.File(written, "r+") as file:
+        config = json.loads(file.attrs["model_config"])
+        for layer in config["config"]["layers"]:
+            _keras2_layer(layer)
+        for key in ("input_layers", "output_layers"):
+            config["config"][key] = [config["config"][key]]
+        file.attrs["model_config"] = json.dumps(config)
+        file.attrs["keras_version"] = "2.13.1"
+        weights = file["model_weights"]
+        weights.attrs["keras_version"] = "2.13.1"
+        for name in weights.attrs["layer_names"]:
+            group = weights[name]
+            names = [n.decode() if isinstance(n, bytes) else str(n)
+                     for n in group.attrs["weight_names"]]  # fmt: skip
+            for weight in names:
+                group.move(weight, f"{weight}:0")
+            group.attrs["weight_names"] = [f"{n}:0".encode() for n in names]
+        del file.attrs["training_config"]  # Keras 3's optimizer config means nothing to 2.x
+    import os
 
-        os.replace(path + ".h5", path)  # e.g. ".hdf5", as Keras 2 users name them
+    os.replace(written, path)  # e.g. ".hdf5", as Keras 2 users name them
+
+
+def _keras2_layer(layer: dict) -> None:
+    settings = layer["config"]
+    if "batch_shape" in settings:
+        settings["batch_input_shape"] = settings.pop("batch_shape")
+    settings.pop("optional", None)
+    if isinstance(settings.get("dtype"), dict):
+        settings["dtype"] = settings["dtype"]["config"]["name"]
+    for value in settings.values():
+        if isinstance(value, dict):
+            value.pop("module", None)
+            value.pop("registered_name", None)
+    layer["inbound_nodes"] = [
+        [[*arg["config"]["keras_history"], {}] for arg in node["args"]]
+        for node in layer["inbound_nodes"]
+    ]
 
 
 def torchscript_with_int(path: str) -> None:

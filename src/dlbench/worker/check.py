@@ -57,7 +57,8 @@ def check_output(job: Job, prepared: Prepared) -> CheckOutcome:
             )
         diff, tolerance = _compare(want, got, job.case.precision)
         if _closer_to_failing(diff, tolerance, worst):
-            worst = CheckOutcome(diff, tolerance, f"{source}; {name}{got.dtype}".rstrip("; "))
+            where = f"{source}; {name}{got.dtype}" if len(actual) > 1 else source
+            worst = CheckOutcome(diff, tolerance, where)
     if len(actual) > 1:
         worst = CheckOutcome(
             worst.max_abs_diff, worst.tolerance, f"{len(actual)} outputs compared; {worst.note}"
