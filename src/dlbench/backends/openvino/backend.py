@@ -94,7 +94,8 @@ class OpenVinoBackend(Backend):
         try:
             model = self._core.read_model(str(job.case.model))
         except Exception as exc:
-            raise load_failure(f"openvino {ov.__version__} cannot read {name}", exc) from None
+            version = ov.__version__.split("-")[0]  # "2026.4.1-22982-e213..." is a build id
+            raise load_failure(f"openvino {version} cannot read {name}", exc) from None
         feeds = model_inputs(job.case, ov_signature(model), job.seed)
         # static shapes for the inputs as fed: the plugin plans its kernels for them
         model.reshape({name: list(array.shape) for name, array in feeds.items()})
