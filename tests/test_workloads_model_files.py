@@ -97,6 +97,8 @@ def test_a_dynamic_batch_takes_the_batch_size_and_only_other_dims_are_asked():
     tokens = InputSpec("ids", (None, None), "int64")
     with pytest.raises(CaseError, match=r"beyond the batch \(1x\?\).*--input ids:1xN"):
         resolve_inputs([tokens], {}, seed=0)
+    with pytest.raises(CaseError, match="--batch-size 8, but input 'input_1' is given with a"):
+        resolve_inputs([image], {"input_1": "2x64x64x1:"}, seed=0, batch_size=8)
     fixed = InputSpec("x", (1, 4), "float32")
     with pytest.raises(CaseError, match="fixed first dimension of 1"):
         resolve_inputs([fixed], {}, seed=0, batch_size=8)

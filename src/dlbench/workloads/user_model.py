@@ -140,13 +140,27 @@ def resolve_inputs(
     for spec in signature:
         if spec.name in data:
             arrays[spec.name] = _checked_data(spec, data[spec.name])
+        elif spec.optional and spec.name not in given:
             continue
-        if spec.optional and spec.name not in given:
-            continue
-        shape, dtype = _shape_and_dtype(spec, given.get(spec.name), batch_size)
-        rng = np.random.default_rng(seed + zlib.crc32(spec.name.encode()))
-        arrays[spec.name] = _random_array(rng, shape, dtype)
+        else:
+            shape, dtype = _shape_and_dtype(spec, given.get(spec.name), batch_size)
+            rng = np.random.default_rng(seed + zlib.crc32(spec.name.encode()))
+            arrays[spec.name] = _random_array(rng, shape, dtype)
+        _check_batch_agrees(spec, arrays[spec.name], batch_size)
     return arrays
+
+
+def _check_batch_agrees(spec: InputSpec, array: np.ndarray, batch_size: int | None) -> None:
+    """-b and a given shape or array must not disagree on a dynamic batch dimension:
+    the result would be labelled with one batch and measured with the other."""
+    from dlbench.errors import CaseError
+
+    dynamic_batch = spec.dims is not None and len(spec.dims) > 0 and spec.dims[0] is None
+    if batch_size is not None and dynamic_batch and array.shape[0] != batch_size:
+        raise CaseError(
+            f"--batch-size {batch_size}, but input {spec.name!r} is given with a first "
+            f"dimension of {array.shape[0]}; leave -b out or make them agree"
+        )
 
 
 def model_inputs(case: Case, signature: Sequence[InputSpec], seed: int) -> dict[str, np.ndarray]:
