@@ -54,6 +54,20 @@ def test_every_workload_mode_and_compile_mode_runs(workload, mode, compile_mode)
         assert result.gbps > 0
 
 
+@pytest.mark.slow
+def test_every_compile_is_cold_so_two_identical_runs_agree_on_compile_time():
+    # The second run would hit the first one's Inductor cache (a fraction of
+    # the compile) if the caches were shared between workers.
+    case = Case("mlp", "torch", "compile", device="cpu", batch_size=2, threads=1)
+    for _ in range(2):
+        result = run_case(case, FAST)
+        assert result.ok, result.error
+        assert result.details["compile_cache"].startswith("cold")
+        counters = result.details["compile_counters"]
+        assert counters["fxgraph_cache_miss"] >= 1 and counters["fxgraph_cache_hit"] == 0
+        assert counters["graphs"] >= 1
+
+
 def test_cuda_request_without_cuda_fails_clearly():
     if torch.cuda.is_available():
         pytest.skip("this machine has CUDA")

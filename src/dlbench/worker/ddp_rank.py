@@ -26,6 +26,7 @@ from dlbench.measure.monitor import ProcessMonitor
 from dlbench.measure.timer import MAX_ITERS, StopRule, run_timed
 from dlbench.results.records import STATUS_SKIPPED, Result, base_result
 from dlbench.spec.case import Case, Settings
+from dlbench.worker.compile_cache import compile_cache_detail, private_compile_caches
 from dlbench.worker.process import (
     THREAD_VARS,
     block_other_frameworks,
@@ -60,9 +61,10 @@ def rank_main(argv: list[str]) -> None:
     failed = False
     try:
         numpy_blas = limit_numpy_blas()
-        result = _measure_rank(case, settings)
+        with private_compile_caches():
+            result = _measure_rank(case, settings)
         if result is not None:
-            result.details["numpy_blas"] = numpy_blas
+            result.details.update(numpy_blas=numpy_blas, **compile_cache_detail(case))
     except CaseSkipped as skip:
         result, failed = base_result(case, STATUS_SKIPPED, error=first_line(skip)), True
     except Exception as exc:

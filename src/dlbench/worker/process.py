@@ -22,6 +22,7 @@ from dlbench.errors import CaseSkipped, first_line
 from dlbench.results.records import STATUS_SKIPPED, base_result, now_iso
 from dlbench.spec.case import Case, Settings
 from dlbench.spec.registry import FRAMEWORKS, framework_info
+from dlbench.worker.compile_cache import compile_cache_detail, private_compile_caches
 from dlbench.worker.progress import PROGRESS_ENV
 from dlbench.worker.steps import execute, failed_from_exception
 
@@ -139,10 +140,12 @@ def worker_main(
     block_other_frameworks(case.framework)
     try:
         numpy_blas = limit_numpy_blas()
-        result = execute(case, settings)  # imports the framework
+        with private_compile_caches():
+            result = execute(case, settings)  # imports the framework
         result.details = {
             "frameworks_in_process": frameworks_in_process(),
             "numpy_blas": numpy_blas,
+            **compile_cache_detail(case),
             **result.details,
         }
     except CaseSkipped as exc:

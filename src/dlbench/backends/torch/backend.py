@@ -123,7 +123,7 @@ class TorchBackend(Backend):
             },
             fetch_output=(lambda: synced().detach().float().cpu().numpy()) if inference else None,
             fetch_loss=None if inference else lambda: _as_float(synced()),
-            after_measure=(lambda: gpu_memory(device)) if device.type == "cuda" else None,
+            after_measure=lambda: _after_measure(device, job.case.compile),
         )
 
     def prepare_training(self, job: Job, data: Any) -> EpochTrainer:
@@ -349,6 +349,27 @@ def gpu_memory(device: torch.device) -> dict[str, float]:
         "cuda_max_memory_allocated_mb": torch.cuda.max_memory_allocated(device) / mib,
         "cuda_max_memory_reserved_mb": torch.cuda.max_memory_reserved(device) / mib,
     }
+
+
+def compile_counters() -> dict[str, int]:
+    """What torch.compile did in this process: graphs built, graph breaks, and
+    whether Inductor's FX graph cache missed (cold) or hit (a warm cache would
+    make the first call a fraction of a real compile)."""
+    from torch._dynamo.utils import counters
+
+    return {
+        "graphs": int(counters["stats"]["unique_graphs"]),
+        "graph_breaks": int(sum(counters["graph_break"].values())),
+        "fxgraph_cache_miss": int(counters["inductor"]["fxgraph_cache_miss"]),
+        "fxgraph_cache_hit": int(counters["inductor"]["fxgraph_cache_hit"]),
+    }
+
+
+def _after_measure(device: torch.device, compile_mode: str) -> dict[str, Any]:
+    facts: dict[str, Any] = gpu_memory(device) if device.type == "cuda" else {}
+    if compile_mode == "compile":
+        facts["compile_counters"] = compile_counters()
+    return facts
 
 
 def _as_float(loss: object) -> float:

@@ -1,0 +1,49 @@
+"""A fresh, private compiler cache for each worker, so compile times are cold and repeatable.
+
+torch.compile keeps what it built in on-disk caches shared by every process
+of the user (Inductor's FX graph, AOTAutograd and autotuning caches, and
+Triton's kernel cache). A case compiled once before then reports a first
+call a fraction of the cold one, and two identical runs disagree on compile
+time: an A/A test fails on the cache, not the code. Each worker therefore
+points these caches at an empty folder of its own, removed when it ends.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from dlbench.spec.case import Case
+
+# Read when the compiler first needs its cache, so setting them before the
+# framework is imported is enough.
+CACHE_VARIABLES = ("TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR")
+# What the result records: compile times are always from empty caches.
+COLD = "cold: fresh per process"
+
+
+@contextmanager
+def private_compile_caches() -> Iterator[str]:
+    """Point the compiler caches at a new empty folder; remove it afterwards."""
+    folder = tempfile.mkdtemp(prefix="dlbench-compile-")
+    saved = {name: os.environ.get(name) for name in CACHE_VARIABLES}
+    for name in CACHE_VARIABLES:
+        os.environ[name] = os.path.join(folder, name.split("_")[0].lower())
+    try:
+        yield folder
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def compile_cache_detail(case: Case) -> dict[str, Any]:
+    """The result's word on the caches, for the cases whose first call compiles."""
+    return {} if case.compile == "eager" else {"compile_cache": COLD}
