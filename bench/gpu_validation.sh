@@ -7,9 +7,13 @@
 #   smoke     facts, `pytest -m gpu`, roofline, seed-add (outside and inside),
 #             mnist on cuda (torch eager/compile, JAX), DDP --nproc 1 (NCCL),
 #             one ResNet-50 and one BERT training case              (~8 min)
-#   verify    the GPU tests (PYTEST_SELECT=-k expression), JAX, GEMM clocks
+#   verify    every GPU test (PYTEST_SELECT=-k expression), the ceilings, GEMM
+#             clocks, the cost of the per-step synchronise, MNIST's 14 epochs (~9 min)
 #   pt2-resnet  pt2-training: ResNet-50 b256 224px, all precisions, eager and compile
 #   pt2-bert  pt2-training: BERT base/large at seq 128 and 512, eager; compile at bf16
+#   bert-compile-base        BERT-base compile at fp32, tf32, fp16 (bf16 is in pt2-bert)
+#   bert-compile-large-amp   BERT-large compile at amp-bf16 and amp-fp16
+#   bert-compile-large-fp32  BERT-large compile at tf32 and strict fp32  (~7-9 min each)
 #   all       every phase in turn (a machine without a time limit per command)
 # PT2_FAST="--min-time 3 --warmup 3" shortens the pt2 phases to fit a short lease.
 #
@@ -22,7 +26,7 @@
 # plus a summary.
 set -u -o pipefail
 
-phase="${1:?usage: bench/gpu_validation.sh smoke|verify|pt2-resnet|pt2-bert|all [OUT_DIR]}"
+phase="${1:?usage: bench/gpu_validation.sh PHASE [OUT_DIR]; phases are listed at the top}"
 out="${2:-${OUT:-./.gpu-out}}"
 work="$out/$phase"
 mkdir -p "$work"
@@ -91,12 +95,17 @@ smoke() {
         --min-time 3 --json "$work/bert-smoke.json"
 }
 
-# The GPU tests changed since a first pass, JAX, and why the GEMM ceiling is what it is
+# Every GPU test, the ceilings, why the GEMM ceiling is what it is, what the
+# per-step synchronise costs, and MNIST at the seed article's 14 epochs
 verify() {
     step pytest-gpu 300 python3 -m pytest -m gpu -q -p no:cacheprovider tests/test_gpu.py \
+        tests/test_launch_gpu_and_scale.py tests/test_backends_torch.py \
         ${PYTEST_SELECT:+-k "$PYTEST_SELECT"}
-    step jax 200 dl run -w mlp -w mnist-cnn -f jax -d cuda --json "$work/jax.json"
-    step gemm-clocks 120 python3 bench/gpu_gemm_clocks.py
+    step roofline 200 dl roofline -d cuda --json "$work/roofline.json"
+    step gemm-clocks 60 python3 bench/gpu_gemm_clocks.py
+    step sync-window 150 python3 bench/gpu_sync_window.py
+    step mnist-torch 300 dl run -w mnist-train -f torch -d cuda -c eager -c compile \
+        --epochs 14 --json "$work/mnist-torch.json"
 }
 
 pt2_resnet() {
@@ -111,6 +120,23 @@ pt2_bert() {
         ${PT2_FAST:+$PT2_FAST} --json "$work/pt2-bert-compile.json"
 }
 
+# BERT compile at the precisions pt2-bert left out (it ran compile at bf16 for
+# BERT-base only); each phase fits one 10-minute command
+bert_compile_base() {
+    step bert-base-compile 560 dl run pt2-training -w bert-base -c compile -p amp-fp16 \
+        -p tf32 -p fp32 -d cuda ${PT2_FAST:+$PT2_FAST} --json "$work/bert-base-compile.json"
+}
+
+bert_compile_large_amp() {
+    step bert-large-compile-amp 560 dl run pt2-training -w bert-large -c compile -p amp-bf16 \
+        -p amp-fp16 -d cuda ${PT2_FAST:+$PT2_FAST} --json "$work/bert-large-compile-amp.json"
+}
+
+bert_compile_large_fp32() {
+    step bert-large-compile-fp32 560 dl run pt2-training -w bert-large -c compile -p tf32 \
+        -p fp32 -d cuda ${PT2_FAST:+$PT2_FAST} --json "$work/bert-large-compile-fp32.json"
+}
+
 install
 # ceilings measured earlier (a store carried in .gpu-in/): efficiencies need them
 if [[ -f .gpu-in/store.sqlite && ! -f "$DLBENCH_DB" ]]; then
@@ -121,8 +147,13 @@ case "$phase" in
     verify) verify ;;
     pt2-resnet) pt2_resnet ;;
     pt2-bert) pt2_bert ;;
-    all) smoke; verify; pt2_resnet; pt2_bert ;;
-    *) echo "unknown phase $phase; allowed: smoke, verify, pt2-resnet, pt2-bert, all" >&2; exit 2 ;;
+    bert-compile-base) bert_compile_base ;;
+    bert-compile-large-amp) bert_compile_large_amp ;;
+    bert-compile-large-fp32) bert_compile_large_fp32 ;;
+    all) smoke; verify; pt2_resnet; pt2_bert; bert_compile_base; bert_compile_large_amp
+        bert_compile_large_fp32 ;;
+    *) echo "unknown phase $phase; allowed: smoke, verify, pt2-resnet, pt2-bert," \
+        "bert-compile-base, bert-compile-large-amp, bert-compile-large-fp32, all" >&2; exit 2 ;;
 esac
 rm -rf "$work"
 cat "$summary"

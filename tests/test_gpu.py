@@ -135,9 +135,16 @@ def test_amp_training_and_compile_run_on_the_gpu_with_telemetry(tmp_path):
 
 
 def test_compiled_inference_on_the_gpu_passes_the_output_check(tmp_path):
-    run = run_json(tmp_path, "-w", "mlp", "-d", "cuda", "-c", "compile", "-c", "script", *FAST)
-    for result in map(ok, run["results"]):
+    run = run_json(
+        tmp_path, "-w", "mlp", "-d", "cuda", "-c", "compile", "-c", "script", "-c", "export", *FAST
+    )
+    by_mode = {r["case"]["compile"]: ok(r) for r in run["results"]}
+    assert set(by_mode) == {"compile", "script", "export"}
+    for result in by_mode.values():
         assert "tolerance" in result["details"]["check"], result["details"]["check"]
+    # AOTInductor built the package for the GPU, and torch.compile compiled cold
+    assert by_mode["export"]["details"]["export"]["device"].startswith("cuda")
+    assert by_mode["compile"]["details"]["compile_counters"]["fxgraph_cache_hit"] == 0
 
 
 def test_ddp_with_one_process_uses_nccl_on_the_gpu(tmp_path):

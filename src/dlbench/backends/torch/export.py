@@ -36,7 +36,11 @@ def aoti_runner(
            "torch": torch.__version__}  # fmt: skip
     digest = hashlib.sha256(json.dumps(key, sort_keys=True, default=str).encode()).hexdigest()
     package = cache_dir() / "aoti" / digest[:16] / "model.pt2"
-    details: dict[str, Any] = {"method": "torch.export + AOTInductor", "cached": package.exists()}
+    details: dict[str, Any] = {
+        "method": "torch.export + AOTInductor",
+        "device": key["device"],  # the package runs only there
+        "cached": package.exists(),
+    }
     if not package.exists():
         started = time.perf_counter()
         try:
