@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import json
 import multiprocessing
+import multiprocessing.connection
 import os
 import signal
 import tempfile
@@ -170,14 +171,33 @@ def _wait_sampling(
     deadline = time.monotonic() + timeout_s
     wait = FIRST_SAMPLE_S if sampler is not None else timeout_s
     while (remaining := deadline - time.monotonic()) > 0:
-        process.join(min(wait, remaining))
-        if not process.is_alive() or sampler is None:
-            break
+        ended = _wait_for_exit(process, min(wait, remaining))
+        if sampler is None:
+            if ended:
+                break
+            continue
+        # at the exit too: the worker is not reaped yet, so this last point
+        # covers a measured region that ended between two samples
         sampler.sample()
         if notes is not None:
             notes.check()
+        if ended:
+            break
         wait = sampler.interval
     return process.is_alive()
+
+
+def _wait_for_exit(process: WorkerProcess, timeout: float) -> bool:
+    """Sleep until the worker exits or `timeout` passes, without reaping it; True if it exited.
+
+    Its sentinel (a pidfd for torchrun) becomes readable at the exit: the
+    zombie left until join() still has the CPU times of its last moments.
+    """
+    sentinel = process.sentinel
+    if sentinel is None:  # torchrun where there is no pidfd: Popen's own wait
+        process.join(timeout)
+        return not process.is_alive()
+    return bool(multiprocessing.connection.wait([sentinel], timeout))
 
 
 def _attach_timeline(result: Result, sampler: TimelineSampler | None, gpu_note: str | None) -> None:

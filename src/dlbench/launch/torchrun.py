@@ -78,6 +78,11 @@ class TorchrunProcess:
         return self._popen.pid if self._popen is not None else None
 
     @property
+    def sentinel(self) -> int | None:
+        """A descriptor that becomes readable when torchrun exits (None without pidfd)."""
+        return self._pidfd
+
+    @property
     def exitcode(self) -> int | None:
         return self._popen.poll() if self._popen is not None else None
 

@@ -74,11 +74,22 @@ class TimelineSampler:
         return self._points
 
     def sample(self) -> None:
-        """Append one point, or end the sampling if the process has exited."""
+        """Append one point, or end the sampling if the process has exited.
+
+        A process that exited but is not yet reaped (a zombie) still has its
+        CPU times: the point it gives covers the interval up to its exit, so a
+        measured region shorter than the interval, which no regular point
+        covers, is still judged (results.flags). Sampling ends after it.
+        """
         if self._process is None:
             return
         try:
             cpu_s, rss, pids = self._tree_usage(self._process)
+        except psutil.ZombieProcess:
+            cpu_s, rss, pids = self._exited_usage(self._process)
+            self._process = None
+            if cpu_s is None:
+                return
         except psutil.Error:
             self._process = None  # exited (or became unreadable) between our checks
             return
@@ -92,8 +103,9 @@ class TimelineSampler:
             if wall > 0
             else 0.0,
             "cpu_cores": _core_percents(self._last_cores, cores),
-            "rss_mb": round(rss / MIB, 1),
         }
+        if rss is not None:  # an exited process has no memory left to read
+            point["rss_mb"] = round(rss / MIB, 1)
         system = _mean(point["cpu_cores"])
         if system is not None:
             point["system_cpu_percent"] = round(system, 1)
@@ -154,7 +166,17 @@ class TimelineSampler:
         return summary
 
     @staticmethod
-    def _tree_usage(process: psutil.Process) -> tuple[float, int, set[int]]:
+    def _exited_usage(process: psutil.Process) -> tuple[float | None, None, set[int]]:
+        """(CPU seconds, no RSS, pids) of a process that exited and awaits its reaping."""
+        try:
+            times = process.cpu_times()
+        except psutil.Error:
+            return None, None, set()
+        cpu_s = times.user + times.system + times.children_user + times.children_system
+        return cpu_s, None, {process.pid}
+
+    @staticmethod
+    def _tree_usage(process: psutil.Process) -> tuple[float, int | None, set[int]]:
         """(CPU seconds, RSS bytes, pids) of the process and its live descendants.
 
         A raise means the process itself is gone; a child that vanishes is skipped.
