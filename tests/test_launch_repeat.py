@@ -65,7 +65,7 @@ class ScriptedRunner:
         self.order: list[str] = []
         self.flag_first_of = flag_first_of
 
-    def __call__(self, case, settings, on_note):
+    def __call__(self, case, settings, on_note, files_dir):
         self.order.append(case.workload)
         flags = ()
         if case.workload == self.flag_first_of and self.order.count(case.workload) == 1:
@@ -90,10 +90,10 @@ def test_resume_continues_the_repeats_of_an_interrupted_run(tmp_path):
     cases = [make_case(workload="mlp"), make_case(workload="gemm")]
 
     class Interrupting(ScriptedRunner):
-        def __call__(self, case, settings, on_note):
+        def __call__(self, case, settings, on_note, files_dir):
             if len(self.order) == 3:
                 raise KeyboardInterrupt
-            return super().__call__(case, settings, on_note)
+            return super().__call__(case, settings, on_note, files_dir)
 
     with Store(tmp_path / "s.sqlite") as store:
         with pytest.raises(RunInterrupted) as stop:

@@ -29,6 +29,18 @@ AXIS_CHANGES = {
     "target_accuracy": {"target_accuracy": 0.98},
     "inputs": {"inputs": {"x": "1x3:float32"}},
     "device kind": {"device": "cuda:0"},
+    "loadgen": {"loadgen": True},
+    "server rate": {"scenario": "server", "batch_size": 1, "target_qps": 100.0},
+    "find-peak": {"scenario": "server", "batch_size": 1, "find_peak": True},
+    "bound": {"scenario": "server", "batch_size": 1, "target_qps": 100.0, "latency_bound_ms": 50.0},
+    "percentile": {
+        "scenario": "server",
+        "batch_size": 1,
+        "target_qps": 100.0,
+        "latency_bound_ms": 50.0,
+        "latency_percentile": 90.0,
+    },
+    "streams": {"scenario": "server", "batch_size": 1, "target_qps": 100.0, "streams": 4},
 }
 
 
@@ -76,6 +88,7 @@ def test_case_round_trips_through_its_dict_form():
 def test_suite_keys_come_from_the_case_fields():
     axes = suite_axes()
     assert {"workload", "framework", "precision", "transfer", "params"} <= set(axes)
+    assert {"loadgen", "target_qps", "find_peak", "latency_bound_ms", "streams"} <= set(axes)
     assert "model" not in axes and "nproc" not in axes  # command-line only
 
 

@@ -56,6 +56,10 @@ class Prepared:
     fetch_loss: Callable[[], float] | None = None
     # Read right after measurement (GPU memory peaks); merged into the details.
     after_measure: Callable[[], dict[str, Any]] | None = None
+    # A step over the same model with request state of its own, for each query a
+    # server (LoadGen's server scenario) serves at once; None: `step` may run in
+    # several threads at once.
+    new_stream: Callable[[], Callable[[], object]] | None = None
 
 
 class EpochTrainer(ABC):
@@ -78,6 +82,11 @@ class EpochTrainer(ABC):
 
 class Backend(ABC):
     name: ClassVar[str]
+    # The server scenario serves `streams` queries at once. Where each call runs
+    # its own thread team (torch's OpenMP, ONNX Runtime's callers), each stream
+    # gets threads/streams threads; where the framework keeps one pool for all
+    # concurrent calls (XLA's CPU client, OpenVINO's streams), it keeps them all.
+    streams_share_threads: ClassVar[bool] = False
 
     @abstractmethod
     def version(self) -> str:

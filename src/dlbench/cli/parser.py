@@ -42,6 +42,28 @@ def non_negative_float(text: str) -> float:
     return value
 
 
+def positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number > 0, got {text!r}") from None
+    if not value > 0 or value == float("inf"):  # also rejects nan
+        raise argparse.ArgumentTypeError(f"expected a number > 0, got {text}")
+    return value
+
+
+def percentile(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"expected a percentile in (0, 100), got {text!r}"
+        ) from None
+    if not 0 < value < 100:  # also rejects nan
+        raise argparse.ArgumentTypeError(f"expected a percentile in (0, 100), got {text}")
+    return value
+
+
 def fraction(text: str) -> float:
     try:
         value = float(text)
@@ -171,7 +193,9 @@ def add_run_parser(commands: argparse._SubParsersAction) -> None:
         "-s",
         action="append",
         default=[],
-        help="single-stream (batch 1, latency) or offline (large batches, throughput)",
+        help="single-stream (batch 1, latency), offline (large batches, throughput), or with "
+        "MLPerf LoadGen: multi-stream (a query of N samples after the last) or server "
+        "(Poisson arrivals at --target-qps, or --find-peak)",
     )
     run.add_argument("--device", "-d", help="cpu, cuda, cuda:N or auto (default: auto)")
     run.add_argument(
@@ -253,12 +277,63 @@ def add_run_parser(commands: argparse._SubParsersAction) -> None:
         help="refuse cases that would only be flagged: more threads than CPUs available",
     )
     add_model_options(run)
+    add_serving_options(run)
     run.add_argument(
         "--resume",
         metavar="RUN",
         help="finish an interrupted run: its unfinished cases run, the rest stay",
     )
     add_study_options(run)
+
+
+def add_serving_options(run: argparse.ArgumentParser) -> None:
+    serving = run.add_argument_group("serving (MLPerf LoadGen; pip install 'dlbench[serving]')")
+    serving.add_argument(
+        "--loadgen",
+        action="store_true",
+        help="drive single-stream and offline cases with LoadGen instead of dlbench's step "
+        "loop (multi-stream and server always use it)",
+    )
+    serving.add_argument(
+        "--target-qps",
+        type=positive_float,
+        metavar="Q",
+        help="server: the Poisson arrival rate, queries per second",
+    )
+    serving.add_argument(
+        "--find-peak",
+        action="store_true",
+        help="server: search for the highest rate whose latency percentile keeps the bound",
+    )
+    serving.add_argument(
+        "--latency-bound-ms",
+        type=positive_float,
+        metavar="L",
+        help="server: the latency bound in ms (default 10, MLPerf's)",
+    )
+    serving.add_argument(
+        "--latency-percentile",
+        type=percentile,
+        metavar="P",
+        help="server: the percentile held to the bound (default 99)",
+    )
+    serving.add_argument(
+        "--streams",
+        type=positive_int,
+        help="server: queries served at once, each with threads/streams threads "
+        "(default: one single-threaded stream per CPU thread; 1 on a GPU)",
+    )
+    serving.add_argument(
+        "--samples-per-query",
+        type=positive_int,
+        metavar="N",
+        help="multi-stream: samples per query (default 8, MLPerf's)",
+    )
+    serving.add_argument(
+        "--official",
+        action="store_true",
+        help="LoadGen cases: MLPerf's minimum duration (600 s) instead of short runs",
+    )
 
 
 def add_model_options(run: argparse.ArgumentParser) -> None:

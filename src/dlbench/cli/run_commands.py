@@ -44,6 +44,7 @@ def request_from_args(args: argparse.Namespace) -> RunRequest:
         "timeout_s": args.timeout,
         "seed": args.seed,
         "repeat": args.repeat,
+        "official": args.official or None,
     }
     return RunRequest(
         suite=args.suite,
@@ -69,6 +70,13 @@ def request_from_args(args: argparse.Namespace) -> RunRequest:
         input_data=args.input_data,
         trust_model=args.trust_model,
         strict=args.strict,
+        loadgen=args.loadgen,
+        target_qps=args.target_qps,
+        find_peak=args.find_peak,
+        latency_bound_ms=args.latency_bound_ms,
+        latency_percentile=args.latency_percentile,
+        streams=args.streams,
+        samples_per_query=args.samples_per_query,
     )
 
 

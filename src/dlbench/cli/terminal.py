@@ -20,6 +20,7 @@ from dlbench.launch import session
 from dlbench.report.compare import RunComparison
 from dlbench.report.leaderboard import Pivot
 from dlbench.report.table import escape_markup, flags, fmt, rate_column, run_table
+from dlbench.results.metrics import loadgen_details
 from dlbench.results.records import STATUS_SKIPPED, Result, Run
 from dlbench.results.repeats import processes
 from dlbench.spec.case import Case
@@ -88,7 +89,24 @@ def case_line(result: Result) -> str:
     count = f" [{len(listed)} processes]" if listed else ""
     return (
         f"[green]ok[/green] {name}: median {fmt(result.latency_ms.median)} ms, "
-        f"{fmt(result.throughput)} samples/s, {rate_column(result)}{noisy}{count}"
+        f"{fmt(result.throughput)} samples/s, {rate_column(result)}{_served(result)}"
+        f"{noisy}{count}"
+    )
+
+
+def _served(result: Result) -> str:
+    """LoadGen's own verdict and percentiles, for a case it drove."""
+    loadgen = loadgen_details(result)
+    if not loadgen:
+        return ""
+    latency = loadgen.get("latency_ms") or {}
+    peak = ""
+    if "tries" in loadgen:
+        found = loadgen.get("peak_qps")
+        peak = f"peak {fmt(found)} QPS, " if found is not None else "no peak within the bound, "
+    return (
+        f"; LoadGen: {peak}p50 {fmt(latency.get('50'))} ms, p99 {fmt(latency.get('99'))} ms, "
+        f"{escape_markup(str(loadgen.get('verdict')))}"
     )
 
 

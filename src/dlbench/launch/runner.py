@@ -48,12 +48,17 @@ SIGNAL_HINTS = {
 
 
 def run_case(
-    case: Case, settings: Settings, on_note: Callable[[str], None] | None = None
+    case: Case,
+    settings: Settings,
+    on_note: Callable[[str], None] | None = None,
+    files_dir: Path | None = None,
 ) -> Result:
     """Run `case` in its own process; never raises for a failing case.
 
     `on_note` receives the progress lines a long case writes (an epoch done),
     read between the waits, so a 20-minute training case is not silent.
+    `files_dir` is where the case may leave files beside its run (LoadGen's
+    logs); without it they go to a temporary folder.
     """
     _quiet_resource_tracker()
     context = multiprocessing.get_context("spawn")
@@ -75,6 +80,7 @@ def run_case(
                     str(log_path),
                     str(Path(scratch) / PROGRESS_FILE),
                     os.getpid(),
+                    str(files_dir) if files_dir is not None else "",
                 ),
                 name=f"dlbench-worker {case.label()}",
             )

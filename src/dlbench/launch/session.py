@@ -21,7 +21,7 @@ from dlbench.results.ceilings import attach_efficiency
 from dlbench.results.env import fingerprint
 from dlbench.results.files import write_csv, write_json
 from dlbench.results.records import Result, Run, now_iso
-from dlbench.results.repeats import add_process, last_process_ok, slots_done
+from dlbench.results.repeats import add_process, last_process_ok, processes, slots_done
 from dlbench.results.store import Store
 from dlbench.spec.case import Case, Settings
 
@@ -34,8 +34,8 @@ class Outputs:
     csv_path: Path | None = None
 
 
-# (case, settings, on_note): run_case, or a stand-in in tests
-Runner = Callable[[Case, Settings, Callable[[str], None]], Result]
+# (case, settings, on_note, files_dir): run_case, or a stand-in in tests
+Runner = Callable[[Case, Settings, Callable[[str], None], Path], Result]
 
 
 class Progress:
@@ -123,14 +123,15 @@ def _run_pending(
         for index in pending:
             case = cases[index]
             progress.case_started(index, len(cases), case)
+            earlier = results.get(index)
+            files = case_files(run, outputs, store, index, earlier)
             try:
                 # the runner kills its worker on Ctrl-C
-                process = runner(case, settings, progress.case_note)
+                process = runner(case, settings, progress.case_note, files)
             except KeyboardInterrupt:
                 raise RunInterrupted(run) from None
             attach_efficiency(process, run)
             attach_scaling(process, run)
-            earlier = results.get(index)
             result = process if settings.repeat == 1 else add_process(earlier, process)
             results[index] = result
             run.results = [results[i] for i in sorted(results)]
@@ -144,6 +145,20 @@ def _run_pending(
     store.finish_run(run.id, run.finished_at, run.env)
     _write_files(run, outputs)
     return run
+
+
+def case_files(
+    run: Run, outputs: Outputs, store: Store, index: int, earlier: Result | None
+) -> Path:
+    """Where a case's process may leave files (LoadGen's logs): beside the run's
+    JSON file when it has one, else beside the store, one folder per case and
+    process. Nothing is created unless the case writes there."""
+    if outputs.json_path is not None:
+        root = outputs.json_path.with_name(f"{outputs.json_path.stem}-files")
+    else:
+        root = store.path.parent / "run-files" / run.id
+    done = (len(processes(earlier)) or 1) if earlier is not None else 0
+    return root / f"case-{index + 1:03d}" / f"process-{done + 1}"
 
 
 def _needs_process(result: Result | None, settings: Settings) -> bool:

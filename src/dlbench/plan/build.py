@@ -14,8 +14,21 @@ from typing import Any
 
 from dlbench.errors import UserError
 from dlbench.plan.suites import SuiteSpec, load_suite
-from dlbench.plan.validate import validate_case, validate_settings
-from dlbench.spec.case import MODES, PRECISIONS, SCENARIOS, Case, Settings, available_cpus
+from dlbench.plan.validate import (
+    SERVER_FIELDS,
+    server_options_given,
+    validate_case,
+    validate_settings,
+)
+from dlbench.spec.case import (
+    MODES,
+    OFFICIAL_MIN_TIME_S,
+    PRECISIONS,
+    SCENARIOS,
+    Case,
+    Settings,
+    available_cpus,
+)
 from dlbench.spec.registry import FRAMEWORKS, framework_info
 from dlbench.workloads import get_workload
 
@@ -30,6 +43,7 @@ SETTING_FIELDS = {
     "timeout": "timeout_s",
     "seed": "seed",
     "repeat": "repeat",
+    "official": "official",
 }
 
 
@@ -66,6 +80,14 @@ class RunRequest:
     transfer: str | None = None
     # refuse what would only be flagged (threads beyond the CPUs available)
     strict: bool = False
+    # serving (MLPerf LoadGen); the server's options reach server cases only
+    loadgen: bool = False
+    target_qps: float | None = None
+    find_peak: bool = False
+    latency_bound_ms: float | None = None
+    latency_percentile: float | None = None
+    streams: int | None = None
+    samples_per_query: int | None = None
 
 
 def given_options(request: RunRequest) -> list[str]:
@@ -93,6 +115,7 @@ class Plan:
 def build_plan(request: RunRequest) -> Plan:
     """Validate everything; return the cases to run or raise UserError."""
     _check_filter_names(request)
+    _check_serving_options(request)
     if request.model is None and (request.inputs or request.input_data or request.trust_model):
         raise UserError("--input, --input-data and --trust-model go with --model FILE")
     if request.model is not None:
@@ -104,6 +127,7 @@ def build_plan(request: RunRequest) -> Plan:
     settings = _settings(spec, request)
     cases = [validate_case(c) for c in _with_single_process_baselines(_expand(spec, request))]
     cases = list(dict.fromkeys(cases))  # drop duplicates, keep order
+    _check_serving_used(request, settings, cases)
     if request.strict:
         _refuse_oversubscription(cases)
     _check_compiles_used(request, cases)
@@ -132,6 +156,39 @@ def _with_single_process_baselines(cases: list[Case]) -> list[Case]:
             out.append(replace(case, nproc=1, ddp=False, torchrun_args=()))
         out.append(case)
     return out
+
+
+def _check_serving_options(request: RunRequest) -> None:
+    """Server options need a server scenario; --samples-per-query is the multi-stream batch."""
+    given = server_options_given(request)
+    if given and request.scenarios and "server" not in request.scenarios:
+        raise UserError(f"{', '.join(given)} go with --scenario server")
+    if request.samples_per_query is None:
+        return
+    if request.scenarios and "multi-stream" not in request.scenarios:
+        raise UserError(
+            "--samples-per-query is the multi-stream query size: add --scenario multi-stream"
+        )
+    if request.batch_sizes:
+        raise UserError(
+            "--samples-per-query is the multi-stream batch: give it or --batch-size, not both"
+        )
+
+
+def _check_serving_used(request: RunRequest, settings: Settings, cases: list[Case]) -> None:
+    """Options that only LoadGen cases take must reach one, or they would be ignored."""
+    given = server_options_given(request)
+    if given and not any(c.scenario == "server" for c in cases):
+        raise UserError(f"{', '.join(given)} go with --scenario server; no case of this run is one")
+    if request.samples_per_query is not None and not any(
+        c.scenario == "multi-stream" for c in cases
+    ):
+        raise UserError("--samples-per-query goes with --scenario multi-stream; no case is one")
+    if settings.official and not any(c.loadgen for c in cases):
+        raise UserError(
+            "--official sets MLPerf's durations for LoadGen cases (--scenario server or "
+            "multi-stream, or --loadgen); this run has none"
+        )
 
 
 def _refuse_oversubscription(cases: list[Case]) -> None:
@@ -210,6 +267,8 @@ def _settings(spec: SuiteSpec, request: RunRequest) -> Settings:
         if key in SETTING_FIELDS:
             values[SETTING_FIELDS[key]] = _number(value, f"suite {spec.name}: settings.{key}")
     values.update(dict(request.settings))
+    if values.get("official") and "min_time_s" not in dict(request.settings):
+        values["min_time_s"] = OFFICIAL_MIN_TIME_S  # MLPerf's duration, over the suite's
     try:
         settings = Settings(**values)
     except TypeError as exc:
@@ -286,6 +345,8 @@ def _expand_entry(
         if not _selected(request, workload, framework, mode):
             continue
         params = {**entry_params, **_cli_params_for(str(workload), request)}
+        if scenario == "multi-stream" and request.samples_per_query is not None:
+            batch = request.samples_per_query
         for compile_mode in _compile_modes(entry, str(workload), str(framework), request, where):
             cases.append(
                 Case(
@@ -295,6 +356,7 @@ def _expand_entry(
                     mode=mode,
                     batch_size=batch,
                     scenario=scenario,
+                    **_serving_fields(scenario, entry, request),
                     precision=precision,
                     device=device,
                     **_training_fields(str(workload), params, request),
@@ -303,6 +365,18 @@ def _expand_entry(
                 )
             )
     return cases
+
+
+def _serving_fields(scenario: Any, entry: dict[str, Any], request: RunRequest) -> dict[str, Any]:
+    """--loadgen for every case; the server's options (from the command line, else
+    the suite entry) for server cases only, so one entry may list several scenarios."""
+    fields = {"loadgen": request.loadgen or entry.get("loadgen", False)}
+    if scenario == "server":
+        for name in SERVER_FIELDS:
+            given = getattr(request, name)
+            fields[name] = _first_given(None if given is False else given, entry.get(name))
+        fields["find_peak"] = fields["find_peak"] or False
+    return fields
 
 
 def _precisions(entry: dict[str, Any], request: RunRequest, where: str) -> list[Any]:

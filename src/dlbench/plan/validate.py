@@ -11,20 +11,27 @@ from __future__ import annotations
 import functools
 import math
 from dataclasses import replace
+from typing import Any
 
 from dlbench.errors import UserError
 from dlbench.measure.timer import MAX_ITERS  # also the most --min-iters can ask
 from dlbench.spec.case import (
+    DEFAULT_LATENCY_BOUND_MS,
+    DEFAULT_LATENCY_PERCENTILE,
     DEVICE_HELP,
     DEVICE_PATTERN,
+    LOADGEN_SCENARIOS,
     MAX_BATCH,
     MAX_MIN_TIME_S,
     MAX_NPROC,
     MAX_REPEAT,
     MAX_SEED,
+    MAX_STREAMS,
+    MAX_TARGET_QPS,
     MAX_THREADS,
     MAX_TIMEOUT_S,
     NULL_OPTIONS,
+    OFFICIAL_MIN_TIME_S,
     PRECISIONS,
     SCENARIOS,
     TRANSFERS,
@@ -49,6 +56,11 @@ def validate_settings(settings: Settings) -> Settings:
         raise UserError("invalid timeout 0; expected a number of seconds > 0")
     _require_int("seed", settings.seed, 0, MAX_SEED)
     _require_int("repeat", settings.repeat, 1, MAX_REPEAT)
+    if settings.official and settings.min_time_s < OFFICIAL_MIN_TIME_S:
+        raise UserError(
+            f"--official runs last at least MLPerf's {OFFICIAL_MIN_TIME_S:g} s; "
+            f"--min-time {settings.min_time_s:g} is shorter (drop it, or drop --official)"
+        )
     return settings
 
 
@@ -118,7 +130,7 @@ def validate_case(case: Case) -> Case:
             f"{_having('transfer_inside')} step workloads, not {case.workload} on {case.framework}"
         )
     return replace(
-        case,
+        _validate_serving(case),
         model_digest=_digest(case.model) if case.model is not None else None,
         input_data_digest=_digest(case.input_data) if case.input_data is not None else None,
         data_digest=_mnist_digest(case.data_dir) if case.data_dir is not None else None,
@@ -274,6 +286,105 @@ def _validate_scenario(case: Case) -> None:
             f"scenario single-stream sends one sample per request; batch size "
             f"{case.batch_size} belongs to the offline scenario"
         )
+
+
+# The Case fields that belong to the server scenario, by the option that sets them.
+SERVER_FIELDS = {
+    "target_qps": "--target-qps",
+    "find_peak": "--find-peak",
+    "latency_bound_ms": "--latency-bound-ms",
+    "latency_percentile": "--latency-percentile",
+    "streams": "--streams",
+}
+
+
+def server_options_given(source: object) -> list[str]:
+    """The server options a Case or a RunRequest sets, by their command-line names."""
+    return [
+        flag for name, flag in SERVER_FIELDS.items() if getattr(source, name) not in (None, False)
+    ]
+
+
+def _validate_serving(case: Case) -> Case:
+    """LoadGen cases: inference only, LoadGen installed, the server's options
+    complete and in range; returns the case with the server's defaults filled in."""
+    loadgen = case.loadgen or case.scenario in LOADGEN_SCENARIOS
+    for name in ("loadgen", "find_peak"):
+        if not isinstance(getattr(case, name), bool):
+            raise UserError(f"invalid {name} {getattr(case, name)!r}; expected true or false")
+    given = server_options_given(case)
+    if case.scenario != "server" and given:
+        raise UserError(
+            f"{', '.join(given)} go with --scenario server, not {case.scenario or 'the default'}"
+        )
+    if not loadgen:
+        return case
+    if case.mode != "infer":
+        raise UserError(
+            f"LoadGen and the {case.scenario or 'serving'} scenario measure inference; "
+            f"{case.workload} in mode {case.mode} is training"
+        )
+    _require_loadgen()
+    if case.scenario != "server":
+        return replace(case, loadgen=True)
+    return replace(case, loadgen=True, **_server_settings(case))
+
+
+def _server_settings(case: Case) -> dict[str, Any]:
+    if case.batch_size not in (None, 1):
+        raise UserError(
+            f"a server query is one sample; batch size {case.batch_size} belongs to the "
+            "offline or multi-stream scenario"
+        )
+    if case.target_qps is None and not case.find_peak:
+        raise UserError(
+            "scenario server needs --target-qps Q (queries per second) or --find-peak "
+            "(the highest rate that keeps the latency bound)"
+        )
+    if case.target_qps is not None and case.find_peak:
+        raise UserError("--find-peak searches for the rate itself; drop --target-qps")
+    if case.target_qps is not None:
+        _require_positive("target QPS", case.target_qps, MAX_TARGET_QPS)
+    bound = _first(case.latency_bound_ms, DEFAULT_LATENCY_BOUND_MS)
+    _require_positive("latency bound (ms)", bound, MAX_MIN_TIME_S * 1000.0)
+    percentile = _first(case.latency_percentile, DEFAULT_LATENCY_PERCENTILE)
+    _require_number("latency percentile", percentile, 0.0, 100.0)
+    if not 0 < percentile < 100:
+        raise UserError(f"invalid latency percentile {percentile!r}; expected 0 < P < 100, e.g. 99")
+    streams = case.streams if case.streams is not None else default_streams(case)
+    _require_int("streams", streams, 1, MAX_STREAMS)
+    return {"latency_bound_ms": float(bound), "latency_percentile": float(percentile),
+            "streams": streams}  # fmt: skip
+
+
+def default_streams(case: Case) -> int:
+    """Server queries served at once, where none is given: one single-threaded
+    stream per CPU thread on a CPU (a batch-1 query parallelises poorly, so
+    concurrent queries use the cores better), one where a GPU does the work."""
+    from dlbench.measure.devices import gpu_visible
+
+    on_cpu = case.device == "cpu" or (case.device == "auto" and not gpu_visible())
+    return case.threads if on_cpu else 1
+
+
+def _require_loadgen() -> None:
+    import importlib.util
+
+    if importlib.util.find_spec("mlperf_loadgen") is None:
+        raise UserError(
+            "MLPerf LoadGen is not installed; install it with: pip install 'dlbench[serving]' "
+            "(the mlcommons-loadgen package)"
+        )
+
+
+def _first(value: Any, default: Any) -> Any:
+    return default if value is None else value
+
+
+def _require_positive(what: str, value: object, high: float) -> None:
+    _require_number(what, value, 0.0, high)
+    if value == 0:
+        raise UserError(f"invalid {what} 0; expected a number > 0 (up to {high:g})")
 
 
 def _validate_options(case: Case) -> None:

@@ -17,6 +17,10 @@ report and CSV show the list; nothing else decides a flag.
   clocks down in over 10% of the measured samples.
 - `low-n-p99`: a p99 from fewer samples than MLPerf's early-stopping rule asks
   for a 99th percentile (MIN_P99_SAMPLES).
+- `over-bound`: a server run's latency percentile exceeded its bound (LoadGen's
+  performance constraint), or --find-peak found no rate within it.
+- `loadgen-invalid`: LoadGen judged the run INVALID (too short for its early
+  stopping, too few queries, a constraint missed: details.loadgen says which).
 """
 
 from __future__ import annotations
@@ -56,6 +60,12 @@ def result_flags(result: Result, cpus_available: int) -> list[str]:
     stats = result.latency_ms
     if stats is not None and "epochs" not in details and stats.n < MIN_P99_SAMPLES:
         found.append("low-n-p99")
+    loadgen = details.get("loadgen")
+    if isinstance(loadgen, dict):
+        if loadgen.get("perf_constraints_met") is False:
+            found.append("over-bound")
+        if loadgen.get("verdict") == "INVALID":
+            found.append("loadgen-invalid")
     return found
 
 

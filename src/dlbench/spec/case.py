@@ -14,8 +14,22 @@ from dataclasses import Field, asdict, dataclass, field, fields
 from typing import Any
 
 MODES = ("infer", "train")
-# Named after MLPerf's: one request at a time (latency) vs large batches (throughput).
-SCENARIOS = ("single-stream", "offline")
+# MLPerf Inference's scenarios: one request at a time (latency), a query of N
+# samples once the previous one is done (multi-stream), queries arriving at
+# random (Poisson) times at a target rate (server), large batches (offline).
+SCENARIOS = ("single-stream", "multi-stream", "server", "offline")
+# Scenarios only MLPerf LoadGen drives: dlbench's step loop has no arrival process.
+LOADGEN_SCENARIOS = ("multi-stream", "server")
+# MLPerf's samples per multi-stream query, where none is given
+MULTI_STREAM_SAMPLES = 8
+# The server scenario's latency bound where none is given: MLPerf's default
+# (mlperf.conf: *.Server.target_latency = 10) at its 99th percentile.
+DEFAULT_LATENCY_BOUND_MS = 10.0
+DEFAULT_LATENCY_PERCENTILE = 99.0
+MAX_TARGET_QPS = 1e7
+# MLPerf Inference's minimum test duration (mlperf.conf: *.*.min_duration = 600000)
+OFFICIAL_MIN_TIME_S = 600.0
+MAX_STREAMS = 1024
 # fp32 is strict IEEE fp32 (TF32 tensor cores off); tf32 lets CUDA matmuls and
 # convolutions use TF32; amp-* is torch.autocast to that type (with a gradient
 # scaler for fp16 training), the "automatic mixed precision" of the articles.
@@ -36,7 +50,8 @@ MAX_REPEAT = 100
 # Options only the null backend understands: fault injection and a fixed
 # per-step sleep, so the runner's failure handling is tested for real.
 NULL_OPTIONS = {
-    "fault": ("raise", "abort", "segfault", "kill", "hang", "exit"),
+    # step-raise: the step raises once warmed up (a query that fails under LoadGen)
+    "fault": ("raise", "abort", "segfault", "kill", "hang", "exit", "step-raise"),
     "sleep_ms": None,
 }
 
@@ -105,12 +120,27 @@ class Case:
     ddp: bool = False
     torchrun_args: tuple[str, ...] = field(default=(), metadata=LAUNCH_DETAIL)
     transfer: str = field(default="outside", metadata=SUITE_AXIS)
+    # Serving, measured by MLPerf LoadGen: `loadgen` drives the case with LoadGen
+    # instead of dlbench's step loop (always in the multi-stream and server
+    # scenarios). A server case has a Poisson arrival rate (target_qps) or
+    # searches for the highest rate that keeps its bound (find_peak); the bound
+    # is the latency_percentile-th percentile at most latency_bound_ms; `streams`
+    # queries are served at once (plan.validate fills the defaults in).
+    loadgen: bool = field(default=False, metadata=SUITE_AXIS)
+    target_qps: float | None = field(default=None, metadata=SUITE_AXIS)
+    find_peak: bool = field(default=False, metadata=SUITE_AXIS)
+    latency_bound_ms: float | None = field(default=None, metadata=SUITE_AXIS)
+    latency_percentile: float | None = field(default=None, metadata=SUITE_AXIS)
+    streams: int | None = field(default=None, metadata=SUITE_AXIS)
 
     def effective_batch_size(self, default: int) -> int:
-        """The batch the worker uses: single-stream means one sample per request."""
+        """The batch the worker uses: a single-stream or server query is one sample,
+        a multi-stream query MLPerf's 8 unless given."""
         if self.batch_size is not None:
             return self.batch_size
-        return 1 if self.scenario == "single-stream" else default
+        if self.scenario in ("single-stream", "server"):
+            return 1
+        return MULTI_STREAM_SAMPLES if self.scenario == "multi-stream" else default
 
     def effective_scenario(self, batch_size: int) -> str:
         """Given, or derived from the batch: 1 is single-stream, more is offline."""
@@ -186,6 +216,14 @@ class Case:
             ("threads", f"t={self.threads}"),
             ("interop_threads", "" if interop in (None, self.threads) else f"interop={interop}"),
             ("transfer", "transfer=inside" if self.transfer == "inside" else ""),
+            (
+                "loadgen",
+                "loadgen" if self.loadgen and self.scenario not in LOADGEN_SCENARIOS else "",
+            ),
+            ("target_qps", f"qps={self.target_qps:g}" if self.target_qps is not None else ""),
+            ("find_peak", "find-peak" if self.find_peak else ""),
+            ("latency_bound_ms", self._bound_label()),
+            ("streams", f"streams={self.streams}" if self.streams is not None else ""),
             ("nproc", f"x{self.nproc} procs" if self.nproc > 1 else ""),
             ("ddp", "ddp" if self.ddp else ""),
             ("target_accuracy", f"target={self.target_accuracy:g}" if self.target_accuracy else ""),
@@ -198,6 +236,12 @@ class Case:
             ),
             ("options", " ".join(f"{k}={v}" for k, v in self.options)),
         ]
+
+    def _bound_label(self) -> str:
+        if self.latency_bound_ms is None:
+            return ""
+        percentile = self.latency_percentile or DEFAULT_LATENCY_PERCENTILE
+        return f"p{percentile:g}<={self.latency_bound_ms:g}ms"
 
     def to_dict(self) -> dict[str, Any]:
         return {f.name: _jsonable(f.name, getattr(self, f.name)) for f in fields(self)}
@@ -254,6 +298,9 @@ class Settings:
     seed: int = 0
     # fresh worker processes per case, run round-robin (results.repeats merges them)
     repeat: int = 1
+    # LoadGen cases: MLPerf's own minimum duration (OFFICIAL_MIN_TIME_S) and
+    # query counts instead of short runs; still not a submission
+    official: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

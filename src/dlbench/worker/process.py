@@ -23,6 +23,7 @@ from dlbench.results.records import STATUS_SKIPPED, base_result, now_iso
 from dlbench.spec.case import Case, Settings
 from dlbench.spec.registry import FRAMEWORKS, framework_info
 from dlbench.worker.compile_cache import compile_cache_detail, private_compile_caches
+from dlbench.worker.files import FILES_ENV
 from dlbench.worker.progress import PROGRESS_ENV
 from dlbench.worker.steps import execute, failed_from_exception
 
@@ -123,6 +124,7 @@ def worker_main(
     log_path: str,
     progress_path: str,
     parent_pid: int,
+    files_dir: str = "",
 ) -> None:
     """Process entry point (spawned by the runner)."""
     if hasattr(os, "setsid"):
@@ -135,6 +137,8 @@ def worker_main(
     for name in THREAD_VARS:
         os.environ[name] = str(case.threads)
     os.environ[PROGRESS_ENV] = progress_path
+    if files_dir:
+        os.environ[FILES_ENV] = files_dir
     started_at = now_iso()
     wall_start = time.perf_counter()
     block_other_frameworks(case.framework)

@@ -33,6 +33,8 @@ def execute(case: Case, settings: Settings) -> Result:
     import_s = time.perf_counter() - started
     plant = planted()
     intra = int(plant.get("threads", case.threads))
+    if case.streams and not backend.streams_share_threads:
+        intra = max(1, intra // case.streams)  # each server stream runs its own thread team
     threads = backend.configure_threads(intra, case.effective_interop_threads)
     job = make_job(case, settings, backend.resolve_device(case.device))
     unplanted = job.params
@@ -64,8 +66,17 @@ def _run_steps(backend: Backend, job: Job, settings: Settings) -> Result:
     prepared = backend.prepare(job)
     setup_s = time.perf_counter() - setup_start
     require_placement(job.device, prepared.details)
-    timing, usage, energy = measure(prepared, settings)
-    result = measured_result(job, prepared, timing, usage)
+    if job.case.loadgen:
+        from dlbench.worker.serving import measure_served
+
+        served = measure_served(prepared, job, settings)
+        timing, usage, energy = served.timing, served.usage, served.energy
+        # LoadGen's own rate: a server's queries overlap, so batch / mean latency is not it
+        result = measured_result(job, prepared, timing, usage, rate=served.samples_per_s)
+        result.details["loadgen"] = served.details
+    else:
+        timing, usage, energy = measure(prepared, settings)
+        result = measured_result(job, prepared, timing, usage)
     _apply_check(result, job, prepared)
     _apply_loss_check(result, prepared)
     result.setup_s = setup_s
@@ -143,12 +154,15 @@ def measure(prepared: Prepared, settings: Settings) -> tuple[Timing, ResourceUse
     return timing, usage, energy
 
 
-def measured_result(job: Job, prepared: Prepared, timing: Timing, usage: ResourceUse) -> Result:
-    """Statistics and rates from the raw samples; the null backend claims no FLOPs."""
+def measured_result(
+    job: Job, prepared: Prepared, timing: Timing, usage: ResourceUse, rate: float | None = None
+) -> Result:
+    """Statistics and rates from the raw samples (samples/s as given, else batch over
+    the mean step); the null backend claims no FLOPs."""
     case = job.case
     batch = prepared.batch_size or job.batch_size
     stats = summarize(timing.samples_s)
-    rate = throughput(batch, stats)
+    rate = throughput(batch, stats) if rate is None else rate
     real_work = case.framework != "null"
     flops = job.workload.flops_per_sample(job.params, case.mode) if real_work else None
     moved = job.workload.bytes_per_sample(job.params, case.mode) if real_work else None

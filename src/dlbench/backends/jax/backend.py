@@ -15,6 +15,7 @@ from dlbench.errors import CaseError
 
 class JaxBackend(Backend):
     name = "jax"
+    streams_share_threads = True  # one XLA CPU pool per process, sized by affinity
 
     def version(self) -> str:
         return jax.__version__

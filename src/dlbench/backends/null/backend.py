@@ -13,6 +13,7 @@ import os
 import signal
 import sys
 import time
+from collections.abc import Callable
 from typing import Any
 
 from dlbench import __version__
@@ -39,11 +40,30 @@ class NullBackend(Backend):
     def prepare(self, job: Job) -> Prepared:
         options = dict(job.case.options)
         fault = options.get("fault")
-        if fault is not None:
+        if fault is not None and fault != STEP_FAULT:
             inject_fault(fault)
         sleep_s = float(options.get("sleep_ms", 0)) / 1000.0
         step = (lambda: time.sleep(sleep_s)) if sleep_s > 0 else _noop
+        if fault == STEP_FAULT:
+            step = _failing_after(step, calls=FAULT_AFTER_CALLS)
         return Prepared(step=step, device=job.device, details={"null": "no computation"})
+
+
+# "step-raise": the step raises from this call on (after the first call and warm-up)
+STEP_FAULT = "step-raise"
+FAULT_AFTER_CALLS = 20
+
+
+def _failing_after(step: Callable[[], None], calls: int) -> Callable[[], None]:
+    done = [0]
+
+    def failing() -> None:
+        done[0] += 1
+        if done[0] > calls:
+            raise CaseError(f"injected failure in step {done[0]} (null backend fault=step-raise)")
+        step()
+
+    return failing
 
 
 def inject_fault(fault: str) -> None:

@@ -1,10 +1,11 @@
 """The OpenVINO backend (CPU): the exported ONNX model, compiled for a scenario.
 
-single-stream uses the LATENCY hint and one synchronous request; offline
-uses the THROUGHPUT hint and splits the batch over the plugin's optimal
-number of asynchronous infer requests. The precision is pinned: OpenVINO's
-CPU plugin otherwise runs in bf16 on CPUs that have it, which is not an
-fp32 result.
+single-stream (and multi-stream) uses the LATENCY hint and one synchronous
+request; offline uses the THROUGHPUT hint and splits the batch over the
+plugin's optimal number of asynchronous infer requests; server compiles one
+plugin stream per query served at once, each served by a request of its own.
+The precision is pinned: OpenVINO's CPU plugin otherwise runs in bf16 on CPUs
+that have it, which is not an fp32 result.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from dlbench.backends.base import (
 )
 from dlbench.backends.openvino.user_model import ov_signature
 from dlbench.errors import CaseError
+from dlbench.spec.case import Case
 from dlbench.workloads.user_model import model_inputs
 
 PRECISION_HINTS = {"fp32": "f32", "bf16": "bf16", "fp16": "f16"}
@@ -33,6 +35,8 @@ PRECISION_HINTS = {"fp32": "f32", "bf16": "bf16", "fp16": "f16"}
 
 class OpenVinoBackend(Backend):
     name = "openvino"
+    # INFERENCE_NUM_THREADS is the plugin's total: it shares it out among its streams
+    streams_share_threads = True
 
     def __init__(self) -> None:
         self._core = ov.Core()
@@ -73,6 +77,7 @@ class OpenVinoBackend(Backend):
             for parts in zip(*(np.split(a, requests) for a in arrays.values()), strict=True)
         ]
         step, fetch = (_async_step if offline else _sync_step)(compiled, chunks)
+        new_stream = None if offline else (lambda: _sync_step(compiled, chunks)[0])
         details = {
             "onnx_opset": meta["opset"],
             "infer_requests": requests,
@@ -87,7 +92,9 @@ class OpenVinoBackend(Backend):
                 )
             },
         }
-        return Prepared(step=step, device="cpu", details=details, fetch_output=fetch)
+        return Prepared(
+            step=step, device="cpu", details=details, fetch_output=fetch, new_stream=new_stream
+        )
 
     def _user_model(self, job: Job) -> Prepared:
         name = Path(str(job.case.model)).name
@@ -99,21 +106,13 @@ class OpenVinoBackend(Backend):
         feeds = model_inputs(job.case, ov_signature(model), job.seed)
         # static shapes for the inputs as fed: the plugin plans its kernels for them
         model.reshape({name: list(array.shape) for name, array in feeds.items()})
-        config = {
-            "PERFORMANCE_HINT": "LATENCY",
-            "INFERENCE_NUM_THREADS": self._threads,
-            "INFERENCE_PRECISION_HINT": PRECISION_HINTS.get(job.case.precision, "f32"),
-        }
+        config = plugin_config(job.case, self._threads, offline=False)
         try:
             compiled = self._core.compile_model(model, "CPU", config)
         except Exception as exc:
             raise load_failure(f"openvino cannot compile {name}", exc) from None
-        request = compiled.create_infer_request()
         count = len(compiled.outputs)
-
-        def step() -> Any:
-            return request.infer(feeds, share_inputs=True)  # synchronous
-
+        step, _ = _sync_step(compiled, [feeds])
         return Prepared(
             step=step,
             device="cpu",
@@ -122,8 +121,9 @@ class OpenVinoBackend(Backend):
             details={
                 "inputs": input_shapes(feeds),
                 "outputs": [port.get_any_name() for port in compiled.outputs],
-                "PERFORMANCE_HINT": "LATENCY",
+                **{key: str(value) for key, value in config.items() if key in HINT_KEYS},
             },
+            new_stream=lambda: _sync_step(compiled, [feeds])[0],
         )
 
     def _compile(
@@ -133,12 +133,30 @@ class OpenVinoBackend(Backend):
             raise CaseError(f"openvino: unsupported precision {job.case.precision!r}")
         model = self._core.read_model(str(path))
         model.reshape({name: [chunk, *a.shape[1:]] for name, a in arrays.items()})
-        config = {
-            "PERFORMANCE_HINT": "THROUGHPUT" if offline else "LATENCY",
-            "INFERENCE_NUM_THREADS": self._threads,
-            "INFERENCE_PRECISION_HINT": PRECISION_HINTS[job.case.precision],
-        }
-        return self._core.compile_model(model, "CPU", config)
+        return self._core.compile_model(
+            model, "CPU", plugin_config(job.case, self._threads, offline)
+        )
+
+
+HINT_KEYS = ("PERFORMANCE_HINT", "NUM_STREAMS")
+
+
+def plugin_config(case: Case, threads: int, offline: bool) -> dict[str, Any]:
+    """The CPU plugin's settings for the case's scenario.
+
+    The server scenario gets one plugin stream per query it serves at once
+    (the THROUGHPUT hint's machinery, with the count pinned), so concurrent
+    requests run side by side instead of queueing for one stream.
+    """
+    server = case.scenario == "server"
+    config: dict[str, Any] = {
+        "PERFORMANCE_HINT": "THROUGHPUT" if offline or server else "LATENCY",
+        "INFERENCE_NUM_THREADS": threads,
+        "INFERENCE_PRECISION_HINT": PRECISION_HINTS.get(case.precision, "f32"),
+    }
+    if server:
+        config["NUM_STREAMS"] = case.streams or 1
+    return config
 
 
 def _divisor_at_most(wanted: int, batch: int) -> int:
@@ -147,6 +165,7 @@ def _divisor_at_most(wanted: int, batch: int) -> int:
 
 
 def _sync_step(compiled: Any, chunks: list[dict[str, Any]]) -> tuple[Any, Any]:
+    """A synchronous step on a request of its own (a server stream makes one each)."""
     request = compiled.create_infer_request()
     feeds = chunks[0]
 

@@ -1,0 +1,333 @@
+"""Serving cases: warm the prepared step up, then let MLPerf LoadGen drive it.
+
+The first call and the warm-up are timed as in the step loop (compilation is
+reported apart); they also tell LoadGen what to expect, so that it generates
+enough queries for the run's minimum duration. Then LoadGen runs one test
+(single-stream, multi-stream, offline, or server at --target-qps), or, with
+--find-peak, server tests at rates chosen by bisection until the highest rate
+whose latency percentile keeps the bound is known to 5%.
+
+Why a bisection and not LoadGen's FindPeakPerformance mode: that mode judges
+each rate by LoadGen's whole verdict, early stopping included, which a short
+run at a low rate never satisfies (a 99th percentile needs 662 queries), so
+it needs MLPerf-length runs. "Keeps the bound" here is LoadGen's own
+performance constraint (the percentile's latency at most the bound); each
+run's full verdict is still reported beside it.
+
+The energy counters and the resource monitor bracket each test, never a
+query, as they bracket the step loop.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from dlbench.backends.base import Job, Prepared
+from dlbench.errors import CaseError
+from dlbench.measure.energy import EnergyMeter, EnergyReading
+from dlbench.measure.monitor import ProcessMonitor, ResourceUse
+from dlbench.measure.timer import Timing, time_once
+from dlbench.spec.case import DEFAULT_LATENCY_PERCENTILE, Settings
+from dlbench.worker.files import case_files_dir
+from dlbench.worker.loadgen_log import DETAIL_LOG, loadgen_outcome
+from dlbench.worker.loadgen_sut import QueryServer
+from dlbench.worker.progress import report_progress
+
+LOADGEN_SCENARIOS = {
+    "single-stream": "SingleStream",
+    "multi-stream": "MultiStream",
+    "server": "Server",
+    "offline": "Offline",
+}
+# LoadGen's own cost per query from Python is a few µs: no step is expected faster,
+# and the queries it generates ahead (twice the duration's worth) stay bounded.
+MIN_EXPECTED_S = 5e-6
+MAX_GENERATED_QUERIES = 2_000_000
+# mlperf.conf's minimum query counts where it sets one; LoadGen's default elsewhere
+OFFICIAL_MIN_QUERIES = {"multi-stream": 662}
+LOADGEN_DEFAULT_MIN_QUERIES = 100
+# A server run with this many bounds' worth of queries outstanding can never keep
+# the bound: LoadGen stops issuing (and says so), rather than queueing for minutes.
+OVERLOAD_BOUNDS = 20
+MIN_OUTSTANDING = 64
+MAX_PEAK_TRIES = 10
+PEAK_PRECISION = 0.05
+NOT_OFFICIAL = "not an official MLPerf result: a short run (MLPerf's minimum is 600 s)"
+OFFICIAL_NOTE = (
+    "MLPerf's minimum duration and query counts (--official); still not a submission "
+    "(no accuracy run, audit or review)"
+)
+
+
+@dataclass
+class ServedTest:
+    """One LoadGen test: what LoadGen concluded and what the system under test saw."""
+
+    target_qps: float | None
+    outcome: dict[str, Any]
+    latencies_s: list[float]
+    usage: ResourceUse
+    energy: EnergyReading
+    log_dir: Path
+
+    @property
+    def keeps_bound(self) -> bool:
+        """LoadGen's performance constraint held and nothing cut the run short."""
+        return self.outcome.get("perf_constraints_met") is True and not self.outcome["errors"]
+
+    def brief(self) -> dict[str, Any]:
+        """What the find-peak table keeps of a try."""
+        latency = self.outcome["latency_ms"]
+        return {
+            "target_qps": self.target_qps,
+            "samples_per_s": self.outcome["samples_per_s"],
+            "latency_ms": latency,
+            "keeps_bound": self.keeps_bound,
+            "verdict": self.outcome["verdict"],
+            "invalid_reason": self.outcome["invalid_reason"],
+            "over_bound": self.outcome.get("over_bound"),
+            "log_dir": str(self.log_dir),
+        }
+
+
+@dataclass
+class Served:
+    """A served case's measurement, in the step loop's terms plus LoadGen's own."""
+
+    timing: Timing
+    usage: ResourceUse
+    energy: EnergyReading
+    samples_per_s: float
+    details: dict[str, Any]
+
+
+def measure_served(prepared: Prepared, job: Job, settings: Settings) -> Served:
+    """Warm up, then run LoadGen's test(s) on the prepared step."""
+    import mlperf_loadgen as lg  # imported here: the step loop never loads it
+
+    case = job.case
+    batch = prepared.batch_size or job.batch_size
+    scenario = case.effective_scenario(batch)
+    with prepared.context():
+        clock = time.perf_counter
+        timing = Timing(first_call_s=time_once(prepared.step, clock))
+        timing.warmup_s = [time_once(prepared.step, clock) for _ in range(settings.warmup_iters)]
+        service_s = statistics.median(timing.warmup_s or [timing.first_call_s])
+        fastest_s = min(timing.warmup_s or [timing.first_call_s])
+        server = QueryServer(
+            lg, _streams(prepared, case.streams), prepared.context, scenario, batch
+        )
+        try:
+            tester = _Tester(lg, server, job, settings, scenario, batch, fastest_s)
+            if case.find_peak:
+                capacity = (case.streams or 1) / max(service_s, MIN_EXPECTED_S)
+                tries, chosen, why = search_peak(tester.run, capacity, service_s, job)
+            else:
+                chosen = tester.run(case.target_qps)
+                tries, why = [chosen], None
+        finally:
+            server.close()
+    timing.samples_s = chosen.latencies_s
+    timing.loop_wall_s = chosen.usage.wall_end_epoch_s - chosen.usage.wall_start_epoch_s
+    details = _details(job, settings, scenario, chosen, tries if case.find_peak else None, why)
+    rate = chosen.outcome["samples_per_s"]
+    if rate is None:  # LoadGen's log had no rate: samples completed over the test's time
+        rate = len(chosen.latencies_s) * batch / max(timing.loop_wall_s, 1e-9)
+        details["samples_per_s_source"] = "dlbench: samples completed over the test's wall time"
+    return Served(timing, chosen.usage, chosen.energy, rate, details)
+
+
+def _streams(prepared: Prepared, streams: int | None) -> list[Callable[[], object]]:
+    """One step per server stream (each with its own request state where the
+    backend needs that); the prepared step alone for the other scenarios."""
+    count = streams or 1
+    if prepared.new_stream is None:
+        return [prepared.step] * count
+    return [prepared.step] + [prepared.new_stream() for _ in range(count - 1)]
+
+
+class _Tester:
+    """Runs LoadGen tests on one system under test, each logged to a folder of its own."""
+
+    def __init__(
+        self,
+        lg: Any,
+        server: QueryServer,
+        job: Job,
+        settings: Settings,
+        scenario: str,
+        batch: int,
+        fastest_s: float,
+    ) -> None:
+        self.lg, self.server, self.job, self.settings = lg, server, job, settings
+        self.scenario, self.batch, self.fastest_s = scenario, batch, fastest_s
+        self.count = 0
+        self.root = case_files_dir() / "loadgen"
+
+    def run(self, target_qps: float | None) -> ServedTest:
+        self.count += 1
+        name = f"test-{self.count:02d}" + (f"-qps-{target_qps:.6g}" if target_qps else "")
+        folder = self.root / name
+        folder.mkdir(parents=True, exist_ok=True)
+        log = self.lg.LogSettings()
+        log.log_output.outdir = str(folder)
+        log.enable_trace = False  # a trace of every query would be GBs on long runs
+        test = self._test_settings(target_qps)
+        self.server.reset()
+        monitor, meter = ProcessMonitor(), EnergyMeter.for_device(self.job.device)
+        monitor.start()
+        meter.start()
+        # a path that does not exist: LoadGen reads ./audit.config (a compliance
+        # test's overrides) from the working directory, which is the user's
+        self.lg.StartTestWithLogSettings(
+            self.server.sut, self.server.qsl, test, log, str(folder / "no-audit.config")
+        )
+        energy, usage = meter.stop(), monitor.stop()
+        self.server.raise_if_failed()
+        detail = folder / DETAIL_LOG
+        if not detail.is_file():
+            raise CaseError(f"LoadGen wrote no {DETAIL_LOG} in {folder}")
+        outcome = loadgen_outcome(detail, self.scenario, self.batch)
+        return ServedTest(target_qps, outcome, self.server.latencies_s, usage, energy, folder)
+
+    def _test_settings(self, target_qps: float | None) -> Any:
+        lg, case, settings = self.lg, self.job.case, self.settings
+        test = lg.TestSettings()
+        test.scenario = getattr(lg.TestScenario, LOADGEN_SCENARIOS[self.scenario])
+        test.mode = lg.TestMode.PerformanceOnly
+        duration_s = settings.min_time_s
+        test.min_duration_ms = max(1, round(duration_s * 1000))
+        queries = settings.min_iters
+        if settings.official:
+            official = OFFICIAL_MIN_QUERIES.get(self.scenario, LOADGEN_DEFAULT_MIN_QUERIES)
+            queries = max(queries, official)
+        test.min_query_count = queries * (self.batch if self.scenario == "offline" else 1)
+        test.qsl_rng_seed = test.sample_index_rng_seed = settings.seed
+        test.schedule_rng_seed = settings.seed
+        # LoadGen ends a run that used up the queries it generated for twice the
+        # duration at the expected rate: expect the fastest warm-up step, or faster
+        expected_s = max(self.fastest_s / 2, MIN_EXPECTED_S, 2 * duration_s / MAX_GENERATED_QUERIES)
+        if self.scenario == "single-stream":
+            test.single_stream_expected_latency_ns = round(expected_s * 1e9)
+        elif self.scenario == "multi-stream":
+            test.multi_stream_samples_per_query = self.batch
+            test.multi_stream_expected_latency_ns = round(expected_s * 1e9)
+        elif self.scenario == "offline":
+            test.offline_expected_qps = self.batch / max(self.fastest_s, MIN_EXPECTED_S)
+        else:
+            assert target_qps is not None and case.latency_bound_ms is not None
+            bound_s = case.latency_bound_ms / 1000.0
+            test.server_target_qps = target_qps
+            test.server_target_latency_ns = round(bound_s * 1e9)
+            percentile = case.latency_percentile or DEFAULT_LATENCY_PERCENTILE
+            test.server_target_latency_percentile = percentile / 100.0
+            test.server_max_async_queries = max(
+                MIN_OUTSTANDING, math.ceil(target_qps * bound_s * OVERLOAD_BOUNDS)
+            )
+        return test
+
+
+def search_peak(
+    run_at: Callable[[float], ServedTest], capacity_qps: float, service_s: float, job: Job
+) -> tuple[list[ServedTest], ServedTest, str | None]:
+    """The highest server rate that keeps the bound, by bisection over LoadGen runs.
+
+    Starts at 80% of the rate the warm-up suggests the streams can serve, grows
+    by half until a rate fails, halves until one passes, then halves the gap
+    until it is within PEAK_PRECISION. The rate found must pass a second run
+    (a short run's p99 hangs on a few slow queries): if it fails, the search
+    goes on below it. Returns every try, the one reported (the confirming run,
+    else the best passing rate, else the lowest tried) and why, where no rate
+    was confirmed.
+    """
+    bound_ms = float(job.case.latency_bound_ms or 0.0)
+    tries: list[ServedTest] = []
+    if service_s * 1000.0 > bound_ms:
+        # no arrival rate makes a query faster than it is: one run to show it
+        tries.append(_try(run_at, capacity_qps / 2, len(tries), bound_ms))
+        why = f"one query takes {service_s * 1000:.3g} ms, more than the {bound_ms:g} ms bound"
+        return tries, tries[0], why
+    low: float | None = None
+    high: float | None = None
+    qps, confirming = 0.8 * capacity_qps, False
+    while len(tries) < MAX_PEAK_TRIES:
+        test = _try(run_at, qps, len(tries), bound_ms)
+        tries.append(test)
+        if test.keeps_bound and confirming:
+            return tries, test, None
+        if test.keeps_bound:
+            low = qps
+        else:
+            high = qps if high is None else min(high, qps)
+            passed = [t.target_qps for t in tries if t.keeps_bound and t.target_qps < high]
+            low = max(passed, default=None)
+        confirming = False
+        if high is None:
+            qps *= 1.5
+        elif low is None:
+            qps = high / 2
+        elif high - low <= PEAK_PRECISION * high:
+            qps, confirming = low, True
+        else:
+            qps = (low + high) / 2
+    passing = [t for t in tries if t.keeps_bound and (high is None or t.target_qps < high)]
+    if passing:
+        best = max(passing, key=lambda t: t.target_qps or 0.0)
+        return (
+            tries,
+            best,
+            f"{best.target_qps:.4g} QPS passed once, not confirmed in {len(tries)} runs",
+        )
+    lowest = min(tries, key=lambda t: t.target_qps or 0.0)
+    return tries, lowest, f"no rate tried (down to {lowest.target_qps:.3g} QPS) kept the bound"
+
+
+def _try(
+    run_at: Callable[[float], ServedTest], qps: float, done: int, bound_ms: float
+) -> ServedTest:
+    test = run_at(qps)
+    latency = test.outcome["latency_ms"]
+    verdict = "keeps" if test.keeps_bound else "misses"
+    report_progress(
+        f"find-peak try {done + 1}: {qps:.4g} QPS, p99 {latency.get('99', float('nan')):.3g} ms "
+        f"({verdict} the {bound_ms:g} ms bound)"
+    )
+    return test
+
+
+def _details(
+    job: Job,
+    settings: Settings,
+    scenario: str,
+    chosen: ServedTest,
+    tries: list[ServedTest] | None,
+    why: str | None,
+) -> dict[str, Any]:
+    case = job.case
+    details: dict[str, Any] = {
+        "scenario": scenario,
+        "note": OFFICIAL_NOTE if settings.official else NOT_OFFICIAL,
+        "min_duration_s": settings.min_time_s,
+        **chosen.outcome,
+        "log_dir": str(chosen.log_dir),
+    }
+    if scenario == "server":
+        details.update(
+            target_qps=chosen.target_qps,
+            bound_ms=case.latency_bound_ms,
+            percentile=case.latency_percentile,
+            streams=case.streams,
+        )
+    if tries is not None:
+        details["tries"] = [t.brief() for t in tries]
+        details["peak_qps"] = chosen.target_qps if chosen.keeps_bound else None
+        details["peak_confirmed"] = why is None
+        if why is not None:
+            details["peak_note"] = why
+    return details

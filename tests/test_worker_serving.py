@@ -1,0 +1,200 @@
+"""Serving scenarios driven by the real MLPerf LoadGen, at tiny durations."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from conftest import dlbench, null_case
+
+from dlbench.cli.main import main
+from dlbench.launch.runner import run_case
+from dlbench.spec.case import Settings
+
+pytest.importorskip("mlperf_loadgen", reason="needs mlcommons-loadgen (the serving extra)")
+
+SHORT = Settings(min_time_s=0.5, min_iters=10, warmup_iters=3, timeout_s=120.0)
+
+
+def served(result):
+    assert result.ok, (result.error, result.error_detail)
+    return result.details["loadgen"]
+
+
+def server_case(sleep_ms: str, **fields):
+    from dataclasses import replace
+
+    from dlbench.plan.validate import validate_case
+
+    case = replace(null_case(sleep_ms=sleep_ms), scenario="server", **fields)
+    return validate_case(case)  # fills the server's defaults in, as planning does
+
+
+@pytest.mark.slow
+def test_a_server_run_is_loadgens_verdict_rate_and_percentiles_and_keeps_its_logs(tmp_path):
+    # 800 queries: enough for LoadGen's early-stopping rule on a 99th percentile
+    case = server_case("1", target_qps=800.0, streams=2)
+    settings = Settings(min_time_s=1.0, min_iters=10, warmup_iters=3, timeout_s=120.0)
+    result = run_case(case, settings, files_dir=tmp_path / "files")
+    loadgen = served(result)
+    assert loadgen["verdict"] == "VALID", loadgen
+    assert loadgen["target_qps"] == 800.0 and loadgen["streams"] == 2
+    assert loadgen["samples_per_s"] == pytest.approx(800, rel=0.2)
+    assert result.throughput == loadgen["samples_per_s"]  # LoadGen's rate, not batch / mean
+    # every query sleeps 1 ms: LoadGen's percentiles and the SUT's own times see it
+    assert 1.0 <= loadgen["latency_ms"]["50"] <= loadgen["latency_ms"]["99"] < 10.0
+    assert set(loadgen["latency_ms"]) >= {"50", "90", "95", "99", "99.9", "min", "max", "mean"}
+    assert result.latency_ms.median >= 1.0 and result.latency_ms.n == loadgen["queries"]
+    assert loadgen["over_bound"] == 0 and loadgen["bound_ms"] == 10.0
+    assert loadgen["note"].startswith("not an official MLPerf result")
+    logs = Path(loadgen["log_dir"])
+    assert logs.is_relative_to(tmp_path / "files")
+    assert "Result is : VALID" in (logs / "mlperf_log_summary.txt").read_text()
+    assert (logs / "mlperf_log_detail.txt").stat().st_size > 0
+    # the streams sleep on a queue between queries: a sleeping step leaves the CPU idle
+    assert result.cpu_percent < 60, result.cpu_percent
+
+
+@pytest.mark.slow
+def test_find_peak_finds_the_rate_a_sleeping_step_can_serve_and_confirms_it(tmp_path):
+    # one stream whose query sleeps 5 ms can serve 200 QPS at most
+    case = server_case("5", find_peak=True, streams=1, latency_bound_ms=50.0)
+    result = run_case(case, SHORT, files_dir=tmp_path)
+    loadgen = served(result)
+    tries = loadgen["tries"]
+    assert 2 <= len(tries) <= 10
+    assert loadgen["peak_confirmed"], loadgen.get("peak_note")
+    # a run of d seconds absorbs an overload below bound / d (here 10%) before its p99
+    # passes the bound: the peak sits under the capacity plus that
+    assert 60 <= loadgen["peak_qps"] <= 200 * (1 + 0.05 / 0.5) * 1.03, tries
+    passing = [t["target_qps"] for t in tries if t["keeps_bound"]]
+    assert passing.count(loadgen["peak_qps"]) == 2  # found, then confirmed by a second run
+    # no rate above the peak kept the bound in the search
+    assert all(not t["keeps_bound"] for t in tries if t["target_qps"] > loadgen["peak_qps"])
+    assert all(Path(t["log_dir"]).is_dir() for t in tries)
+
+
+@pytest.mark.slow
+def test_find_peak_says_why_when_one_query_is_slower_than_the_bound(tmp_path):
+    case = server_case("20", find_peak=True, streams=1, latency_bound_ms=5.0)
+    loadgen = served(run_case(case, SHORT, files_dir=tmp_path))
+    assert loadgen["peak_qps"] is None and len(loadgen["tries"]) == 1
+    assert "more than the 5 ms bound" in loadgen["peak_note"]
+
+
+@pytest.mark.slow
+def test_multi_stream_reports_the_per_query_latency(tmp_path):
+    from dataclasses import replace
+
+    from dlbench.plan.validate import validate_case
+
+    case = validate_case(replace(null_case(sleep_ms="1"), scenario="multi-stream"))
+    result = run_case(case, SHORT, files_dir=tmp_path)
+    loadgen = served(result)
+    assert result.case.batch_size == 8  # MLPerf's samples per query
+    assert loadgen["per_query_latency_ms"]["99"] >= 1.0
+    mean_s = loadgen["per_query_latency_ms"]["mean"] / 1e3
+    assert loadgen["samples_per_s"] == pytest.approx(8 / mean_s)
+
+
+@pytest.mark.slow
+def test_loadgen_single_stream_agrees_with_the_step_loop_when_the_step_dominates(tmp_path):
+    # a 5 ms step: LoadGen's per-query cost (a few µs) is far below 10%
+    from dataclasses import replace
+
+    from dlbench.plan.validate import validate_case
+
+    base = replace(null_case(sleep_ms="5"), scenario="single-stream")
+    steps = run_case(validate_case(base), SHORT)
+    lg_case = validate_case(replace(base, loadgen=True))
+    loadgen = served(run_case(lg_case, SHORT, files_dir=tmp_path))
+    assert steps.ok and "loadgen" not in steps.details
+    assert loadgen["latency_ms"]["50"] == pytest.approx(steps.latency_ms.median, rel=0.10)
+
+
+@pytest.mark.slow
+def test_a_query_that_raises_fails_the_case_without_hanging_loadgen(tmp_path):
+    case = server_case("0", target_qps=200.0, streams=2)
+    from dataclasses import replace
+
+    case = replace(case, options=(("fault", "step-raise"), ("sleep_ms", "0")))
+    result = run_case(case, SHORT, files_dir=tmp_path)
+    assert result.status == "failed"
+    assert "a query failed" in result.error and "step-raise" in result.error
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("framework", ["torch", "tensorflow", "jax", "onnxruntime", "openvino"])
+def test_every_framework_serves_mlp_queries_with_its_output_checked(tmp_path, framework):
+    out = tmp_path / "run.json"
+    done = dlbench(
+        "run", "-w", "mlp", "-f", framework, "-s", "server", "--target-qps", "200",
+        "--min-time", "0.3", "--json", str(out),
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    (result,) = json.loads(out.read_text())["results"]
+    assert result["status"] == "ok", result["error"]
+    assert result["details"]["loadgen"]["verdict"] in ("VALID", "INVALID")
+    assert result["details"]["loadgen"]["samples_per_s"] > 100
+    assert result["max_abs_diff"] is not None  # the same prepared step was checked
+    # the logs sit beside the run's JSON file, one folder per case and process
+    assert (tmp_path / "run-files" / "case-001" / "process-1" / "loadgen").is_dir()
+
+
+@pytest.mark.slow
+def test_a_user_onnx_model_runs_single_stream_and_offline_under_loadgen(tmp_path):
+    import subprocess
+    import sys
+
+    model = tmp_path / "exported_from_tf.onnx"  # a colon in an input name, two outputs
+    maker = Path(__file__).with_name("make_models.py")
+    subprocess.run([sys.executable, str(maker), "onnx-tf-style", str(model)], check=True)
+    out = tmp_path / "run.json"
+    done = dlbench(
+        "run", "--model", str(model), "-f", "onnxruntime", "-f", "openvino", "--loadgen",
+        "-b", "1", "-b", "4", "--min-time", "0.3", "--json", str(out),
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    results = json.loads(out.read_text())["results"]
+    assert {(r["case"]["framework"], r["case"]["scenario"]) for r in results} == {
+        (f, s) for f in ("onnxruntime", "openvino") for s in ("single-stream", "offline")
+    }
+    assert all(r["status"] == "ok" and r["details"]["loadgen"]["verdict"] for r in results)
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["-s", "server"], "scenario server needs --target-qps Q"),
+        (["-s", "server", "--latency-bound-ms", "0", "--find-peak"], "expected a number > 0"),
+        (["-s", "server", "--target-qps", "10", "--find-peak"], "drop --target-qps"),
+        (["-s", "server", "--target-qps", "10", "-m", "train"], "is training"),
+        (["-s", "single-stream", "--target-qps", "10"], "go with --scenario server"),
+        (["--streams", "2"], "go with --scenario server"),
+        (["-s", "multi-stream", "--samples-per-query", "4", "-b", "4"], "not both"),
+        (["-s", "server", "--target-qps", "10", "-b", "8"], "a server query is one sample"),
+        (["-s", "server", "--find-peak", "--official", "--min-time", "1"], "at least MLPerf"),
+        (["--official"], "--official sets MLPerf's durations for LoadGen cases"),
+        (["-s", "server", "--find-peak", "--latency-percentile", "100"], "percentile in (0, 100)"),
+    ],
+)
+def test_serving_user_errors_exit_2_with_one_line(args, message):
+    done = dlbench("run", "-w", "mlp", "-f", "null", *args)
+    assert done.returncode == 2, done.stdout + done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and message in lines[0], done.stderr
+    assert "Traceback" not in done.stderr
+
+
+def test_without_loadgen_installed_the_error_names_the_extra(monkeypatch, capsys):
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util,
+        "find_spec",
+        lambda name, *a: None if name == "mlperf_loadgen" else real(name, *a),
+    )
+    assert main(["run", "-w", "mlp", "-f", "null", "-s", "server", "--target-qps", "5"]) == 2
+    assert "pip install 'dlbench[serving]'" in capsys.readouterr().err
