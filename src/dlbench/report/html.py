@@ -14,7 +14,8 @@ from html import escape
 from pathlib import Path
 
 from dlbench.atomic import write_atomic
-from dlbench.report.svg import Bar, bar_chart, box_plot, line_chart
+from dlbench.report.curve_charts import curve_charts
+from dlbench.report.svg import Bar, bar_chart, box_plot, curve_chart, line_chart
 from dlbench.report.table import case_name, flags, no_energy, number_cell, number_header
 from dlbench.results.metrics import METRICS, read
 from dlbench.results.records import Result, Run
@@ -129,7 +130,8 @@ def charts(run: Run) -> str:
         parts.append(bar_chart(title, latency.unit, bars))
         boxes = [(r.case.label(only=CHART_AXES), r.samples_ms) for r in results]
         parts.append(box_plot(f"latency distribution - {key}", latency.unit, boxes))
-    return "\n".join(parts)
+    parts += [curve_chart(chart) for chart in curve_charts(run)]
+    return "\n".join(p for p in parts if p)
 
 
 # Every case records a timeline; a page of charts for one-second inference

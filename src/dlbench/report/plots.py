@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from dlbench.errors import UserError
+from dlbench.report.curves import CurveChart
 from dlbench.report.study import StudyTable
 
 
@@ -29,9 +30,15 @@ def bar_chart(tables: Sequence[StudyTable], path: Path, title: str) -> Path:
     figure, axes = plt.subplots(1, len(tables), figsize=(6 * len(tables), 4.8), squeeze=False)
     for axis, table in zip(axes[0], tables, strict=True):
         labels = [row.label for row in table.rows]
-        values = [row.value for row in table.rows]
-        low = [row.value - row.spread[0] if row.spread else 0.0 for row in table.rows]
-        high = [row.spread[1] - row.value if row.spread else 0.0 for row in table.rows]
+        values = [row.value or 0.0 for row in table.rows]
+        low = [
+            v - row.spread[0] if row.spread else 0.0
+            for v, row in zip(values, table.rows, strict=True)
+        ]
+        high = [
+            row.spread[1] - v if row.spread else 0.0
+            for v, row in zip(values, table.rows, strict=True)
+        ]
         has_spread = any(row.spread for row in table.rows)
         axis.bar(
             range(len(values)),
@@ -44,11 +51,42 @@ def bar_chart(tables: Sequence[StudyTable], path: Path, title: str) -> Path:
         axis.set_ylabel(table.metric.unit)
         axis.set_title("\n".join(textwrap.wrap(table.title, 60)), fontsize=8)
         for index, row in enumerate(table.rows):
+            mark = "none" if row.value is None else None
             if row.relative is not None:
-                axis.annotate(
-                    f"{row.relative:.2f}x", (index, row.value), ha="center", va="bottom", fontsize=7
-                )
+                mark = f"{row.relative:.2f}x"
+            if mark is not None:
+                axis.annotate(mark, (index, values[index]), ha="center", va="bottom", fontsize=7)
     figure.suptitle(title)
+    figure.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    figure.savefig(path, dpi=110)
+    plt.close(figure)
+    return path
+
+
+def curve_chart(chart: CurveChart, path: Path) -> Path:
+    """One PNG: a line per curve, labelled points, marked points ringed, the limit dashed."""
+    plt = pyplot()
+    figure, axis = plt.subplots(figsize=(7.5, 4.8))
+    for curve in chart.curves:
+        points = sorted(curve.points, key=lambda p: p.x)
+        (line,) = axis.plot([p.x for p in points], [p.y for p in points], marker="o", ms=4)
+        line.set_label(curve.label)
+        for point in points:
+            if point.label:
+                axis.annotate(point.label, (point.x, point.y), fontsize=7, xytext=(3, 3),
+                              textcoords="offset points")  # fmt: skip
+            if point.marked:
+                axis.plot(point.x, point.y, "o", ms=11, mfc="none", color=line.get_color())
+    if chart.limit is not None:
+        axis.axhline(chart.limit, ls="--", color="#888", lw=1, label=chart.limit_label)
+    if chart.log_y:
+        axis.set_yscale("log")
+    axis.set_xlabel(chart.x_title)
+    axis.set_ylabel(chart.y_title)
+    axis.set_title("\n".join(textwrap.wrap(chart.title, 80)), fontsize=9)
+    axis.legend(fontsize=7)
+    axis.grid(alpha=0.3)
     figure.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
     figure.savefig(path, dpi=110)

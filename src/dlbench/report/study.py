@@ -19,10 +19,12 @@ class Row:
     """One bar or table row: a label, a value and where its spread lies."""
 
     label: str
-    value: float
+    value: float | None  # None: no value to show (the note says why)
     relative: float | None
     spread: tuple[float, float] | None = None  # (low, high) for error bars
     note: str = ""
+    # the same case's values of the table's `columns`, in order (None: not measured)
+    extra: tuple[float | None, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -30,6 +32,8 @@ class StudyTable:
     title: str
     metric: Metric
     rows: tuple[Row, ...]
+    # other metrics of each row's case, shown beside the main one
+    columns: tuple[Metric, ...] = ()
 
 
 def case_label(result: Result) -> str:

@@ -11,7 +11,9 @@ from rich.table import Table
 
 from dlbench.atomic import write_atomic
 from dlbench.report.cpu_inference import study_tables as cpu_inference_tables
+from dlbench.report.curve_charts import curve_charts
 from dlbench.report.hardware import seed_add_tables
+from dlbench.report.serving import serving_tables
 from dlbench.report.study import StudyTable
 from dlbench.report.table import case_name, escape_markup, fmt
 from dlbench.report.training_studies import mnist_tables, pt2_tables
@@ -23,6 +25,7 @@ STUDIES: dict[str, Callable[[Run, str], list[StudyTable]]] = {
     "mnist": mnist_tables,
     "pt2-training": pt2_tables,
     "seed-add": seed_add_tables,
+    "serving": serving_tables,
 }
 # Studies that also draw each case's resource timeline (the article's CPU-use screenshots)
 TIMELINE_STUDIES = ("mnist",)
@@ -33,10 +36,15 @@ def rich_table(table: StudyTable, baseline: str) -> Table:
     out.add_column("case")
     out.add_column(table.metric.unit, justify="right")
     out.add_column(f"relative to {baseline}", justify="right")
+    for column in table.columns:
+        out.add_column(column.column, justify="right")
     out.add_column("note")
     for row in table.rows:
         relative = f"{row.relative:.2f}x" if row.relative is not None else "-"
-        out.add_row(escape_markup(row.label), fmt(row.value), relative, escape_markup(row.note))
+        extra = [fmt(value) for value in row.extra]
+        out.add_row(
+            escape_markup(row.label), fmt(row.value), relative, *extra, escape_markup(row.note)
+        )
     return out
 
 
@@ -75,6 +83,9 @@ def study_csv(tables: Sequence[StudyTable]) -> str:
                     row.note,
                 ]
             )
+            # a companion column is a row of its own metric: the file stays one value a row
+            for column, value in zip(table.columns, row.extra, strict=True):
+                writer.writerow([table.title, column.key, column.unit, row.label, value, "", ""])
     return buffer.getvalue()
 
 
@@ -87,6 +98,10 @@ def write_study_files(run: Run, tables: Sequence[StudyTable], folder: Path) -> l
         panels = [t for t in tables if t.metric.key == metric_key]
         title = f"{run.suite}: {panels[0].metric.title} - run {run.id}"
         written.append(bar_chart(panels, folder / f"{run.suite}-{metric_key}.png", title))
+    from dlbench.report.plots import curve_chart
+
+    for chart in curve_charts(run):
+        written.append(curve_chart(chart, folder / f"{chart.name}.png"))
     csv_path = folder / f"{run.suite}-tables.csv"
     write_atomic(csv_path, study_csv(tables))
     written.append(csv_path)

@@ -6,9 +6,12 @@ file is data, never markup.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from html import escape
+
+from dlbench.report.curves import CurveChart
 
 WIDTH, HEIGHT, LEFT, BOTTOM, TOP = 640, 300, 70, 110, 30
 COLOR, WHISKER = "#4c72b0", "#333"
@@ -27,7 +30,7 @@ def _scale(values: Sequence[float]) -> float:
     return top * 1.1 if top > 0 else 1.0
 
 
-def _frame(title: str, unit: str, top: float) -> list[str]:
+def _frame(title: str, unit: str, top: float, ticks: bool = True) -> list[str]:
     plot_h = HEIGHT - TOP - BOTTOM
     parts = [
         f'<svg class="chart" role="img" width="{WIDTH}" height="{HEIGHT}" '
@@ -40,7 +43,7 @@ def _frame(title: str, unit: str, top: float) -> list[str]:
         f'<text x="14" y="{TOP + plot_h / 2}" font-size="11" transform="rotate(-90 14 '
         f'{TOP + plot_h / 2})" text-anchor="middle">{escape(unit)}</text>',
     ]
-    for fraction in (0.0, 0.5, 1.0):
+    for fraction in (0.0, 0.5, 1.0) if ticks else ():
         y = HEIGHT - BOTTOM - fraction * plot_h
         parts.append(
             f'<text x="{LEFT - 4}" y="{y + 4}" font-size="10" text-anchor="end">'
@@ -152,6 +155,80 @@ def line_chart(
     parts.append(
         f'<text x="{WIDTH - 20}" y="{HEIGHT - BOTTOM + 14}" font-size="10" '
         f'text-anchor="end">{t_max:.3g} s</text>'
+    )
+    parts.append("</svg>")
+    return "\n".join(parts)
+
+
+def curve_chart(chart: CurveChart) -> str:
+    """Lines of (x, y) points, labelled; marked points ringed; the limit dashed."""
+    points = [p for c in chart.curves for p in c.points]
+    if not points:
+        return ""
+    log = chart.log_y
+    ys = [p.y for p in points] + ([chart.limit] if chart.limit is not None else [])
+    y_low = min(y for y in ys if y > 0) if log else 0.0
+    y_high = max(ys) * 1.1 or 1.0
+    x_high = max(p.x for p in points) * 1.05 or 1.0
+    plot_h, plot_w = HEIGHT - TOP - BOTTOM, WIDTH - LEFT - 20
+
+    def x_of(x: float) -> float:
+        return LEFT + x / x_high * plot_w
+
+    def y_of(y: float) -> float:
+        if log:
+            span = math.log10(y_high) - math.log10(y_low / 1.1)
+            share = (math.log10(max(y, y_low)) - math.log10(y_low / 1.1)) / span
+        else:
+            share = y / y_high
+        return HEIGHT - BOTTOM - share * plot_h
+
+    scale = "log scale" if log else ""
+    parts = _frame(chart.title, f"{chart.y_title} {scale}".strip(), y_high, ticks=not log)
+    if log:  # the frame's ticks are linear: label the axis's ends instead
+        parts.append(f'<text x="{LEFT - 4}" y="{y_of(y_low) + 4:.1f}" font-size="10" '
+                     f'text-anchor="end">{y_low:.3g}</text>')  # fmt: skip
+        parts.append(f'<text x="{LEFT - 4}" y="{TOP + 4}" font-size="10" '
+                     f'text-anchor="end">{y_high:.3g}</text>')  # fmt: skip
+    colors = ("#4c72b0", "#dd8452", "#55a868", "#c44e52", "#8172b3", "#937860")
+    for index, curve in enumerate(chart.curves):
+        color = colors[index % len(colors)]
+        ordered = sorted(curve.points, key=lambda p: p.x)
+        coords = " ".join(f"{x_of(p.x):.1f},{y_of(p.y):.1f}" for p in ordered)
+        parts.append(
+            f'<polyline class="series" fill="none" stroke="{color}" points="{coords}">'
+            f"<title>{escape(curve.label)}</title></polyline>"
+        )
+        for p in ordered:
+            radius = 6 if p.marked else 3
+            fill = "none" if p.marked else color
+            parts.append(
+                f'<circle cx="{x_of(p.x):.1f}" cy="{y_of(p.y):.1f}" r="{radius}" fill="{fill}" '
+                f'stroke="{color}"><title>{escape(curve.label)}: {p.x:.4g}, {p.y:.4g}'
+                f"</title></circle>"
+            )
+            if p.label:
+                parts.append(
+                    f'<text x="{x_of(p.x) + 4:.1f}" y="{y_of(p.y) - 4:.1f}" font-size="9">'
+                    f"{escape(p.label)}</text>"
+                )
+        parts.append(
+            f'<text x="{LEFT + 8}" y="{HEIGHT - BOTTOM + 42 + 12 * index}" font-size="10" '
+            f'fill="{color}">{escape(curve.label)}</text>'
+        )
+    if chart.limit is not None:
+        y = y_of(chart.limit)
+        parts.append(
+            f'<line x1="{LEFT}" y1="{y:.1f}" x2="{WIDTH - 10}" y2="{y:.1f}" stroke="#888" '
+            f'stroke-dasharray="4 3"><title>{escape(chart.limit_label)}</title></line>'
+        )
+        parts.append(
+            f'<text x="{WIDTH - 12}" y="{y - 3:.1f}" font-size="9" fill="#666" '
+            f'text-anchor="end">{escape(chart.limit_label)}</text>'
+        )
+    parts.append(
+        f'<text x="{WIDTH - 20}" y="{HEIGHT - BOTTOM + 28}" font-size="10" text-anchor="end">'
+        f"{escape(chart.x_title)} (0 to {x_high / 1.05:.4g})</text>"
     )
     parts.append("</svg>")
     return "\n".join(parts)

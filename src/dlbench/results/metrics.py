@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from dlbench.errors import UserError
 from dlbench.results.records import Result
@@ -89,6 +90,29 @@ def energy_unmeasurable(result: Result) -> str | None:
     details = result.details if isinstance(result.details, dict) else {}
     energy = details.get("energy")
     return energy.get("unmeasurable") if isinstance(energy, dict) else None
+
+
+def loadgen_details(result: Result) -> dict[str, Any]:
+    """What MLPerf LoadGen concluded for a served case ({} for any other case)."""
+    details = result.details if isinstance(result.details, dict) else {}
+    found = details.get("loadgen")
+    return found if isinstance(found, dict) else {}
+
+
+def _loadgen_latency(percentile: str) -> Reader:
+    """A latency percentile as LoadGen measured it (from each query's scheduled arrival)."""
+
+    def read(result: Result) -> float | None:
+        latency = loadgen_details(result).get("latency_ms")
+        value = latency.get(percentile) if isinstance(latency, dict) else None
+        return float(value) if isinstance(value, int | float) else None
+
+    return read
+
+
+def _peak_qps(result: Result) -> float | None:
+    value = loadgen_details(result).get("peak_qps")
+    return float(value) if isinstance(value, int | float) else None
 
 
 def _first_step_s(result: Result) -> float | None:
@@ -208,6 +232,30 @@ METRICS: dict[str, Metric] = {
             _energy("mean_power_w"),
         ),
         Metric(
+            "peak_qps",
+            "Peak server QPS within the latency bound (MLPerf LoadGen)",
+            "QPS",
+            "peak QPS",
+            True,
+            _peak_qps,
+        ),
+        Metric(
+            "loadgen_p90",
+            "90th percentile latency, as LoadGen measured it",
+            "ms",
+            "LoadGen p90 ms",
+            False,
+            _loadgen_latency("90"),
+        ),
+        Metric(
+            "loadgen_p99",
+            "99th percentile latency, as LoadGen measured it",
+            "ms",
+            "LoadGen p99 ms",
+            False,
+            _loadgen_latency("99"),
+        ),
+        Metric(
             "load_avg",
             "Mean load average while measured",
             "load",
@@ -232,6 +280,9 @@ METRICS: dict[str, Metric] = {
 COMPARABLE = ("latency", "p99", "throughput", "cpu", "memory", "energy", "power")
 # CSV columns beyond the Result's own fields: metrics read from its details.
 CSV_METRICS = (
+    "peak_qps",
+    "loadgen_p90",
+    "loadgen_p99",
     "time_to_train",
     "steady_throughput",
     "final_accuracy",

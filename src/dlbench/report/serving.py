@@ -1,0 +1,153 @@
+"""The serving study: how many queries per second each framework serves on this
+machine while its 99th percentile latency stays under a bound, and its
+single-stream latency, all as MLPerf LoadGen measured them.
+
+Per workload: a table of the peak server rate found by --find-peak, with the
+p99 at that rate, the worker's CPU use and its memory; a table of the
+single-stream 90th percentile (MLPerf's single-stream metric); and a chart
+of p99 latency against the rate served for every rate the search tried.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from dlbench.report.curves import Curve, CurveChart, Point, finite
+from dlbench.report.study import Row, StudyTable
+from dlbench.results.metrics import METRICS, loadgen_details, read
+from dlbench.results.records import Result, Run
+
+# the peak table's companion columns: LoadGen's p99 at the peak, CPU %, memory
+PEAK_COLUMNS = tuple(METRICS[key] for key in ("loadgen_p99", "cpu", "memory"))
+
+
+def serving_label(result: Result) -> str:
+    """A row of a serving table: the rest of the case is in the table's title."""
+    return result.case.label(only=("framework", "compile", "precision", "streams"))
+
+
+def _workload_groups(run: Run) -> dict[str, list[Result]]:
+    grouped: dict[str, list[Result]] = {}
+    for result in run.results:
+        if result.ok and result.case.loadgen:
+            name = result.case.label(only=("workload", "params", "device"))
+            grouped.setdefault(name, []).append(result)
+    return grouped
+
+
+def serving_tables(run: Run, baseline: str = "torch") -> list[StudyTable]:
+    tables = []
+    for name, results in _workload_groups(run).items():
+        peaks = [r for r in results if r.case.find_peak]
+        for bound in sorted({r.case.latency_bound_ms for r in peaks if r.case.latency_bound_ms}):
+            group = [r for r in peaks if r.case.latency_bound_ms == bound]
+            tables.append(_peak_table(name, group, baseline))
+        single = [r for r in results if r.case.scenario == "single-stream"]
+        if single:
+            tables.append(_latency_table(name, single, baseline))
+    return [t for t in tables if t.rows]
+
+
+def _peak_table(name: str, results: list[Result], baseline: str) -> StudyTable:
+    metric = METRICS["peak_qps"]
+    case = results[0].case
+    base = next((read(metric, r) for r in results if r.case.framework == baseline), None)
+    rows = []
+    for result in results:
+        details = loadgen_details(result)
+        peak = read(metric, result)
+        note = details.get("peak_note") or _verdict_note(details)
+        rows.append(
+            Row(
+                serving_label(result),
+                peak,
+                peak / base if peak is not None and base else None,
+                note=note if peak is not None else f"none: {note}",
+                extra=tuple(read(column, result) for column in PEAK_COLUMNS),
+            )
+        )
+    title = (
+        f"{name}: peak server QPS with p{case.latency_percentile:g} <= "
+        f"{case.latency_bound_ms:g} ms (LoadGen, --find-peak)"
+    )
+    return StudyTable(title, metric, tuple(rows), PEAK_COLUMNS)
+
+
+def _latency_table(name: str, results: list[Result], baseline: str) -> StudyTable:
+    metric = METRICS["loadgen_p90"]
+    entries = [(r, read(metric, r)) for r in results]
+    base = next((v for r, v in entries if r.case.framework == baseline and v), None)
+    rows = tuple(
+        Row(
+            serving_label(r),
+            value,
+            value / base if base else None,
+            note=_verdict_note(loadgen_details(r)),
+            extra=(read(METRICS["cpu"], r), read(METRICS["memory"], r)),
+        )
+        for r, value in entries
+        if value is not None
+    )
+    columns = (METRICS["cpu"], METRICS["memory"])
+    return StudyTable(f"{name}: single-stream latency, p90 (LoadGen)", metric, rows, columns)
+
+
+# LoadGen's reasons are paragraphs; a table note keeps their start
+NOTE_CHARS = 90
+
+
+def _verdict_note(details: dict) -> str:
+    verdict = details.get("verdict") or "no verdict"
+    reason = " ".join(str(details.get("invalid_reason") or "").replace("*", " ").split())
+    if len(reason) > NOTE_CHARS:
+        reason = reason[: NOTE_CHARS - 3].rstrip() + "..."
+    return f"LoadGen: {verdict}" + (f" ({reason})" if reason else "")
+
+
+def serving_charts(run: Run) -> list[CurveChart]:
+    """Per workload and bound: LoadGen's p99 against the rate served, every rate tried."""
+    charts = []
+    for name, results in _workload_groups(run).items():
+        searched = [r for r in results if r.case.find_peak]
+        for bound in sorted({r.case.latency_bound_ms for r in searched if r.case.latency_bound_ms}):
+            group = [r for r in searched if r.case.latency_bound_ms == bound]
+            curves = tuple(c for c in (_tries_curve(r) for r in group) if c.points)
+            if not curves:
+                continue
+            percentile = f"{group[0].case.latency_percentile or 99:g}"
+            charts.append(
+                CurveChart(
+                    name=f"serving-{_slug(name)}-{bound:g}ms",
+                    title=f"{name}: p{percentile} latency against QPS served (LoadGen; "
+                    "ringed: the peak within the bound)",
+                    x_title="QPS served",
+                    y_title=f"p{percentile} ms",
+                    curves=curves,
+                    limit=bound,
+                    limit_label=f"bound {bound:g} ms",
+                )
+            )
+    return charts
+
+
+def _tries_curve(result: Result) -> Curve:
+    details = loadgen_details(result)
+    percentile = f"{result.case.latency_percentile or 99:g}"
+    peak = details.get("peak_qps")
+    points = []
+    for attempt in _tries(details):
+        rate, latency = attempt.get("samples_per_s"), (attempt.get("latency_ms") or {})
+        value = latency.get(percentile) if isinstance(latency, dict) else None
+        if finite(rate) and finite(value):
+            marked = peak is not None and attempt.get("target_qps") == peak
+            points.append(Point(float(rate), float(value), marked=marked))
+    return Curve(serving_label(result), tuple(points))
+
+
+def _tries(details: dict) -> Iterable[dict]:
+    found = details.get("tries")
+    return [t for t in found if isinstance(t, dict)] if isinstance(found, list) else []
+
+
+def _slug(text: str) -> str:
+    return "".join(c if c.isalnum() else "-" for c in text).strip("-").lower()

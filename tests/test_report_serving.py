@@ -1,0 +1,149 @@
+"""The serving study's tables and charts, LoadGen's log read back, and its flags."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+
+import pytest
+from factories import make_result, make_run
+
+from dlbench.report.serving import serving_charts, serving_tables
+from dlbench.report.study_output import study_csv
+from dlbench.report.svg import curve_chart
+from dlbench.results.flags import result_flags
+from dlbench.worker.loadgen_log import loadgen_outcome
+
+
+def attempt(qps: float, p99: float, keeps: bool) -> dict:
+    return {"target_qps": qps, "samples_per_s": qps * 0.99, "latency_ms": {"99": p99},
+            "keeps_bound": keeps, "verdict": "VALID" if keeps else "INVALID"}  # fmt: skip
+
+
+def peak_result(framework: str, peak: float | None, bound: float = 10.0, **loadgen):
+    tries = [attempt(500, 2.0, True), attempt(1000, 40.0, False), attempt(750, 6.0, True)]
+    details = {
+        "verdict": "VALID" if peak else "INVALID",
+        "perf_constraints_met": peak is not None,
+        "latency_ms": {"50": 1.0, "90": 2.0, "99": 6.0 if peak else 40.0},
+        "tries": tries,
+        "peak_qps": peak,
+        **loadgen,
+    }
+    return make_result(
+        framework=framework, compile="default", scenario="server", batch_size=1, loadgen=True,
+        find_peak=True, latency_bound_ms=bound, latency_percentile=99.0, streams=2,
+        cpu_percent=120.0, peak_rss_mb=200.0, details={"loadgen": details},
+    )  # fmt: skip
+
+
+def single_stream(framework: str, p90: float):
+    return make_result(
+        framework=framework, compile="default", scenario="single-stream", batch_size=1,
+        loadgen=True, cpu_percent=100.0, peak_rss_mb=150.0,
+        details={"loadgen": {"verdict": "VALID", "latency_ms": {"90": p90}}},
+    )  # fmt: skip
+
+
+def serving_run():
+    return make_run(
+        [
+            peak_result("onnxruntime", 750.0),
+            peak_result("torch", 375.0),
+            peak_result("openvino", None, peak_note="one query takes 12 ms, more than the bound"),
+            single_stream("onnxruntime", 0.01),
+            single_stream("torch", 0.04),
+        ],
+        suite="serving",
+    )
+
+
+def test_the_peak_table_has_the_rate_its_p99_cpu_and_memory_relative_to_the_baseline():
+    peak, latency = serving_tables(serving_run(), "torch")
+    assert "p99 <= 10 ms" in peak.title and peak.metric.key == "peak_qps"
+    assert [c.key for c in peak.columns] == ["loadgen_p99", "cpu", "memory"]
+    rows = {row.label.split(" ")[0]: row for row in peak.rows}
+    assert rows["onnxruntime"].value == 750.0 and rows["onnxruntime"].relative == 2.0
+    assert rows["onnxruntime"].extra == (6.0, 120.0, 200.0)
+    assert rows["openvino"].value is None and rows["openvino"].note.startswith("none: one query")
+    assert latency.metric.key == "loadgen_p90"
+    assert [row.value for row in latency.rows] == [0.01, 0.04]
+
+
+def test_the_tables_csv_keeps_one_value_a_row_and_the_companion_columns_as_rows():
+    rows = list(csv.DictReader(io.StringIO(study_csv(serving_tables(serving_run(), "torch")))))
+    onnx = [r for r in rows if r["case"].startswith("onnxruntime") and "peak" in r["table"]]
+    assert {r["metric"]: float(r["value"]) for r in onnx} == {
+        "peak_qps": 750.0, "loadgen_p99": 6.0, "cpu": 120.0, "memory": 200.0
+    }  # fmt: skip
+
+
+def test_the_chart_draws_every_rate_tried_with_the_peak_ringed_and_the_bound():
+    (chart,) = serving_charts(serving_run())
+    assert chart.limit == 10.0 and chart.name == "serving-mlp-cpu-10ms"
+    onnx = next(c for c in chart.curves if c.label.startswith("onnxruntime"))
+    assert [(p.x, p.y, p.marked) for p in onnx.points] == [
+        (495.0, 2.0, False), (990.0, 40.0, False), (742.5, 6.0, True)
+    ]  # fmt: skip
+    svg = curve_chart(chart)
+    assert svg.count("<polyline") == 3 and "bound 10 ms" in svg
+    # one ringed peak: onnxruntime's (torch's peak is no rate of these tries, openvino has none)
+    assert svg.count('r="6" fill="none"') == 1
+
+
+def test_a_png_of_the_chart_is_written(tmp_path):
+    pytest.importorskip("matplotlib")
+    from dlbench.report.plots import curve_chart as png
+
+    (chart,) = serving_charts(serving_run())
+    path = png(chart, tmp_path / "chart.png")
+    assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_flags_say_when_the_bound_was_missed_and_loadgen_said_invalid():
+    missed = peak_result("openvino", None)
+    assert {"over-bound", "loadgen-invalid"} <= set(result_flags(missed, 2))
+    assert not {"over-bound", "loadgen-invalid"} & set(result_flags(peak_result("torch", 375.0), 2))
+
+
+def mllog(key: str, value, error: bool = False) -> str:
+    record = {"key": key, "value": value, "metadata": {"is_error": error}}
+    return ":::MLLOG " + json.dumps(record)
+
+
+def test_loadgens_detail_log_is_read_into_its_verdict_rate_and_milliseconds(tmp_path):
+    log = tmp_path / "mlperf_log_detail.txt"
+    log.write_text(
+        "\n".join(
+            [
+                "some other line",
+                mllog("result_validity", "INVALID"),
+                mllog("result_perf_constraints_met", False),
+                mllog("result_invalid_reason", "Reduce target QPS to improve latency. "),
+                mllog("early_stopping_met", False),
+                mllog("early_stopping_result", " * Only processed 40 queries."),
+                mllog("result_completed_samples_per_sec", 812.5),
+                mllog("result_scheduled_samples_per_sec", 850.0),
+                mllog("result_overlatency_query_count", 7),
+                mllog("result_99.00_percentile_latency_ns", 12_500_000),
+                mllog("result_99.90_percentile_latency_ns", 20_000_000),
+                mllog("result_min_latency_ns", 1_000_000),
+                mllog("error_runtime", "Too many outstanding queries.", error=True),
+            ]
+        )
+    )
+    outcome = loadgen_outcome(log, "server", 1)
+    assert outcome["verdict"] == "INVALID" and outcome["perf_constraints_met"] is False
+    assert outcome["invalid_reason"].startswith("Reduce target QPS")
+    assert "Early stopping not met: * Only processed 40" in outcome["invalid_reason"]
+    assert outcome["samples_per_s"] == 812.5 and outcome["scheduled_samples_per_s"] == 850.0
+    assert outcome["latency_ms"] == {"99": 12.5, "99.9": 20.0, "min": 1.0}
+    assert outcome["over_bound"] == 7
+    assert outcome["errors"] == ["error_runtime: Too many outstanding queries."]
+
+
+def test_multi_stream_samples_per_second_come_from_the_mean_query_latency(tmp_path):
+    log = tmp_path / "mlperf_log_detail.txt"
+    log.write_text(mllog("result_mean_query_latency_ns", 2_000_000))
+    assert loadgen_outcome(log, "multi-stream", 8)["samples_per_s"] == pytest.approx(4000.0)
