@@ -54,3 +54,28 @@ def test_a_small_error_beyond_tolerance_fails():
 def test_a_wrong_shape_fails():
     result = run_check(np.zeros((1, 10, 64), dtype=np.float32))
     assert result.status == "failed" and "shape" in result.error
+
+
+BLOCKED = r"""
+import sys
+from dlbench.worker.process import block_other_frameworks
+blocked = block_other_frameworks("onnxruntime")
+assert "torch" in blocked and "onnxruntime" not in blocked, blocked
+try:
+    import torch.nn
+except ModuleNotFoundError as exc:
+    assert "one framework per worker" in str(exc), exc
+else:
+    raise SystemExit("torch imported in an onnxruntime worker")
+assert "torch" not in sys.modules  # nothing left there for libraries that look it up
+import scipy.stats  # its array-API helpers read sys.modules["torch"]
+print("ok")
+"""
+
+
+def test_other_frameworks_are_unimportable_and_absent_from_sys_modules():
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-c", BLOCKED], capture_output=True, text=True)
+    assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr

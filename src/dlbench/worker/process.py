@@ -10,6 +10,7 @@ parent except `die_with_parent`, which torchrun's child applies to itself.
 from __future__ import annotations
 
 import faulthandler
+import importlib.abc
 import json
 import os
 import sys
@@ -35,18 +36,35 @@ THREAD_VARS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
 FRAMEWORK_MODULES = tuple(info.import_name for info in FRAMEWORKS.values() if info.import_name)
 
 
+class _BlockedImports(importlib.abc.MetaPathFinder):
+    """An import finder that refuses some top-level packages (and their submodules)."""
+
+    def __init__(self, names: list[str]) -> None:
+        self.names = frozenset(names)
+
+    def find_spec(self, fullname: str, path: object = None, target: object = None) -> None:
+        if fullname.partition(".")[0] in self.names:
+            raise ModuleNotFoundError(
+                f"No module named {fullname!r} (dlbench runs one framework per worker)",
+                name=fullname,
+            )
+        return None  # not ours: the other finders look
+
+
 def block_other_frameworks(framework: str) -> list[str]:
     """Make the other frameworks unimportable in this worker.
 
     Some frameworks import others when they happen to be installed
     (TensorFlow's tf.lite imports jax), which would put a second framework's
     memory and import time into this case. They all guard such imports, so
-    an ImportError just switches the optional feature off.
+    an ImportError just switches the optional feature off. A finder first on
+    the import path refuses them; a None left in sys.modules would do that
+    too, but libraries read sys.modules directly (scipy, imported by
+    scikit-learn, imported by Keras, looks up sys.modules["torch"].Tensor).
     """
     own = framework_info(framework).import_name
     blocked = [name for name in FRAMEWORK_MODULES if name != own and name not in sys.modules]
-    for name in blocked:
-        sys.modules[name] = None  # type: ignore[assignment]  # makes `import name` fail
+    sys.meta_path.insert(0, _BlockedImports(blocked))
     return blocked
 
 
