@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import faulthandler
 import importlib.abc
+import importlib.machinery
 import json
 import os
 import sys
@@ -36,18 +37,35 @@ THREAD_VARS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
 FRAMEWORK_MODULES = tuple(info.import_name for info in FRAMEWORKS.values() if info.import_name)
 
 
+class _Refused(importlib.abc.Loader):
+    """Fails the import of a module its finder claimed."""
+
+    def create_module(self, spec: importlib.machinery.ModuleSpec) -> None:
+        raise ModuleNotFoundError(
+            f"No module named {spec.name!r} (dlbench runs one framework per worker)",
+            name=spec.name,
+        )
+
+    def exec_module(self, module: object) -> None:
+        raise ModuleNotFoundError("dlbench runs one framework per worker")
+
+
 class _BlockedImports(importlib.abc.MetaPathFinder):
-    """An import finder that refuses some top-level packages (and their submodules)."""
+    """An import finder that refuses some top-level packages (and their submodules).
+
+    It answers importlib.util.find_spec with a spec of no origin, which
+    availability checks that read the origin (nncf's) take as "not installed";
+    importing it raises ModuleNotFoundError.
+    """
 
     def __init__(self, names: list[str]) -> None:
         self.names = frozenset(names)
 
-    def find_spec(self, fullname: str, path: object = None, target: object = None) -> None:
+    def find_spec(
+        self, fullname: str, path: object = None, target: object = None
+    ) -> importlib.machinery.ModuleSpec | None:
         if fullname.partition(".")[0] in self.names:
-            raise ModuleNotFoundError(
-                f"No module named {fullname!r} (dlbench runs one framework per worker)",
-                name=fullname,
-            )
+            return importlib.machinery.ModuleSpec(fullname, _Refused(), origin=None)
         return None  # not ours: the other finders look
 
 
