@@ -178,18 +178,17 @@ def _wait_sampling(
     wait = FIRST_SAMPLE_S if sampler is not None else timeout_s
     while (remaining := deadline - time.monotonic()) > 0:
         ended = _wait_for_exit(process, min(wait, remaining))
-        if sampler is None:
-            if ended:
-                break
-            continue
-        # at the exit too: the worker is not reaped yet, so this last point
-        # covers a measured region that ended between two samples
-        sampler.sample()
+        if sampler is not None:
+            # at the exit too: the worker is not reaped yet, so this last point
+            # covers a measured region that ended between two samples
+            sampler.sample()
+            wait = sampler.interval
         if notes is not None:
             notes.check()
         if ended:
-            break
-        wait = sampler.interval
+            # not is_alive(): the sentinel is ready as the exit closes the worker's
+            # files, a moment before it can be reaped
+            return False
     return process.is_alive()
 
 
