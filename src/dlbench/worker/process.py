@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import faulthandler
 import importlib.abc
-import importlib.machinery
 import json
 import os
 import sys
@@ -37,36 +36,19 @@ THREAD_VARS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
 FRAMEWORK_MODULES = tuple(info.import_name for info in FRAMEWORKS.values() if info.import_name)
 
 
-class _Refused(importlib.abc.Loader):
-    """Fails the import of a module its finder claimed."""
+class _Hiding(importlib.abc.MetaPathFinder):
+    """Wraps an import finder so that it does not see some top-level packages."""
 
-    def create_module(self, spec: importlib.machinery.ModuleSpec) -> None:
-        raise ModuleNotFoundError(
-            f"No module named {spec.name!r} (dlbench runs one framework per worker)",
-            name=spec.name,
-        )
+    def __init__(self, finder: Any, names: frozenset[str]) -> None:
+        self._finder, self._names = finder, names
 
-    def exec_module(self, module: object) -> None:
-        raise ModuleNotFoundError("dlbench runs one framework per worker")
+    def find_spec(self, fullname: str, path: Any = None, target: Any = None) -> Any:
+        if fullname.partition(".")[0] in self._names:
+            return None
+        return self._finder.find_spec(fullname, path, target)
 
-
-class _BlockedImports(importlib.abc.MetaPathFinder):
-    """An import finder that refuses some top-level packages (and their submodules).
-
-    It answers importlib.util.find_spec with a spec of no origin, which
-    availability checks that read the origin (nncf's) take as "not installed";
-    importing it raises ModuleNotFoundError.
-    """
-
-    def __init__(self, names: list[str]) -> None:
-        self.names = frozenset(names)
-
-    def find_spec(
-        self, fullname: str, path: object = None, target: object = None
-    ) -> importlib.machinery.ModuleSpec | None:
-        if fullname.partition(".")[0] in self.names:
-            return importlib.machinery.ModuleSpec(fullname, _Refused(), origin=None)
-        return None  # not ours: the other finders look
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._finder, name)  # invalidate_caches() and the rest
 
 
 def block_other_frameworks(framework: str) -> list[str]:
@@ -75,14 +57,17 @@ def block_other_frameworks(framework: str) -> list[str]:
     Some frameworks import others when they happen to be installed
     (TensorFlow's tf.lite imports jax), which would put a second framework's
     memory and import time into this case. They all guard such imports, so
-    an ImportError just switches the optional feature off. A finder first on
-    the import path refuses them; a None left in sys.modules would do that
-    too, but libraries read sys.modules directly (scipy, imported by
-    scikit-learn, imported by Keras, looks up sys.modules["torch"].Tensor).
+    an ImportError just switches the optional feature off. The import
+    finders are wrapped so that they do not see the other frameworks: an
+    import raises ModuleNotFoundError, importlib.util.find_spec answers None
+    (torch.compile and nncf ask it which frameworks exist), and sys.modules
+    holds nothing for them (a None there, the older way, made scipy, imported
+    by scikit-learn, imported by Keras, fail on sys.modules["torch"].Tensor).
     """
     own = framework_info(framework).import_name
     blocked = [name for name in FRAMEWORK_MODULES if name != own and name not in sys.modules]
-    sys.meta_path.insert(0, _BlockedImports(blocked))
+    hidden = frozenset(blocked)
+    sys.meta_path[:] = [_Hiding(finder, hidden) for finder in sys.meta_path]
     return blocked
 
 
