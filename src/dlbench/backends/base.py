@@ -60,6 +60,10 @@ class Prepared:
     # server (LoadGen's server scenario) serves at once; None: `step` may run in
     # several threads at once.
     new_stream: Callable[[], Callable[[], object]] | None = None
+    # The prepared model on other inputs of the step's shape (a dict of NumPy
+    # arrays by input name), returning its output(s) as NumPy: the int8 check
+    # runs an evaluation batch through it. None where nothing checks it.
+    infer: Callable[[dict[str, Any]], Any] | None = None
 
 
 class EpochTrainer(ABC):
@@ -117,6 +121,21 @@ def exported_onnx(job: Job) -> tuple[Any, dict[str, Any]]:
         return onnx_model(job.workload.name, job.params, job.seed)
     except ReferenceUnavailable as exc:
         raise CaseError(str(exc)) from None
+
+
+def quantized(job: Job) -> tuple[Any, dict[str, Any]]:
+    """The case's int8 model file and what its quantizer did (reference.quantized
+    builds it in a process of its own, once, and caches it)."""
+    from dataclasses import replace
+
+    from dlbench.reference.quantized import quantized_model
+
+    if job.case.model is not None:  # a user's model: its inputs decide their own batch
+        return quantized_model(job.case, job.seed)
+    resolved = replace(
+        job.case, batch_size=job.batch_size, params=tuple(sorted(job.params.items()))
+    )
+    return quantized_model(resolved, job.seed)
 
 
 REFUSED = ("refused to load {name}: {why}, which can run code from the file; "

@@ -9,6 +9,7 @@ is raised as UserError (exit code 2 in the CLI).
 from __future__ import annotations
 
 import functools
+import importlib.util
 import math
 from dataclasses import replace
 from typing import Any
@@ -33,6 +34,7 @@ from dlbench.spec.case import (
     NULL_OPTIONS,
     OFFICIAL_MIN_TIME_S,
     PRECISIONS,
+    QUANTIZED_PRECISIONS,
     SCENARIOS,
     TRANSFERS,
     Case,
@@ -104,6 +106,8 @@ def validate_case(case: Case) -> Case:
         _require_int("batch size", case.batch_size, 1, MAX_BATCH)
     if case.precision not in PRECISIONS:
         raise UserError(f"unknown precision {case.precision!r}; allowed: {', '.join(PRECISIONS)}")
+    if case.precision in QUANTIZED_PRECISIONS:
+        _validate_quantized(case)
     if case.precision not in info.precisions:
         raise UserError(
             f"precision {case.precision!r} is not available on {case.framework!r}; "
@@ -135,6 +139,48 @@ def validate_case(case: Case) -> Case:
         input_data_digest=_digest(case.input_data) if case.input_data is not None else None,
         data_digest=_mnist_digest(case.data_dir) if case.data_dir is not None else None,
     )
+
+
+# The quantizer a framework's int8 needs beside the framework itself (ONNX Runtime's is its own).
+QUANTIZER_PACKAGES = {"openvino": "nncf", "torch": "torchao"}
+
+
+def _validate_quantized(case: Case) -> None:
+    """int8: inference on a CPU, on a framework and workload with a quantization path."""
+    precision = case.precision
+    if case.mode != "infer":
+        raise UserError(
+            f"precision {precision} is post-training quantization for inference; "
+            f"{case.workload} in mode {case.mode} trains"
+        )
+    paths = {
+        name: info.quantized[precision]
+        for name, info in FRAMEWORKS.items()
+        if precision in info.quantized
+    }
+    if case.workload not in paths.get(case.framework, ()):
+        where = "; ".join(f"{name}: {', '.join(workloads)}" for name, workloads in paths.items())
+        raise UserError(
+            f"precision {precision} has no quantization path for {case.workload} on "
+            f"{case.framework}; it has: {where}"
+        )
+    if case.device not in ("cpu", "auto"):
+        raise UserError(
+            f"precision {precision} is quantized for the CPU; not --device {case.device}"
+        )
+    quantizer = QUANTIZER_PACKAGES.get(case.framework)
+    if quantizer is not None and importlib.util.find_spec(quantizer) is None:
+        raise UserError(
+            f"{precision} on {case.framework} needs {quantizer}, which is not installed; "
+            "install it with: pip install 'dlbench[quantization]'"
+        )
+    if case.framework == "torch" and precision == "int8" and case.compile != "compile":
+        raise UserError(
+            "torch int8 is the PT2E X86 Inductor quantizer, whose int8 kernels come from "
+            f"torch.compile: use -c compile, not {case.compile}"
+        )
+    if case.framework == "torch" and case.compile not in ("eager", "compile"):
+        raise UserError(f"torch {precision} runs eager or compile, not {case.compile}")
 
 
 def _having(capability: str) -> str:
@@ -368,8 +414,6 @@ def default_streams(case: Case) -> int:
 
 
 def _require_loadgen() -> None:
-    import importlib.util
-
     if importlib.util.find_spec("mlperf_loadgen") is None:
         raise UserError(
             "MLPerf LoadGen is not installed; install it with: pip install 'dlbench[serving]' "

@@ -21,6 +21,8 @@ report and CSV show the list; nothing else decides a flag.
   performance constraint), or --find-peak found no rate within it.
 - `loadgen-invalid`: LoadGen judged the run INVALID (too short for its early
   stopping, too few queries, a constraint missed: details.loadgen says which).
+- `int8-no-vnni`: an int8 case on a CPU without int8 dot-product units (VNNI,
+  AMX, Arm's dot product): measured all the same, and expect little gain.
 """
 
 from __future__ import annotations
@@ -60,6 +62,8 @@ def result_flags(result: Result, cpus_available: int) -> list[str]:
     stats = result.latency_ms
     if stats is not None and "epochs" not in details and stats.n < MIN_P99_SAMPLES:
         found.append("low-n-p99")
+    if details.get("int8_dot_units") == []:
+        found.append("int8-no-vnni")
     loadgen = details.get("loadgen")
     if isinstance(loadgen, dict):
         if loadgen.get("perf_constraints_met") is False:

@@ -115,6 +115,14 @@ def _peak_qps(result: Result) -> float | None:
     return float(value) if isinstance(value, int | float) else None
 
 
+def _agreement(result: Result) -> float | None:
+    """An int8 result's agreement with fp32 (worker.quantized_check)."""
+    details = result.details if isinstance(result.details, dict) else {}
+    check = details.get("check")
+    value = check.get("agreement") if isinstance(check, dict) else None
+    return float(value) if isinstance(value, int | float) else None
+
+
 def _first_step_s(result: Result) -> float | None:
     return result.first_call_ms / 1000.0 if result.first_call_ms is not None else None
 
@@ -232,6 +240,14 @@ METRICS: dict[str, Metric] = {
             _energy("mean_power_w"),
         ),
         Metric(
+            "agreement",
+            "Agreement of the int8 outputs with fp32 (top-1, thresholded, or cosine)",
+            "fraction",
+            "int8 agreement",
+            True,
+            _agreement,
+        ),
+        Metric(
             "peak_qps",
             "Peak server QPS within the latency bound (MLPerf LoadGen)",
             "QPS",
@@ -265,6 +281,8 @@ METRICS: dict[str, Metric] = {
         ),
         # Computed by the studies from several results (no single-result reader).
         Metric("its", "Iterations per second (the article's unit)", "it/s", "it/s", True),
+        # A table of picks, each row in the unit of its own measure
+        Metric("pick", "Which to pick", "", "value", True),
         Metric(
             "efficiency",
             "Fraction of the measured ceiling",
@@ -280,6 +298,7 @@ METRICS: dict[str, Metric] = {
 COMPARABLE = ("latency", "p99", "throughput", "cpu", "memory", "energy", "power")
 # CSV columns beyond the Result's own fields: metrics read from its details.
 CSV_METRICS = (
+    "agreement",
     "peak_qps",
     "loadgen_p90",
     "loadgen_p99",

@@ -12,7 +12,7 @@ from __future__ import annotations
 import importlib.metadata
 import importlib.util
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from types import MappingProxyType
 
 from dlbench.errors import UserError
@@ -40,6 +40,8 @@ class FrameworkInfo:
     transfer_inside: bool = False
     # It trains under DistributedDataParallel when launched by torchrun (--nproc N).
     distributed: bool = False
+    # Quantized precision -> the workloads it has a quantization path for.
+    quantized: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
 
     def supports(self, workload: str, mode: str) -> bool:
         if self.support is None:
@@ -94,6 +96,12 @@ ONNX_MODELS = MappingProxyType(
     {**PORTED_MODELS, **dict.fromkeys(LARGE_MODELS, INFER_ONLY), "user-model": INFER_ONLY}
 )
 
+# Post-training int8 (static, calibrated): the CPU inference study's models.
+INT8_STATIC = ("mlp", "mnist-cnn", "mobilenet-v2", "resnet50", "distilbert", "bert-base")
+# Dynamic int8 quantizes Linear/MatMul weights; a convolution net gains nothing
+# (ONNX Runtime's ConvInteger ran mnist-cnn 6x slower than fp32 here).
+INT8_DYNAMIC = ("mlp", "distilbert", "bert-base")
+
 FRAMEWORKS: dict[str, FrameworkInfo] = {
     info.name: info
     for info in (
@@ -123,7 +131,10 @@ FRAMEWORKS: dict[str, FrameworkInfo] = {
             distributions=("torch",),
             install_hint="pip install torch==2.13.0 (before any extra that depends on it)",
             label="PyTorch",
-            precisions=("fp32", "tf32", "amp-fp16", "amp-bf16"),
+            precisions=("fp32", "tf32", "amp-fp16", "amp-bf16", "int8", "int8-dynamic"),
+            # int8: PT2E with the X86 Inductor quantizer (torchao); int8-dynamic: torchao's
+            # dynamic int8 activations and weights
+            quantized=MappingProxyType({"int8": INT8_STATIC, "int8-dynamic": INT8_DYNAMIC}),
             model_formats=("torchscript", "torch-export", "torch-pickle"),
             transfer_inside=True,
             distributed=True,
@@ -161,6 +172,14 @@ FRAMEWORKS: dict[str, FrameworkInfo] = {
             install_hint="pip install onnx onnxruntime (or dlbench[onnx]); exports need torch",
             label="ONNX Runtime (model exported from the torch reference)",
             support=ONNX_MODELS,
+            precisions=("fp32", "int8", "int8-dynamic"),
+            # onnxruntime.quantization: static QDQ per-channel, and dynamic
+            quantized=MappingProxyType(
+                {
+                    "int8": (*INT8_STATIC, "user-model"),
+                    "int8-dynamic": (*INT8_DYNAMIC, "user-model"),
+                }
+            ),
             model_formats=("onnx",),
         ),
         FrameworkInfo(
@@ -173,6 +192,8 @@ FRAMEWORKS: dict[str, FrameworkInfo] = {
             install_hint="pip install openvino onnx (or dlbench[openvino]); exports need torch",
             label="OpenVINO (CPU; reads the exported ONNX model)",
             support=ONNX_MODELS,
+            precisions=("fp32", "int8"),
+            quantized=MappingProxyType({"int8": (*INT8_STATIC, "user-model")}),  # NNCF
             model_formats=("onnx", "openvino-ir", "tflite"),
         ),
     )

@@ -14,12 +14,13 @@ from dataclasses import replace
 from dlbench.backends import load_backend
 from dlbench.backends.base import Backend, Job, Prepared, device_kind
 from dlbench.errors import CaseError, CaseSkipped, ReferenceUnavailable, first_line
+from dlbench.measure.cpu_features import int8_dot_units
 from dlbench.measure.energy import EnergyMeter, EnergyReading
 from dlbench.measure.monitor import ProcessMonitor, ResourceUse, peak_rss_mb
 from dlbench.measure.stats import summarize, throughput
 from dlbench.measure.timer import StopRule, Timing, run_timed
 from dlbench.results.records import STATUS_FAILED, STATUS_OK, Result, base_result
-from dlbench.spec.case import Case, Settings
+from dlbench.spec.case import QUANTIZED_PRECISIONS, Case, Settings
 from dlbench.worker.check import check_output
 from dlbench.worker.placement import require_placement
 from dlbench.worker.planted import planted, planted_params
@@ -66,6 +67,9 @@ def _run_steps(backend: Backend, job: Job, settings: Settings) -> Result:
     prepared = backend.prepare(job)
     setup_s = time.perf_counter() - setup_start
     require_placement(job.device, prepared.details)
+    if job.case.precision in QUANTIZED_PRECISIONS:
+        # measured all the same where the CPU has none, and said so (results.flags)
+        prepared.details["int8_dot_units"] = int8_dot_units()
     if job.case.loadgen:
         from dlbench.worker.serving import measure_served
 
@@ -106,6 +110,9 @@ def _apply_loss_check(result: Result, prepared: Prepared) -> None:
 
 def _apply_check(result: Result, job: Job, prepared: Prepared) -> None:
     """Record the output check; a mismatch turns the result into a failure."""
+    if job.case.precision in QUANTIZED_PRECISIONS and job.case.mode == "infer":
+        _apply_quantized_check(result, job, prepared)
+        return
     try:
         with prepared.context():
             outcome = check_output(job, prepared)
@@ -120,6 +127,23 @@ def _apply_check(result: Result, job: Job, prepared: Prepared) -> None:
             f"output differs from the reference: max_abs_diff {outcome.max_abs_diff:.3g} > "
             f"tolerance {outcome.tolerance:.3g} ({outcome.note})"
         )
+
+
+def _apply_quantized_check(result: Result, job: Job, prepared: Prepared) -> None:
+    """int8 is held to fp32 by agreement (worker.quantized_check), not fp32's tolerance."""
+    from dlbench.worker.quantized_check import quantized_agreement
+
+    try:
+        with prepared.context():
+            agreement = quantized_agreement(job, prepared)
+    except ReferenceUnavailable as exc:
+        result.details["check"] = {"note": f"reference unavailable: {exc}"}
+        return
+    result.max_abs_diff = agreement.max_abs_diff
+    result.details["check"] = {"note": "int8 against fp32", **agreement.details()}
+    if agreement.failed:
+        result.status = STATUS_FAILED
+        result.error = agreement.reason()
 
 
 def make_job(case: Case, settings: Settings, device: str) -> Job:

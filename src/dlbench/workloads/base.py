@@ -99,6 +99,11 @@ class Workload(ABC):
 
     # torch "script" mode: torch.jit.script if True, else torch.jit.trace
     torch_scriptable: ClassVar[bool] = True
+    # How an int8 result is held to fp32's (worker.quantized_check): "top1" (a
+    # classifier's argmax), "threshold" (a probability at 0.5), "cosine" (features)
+    int8_agreement: ClassVar[str] = "top1"
+    # quantizers treat transformers apart (NNCF's TRANSFORMER model type)
+    transformer: ClassVar[bool] = False
 
     @abstractmethod
     def make_inputs(

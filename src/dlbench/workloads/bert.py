@@ -48,6 +48,8 @@ class EncoderWorkload(Workload):
     # Training is masked-LM pretraining: the encoder plus its prediction head.
     modes = ("infer", "train")
     torch_scriptable = False  # transformers models are traced, not scripted
+    int8_agreement = "cosine"  # hidden states, not classes
+    transformer = True
     cpu_params: ClassVar[Mapping[str, int]] = MappingProxyType({"seq": 128})
     gpu_params: ClassVar[Mapping[str, int]] = MappingProxyType({"seq": 128})
     cpu_batch_size = 8

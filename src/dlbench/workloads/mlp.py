@@ -20,6 +20,7 @@ class MlpWorkload(Workload):
     loss = "bce"
     optimizer = "sgd"
     learning_rate = 0.01
+    int8_agreement = "threshold"  # a probability: the class is output > 0.5
 
     def flops_per_sample(self, params: Mapping[str, int], mode: str) -> float:
         forward = sum(2.0 * a * b for a, b in itertools.pairwise(LAYER_SIZES))

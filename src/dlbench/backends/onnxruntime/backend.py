@@ -16,9 +16,11 @@ from dlbench.backends.base import (
     leading_dim,
     load_failure,
     placement,
+    quantized,
 )
 from dlbench.backends.onnxruntime.user_model import ort_signature
 from dlbench.errors import CaseError
+from dlbench.spec.case import QUANTIZED_PRECISIONS
 from dlbench.workloads.user_model import model_inputs
 
 
@@ -52,6 +54,9 @@ class OnnxRuntimeBackend(Backend):
         if job.case.model is not None:
             return self._user_model(job)
         path, meta = exported_onnx(job)
+        quantization = None
+        if job.case.precision in QUANTIZED_PRECISIONS:
+            path, quantization = quantized(job)
         session = ort.InferenceSession(
             str(path), sess_options=self._session_options(), providers=self._providers(job.device)
         )
@@ -73,14 +78,19 @@ class OnnxRuntimeBackend(Backend):
                 "onnx_opset": meta["opset"],
                 "onnx_exporter": meta["exporter"],
                 "graph_optimization": "ORT_ENABLE_ALL",
+                **({"quantization": quantization} if quantization else {}),
             },
             fetch_output=lambda: step()[0],
+            infer=lambda inputs: session.run(None, inputs)[0],
         )
 
     def _user_model(self, job: Job) -> Prepared:
+        path, quantization = Path(str(job.case.model)), None
+        if job.case.precision in QUANTIZED_PRECISIONS:
+            path, quantization = quantized(job)
         try:
             session = ort.InferenceSession(
-                str(job.case.model),
+                str(path),
                 sess_options=self._session_options(),
                 providers=self._providers(job.device),
             )
@@ -104,7 +114,9 @@ class OnnxRuntimeBackend(Backend):
                 **placement("ONNX Runtime", providers[0], _kind(providers)),
                 "inputs": input_shapes(feeds),
                 "outputs": [output.name for output in session.get_outputs()],
+                **({"quantization": quantization} if quantization else {}),
             },
+            infer=lambda inputs: session.run(None, inputs),
         )
 
     def _session_options(self) -> ort.SessionOptions:

@@ -24,13 +24,15 @@ from dlbench.backends.base import (
     input_shapes,
     leading_dim,
     load_failure,
+    quantized,
 )
 from dlbench.backends.openvino.user_model import ov_signature
 from dlbench.errors import CaseError
-from dlbench.spec.case import Case
+from dlbench.spec.case import QUANTIZED_PRECISIONS, Case
 from dlbench.workloads.user_model import model_inputs
 
-PRECISION_HINTS = {"fp32": "f32", "bf16": "bf16", "fp16": "f16"}
+# int8: the IR NNCF quantized; its layers left in float run in f32, not the bf16 default
+PRECISION_HINTS = {"fp32": "f32", "int8": "f32", "bf16": "bf16", "fp16": "f16"}
 
 
 class OpenVinoBackend(Backend):
@@ -61,6 +63,9 @@ class OpenVinoBackend(Backend):
         if job.case.model is not None:
             return self._user_model(job)
         path, meta = exported_onnx(job)
+        quantization = None
+        if job.case.precision in QUANTIZED_PRECISIONS:
+            path, quantization = quantized(job)  # NNCF's IR of the same export
         arrays = job.workload.make_inputs(job.batch_size, job.params, "infer", job.seed)
         offline = job.case.effective_scenario(job.batch_size) == "offline"
         requests = 1
@@ -91,15 +96,24 @@ class OpenVinoBackend(Backend):
                     "OPTIMAL_NUMBER_OF_INFER_REQUESTS",
                 )
             },
+            **({"quantization": quantization} if quantization else {}),
         }
         return Prepared(
-            step=step, device="cpu", details=details, fetch_output=fetch, new_stream=new_stream
+            step=step,
+            device="cpu",
+            details=details,
+            fetch_output=fetch,
+            new_stream=new_stream,
+            infer=_chunked_infer(compiled, requests),
         )
 
     def _user_model(self, job: Job) -> Prepared:
         name = Path(str(job.case.model)).name
+        path, quantization = Path(str(job.case.model)), None
+        if job.case.precision in QUANTIZED_PRECISIONS:
+            path, quantization = quantized(job)  # NNCF's IR of the file
         try:
-            model = self._core.read_model(str(job.case.model))
+            model = self._core.read_model(str(path))
         except Exception as exc:
             version = ov.__version__.split("-")[0]  # "2026.4.1-22982-e213..." is a build id
             raise load_failure(f"openvino {version} cannot read {name}", exc) from None
@@ -122,8 +136,10 @@ class OpenVinoBackend(Backend):
                 "inputs": input_shapes(feeds),
                 "outputs": [port.get_any_name() for port in compiled.outputs],
                 **{key: str(value) for key, value in config.items() if key in HINT_KEYS},
+                **({"quantization": quantization} if quantization else {}),
             },
             new_stream=lambda: _sync_step(compiled, [feeds])[0],
+            infer=_outputs_infer(compiled),
         )
 
     def _compile(
@@ -173,6 +189,26 @@ def _sync_step(compiled: Any, chunks: list[dict[str, Any]]) -> tuple[Any, Any]:
         return request.infer(feeds, share_inputs=True)  # synchronous
 
     return step, lambda: step()[0].copy()
+
+
+def _chunked_infer(compiled: Any, requests: int) -> Any:
+    """The first output for a batch of the step's size, on a request of its own
+    (an offline model is compiled for the batch split over its requests)."""
+    request = compiled.create_infer_request()
+
+    def infer(inputs: dict[str, Any]) -> Any:
+        parts = zip(*(np.split(a, requests) for a in inputs.values()), strict=True)
+        chunks = [dict(zip(inputs, part, strict=True)) for part in parts]
+        return np.concatenate([request.infer(chunk)[0].copy() for chunk in chunks])
+
+    return infer
+
+
+def _outputs_infer(compiled: Any) -> Any:
+    """Every output of a user's model for inputs of the step's shapes."""
+    request = compiled.create_infer_request()
+    count = len(compiled.outputs)
+    return lambda inputs: [a.copy() for a in list(request.infer(inputs).values())[:count]]
 
 
 def _async_step(compiled: Any, chunks: list[dict[str, Any]]) -> tuple[Any, Any]:

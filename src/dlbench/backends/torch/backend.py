@@ -26,8 +26,10 @@ from dlbench.backends.torch.models import (
     training_module,
 )
 from dlbench.backends.torch.precision import AUTOCAST_DTYPES, PrecisionPlan, precision_plan
+from dlbench.backends.torch.quantized import quantized_model
 from dlbench.backends.torch.user_model import call_arguments, load_torch_model
 from dlbench.errors import CaseError, CaseSkipped
+from dlbench.spec.case import QUANTIZED_PRECISIONS
 from dlbench.workloads.model_format import model_format
 from dlbench.workloads.user_model import model_inputs
 
@@ -36,6 +38,8 @@ class TorchBackend(Backend):
     name = "torch"
     # set when an `export` case builds its AOTInductor package (time, cache hit)
     export_details: dict[str, Any] | None = None
+    # set when an int8 case loads or makes its quantized model (method, seconds)
+    quantization: dict[str, Any] | None = None
 
     def version(self) -> str:
         return torch.__version__
@@ -87,12 +91,16 @@ class TorchBackend(Backend):
                 job.batch_size, job.params, job.case.mode, job.seed
             ).items()
         }
+        infer = None
         if job.workload.name in KERNELS:
             step = self._kernel_step(job, inputs, precision)
         elif not inference:
             step = self._train_step(job, inputs, device, precision, layout)
         else:
-            step = self._infer_step(job, inputs, device, precision, layout)
+            call = self._infer_call(job, inputs, device, precision, layout)
+            args = _model_args(inputs)
+            step = lambda: call(*args)  # noqa: E731  # the model on the case's inputs
+            infer = _array_call(call, device, layout)
         placed = next(iter(inputs.values()))
         step, transfer = _with_transfer(step, inputs, job.case.transfer, device)
         transfer_bytes = (
@@ -120,8 +128,10 @@ class TorchBackend(Backend):
                 **precision.details,
                 **({"script": "traced"} if _traced(job) else {}),
                 **({"export": self.export_details} if job.case.compile == "export" else {}),
+                **({"quantization": self.quantization} if self.quantization else {}),
             },
             fetch_output=(lambda: synced().detach().float().cpu().numpy()) if inference else None,
+            infer=infer,
             fetch_loss=None if inference else lambda: _as_float(synced()),
             after_measure=lambda: _after_measure(device, job.case.compile),
         )
@@ -183,33 +193,37 @@ class TorchBackend(Backend):
         out = torch.empty(shape, device=device, dtype=dtype)
         return lambda: kernel(*operands, out)
 
-    def _infer_step(
+    def _infer_call(
         self,
         job: Job,
         inputs: dict[str, torch.Tensor],
         device: torch.device,
         precision: PrecisionPlan,
         layout: torch.memory_format,
-    ) -> Callable[[], object]:
+    ) -> Callable[..., torch.Tensor]:
+        """The model to call on the inputs (compiled, exported or quantized as asked)."""
+        args = _model_args(inputs)
+        if job.case.precision in QUANTIZED_PRECISIONS:
+            model, self.quantization = quantized_model(job, device)
+            return model
         module = reference_module(job.workload.name, job.params, job.seed)
         module = module.to(device, memory_format=layout).eval()
-        args = _model_args(inputs)
         if job.case.compile == "export":
             identity = {"workload": job.workload.name, "params": job.params, "seed": job.seed,
                         "layout": str(layout)}  # fmt: skip
             runner, self.export_details = aoti_runner(module, args, identity)
-            return lambda: runner(*args)
+            return runner
         with precision.autocast():
             model = _compiled(module, job.case.compile, job.workload.torch_scriptable, args)
         if job.case.precision not in AUTOCAST_DTYPES:
-            return lambda: model(*args)  # no context to enter: nothing added per step
+            return model  # no context to enter: nothing added per step
         autocast = precision.autocast
 
-        def step() -> torch.Tensor:
+        def call(*tensors: torch.Tensor) -> torch.Tensor:
             with autocast():
-                return model(*args)
+                return model(*tensors)
 
-        return step
+        return call
 
     def _train_step(
         self,
@@ -272,6 +286,23 @@ def memory_format(workload: str, device: torch.device) -> torch.memory_format:
 
 def _laid_out(tensor: torch.Tensor, layout: torch.memory_format) -> torch.Tensor:
     return tensor.contiguous(memory_format=layout) if tensor.dim() == 4 else tensor
+
+
+def _array_call(
+    call: Callable[..., torch.Tensor], device: torch.device, layout: torch.memory_format
+) -> Callable[[dict[str, Any]], Any]:
+    """The model on NumPy inputs of the step's shape (the int8 check's evaluation batch)."""
+
+    def infer(arrays: dict[str, Any]) -> Any:
+        tensors = {
+            name: _laid_out(torch.from_numpy(a).to(device), layout) for name, a in arrays.items()
+        }
+        output = call(*_model_args(tensors))
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
+        return output.detach().float().cpu().numpy()
+
+    return infer
 
 
 def _model_args(inputs: dict[str, torch.Tensor]) -> list[torch.Tensor]:

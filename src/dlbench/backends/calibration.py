@@ -1,0 +1,53 @@
+"""Calibration data for the int8 quantizers (backends/*/quantize.py).
+
+It comes from the workload's own input distribution under a seed of its own
+(CALIBRATION_SEED added to the case's), so it never holds the inputs that are
+timed or evaluated; a user's model is calibrated on its --input-data when
+given, else on seeded random batches of its inputs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from dlbench.spec.case import Case
+from dlbench.workloads import get_workload
+from dlbench.workloads.user_model import InputSpec, model_inputs
+
+CALIBRATION_SAMPLES = 64
+# added to the case's seed: calibration never sees the measured or evaluated inputs
+CALIBRATION_SEED = 7919
+# user models without --input-data: seeded random batches of the case's shapes
+USER_CALIBRATION_BATCHES = 8
+
+
+def calibration_inputs(case: Case, seed: int, batch: int) -> list[dict[str, Any]]:
+    """A built-in workload's calibration data: CALIBRATION_SAMPLES samples, in batches."""
+    workload = get_workload(case.workload)
+    params = workload.resolve_params("cpu", dict(case.params))
+    count = max(CALIBRATION_SAMPLES, batch)
+    arrays = workload.make_inputs(count, params, "infer", seed + CALIBRATION_SEED)
+    return [
+        {name: array[start : start + batch] for name, array in arrays.items()}
+        for start in range(0, count - batch + 1, batch)
+    ]
+
+
+def user_calibration(
+    case: Case, signature: Sequence[InputSpec], seed: int
+) -> tuple[list[dict[str, Any]], str]:
+    """A user model's calibration batches, and where they came from: its
+    --input-data when given, else seeded random batches of its inputs."""
+    if case.input_data:
+        return [user_inputs(case, signature, seed)], "--input-data"
+    batches = [
+        user_inputs(case, signature, seed + CALIBRATION_SEED + k)
+        for k in range(USER_CALIBRATION_BATCHES)
+    ]
+    return batches, "seeded random batches of the model's inputs (a seed of their own)"
+
+
+def user_inputs(case: Case, signature: Sequence[InputSpec], seed: int) -> dict[str, Any]:
+    """The inputs a user-model case feeds (workloads.user_model decides them)."""
+    return model_inputs(case, signature, seed)

@@ -1,0 +1,61 @@
+"""torch's int8 models in the worker: the cached PT2E program, or torchao's dynamic int8.
+
+int8: the program backends/torch/quantize.py built (in a process of its own,
+cached) is loaded and compiled by Inductor with freezing on, which folds the
+int8 weights and fuses each quantize/dequantize pair with its convolution or
+linear into a oneDNN int8 kernel; without Inductor the pairs would run as
+fp32 arithmetic around reference kernels, which is not an int8 number.
+int8-dynamic: torchao's Int8DynamicActivationInt8WeightConfig on the
+reference model's Linear layers, made here (no calibration; the seconds it
+takes are reported, and there is nothing to cache but the weights).
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import torch
+
+from dlbench.backends.base import Job, quantized
+from dlbench.errors import CaseError
+
+
+def quantized_model(job: Job, device: torch.device) -> tuple[Any, dict[str, Any]]:
+    """The callable int8 model of the case, and what made it."""
+    if device.type != "cpu":
+        raise CaseError(f"torch {job.case.precision} is quantized for the CPU, not {device}")
+    if job.case.precision == "int8":
+        return _pt2e(job)
+    return _dynamic(job)
+
+
+def _pt2e(job: Job) -> tuple[Any, dict[str, Any]]:
+    import torch._inductor.config as inductor
+    import torchao.quantization.pt2e  # noqa: F401  # registers the q/dq ops the program calls
+
+    path, meta = quantized(job)
+    program = torch.export.load(str(path)).module()
+    inductor.freezing = True  # int8 weights folded as constants: oneDNN's int8 kernels
+    return torch.compile(program), meta
+
+
+def _dynamic(job: Job) -> tuple[Any, dict[str, Any]]:
+    import torchao
+    from torchao.quantization import Int8DynamicActivationInt8WeightConfig, quantize_
+
+    from dlbench.backends.torch.models import reference_module
+
+    module = reference_module(job.workload.name, job.params, job.seed).eval()
+    started = time.perf_counter()
+    quantize_(module, Int8DynamicActivationInt8WeightConfig())
+    seconds = time.perf_counter() - started
+    model = torch.compile(module) if job.case.compile == "compile" else module
+    meta = {
+        "method": "torchao quantize_ with Int8DynamicActivationInt8WeightConfig (Linear layers)",
+        "torchao": torchao.__version__,
+        "seconds": round(seconds, 3),
+        "cached": False,
+        "calibration": None,
+    }
+    return model, meta
