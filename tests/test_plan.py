@@ -204,3 +204,38 @@ def test_suite_cases_of_missing_frameworks_are_skipped_with_a_note(tmp_path, uni
 def test_case_round_trips_through_dict():
     case = Case("add", "torch", "eager", params=(("size", 64),), batch_size=2, threads=1)
     assert Case.from_dict(case.to_dict()) == validate_case(case)
+
+
+def test_sweeps_form_a_product_of_batch_sizes_and_thread_counts():
+    from dlbench.spec.case import available_cpus
+
+    request = RunRequest(
+        workloads=("mlp",), frameworks=("null",), sweeps=(("batch", (1, 8)), ("threads", (1, 2)))
+    )
+    plan = build_plan(request)
+    assert sorted((c.batch_size, c.threads) for c in plan.cases) == [(1, 1), (1, 2), (8, 1), (8, 2)]
+    from dlbench.plan.sweeps import parse_sweep
+
+    # "all" is the CPUs available; each value once
+    assert parse_sweep("threads=1,all") == ("threads", tuple(dict.fromkeys((1, available_cpus()))))
+
+
+def test_a_suite_entry_may_sweep(tmp_path):
+    suite = write(tmp_path, """
+cases:
+  - workload: mlp
+    framework: "null"
+    sweep: {batch: [1, 4, 16]}
+""")  # fmt: skip
+    plan = build_plan(RunRequest(suite=suite))
+    assert [c.batch_size for c in plan.cases] == [1, 4, 16]
+    bad = write(
+        tmp_path, 'cases:\n  - workload: mlp\n    framework: "null"\n    sweep: {depth: [1]}\n'
+    )
+    with pytest.raises(UserError, match="unknown sweep axis 'depth'; allowed: batch, threads"):
+        build_plan(RunRequest(suite=bad))
+    empty = write(
+        tmp_path, 'cases:\n  - workload: mlp\n    framework: "null"\n    sweep: {batch: []}\n'
+    )
+    with pytest.raises(UserError, match="an empty sweep of batch"):
+        build_plan(RunRequest(suite=empty))

@@ -14,7 +14,7 @@ from dlbench.report.cpu_inference import study_tables
 from dlbench.results.records import Result, Run
 
 
-def result(framework: str, compile_mode: str, scenario: str, median_ms: float) -> Result:
+def result(framework: str, compile_mode: str, scenario: str, median_ms: float, **values) -> Result:
     batch = 1000 if scenario == "offline" else 1
     return make_result(
         framework=framework,
@@ -23,8 +23,10 @@ def result(framework: str, compile_mode: str, scenario: str, median_ms: float) -
         scenario=scenario,
         latency_ms=summarize([median_ms / 1000.0] * 5),
         samples_ms=[median_ms] * 5,
+        throughput=batch / median_ms * 1000.0,
         cpu_percent=100.0,
         peak_rss_mb=100.0 + median_ms,
+        **values,
     )
 
 
@@ -56,8 +58,31 @@ def test_fair_tables_never_mix_scenarios():
     assert {r.note for r in offline.rows} == {"batch 1000"}
     assert {r.note for r in single.rows} == {"batch 1"}
     by_label = {r.label: r for r in offline.rows}
-    assert by_label["onnxruntime [default]"].relative == pytest.approx(0.4 / 0.5)
-    assert by_label["torch [eager]"].spread == (0.5, 0.5)
+    assert by_label["onnxruntime [default] t=2"].relative == pytest.approx(0.4 / 0.5)
+    assert by_label["torch [eager] t=2"].spread == (0.5, 0.5)
+
+
+def test_int8_and_one_thread_rows_stand_beside_fp32_but_the_article_keeps_its_cases():
+    run = study_run()
+    run.results += [
+        result("onnxruntime", "default", "offline", 0.2, precision="int8",
+               details={"check": {"agreement": 0.97, "measure": "top-1 agreement"}}),
+        result("onnxruntime", "default", "offline", 0.9, threads=1),
+        result("onnxruntime", "default", "single-stream", 0.002, threads=1, precision="int8",
+               details={"check": {"agreement": 0.95, "measure": "top-1 agreement"}}),
+    ]  # fmt: skip
+    tables = study_tables(run, "torch")
+    article = next(t for t in tables if t.metric.key == "latency" and "article" in t.title)
+    assert {row.label: row.value for row in article.rows}["onnxruntime"] == pytest.approx(10.0)
+    offline = next(t for t in tables if t.metric.key == "latency" and "offline" in t.title)
+    labels = {row.label for row in offline.rows}
+    assert {"onnxruntime [default] int8 t=2", "onnxruntime [default] t=1"} <= labels
+    picks = next(t for t in tables if t.metric.key == "pick")
+    fastest, most, least = picks.rows
+    assert fastest.label == "fastest at batch 1: onnxruntime [default] int8 t=1, batch 1"
+    assert fastest.metric.key == "latency" and fastest.note == "int8: 0.950 top-1 agreement"
+    assert most.label.startswith("highest throughput: onnxruntime [default] int8 t=2")
+    assert least.metric.key == "memory" and least.value == pytest.approx(100.002)
 
 
 def test_missing_baseline_leaves_relative_empty():
@@ -86,11 +111,22 @@ def test_cpu_inference_suite_end_to_end(tmp_path):
     run = json.loads((tmp_path / "run.json").read_text())
     frameworks = {r["case"]["framework"] for r in run["results"]}
     assert frameworks == {"torch", "tensorflow", "jax", "onnxruntime", "openvino"}
-    assert all(r["max_abs_diff"] is not None and r["max_abs_diff"] < 1e-4 for r in run["results"])
+    fp32 = [r for r in run["results"] if r["case"]["precision"] == "fp32"]
+    assert all(r["max_abs_diff"] is not None and r["max_abs_diff"] < 1e-4 for r in fp32)
+    int8 = [r for r in run["results"] if r["case"]["precision"] != "fp32"]
+    assert {(r["case"]["framework"], r["case"]["precision"]) for r in int8} == {
+        ("onnxruntime", "int8"), ("onnxruntime", "int8-dynamic"), ("openvino", "int8"),
+        ("torch", "int8"), ("torch", "int8-dynamic"),
+    }  # fmt: skip
+    assert all(r["details"]["check"]["agreement"] >= 0.9 for r in int8)
+    # one thread beside every thread available
+    assert {r["case"]["threads"] for r in fp32} == {1, max(r["case"]["threads"] for r in fp32)}
     assert "As the article measured it" in proc.stdout and "fair, offline" in proc.stdout
+    assert "Which to pick" in proc.stdout and "fastest at batch 1" in proc.stdout
     for metric in ("latency", "cpu", "memory"):
         png = (tmp_path / "plots" / f"cpu-inference-{metric}.png").read_bytes()
         assert png.startswith(b"\x89PNG") and len(png) > 10_000
     with open(tmp_path / "plots" / "cpu-inference-tables.csv", newline="") as handle:
         rows = list(csv.DictReader(handle))
-    assert {row["metric"] for row in rows} == {"latency", "cpu", "memory"}
+    assert {row["metric"] for row in rows} == {"latency", "cpu", "memory", "throughput"}
+    assert (tmp_path / "plots" / "sweep-mlp-cpu.png").read_bytes().startswith(b"\x89PNG")

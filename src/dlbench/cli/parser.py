@@ -83,6 +83,15 @@ def input_spec(text: str) -> tuple[str, str]:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
+def sweep_spec(text: str) -> tuple[str, tuple[int, ...]]:
+    from dlbench.plan.sweeps import parse_sweep
+
+    try:
+        return parse_sweep(text)
+    except UserError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
 def param_pair(text: str) -> tuple[str, int]:
     key, sep, value = text.partition("=")
     if not sep or not key:
@@ -204,7 +213,8 @@ def add_run_parser(commands: argparse._SubParsersAction) -> None:
         action="append",
         default=[],
         dest="precisions",
-        help="fp32 (strict, default), tf32, amp-fp16 or amp-bf16 (repeatable; torch)",
+        help="fp32 (strict, default), tf32, amp-fp16, amp-bf16 (torch), int8 or int8-dynamic "
+        "(post-training quantization: onnxruntime, openvino, torch) (repeatable)",
     )
     run.add_argument("--batch-size", "-b", action="append", default=[], type=positive_int)
     run.add_argument(
@@ -212,6 +222,15 @@ def add_run_parser(commands: argparse._SubParsersAction) -> None:
     )
     run.add_argument(
         "--interop-threads", type=positive_int, help="inter-op threads (default: same as --threads)"
+    )
+    run.add_argument(
+        "--sweep",
+        action="append",
+        default=[],
+        type=sweep_spec,
+        metavar="AXIS=V1,V2",
+        help="several values of an axis, for latency-throughput curves: batch=1,8,64,512 "
+        "or threads=1,all (repeatable, one per axis)",
     )
     run.add_argument(
         "--param",
@@ -374,4 +393,11 @@ def add_study_options(parser: argparse.ArgumentParser) -> None:
         "--baseline",
         default="torch",
         help="framework the relative columns divide by (default: torch)",
+    )
+    parser.add_argument(
+        "--latency-budget-ms",
+        type=positive_float,
+        metavar="MS",
+        help="print, per workload, the configuration with the most samples/s whose p99 "
+        "stays within MS (with its accuracy cost where it was quantized)",
     )

@@ -77,6 +77,7 @@ def request_from_args(args: argparse.Namespace) -> RunRequest:
         latency_percentile=args.latency_percentile,
         streams=args.streams,
         samples_per_query=args.samples_per_query,
+        sweeps=tuple(args.sweep),
     )
 
 
@@ -170,7 +171,7 @@ def _interruptible(
 
 def _finish(run: Run, args: argparse.Namespace) -> int:
     print_run(run)
-    print_study(run, args.baseline, args.plots)
+    print_study(run, args.baseline, args.plots, args.latency_budget_ms)
     if run.failures:
         say(f"{run.failures} of {len(run.results)} case(s) failed")
         return 1

@@ -95,9 +95,18 @@ def cmd_report(args: argparse.Namespace) -> int:
         write_html(runs, args.html)
         say(f"wrote {args.html}")
     if args.plots is not None:
+        from dlbench.report.curve_charts import curve_charts
+        from dlbench.report.plots import curve_chart
         from dlbench.report.run_plots import write_run_plots
         from dlbench.report.timeline_plot import write_timeline_pngs
 
+        curves = [
+            curve_chart(chart, args.plots / f"{run.id}-{chart.name}.png")
+            for run in runs
+            for chart in curve_charts(run)
+        ]
         for path in [*write_run_plots(runs, args.plots), *write_timeline_pngs(runs, args.plots)]:
+            say(f"wrote {path}")
+        for path in curves:
             say(f"wrote {path}")
     return 0

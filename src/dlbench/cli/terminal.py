@@ -120,21 +120,29 @@ def print_run(run: Run) -> None:
         out.print(epochs)
 
 
-def print_study(run: Run, baseline: str, plots: Path | None) -> None:
-    """The study report of the run's suite, if it has one, and its files."""
+def print_study(
+    run: Run, baseline: str, plots: Path | None, budget_ms: float | None = None
+) -> None:
+    """The study report of the run's suite (if it has one), the best configuration
+    under a latency budget (if asked), and with --plots their charts and the run's
+    latency-throughput and serving curves."""
     from dlbench.report.study_output import STUDIES, rich_table, startup_table, write_study_files
 
-    if run.suite not in STUDIES:
-        if plots is not None:
-            say(f"suite {run.suite!r} has no study charts; --plots ignored")
-        return
-    tables = STUDIES[run.suite](run, baseline)
+    tables = STUDIES[run.suite](run, baseline) if run.suite in STUDIES else []
     for table in tables:
         out.print(rich_table(table, baseline))
-    out.print(startup_table(run))
+    if tables:
+        out.print(startup_table(run))
+    if budget_ms is not None:
+        from dlbench.report.sweeps import budget_table
+
+        out.print(rich_table(budget_table(run, budget_ms), baseline))
     if plots is not None:
-        for path in write_study_files(run, tables, plots):
+        written = write_study_files(run, tables, plots)
+        for path in written:
             say(f"wrote {path}")
+        if not written:
+            say(f"suite {run.suite!r} has no study charts and this run no curves; --plots ignored")
 
 
 VERDICT_STYLE = {"slower": "red", "faster": "green"}

@@ -14,6 +14,7 @@ from typing import Any
 
 from dlbench.errors import UserError
 from dlbench.plan.suites import SuiteSpec, load_suite
+from dlbench.plan.sweeps import Sweep, entry_sweep
 from dlbench.plan.validate import (
     SERVER_FIELDS,
     server_options_given,
@@ -88,6 +89,8 @@ class RunRequest:
     latency_percentile: float | None = None
     streams: int | None = None
     samples_per_query: int | None = None
+    # --sweep AXIS=V1,V2: several batch sizes or thread counts (plan.sweeps)
+    sweeps: Sweep = field(default=(), metadata={"flag": "--sweep"})
 
 
 def given_options(request: RunRequest) -> list[str]:
@@ -116,6 +119,7 @@ def build_plan(request: RunRequest) -> Plan:
     """Validate everything; return the cases to run or raise UserError."""
     _check_filter_names(request)
     _check_serving_options(request)
+    _check_sweeps(request)
     if request.model is None and (request.inputs or request.input_data or request.trust_model):
         raise UserError("--input, --input-data and --trust-model go with --model FILE")
     if request.model is not None:
@@ -156,6 +160,18 @@ def _with_single_process_baselines(cases: list[Case]) -> list[Case]:
             out.append(replace(case, nproc=1, ddp=False, torchrun_args=()))
         out.append(case)
     return out
+
+
+def _check_sweeps(request: RunRequest) -> None:
+    """A sweep is one way to give several values of an axis, not a second one."""
+    axes = [axis for axis, _ in request.sweeps]
+    for axis in set(axes):
+        if axes.count(axis) > 1:
+            raise UserError(f"--sweep {axis} given twice; list every value in one --sweep")
+    if "batch" in axes and request.batch_sizes:
+        raise UserError("--sweep batch and --batch-size both set the batch sizes; give one")
+    if "threads" in axes and request.threads is not None:
+        raise UserError("--sweep threads and --threads both set the threads; give one")
 
 
 def _check_serving_options(request: RunRequest) -> None:
@@ -303,11 +319,15 @@ def _expand_entry(
     entry: dict[str, Any], suite_settings: dict[str, Any], request: RunRequest, where: str
 ) -> list[Case]:
     """The cases of one suite entry: the product of its lists, filtered by the request."""
+    sweep = {**entry_sweep(entry, where), **dict(request.sweeps)}  # the command line's win
     axes = itertools.product(
         _as_list(entry["workload"], f"{where}.workload"),
         _as_list(entry["framework"], f"{where}.framework"),
         _as_list(entry.get("mode"), f"{where}.mode"),
-        list(request.batch_sizes) or _as_list(entry.get("batch_size"), f"{where}.batch_size"),
+        list(request.batch_sizes)
+        or list(sweep.get("batch", ()))
+        or _as_list(entry.get("batch_size"), f"{where}.batch_size"),
+        _threads(entry, suite_settings, request, sweep),
         _scenarios(entry, request, where),
         _precisions(entry, request, where),
         [request.device]
@@ -318,13 +338,6 @@ def _expand_entry(
         ),
     )
     shared = {
-        "threads": _first_given(
-            request.threads,
-            entry.get("threads"),
-            suite_settings.get("threads"),
-            # DDP on a CPU: the cores are shared out between the processes
-            max(1, available_cpus() // (request.nproc or 1)),
-        ),
         "nproc": request.nproc or 1,
         "ddp": request.nproc is not None,
         "transfer": _first_given(request.transfer, entry.get("transfer"), "outside"),
@@ -340,7 +353,7 @@ def _expand_entry(
     }
     entry_params = _mapping(entry.get("params"), f"{where}.params")
     cases = []
-    for workload, framework, given_mode, batch, scenario, precision, device in axes:
+    for workload, framework, given_mode, batch, threads, scenario, precision, device in axes:
         mode = _default_mode(str(workload)) if given_mode is None else given_mode
         if not _selected(request, workload, framework, mode):
             continue
@@ -355,6 +368,7 @@ def _expand_entry(
                     compile=compile_mode,
                     mode=mode,
                     batch_size=batch,
+                    threads=threads,
                     scenario=scenario,
                     **_serving_fields(scenario, entry, request),
                     precision=precision,
@@ -365,6 +379,22 @@ def _expand_entry(
                 )
             )
     return cases
+
+
+def _threads(
+    entry: dict[str, Any],
+    suite_settings: dict[str, Any],
+    request: RunRequest,
+    sweep: dict[str, tuple[int, ...]],
+) -> list[Any]:
+    """--threads N, else a threads sweep, else the entry's or the suite's count, else
+    every CPU available (shared out between the processes of a DDP case on a CPU)."""
+    if request.threads is not None:
+        return [request.threads]
+    if "threads" in sweep:
+        return list(sweep["threads"])
+    default = max(1, available_cpus() // (request.nproc or 1))
+    return [_first_given(entry.get("threads"), suite_settings.get("threads"), default)]
 
 
 def _serving_fields(scenario: Any, entry: dict[str, Any], request: RunRequest) -> dict[str, Any]:

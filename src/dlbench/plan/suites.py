@@ -41,8 +41,9 @@ SETTING_KEYS = (
     "interop_threads",
     "device",
 )
-# A suite entry sets Case fields (those marked as suite axes), by their names.
-CASE_KEYS = suite_axes()
+# A suite entry sets Case fields (those marked as suite axes), by their names,
+# and may sweep some of them (plan.sweeps).
+CASE_KEYS = (*suite_axes(), "sweep")
 
 
 @dataclass(frozen=True)

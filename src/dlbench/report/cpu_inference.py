@@ -2,14 +2,18 @@
 
 The article timed a per-sample loop (1000 calls of batch 1) for ONNX Runtime
 and OpenVINO against one batched call of 1000 for the others, and ranked them
-together. Its tables are rebuilt here from the same runs, labelled as what
-they are; the fair tables compare offline with offline and single-stream
-with single-stream.
+together. Its tables are rebuilt here from the same runs (fp32, every
+thread), labelled as what they are; the fair tables compare offline with
+offline and single-stream with single-stream, int8 rows beside fp32 and one
+thread beside all. A last table answers the article's readers: which to
+pick for the fastest batch-1 answer, the most throughput, the least memory,
+each with what its precision cost in accuracy.
 """
 
 from __future__ import annotations
 
 from dlbench.report.study import (
+    Row,
     StudyTable,
     baseline_label,
     case_label,
@@ -45,16 +49,20 @@ def study_tables(run: Run, baseline: str = "torch") -> list[StudyTable]:
         tables.append(article_table(results, metric, baseline))
         for scenario in ("offline", "single-stream"):
             tables.append(fair_table(results, metric, scenario, baseline))
+    tables.append(pick_table(results))
     return [t for t in tables if t.rows]
 
 
 def _find(results: list[Result], framework: str, compile_mode: str, scenario: str) -> Result | None:
+    """The case the article ran: fp32, with every thread (its code set none)."""
+    most = max((r.case.threads for r in results), default=0)
     return next(
         (
             r
             for r in results
-            if (r.case.framework, r.case.compile, r.case.scenario)
-            == (framework, compile_mode, scenario)
+            if (r.case.framework, r.case.compile, r.case.scenario, r.case.precision)
+            == (framework, compile_mode, scenario, "fp32")
+            and r.case.threads == most
         ),
         None,
     )
@@ -89,3 +97,45 @@ def fair_table(results: list[Result], metric: Metric, scenario: str, baseline: s
         entries.append((case_label(result), value, spread, batch))
     title = f"{metric.title} ({metric.unit}) - fair, {scenario}: same weights, outputs checked"
     return StudyTable(title, metric, relative_rows(entries, baseline_label(group, baseline)))
+
+
+# The deployment questions of the article's readers, on its small machines.
+PICKS = (
+    ("fastest at batch 1", "single-stream", "latency"),
+    ("highest throughput", "offline", "throughput"),
+    ("lowest memory", None, "memory"),
+)
+
+
+def pick_table(results: list[Result]) -> StudyTable:
+    """Which to pick: the best case for each question, with what its precision cost."""
+    rows = []
+    for question, scenario, key in PICKS:
+        metric = METRICS[key]
+        measured = [
+            (r, value)
+            for r in results
+            if scenario in (None, r.case.scenario) and (value := read(metric, r)) is not None
+        ]
+        if not measured:
+            continue
+        best, value = max(measured, key=lambda pair: _better(metric, pair[1]))
+        label = f"{question}: {case_label(best)}, batch {best.case.batch_size}"
+        rows.append(Row(label, value, None, note=accuracy_cost(best), metric=metric))
+    title = "Which to pick: fastest at batch 1, highest throughput, lowest memory (all cases)"
+    return StudyTable(title, METRICS["pick"], tuple(rows))
+
+
+def _better(metric: Metric, value: float) -> float:
+    return value if metric.higher_is_better else -value
+
+
+def accuracy_cost(result: Result) -> str:
+    """What the case's precision cost against fp32: int8's agreement, else the difference."""
+    agreement = read(METRICS["agreement"], result)
+    if agreement is not None:
+        check = result.details.get("check") or {}
+        return f"{result.case.precision}: {agreement:.3f} {check.get('measure', 'agreement')}"
+    if result.max_abs_diff is not None:
+        return f"{result.case.precision}: max |diff| {result.max_abs_diff:.2g} from the reference"
+    return result.case.precision

@@ -10,9 +10,10 @@ from collections.abc import Callable
 
 from dlbench.report.curves import CurveChart
 from dlbench.report.serving import serving_charts
+from dlbench.report.sweeps import sweep_charts
 from dlbench.results.records import Run
 
-BUILDERS: tuple[Callable[[Run], list[CurveChart]], ...] = (serving_charts,)
+BUILDERS: tuple[Callable[[Run], list[CurveChart]], ...] = (serving_charts, sweep_charts)
 
 
 def curve_charts(run: Run) -> list[CurveChart]:

@@ -1,14 +1,16 @@
 """Curves: one measure against another, a line per configuration.
 
 The serving study draws LoadGen's latency against the rate served (one line
-per framework, the bound as a horizontal line, the peak marked). plots.py
-draws a chart as a PNG and svg.py inline in the HTML report, from this one
-description.
+per framework, the bound as a horizontal line, the peak marked); a sweep
+draws latency against throughput (a point per batch size, the Pareto front
+marked). plots.py draws a chart as a PNG and svg.py inline in the HTML
+report, from this one description.
 """
 
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass
 
 # A y range wider than this many times is drawn on a log axis, so the points
@@ -46,6 +48,26 @@ class CurveChart:
         if self.limit:
             ys.append(self.limit)
         return bool(ys) and max(ys) / min(ys) > LOG_RANGE
+
+    @property
+    def log_x(self) -> bool:
+        xs = [p.x for c in self.curves for p in c.points if p.x > 0]
+        return bool(xs) and max(xs) / min(xs) > LOG_RANGE
+
+
+def pareto_front(points: list[tuple[float, float]]) -> set[tuple[float, float]]:
+    """The (x, y) points no other point beats on both: higher x (throughput) and lower
+    y (latency), one of them strictly."""
+    return {
+        (x, y)
+        for x, y in points
+        if not any(ox >= x and oy <= y and (ox > x or oy < y) for ox, oy in points)
+    }
+
+
+def slug(text: str) -> str:
+    """A label as part of a file name: what a file name may hold, dashes between."""
+    return re.sub(r"[^A-Za-z0-9._-]+", "-", text).strip("-")[:80]
 
 
 def finite(value: object) -> bool:

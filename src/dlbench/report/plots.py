@@ -64,10 +64,15 @@ def bar_chart(tables: Sequence[StudyTable], path: Path, title: str) -> Path:
     return path
 
 
+# More lines than this and the legend would cover them.
+CURVES_IN_PLOT = 6
+
+
 def curve_chart(chart: CurveChart, path: Path) -> Path:
     """One PNG: a line per curve, labelled points, marked points ringed, the limit dashed."""
     plt = pyplot()
-    figure, axis = plt.subplots(figsize=(7.5, 4.8))
+    crowded = len(chart.curves) > CURVES_IN_PLOT  # the legend goes beside the plot
+    figure, axis = plt.subplots(figsize=(11.5 if crowded else 7.5, 5.2 if crowded else 4.8))
     for curve in chart.curves:
         points = sorted(curve.points, key=lambda p: p.x)
         (line,) = axis.plot([p.x for p in points], [p.y for p in points], marker="o", ms=4)
@@ -82,10 +87,15 @@ def curve_chart(chart: CurveChart, path: Path) -> Path:
         axis.axhline(chart.limit, ls="--", color="#888", lw=1, label=chart.limit_label)
     if chart.log_y:
         axis.set_yscale("log")
+    if chart.log_x:
+        axis.set_xscale("log")
     axis.set_xlabel(chart.x_title)
     axis.set_ylabel(chart.y_title)
     axis.set_title("\n".join(textwrap.wrap(chart.title, 80)), fontsize=9)
-    axis.legend(fontsize=7)
+    if crowded:
+        axis.legend(fontsize=6, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)
+    else:
+        axis.legend(fontsize=7)
     axis.grid(alpha=0.3)
     figure.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)

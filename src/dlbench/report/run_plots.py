@@ -2,19 +2,15 @@
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from pathlib import Path
 
+from dlbench.report.curves import slug
 from dlbench.report.html import CHART_AXES, groups
 from dlbench.report.plots import pyplot
 from dlbench.report.study import quartiles
 from dlbench.results.metrics import METRICS, read
 from dlbench.results.records import Run
-
-
-def _slug(text: str) -> str:
-    return re.sub(r"[^A-Za-z0-9._-]+", "-", text).strip("-")[:80]
 
 
 def write_run_plots(runs: Sequence[Run], folder: Path) -> list[Path]:
@@ -38,7 +34,7 @@ def write_run_plots(runs: Sequence[Run], folder: Path) -> list[Path]:
             axis.set_ylabel(f"{latency.title} ({latency.unit})")
             axis.set_title(f"{key} - run {run.id}", fontsize=9)
             figure.tight_layout()
-            path = folder / f"{_slug(run.id)}-{_slug(key)}.png"
+            path = folder / f"{slug(run.id)}-{slug(key)}.png"
             figure.savefig(path, dpi=110)
             plt.close(figure)
             written.append(path)

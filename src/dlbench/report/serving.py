@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from dlbench.report.curves import Curve, CurveChart, Point, finite
+from dlbench.report.curves import Curve, CurveChart, Point, finite, slug
 from dlbench.report.study import Row, StudyTable
 from dlbench.results.metrics import METRICS, loadgen_details, read
 from dlbench.results.records import Result, Run
@@ -117,7 +117,7 @@ def serving_charts(run: Run) -> list[CurveChart]:
             percentile = f"{group[0].case.latency_percentile or 99:g}"
             charts.append(
                 CurveChart(
-                    name=f"serving-{_slug(name)}-{bound:g}ms",
+                    name=f"serving-{slug(name)}-{bound:g}ms",
                     title=f"{name}: p{percentile} latency against QPS served (LoadGen; "
                     "ringed: the peak within the bound)",
                     x_title="QPS served",
@@ -147,7 +147,3 @@ def _tries_curve(result: Result) -> Curve:
 def _tries(details: dict) -> Iterable[dict]:
     found = details.get("tries")
     return [t for t in found if isinstance(t, dict)] if isinstance(found, list) else []
-
-
-def _slug(text: str) -> str:
-    return "".join(c if c.isalnum() else "-" for c in text).strip("-").lower()

@@ -25,6 +25,8 @@ class Row:
     note: str = ""
     # the same case's values of the table's `columns`, in order (None: not measured)
     extra: tuple[float | None, ...] = ()
+    # a table of picks mixes measures: the row's own (its unit is shown beside it)
+    metric: Metric | None = None
 
 
 @dataclass(frozen=True)
@@ -36,9 +38,13 @@ class StudyTable:
     columns: tuple[Metric, ...] = ()
 
 
+# The axes that name a study row; its table fixes the others.
+ROW_AXES = ("framework", "compile", "precision", "threads")
+
+
 def case_label(result: Result) -> str:
-    """A study row: its table fixes the other axes, so framework and compile mode name it."""
-    return result.case.label(only=("framework", "compile"))
+    """A study row: framework, compile mode, precision and threads name it."""
+    return result.case.label(only=ROW_AXES)
 
 
 def quartiles(result: Result) -> tuple[float, float] | None:
@@ -70,12 +76,16 @@ def ok_results(run: Run, workload: str) -> list[Result]:
 
 
 def baseline_label(results: Sequence[Result], baseline: str) -> str | None:
-    """The baseline framework's first case in this group (its default compile mode first)."""
+    """The baseline framework's case in this group: fp32 and its default compile mode
+    first, at the most threads."""
     from dlbench.spec.registry import framework_info
 
     of_framework = [r for r in results if r.case.framework == baseline]
     if not of_framework:
         return None
     default = framework_info(baseline).default_compile
-    chosen = next((r for r in of_framework if r.case.compile == default), of_framework[0])
+    chosen = min(
+        of_framework,
+        key=lambda r: (r.case.precision != "fp32", r.case.compile != default, -r.case.threads),
+    )
     return case_label(chosen)

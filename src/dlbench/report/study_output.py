@@ -42,9 +42,8 @@ def rich_table(table: StudyTable, baseline: str) -> Table:
     for row in table.rows:
         relative = f"{row.relative:.2f}x" if row.relative is not None else "-"
         extra = [fmt(value) for value in row.extra]
-        out.add_row(
-            escape_markup(row.label), fmt(row.value), relative, *extra, escape_markup(row.note)
-        )
+        value = fmt(row.value) + (f" {row.metric.unit}" if row.metric else "")
+        out.add_row(escape_markup(row.label), value, relative, *extra, escape_markup(row.note))
     return out
 
 
@@ -72,11 +71,12 @@ def study_csv(tables: Sequence[StudyTable]) -> str:
     writer.writerow(["table", "metric", "unit", "case", "value", "relative", "note"])
     for table in tables:
         for row in table.rows:
+            metric = row.metric or table.metric
             writer.writerow(
                 [
                     table.title,
-                    table.metric.key,
-                    table.metric.unit,
+                    metric.key,
+                    metric.unit,
                     row.label,
                     row.value,
                     row.relative,
@@ -94,17 +94,19 @@ def write_study_files(run: Run, tables: Sequence[StudyTable], folder: Path) -> l
     from dlbench.report.plots import bar_chart
 
     written = []
-    for metric_key in dict.fromkeys(t.metric.key for t in tables):
-        panels = [t for t in tables if t.metric.key == metric_key]
+    charted = [t for t in tables if not any(row.metric for row in t.rows)]  # one unit a chart
+    for metric_key in dict.fromkeys(t.metric.key for t in charted):
+        panels = [t for t in charted if t.metric.key == metric_key]
         title = f"{run.suite}: {panels[0].metric.title} - run {run.id}"
         written.append(bar_chart(panels, folder / f"{run.suite}-{metric_key}.png", title))
     from dlbench.report.plots import curve_chart
 
     for chart in curve_charts(run):
         written.append(curve_chart(chart, folder / f"{chart.name}.png"))
-    csv_path = folder / f"{run.suite}-tables.csv"
-    write_atomic(csv_path, study_csv(tables))
-    written.append(csv_path)
+    if tables:
+        csv_path = folder / f"{run.suite}-tables.csv"
+        write_atomic(csv_path, study_csv(tables))
+        written.append(csv_path)
     if run.suite in TIMELINE_STUDIES:
         from dlbench.report.timeline_plot import write_timeline_pngs
 

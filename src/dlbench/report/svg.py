@@ -169,19 +169,16 @@ def curve_chart(chart: CurveChart) -> str:
     ys = [p.y for p in points] + ([chart.limit] if chart.limit is not None else [])
     y_low = min(y for y in ys if y > 0) if log else 0.0
     y_high = max(ys) * 1.1 or 1.0
-    x_high = max(p.x for p in points) * 1.05 or 1.0
+    xs = [p.x for p in points]
+    x_low = min(x for x in xs if x > 0) / 1.1 if chart.log_x else 0.0
+    x_high = max(xs) * 1.05 or 1.0
     plot_h, plot_w = HEIGHT - TOP - BOTTOM, WIDTH - LEFT - 20
 
     def x_of(x: float) -> float:
-        return LEFT + x / x_high * plot_w
+        return LEFT + _share(x, x_low, x_high, chart.log_x) * plot_w
 
     def y_of(y: float) -> float:
-        if log:
-            span = math.log10(y_high) - math.log10(y_low / 1.1)
-            share = (math.log10(max(y, y_low)) - math.log10(y_low / 1.1)) / span
-        else:
-            share = y / y_high
-        return HEIGHT - BOTTOM - share * plot_h
+        return HEIGHT - BOTTOM - _share(y, y_low / 1.1, y_high, log) * plot_h
 
     scale = "log scale" if log else ""
     parts = _frame(chart.title, f"{chart.y_title} {scale}".strip(), y_high, ticks=not log)
@@ -226,9 +223,18 @@ def curve_chart(chart: CurveChart) -> str:
             f'<text x="{WIDTH - 12}" y="{y - 3:.1f}" font-size="9" fill="#666" '
             f'text-anchor="end">{escape(chart.limit_label)}</text>'
         )
+    scale = f"log scale, {x_low * 1.1:.4g}" if chart.log_x else "0"
     parts.append(
         f'<text x="{WIDTH - 20}" y="{HEIGHT - BOTTOM + 28}" font-size="10" text-anchor="end">'
-        f"{escape(chart.x_title)} (0 to {x_high / 1.05:.4g})</text>"
+        f"{escape(chart.x_title)} ({scale} to {x_high / 1.05:.4g})</text>"
     )
     parts.append("</svg>")
     return "\n".join(parts)
+
+
+def _share(value: float, low: float, high: float, log: bool) -> float:
+    """Where `value` sits between `low` and `high`, 0..1, on a linear or log axis."""
+    if not log:
+        return value / high
+    span = math.log10(high) - math.log10(low)
+    return (math.log10(max(value, low)) - math.log10(low)) / span if span > 0 else 0.0

@@ -14,9 +14,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from dlbench.report.curves import slug
 from dlbench.report.html import timeline_worth_drawing
 from dlbench.report.plots import pyplot
-from dlbench.report.run_plots import _slug
 from dlbench.report.table import case_name
 from dlbench.results.records import Result, Run
 
@@ -84,7 +84,7 @@ def write_timeline_pngs(runs: Sequence[Run], folder: Path) -> list[Path]:
         for result in run.results:
             if not timeline_worth_drawing(result):
                 continue
-            stem = f"{_slug(run.id)}-{_slug(case_name(result))}-timeline"
+            stem = f"{slug(run.id)}-{slug(case_name(result))}-timeline"
             path = folder / f"{stem}.png"
             repeat = 2
             while path in taken:  # the same case measured twice in one run
