@@ -26,10 +26,10 @@ import subprocess
 import sys
 from dataclasses import dataclass
 
-from interleave import interleaved_rounds, thread_env
+from interleave import bench_parser, interleaved_rounds, thread_env
 
 from dlbench.launch.runner import run_case
-from dlbench.spec.case import Case, Settings, available_cpus
+from dlbench.spec.case import Case, Settings
 
 # Shared by every hand loop: the input, and a timing loop with warm-up and
 # perf_counter, as a careful user writes it.
@@ -194,10 +194,7 @@ def compare(framework: str, target: Target, args: argparse.Namespace) -> float:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rounds", type=int, default=5)
-    parser.add_argument("--min-time", type=float, default=2.0)
-    parser.add_argument("--threads", type=int, default=available_cpus())
+    parser = bench_parser(__doc__)
     parser.add_argument("--only", nargs="*", help="frameworks to run (default: all)")
     args = parser.parse_args()
     worst = 0.0

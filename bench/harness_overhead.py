@@ -14,16 +14,15 @@ Run: python bench/harness_overhead.py [--rounds 5] [--min-time 2] [--threads N]
 
 from __future__ import annotations
 
-import argparse
 import json
 import statistics
 import subprocess
 import sys
 
-from interleave import interleaved_rounds, thread_env
+from interleave import bench_parser, interleaved_rounds, thread_env
 
 from dlbench.launch.runner import run_case
-from dlbench.spec.case import Case, Settings, available_cpus
+from dlbench.spec.case import Case, Settings
 
 # A hand-written benchmark as a careful user would write it: same layers,
 # same weights, inference_mode, explicit threads, warm-up, perf_counter.
@@ -79,10 +78,7 @@ def null_overhead_us(min_time: float) -> tuple[float, float]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rounds", type=int, default=5)
-    parser.add_argument("--min-time", type=float, default=2.0)
-    parser.add_argument("--threads", type=int, default=available_cpus())
+    parser = bench_parser(__doc__)
     args = parser.parse_args()
 
     median_us, wall_us = null_overhead_us(args.min_time)

@@ -22,11 +22,11 @@ import subprocess
 import sys
 
 from fidelity import PRELUDE
-from interleave import interleaved_rounds, thread_env
+from interleave import bench_parser, interleaved_rounds, thread_env
 
 from dlbench.launch.runner import run_case
 from dlbench.plan.validate import validate_case
-from dlbench.spec.case import Case, Settings, available_cpus
+from dlbench.spec.case import Case, Settings
 
 CALIBRATION = r"""
 calibration = spec.make_inputs(64, params, "infer", 7919)
@@ -122,10 +122,7 @@ def dlbench_ms(framework: str, workload: str, batch: int, args: argparse.Namespa
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rounds", type=int, default=5)
-    parser.add_argument("--min-time", type=float, default=2.0)
-    parser.add_argument("--threads", type=int, default=available_cpus())
+    parser = bench_parser(__doc__)
     parser.add_argument("--workload", default="mnist-cnn")
     parser.add_argument("--batch", type=int, default=1)
     args = parser.parse_args()

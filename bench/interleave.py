@@ -7,6 +7,7 @@ first, so drift in the machine's load favours neither.
 
 from __future__ import annotations
 
+import argparse
 import os
 from collections.abc import Callable
 
@@ -41,3 +42,14 @@ def interleaved_rounds(
         if after_round is not None:
             after_round(index, ours_values[-1], hand_values[-1])
     return ours_values, hand_values
+
+
+def bench_parser(doc: str, min_time: float = 2.0) -> argparse.ArgumentParser:
+    """The options every side-by-side bench takes: rounds, seconds a side, threads."""
+    from dlbench.spec.case import available_cpus
+
+    parser = argparse.ArgumentParser(description=doc.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--min-time", type=float, default=min_time)
+    parser.add_argument("--threads", type=int, default=available_cpus())
+    return parser

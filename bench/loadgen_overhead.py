@@ -14,15 +14,14 @@ Run: python bench/loadgen_overhead.py [--rounds 5] [--min-time 2]
 
 from __future__ import annotations
 
-import argparse
 import statistics
 from dataclasses import replace
 
-from interleave import interleaved_rounds
+from interleave import bench_parser, interleaved_rounds
 
 from dlbench.launch.runner import run_case
 from dlbench.plan.validate import validate_case
-from dlbench.spec.case import Case, Settings, available_cpus
+from dlbench.spec.case import Case, Settings
 
 CASES = {
     "null (empty step)": Case("mlp", "null", "default"),
@@ -43,10 +42,7 @@ def measure(case: Case, settings: Settings, loadgen: bool) -> float:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rounds", type=int, default=5)
-    parser.add_argument("--min-time", type=float, default=2.0)
-    parser.add_argument("--threads", type=int, default=available_cpus())
+    parser = bench_parser(__doc__)
     args = parser.parse_args()
     settings = Settings(min_time_s=args.min_time, min_iters=20, warmup_iters=5, timeout_s=900)
     for name, base in CASES.items():

@@ -63,3 +63,10 @@ def test_the_budget_pick_is_the_most_throughput_whose_p99_fits():
     assert tight.label == "mlp cpu: onnxruntime [default] bs=64 t=2"
     (none,) = budget_table(sweep_run(), 0.001).rows
     assert none.value is None and none.note.startswith("none within 0.001 ms; lowest p99 0.0")
+
+
+def test_the_html_report_draws_the_sweep_inline():
+    from dlbench.report.html import render
+
+    page = render([sweep_run()])
+    assert "median latency against throughput" in page and page.count("<polyline") >= 3

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import argparse
+import math
+from collections.abc import Callable
 from pathlib import Path
-from typing import NoReturn
+from typing import Any, NoReturn
 
 from dlbench import __version__
 from dlbench.errors import UserError
@@ -22,56 +24,29 @@ class OneLineParser(argparse.ArgumentParser):
         raise UserError(f"{self.prog}: {message} (see --help)")
 
 
-def positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an integer > 0, got {text!r}") from None
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"expected an integer > 0, got {value}")
-    return value
+def number_type(
+    convert: Callable[[str], Any], accept: Callable[[Any], bool], expected: str
+) -> Callable[[str], Any]:
+    """An argparse type: `convert` the text, and refuse what `accept` does not,
+    saying what was expected (nan is refused by every comparison)."""
+
+    def parse(text: str) -> Any:
+        try:
+            value = convert(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected {expected}, got {text!r}") from None
+        if not accept(value):
+            raise argparse.ArgumentTypeError(f"expected {expected}, got {text}")
+        return value
+
+    return parse
 
 
-def non_negative_float(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number >= 0, got {text!r}") from None
-    if not value >= 0:  # also rejects nan
-        raise argparse.ArgumentTypeError(f"expected a number >= 0, got {text}")
-    return value
-
-
-def positive_float(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number > 0, got {text!r}") from None
-    if not value > 0 or value == float("inf"):  # also rejects nan
-        raise argparse.ArgumentTypeError(f"expected a number > 0, got {text}")
-    return value
-
-
-def percentile(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(
-            f"expected a percentile in (0, 100), got {text!r}"
-        ) from None
-    if not 0 < value < 100:  # also rejects nan
-        raise argparse.ArgumentTypeError(f"expected a percentile in (0, 100), got {text}")
-    return value
-
-
-def fraction(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a fraction in (0, 1], got {text!r}") from None
-    if not 0 < value <= 1:  # also rejects nan
-        raise argparse.ArgumentTypeError(f"expected a fraction in (0, 1], got {text}")
-    return value
+positive_int = number_type(int, lambda v: v > 0, "an integer > 0")
+non_negative_float = number_type(float, lambda v: v >= 0, "a number >= 0")
+positive_float = number_type(float, lambda v: 0 < v < math.inf, "a number > 0")
+percentile = number_type(float, lambda v: 0 < v < 100, "a percentile in (0, 100)")
+fraction = number_type(float, lambda v: 0 < v <= 1, "a fraction in (0, 1]")
 
 
 def input_spec(text: str) -> tuple[str, str]:

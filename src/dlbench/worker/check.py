@@ -27,6 +27,15 @@ class CheckOutcome:
     def failed(self) -> bool:
         return self.tolerance is not None and not (self.max_abs_diff <= self.tolerance)  # type: ignore[operator]
 
+    def details(self) -> dict[str, Any]:
+        return {"note": self.note, "tolerance": self.tolerance}
+
+    def reason(self) -> str:
+        return (
+            f"output differs from the reference: max_abs_diff {self.max_abs_diff:.3g} > "
+            f"tolerance {self.tolerance:.3g} ({self.note})"
+        )
+
 
 def check_output(job: Job, prepared: Prepared) -> CheckOutcome:
     """Compare one more output of the prepared step with the reference.

@@ -45,6 +45,7 @@ class Agreement:
 
     def details(self) -> dict[str, Any]:
         return {
+            "note": "int8 against fp32",
             "measure": MEASURES[self.kind],
             "agreement": self.value,
             "samples": self.samples,

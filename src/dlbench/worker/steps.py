@@ -24,6 +24,7 @@ from dlbench.spec.case import QUANTIZED_PRECISIONS, Case, Settings
 from dlbench.worker.check import check_output
 from dlbench.worker.placement import require_placement
 from dlbench.worker.planted import planted, planted_params
+from dlbench.worker.quantized_check import quantized_agreement
 from dlbench.workloads import get_workload
 
 
@@ -109,41 +110,24 @@ def _apply_loss_check(result: Result, prepared: Prepared) -> None:
 
 
 def _apply_check(result: Result, job: Job, prepared: Prepared) -> None:
-    """Record the output check; a mismatch turns the result into a failure."""
-    if job.case.precision in QUANTIZED_PRECISIONS and job.case.mode == "infer":
-        _apply_quantized_check(result, job, prepared)
-        return
+    """Record the output check; a mismatch turns the result into a failure.
+
+    int8 is held to fp32 by agreement (worker.quantized_check), not by fp32's
+    tolerance (worker.check).
+    """
+    quantized = job.case.precision in QUANTIZED_PRECISIONS and job.case.mode == "infer"
+    check = quantized_agreement if quantized else check_output
     try:
         with prepared.context():
-            outcome = check_output(job, prepared)
+            outcome = check(job, prepared)
     except ReferenceUnavailable as exc:
         result.details["check"] = {"note": f"reference unavailable: {exc}"}
         return
     result.max_abs_diff = outcome.max_abs_diff
-    result.details["check"] = {"note": outcome.note, "tolerance": outcome.tolerance}
+    result.details["check"] = outcome.details()
     if outcome.failed:
         result.status = STATUS_FAILED
-        result.error = (
-            f"output differs from the reference: max_abs_diff {outcome.max_abs_diff:.3g} > "
-            f"tolerance {outcome.tolerance:.3g} ({outcome.note})"
-        )
-
-
-def _apply_quantized_check(result: Result, job: Job, prepared: Prepared) -> None:
-    """int8 is held to fp32 by agreement (worker.quantized_check), not fp32's tolerance."""
-    from dlbench.worker.quantized_check import quantized_agreement
-
-    try:
-        with prepared.context():
-            agreement = quantized_agreement(job, prepared)
-    except ReferenceUnavailable as exc:
-        result.details["check"] = {"note": f"reference unavailable: {exc}"}
-        return
-    result.max_abs_diff = agreement.max_abs_diff
-    result.details["check"] = {"note": "int8 against fp32", **agreement.details()}
-    if agreement.failed:
-        result.status = STATUS_FAILED
-        result.error = agreement.reason()
+        result.error = outcome.reason()
 
 
 def make_job(case: Case, settings: Settings, device: str) -> Job:
