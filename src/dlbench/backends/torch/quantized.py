@@ -36,8 +36,28 @@ def _pt2e(job: Job) -> tuple[Any, dict[str, Any]]:
 
     path, meta = quantized(job)
     program = torch.export.load(str(path)).module()
+    meta["input_check_removed"] = _drop_input_check(program)
     inductor.freezing = True  # int8 weights folded as constants: oneDNN's int8 kernels
     return torch.compile(program), meta
+
+
+INPUT_CHECK = "_check_input_constraints_pre_hook"
+
+
+def _drop_input_check(program: torch.nn.Module) -> bool:
+    """Remove torch.export's per-call input check from the loaded program.
+
+    The module an exported program unlifts to checks every call's inputs
+    against the exported shapes in a Python pre-hook, outside the compiled
+    region: 40 µs a call on mnist-cnn here, 19% of its int8 step, which a
+    PT2E loop that compiles the converted module never pays. The case feeds
+    exactly the exported shapes. True if the hook was found and removed.
+    """
+    hooks = program._forward_pre_hooks
+    found = [key for key, hook in hooks.items() if getattr(hook, "__name__", "") == INPUT_CHECK]
+    for key in found:
+        del hooks[key]
+    return bool(found)
 
 
 def _dynamic(job: Job) -> tuple[Any, dict[str, Any]]:
