@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -198,3 +199,34 @@ def test_without_loadgen_installed_the_error_names_the_extra(monkeypatch, capsys
     )
     assert main(["run", "-w", "mlp", "-f", "null", "-s", "server", "--target-qps", "5"]) == 2
     assert "pip install 'dlbench[serving]'" in capsys.readouterr().err
+
+
+def fake_server(keeps: Callable[[float], bool]):
+    """run_at for search_peak: a system that keeps the bound where `keeps(qps)` says."""
+    from dlbench.measure.energy import EnergyReading
+    from dlbench.measure.monitor import ResourceUse
+    from dlbench.worker.serving import ServedTest
+
+    def run_at(qps: float) -> ServedTest:
+        kept = keeps(qps)
+        outcome = {"perf_constraints_met": kept, "errors": [], "latency_ms": {"99": 1.0},
+                   "samples_per_s": qps, "verdict": "VALID", "invalid_reason": None}  # fmt: skip
+        usage = ResourceUse(cpu_percent=0.0, peak_rss_mb=0.0, load_avg_before=None,
+                            load_avg_after=None)  # fmt: skip
+        return ServedTest(qps, outcome, [], usage, EnergyReading(), Path("."))
+
+    return run_at
+
+
+def test_the_search_confirms_the_peak_and_stops_where_no_lower_rate_can_help():
+    from dlbench.worker.serving import search_peak
+
+    tries, chosen, why = search_peak(fake_server(lambda q: q <= 100), 150.0, 0.005, 10.0, 1.0)
+    assert why is None and 95 <= chosen.target_qps <= 100
+    assert [t.target_qps for t in tries].count(chosen.target_qps) == 2  # found, then confirmed
+    # a system that misses the bound even nearly idle: a few tries, not ten halvings
+    tries, chosen, why = search_peak(fake_server(lambda q: False), 150.0, 0.005, 10.0, 1.0)
+    assert len(tries) <= 4 and "missed even at" in why and chosen.keeps_bound is False
+    # the floor: LoadGen's minimum queries at a rate below it would take too long
+    tries, _, why = search_peak(fake_server(lambda q: False), 150.0, 0.005, 10.0, 100.0)
+    assert len(tries) == 1 and "no rate down to" in why  # 120 failed; 60 is under the floor

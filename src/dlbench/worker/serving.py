@@ -58,6 +58,10 @@ OVERLOAD_BOUNDS = 20
 MIN_OUTSTANDING = 64
 MAX_PEAK_TRIES = 10
 PEAK_PRECISION = 0.05
+# a failing rate this far below what the streams serve: no lower rate will pass
+IDLE_LOAD = 0.25
+# a try at a low rate lasts min_iters / rate; never more than this many --min-time
+MAX_STRETCH = 4
 NOT_OFFICIAL = "not an official MLPerf result: a short run (MLPerf's minimum is 600 s)"
 OFFICIAL_NOTE = (
     "MLPerf's minimum duration and query counts (--official); still not a submission "
@@ -127,7 +131,10 @@ def measure_served(prepared: Prepared, job: Job, settings: Settings) -> Served:
             tester = _Tester(lg, server, job, settings, scenario, batch, fastest_s)
             if case.find_peak:
                 capacity = (case.streams or 1) / max(service_s, MIN_EXPECTED_S)
-                tries, chosen, why = search_peak(tester.run, capacity, service_s, job)
+                # a try at a lower rate would take LoadGen's minimum queries past MAX_STRETCH
+                floor = settings.min_iters / (MAX_STRETCH * max(settings.min_time_s, 1e-3))
+                bound = float(case.latency_bound_ms or 0.0)
+                tries, chosen, why = search_peak(tester.run, capacity, service_s, bound, floor)
             else:
                 chosen = tester.run(case.target_qps)
                 tries, why = [chosen], None
@@ -234,7 +241,11 @@ class _Tester:
 
 
 def search_peak(
-    run_at: Callable[[float], ServedTest], capacity_qps: float, service_s: float, job: Job
+    run_at: Callable[[float], ServedTest],
+    capacity_qps: float,
+    service_s: float,
+    bound_ms: float,
+    floor_qps: float,
 ) -> tuple[list[ServedTest], ServedTest, str | None]:
     """The highest server rate that keeps the bound, by bisection over LoadGen runs.
 
@@ -242,11 +253,13 @@ def search_peak(
     by half until a rate fails, halves until one passes, then halves the gap
     until it is within PEAK_PRECISION. The rate found must pass a second run
     (a short run's p99 hangs on a few slow queries): if it fails, the search
-    goes on below it. Returns every try, the one reported (the confirming run,
-    else the best passing rate, else the lowest tried) and why, where no rate
-    was confirmed.
+    goes on below it. It gives up where no lower rate can help: a rate that
+    leaves the streams mostly idle (IDLE_LOAD) and still misses the bound (a
+    query that arrives alone is slower than the bound: cold caches, sleeping
+    threads), or a rate below `floor_qps`. Returns every try, the one reported
+    (the confirming run, else the best passing rate, else the lowest tried)
+    and why, where no rate was confirmed.
     """
-    bound_ms = float(job.case.latency_bound_ms or 0.0)
     tries: list[ServedTest] = []
     if service_s * 1000.0 > bound_ms:
         # no arrival rate makes a query faster than it is: one run to show it
@@ -267,25 +280,42 @@ def search_peak(
             high = qps if high is None else min(high, qps)
             passed = [t.target_qps for t in tries if t.keeps_bound and t.target_qps < high]
             low = max(passed, default=None)
-        confirming = False
-        if high is None:
-            qps *= 1.5
-        elif low is None:
-            qps = high / 2
-        elif high - low <= PEAK_PRECISION * high:
-            qps, confirming = low, True
-        else:
-            qps = (low + high) / 2
+        if low is None and high is not None:
+            hopeless = _hopeless(qps, capacity_qps, floor_qps, bound_ms)
+            if hopeless is not None:
+                return tries, test, hopeless
+        qps, confirming = _next_rate(qps, low, high)
     passing = [t for t in tries if t.keeps_bound and (high is None or t.target_qps < high)]
     if passing:
         best = max(passing, key=lambda t: t.target_qps or 0.0)
-        return (
-            tries,
-            best,
-            f"{best.target_qps:.4g} QPS passed once, not confirmed in {len(tries)} runs",
-        )
+        why = f"{best.target_qps:.4g} QPS passed once, not confirmed in {len(tries)} runs"
+        return tries, best, why
     lowest = min(tries, key=lambda t: t.target_qps or 0.0)
     return tries, lowest, f"no rate tried (down to {lowest.target_qps:.3g} QPS) kept the bound"
+
+
+def _next_rate(qps: float, low: float | None, high: float | None) -> tuple[float, bool]:
+    """The next rate to try, and whether it confirms a rate found."""
+    if high is None:
+        return qps * 1.5, False
+    if low is None:
+        return high / 2, False
+    if high - low <= PEAK_PRECISION * high:
+        return low, True
+    return (low + high) / 2, False
+
+
+def _hopeless(qps: float, capacity_qps: float, floor_qps: float, bound_ms: float) -> str | None:
+    """Why no rate below `qps` (which missed the bound) can keep it, if none can."""
+    load = qps / capacity_qps
+    if load <= IDLE_LOAD:
+        return (
+            f"the {bound_ms:g} ms bound was missed even at {qps:.3g} QPS, {load:.0%} of what "
+            "the streams serve: a query arriving alone is slower than the bound"
+        )
+    if qps / 2 < floor_qps:
+        return f"no rate down to {qps:.3g} QPS kept the {bound_ms:g} ms bound"
+    return None
 
 
 def _try(
