@@ -211,7 +211,9 @@ def fake_server(keeps: Callable[[float], bool]):
         kept = keeps(qps)
         outcome = {"perf_constraints_met": kept, "errors": [], "latency_ms": {"99": 1.0},
                    "samples_per_s": qps, "verdict": "VALID", "invalid_reason": None}  # fmt: skip
-        usage = ResourceUse(cpu_percent=0.0, peak_rss_mb=0.0, load_avg_before=None,
+        # two CPUs, busy in proportion to the rate up to 150 QPS
+        busy = 200.0 * min(qps / 150.0, 1.0)
+        usage = ResourceUse(cpu_percent=busy, peak_rss_mb=0.0, load_avg_before=None,
                             load_avg_after=None)  # fmt: skip
         return ServedTest(qps, outcome, [], usage, EnergyReading(), Path("."))
 
@@ -221,12 +223,12 @@ def fake_server(keeps: Callable[[float], bool]):
 def test_the_search_confirms_the_peak_and_stops_where_no_lower_rate_can_help():
     from dlbench.worker.serving import search_peak
 
-    tries, chosen, why = search_peak(fake_server(lambda q: q <= 100), 150.0, 0.005, 10.0, 1.0)
+    tries, chosen, why = search_peak(fake_server(lambda q: q <= 100), 150.0, 0.005, 10.0, 1.0, 2)
     assert why is None and 95 <= chosen.target_qps <= 100
     assert [t.target_qps for t in tries].count(chosen.target_qps) == 2  # found, then confirmed
-    # a system that misses the bound even nearly idle: a few tries, not ten halvings
-    tries, chosen, why = search_peak(fake_server(lambda q: False), 150.0, 0.005, 10.0, 1.0)
+    # a system that misses the bound even with its CPUs nearly idle: a few tries, not ten
+    tries, chosen, why = search_peak(fake_server(lambda q: False), 150.0, 0.005, 10.0, 1.0, 2)
     assert len(tries) <= 4 and "missed even at" in why and chosen.keeps_bound is False
     # the floor: LoadGen's minimum queries at a rate below it would take too long
-    tries, _, why = search_peak(fake_server(lambda q: False), 150.0, 0.005, 10.0, 100.0)
+    tries, _, why = search_peak(fake_server(lambda q: False), 150.0, 0.005, 10.0, 100.0, 2)
     assert len(tries) == 1 and "no rate down to" in why  # 120 failed; 60 is under the floor

@@ -58,7 +58,7 @@ OVERLOAD_BOUNDS = 20
 MIN_OUTSTANDING = 64
 MAX_PEAK_TRIES = 10
 PEAK_PRECISION = 0.05
-# a failing rate this far below what the streams serve: no lower rate will pass
+# a failing rate that kept this little of the CPUs busy: no lower rate will pass
 IDLE_LOAD = 0.25
 # a try at a low rate lasts min_iters / rate; never more than this many --min-time
 MAX_STRETCH = 4
@@ -134,7 +134,9 @@ def measure_served(prepared: Prepared, job: Job, settings: Settings) -> Served:
                 # a try at a lower rate would take LoadGen's minimum queries past MAX_STRETCH
                 floor = settings.min_iters / (MAX_STRETCH * max(settings.min_time_s, 1e-3))
                 bound = float(case.latency_bound_ms or 0.0)
-                tries, chosen, why = search_peak(tester.run, capacity, service_s, bound, floor)
+                tries, chosen, why = search_peak(
+                    tester.run, capacity, service_s, bound, floor, case.threads
+                )
             else:
                 chosen = tester.run(case.target_qps)
                 tries, why = [chosen], None
@@ -246,6 +248,7 @@ def search_peak(
     service_s: float,
     bound_ms: float,
     floor_qps: float,
+    cpus: int,
 ) -> tuple[list[ServedTest], ServedTest, str | None]:
     """The highest server rate that keeps the bound, by bisection over LoadGen runs.
 
@@ -254,7 +257,7 @@ def search_peak(
     until it is within PEAK_PRECISION. The rate found must pass a second run
     (a short run's p99 hangs on a few slow queries): if it fails, the search
     goes on below it. It gives up where no lower rate can help: a rate that
-    leaves the streams mostly idle (IDLE_LOAD) and still misses the bound (a
+    leaves the `cpus` mostly idle (IDLE_LOAD) and still misses the bound (a
     query that arrives alone is slower than the bound: cold caches, sleeping
     threads), or a rate below `floor_qps`. Returns every try, the one reported
     (the confirming run, else the best passing rate, else the lowest tried)
@@ -281,7 +284,7 @@ def search_peak(
             passed = [t.target_qps for t in tries if t.keeps_bound and t.target_qps < high]
             low = max(passed, default=None)
         if low is None and high is not None:
-            hopeless = _hopeless(qps, capacity_qps, floor_qps, bound_ms)
+            hopeless = _hopeless(test, cpus, floor_qps, bound_ms)
             if hopeless is not None:
                 return tries, test, hopeless
         qps, confirming = _next_rate(qps, low, high)
@@ -305,13 +308,19 @@ def _next_rate(qps: float, low: float | None, high: float | None) -> tuple[float
     return (low + high) / 2, False
 
 
-def _hopeless(qps: float, capacity_qps: float, floor_qps: float, bound_ms: float) -> str | None:
-    """Why no rate below `qps` (which missed the bound) can keep it, if none can."""
-    load = qps / capacity_qps
+def _hopeless(test: ServedTest, cpus: int, floor_qps: float, bound_ms: float) -> str | None:
+    """Why no rate below the test's (which missed the bound) can keep it, if none can.
+
+    The load is what the test kept busy of the case's CPUs, measured: the
+    warm-up's step time overrates what a tiny model's streams serve (each
+    query also pays the queue and LoadGen's calls from Python).
+    """
+    qps = float(test.target_qps or 0.0)
+    load = test.usage.cpu_percent / (100.0 * max(cpus, 1))
     if load <= IDLE_LOAD:
         return (
-            f"the {bound_ms:g} ms bound was missed even at {qps:.3g} QPS, {load:.0%} of what "
-            "the streams serve: a query arriving alone is slower than the bound"
+            f"the {bound_ms:g} ms bound was missed even at {qps:.3g} QPS, with {load:.0%} of "
+            "the CPUs busy: a query arriving alone is slower than the bound"
         )
     if qps / 2 < floor_qps:
         return f"no rate down to {qps:.3g} QPS kept the {bound_ms:g} ms bound"
