@@ -125,9 +125,10 @@ def main() -> None:
     parser = bench_parser(__doc__)
     parser.add_argument("--workload", default="mnist-cnn")
     parser.add_argument("--batch", type=int, default=1)
+    parser.add_argument("--only", nargs="*", help="frameworks to run (default: all)")
     args = parser.parse_args()
     worst = 0.0
-    for framework in HAND_LOOPS:
+    for framework in args.only or HAND_LOOPS:
         measure_args = (framework, args.workload, args.batch, args)
         ours, hand = interleaved_rounds(
             args.rounds,
