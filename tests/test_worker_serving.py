@@ -71,8 +71,13 @@ def test_find_peak_finds_the_rate_a_sleeping_step_can_serve_and_confirms_it(tmp_
     assert 60 <= loadgen["peak_qps"] <= 200 * (1 + 0.05 / 0.5) * 1.03, tries
     passing = [t["target_qps"] for t in tries if t["keeps_bound"]]
     assert passing.count(loadgen["peak_qps"]) == 2  # found, then confirmed by a second run
-    # no rate above the peak kept the bound in the search
-    assert all(not t["keeps_bound"] for t in tries if t["target_qps"] > loadgen["peak_qps"])
+    # the peak sits below every rate that missed; a rate above it that passed once was
+    # outvoted by a lower rate's miss (a short run's p99 is noisy on a shared machine)
+    lowest_miss = min((t["target_qps"] for t in tries if not t["keeps_bound"]), default=None)
+    if lowest_miss is not None:
+        assert loadgen["peak_qps"] < lowest_miss, tries
+        above = [t["target_qps"] for t in tries if t["keeps_bound"]]
+        assert all(q >= lowest_miss for q in above if q > loadgen["peak_qps"]), tries
     assert all(Path(t["log_dir"]).is_dir() for t in tries)
 
 
@@ -232,3 +237,22 @@ def test_the_search_confirms_the_peak_and_stops_where_no_lower_rate_can_help():
     # the floor: LoadGen's minimum queries at a rate below it would take too long
     tries, _, why = search_peak(fake_server(lambda q: False), 150.0, 0.005, 10.0, 100.0, 2)
     assert len(tries) == 1 and "no rate down to" in why  # 120 failed; 60 is under the floor
+
+
+def test_a_rate_that_passed_once_is_dropped_when_a_lower_rate_misses():
+    from dlbench.worker.serving import search_peak
+
+    calls: list[float] = []
+
+    def lucky_first_run(qps: float) -> bool:
+        calls.append(qps)
+        return len(calls) == 1 or qps <= 100  # the first short run's p99 was lucky
+
+    tries, chosen, why = search_peak(fake_server(lucky_first_run), 150.0, 0.005, 10.0, 1.0, 2)
+    # the lucky rate is not reported; what is reported really keeps the bound, and says
+    # whether a second run confirmed it (ten runs may not be enough after a lucky one)
+    assert tries[0].keeps_bound and tries[0].target_qps > 100
+    assert chosen.keeps_bound and chosen.target_qps <= 100, [t.brief() for t in tries]
+    assert why is None or "passed once, not confirmed" in why
+    lowest_miss = min(t.target_qps for t in tries if not t.keeps_bound)
+    assert chosen.target_qps < lowest_miss <= tries[0].target_qps
