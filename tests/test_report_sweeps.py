@@ -70,3 +70,10 @@ def test_the_html_report_draws_the_sweep_inline():
 
     page = render([sweep_run()])
     assert "median latency against throughput" in page and page.count("<polyline") >= 3
+
+
+def test_the_budget_table_skips_workloads_only_loadgen_measured():
+    # LoadGen's rates belong to the serving tables; a run of them alone has no pick
+    served = swept("onnxruntime", 1, 0.01, 0.02, loadgen=True, scenario="single-stream")
+    assert budget_table(make_run([served]), 2.0).rows == ()
+    assert sweep_charts(make_run([served])) == []

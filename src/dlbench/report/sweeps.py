@@ -21,23 +21,14 @@ LINE_AXES = ("framework", "compile", "precision", "threads", "streams")
 BUDGET_COLUMNS = tuple(METRICS[key] for key in ("p99", "latency", "agreement", "max_abs_diff"))
 
 
-def workload_groups(run: Run) -> dict[str, list[Result]]:
-    """Measured inference results by workload (with its params) and device."""
-    grouped: dict[str, list[Result]] = {}
-    for result in run.results:
-        if result.ok and result.latency_ms is not None and result.case.mode == "infer":
-            name = result.case.label(only=("workload", "params", "device"))
-            grouped.setdefault(name, []).append(result)
-    return grouped
-
-
 def sweep_charts(run: Run) -> list[CurveChart]:
     """A chart per workload whose configurations were measured at several batch sizes."""
     charts = []
-    for name, results in workload_groups(run).items():
+    # LoadGen's rates are the serving study's
+    for name, results in run.inference_by_workload(loadgen=False).items():
         lines: dict[str, list[Result]] = {}
         for result in results:
-            if not result.case.loadgen:  # LoadGen's rates are the serving study's
+            if result.latency_ms is not None:
                 lines.setdefault(result.case.label(only=LINE_AXES), []).append(result)
         if not any(len({r.case.batch_size for r in line}) > 1 for line in lines.values()):
             continue
@@ -70,11 +61,13 @@ def _point(result: Result, front: set[tuple[float, float]]) -> Point:
 def budget_table(run: Run, budget_ms: float) -> StudyTable:
     """Per workload, the most samples/s with p99 within the budget (LoadGen cases aside)."""
     rows = []
-    for name, results in workload_groups(run).items():
-        candidates = [r for r in results if not r.case.loadgen]
-        within = [r for r in candidates if r.latency_ms and r.latency_ms.p99 <= budget_ms]
+    for name, results in run.inference_by_workload(loadgen=False).items():
+        timed = [r for r in results if r.latency_ms is not None]
+        if not timed:
+            continue
+        within = [r for r in timed if r.latency_ms.p99 <= budget_ms]  # type: ignore[union-attr]
         if not within:
-            fastest = min(candidates, key=lambda r: r.latency_ms.p99)  # type: ignore[union-attr]
+            fastest = min(timed, key=lambda r: r.latency_ms.p99)  # type: ignore[union-attr]
             note = f"none within {budget_ms:g} ms; lowest p99 {fastest.latency_ms.p99:.3g} ms"  # type: ignore[union-attr]
             rows.append(Row(name, None, None, note=note, extra=(None,) * len(BUDGET_COLUMNS)))
             continue

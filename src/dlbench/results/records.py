@@ -131,6 +131,18 @@ class Run:
     # The cases as planned (Case dicts), in order: what --resume completes.
     plan: list[dict[str, Any]] = field(default_factory=list)
 
+    def inference_by_workload(self, loadgen: bool) -> dict[str, list[Result]]:
+        """Measured inference results by workload (with its params) and device: those
+        LoadGen drove (`loadgen`), or the others; the serving and sweep reports each
+        read one kind."""
+        grouped: dict[str, list[Result]] = {}
+        for result in self.results:
+            case = result.case
+            if result.ok and case.mode == "infer" and bool(case.loadgen) == loadgen:
+                name = case.label(only=("workload", "params", "device"))
+                grouped.setdefault(name, []).append(result)
+        return grouped
+
     @property
     def failures(self) -> int:
         return sum(1 for r in self.results if r.status == STATUS_FAILED)
