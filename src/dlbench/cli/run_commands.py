@@ -192,7 +192,8 @@ def cmd_rerun(args: argparse.Namespace) -> int:
     if not cases:
         raise UserError(f"run {original.id} has no results to rerun")
     settings = validate_settings(Settings.from_dict(original.settings))
-    with Store(args.db) as store, RichProgress(len(cases)) as progress:
+    # a bar step per worker process: --repeat N runs N per case
+    with Store(args.db) as store, RichProgress(len(cases) * settings.repeat) as progress:
         run = session.run_plan(original.suite, cases, settings, store, progress=progress)
     comparison = compare_runs(original, run, args.metric)
     out.print(comparison_table(comparison, args.metric, original.id, run.id))

@@ -10,7 +10,9 @@ more samples than one process has.
 
 A process that another program disturbed (`interference`) or that stalled is
 kept in the list but not used for the headline when clean processes exist;
-the session runs such a process again, at most MAX_RETRIES times per case.
+the session runs such a process again, at most MAX_RETRIES times per case. A
+process that fails fails the case (its error names the process); the measured
+processes before it stay in the list.
 """
 
 from __future__ import annotations
@@ -20,8 +22,8 @@ from dataclasses import replace
 from typing import Any
 
 from dlbench.measure.stats import summarize
-from dlbench.results.flags import MIN_P99_SAMPLES
 from dlbench.results.records import Result
+from dlbench.spec.case import MIN_P99_QUERIES
 
 DISTURBED = frozenset({"interference", "stalled"})
 MAX_RETRIES = 2
@@ -93,7 +95,15 @@ def add_process(merged: Result | None, process: Result) -> Result:
         earlier = processes(merged) or [summary_of(merged)]
     # the newest measured process supplies what the processes share (case, details)
     base = process if process.ok or merged is None else merged
-    return merge(base, [*earlier, summary_of(process)])
+    combined = merge(base, [*earlier, summary_of(process)])
+    if process.ok or merged is None:
+        return combined
+    # A process that failed after others measured fails the case: a crash is not
+    # noise to outvote. The earlier processes stay in details.processes.
+    which = f"process {len(earlier) + 1} of the case"
+    return replace(
+        combined, status=process.status, error=f"{which}: {process.error or process.status}"
+    )
 
 
 def merge(base: Result, summaries: list[dict[str, Any]]) -> Result:
@@ -119,7 +129,7 @@ def merge(base: Result, summaries: list[dict[str, Any]]) -> Result:
     flags = sorted({f for p in used for f in p["flags"]} - {"noisy", "low-n-p99"})
     if noisy:
         flags.insert(0, "noisy")
-    if stats.n < MIN_P99_SAMPLES:
+    if stats.n < MIN_P99_QUERIES:
         flags.append("low-n-p99")
     details["process_spread"] = {"median_ms_relative_iqr": spread, "processes": len(used)}
     energies = [p.get("joules_per_sample") for p in used]
