@@ -13,7 +13,8 @@ from conftest import dlbench
 from factories import make_result
 
 from dlbench.measure.stats import summarize
-from dlbench.results.flags import MIN_P99_SAMPLES, result_flags
+from dlbench.results.flags import result_flags
+from dlbench.spec.case import MIN_P99_QUERIES
 
 CPUS = 2
 
@@ -71,7 +72,7 @@ def test_oversubscription_counts_every_ddp_rank():
 
 
 def test_p99_from_too_few_samples_and_throttles_are_flagged():
-    few = with_timeline([], samples=[1.0] * (MIN_P99_SAMPLES - 1))
+    few = with_timeline([], samples=[1.0] * (MIN_P99_QUERIES - 1))
     assert "low-n-p99" in result_flags(few, CPUS)
     hot = with_timeline([], details={"throttle": "thermal, power"}, noisy=True)
     assert result_flags(hot, CPUS) == ["noisy", "throttled:thermal", "throttled:power"]

@@ -182,7 +182,8 @@ def test_a_user_onnx_model_runs_single_stream_and_offline_under_loadgen(tmp_path
         (["-s", "server", "--target-qps", "10", "-b", "8"], "a server query is one sample"),
         (["-s", "server", "--find-peak", "--official", "--min-time", "1"], "at least MLPerf"),
         (["--official"], "--official sets MLPerf's durations for LoadGen cases"),
-        (["-s", "server", "--find-peak", "--latency-percentile", "100"], "percentile in (0, 100)"),
+        (["-s", "server", "--find-peak", "--latency-percentile", "100"], "LoadGen reports"),
+        (["-s", "server", "--find-peak", "--latency-percentile", "98"], "50, 90, 95, 97, 99, 99.9"),
     ],
 )
 def test_serving_user_errors_exit_2_with_one_line(args, message):
@@ -256,3 +257,58 @@ def test_a_rate_that_passed_once_is_dropped_when_a_lower_rate_misses():
     assert why is None or "passed once, not confirmed" in why
     lowest_miss = min(t.target_qps for t in tries if not t.keeps_bound)
     assert chosen.target_qps < lowest_miss <= tries[0].target_qps
+
+
+class RecordingLoadGen:
+    """The part of LoadGen's module QueryServer calls, recording completed samples."""
+
+    def __init__(self) -> None:
+        import threading
+
+        self.completed: list[int] = []
+        self.done = threading.Event()
+        self.expected = 0
+
+    def ConstructSUT(self, issue, flush):  # LoadGen's names
+        return (issue, flush)
+
+    def ConstructQSL(self, total, performance, load, unload):
+        return (load, unload)
+
+    def DestroySUT(self, sut):
+        return None
+
+    def DestroyQSL(self, qsl):
+        return None
+
+    def QuerySampleResponse(self, sample_id, data, size):
+        return sample_id
+
+    def QuerySamplesComplete(self, responses):
+        self.completed.extend(responses)
+        if len(self.completed) >= self.expected:
+            self.done.set()
+
+
+def test_a_server_stream_whose_context_fails_still_completes_its_queries():
+    from contextlib import contextmanager
+    from types import SimpleNamespace
+
+    from dlbench.errors import CaseError
+    from dlbench.worker.loadgen_sut import QueryServer
+
+    @contextmanager
+    def broken_context():
+        raise RuntimeError("no device here")
+        yield
+
+    lg = RecordingLoadGen()
+    lg.expected = 5
+    server = QueryServer(lg, [lambda: None] * 2, broken_context, "server", 1)
+    issue, _ = server.sut
+    issue([SimpleNamespace(id=i, index=0) for i in range(5)])
+    assert lg.done.wait(10), "LoadGen would wait forever for the stream's queries"
+    server.close()
+    assert sorted(lg.completed) == list(range(5))
+    with pytest.raises(CaseError, match="no device here"):
+        server.raise_if_failed()

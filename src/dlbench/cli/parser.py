@@ -12,6 +12,13 @@ from dlbench import __version__
 from dlbench.errors import UserError
 from dlbench.plan.build import TARGET_DEFAULT_EPOCHS
 from dlbench.results.metrics import COMPARABLE
+from dlbench.spec.case import (
+    DEFAULT_LATENCY_BOUND_MS,
+    DEFAULT_LATENCY_PERCENTILE,
+    LOADGEN_PERCENTILES,
+    MULTI_STREAM_SAMPLES,
+    OFFICIAL_MIN_TIME_S,
+)
 
 LIST_TOPICS = ("frameworks", "workloads", "support", "suites")
 DESCRIPTION = "dlbench: fair, reproducible deep-learning benchmarks"
@@ -45,7 +52,11 @@ def number_type(
 positive_int = number_type(int, lambda v: v > 0, "an integer > 0")
 non_negative_float = number_type(float, lambda v: v >= 0, "a number >= 0")
 positive_float = number_type(float, lambda v: 0 < v < math.inf, "a number > 0")
-percentile = number_type(float, lambda v: 0 < v < 100, "a percentile in (0, 100)")
+percentile = number_type(
+    float,
+    lambda v: v in LOADGEN_PERCENTILES,
+    f"one of the percentiles LoadGen reports: {', '.join(f'{p:g}' for p in LOADGEN_PERCENTILES)}",
+)
 fraction = number_type(float, lambda v: 0 < v <= 1, "a fraction in (0, 1]")
 
 
@@ -303,13 +314,15 @@ def add_serving_options(run: argparse.ArgumentParser) -> None:
         "--latency-bound-ms",
         type=positive_float,
         metavar="L",
-        help="server: the latency bound in ms (default 10, MLPerf's)",
+        help=f"server: the latency bound in ms (default {DEFAULT_LATENCY_BOUND_MS:g}, MLPerf's)",
     )
     serving.add_argument(
         "--latency-percentile",
         type=percentile,
         metavar="P",
-        help="server: the percentile held to the bound (default 99)",
+        help="server: the percentile held to the bound "
+        f"({', '.join(f'{p:g}' for p in LOADGEN_PERCENTILES)}; "
+        f"default {DEFAULT_LATENCY_PERCENTILE:g})",
     )
     serving.add_argument(
         "--streams",
@@ -321,12 +334,13 @@ def add_serving_options(run: argparse.ArgumentParser) -> None:
         "--samples-per-query",
         type=positive_int,
         metavar="N",
-        help="multi-stream: samples per query (default 8, MLPerf's)",
+        help=f"multi-stream: samples per query (default {MULTI_STREAM_SAMPLES}, MLPerf's)",
     )
     serving.add_argument(
         "--official",
         action="store_true",
-        help="LoadGen cases: MLPerf's minimum duration (600 s) instead of short runs",
+        help=f"LoadGen cases: MLPerf's minimum duration ({OFFICIAL_MIN_TIME_S:g} s) "
+        "instead of short runs",
     )
 
 

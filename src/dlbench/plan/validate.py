@@ -21,6 +21,7 @@ from dlbench.spec.case import (
     DEFAULT_LATENCY_PERCENTILE,
     DEVICE_HELP,
     DEVICE_PATTERN,
+    LOADGEN_PERCENTILES,
     LOADGEN_SCENARIOS,
     MAX_BATCH,
     MAX_MIN_TIME_S,
@@ -141,10 +142,6 @@ def validate_case(case: Case) -> Case:
     )
 
 
-# The quantizer a framework's int8 needs beside the framework itself (ONNX Runtime's is its own).
-QUANTIZER_PACKAGES = {"openvino": "nncf", "torch": "torchao"}
-
-
 def _validate_quantized(case: Case) -> None:
     """int8: inference on a CPU, on a framework and workload with a quantization path."""
     precision = case.precision
@@ -168,7 +165,7 @@ def _validate_quantized(case: Case) -> None:
         raise UserError(
             f"precision {precision} is quantized for the CPU; not --device {case.device}"
         )
-    quantizer = QUANTIZER_PACKAGES.get(case.framework)
+    quantizer = FRAMEWORKS[case.framework].quantizer_package
     if quantizer is not None and importlib.util.find_spec(quantizer) is None:
         raise UserError(
             f"{precision} on {case.framework} needs {quantizer}, which is not installed; "
@@ -395,8 +392,11 @@ def _server_settings(case: Case) -> dict[str, Any]:
     _require_positive("latency bound (ms)", bound, MAX_MIN_TIME_S * 1000.0)
     percentile = _first(case.latency_percentile, DEFAULT_LATENCY_PERCENTILE)
     _require_number("latency percentile", percentile, 0.0, 100.0)
-    if not 0 < percentile < 100:
-        raise UserError(f"invalid latency percentile {percentile!r}; expected 0 < P < 100, e.g. 99")
+    if percentile not in LOADGEN_PERCENTILES:
+        raise UserError(
+            f"invalid latency percentile {percentile!r}; LoadGen reports "
+            f"{', '.join(f'{p:g}' for p in LOADGEN_PERCENTILES)}"
+        )
     streams = case.streams if case.streams is not None else default_streams(case)
     _require_int("streams", streams, 1, MAX_STREAMS)
     return {"latency_bound_ms": float(bound), "latency_percentile": float(percentile),

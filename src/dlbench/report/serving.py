@@ -16,6 +16,7 @@ from dlbench.report.curves import Curve, CurveChart, Point, finite, slug
 from dlbench.report.study import Row, StudyTable
 from dlbench.results.metrics import METRICS, loadgen_details, read
 from dlbench.results.records import Result, Run
+from dlbench.spec.case import DEFAULT_LATENCY_PERCENTILE
 
 # the peak table's companion columns: LoadGen's p99 at the peak, CPU %, memory
 PEAK_COLUMNS = tuple(METRICS[key] for key in ("loadgen_p99", "cpu", "memory"))
@@ -26,18 +27,9 @@ def serving_label(result: Result) -> str:
     return result.case.label(only=("framework", "compile", "precision", "streams"))
 
 
-def _workload_groups(run: Run) -> dict[str, list[Result]]:
-    grouped: dict[str, list[Result]] = {}
-    for result in run.results:
-        if result.ok and result.case.loadgen:
-            name = result.case.label(only=("workload", "params", "device"))
-            grouped.setdefault(name, []).append(result)
-    return grouped
-
-
 def serving_tables(run: Run, baseline: str = "torch") -> list[StudyTable]:
     tables = []
-    for name, results in _workload_groups(run).items():
+    for name, results in run.inference_by_workload(loadgen=True).items():
         peaks = [r for r in results if r.case.find_peak]
         for bound in sorted({r.case.latency_bound_ms for r in peaks if r.case.latency_bound_ms}):
             group = [r for r in peaks if r.case.latency_bound_ms == bound]
@@ -107,14 +99,14 @@ def _verdict_note(details: dict) -> str:
 def serving_charts(run: Run) -> list[CurveChart]:
     """Per workload and bound: LoadGen's p99 against the rate served, every rate tried."""
     charts = []
-    for name, results in _workload_groups(run).items():
+    for name, results in run.inference_by_workload(loadgen=True).items():
         searched = [r for r in results if r.case.find_peak]
         for bound in sorted({r.case.latency_bound_ms for r in searched if r.case.latency_bound_ms}):
             group = [r for r in searched if r.case.latency_bound_ms == bound]
             curves = tuple(c for c in (_tries_curve(r) for r in group) if c.points)
             if not curves:
                 continue
-            percentile = f"{group[0].case.latency_percentile or 99:g}"
+            percentile = f"{group[0].case.latency_percentile or DEFAULT_LATENCY_PERCENTILE:g}"
             charts.append(
                 CurveChart(
                     name=f"serving-{slug(name)}-{bound:g}ms",
@@ -132,7 +124,7 @@ def serving_charts(run: Run) -> list[CurveChart]:
 
 def _tries_curve(result: Result) -> Curve:
     details = loadgen_details(result)
-    percentile = f"{result.case.latency_percentile or 99:g}"
+    percentile = f"{result.case.latency_percentile or DEFAULT_LATENCY_PERCENTILE:g}"
     peak = details.get("peak_qps")
     points = []
     for attempt in _tries(details):

@@ -16,7 +16,7 @@ report and CSV show the list; nothing else decides a flag.
 - `throttled:<reason>`: the GPU reported a power or thermal limit holding its
   clocks down in over 10% of the measured samples.
 - `low-n-p99`: a p99 from fewer samples than MLPerf's early-stopping rule asks
-  for a 99th percentile (MIN_P99_SAMPLES).
+  for a 99th percentile (MIN_P99_QUERIES).
 - `over-bound`: a server run's latency percentile exceeded its bound (LoadGen's
   performance constraint), or --find-peak found no rate within it.
 - `loadgen-invalid`: LoadGen judged the run INVALID (too short for its early
@@ -31,6 +31,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from dlbench.results.records import Result
+from dlbench.spec.case import MIN_P99_QUERIES
 
 INTERFERENCE_SHARE = 0.25
 # Below this the worker is doing nothing (a Python loop alone reads ~100).
@@ -38,9 +39,6 @@ STALL_CPU_PERCENT = 5.0
 STALL_SECONDS = 1.0
 # A GPU this busy is working for the worker while its CPU waits.
 GPU_BUSY_PERCENT = 5.0
-# MLPerf Inference's early-stopping minimum for a 99th percentile with no
-# over-latency queries: fewer samples cannot bound p99.
-MIN_P99_SAMPLES = 662
 
 
 def result_flags(result: Result, cpus_available: int) -> list[str]:
@@ -60,7 +58,7 @@ def result_flags(result: Result, cpus_available: int) -> list[str]:
     if isinstance(throttle, str):
         found += [f"throttled:{name.strip()}" for name in throttle.split(",") if name.strip()]
     stats = result.latency_ms
-    if stats is not None and "epochs" not in details and stats.n < MIN_P99_SAMPLES:
+    if stats is not None and "epochs" not in details and stats.n < MIN_P99_QUERIES:
         found.append("low-n-p99")
     if details.get("int8_dot_units") == []:
         found.append("int8-no-vnni")

@@ -42,6 +42,8 @@ class FrameworkInfo:
     distributed: bool = False
     # Quantized precision -> the workloads it has a quantization path for.
     quantized: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    # The package its int8 quantizer needs beside the framework (None: its own).
+    quantizer_package: str | None = None
 
     def supports(self, workload: str, mode: str) -> bool:
         if self.support is None:
@@ -135,6 +137,7 @@ FRAMEWORKS: dict[str, FrameworkInfo] = {
             # int8: PT2E with the X86 Inductor quantizer (torchao); int8-dynamic: torchao's
             # dynamic int8 activations and weights
             quantized=MappingProxyType({"int8": INT8_STATIC, "int8-dynamic": INT8_DYNAMIC}),
+            quantizer_package="torchao",
             model_formats=("torchscript", "torch-export", "torch-pickle"),
             transfer_inside=True,
             distributed=True,
@@ -193,7 +196,8 @@ FRAMEWORKS: dict[str, FrameworkInfo] = {
             label="OpenVINO (CPU; reads the exported ONNX model)",
             support=ONNX_MODELS,
             precisions=("fp32", "int8"),
-            quantized=MappingProxyType({"int8": (*INT8_STATIC, "user-model")}),  # NNCF
+            quantized=MappingProxyType({"int8": (*INT8_STATIC, "user-model")}),
+            quantizer_package="nncf",
             model_formats=("onnx", "openvino-ir", "tflite"),
         ),
     )

@@ -33,13 +33,18 @@ from dlbench.errors import CaseError
 from dlbench.measure.energy import EnergyMeter, EnergyReading
 from dlbench.measure.monitor import ProcessMonitor, ResourceUse
 from dlbench.measure.timer import Timing, time_once
-from dlbench.spec.case import DEFAULT_LATENCY_PERCENTILE, Settings
+from dlbench.spec.case import (
+    DEFAULT_LATENCY_PERCENTILE,
+    MIN_P99_QUERIES,
+    OFFICIAL_MIN_TIME_S,
+    Settings,
+)
 from dlbench.worker.files import case_files_dir
 from dlbench.worker.loadgen_log import DETAIL_LOG, loadgen_outcome
 from dlbench.worker.loadgen_sut import QueryServer
 from dlbench.worker.progress import report_progress
 
-LOADGEN_SCENARIOS = {
+TEST_SCENARIOS = {
     "single-stream": "SingleStream",
     "multi-stream": "MultiStream",
     "server": "Server",
@@ -50,7 +55,7 @@ LOADGEN_SCENARIOS = {
 MIN_EXPECTED_S = 5e-6
 MAX_GENERATED_QUERIES = 2_000_000
 # mlperf.conf's minimum query counts where it sets one; LoadGen's default elsewhere
-OFFICIAL_MIN_QUERIES = {"multi-stream": 662}
+OFFICIAL_MIN_QUERIES = {"multi-stream": MIN_P99_QUERIES}
 LOADGEN_DEFAULT_MIN_QUERIES = 100
 # A server run with this many bounds' worth of queries outstanding can never keep
 # the bound: LoadGen stops issuing (and says so), rather than queueing for minutes.
@@ -62,7 +67,9 @@ PEAK_PRECISION = 0.05
 IDLE_LOAD = 0.25
 # a try at a low rate lasts min_iters / rate; never more than this many --min-time
 MAX_STRETCH = 4
-NOT_OFFICIAL = "not an official MLPerf result: a short run (MLPerf's minimum is 600 s)"
+NOT_OFFICIAL = (
+    f"not an official MLPerf result: a short run (MLPerf's minimum is {OFFICIAL_MIN_TIME_S:g} s)"
+)
 OFFICIAL_NOTE = (
     "MLPerf's minimum duration and query counts (--official); still not a submission "
     "(no accuracy run, audit or review)"
@@ -134,8 +141,9 @@ def measure_served(prepared: Prepared, job: Job, settings: Settings) -> Served:
                 # a try at a lower rate would take LoadGen's minimum queries past MAX_STRETCH
                 floor = settings.min_iters / (MAX_STRETCH * max(settings.min_time_s, 1e-3))
                 bound = float(case.latency_bound_ms or 0.0)
+                percentile = case.latency_percentile or DEFAULT_LATENCY_PERCENTILE
                 tries, chosen, why = search_peak(
-                    tester.run, capacity, service_s, bound, floor, case.threads
+                    tester.run, capacity, service_s, bound, floor, case.threads, percentile
                 )
             else:
                 chosen = tester.run(case.target_qps)
@@ -208,7 +216,7 @@ class _Tester:
     def _test_settings(self, target_qps: float | None) -> Any:
         lg, case, settings = self.lg, self.job.case, self.settings
         test = lg.TestSettings()
-        test.scenario = getattr(lg.TestScenario, LOADGEN_SCENARIOS[self.scenario])
+        test.scenario = getattr(lg.TestScenario, TEST_SCENARIOS[self.scenario])
         test.mode = lg.TestMode.PerformanceOnly
         duration_s = settings.min_time_s
         test.min_duration_ms = max(1, round(duration_s * 1000))
@@ -249,6 +257,7 @@ def search_peak(
     bound_ms: float,
     floor_qps: float,
     cpus: int,
+    percentile: float = DEFAULT_LATENCY_PERCENTILE,
 ) -> tuple[list[ServedTest], ServedTest, str | None]:
     """The highest server rate that keeps the bound, by bisection over LoadGen runs.
 
@@ -266,14 +275,14 @@ def search_peak(
     tries: list[ServedTest] = []
     if service_s * 1000.0 > bound_ms:
         # no arrival rate makes a query faster than it is: one run to show it
-        tries.append(_try(run_at, capacity_qps / 2, len(tries), bound_ms))
+        tries.append(_try(run_at, capacity_qps / 2, len(tries), bound_ms, percentile))
         why = f"one query takes {service_s * 1000:.3g} ms, more than the {bound_ms:g} ms bound"
         return tries, tries[0], why
     low: float | None = None
     high: float | None = None
     qps, confirming = 0.8 * capacity_qps, False
     while len(tries) < MAX_PEAK_TRIES:
-        test = _try(run_at, qps, len(tries), bound_ms)
+        test = _try(run_at, qps, len(tries), bound_ms, percentile)
         tries.append(test)
         if test.keeps_bound and confirming:
             return tries, test, None
@@ -328,13 +337,18 @@ def _hopeless(test: ServedTest, cpus: int, floor_qps: float, bound_ms: float) ->
 
 
 def _try(
-    run_at: Callable[[float], ServedTest], qps: float, done: int, bound_ms: float
+    run_at: Callable[[float], ServedTest],
+    qps: float,
+    done: int,
+    bound_ms: float,
+    percentile: float,
 ) -> ServedTest:
     test = run_at(qps)
-    latency = test.outcome["latency_ms"]
+    held = f"{percentile:g}"
+    latency = test.outcome["latency_ms"].get(held, float("nan"))
     verdict = "keeps" if test.keeps_bound else "misses"
     report_progress(
-        f"find-peak try {done + 1}: {qps:.4g} QPS, p99 {latency.get('99', float('nan')):.3g} ms "
+        f"find-peak try {done + 1}: {qps:.4g} QPS, p{held} {latency:.3g} ms "
         f"({verdict} the {bound_ms:g} ms bound)"
     )
     return test
