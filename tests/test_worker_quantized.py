@@ -136,6 +136,12 @@ def test_a_cpu_without_int8_dot_products_is_flagged_not_skipped(tmp_path):
     assert "int8-no-vnni" in result_flags(plain, 2)
     vnni = make_result(precision="int8", details={"int8_dot_units": ["avx512_vnni"]})
     assert "int8-no-vnni" not in result_flags(vnni, 2)
+    # flags that cannot be read are unknown, not "no dot-product units"
+    assert int8_dot_units(tmp_path / "missing") is None
+    cpuinfo.write_text("processor : 0\n")
+    assert int8_dot_units(cpuinfo) is None
+    unknown = make_result(precision="int8", details={"int8_dot_units": None})
+    assert "int8-no-vnni" not in result_flags(unknown, 2)
 
 
 @pytest.mark.parametrize(

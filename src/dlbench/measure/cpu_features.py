@@ -21,20 +21,24 @@ INT8_DOT_FLAGS = (
 CPUINFO = Path("/proc/cpuinfo")
 
 
-def cpu_flags(cpuinfo: Path = CPUINFO) -> set[str]:
-    """The CPU's feature flags (x86 "flags", Arm "Features"); empty where unreadable."""
+def cpu_flags(cpuinfo: Path = CPUINFO) -> set[str] | None:
+    """The CPU's feature flags (x86 "flags", Arm "Features"); None where they cannot
+    be read: unknown is not "none", and must not raise a flag."""
     try:
         text = cpuinfo.read_text(encoding="utf-8", errors="replace")
     except OSError:
-        return set()
+        return None
     for line in text.splitlines():
         key, _, value = line.partition(":")
         if key.strip() in ("flags", "Features"):
             return set(value.split())
-    return set()
+    return None
 
 
-def int8_dot_units(cpuinfo: Path = CPUINFO) -> list[str]:
-    """The int8 dot-product extensions this CPU has, in INT8_DOT_FLAGS order."""
+def int8_dot_units(cpuinfo: Path = CPUINFO) -> list[str] | None:
+    """The int8 dot-product extensions this CPU has, in INT8_DOT_FLAGS order (None
+    where the CPU's flags cannot be read)."""
     flags = cpu_flags(cpuinfo)
+    if flags is None:
+        return None
     return [flag for flag in INT8_DOT_FLAGS if flag in flags]

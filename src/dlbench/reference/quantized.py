@@ -15,6 +15,7 @@ took then). The calibration data is backends/calibration.py's.
 from __future__ import annotations
 
 import hashlib
+import importlib.metadata
 import json
 import subprocess
 import sys
@@ -56,6 +57,7 @@ def quantized_model(case: Case, seed: int) -> tuple[Path, dict[str, Any]]:
 
 def quantized_folder(case: Case, seed: int) -> Path:
     """One folder per quantized model: what it quantizes, how, and by which versions."""
+    info = framework_info(case.framework)
     identity = {
         "framework": case.framework,
         "precision": case.precision,
@@ -69,11 +71,25 @@ def quantized_folder(case: Case, seed: int) -> Path:
         "batch": case.batch_size if case.framework == "torch" else None,
         "revision": QUANTIZE_REVISION,
         "dlbench": __version__,
-        "framework_version": framework_info(case.framework).installed_version(),
+        "framework_version": info.installed_version(),
+        # the quantizer, and what made a built-in workload's fp32 source (torch, and
+        # the ONNX export): an upgrade of any of them must not reuse an old model
+        "tool_versions": {
+            package: _installed(package)
+            for package in (info.quantizer_package, "torch", "onnx")
+            if package is not None
+        },
     }
     digest = hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()[:12]
     name = case.workload if case.model is None else f"model-{(case.model_digest or '')[:12]}"
     return cache_dir() / "quantized" / f"{name}-{case.framework}-{case.precision}-{digest}"
+
+
+def _installed(package: str) -> str | None:
+    try:
+        return importlib.metadata.version(package)
+    except importlib.metadata.PackageNotFoundError:
+        return None
 
 
 def _build(case: Case, seed: int, folder: Path) -> None:
