@@ -15,6 +15,7 @@ FAST = ["--min-time", "0", "--min-iters", "3", "--warmup", "1", "--threads", "1"
 
 def dlbench_run(tmp_path, *args: str) -> tuple[int, list[dict], str]:
     out = tmp_path / "run.json"
+    out.unlink(missing_ok=True)  # an earlier call's results must not pass for this one's
     proc = dlbench("run", *args, *FAST, "--json", str(out), timeout=600)
     results = json.loads(out.read_text())["results"] if out.exists() else []
     return proc.returncode, results, proc.stderr + proc.stdout
@@ -83,10 +84,13 @@ def test_tf_style_onnx_colon_names_and_an_int64_scalar_from_npz(tmp_path):
     # both outputs (float scores, int64 argmax) are compared; the argmax exactly
     assert "2 outputs compared" in results[1]["details"]["check"]["note"]
     np.savez(data, sr=np.array(16000, dtype=np.int32))
-    code, results, _ = dlbench_run(tmp_path, "--model", model, "--input-data", str(data))
-    assert code == 1
-    assert all("input 'sr' is int32 in the file; the model takes int64" in r["error"]
-               for r in results)  # fmt: skip
+    code, results, text = dlbench_run(
+        tmp_path, "--model", model, "--input", "serving_default_input_2:0:3x12",
+        "--input-data", str(data),
+    )  # fmt: skip
+    # the user's data does not fit the model: exit 2 before the run starts, nothing written
+    assert code == 2 and results == [], text
+    assert "input 'sr' is int32 in the file; the model takes int64" in text
 
 
 @pytest.mark.slow
@@ -94,8 +98,8 @@ def test_torchscript_with_an_odd_extension_and_a_plain_int_argument(tmp_path):
     np = pytest.importorskip("numpy")
     pytest.importorskip("torch")
     model = make_model("torchscript-int", tmp_path / "silero_like.jit")
-    code, results, _ = dlbench_run(tmp_path, "--model", model, "--input", "x:2x16")
-    assert code == 1 and "'sr' is a plain int64 argument" in results[0]["error"]
+    code, results, text = dlbench_run(tmp_path, "--model", model, "--input", "x:2x16")
+    assert code == 2 and results == [] and "'sr' is a plain int64 argument" in text
     data = tmp_path / "inputs.npz"
     rng = np.random.default_rng(0)
     np.savez(data, x=rng.standard_normal((2, 16)).astype(np.float32), sr=np.array(16000))
@@ -248,3 +252,71 @@ def test_bad_model_options_are_user_errors(tmp_path, args, message):
     (tmp_path / "saved").mkdir()
     proc = dlbench("run", *args, cwd=tmp_path)
     assert proc.returncode == 2 and message in proc.stderr and "Traceback" not in proc.stderr
+
+
+def one_line_refusal(proc: subprocess.CompletedProcess[str], message: str, db: Path) -> None:
+    """Exit 2, one line naming the problem, no traceback, and no run in the store."""
+    lines = [line for line in proc.stderr.splitlines() if not line.startswith("checking ")]
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert len(lines) == 1 and message in lines[0], proc.stderr
+    assert "Traceback" not in proc.stderr
+    runs = dlbench("runs", "--db", str(db))
+    assert runs.returncode == 0 and "user-model" not in runs.stdout, runs.stdout
+
+
+@pytest.mark.slow
+def test_inputs_that_do_not_fit_the_model_exit_2_and_store_nothing(tmp_path):
+    np = pytest.importorskip("numpy")
+    pytest.importorskip("onnxruntime")
+    model, db = onnx_file(tmp_path), tmp_path / "store.sqlite"
+    data = tmp_path / "inputs.npz"
+
+    def run(*args: str) -> subprocess.CompletedProcess[str]:
+        return dlbench("run", "--model", model, *args, *FAST, "--db", str(db), timeout=600)
+
+    np.savez(data, wrong_name=np.zeros((2, 8), np.float32))  # a missing .npz key
+    one_line_refusal(run("--input-data", str(data)), "the model has no input 'wrong_name'", db)
+    np.savez(data, x=np.zeros((2, 5), np.float32))  # a wrong shape
+    one_line_refusal(run("--input-data", str(data)), "has shape 2x5 in the file", db)
+    np.savez(data, x=np.zeros((2, 8), np.float64))  # a wrong dtype
+    one_line_refusal(run("--input-data", str(data)), "is float64 in the file", db)
+    truncated = tmp_path / "truncated.onnx"
+    whole = Path(model).read_bytes()
+    truncated.write_bytes(whole[: len(whole) // 2])  # still starts like an ONNX file
+    proc = dlbench("run", "--model", str(truncated), *FAST, "--db", str(db), timeout=600)
+    one_line_refusal(proc, "an ONNX model cut short", db)
+
+
+@pytest.mark.slow
+def test_an_npz_missing_an_input_the_model_needs_is_refused_not_filled_with_noise(tmp_path):
+    np = pytest.importorskip("numpy")
+    pytest.importorskip("torch")
+    model = make_model("torchscript-int", tmp_path / "silero_like.jit")
+    data, db = tmp_path / "inputs.npz", tmp_path / "store.sqlite"
+    np.savez(data, sr=np.array(16000))
+    proc = dlbench("run", "--model", model, "--input-data", str(data), *FAST, "--db", str(db),
+                   timeout=600)  # fmt: skip
+    one_line_refusal(proc, "--input-data has no array 'x', an input the model needs", db)
+
+
+@pytest.mark.slow
+def test_a_torchscript_model_takes_int64_token_ids_from_input_data(tmp_path):
+    np = pytest.importorskip("numpy")
+    torch = pytest.importorskip("torch")
+
+    class Pooled(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.embed = torch.nn.Embedding(100, 8)
+
+        def forward(self, ids: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+            return (self.embed(ids) * mask.unsqueeze(-1)).sum(1)
+
+    model = tmp_path / "encoder.pt"
+    torch.jit.save(torch.jit.script(Pooled().eval()), str(model))
+    data = tmp_path / "tokens.npz"
+    ids = np.random.default_rng(0).integers(0, 100, size=(2, 6), dtype=np.int64)
+    np.savez(data, ids=ids, mask=np.ones((2, 6), np.float32))
+    code, results, text = dlbench_run(tmp_path, "--model", str(model), "--input-data", str(data))
+    assert code == 0, text
+    assert results[0]["status"] == "ok" and results[0]["case"]["batch_size"] == 2

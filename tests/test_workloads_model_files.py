@@ -117,6 +117,39 @@ def test_given_data_is_checked_against_the_model_and_fed_as_is():
         resolve_inputs(specs, {}, seed=0, data={"y": np.ones(1)})
     with pytest.raises(CaseError, match=re.escape("a .npy file feeds a single-input model")):
         resolve_inputs(specs, {}, seed=0, data={"": np.ones((1, 4), np.float32)})
+    # a needed input missing from the file is refused, not filled with noise
+    with pytest.raises(CaseError, match=re.escape("--input-data has no array 'sr'")):
+        resolve_inputs(specs, {}, seed=0, data={"x": np.ones((2, 4), np.float32)})
+
+
+def test_an_input_whose_format_records_no_type_takes_the_datas_type():
+    # TorchScript records `Tensor`, not its element type: token ids come as int64
+    untyped = [InputSpec("ids", None, "float32", typed=False)]
+    ids = np.arange(6, dtype=np.int64).reshape(2, 3)
+    assert resolve_inputs(untyped, {}, seed=0, data={"ids": ids})["ids"].dtype == np.int64
+    typed = [InputSpec("ids", None, "float32")]
+    with pytest.raises(CaseError, match="is int64 in the file; the model takes float32"):
+        resolve_inputs(typed, {}, seed=0, data={"ids": ids})
+
+
+def test_a_file_cut_short_is_named_as_such(tmp_path):
+    pytest.importorskip("onnx")
+    h5py = pytest.importorskip("h5py")
+    onnx_path = tmp_path / "model.onnx"
+    tiny_onnx(onnx_path)
+    whole = onnx_path.read_bytes()
+    onnx_path.write_bytes(whole[: len(whole) - 10])
+    with pytest.raises(UserError, match="an ONNX model cut short"):
+        model_format(onnx_path)
+    for libver in ("earliest", "latest"):  # superblock versions 0 and 3
+        h5_path = tmp_path / f"weights-{libver}.h5"
+        with h5py.File(h5_path, "w", libver=libver) as file:
+            file["w"] = np.zeros(4096)
+        assert model_format(h5_path) == "keras-h5"
+        whole = h5_path.read_bytes()
+        h5_path.write_bytes(whole[: len(whole) // 2])
+        with pytest.raises(UserError, match="an HDF5 file cut short"):
+            model_format(h5_path)
 
 
 def test_the_cause_of_a_framework_error_is_the_line_shown():

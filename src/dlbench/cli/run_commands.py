@@ -17,6 +17,7 @@ from dlbench.cli.terminal import (
 )
 from dlbench.errors import RunInterrupted, UserError
 from dlbench.launch import session
+from dlbench.launch.preflight import check_user_models
 from dlbench.plan.build import RunRequest, build_plan, given_options
 from dlbench.plan.resume import pending_cases
 from dlbench.plan.validate import validate_case, validate_settings
@@ -114,6 +115,8 @@ def _run_request(request: RunRequest, args: argparse.Namespace) -> Run:
     plan = build_plan(request)
     for note in plan.skipped:
         say(f"skipping: {note}")
+    # a user model's bad file or inputs end here, in exit 2, before the run is stored
+    check_user_models(plan.cases, plan.settings.seed, progress=None if args.quiet else say)
     outputs = session.Outputs(json_path=args.json_path, csv_path=args.csv_path)
     with Store(args.db) as store:
         repeat = plan.settings.repeat

@@ -73,11 +73,11 @@ def inspect_model(
         else:
             if progress is not None:
                 progress(f"loading {path.name} with {name} {version}")
-            views.append(_load_in_worker(name, version, kind, path, trust))
+            views.append(load_in_worker(name, version, kind, path, trust))
     return Inspection(str(path), kind, FORMATS[kind], size, views)
 
 
-def _load_in_worker(name: str, version: str, kind: str, path: Path, trust: bool) -> FrameworkView:
+def load_in_worker(name: str, version: str, kind: str, path: Path, trust: bool) -> FrameworkView:
     command = [sys.executable, "-m", "dlbench.worker.inspect_model", name, kind, str(path)]
     try:
         done = subprocess.run(

@@ -49,6 +49,7 @@ def model_format(path: Path) -> str:
     with path.open("rb") as file:
         head = file.read(4096)
     if head.startswith(HDF5_SIGNATURE):
+        _check_hdf5_length(path, head)
         return "keras-h5"
     if head.startswith(ZIP_SIGNATURE):
         return _zip_format(path)
@@ -95,29 +96,59 @@ def _is_onnx(path: Path) -> bool:
     """Whether the file parses as a ModelProto's top-level fields, with a graph.
 
     A walk over field tags and lengths, seeking past values: cheap on large
-    files, and strict enough that text, pickles or other protobufs fail it.
+    files, and strict enough that text, pickles or other protobufs fail it. A
+    file that starts as a ModelProto (ir_version first, as every exporter
+    writes it) but whose field runs past its end was cut short: UserError.
     """
     size = path.stat().st_size
     seen_graph = False
     with path.open("rb") as file:
-        for _ in range(64):
+        for index in range(64):
             if file.tell() >= size:
                 return seen_graph
             tag = _varint(file)
             if tag is None:
                 return False
             number, wire = tag >> 3, tag & 7
-            if ONNX_MODEL_FIELDS.get(number) != wire:
+            if ONNX_MODEL_FIELDS.get(number) != wire or (index == 0 and number != 1):
                 return False
             value = _varint(file)
             if value is None:
                 return False
             if wire == 2:
                 if file.tell() + value > size:
-                    return False
+                    raise UserError(
+                        f"--model {path}: an ONNX model cut short: a field needs "
+                        f"{file.tell() + value - size} more bytes than the file has "
+                        f"({size} bytes); a truncated download or copy?"
+                    )
                 file.seek(value, 1)
             seen_graph = seen_graph or number == ONNX_GRAPH_FIELD
     return seen_graph
+
+
+def _check_hdf5_length(path: Path, head: bytes) -> None:
+    """UserError where an HDF5 file is shorter than its superblock's end-of-file
+    address says (the check HDF5 itself makes on open, as "truncated file")."""
+    version = head[8] if len(head) > 8 else None
+    if version in (0, 1):
+        offsets = head[13]
+        # v0: 24 bytes of fixed fields; v1 adds the indexed-storage K and 2 reserved
+        start = (24 if version == 0 else 28) + 2 * offsets
+    elif version in (2, 3):
+        offsets = head[9]
+        start = 12 + 2 * offsets
+    else:
+        return  # a layout this check does not know: leave it to the loader
+    if offsets not in (2, 4, 8) or len(head) < start + offsets:
+        return
+    end = int.from_bytes(head[start : start + offsets], "little")
+    size = path.stat().st_size
+    if end > size:
+        raise UserError(
+            f"--model {path}: an HDF5 file cut short: its header says {end} bytes, the "
+            f"file has {size}; a truncated download or copy?"
+        )
 
 
 def _varint(file: object) -> int | None:

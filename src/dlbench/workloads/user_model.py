@@ -52,6 +52,10 @@ class InputSpec:
     dtype: str
     scalar: bool = False
     optional: bool = False  # the model has a default for it: left out unless given
+    # False where the format records no element type (a TorchScript or Python
+    # `Tensor` argument): `dtype` is then only the default for generated values,
+    # and --input-data may give any numeric type (int64 token ids, say)
+    typed: bool = True
 
     def shape_text(self) -> str:
         if self.scalar:
@@ -115,8 +119,9 @@ def resolve_inputs(
 
     Values come from --input-data where given; otherwise seeded random values
     of the shape from --input, or from the model with a dynamic leading
-    (batch) dimension set to `batch_size` (default 1). Inputs with a default
-    in the model are left out unless given.
+    (batch) dimension set to `batch_size` (default 1). With --input-data, an
+    input the model needs must be in the file or in --input. Inputs with a
+    default in the model are left out unless given.
     """
     from dlbench.errors import CaseError
 
@@ -142,6 +147,12 @@ def resolve_inputs(
             arrays[spec.name] = _checked_data(spec, data[spec.name])
         elif spec.optional and spec.name not in given:
             continue
+        elif data and spec.name not in given:
+            # real data for some inputs and noise for others would measure neither
+            raise CaseError(
+                f"--input-data has no array {spec.name!r}, an input the model needs; the "
+                f"file holds {', '.join(sorted(data))} (give it there, or with --input)"
+            )
         else:
             shape, dtype = _shape_and_dtype(spec, given.get(spec.name), batch_size)
             rng = np.random.default_rng(seed + zlib.crc32(spec.name.encode()))
@@ -173,7 +184,8 @@ def _checked_data(spec: InputSpec, array: np.ndarray) -> np.ndarray:
     from dlbench.errors import CaseError
 
     where = f"--input-data: input {spec.name!r}"
-    if array.dtype != np.dtype(spec.dtype) and not (spec.scalar and array.dtype.kind in "iufb"):
+    loose = spec.scalar or not spec.typed
+    if array.dtype != np.dtype(spec.dtype) and not (loose and array.dtype.kind in "iufb"):
         raise CaseError(f"{where} is {array.dtype} in the file; the model takes {spec.dtype}")
     if spec.scalar:
         if array.ndim != 0:

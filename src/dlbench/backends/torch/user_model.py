@@ -73,7 +73,7 @@ def torchscript_signature(module: Any) -> list[InputSpec]:
         type_name = str(argument.type)
         optional = argument.has_default_value()
         if type_name == "Tensor":
-            specs.append(InputSpec(argument.name, None, "float32", optional=optional))
+            specs.append(InputSpec(argument.name, None, "float32", optional=optional, typed=False))
         elif type_name in SCALAR_TYPES:
             specs.append(
                 InputSpec(
@@ -96,7 +96,13 @@ def _python_signature(module: Any) -> list[InputSpec]:
 
     parameters = inspect.signature(module.forward).parameters.values()
     return [
-        InputSpec(p.name, None, "float32", optional=p.default is not inspect.Parameter.empty)
+        InputSpec(
+            p.name,
+            None,
+            "float32",
+            optional=p.default is not inspect.Parameter.empty,
+            typed=False,
+        )
         for p in parameters
         if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
     ]

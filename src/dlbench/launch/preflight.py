@@ -1,0 +1,78 @@
+"""Before a run starts: do the user's model files load, and do --input and
+--input-data fit what each framework sees in them?
+
+The worker resolves a user model's inputs too, but only once the run is in the
+store. A missing .npz key, a wrong shape or dtype, or a truncated file is the
+user's mistake: it must end in exit 2 with one line, and nothing stored. So each
+(model, framework) pair is loaded once here, in a process of its own (the same
+loader as `dlbench inspect`), and the case's inputs are resolved against the
+signature it reports with the worker's own `resolve_inputs`. A framework that
+cannot load the file is not the user's mistake (an operator it lacks, a
+conversion it cannot do): that case runs and fails with the framework's own
+reason kept in the result. A file cut short is caught earlier, by its format's
+own length fields (workloads.model_format).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from dlbench.errors import CaseError, UserError
+from dlbench.launch.inspect import FrameworkView, load_in_worker
+from dlbench.spec.case import Case
+from dlbench.spec.registry import framework_info
+from dlbench.workloads.model_format import model_format
+from dlbench.workloads.user_model import InputSpec, load_input_data, resolve_inputs
+
+INPUT_SPEC_FIELDS = {f.name for f in dataclasses.fields(InputSpec)}
+
+
+def check_user_models(
+    cases: Sequence[Case], seed: int, progress: Callable[[str], None] | None = None
+) -> None:
+    """UserError (exit 2) where a user model case's inputs do not fit the signature
+    its framework reads from the file."""
+    views: dict[tuple[str, str, bool], FrameworkView] = {}
+    checked: set[tuple[Any, ...]] = set()
+    data: dict[str, dict[str, np.ndarray]] = {}
+    for case in cases:
+        if case.model is None:
+            continue
+        key = (case.model, case.framework, case.trust_model)
+        if key not in views:
+            if progress is not None:
+                progress(f"checking {Path(case.model).name} on {case.framework}")
+            views[key] = _load(case)
+        view = views[key]
+        inputs = (key, case.inputs, case.input_data, case.batch_size)
+        if view.verdict != "loads" or inputs in checked:
+            continue
+        checked.add(inputs)
+        if case.input_data is not None and case.input_data not in data:
+            data[case.input_data] = load_input_data(Path(case.input_data))
+        signature = [_spec(entry) for entry in view.inputs]
+        given = data.get(case.input_data) if case.input_data is not None else None
+        try:
+            resolve_inputs(signature, dict(case.inputs), seed, case.batch_size, given)
+        except CaseError as exc:
+            raise UserError(f"--model {Path(case.model).name} on {case.framework}: {exc}") from None
+
+
+def _load(case: Case) -> FrameworkView:
+    assert case.model is not None
+    path = Path(case.model)
+    version = framework_info(case.framework).installed_version() or "?"
+    return load_in_worker(case.framework, version, model_format(path), path, case.trust_model)
+
+
+def _spec(entry: dict[str, Any]) -> InputSpec:
+    """An InputSpec back from the loader's JSON (dims come back as a list)."""
+    values = {k: v for k, v in entry.items() if k in INPUT_SPEC_FIELDS}
+    if values.get("dims") is not None:
+        values["dims"] = tuple(values["dims"])
+    return InputSpec(**values)
