@@ -104,14 +104,19 @@ def other_share(points: Sequence[Mapping[str, Any]]) -> float:
 
 
 def longest_stall_s(points: Sequence[Mapping[str, Any]]) -> float:
-    """The longest run of consecutive points with the worker (and its GPU) idle."""
-    longest, run_start = 0.0, None
+    """The longest time covered by consecutive points with the worker (and its GPU)
+    idle. A point reports the interval since the point before it, so a run of idle
+    points starts at the point before the first (or at the first, for the list's
+    first point, whose interval may lie partly outside the measured region)."""
+    longest, run_start, previous_t = 0.0, None, None
     for point in points:
         if _idle(point):
-            run_start = _t(point) if run_start is None else run_start
+            if run_start is None:
+                run_start = previous_t if previous_t is not None else _t(point)
             longest = max(longest, _t(point) - run_start)
         else:
             run_start = None
+        previous_t = _t(point)
     return longest
 
 
