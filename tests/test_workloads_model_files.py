@@ -191,3 +191,30 @@ def test_inspect_names_the_format_inputs_and_frameworks(tmp_path):
     (tmp_path / "notes.txt").write_text("hello")
     bad = dlbench("inspect", str(tmp_path / "notes.txt"))
     assert bad.returncode == 2 and "Traceback" not in bad.stderr
+
+
+def test_unsigned_inputs_are_fed_as_such_and_a_string_input_is_refused_by_name(tmp_path):
+    pytest.importorskip("onnxruntime")
+    import onnx
+    import onnxruntime as ort
+    from onnx import TensorProto, helper
+
+    from dlbench.backends.onnxruntime.user_model import ort_signature
+
+    def model(kind: int, path) -> str:
+        # Identity keeps the input's type, so the graph's output is of that type too
+        graph = helper.make_graph(
+            [helper.make_node("Identity", ["x"], ["y"])], "g",
+            [helper.make_tensor_value_info("x", kind, ["n", 3])],
+            [helper.make_tensor_value_info("y", kind, ["n", 3])],
+        )  # fmt: skip
+        built = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+        built.ir_version = 8
+        onnx.save(built, path)
+        return str(path)
+
+    (spec,) = ort_signature(ort.InferenceSession(model(TensorProto.UINT16, tmp_path / "u.onnx")))
+    assert spec.dtype == "uint16"  # not float32 in its place
+    strings = ort.InferenceSession(model(TensorProto.STRING, tmp_path / "s.onnx"))
+    with pytest.raises(CaseError, match=r"input 'x' is tensor\(string\); dlbench feeds"):
+        ort_signature(strings)

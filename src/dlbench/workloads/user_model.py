@@ -17,13 +17,14 @@ from types import MappingProxyType
 
 import numpy as np
 
-from dlbench.errors import UserError, first_line
+from dlbench.errors import CaseError, UserError, first_line
 from dlbench.spec.case import Case
 from dlbench.spec.registry import FRAMEWORKS
 from dlbench.workloads.base import WeightDict, Workload
 from dlbench.workloads.model_format import model_format
 
-DTYPES = ("float32", "float16", "float64", "int64", "int32", "int16", "int8", "uint8", "bool")
+DTYPES = ("float32", "float16", "float64", "int64", "int32", "int16", "int8", "uint64", "uint32",
+          "uint16", "uint8", "bool")  # fmt: skip
 # NAME:SHAPE[:DTYPE], where NAME may itself hold colons (TensorFlow's
 # "serving_default_x:0"): the shape is the last field made of digits and x's,
 # and a dtype after it is one of DTYPES.
@@ -63,6 +64,16 @@ class InputSpec:
         if self.dims is None:
             return "?"
         return "x".join("?" if d is None else str(d) for d in self.dims) or "scalar"
+
+
+def input_dtype(name: str, dtype: str | None, framework_type: str) -> str:
+    """An input's NumPy dtype, or a CaseError for one dlbench cannot make (a string,
+    bfloat16): feeding float32 in its place would fail, or measure something else."""
+    if dtype is None:
+        raise CaseError(
+            f"input {name!r} is {framework_type}; dlbench feeds {', '.join(DTYPES)} tensors"
+        )
+    return dtype
 
 
 def parse_input_option(text: str) -> tuple[str, str]:
@@ -123,7 +134,6 @@ def resolve_inputs(
     input the model needs must be in the file or in --input. Inputs with a
     default in the model are left out unless given.
     """
-    from dlbench.errors import CaseError
 
     names = [spec.name for spec in signature]
     data = dict(data or {})
@@ -164,7 +174,6 @@ def resolve_inputs(
 def _check_batch_agrees(spec: InputSpec, array: np.ndarray, batch_size: int | None) -> None:
     """-b and a given shape or array must not disagree on a dynamic batch dimension:
     the result would be labelled with one batch and measured with the other."""
-    from dlbench.errors import CaseError
 
     dynamic_batch = spec.dims is not None and len(spec.dims) > 0 and spec.dims[0] is None
     if batch_size is not None and dynamic_batch and array.shape[0] != batch_size:
@@ -181,7 +190,6 @@ def model_inputs(case: Case, signature: Sequence[InputSpec], seed: int) -> dict[
 
 
 def _checked_data(spec: InputSpec, array: np.ndarray) -> np.ndarray:
-    from dlbench.errors import CaseError
 
     where = f"--input-data: input {spec.name!r}"
     loose = spec.scalar or not spec.typed
@@ -205,7 +213,6 @@ def _checked_data(spec: InputSpec, array: np.ndarray) -> np.ndarray:
 def _shape_and_dtype(
     spec: InputSpec, option: str | None, batch_size: int | None
 ) -> tuple[tuple[int, ...], str]:
-    from dlbench.errors import CaseError
 
     if spec.scalar:
         raise CaseError(

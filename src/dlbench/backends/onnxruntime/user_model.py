@@ -4,18 +4,19 @@ from __future__ import annotations
 
 from typing import Any
 
-from dlbench.workloads.user_model import InputSpec
+from dlbench.workloads.user_model import InputSpec, input_dtype
 
 ORT_TYPES = {"tensor(float)": "float32", "tensor(float16)": "float16", "tensor(double)": "float64",
              "tensor(int64)": "int64", "tensor(int32)": "int32", "tensor(int16)": "int16",
-             "tensor(int8)": "int8",
-             "tensor(uint8)": "uint8", "tensor(bool)": "bool"}  # fmt: skip
+             "tensor(int8)": "int8", "tensor(uint64)": "uint64", "tensor(uint32)": "uint32",
+             "tensor(uint16)": "uint16", "tensor(uint8)": "uint8",
+             "tensor(bool)": "bool"}  # fmt: skip
 
 
 def ort_signature(session: Any) -> list[InputSpec]:
     return [
         InputSpec(i.name, tuple(d if isinstance(d, int) and d > 0 else None for d in i.shape),
-                  ORT_TYPES.get(i.type, "float32"))
+                  input_dtype(i.name, ORT_TYPES.get(i.type), i.type))
         for i in session.get_inputs()
     ]  # fmt: skip
 

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from dlbench.workloads.user_model import InputSpec
+from dlbench.workloads.user_model import InputSpec, input_dtype
 
 OV_TYPES = {"f32": "float32", "f16": "float16", "f64": "float64", "i64": "int64", "i32": "int32",
-            "i16": "int16", "i8": "int8", "u8": "uint8", "boolean": "bool"}  # fmt: skip
+            "i16": "int16", "i8": "int8", "u64": "uint64", "u32": "uint32", "u16": "uint16",
+            "u8": "uint8", "boolean": "bool"}  # fmt: skip
 
 
 def ov_signature(model: Any, ports: str = "inputs") -> list[InputSpec]:
@@ -16,9 +17,13 @@ def ov_signature(model: Any, ports: str = "inputs") -> list[InputSpec]:
         shape = port.get_partial_shape()
         dims = None if shape.rank.is_dynamic else tuple(
             d.get_length() if d.is_static else None for d in shape)  # fmt: skip
-        dtype = OV_TYPES.get(port.get_element_type().get_type_name(), "float32")
         names = port.get_names()  # a port may have none; get_any_name() would raise
-        specs.append(InputSpec(sorted(names)[0] if names else f"{ports}[{index}]", dims, dtype))
+        name = sorted(names)[0] if names else f"{ports}[{index}]"
+        kind = port.get_element_type().get_type_name()
+        # an output of a type dlbench cannot feed is still described, by its own name
+        dtype = input_dtype(name, OV_TYPES.get(kind), kind) if ports == "inputs" else (
+            OV_TYPES.get(kind, kind))  # fmt: skip
+        specs.append(InputSpec(name, dims, dtype))
     return specs
 
 
