@@ -70,6 +70,25 @@ def test_a_process_that_fails_after_others_measured_fails_the_case_and_keeps_the
     assert all(p["samples_ms"] for p in listed[:2])  # nothing measured is lost
 
 
+def test_time_to_train_is_the_median_of_the_processes_and_compare_reads_each():
+    from dlbench.report.compare import process_values
+    from dlbench.results.metrics import METRICS
+
+    merged = None
+    for seconds in (30.0, 20.0, 10.0):
+        one = process(1.0, int(seconds))
+        trained = replace(
+            one,
+            case=replace(one.case, mode="train"),
+            samples_ms=[seconds * 1000.0 / 3] * 3,  # its samples are three epochs
+            details={"epochs": [{}, {}, {}], "time_to_train_s": seconds},
+        )
+        merged = add_process(merged, trained)
+    assert merged.details["time_to_train_s"] == 20.0  # the median, not the last one's
+    assert sorted(process_values(merged, METRICS["time_to_train"])) == [10.0, 20.0, 30.0]
+    assert "low-n-p99" not in merged.flags  # a training result's samples are epochs
+
+
 class ScriptedRunner:
     """Stands in for run_case: records the order and returns made-up processes."""
 

@@ -30,6 +30,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from dlbench.measure.stats import LatencyStats
 from dlbench.results.records import Result
 from dlbench.spec.case import MIN_P99_QUERIES
 
@@ -57,8 +58,7 @@ def result_flags(result: Result, cpus_available: int) -> list[str]:
     throttle = details.get("throttle")
     if isinstance(throttle, str):
         found += [f"throttled:{name.strip()}" for name in throttle.split(",") if name.strip()]
-    stats = result.latency_ms
-    if stats is not None and "epochs" not in details and stats.n < MIN_P99_QUERIES:
+    if too_few_for_p99(result.latency_ms, details):
         found.append("low-n-p99")
     if details.get("int8_dot_units") == []:
         found.append("int8-no-vnni")
@@ -69,6 +69,12 @@ def result_flags(result: Result, cpus_available: int) -> list[str]:
         if loadgen.get("verdict") == "INVALID":
             found.append("loadgen-invalid")
     return found
+
+
+def too_few_for_p99(stats: LatencyStats | None, details: Mapping[str, Any]) -> bool:
+    """Fewer samples than a p99 needs; a time-to-train result (its samples are
+    epochs, and its p99 is not its number) is exempt."""
+    return stats is not None and "epochs" not in details and stats.n < MIN_P99_QUERIES
 
 
 def measured_points(details: Mapping[str, Any]) -> list[Mapping[str, Any]]:

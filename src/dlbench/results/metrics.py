@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from dlbench.errors import UserError
-from dlbench.results.records import Result
+from dlbench.results.records import TIME_TO_TRAIN_KEY, Result
 
 Reader = Callable[[Result], float | None]
 
@@ -196,7 +196,8 @@ METRICS: dict[str, Metric] = {
             "s",
             "train s",
             False,
-            _detail("time_to_train_s"),
+            _detail(TIME_TO_TRAIN_KEY),
+            process_key=TIME_TO_TRAIN_KEY,
         ),
         Metric(
             "steady_throughput",

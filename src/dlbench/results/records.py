@@ -29,6 +29,8 @@ STATUS_FAILED = "failed"
 # The device cannot do what the case asks (fp16 AMP on a CPU without fp16 units):
 # not a failure of the framework or the harness, and not a number either.
 STATUS_SKIPPED = "skipped"
+# details key of a training case's headline: seconds from start to the target
+TIME_TO_TRAIN_KEY = "time_to_train_s"
 
 
 @dataclass

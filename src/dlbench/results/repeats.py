@@ -22,8 +22,8 @@ from dataclasses import replace
 from typing import Any
 
 from dlbench.measure.stats import summarize
-from dlbench.results.records import Result
-from dlbench.spec.case import MIN_P99_QUERIES
+from dlbench.results.flags import too_few_for_p99
+from dlbench.results.records import TIME_TO_TRAIN_KEY, Result
 
 DISTURBED = frozenset({"interference", "stalled"})
 MAX_RETRIES = 2
@@ -80,6 +80,7 @@ def summary_of(result: Result) -> dict[str, Any]:
         "n": stats.n if stats else 0,
         "throughput": result.throughput,
         "joules_per_sample": energy.get("joules_per_sample") if isinstance(energy, dict) else None,
+        TIME_TO_TRAIN_KEY: result.details.get(TIME_TO_TRAIN_KEY) if result.details else None,
         "cpu_percent": result.cpu_percent,
         "flags": list(result.flags),
         "disturbed": disturbed(result),
@@ -129,7 +130,7 @@ def merge(base: Result, summaries: list[dict[str, Any]]) -> Result:
     flags = sorted({f for p in used for f in p["flags"]} - {"noisy", "low-n-p99"})
     if noisy:
         flags.insert(0, "noisy")
-    if stats.n < MIN_P99_QUERIES:
+    if too_few_for_p99(stats, details):
         flags.append("low-n-p99")
     details["process_spread"] = {"median_ms_relative_iqr": spread, "processes": len(used)}
     energies = [p.get("joules_per_sample") for p in used]
@@ -137,6 +138,9 @@ def merge(base: Result, summaries: list[dict[str, Any]]) -> Result:
         details.get("energy"), dict
     ):
         details["energy"] = {**details["energy"], "joules_per_sample": statistics.median(energies)}
+    trained = [p.get(TIME_TO_TRAIN_KEY) for p in used]
+    if trained and all(isinstance(t, int | float) for t in trained):
+        details[TIME_TO_TRAIN_KEY] = statistics.median(trained)  # type: ignore[type-var]
     cpus = [float(p["cpu_percent"]) for p in used if p.get("cpu_percent") is not None]
     return replace(
         base,

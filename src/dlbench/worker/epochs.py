@@ -19,7 +19,13 @@ from dlbench.errors import CaseError
 from dlbench.measure.energy import EnergyMeter
 from dlbench.measure.monitor import ProcessMonitor
 from dlbench.measure.stats import summarize
-from dlbench.results.records import STATUS_FAILED, STATUS_OK, Result, base_result
+from dlbench.results.records import (
+    STATUS_FAILED,
+    STATUS_OK,
+    TIME_TO_TRAIN_KEY,
+    Result,
+    base_result,
+)
 from dlbench.worker.placement import require_placement
 from dlbench.worker.progress import report_progress
 from dlbench.workloads.mnist_train import CLASSES, FIRST_EPOCH_MIN_ACCURACY, usable_train_samples
@@ -86,7 +92,7 @@ def run_epochs(backend: Backend, job: Job) -> Result:
     result.details = {
         **trainer.details,
         "epochs": run.records,
-        "time_to_train_s": elapsed,
+        TIME_TO_TRAIN_KEY: elapsed,
         # without epoch 1, which holds compilation (torch.compile, tf.function tracing)
         "steady_samples_per_s": used * (len(train_s) - 1) / sum(train_s[1:])
         if len(train_s) > 1
