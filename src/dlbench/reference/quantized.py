@@ -47,10 +47,13 @@ def quantized_model(case: Case, seed: int) -> tuple[Path, dict[str, Any]]:
     folder = quantized_folder(case, seed)
     meta_path = folder / META_FILE
     fresh = not meta_path.exists()
+    started = time.perf_counter()
     if fresh:
         _build(case, seed, folder)
     meta = json.loads(meta_path.read_text(encoding="utf-8"))
     meta["cached"] = not fresh
+    # the builder process's whole wall time, which the worker keeps out of its setup
+    meta["build_wall_s"] = round(time.perf_counter() - started, 3) if fresh else 0.0
     meta["folder"] = str(folder)
     return folder / meta["model_file"], meta
 
