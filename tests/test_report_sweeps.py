@@ -77,3 +77,18 @@ def test_the_budget_table_skips_workloads_only_loadgen_measured():
     served = swept("onnxruntime", 1, 0.01, 0.02, loadgen=True, scenario="single-stream")
     assert budget_table(make_run([served]), 2.0).rows == ()
     assert sweep_charts(make_run([served])) == []
+
+
+def test_a_threads_only_sweep_draws_a_line_per_configuration_labelled_by_threads():
+    run = make_run(
+        [
+            swept("onnxruntime", 1, 0.02, 0.03, threads=1),
+            swept("onnxruntime", 1, 0.012, 0.02, threads=2),
+            swept("openvino", 1, 0.03, 0.04, threads=1),
+            swept("openvino", 1, 0.02, 0.03, threads=2),
+        ]
+    )
+    (chart,) = sweep_charts(run)
+    assert "a point per thread count" in chart.title
+    lines = {curve.label: [p.label for p in curve.points] for curve in chart.curves}
+    assert lines == {"onnxruntime [default]": ["t=1", "t=2"], "openvino [default]": ["t=1", "t=2"]}

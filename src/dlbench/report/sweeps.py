@@ -16,46 +16,55 @@ from dlbench.report.study import Row, StudyTable
 from dlbench.results.metrics import METRICS, read
 from dlbench.results.records import Result, Run
 
-# the axes that make a line; batch size is the axis along it
+# the axes that make a line; the swept axis (batch size, else threads) runs along it
 LINE_AXES = ("framework", "compile", "precision", "threads", "streams")
+# the axis along a line, tried in this order, and how a point is labelled by it
+ALONG_AXES = {"batch_size": "bs", "threads": "t"}
 BUDGET_COLUMNS = tuple(METRICS[key] for key in ("p99", "latency", "agreement", "max_abs_diff"))
 
 
 def sweep_charts(run: Run) -> list[CurveChart]:
-    """A chart per workload whose configurations were measured at several batch sizes."""
+    """A chart per workload whose configurations were measured at several batch
+    sizes, or (a threads-only sweep) at several thread counts."""
     charts = []
     # LoadGen's rates are the serving study's
     for name, results in run.inference_by_workload(loadgen=False).items():
-        lines: dict[str, list[Result]] = {}
-        for result in results:
-            if result.latency_ms is not None:
-                lines.setdefault(result.case.label(only=LINE_AXES), []).append(result)
-        if not any(len({r.case.batch_size for r in line}) > 1 for line in lines.values()):
-            continue
-        front = pareto_front([_xy(r) for line in lines.values() for r in line])
-        curves = tuple(
-            Curve(label, tuple(_point(r, front) for r in line)) for label, line in lines.items()
-        )
-        charts.append(
-            CurveChart(
-                name=f"sweep-{slug(name)}",
-                title=f"{name}: median latency against throughput, a point per batch size "
-                "(ringed: the Pareto front)",
-                x_title="samples/s",
-                y_title="median ms",
-                curves=curves,
-            )
-        )
+        timed = [r for r in results if r.latency_ms is not None]
+        for along, short in ALONG_AXES.items():
+            axes = tuple(axis for axis in LINE_AXES if axis != along)
+            lines: dict[str, list[Result]] = {}
+            for result in timed:
+                lines.setdefault(result.case.label(only=axes), []).append(result)
+            if any(len({getattr(r.case, along) for r in line}) > 1 for line in lines.values()):
+                charts.append(_chart(name, lines, along, short))
+                break
     return charts
+
+
+def _chart(name: str, lines: dict[str, list[Result]], along: str, short: str) -> CurveChart:
+    front = pareto_front([_xy(r) for line in lines.values() for r in line])
+    curves = tuple(
+        Curve(label, tuple(_point(r, front, along, short) for r in line))
+        for label, line in lines.items()
+    )
+    what = "batch size" if along == "batch_size" else "thread count"
+    return CurveChart(
+        name=f"sweep-{slug(name)}",
+        title=f"{name}: median latency against throughput, a point per {what} "
+        "(ringed: the Pareto front)",
+        x_title="samples/s",
+        y_title="median ms",
+        curves=curves,
+    )
 
 
 def _xy(result: Result) -> tuple[float, float]:
     return float(result.throughput or 0.0), float(result.latency_ms.median)  # type: ignore[union-attr]
 
 
-def _point(result: Result, front: set[tuple[float, float]]) -> Point:
+def _point(result: Result, front: set[tuple[float, float]], along: str, short: str) -> Point:
     x, y = _xy(result)
-    return Point(x, y, f"bs={result.case.batch_size}", marked=(x, y) in front)
+    return Point(x, y, f"{short}={getattr(result.case, along)}", marked=(x, y) in front)
 
 
 def budget_table(run: Run, budget_ms: float) -> StudyTable:
