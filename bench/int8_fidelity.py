@@ -3,7 +3,7 @@
 For each framework's int8 path (ONNX Runtime's static QDQ quantization,
 OpenVINO with NNCF, torch's PT2E with the X86 Inductor quantizer), the hand
 loop quantizes the same fp32 model itself with the framework's own quantizer
-(the same method, 64 seeded calibration samples), then times the quantized
+(the same method and seeded calibration samples as dlbench's), then times the quantized
 model with perf_counter as a careful user would. dlbench times its cached
 quantized model of the same case. Each side runs in a fresh process, in
 interleaved rounds. Prints the ratio of dlbench's median latency to the hand
@@ -24,12 +24,18 @@ import sys
 from fidelity import PRELUDE
 from interleave import bench_parser, interleaved_rounds, thread_env
 
+from dlbench.backends.calibration import CALIBRATION_BATCH as ORT_CALIBRATION_BATCH
+from dlbench.backends.calibration import CALIBRATION_SAMPLES, CALIBRATION_SEED
 from dlbench.launch.runner import run_case
 from dlbench.plan.validate import validate_case
 from dlbench.spec.case import Case, Settings
 
-CALIBRATION = r"""
-calibration = spec.make_inputs(64, params, "infer", 7919)
+# dlbench's own calibration set (backends.calibration, seed 0 + its offset), so the
+# hand loops quantize from the same samples and a change there cannot skew the ratio
+CALIBRATION = f"""
+calibration_samples = {CALIBRATION_SAMPLES}
+ort_batch = {ORT_CALIBRATION_BATCH}
+calibration = spec.make_inputs(calibration_samples, params, "infer", {CALIBRATION_SEED})
 """
 
 HAND_LOOPS = {
@@ -40,7 +46,8 @@ from onnxruntime.quantization import (CalibrationDataReader, QuantFormat, QuantT
 from onnxruntime.quantization.shape_inference import quant_pre_process
 folder = tempfile.mkdtemp()
 quant_pre_process(sys.argv[6], os.path.join(folder, "pre.onnx"))
-batches = [{k: v[i:i + 8] for k, v in calibration.items()} for i in range(0, 64, 8)]
+batches = [{k: v[i:i + ort_batch] for k, v in calibration.items()}
+           for i in range(0, calibration_samples, ort_batch)]
 class Reader(CalibrationDataReader):
     def __init__(self):
         self.items = iter(batches)
@@ -59,8 +66,9 @@ measure(lambda: session.run(None, feeds))
     "openvino": r"""
 import nncf, openvino as ov
 core = ov.Core()
-items = [{k: v[i:i + 1] for k, v in calibration.items()} for i in range(64)]
-model = nncf.quantize(core.read_model(sys.argv[6]), nncf.Dataset(items), subset_size=64)
+items = [{k: v[i:i + 1] for k, v in calibration.items()} for i in range(calibration_samples)]
+model = nncf.quantize(core.read_model(sys.argv[6]), nncf.Dataset(items),
+                      subset_size=calibration_samples)
 model.reshape({n: list(a.shape) for n, a in inputs.items()})
 compiled = core.compile_model(model, "CPU", {"PERFORMANCE_HINT": "LATENCY",
     "INFERENCE_NUM_THREADS": threads, "INFERENCE_PRECISION_HINT": "f32"})
@@ -80,7 +88,7 @@ quantizer = x86.X86InductorQuantizer()
 quantizer.set_global(x86.get_default_x86_inductor_quantization_config())
 with torch.no_grad():
     prepared = prepare_pt2e(torch.export.export(model, args).module(), quantizer)
-    for i in range(0, 64 - batch + 1, batch):
+    for i in range(0, calibration_samples - batch + 1, batch):
         prepared(*[torch.from_numpy(v[i:i + batch]) for v in calibration.values()])
     converted = convert_pt2e(prepared)
 inductor.freezing = True

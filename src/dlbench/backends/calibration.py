@@ -16,6 +16,8 @@ from dlbench.workloads import get_workload
 from dlbench.workloads.user_model import InputSpec, model_inputs
 
 CALIBRATION_SAMPLES = 64
+# ONNX Runtime's calibration batches of built-in workloads (the export has a dynamic batch)
+CALIBRATION_BATCH = 8
 # added to the case's seed: calibration never sees the measured or evaluated inputs
 CALIBRATION_SEED = 7919
 # user models without --input-data: seeded random batches of the case's shapes

@@ -16,15 +16,13 @@ from typing import Any
 
 from onnxruntime.quantization import CalibrationDataReader
 
-from dlbench.backends.calibration import calibration_inputs, user_inputs
+from dlbench.backends.calibration import CALIBRATION_BATCH, calibration_inputs, user_inputs
 from dlbench.reference.builtin import onnx_model
 from dlbench.reference.quantized import builder_main, save_reference_outputs
 from dlbench.spec.case import Case
 from dlbench.workloads import get_workload
 
 MODEL_FILE = "model.onnx"
-# calibration batches of built-in workloads (the export has a dynamic batch)
-CALIBRATION_BATCH = 8
 
 
 def build(case: Case, seed: int, folder: Path) -> dict[str, Any]:
