@@ -42,6 +42,20 @@ def test_the_headline_comes_from_the_processes_and_the_samples_are_pooled():
     assert "noisy" in merged.flags  # the processes disagree by far more than 10%
 
 
+def test_the_spread_shown_is_between_the_processes_not_the_pooled_samples():
+    from dlbench.report.table import iqr_percent
+
+    merged = None
+    for index, median in enumerate((1.0, 1.04, 1.08, 1.12), start=1):
+        merged = add_process(merged, process(median, index))
+    between = merged.details["process_spread"]["median_ms_relative_iqr"]
+    assert iqr_percent(merged) == f"{100 * between:.1f}%"
+    pooled = merged.latency_ms.iqr / merged.latency_ms.median
+    assert abs(between - pooled) > 0.005  # the two differ here: the test can tell them apart
+    single = process(1.0, 9)
+    assert iqr_percent(single) == f"{100 * single.latency_ms.iqr / single.latency_ms.median:.1f}%"
+
+
 def test_a_disturbed_process_is_kept_but_left_out_and_its_repeat_runs_again():
     merged = add_process(None, process(1.0, 1))
     merged = add_process(merged, process(5.0, 2, flags=("interference",)))

@@ -14,6 +14,7 @@ from html import escape
 from pathlib import Path
 
 from dlbench.atomic import write_atomic
+from dlbench.measure.stats import NOISE_THRESHOLD
 from dlbench.report.curve_charts import curve_charts
 from dlbench.report.svg import Bar, bar_chart, box_plot, curve_chart, line_chart
 from dlbench.report.table import case_name, flags, no_energy, number_cell, number_header
@@ -84,7 +85,7 @@ def results_table(run: Run) -> str:
             _td(r.case.batch_size),
             *(_td(number_cell(name, r), True) for name in HTML_LAYOUT),
         ]
-        marks = flags(r, noisy="noisy (IQR > 10% of median)", separator="; ")
+        marks = flags(r, noisy=f"noisy (IQR > {NOISE_THRESHOLD:.0%} of median)", separator="; ")
         cells.append(f'<td class="flag">{escape(marks)}</td>')
         cells.append(f'<td class="{"" if r.ok else "failed"}">{escape(status)}</td>')
         rows.append("<tr>" + "".join(cells) + "</tr>")

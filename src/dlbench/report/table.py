@@ -12,6 +12,7 @@ from rich.text import Text
 
 from dlbench.results.metrics import METRICS, energy_unmeasurable, read
 from dlbench.results.records import STATUS_SKIPPED, Result, Run
+from dlbench.results.repeats import spread
 
 
 def fmt(value: float | None, digits: int = 3) -> str:
@@ -73,10 +74,9 @@ def flags(result: Result, noisy: str = "noisy", separator: str = ", ") -> str:
 
 
 def iqr_percent(result: Result) -> str:
-    stats = result.latency_ms
-    if stats is None or stats.median <= 0:
-        return "-"
-    return f"{100.0 * stats.iqr / stats.median:.1f}%"
+    """The spread that decides `noisy`: between the process medians under --repeat."""
+    relative = spread(result)
+    return "-" if relative is None else f"{100.0 * relative:.1f}%"
 
 
 # Shown between the metrics: the latency samples' spread, and the primary rate

@@ -21,15 +21,14 @@ import statistics
 from dataclasses import replace
 from typing import Any
 
-from dlbench.measure.stats import summarize
+from dlbench.measure.stats import NOISE_THRESHOLD, summarize
 from dlbench.results.flags import too_few_for_p99
 from dlbench.results.records import TIME_TO_TRAIN_KEY, Result
 
 DISTURBED = frozenset({"interference", "stalled"})
 MAX_RETRIES = 2
 PROCESSES_KEY = "processes"
-# process-level spread above this (relative IQR of the process medians) is noisy
-PROCESS_NOISE = 0.10
+PROCESS_SPREAD_KEY = "process_spread"
 
 
 def disturbed(result: Result) -> bool:
@@ -126,13 +125,13 @@ def merge(base: Result, summaries: list[dict[str, Any]]) -> Result:
     rates = [float(p["throughput"]) for p in used if p.get("throughput")]
     rate = statistics.median(rates) if rates else base.throughput
     spread = _relative_spread(medians)
-    noisy = bool(spread > PROCESS_NOISE if len(used) > 1 else stats.noisy)
+    noisy = bool(spread > NOISE_THRESHOLD if len(used) > 1 else stats.noisy)
     flags = sorted({f for p in used for f in p["flags"]} - {"noisy", "low-n-p99"})
     if noisy:
         flags.insert(0, "noisy")
     if too_few_for_p99(stats, details):
         flags.append("low-n-p99")
-    details["process_spread"] = {"median_ms_relative_iqr": spread, "processes": len(used)}
+    details[PROCESS_SPREAD_KEY] = {"median_ms_relative_iqr": spread, "processes": len(used)}
     energies = [p.get("joules_per_sample") for p in used]
     if all(isinstance(e, int | float) for e in energies) and isinstance(
         details.get("energy"), dict
@@ -154,6 +153,19 @@ def merge(base: Result, summaries: list[dict[str, Any]]) -> Result:
         cpu_percent=statistics.median(cpus) if cpus else base.cpu_percent,
         details=details,
     )
+
+
+def spread(result: Result) -> float | None:
+    """The result's relative spread (IQR over median): between its processes' medians
+    when several made it, else between its own samples; None without latencies."""
+    details = result.details if isinstance(result.details, dict) else {}
+    between = details.get(PROCESS_SPREAD_KEY)
+    if isinstance(between, dict) and isinstance(between.get("median_ms_relative_iqr"), float | int):
+        return float(between["median_ms_relative_iqr"])
+    stats = result.latency_ms
+    if stats is None or stats.median <= 0:
+        return None
+    return stats.iqr / stats.median
 
 
 def _relative_spread(values: list[float]) -> float:
