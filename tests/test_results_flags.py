@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import multiprocessing
+import os
 import time
 
 import pytest
@@ -126,14 +127,15 @@ def test_a_planted_cpu_hog_is_flagged_interference_and_shown(tmp_path):
 
 def test_oversubscription_is_flagged_and_refused_with_strict(tmp_path):
     out = tmp_path / "run.json"
-    done = dlbench("run", "-w", "mlp", "-f", "null", "--threads", "64", "--min-time", "0.1",
+    too_many = str(2 * len(os.sched_getaffinity(0)))  # over this machine's CPUs, whatever it has
+    done = dlbench("run", "-w", "mlp", "-f", "null", "--threads", too_many, "--min-time", "0.1",
                    "--json", str(out))  # fmt: skip
     assert done.returncode == 0, done.stderr
     (result,) = json.loads(out.read_text())["results"]
     assert "oversubscribed" in result["flags"]
-    refused = dlbench("run", "-w", "mlp", "-f", "null", "--threads", "64", "--strict")
+    refused = dlbench("run", "-w", "mlp", "-f", "null", "--threads", too_many, "--strict")
     assert refused.returncode == 2
-    assert "--strict" in refused.stderr and "64 threads" in refused.stderr
+    assert "--strict" in refused.stderr and f"{too_many} threads" in refused.stderr
     assert len(refused.stderr.strip().splitlines()) == 1
 
 
