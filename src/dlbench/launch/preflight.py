@@ -18,18 +18,16 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
-
-import numpy as np
+from typing import TYPE_CHECKING, Any
 
 from dlbench.errors import CaseError, UserError
 from dlbench.launch.inspect import FrameworkView, load_in_worker
 from dlbench.spec.case import Case
 from dlbench.spec.registry import framework_info
 from dlbench.workloads.model_format import model_format
-from dlbench.workloads.user_model import InputSpec, load_input_data, resolve_inputs
 
-INPUT_SPEC_FIELDS = {f.name for f in dataclasses.fields(InputSpec)}
+if TYPE_CHECKING:  # user_model imports NumPy: importing dlbench's command line must not
+    from dlbench.workloads.user_model import InputSpec
 
 
 def check_user_models(
@@ -37,9 +35,13 @@ def check_user_models(
 ) -> None:
     """UserError (exit 2) where a user model case's inputs do not fit the signature
     its framework reads from the file."""
+    if all(case.model is None for case in cases):
+        return
+    from dlbench.workloads.user_model import load_input_data, resolve_inputs
+
     views: dict[tuple[str, str, bool], FrameworkView] = {}
     checked: set[tuple[Any, ...]] = set()
-    data: dict[str, dict[str, np.ndarray]] = {}
+    data: dict[str, dict[str, Any]] = {}
     for case in cases:
         if case.model is None:
             continue
@@ -72,7 +74,10 @@ def _load(case: Case) -> FrameworkView:
 
 def _spec(entry: dict[str, Any]) -> InputSpec:
     """An InputSpec back from the loader's JSON (dims come back as a list)."""
-    values = {k: v for k, v in entry.items() if k in INPUT_SPEC_FIELDS}
+    from dlbench.workloads.user_model import InputSpec
+
+    fields = {f.name for f in dataclasses.fields(InputSpec)}
+    values = {k: v for k, v in entry.items() if k in fields}
     if values.get("dims") is not None:
         values["dims"] = tuple(values["dims"])
     return InputSpec(**values)
