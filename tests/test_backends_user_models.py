@@ -111,6 +111,7 @@ def test_torchscript_with_an_odd_extension_and_a_plain_int_argument(tmp_path):
     np.savez(data, x=rng.standard_normal((2, 16)).astype(np.float32), sr=np.array(44100))
     code, results, _ = dlbench_run(tmp_path, "--model", model, "--input-data", str(data))
     assert code == 1 and "unsupported sample rate" in results[0]["error_detail"]
+    assert "ValueError: unsupported sample rate" in results[0]["error"]  # the cause, shown
 
 
 @pytest.mark.slow

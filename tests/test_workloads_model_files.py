@@ -167,6 +167,17 @@ def test_the_cause_of_a_framework_error_is_the_line_shown():
         "onnxruntime::Model::Model(onnx::ModelProto&&, const Logger&) Unsupported IR version"
     )
     assert cause_summary(ort).endswith("failed: Unsupported IR version")
+    # a traceback inside the message (TorchScript's interpreter): the raised line
+    torchscript = (
+        "The following operation failed in the TorchScript interpreter.\n"
+        "Traceback of TorchScript, serialized code (most recent call last):\n"
+        '  File "code/__torch__.py", line 11, in forward\n'
+        "    _0 = torch.__contains__([8000, 16000], sr)\n"
+        "builtins.ValueError: unsupported sample rate\n"
+    )
+    assert cause_summary(torchscript) == "builtins.ValueError: unsupported sample rate"
+    # without a traceback, a line that merely looks like one is not singled out
+    assert cause_summary("first line\nValueError: second").startswith("first line")
 
 
 @pytest.mark.slow

@@ -16,6 +16,9 @@ from typing import Any
 # OpenVINO's "Exception from src/...cpp:84:" and "Check 'x' failed at ...:151:",
 # and the C++ function signatures ONNX Runtime puts before its reason.
 LOCATION_LINE = re.compile(r"(Exception from|Check '.*' failed at) \S+:\d+:?")
+# A traceback carried inside a message (TorchScript's interpreter, TensorFlow's
+# py_func) ends with the line that names the exception: that line is the cause.
+EXCEPTION_LINE = re.compile(r"(?:[\w.]+\.)?\w*(?:Error|Exception|Exit|Interrupt): \S.*")
 CPP_FRAME = re.compile(
     r"\s*/?[\w./-]+\.(?:cc|cpp|cxx|h|hpp):\d+\s+[\w:~<>]+\([^()]*\)(?:\s*const)?\s*"
 )
@@ -89,6 +92,10 @@ def cause_summary(message: str | BaseException, limit: int = 300) -> str:
     """
     text = str(message) or (type(message).__name__ if isinstance(message, BaseException) else "")
     lines = [CPP_FRAME.sub(" ", ln).strip() for ln in text.splitlines()]
+    if any(ln.startswith("Traceback") for ln in lines):
+        raised = [ln for ln in lines if EXCEPTION_LINE.fullmatch(ln)]
+        if raised:
+            return _shortened(raised[-1], limit)
     kept = [ln for ln in lines if ln and not LOCATION_LINE.fullmatch(ln)]
     return _shortened(" ".join(kept) or first_line(text, limit), limit)
 

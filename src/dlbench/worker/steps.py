@@ -14,7 +14,7 @@ from typing import Any
 
 from dlbench.backends import load_backend
 from dlbench.backends.base import Backend, Job, Prepared, device_kind
-from dlbench.errors import CaseError, CaseSkipped, ReferenceUnavailable, first_line
+from dlbench.errors import CaseError, CaseSkipped, ReferenceUnavailable, cause_summary, first_line
 from dlbench.measure.cpu_features import int8_dot_units
 from dlbench.measure.energy import EnergyMeter, EnergyReading
 from dlbench.measure.monitor import ProcessMonitor, ResourceUse, peak_rss_mb
@@ -215,7 +215,9 @@ def to_ms(samples_s: list[float]) -> list[float]:
 
 
 def failed_from_exception(case: Case, exc: BaseException) -> Result:
-    message = first_line(str(exc))
+    # dlbench's own errors are one crafted line; a framework's names its cause
+    # below location lines or inside a traceback it carries (errors.cause_summary)
+    message = first_line(str(exc)) if isinstance(exc, CaseError) else cause_summary(exc)
     if not isinstance(exc, CaseError):
         message = f"{type(exc).__name__}: {message}"
     detail = "".join(traceback.format_exception(exc)[-8:])
