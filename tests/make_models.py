@@ -143,7 +143,41 @@ def savedmodel(path: str) -> None:
     tf.saved_model.save(module, path, signatures={"serving_default": module.serve})
 
 
+def tf2onnx_savedmodel(path: str) -> None:
+    """An ONNX file written by tf2onnx's own converter from a SavedModel, as TensorFlow
+    users export: an int64 scalar input beside the features, two outputs."""
+    import subprocess
+    import tempfile
+
+    import tensorflow as tf
+
+    class Scaled(tf.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.weight = tf.Variable(tf.random.stateless_normal((12, 4), seed=(3, 4)))
+
+        @tf.function(
+            input_signature=[
+                tf.TensorSpec([None, 12], tf.float32, name="input_2"),
+                tf.TensorSpec([], tf.int64, name="sr"),
+            ]
+        )
+        def serve(self, features: tf.Tensor, sr: tf.Tensor) -> dict[str, tf.Tensor]:
+            logits = tf.matmul(features, self.weight) * tf.cast(sr, tf.float32) / 16000.0
+            return {"logits": logits, "label": tf.argmax(logits, axis=-1)}
+
+    module = Scaled()
+    with tempfile.TemporaryDirectory() as folder:
+        tf.saved_model.save(module, folder, signatures={"serving_default": module.serve})
+        subprocess.run(
+            [sys.executable, "-m", "tf2onnx.convert", "--saved-model", folder,
+             "--output", path, "--opset", "17"],
+            check=True, capture_output=True,
+        )  # fmt: skip
+
+
 MAKERS = {
+    "tf2onnx": tf2onnx_savedmodel,
     "keras2-hdf5": keras2_hdf5,
     "torchscript-int": torchscript_with_int,
     "onnx-tf-style": onnx_tf_style,

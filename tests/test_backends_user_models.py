@@ -94,6 +94,25 @@ def test_tf_style_onnx_colon_names_and_an_int64_scalar_from_npz(tmp_path):
 
 
 @pytest.mark.slow
+def test_an_onnx_file_from_tf2onnx_runs_on_both_onnx_frameworks_with_its_outputs_checked(
+    tmp_path,
+):
+    np = pytest.importorskip("numpy")
+    pytest.importorskip("tf2onnx")
+    model = make_model("tf2onnx", tmp_path / "converted.onnx")
+    data = tmp_path / "inputs.npz"
+    features = np.random.default_rng(1).standard_normal((5, 12)).astype(np.float32)
+    np.savez(data, input_2=features, sr=np.array(16000, dtype=np.int64))
+    code, results, text = dlbench_run(tmp_path, "--model", model, "--input-data", str(data))
+    assert code == 0, text
+    assert [r["case"]["framework"] for r in results] == ["onnxruntime", "openvino"]
+    assert all(r["case"]["batch_size"] == 5 for r in results)  # from the data's first dim
+    assert results[0]["details"]["inputs"] == {"input_2": [5, 12], "sr": []}
+    # both outputs, the int64 label exactly, checked against the first framework's
+    assert "2 outputs compared" in results[1]["details"]["check"]["note"]
+
+
+@pytest.mark.slow
 def test_torchscript_with_an_odd_extension_and_a_plain_int_argument(tmp_path):
     np = pytest.importorskip("numpy")
     pytest.importorskip("torch")
