@@ -147,3 +147,29 @@ def test_multi_stream_samples_per_second_come_from_the_mean_query_latency(tmp_pa
     log = tmp_path / "mlperf_log_detail.txt"
     log.write_text(mllog("result_mean_query_latency_ns", 2_000_000))
     assert loadgen_outcome(log, "multi-stream", 8)["samples_per_s"] == pytest.approx(4000.0)
+
+
+@pytest.mark.slow
+def test_serving_suite_end_to_end(tmp_path):
+    from conftest import dlbench
+
+    pytest.importorskip("mlperf_loadgen")
+    # short LoadGen runs: the tables, charts and verdicts, not the peaks, are under test
+    proc = dlbench("run", "serving", "--min-time", "0.2", "--min-iters", "5",
+                   "--plots", str(tmp_path / "plots"), "--json", str(tmp_path / "run.json"),
+                   timeout=900)  # fmt: skip
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    run = json.loads((tmp_path / "run.json").read_text())
+    frameworks = {r["case"]["framework"] for r in run["results"]}
+    assert frameworks == {"onnxruntime", "openvino", "torch"}
+    for result in run["results"]:
+        loadgen = result["details"]["loadgen"]
+        assert loadgen["verdict"] in ("VALID", "INVALID") and loadgen["latency_ms"], loadgen
+        if result["case"].get("find_peak"):
+            assert loadgen["tries"], loadgen  # every rate tried is kept
+    for title in ("mlp cpu: peak server QPS with p99 <= 10 ms",
+                  "distilbert seq=128 cpu: peak server QPS with p99 <= 100 ms",
+                  "mlp cpu: single-stream latency, p90"):  # fmt: skip
+        assert title in proc.stdout, proc.stdout[-3000:]
+    for chart in ("serving-mlp-cpu-10ms", "serving-distilbert-seq-128-cpu-100ms"):
+        assert (tmp_path / "plots" / f"{chart}.png").read_bytes().startswith(b"\x89PNG")
