@@ -229,3 +229,18 @@ def test_unsigned_inputs_are_fed_as_such_and_a_string_input_is_refused_by_name(t
     strings = ort.InferenceSession(model(TensorProto.STRING, tmp_path / "s.onnx"))
     with pytest.raises(CaseError, match=r"input 'x' is tensor\(string\); dlbench feeds"):
         ort_signature(strings)
+
+
+def test_a_torch_argument_after_one_left_to_its_default_is_refused_not_dropped():
+    pytest.importorskip("torch")
+    from dlbench.backends.torch.user_model import call_arguments
+
+    signature = [InputSpec("ids", None, "int64", typed=False),
+                 InputSpec("mask", None, "float32", optional=True, typed=False),
+                 InputSpec("types", None, "int64", optional=True, typed=False)]  # fmt: skip
+    ids = np.zeros((1, 4), np.int64)
+    assert len(call_arguments(signature, {"ids": ids}, "cpu")) == 1
+    both = {"ids": ids, "mask": np.ones((1, 4), np.float32), "types": ids}
+    assert len(call_arguments(signature, both, "cpu")) == 3
+    with pytest.raises(CaseError, match="'types' comes after 'mask'"):
+        call_arguments(signature, {"ids": ids, "types": ids}, "cpu")

@@ -134,9 +134,17 @@ def call_arguments(signature: Sequence[InputSpec], arrays: dict[str, Any], devic
     import torch
 
     args = []
-    for spec in signature:
+    for index, spec in enumerate(signature):
         if spec.name not in arrays:
-            break  # an optional argument left to its default, and the ones after it
+            # an optional argument left to its default ends the positional call: one
+            # given after it would be dropped without a word
+            later = [s.name for s in signature[index + 1 :] if s.name in arrays]
+            if later:
+                raise CaseError(
+                    f"input {later[0]!r} comes after {spec.name!r}, which is left to its "
+                    f"default; torch models are called positionally: give {spec.name!r} too"
+                )
+            break
         array = arrays[spec.name]
         args.append(array.item() if spec.scalar else torch.from_numpy(array).to(device))
     return args
