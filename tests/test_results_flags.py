@@ -148,3 +148,19 @@ def test_the_null_case_uses_one_core_with_numpys_blas_pool_at_one_thread(tmp_pat
     # one Python loop: about one core, not NumPy's pool spinning beside it
     # (161-199% before, on this project's 2-CPU machines)
     assert result["cpu_percent"] < 130, result["cpu_percent"]
+
+
+def test_a_timed_out_oversubscribed_case_still_says_so():
+    from dataclasses import replace
+
+    from conftest import null_case
+
+    from dlbench.launch.runner import run_case
+    from dlbench.spec.case import Settings
+
+    too_many = 2 * len(os.sched_getaffinity(0))  # over this machine's CPUs
+    case = replace(null_case(fault="hang"), threads=too_many)
+    settings = Settings(min_time_s=0.0, min_iters=1, warmup_iters=0, timeout_s=2.0)
+    result = run_case(case, settings)
+    assert result.status == "failed" and result.error.startswith("timed out")
+    assert "oversubscribed" in result.flags, result.flags

@@ -106,8 +106,8 @@ def run_case(
                 telemetry.close()
         result = _collect(case, process, result_path, log_path, timed_out, settings.timeout_s)
         _attach_timeline(result, sampler, gpu_note)
-        if result.ok:
-            result.flags = result_flags(result, available_cpus())
+        # a failed or timed-out case is flagged too: oversubscription may be why
+        result.flags = result_flags(result, available_cpus())
     if result.started_at is None:
         result.started_at = started_at
         result.duration_s = time.perf_counter() - wall_start
