@@ -167,7 +167,9 @@ def test_a_real_a_a_pair_with_repeats_passes_the_gate(tmp_path):
         outs.append(out)
     (result,) = json.loads(outs[0].read_text())["results"]
     assert len(result["details"]["processes"]) >= 4
-    gate = dlbench("compare", str(outs[0]), str(outs[1]), "--fail-on-regression", "10")
+    # 20%: a gate the false +31% and +49% "regressions" would have failed, with
+    # room for the drift of two runs made one after the other on a shared machine
+    gate = dlbench("compare", str(outs[0]), str(outs[1]), "--fail-on-regression", "20")
     assert gate.returncode == 0, gate.stdout + gate.stderr
     assert "4/4" in gate.stdout and "inconclusive" not in gate.stdout, gate.stdout
 

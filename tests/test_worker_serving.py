@@ -59,18 +59,22 @@ def test_a_server_run_is_loadgens_verdict_rate_and_percentiles_and_keeps_its_log
 
 @pytest.mark.slow
 def test_find_peak_finds_the_rate_a_sleeping_step_can_serve_and_confirms_it(tmp_path):
+    from dlbench.worker.serving import MAX_PEAK_TRIES
+
     # one stream whose query sleeps 5 ms can serve 200 QPS at most
     case = server_case("5", find_peak=True, streams=1, latency_bound_ms=50.0)
     result = run_case(case, SHORT, files_dir=tmp_path)
     loadgen = served(result)
     tries = loadgen["tries"]
-    assert 2 <= len(tries) <= 10
-    assert loadgen["peak_confirmed"], loadgen.get("peak_note")
+    assert 2 <= len(tries) <= MAX_PEAK_TRIES
     # a run of d seconds absorbs an overload below bound / d (here 10%) before its p99
     # passes the bound: the peak sits under the capacity plus that
     assert 60 <= loadgen["peak_qps"] <= 200 * (1 + 0.05 / 0.5) * 1.03, tries
     passing = [t["target_qps"] for t in tries if t["keeps_bound"]]
-    assert passing.count(loadgen["peak_qps"]) == 2  # found, then confirmed by a second run
+    if loadgen["peak_confirmed"]:
+        assert passing.count(loadgen["peak_qps"]) == 2  # found, then confirmed by a second run
+    else:  # a lucky short run early on can use up the tries (see the unit test below)
+        assert "passed once, not confirmed" in loadgen["peak_note"], loadgen["peak_note"]
     # the peak sits below every rate that missed; a rate above it that passed once was
     # outvoted by a lower rate's miss (a short run's p99 is noisy on a shared machine)
     lowest_miss = min((t["target_qps"] for t in tries if not t["keeps_bound"]), default=None)
