@@ -50,19 +50,20 @@ def artifact_folder(workload: str, params: Mapping[str, int], seed: int) -> Path
             "seed": seed,
             "revision": REFERENCE_REVISION,
             "dlbench": __version__,
-            "torch": _torch_version(),
+            "torch": package_version("torch"),
         }
     )
     digest = hashlib.sha256(key.encode()).hexdigest()[:12]
     return cache_dir() / f"{workload}-seed{seed}-{digest}"
 
 
-def _torch_version() -> str | None:
-    """Read from package metadata: this runs in workers that must not import torch."""
+def package_version(package: str) -> str | None:
+    """Read from package metadata: this runs in workers that must not import the
+    package (torch, a quantizer) to learn which version made a cached artifact."""
     from importlib.metadata import PackageNotFoundError, version
 
     try:
-        return version("torch")
+        return version(package)
     except PackageNotFoundError:
         return None
 

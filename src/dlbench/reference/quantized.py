@@ -15,7 +15,6 @@ took then). The calibration data is backends/calibration.py's.
 from __future__ import annotations
 
 import hashlib
-import importlib.metadata
 import json
 import subprocess
 import sys
@@ -27,7 +26,7 @@ from typing import Any
 from dlbench import __version__
 from dlbench.atomic import write_atomic
 from dlbench.errors import CaseError
-from dlbench.reference.builtin import cache_dir
+from dlbench.reference.builtin import cache_dir, package_version
 from dlbench.spec.case import Case
 from dlbench.spec.registry import framework_info
 
@@ -78,7 +77,7 @@ def quantized_folder(case: Case, seed: int) -> Path:
         # the quantizer, and what made a built-in workload's fp32 source (torch, and
         # the ONNX export): an upgrade of any of them must not reuse an old model
         "tool_versions": {
-            package: _installed(package)
+            package: package_version(package)
             for package in (info.quantizer_package, "torch", "onnx")
             if package is not None
         },
@@ -86,13 +85,6 @@ def quantized_folder(case: Case, seed: int) -> Path:
     digest = hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()[:12]
     name = case.workload if case.model is None else f"model-{(case.model_digest or '')[:12]}"
     return cache_dir() / "quantized" / f"{name}-{case.framework}-{case.precision}-{digest}"
-
-
-def _installed(package: str) -> str | None:
-    try:
-        return importlib.metadata.version(package)
-    except importlib.metadata.PackageNotFoundError:
-        return None
 
 
 def _build(case: Case, seed: int, folder: Path) -> None:
