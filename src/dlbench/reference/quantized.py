@@ -34,11 +34,8 @@ from dlbench.spec.registry import framework_info
 QUANTIZE_REVISION = 1
 META_FILE = "quantization.json"
 BUILD_TIMEOUT_S = 3600
-QUANTIZERS = {
-    "onnxruntime": "dlbench.backends.onnxruntime.quantize",
-    "openvino": "dlbench.backends.openvino.quantize",
-    "torch": "dlbench.backends.torch.quantize",
-}
+# each framework with an int8 path (the registry's `quantized`) has this builder module
+QUANTIZER_MODULE = "dlbench.backends.{framework}.quantize"
 
 
 def quantized_model(case: Case, seed: int) -> tuple[Path, dict[str, Any]]:
@@ -89,7 +86,7 @@ def quantized_folder(case: Case, seed: int) -> Path:
 
 def _build(case: Case, seed: int, folder: Path) -> None:
     request = json.dumps({"case": case.to_dict(), "seed": seed, "folder": str(folder)})
-    command = [sys.executable, "-m", QUANTIZERS[case.framework], request]
+    command = [sys.executable, "-m", QUANTIZER_MODULE.format(framework=case.framework), request]
     try:
         done = subprocess.run(command, capture_output=True, text=True, timeout=BUILD_TIMEOUT_S)
     except subprocess.TimeoutExpired:
