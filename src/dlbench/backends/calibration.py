@@ -42,14 +42,9 @@ def user_calibration(
     """A user model's calibration batches, and where they came from: its
     --input-data when given, else seeded random batches of its inputs."""
     if case.input_data:
-        return [user_inputs(case, signature, seed)], "--input-data"
+        return [model_inputs(case, signature, seed)], "--input-data"
     batches = [
-        user_inputs(case, signature, seed + CALIBRATION_SEED + k)
+        model_inputs(case, signature, seed + CALIBRATION_SEED + k)
         for k in range(USER_CALIBRATION_BATCHES)
     ]
     return batches, "seeded random batches of the model's inputs (a seed of their own)"
-
-
-def user_inputs(case: Case, signature: Sequence[InputSpec], seed: int) -> dict[str, Any]:
-    """The inputs a user-model case feeds (workloads.user_model decides them)."""
-    return model_inputs(case, signature, seed)

@@ -16,11 +16,12 @@ from typing import Any
 
 from onnxruntime.quantization import CalibrationDataReader
 
-from dlbench.backends.calibration import CALIBRATION_BATCH, calibration_inputs, user_inputs
+from dlbench.backends.calibration import CALIBRATION_BATCH, calibration_inputs
 from dlbench.reference.builtin import onnx_model
 from dlbench.reference.quantized import builder_main, save_reference_outputs
 from dlbench.spec.case import Case
 from dlbench.workloads import get_workload
+from dlbench.workloads.user_model import model_inputs
 
 MODEL_FILE = "model.onnx"
 
@@ -81,7 +82,7 @@ def _user_source(
     session = ort.InferenceSession(str(case.model), providers=["CPUExecutionProvider"])
     signature = ort_signature(session)
     batches, data = user_calibration(case, signature, seed)
-    outputs = session.run(None, user_inputs(case, signature, seed))
+    outputs = session.run(None, model_inputs(case, signature, seed))
     save_reference_outputs(folder, outputs)
     return Path(str(case.model)), batches, data, {"source": "the given ONNX file"}
 

@@ -12,11 +12,12 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from dlbench.backends.calibration import calibration_inputs, user_calibration, user_inputs
+from dlbench.backends.calibration import calibration_inputs, user_calibration
 from dlbench.reference.builtin import onnx_model
 from dlbench.reference.quantized import builder_main, save_reference_outputs
 from dlbench.spec.case import Case
 from dlbench.workloads import get_workload
+from dlbench.workloads.user_model import model_inputs
 
 MODEL_FILE = "model.xml"
 
@@ -61,7 +62,7 @@ def _user_model(core: Any, case: Case, seed: int, folder: Path) -> tuple[Any, li
     model = core.read_model(str(case.model))
     signature = ov_signature(model)
     batches, data = user_calibration(case, signature, seed)
-    feeds = user_inputs(case, signature, seed)
+    feeds = model_inputs(case, signature, seed)
     reshaped = core.read_model(str(case.model))
     reshaped.reshape({name: list(array.shape) for name, array in feeds.items()})
     compiled = core.compile_model(reshaped, "CPU", {"INFERENCE_PRECISION_HINT": "f32"})
