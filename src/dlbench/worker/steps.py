@@ -217,9 +217,10 @@ def to_ms(samples_s: list[float]) -> list[float]:
 def failed_from_exception(case: Case, exc: BaseException) -> Result:
     # dlbench's own errors are one crafted line; a framework's names its cause
     # below location lines or inside a traceback it carries (errors.cause_summary)
-    message = first_line(str(exc)) if isinstance(exc, CaseError) else cause_summary(exc)
-    if not isinstance(exc, CaseError):
-        message = f"{type(exc).__name__}: {message}"
+    if isinstance(exc, CaseError):
+        message = first_line(str(exc))
+    else:
+        message = f"{type(exc).__name__}: {cause_summary(exc)}"
     detail = "".join(traceback.format_exception(exc)[-8:])
     if isinstance(exc, CaseError) and exc.detail:
         detail = f"{exc.detail.rstrip()}\n\n{detail}"  # the framework's whole message first
