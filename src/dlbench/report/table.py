@@ -12,7 +12,7 @@ from rich.text import Text
 
 from dlbench.results.metrics import METRICS, energy_unmeasurable, read
 from dlbench.results.records import STATUS_SKIPPED, Result, Run
-from dlbench.results.repeats import spread
+from dlbench.results.repeats import headline_spread
 
 
 def fmt(value: float | None, digits: int = 3) -> str:
@@ -75,7 +75,7 @@ def flags(result: Result, noisy: str = "noisy", separator: str = ", ") -> str:
 
 def iqr_percent(result: Result) -> str:
     """The spread that decides `noisy`: between the process medians under --repeat."""
-    relative = spread(result)
+    relative = headline_spread(result)
     return "-" if relative is None else f"{100.0 * relative:.1f}%"
 
 

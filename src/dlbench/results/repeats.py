@@ -155,7 +155,7 @@ def merge(base: Result, summaries: list[dict[str, Any]]) -> Result:
     )
 
 
-def spread(result: Result) -> float | None:
+def headline_spread(result: Result) -> float | None:
     """The result's relative spread (IQR over median): between its processes' medians
     when several made it, else between its own samples; None without latencies."""
     details = result.details if isinstance(result.details, dict) else {}
