@@ -16,6 +16,7 @@ from dlbench.spec.case import (
     DEFAULT_LATENCY_BOUND_MS,
     DEFAULT_LATENCY_PERCENTILE,
     LOADGEN_PERCENTILES,
+    LOADGEN_PERCENTILES_TEXT,
     MULTI_STREAM_SAMPLES,
     OFFICIAL_MIN_TIME_S,
 )
@@ -55,7 +56,7 @@ positive_float = number_type(float, lambda v: 0 < v < math.inf, "a number > 0")
 percentile = number_type(
     float,
     lambda v: v in LOADGEN_PERCENTILES,
-    f"one of the percentiles LoadGen reports: {', '.join(f'{p:g}' for p in LOADGEN_PERCENTILES)}",
+    f"one of the percentiles LoadGen reports: {LOADGEN_PERCENTILES_TEXT}",
 )
 fraction = number_type(float, lambda v: 0 < v <= 1, "a fraction in (0, 1]")
 
@@ -321,7 +322,7 @@ def add_serving_options(run: argparse.ArgumentParser) -> None:
         type=percentile,
         metavar="P",
         help="server: the percentile held to the bound "
-        f"({', '.join(f'{p:g}' for p in LOADGEN_PERCENTILES)}; "
+        f"({LOADGEN_PERCENTILES_TEXT}; "
         f"default {DEFAULT_LATENCY_PERCENTILE:g})",
     )
     serving.add_argument(

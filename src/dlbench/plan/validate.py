@@ -22,6 +22,7 @@ from dlbench.spec.case import (
     DEVICE_HELP,
     DEVICE_PATTERN,
     LOADGEN_PERCENTILES,
+    LOADGEN_PERCENTILES_TEXT,
     LOADGEN_SCENARIOS,
     MAX_BATCH,
     MAX_MIN_TIME_S,
@@ -394,8 +395,7 @@ def _server_settings(case: Case) -> dict[str, Any]:
     _require_number("latency percentile", percentile, 0.0, 100.0)
     if percentile not in LOADGEN_PERCENTILES:
         raise UserError(
-            f"invalid latency percentile {percentile!r}; LoadGen reports "
-            f"{', '.join(f'{p:g}' for p in LOADGEN_PERCENTILES)}"
+            f"invalid latency percentile {percentile!r}; LoadGen reports {LOADGEN_PERCENTILES_TEXT}"
         )
     streams = case.streams if case.streams is not None else default_streams(case)
     _require_int("streams", streams, 1, MAX_STREAMS)

@@ -29,6 +29,7 @@ DEFAULT_LATENCY_PERCENTILE = 99.0
 # The percentiles LoadGen's detail log reports (results.cc): a bound held at any
 # other percentile could not be shown beside the verdict.
 LOADGEN_PERCENTILES = (50.0, 90.0, 95.0, 97.0, 99.0, 99.9)
+LOADGEN_PERCENTILES_TEXT = ", ".join(f"{p:g}" for p in LOADGEN_PERCENTILES)
 # MLPerf's early-stopping minimum for a 99th percentile with no over-latency
 # queries (mlperf.conf sets it as multi-stream's min_query_count): fewer samples
 # cannot bound p99.
