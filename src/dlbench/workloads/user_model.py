@@ -134,7 +134,6 @@ def resolve_inputs(
     input the model needs must be in the file or in --input. Inputs with a
     default in the model are left out unless given.
     """
-
     names = [spec.name for spec in signature]
     data = dict(data or {})
     if "" in data:  # a .npy file: the model's one input
@@ -174,7 +173,6 @@ def resolve_inputs(
 def _check_batch_agrees(spec: InputSpec, array: np.ndarray, batch_size: int | None) -> None:
     """-b and a given shape or array must not disagree on a dynamic batch dimension:
     the result would be labelled with one batch and measured with the other."""
-
     dynamic_batch = spec.dims is not None and len(spec.dims) > 0 and spec.dims[0] is None
     if batch_size is not None and dynamic_batch and array.shape[0] != batch_size:
         raise CaseError(
@@ -190,7 +188,6 @@ def model_inputs(case: Case, signature: Sequence[InputSpec], seed: int) -> dict[
 
 
 def _checked_data(spec: InputSpec, array: np.ndarray) -> np.ndarray:
-
     where = f"--input-data: input {spec.name!r}"
     loose = spec.scalar or not spec.typed
     if array.dtype != np.dtype(spec.dtype) and not (loose and array.dtype.kind in "iufb"):
@@ -213,7 +210,6 @@ def _checked_data(spec: InputSpec, array: np.ndarray) -> np.ndarray:
 def _shape_and_dtype(
     spec: InputSpec, option: str | None, batch_size: int | None
 ) -> tuple[tuple[int, ...], str]:
-
     if spec.scalar:
         raise CaseError(
             f"input {spec.name!r} is a plain {spec.dtype} argument, not a tensor: give its "
