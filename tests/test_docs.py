@@ -1,4 +1,4 @@
-"""The CLI reference covers the real parser."""
+"""The README stays a short front page, and the CLI reference covers the real parser."""
 
 from __future__ import annotations
 
@@ -11,6 +11,11 @@ from types import ModuleType
 from dlbench.cli.parser import build_parser
 
 ROOT = Path(__file__).resolve().parent.parent
+README_LIMIT_BYTES = 10_240
+# The README opens with these two commands, in this order (`.ci/run` runs the second).
+RUN_COMMAND = "pip install torch==2.13.0 && pip install -e . && dlbench run"
+TEST_COMMAND = 'pip install torch==2.13.0 && pip install -e ".[dev]" && python -m pytest'
+FENCED_BLOCK = re.compile(r"^```[^\n`]*\n(.*?)^```[ \t]*$", re.MULTILINE | re.DOTALL)
 
 
 def load_generator() -> ModuleType:
@@ -27,6 +32,19 @@ def parser_commands(parser: argparse.ArgumentParser) -> dict[str, argparse.Argum
     """Every subcommand the parser defines, read from argparse directly (not the generator)."""
     (subparsers,) = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
     return dict(subparsers.choices)
+
+
+def test_readme_is_a_short_front_page():
+    size = len((ROOT / "README.md").read_bytes())
+    assert size <= README_LIMIT_BYTES, f"README.md is {size} bytes; move detail to docs/"
+
+
+def test_readme_opens_with_the_run_and_test_commands():
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    blocks = FENCED_BLOCK.findall(text)
+    assert [block.strip() for block in blocks[:2]] == [RUN_COMMAND, TEST_COMMAND]
+    # nothing but the title comes before them
+    assert text[: text.index("```")].strip() == "# dlbench"
 
 
 def sections(page: str) -> dict[str, str]:
