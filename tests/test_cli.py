@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import dlbench, spawn_dlbench
+from conftest import cli, dlbench, spawn_dlbench
 
 from dlbench.cli.main import main
 
@@ -70,12 +70,23 @@ def test_a_failed_case_makes_the_exit_code_non_zero(tmp_path):
     ],
 )
 def test_user_errors_exit_2_with_one_line_and_no_traceback(args, message):
-    proc = dlbench(*args)
+    proc = cli(*args)
     assert proc.returncode == 2, proc.stderr
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1, proc.stderr
     assert lines[0].startswith("dlbench") and message in lines[0]
     assert "Traceback" not in proc.stderr
+
+
+@pytest.mark.parametrize(
+    "args", [["run", "--workload", "nope"], ["frobnicate"], ["run", "--min-time", "soon"]]
+)
+def test_the_real_entry_point_exits_2_with_one_line(args):
+    # the in-process checks above, through a real interpreter: the entry point,
+    # argparse's own exit and a bad option value each end in one line, no traceback
+    proc = dlbench(*args)
+    assert proc.returncode == 2, proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1 and "Traceback" not in proc.stderr
 
 
 def test_invalid_yaml_file_is_a_user_error(tmp_path, capsys):
@@ -203,7 +214,7 @@ def test_a_worker_dies_with_a_parent_killed_hard(tmp_path):
 
 
 def test_output_path_that_is_a_directory_is_a_user_error(tmp_path):
-    proc = dlbench("run", "-w", "mlp", "-f", "null", "--json", str(tmp_path))
+    proc = cli("run", "-w", "mlp", "-f", "null", "--json", str(tmp_path))
     assert proc.returncode == 2
     assert "it is a directory" in proc.stderr and "Traceback" not in proc.stderr
 

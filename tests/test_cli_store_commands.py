@@ -6,7 +6,7 @@ import json
 import sqlite3
 
 import pytest
-from conftest import dlbench
+from conftest import cli, dlbench
 from factories import timed_run
 
 from dlbench.errors import UserError
@@ -72,11 +72,11 @@ def _store_rows(path) -> tuple[int, int]:
 )
 def test_a_bad_import_is_refused_and_writes_nothing(tmp_path, isolated_store, content, message):
     write_json(timed_run("kept", 1.0, 1), tmp_path / "good.json")
-    assert dlbench("import", str(tmp_path / "good.json")).returncode == 0
+    assert cli("import", str(tmp_path / "good.json")).returncode == 0
     before = _store_rows(isolated_store)
     bad = tmp_path / "bad.json"
     bad.write_text(content)
-    proc = dlbench("import", str(bad))
+    proc = cli("import", str(bad))
     assert proc.returncode == 2 and message in proc.stderr and "Traceback" not in proc.stderr
     assert _store_rows(isolated_store) == before
 
@@ -84,11 +84,11 @@ def test_a_bad_import_is_refused_and_writes_nothing(tmp_path, isolated_store, co
 def test_import_export_round_trip_and_duplicate_refused(tmp_path, isolated_store):
     original = timed_run("moved", 1.0, 1)
     write_json(original, tmp_path / "in.json")
-    assert dlbench("import", str(tmp_path / "in.json")).returncode == 0
-    again = dlbench("import", str(tmp_path / "in.json"))
+    assert cli("import", str(tmp_path / "in.json")).returncode == 0
+    again = cli("import", str(tmp_path / "in.json"))
     assert again.returncode == 2 and "already in store" in again.stderr
     assert (
-        dlbench(
+        cli(
             "export",
             "moved",
             "--json",
@@ -100,7 +100,7 @@ def test_import_export_round_trip_and_duplicate_refused(tmp_path, isolated_store
     )
     exported = json.loads((tmp_path / "out.json").read_text())
     assert exported["results"] == json.loads((tmp_path / "in.json").read_text())["results"]
-    listing = dlbench("runs")
+    listing = cli("runs")
     assert listing.returncode == 0 and "moved" in listing.stdout
 
 

@@ -8,7 +8,7 @@ import subprocess
 import time
 
 import psutil
-from conftest import dlbench, spawn_dlbench
+from conftest import cli, dlbench, spawn_dlbench
 
 from dlbench.results.store import Store
 
@@ -76,9 +76,9 @@ def test_resume_refuses_complete_unknown_and_mixed_requests(tmp_path):
     done = dlbench("run", str(suite), "--json", str(tmp_path / "r.json"), "--quiet")
     run_id = json.loads((tmp_path / "r.json").read_text())["id"]
     assert done.returncode == 0
-    complete = dlbench("run", "--resume", run_id)
+    complete = cli("run", "--resume", run_id)
     assert complete.returncode == 2 and "is complete; nothing to resume" in complete.stderr
-    unknown = dlbench("run", "--resume", "no-such-run")
+    unknown = cli("run", "--resume", "no-such-run")
     assert unknown.returncode == 2 and "no run 'no-such-run'" in unknown.stderr
-    mixed = dlbench("run", "--resume", run_id, "--workload", "mlp")
+    mixed = cli("run", "--resume", run_id, "--workload", "mlp")
     assert mixed.returncode == 2 and "drop --workload" in mixed.stderr

@@ -6,7 +6,7 @@ import json
 from dataclasses import replace
 
 import pytest
-from conftest import dlbench
+from conftest import cli
 from factories import timed_run
 
 from dlbench.report.compare import compare_runs, regressions
@@ -83,7 +83,7 @@ def test_unmatched_cases_are_listed():
 def test_fail_on_regression_gates_the_exit_code(tmp_path, percent, code):
     write_json(timed_run("a", 1.0, 1, processes=5), tmp_path / "a.json")
     write_json(timed_run("b", 1.3, 2, processes=5), tmp_path / "b.json")
-    proc = dlbench(
+    proc = cli(
         "compare",
         str(tmp_path / "a.json"),
         str(tmp_path / "b.json"),
@@ -114,7 +114,7 @@ def test_pivot_by_framework_keeps_each_frameworks_best_compile_mode():
 def test_compare_cli_pivot_over_files(tmp_path):
     for name, median, host in (("a", 1.0, "h1"), ("b", 2.0, "h2")):
         write_json(timed_run(name, median, 1, host, f"CPU {host}"), tmp_path / f"{name}.json")
-    proc = dlbench("compare", "--by", "machine", str(tmp_path / "a.json"), str(tmp_path / "b.json"))
+    proc = cli("compare", "--by", "machine", str(tmp_path / "a.json"), str(tmp_path / "b.json"))
     assert proc.returncode == 0, proc.stderr
     assert "CPU h2 (h2)" in proc.stdout and "(2.00x)" in proc.stdout
     json.loads((tmp_path / "a.json").read_text())  # the files are untouched run files

@@ -10,7 +10,7 @@ import os
 import time
 
 import pytest
-from conftest import dlbench
+from conftest import cli, dlbench
 from factories import make_result
 
 from dlbench.measure.stats import summarize
@@ -133,7 +133,7 @@ def test_oversubscription_is_flagged_and_refused_with_strict(tmp_path):
     assert done.returncode == 0, done.stderr
     (result,) = json.loads(out.read_text())["results"]
     assert "oversubscribed" in result["flags"]
-    refused = dlbench("run", "-w", "mlp", "-f", "null", "--threads", too_many, "--strict")
+    refused = cli("run", "-w", "mlp", "-f", "null", "--threads", too_many, "--strict")
     assert refused.returncode == 2
     assert "--strict" in refused.stderr and f"{too_many} threads" in refused.stderr
     assert len(refused.stderr.strip().splitlines()) == 1
