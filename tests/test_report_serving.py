@@ -149,13 +149,31 @@ def test_multi_stream_samples_per_second_come_from_the_mean_query_latency(tmp_pa
     assert loadgen_outcome(log, "multi-stream", 8)["samples_per_s"] == pytest.approx(4000.0)
 
 
+# The built-in serving suite's shapes (its name selects its study), one case of each
+# kind: find-peak at 10 ms on two frameworks, DistilBERT's 100 ms bound on one
+# stream, and a single-stream LoadGen run.
+SMALL_SERVING_SUITE = """
+name: serving
+settings: {min_time: 0.2, min_iters: 5, warmup: 2, timeout: 300}
+cases:
+  - {workload: mlp, framework: [onnxruntime, torch], scenario: server, find_peak: true,
+     latency_bound_ms: 10}
+  - {workload: distilbert, framework: openvino, scenario: server, find_peak: true,
+     latency_bound_ms: 100, streams: 1}
+  - {workload: mlp, framework: openvino, scenario: single-stream, loadgen: true}
+"""
+
+
 @pytest.mark.slow
 def test_serving_suite_end_to_end(tmp_path):
     from conftest import dlbench
 
     pytest.importorskip("mlperf_loadgen")
-    # short LoadGen runs: the tables, charts and verdicts, not the peaks, are under test
-    proc = dlbench("run", "serving", "--min-time", "0.2", "--min-iters", "5",
+    # The serving study on a few of its cases, in short LoadGen runs: the tables,
+    # charts, verdicts and find-peak tries are under test, not the peaks.
+    suite = tmp_path / "serving.yaml"
+    suite.write_text(SMALL_SERVING_SUITE)
+    proc = dlbench("run", str(suite), "--min-time", "0.2", "--min-iters", "5",
                    "--plots", str(tmp_path / "plots"), "--json", str(tmp_path / "run.json"),
                    timeout=900)  # fmt: skip
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
