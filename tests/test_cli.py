@@ -121,11 +121,13 @@ def test_env_json_has_the_fingerprint(capsys):
 
 
 def test_importing_dlbench_imports_no_framework():
+    """Nor worker or backend code (the contracts in pyproject.toml, at run time)."""
     code = (
-        "import sys, dlbench, dlbench.cli.main, dlbench.plan.build, "
-        "dlbench.launch.runner, dlbench.results.env; dlbench.results.env.fingerprint(); "
-        "print([m for m in ('torch', 'tensorflow', 'jax', 'onnxruntime', 'openvino', 'numpy') "
-        "if m in sys.modules])"
+        "import sys, dlbench, dlbench.cli.main, dlbench.plan.build, dlbench.api, "
+        "dlbench.launch.runner, dlbench.launch.preflight, dlbench.results.env; "
+        "dlbench.results.env.fingerprint(); "
+        "print([m for m in ('torch', 'tensorflow', 'jax', 'onnxruntime', 'openvino', 'numpy', "
+        "'dlbench.worker', 'dlbench.backends') if m in sys.modules])"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"

@@ -124,3 +124,41 @@ def test_the_resource_tracker_is_told_once_to_keep_quiet(monkeypatch):
     import os
 
     assert os.environ["PYTHONWARNINGS"] == f"default::DeprecationWarning,{TRACKER_WARNING}"
+
+
+def test_the_worker_entry_point_is_imported_only_where_it_is_sent():
+    import pickle
+    from multiprocessing.reduction import ForkingPickler
+
+    from dlbench.launch.runner import WORKER_ENTRY, SpawnedFunction
+    from dlbench.worker.process import worker_main
+
+    target = SpawnedFunction(*WORKER_ENTRY)
+    assert pickle.loads(ForkingPickler.dumps(target)) is worker_main  # what the child gets
+    with pytest.raises(RuntimeError, match="runs only in the process it is sent to"):
+        target()
+
+
+def test_the_parent_runs_a_case_without_importing_worker_code():
+    """The parent's contracts in pyproject.toml, checked at run time across a real case."""
+    import subprocess
+    import sys
+    import textwrap
+
+    code = textwrap.dedent(
+        """
+        import sys
+        from dlbench.launch.runner import run_case
+        from dlbench.spec.case import Case, Settings
+
+        case = Case(workload="mlp", framework="null", compile="default", device="cpu", threads=1)
+        result = run_case(case, Settings(min_time_s=0.0, min_iters=3, warmup_iters=1))
+        assert result.ok, result.error
+        frameworks = {"torch", "tensorflow", "keras", "jax", "jaxlib", "onnxruntime", "openvino",
+                      "onnx", "transformers", "nncf", "torchao", "tf2onnx"}
+        print(sorted(m for m in sys.modules if m.partition(".")[0] in frameworks
+                     or m.startswith(("dlbench.worker", "dlbench.backends"))))
+        """
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"

@@ -5,11 +5,15 @@ select(), waking every sampling interval to record a resource timeline
 (measure.timeline) from outside the worker: a few /proc reads per wake, so it
 steals next to nothing from the benchmark and no sampling thread runs inside
 it. A raise, crash, OOM kill or timeout becomes a failed Result.
+
+The parent never imports worker code (a contract in pyproject.toml): the
+worker's entry point is named here and imported by the spawned process alone.
 """
 
 from __future__ import annotations
 
 import contextlib
+import importlib
 import json
 import multiprocessing
 import multiprocessing.connection
@@ -20,6 +24,7 @@ import time
 from collections.abc import Callable
 from multiprocessing.process import BaseProcess
 from pathlib import Path
+from typing import Any
 
 from dlbench.launch.torchrun import TorchrunProcess
 from dlbench.measure.gpu_telemetry import GpuTelemetry, device_indices
@@ -27,9 +32,10 @@ from dlbench.measure.timeline import TimelineSampler
 from dlbench.results.flags import result_flags
 from dlbench.results.records import STATUS_FAILED, Result, base_result, now_iso
 from dlbench.spec.case import Case, Settings, available_cpus
-from dlbench.worker.process import worker_main
 
 LOG_TAIL_LINES = 20
+# The worker's entry point (module, function), imported only in the spawned process.
+WORKER_ENTRY = ("dlbench.worker.process", "worker_main")
 # Beside the result file: the progress lines of a long case (worker.progress).
 PROGRESS_FILE = "progress.txt"
 # The first sample comes sooner than the interval, so a case that ends in
@@ -72,7 +78,7 @@ def run_case(
             process = TorchrunProcess(case, settings, Path(scratch), log)
         else:
             process = context.Process(
-                target=worker_main,
+                target=SpawnedFunction(*WORKER_ENTRY),
                 args=(
                     case.to_dict(),
                     settings.to_dict(),
@@ -112,6 +118,37 @@ def run_case(
         result.started_at = started_at
         result.duration_s = time.perf_counter() - wall_start
     return result
+
+
+class SpawnedFunction:
+    """A module's function, named here and imported only by the process it is sent to.
+
+    A spawned Process is pickled to its child, and pickle sends a function as a
+    reference it checks by importing the function's module first: the worker's
+    modules would then load in the parent too. This object is sent instead as
+    `getattr(importlib.import_module(module), name)`, which the child evaluates
+    while it unpickles its Process, so there the target is the function itself.
+    In the parent it is only a name: calling it raises.
+    """
+
+    def __init__(self, module: str, name: str) -> None:
+        self.module, self.name = module, name
+
+    def __reduce__(self) -> tuple[Any, tuple[Any, ...]]:
+        return getattr, (_ImportedModule(self.module), self.name)
+
+    def __call__(self, *args: object) -> None:
+        raise RuntimeError(f"{self.module}.{self.name} runs only in the process it is sent to")
+
+
+class _ImportedModule:
+    """Pickles to `importlib.import_module(name)`: the module, imported where it is unpickled."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def __reduce__(self) -> tuple[Any, tuple[str]]:
+        return importlib.import_module, (self.name,)
 
 
 TRACKER_WARNING = "ignore::UserWarning:multiprocessing.resource_tracker"

@@ -23,9 +23,9 @@ import sys
 from pathlib import Path
 from typing import TextIO
 
+from dlbench.lifeline import die_with_parent
 from dlbench.results.records import Result, Run
 from dlbench.spec.case import Case, Settings
-from dlbench.worker.process import die_with_parent
 
 # Each rank runs this module (worker side), under torchrun.
 RANK_MODULE = "dlbench.worker.ddp_rank"

@@ -21,6 +21,7 @@ from typing import Any
 
 from dlbench.atomic import write_atomic
 from dlbench.errors import CaseError, CaseSkipped, first_line
+from dlbench.lifeline import die_with_parent
 from dlbench.measure.energy import EnergyMeter, EnergyReading
 from dlbench.measure.monitor import ProcessMonitor
 from dlbench.measure.timer import MAX_ITERS, StopRule, run_timed
@@ -30,7 +31,6 @@ from dlbench.worker.compile_cache import compile_cache_detail, private_compile_c
 from dlbench.worker.process import (
     THREAD_VARS,
     block_other_frameworks,
-    die_with_parent,
     frameworks_in_process,
     limit_numpy_blas,
 )

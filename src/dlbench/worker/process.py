@@ -4,7 +4,7 @@ This module is imported in a freshly spawned interpreter, so it must not
 import NumPy or a framework at module level: thread variables are set first,
 then the one framework of the case is imported (and that import is timed).
 The launcher (dlbench.launch) starts `worker_main`; nothing here runs in the
-parent except `die_with_parent`, which torchrun's child applies to itself.
+parent.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from typing import Any
 
 from dlbench.atomic import write_atomic
 from dlbench.errors import CaseSkipped, first_line
+from dlbench.lifeline import die_with_parent
 from dlbench.results.records import STATUS_SKIPPED, base_result, now_iso
 from dlbench.spec.case import Case, Settings
 from dlbench.spec.registry import FRAMEWORKS, framework_info
@@ -117,25 +118,6 @@ def _redirect_output(log_path: str) -> None:
     os.dup2(log_fd, 1)
     os.dup2(log_fd, 2)
     os.close(log_fd)
-
-
-def die_with_parent(parent_pid: int) -> None:
-    """Ask Linux to SIGKILL this process if its parent dies (even by SIGKILL).
-
-    Workers (and torchrun, and its ranks) leave the terminal's process group,
-    so without this a parent killed hard would leave an orphan loading the
-    machine with no timeout. Elsewhere the runner's own cleanup is all there is.
-    """
-    if not sys.platform.startswith("linux"):
-        return
-    import ctypes
-    import signal
-
-    pr_set_pdeathsig = 1
-    libc = ctypes.CDLL(None, use_errno=True)
-    libc.prctl(pr_set_pdeathsig, signal.SIGKILL, 0, 0, 0)
-    if os.getppid() != parent_pid:  # the parent died before prctl took effect
-        os._exit(1)
 
 
 def worker_main(
