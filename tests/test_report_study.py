@@ -90,11 +90,34 @@ def test_missing_baseline_leaves_relative_empty():
     assert all(row.relative is None for t in tables for row in t.rows)
 
 
+# The cpu-inference study's shapes, each kind of case once: the article's method
+# per framework, both scenarios and both thread counts on one framework (the fair
+# tables and the thread sweep), and every int8 path beside fp32.
+SMALL_CPU_INFERENCE_SUITE = """
+name: cpu-inference
+cases:
+  - {workload: mlp, framework: torch, compile: eager, scenario: [offline, single-stream],
+     sweep: {threads: [1, all]}}
+  - {workload: mlp, framework: [tensorflow, jax], scenario: offline}
+  - {workload: mlp, framework: onnxruntime, scenario: [offline, single-stream]}
+  - {workload: mlp, framework: openvino, scenario: single-stream}
+  - {workload: mlp, framework: onnxruntime, precision: [int8, int8-dynamic],
+     scenario: single-stream}
+  - {workload: mlp, framework: openvino, precision: int8, scenario: single-stream}
+  - {workload: mlp, framework: torch, compile: compile, precision: int8,
+     scenario: single-stream}
+  - {workload: mlp, framework: torch, compile: eager, precision: int8-dynamic,
+     scenario: single-stream}
+"""
+
+
 @pytest.mark.slow
 def test_cpu_inference_suite_end_to_end(tmp_path):
+    suite = tmp_path / "cpu-inference.yaml"
+    suite.write_text(SMALL_CPU_INFERENCE_SUITE)
     proc = dlbench(
         "run",
-        "cpu-inference",
+        str(suite),
         "--min-time",
         "0.05",
         "--min-iters",
