@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import dlbench
+from conftest import cli, dlbench
 
 FAST = ["--min-time", "0", "--min-iters", "3", "--warmup", "1", "--threads", "1", "--quiet"]
 
@@ -266,11 +266,12 @@ def test_a_framework_that_cannot_convert_names_the_cause(tmp_path):
         (["--input", "x:2x3:complex"], "unknown dtype 'complex'"),
     ],
 )
-def test_bad_model_options_are_user_errors(tmp_path, args, message):
+def test_bad_model_options_are_user_errors(tmp_path, monkeypatch, args, message):
     (tmp_path / "model.txt").write_text("x")
     (tmp_path / "garbage.onnx").write_bytes(b"\x08\x01garbage" * 50)
     (tmp_path / "saved").mkdir()
-    proc = dlbench("run", *args, cwd=tmp_path)
+    monkeypatch.chdir(tmp_path)
+    proc = cli("run", *args)
     assert proc.returncode == 2 and message in proc.stderr and "Traceback" not in proc.stderr
 
 
@@ -280,7 +281,7 @@ def one_line_refusal(proc: subprocess.CompletedProcess[str], message: str, db: P
     assert proc.returncode == 2, proc.stdout + proc.stderr
     assert len(lines) == 1 and message in lines[0], proc.stderr
     assert "Traceback" not in proc.stderr
-    runs = dlbench("runs", "--db", str(db))
+    runs = cli("runs", "--db", str(db))
     assert runs.returncode == 0 and "user-model" not in runs.stdout, runs.stdout
 
 

@@ -11,7 +11,7 @@ import math
 from pathlib import Path
 
 import pytest
-from conftest import dlbench
+from conftest import cli, dlbench
 from factories import make_result, make_run
 
 from dlbench.backends.base import placement
@@ -73,7 +73,7 @@ def test_ddp_with_gloo_on_two_processes_reports_scaling(tmp_path):
     ],
 )
 def test_bad_device_and_scale_options_are_one_line_errors(args, message):
-    done = dlbench("run", *args)
+    done = cli("run", *args)
     assert done.returncode == 2, done.stderr
     assert message in done.stderr
     assert len(done.stderr.strip().splitlines()) == 1

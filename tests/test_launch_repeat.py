@@ -8,7 +8,7 @@ import statistics
 from dataclasses import replace
 
 import pytest
-from conftest import dlbench
+from conftest import cli, dlbench
 from factories import make_case, make_result, samples
 
 from dlbench.errors import RunInterrupted
@@ -186,5 +186,5 @@ def test_a_suite_sets_a_default_repeat_and_a_bad_one_is_refused(tmp_path):
     suite.write_text('settings: {repeat: 0}\ncases:\n  - {workload: mlp, framework: "null"}\n')
     with pytest.raises(UserError, match="repeat"):
         build_plan(RunRequest(suite=str(suite)))
-    refused = dlbench("run", "-w", "mlp", "-f", "null", "--repeat", "0")
+    refused = cli("run", "-w", "mlp", "-f", "null", "--repeat", "0")
     assert refused.returncode == 2 and "--repeat" in refused.stderr

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import FAST, dlbench
+from conftest import FAST, cli, dlbench
 from factories import make_result
 
 from dlbench.launch.runner import run_case
@@ -170,7 +170,7 @@ def test_a_cpu_without_int8_dot_products_is_flagged_not_skipped(tmp_path):
     ],
 )
 def test_int8_and_sweep_user_errors_exit_2_with_one_line(args, message):
-    done = dlbench("run", *args)
+    done = cli("run", *args)
     assert done.returncode == 2, done.stdout + done.stderr
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 and message in lines[0], done.stderr

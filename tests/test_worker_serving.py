@@ -7,7 +7,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from conftest import dlbench, null_case
+from conftest import cli, dlbench, null_case
 
 from dlbench.cli.main import main
 from dlbench.launch.runner import run_case
@@ -191,7 +191,7 @@ def test_a_user_onnx_model_runs_single_stream_and_offline_under_loadgen(tmp_path
     ],
 )
 def test_serving_user_errors_exit_2_with_one_line(args, message):
-    done = dlbench("run", "-w", "mlp", "-f", "null", *args)
+    done = cli("run", "-w", "mlp", "-f", "null", *args)
     assert done.returncode == 2, done.stdout + done.stderr
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 and message in lines[0], done.stderr

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import dlbench
+from conftest import cli, dlbench
 from factories import make_result, make_run
 
 from dlbench.data.mnist import synthetic_mnist, write_idx
@@ -154,7 +154,7 @@ def test_a_corrupt_idx_file_is_a_one_line_user_error(tmp_path):
     write_mnist_dir(folder, gz=False)
     images = folder / "train-images-idx3-ubyte"
     images.write_bytes(images.read_bytes()[:-100])  # truncated download
-    done = dlbench("run", "-w", "mnist-train", "--data-dir", str(folder))
+    done = cli("run", "-w", "mnist-train", "--data-dir", str(folder))
     assert done.returncode == 2
     assert "train-images-idx3-ubyte" in done.stderr
     assert len(done.stderr.strip().splitlines()) == 1
@@ -283,7 +283,7 @@ def test_large_models_run_a_training_step(tmp_path, workload, params):
     ],
 )
 def test_training_options_are_validated_with_one_line(args, message):
-    done = dlbench("run", *args)
+    done = cli("run", *args)
     assert done.returncode == 2, done.stderr
     assert message in done.stderr
     assert len(done.stderr.strip().splitlines()) == 1
