@@ -9,7 +9,6 @@ from __future__ import annotations
 import math
 import time
 import traceback
-from dataclasses import replace
 from typing import Any
 
 from dlbench.backends import load_backend
@@ -24,7 +23,6 @@ from dlbench.results.records import STATUS_FAILED, STATUS_OK, Result, base_resul
 from dlbench.spec.case import QUANTIZED_PRECISIONS, Case, Settings
 from dlbench.worker.check import check_output
 from dlbench.worker.placement import require_placement
-from dlbench.worker.planted import planted, planted_params
 from dlbench.worker.quantized_check import quantized_agreement
 from dlbench.workloads import get_workload
 
@@ -34,15 +32,11 @@ def execute(case: Case, settings: Settings) -> Result:
     started = time.perf_counter()
     backend = load_backend(case.framework)()  # imports the framework
     import_s = time.perf_counter() - started
-    plant = planted()
-    intra = int(plant.get("threads", case.threads))
+    intra = case.threads
     if case.streams and not backend.streams_share_threads:
         intra = max(1, intra // case.streams)  # each server stream runs its own thread team
     threads = backend.configure_threads(intra, case.effective_interop_threads)
     job = make_job(case, settings, backend.resolve_device(case.device))
-    unplanted = job.params
-    if plant:
-        job = replace(job, params=planted_params(case.workload, job.params, plant))
     try:
         if job.workload.epoch_based:
             from dlbench.worker.epochs import run_epochs
@@ -56,10 +50,6 @@ def execute(case: Case, settings: Settings) -> Result:
     result.import_s = import_s
     result.framework_version = backend.version()
     result.details = {"threads": threads, **result.details}
-    if plant:
-        result.details["planted"] = plant
-        # the identity the case was asked under: compare must match it to its twin
-        result.case = replace(result.case, params=tuple(sorted(unplanted.items())))
     return result
 
 
