@@ -110,9 +110,6 @@ def groups(run: Run) -> dict[str, list[Result]]:
     return grouped
 
 
-SPREAD = (None, None)  # no error bar where a case kept no samples
-
-
 def charts(run: Run) -> str:
     from dlbench.report.study import quartiles
 

@@ -22,7 +22,6 @@ from dlbench.results.metrics import METRICS, read
 from dlbench.results.records import Result, Run
 
 MNIST_WORKLOAD = "mnist-train"
-PT2_WORKLOADS = ("resnet50", "bert-base", "bert-large")
 
 
 # The MNIST article's measures, in the order its tables are printed.
