@@ -180,7 +180,6 @@ METRICS: dict[str, Metric] = {
             False,
             _first_step_s,
         ),
-        Metric("gflops", "Compute rate", "GFLOP/s", "GFLOP/s", True, lambda r: r.gflops),
         Metric("gbps", "Memory bandwidth achieved", "GB/s", "GB/s", True, lambda r: r.gbps),
         Metric(
             "max_abs_diff",
