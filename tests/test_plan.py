@@ -128,6 +128,11 @@ def test_bad_requests_name_the_problem(request_, message):
         ("cases: [{workload: mlp, framework: 'null'}\n", "invalid YAML at line"),
         ("- just\n- a list\n", "expected a mapping"),
         ("cases: [{workload: mlp, framework: 'null'}]\nrepeat: 3\n", "unknown key 'repeat'"),
+        # the study a run gets follows the suite's name; no key chooses it
+        (
+            "report: cpu-inference\ncases: [{workload: mlp, framework: 'null'}]\n",
+            "unknown key 'report'; allowed: name, description, settings, cases$",
+        ),
         (
             "cases: [{workload: mlp, framework: 'null', batch: 3}]\n",
             r"cases\[0\]: unknown key 'batch'; allowed: workload, framework",

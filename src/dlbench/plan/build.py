@@ -112,7 +112,6 @@ class Plan:
     settings: Settings
     cases: tuple[Case, ...]
     skipped: tuple[str, ...] = ()
-    report: str | None = None
 
 
 def build_plan(request: RunRequest) -> Plan:
@@ -146,7 +145,7 @@ def build_plan(request: RunRequest) -> Plan:
         skipped += gpu_notes
     if not cases:
         raise UserError("; ".join(skipped))
-    return Plan(spec.name, settings, tuple(cases), tuple(skipped), spec.report)
+    return Plan(spec.name, settings, tuple(cases), tuple(skipped))
 
 
 def _with_single_process_baselines(cases: list[Case]) -> list[Case]:
