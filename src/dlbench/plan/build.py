@@ -24,13 +24,12 @@ from dlbench.plan.validate import (
 from dlbench.spec.case import (
     MODES,
     OFFICIAL_MIN_TIME_S,
-    PRECISIONS,
     SCENARIOS,
     Case,
     Settings,
     available_cpus,
 )
-from dlbench.spec.registry import FRAMEWORKS, framework_info
+from dlbench.spec.registry import FRAMEWORKS, framework_info, precision_info
 from dlbench.workloads import get_workload
 
 DEFAULT_SUITE = "quick"
@@ -233,8 +232,7 @@ def _check_filter_names(request: RunRequest) -> None:
         if mode not in MODES:
             raise UserError(f"unknown mode {mode!r}; allowed: {', '.join(MODES)}")
     for precision in request.precisions:
-        if precision not in PRECISIONS:
-            raise UserError(f"unknown precision {precision!r}; allowed: {', '.join(PRECISIONS)}")
+        precision_info(precision)
     for scenario in request.scenarios:
         if scenario not in SCENARIOS:
             raise UserError(f"unknown scenario {scenario!r}; allowed: {', '.join(SCENARIOS)}")

@@ -35,15 +35,13 @@ from dlbench.spec.case import (
     MAX_TIMEOUT_S,
     NULL_OPTIONS,
     OFFICIAL_MIN_TIME_S,
-    PRECISIONS,
-    QUANTIZED_PRECISIONS,
     SCENARIOS,
     TRANSFERS,
     Case,
     Settings,
 )
 from dlbench.spec.digest import files_digest, path_digest
-from dlbench.spec.registry import FRAMEWORKS, framework_info
+from dlbench.spec.registry import FRAMEWORKS, framework_info, precision_info
 from dlbench.workloads import get_workload
 
 # what the export compile mode (torch.export + AOTInductor) compiles
@@ -106,9 +104,7 @@ def validate_case(case: Case) -> Case:
         raise UserError(f"unknown device {case.device!r}; allowed: {DEVICE_HELP}")
     if case.batch_size is not None:
         _require_int("batch size", case.batch_size, 1, MAX_BATCH)
-    if case.precision not in PRECISIONS:
-        raise UserError(f"unknown precision {case.precision!r}; allowed: {', '.join(PRECISIONS)}")
-    if case.precision in QUANTIZED_PRECISIONS:
+    if precision_info(case.precision).quantized:
         _validate_quantized(case)
     if case.precision not in info.precisions:
         raise UserError(

@@ -1,7 +1,8 @@
-"""Name tables for frameworks and workloads: plain data, nothing imported.
+"""Name tables for precisions, frameworks and workloads: plain data, nothing imported.
 
-Every entry is data plus a "module:attribute" target that is imported only
-when needed (dlbench.workloads.get_workload, dlbench.backends.load_backend).
+A framework or workload entry is data plus a "module:attribute" target that
+is imported only when needed (dlbench.workloads.get_workload,
+dlbench.backends.load_backend).
 The parent process validates names and compile modes from these tables
 alone, so it never imports a framework; the worker imports the target of the
 one framework its case uses.
@@ -19,6 +20,48 @@ from dlbench.errors import UserError
 
 
 @dataclass(frozen=True)
+class Precision:
+    """A numeric precision a case may ask for, and how its output is held to the reference."""
+
+    name: str
+    # The output check's tolerance (worker.check), relative to the reference's
+    # largest magnitude (at least 1). None for a quantized precision: its outputs
+    # are held to fp32 by agreement (worker.quantized_check) instead.
+    tolerance: float | None
+    # Post-training quantization: inference only, on a CPU, where a framework has a
+    # quantization path for the workload (FrameworkInfo.quantized).
+    quantized: bool = False
+
+
+# fp32 is strict IEEE fp32 (TF32 tensor cores off); tf32 lets CUDA matmuls and
+# convolutions use TF32; amp-* is torch.autocast to that type (with a gradient
+# scaler for fp16 training), the "automatic mixed precision" of the articles.
+# int8 is post-training static quantization calibrated on seeded data (ONNX Runtime's
+# QDQ, OpenVINO's NNCF, torch's PT2E X86 Inductor quantizer); int8-dynamic quantizes
+# weights ahead and activations as they come (Linear-only models).
+PRECISIONS: dict[str, Precision] = {
+    p.name: p
+    for p in (
+        Precision("fp32", tolerance=1e-3),
+        Precision("tf32", tolerance=1e-2),
+        Precision("amp-fp16", tolerance=1e-2),
+        Precision("amp-bf16", tolerance=5e-2),
+        Precision("int8", tolerance=None, quantized=True),
+        Precision("int8-dynamic", tolerance=None, quantized=True),
+    )
+}
+QUANTIZED_PRECISIONS = tuple(name for name, p in PRECISIONS.items() if p.quantized)
+
+
+def precision_info(name: str) -> Precision:
+    """The table entry for `name`, or a UserError listing the known names."""
+    try:
+        return PRECISIONS[str(name)]
+    except KeyError:
+        raise UserError(f"unknown precision {name!r}; allowed: {', '.join(PRECISIONS)}") from None
+
+
+@dataclass(frozen=True)
 class FrameworkInfo:
     """What the parent needs to know about a framework without importing it."""
 
@@ -32,8 +75,9 @@ class FrameworkInfo:
     label: str
     # workload -> modes this framework runs it in; None: every workload, every mode.
     support: Mapping[str, tuple[str, ...]] | None = None
-    # Numeric precisions the backend implements (spec.case.PRECISIONS names).
-    precisions: tuple[str, ...] = ("fp32",)
+    # The unquantized precisions (PRECISIONS names) the backend implements; its
+    # quantized ones are the keys of `quantized`.
+    float_precisions: tuple[str, ...] = ("fp32",)
     # Kinds of user model file it loads (workloads.user_model.model_format names).
     model_formats: tuple[str, ...] = ()
     # It can copy the inputs host-to-device inside the timed step (--transfer inside).
@@ -44,6 +88,11 @@ class FrameworkInfo:
     quantized: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     # The package its int8 quantizer needs beside the framework (None: its own).
     quantizer_package: str | None = None
+
+    @property
+    def precisions(self) -> tuple[str, ...]:
+        """Every precision the backend implements (PRECISIONS names)."""
+        return (*self.float_precisions, *self.quantized)
 
     def supports(self, workload: str, mode: str) -> bool:
         if self.support is None:
@@ -133,7 +182,7 @@ FRAMEWORKS: dict[str, FrameworkInfo] = {
             distributions=("torch",),
             install_hint="pip install torch==2.13.0 (before any extra that depends on it)",
             label="PyTorch",
-            precisions=("fp32", "tf32", "amp-fp16", "amp-bf16", "int8", "int8-dynamic"),
+            float_precisions=("fp32", "tf32", "amp-fp16", "amp-bf16"),
             # int8: PT2E with the X86 Inductor quantizer (torchao); int8-dynamic: torchao's
             # dynamic int8 activations and weights
             quantized=MappingProxyType({"int8": INT8_STATIC, "int8-dynamic": INT8_DYNAMIC}),
@@ -175,7 +224,6 @@ FRAMEWORKS: dict[str, FrameworkInfo] = {
             install_hint="pip install onnx onnxruntime (or dlbench[onnx]); exports need torch",
             label="ONNX Runtime (model exported from the torch reference)",
             support=ONNX_MODELS,
-            precisions=("fp32", "int8", "int8-dynamic"),
             # onnxruntime.quantization: static QDQ per-channel, and dynamic
             quantized=MappingProxyType(
                 {
@@ -195,7 +243,6 @@ FRAMEWORKS: dict[str, FrameworkInfo] = {
             install_hint="pip install openvino onnx (or dlbench[openvino]); exports need torch",
             label="OpenVINO (CPU; reads the exported ONNX model)",
             support=ONNX_MODELS,
-            precisions=("fp32", "int8"),
             quantized=MappingProxyType({"int8": (*INT8_STATIC, "user-model")}),
             quantizer_package="nncf",
             model_formats=("onnx", "openvino-ir", "tflite"),
