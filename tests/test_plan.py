@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from factories import make_case
 
 from dlbench.errors import UserError
 from dlbench.plan.build import RunRequest, build_plan
@@ -244,3 +246,43 @@ cases:
     )
     with pytest.raises(UserError, match="an empty sweep of batch"):
         build_plan(RunRequest(suite=empty))
+
+
+@pytest.mark.parametrize(
+    ("values", "message"),
+    [
+        (
+            {"compile": "script", "precision": "int8-dynamic"},
+            "torch int8-dynamic runs in compile mode eager or compile: "
+            "use -c eager or -c compile, not script",
+        ),
+        (
+            {"compile": "eager", "precision": "int8"},
+            "torch int8 (the PT2E X86 Inductor quantizer, whose int8 kernels come from "
+            "torch.compile) runs in compile mode compile: use -c compile, not eager",
+        ),
+        (
+            {"options": {"fault": "raise"}},
+            "options {'fault': 'raise'} are only for the null backend (harness tests), not 'torch'",
+        ),
+        (
+            {"framework": "null", "compile": "default", "options": {"melt": "1"}},
+            "unknown null-backend option 'melt'; allowed: fault, sleep_ms",
+        ),
+    ],
+)
+def test_framework_rules_are_read_from_the_frameworks_entry(values, message):
+    pytest.importorskip("torchao")  # torch's int8 paths check their quantizer first
+    with pytest.raises(UserError) as caught:
+        validate_case(make_case(**values))
+    assert str(caught.value) == message
+
+
+def test_a_quantized_paths_compile_modes_are_data_in_the_registry(monkeypatch):
+    info = registry.FRAMEWORKS["onnxruntime"]
+    path = replace(info.quantized["int8"], compiles=("other",), why="a reason")
+    changed = replace(info, quantized={**info.quantized, "int8": path})
+    monkeypatch.setitem(registry.FRAMEWORKS, "onnxruntime", changed)
+    case = make_case(framework="onnxruntime", compile="default", precision="int8")
+    with pytest.raises(UserError, match=r"^onnxruntime int8 \(a reason\) runs in compile mode"):
+        validate_case(case)

@@ -12,6 +12,7 @@ import functools
 import importlib.util
 import math
 from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 from dlbench.errors import UserError
@@ -33,7 +34,6 @@ from dlbench.spec.case import (
     MAX_TARGET_QPS,
     MAX_THREADS,
     MAX_TIMEOUT_S,
-    NULL_OPTIONS,
     OFFICIAL_MIN_TIME_S,
     SCENARIOS,
     TRANSFERS,
@@ -41,8 +41,9 @@ from dlbench.spec.case import (
     Settings,
 )
 from dlbench.spec.digest import files_digest, path_digest
-from dlbench.spec.registry import FRAMEWORKS, framework_info, precision_info
+from dlbench.spec.registry import FRAMEWORKS, FrameworkInfo, framework_info, precision_info
 from dlbench.workloads import get_workload
+from dlbench.workloads.base import Workload
 
 # what the export compile mode (torch.export + AOTInductor) compiles
 EXPORT_PRECISIONS = ("fp32", "tf32")
@@ -70,6 +71,49 @@ def validate_case(case: Case) -> Case:
     """Check every field against the registry; return the case with its files' digests."""
     info = framework_info(case.framework)
     workload = get_workload(case.workload)
+    _validate_compile(case, info, workload)
+    if case.mode not in workload.modes:
+        raise UserError(
+            f"workload {case.workload!r} does not support mode {case.mode!r}; "
+            f"allowed: {', '.join(workload.modes)}"
+        )
+    if not info.supports(case.workload, case.mode):
+        where = [n for n, fw in FRAMEWORKS.items() if fw.supports(case.workload, case.mode)]
+        raise UserError(
+            f"workload {case.workload!r} in mode {case.mode!r} is not supported on "
+            f"{case.framework!r}; supported on: {', '.join(where)} (see dlbench list)"
+        )
+    _validate_scenario(case)
+    if not isinstance(case.device, str) or not DEVICE_PATTERN.fullmatch(case.device):
+        raise UserError(f"unknown device {case.device!r}; allowed: {DEVICE_HELP}")
+    if case.batch_size is not None:
+        _require_int("batch size", case.batch_size, 1, MAX_BATCH)
+    if precision_info(case.precision).quantized:
+        _validate_quantized(case, info)
+    if case.precision not in info.precisions:
+        raise UserError(
+            f"precision {case.precision!r} is not available on {case.framework!r}; "
+            f"allowed there: {', '.join(info.precisions)}"
+        )
+    _require_int("threads", case.threads, 1, MAX_THREADS)
+    if case.interop_threads is not None:
+        _require_int("interop threads", case.interop_threads, 1, MAX_THREADS)
+    workload.validate_params(dict(case.params))
+    _validate_options(case, info)
+    _validate_model(case, info)
+    _validate_training_run(case, workload.epoch_based)
+    _validate_distributed(case, workload.epoch_based, info.distributed)
+    _validate_transfer(case, info, workload)
+    return replace(
+        _validate_serving(case),
+        model_digest=_digest(case.model) if case.model is not None else None,
+        input_data_digest=_digest(case.input_data) if case.input_data is not None else None,
+        data_digest=_mnist_digest(case.data_dir) if case.data_dir is not None else None,
+    )
+
+
+def _validate_compile(case: Case, info: FrameworkInfo, workload: Workload) -> None:
+    """A compile mode of the framework that the workload runs in (export: model inference)."""
     if case.compile not in info.compile_modes:
         raise UserError(
             f"framework {case.framework!r} has no compile mode {case.compile!r}; "
@@ -88,37 +132,10 @@ def validate_case(case: Case) -> Case:
             "compile mode export (torch.export + AOTInductor) runs model inference at "
             f"{' or '.join(EXPORT_PRECISIONS)}; not {case.workload} {case.mode} at {case.precision}"
         )
-    if case.mode not in workload.modes:
-        raise UserError(
-            f"workload {case.workload!r} does not support mode {case.mode!r}; "
-            f"allowed: {', '.join(workload.modes)}"
-        )
-    if not info.supports(case.workload, case.mode):
-        where = [n for n, fw in FRAMEWORKS.items() if fw.supports(case.workload, case.mode)]
-        raise UserError(
-            f"workload {case.workload!r} in mode {case.mode!r} is not supported on "
-            f"{case.framework!r}; supported on: {', '.join(where)} (see dlbench list)"
-        )
-    _validate_scenario(case)
-    if not isinstance(case.device, str) or not DEVICE_PATTERN.fullmatch(case.device):
-        raise UserError(f"unknown device {case.device!r}; allowed: {DEVICE_HELP}")
-    if case.batch_size is not None:
-        _require_int("batch size", case.batch_size, 1, MAX_BATCH)
-    if precision_info(case.precision).quantized:
-        _validate_quantized(case)
-    if case.precision not in info.precisions:
-        raise UserError(
-            f"precision {case.precision!r} is not available on {case.framework!r}; "
-            f"allowed there: {', '.join(info.precisions)}"
-        )
-    _require_int("threads", case.threads, 1, MAX_THREADS)
-    if case.interop_threads is not None:
-        _require_int("interop threads", case.interop_threads, 1, MAX_THREADS)
-    workload.validate_params(dict(case.params))
-    _validate_options(case)
-    _validate_model(case)
-    _validate_training_run(case, workload.epoch_based)
-    _validate_distributed(case, workload.epoch_based, info.distributed)
+
+
+def _validate_transfer(case: Case, info: FrameworkInfo, workload: Workload) -> None:
+    """--transfer inside: only where the framework copies inside the step, and a copy exists."""
     if case.transfer not in TRANSFERS:
         raise UserError(f"unknown transfer {case.transfer!r}; allowed: {', '.join(TRANSFERS)}")
     if case.transfer == "inside" and (
@@ -131,15 +148,9 @@ def validate_case(case: Case) -> Case:
             "--transfer inside (the input copy in the timed step) is implemented for "
             f"{_having('transfer_inside')} step workloads, not {case.workload} on {case.framework}"
         )
-    return replace(
-        _validate_serving(case),
-        model_digest=_digest(case.model) if case.model is not None else None,
-        input_data_digest=_digest(case.input_data) if case.input_data is not None else None,
-        data_digest=_mnist_digest(case.data_dir) if case.data_dir is not None else None,
-    )
 
 
-def _validate_quantized(case: Case) -> None:
+def _validate_quantized(case: Case, info: FrameworkInfo) -> None:
     """int8: inference on a CPU, on a framework and workload with a quantization path."""
     precision = case.precision
     if case.mode != "infer":
@@ -148,9 +159,9 @@ def _validate_quantized(case: Case) -> None:
             f"{case.workload} in mode {case.mode} trains"
         )
     paths = {
-        name: info.quantized[precision]
-        for name, info in FRAMEWORKS.items()
-        if precision in info.quantized
+        name: framework.quantized[precision].workloads
+        for name, framework in FRAMEWORKS.items()
+        if precision in framework.quantized
     }
     if case.workload not in paths.get(case.framework, ()):
         where = "; ".join(f"{name}: {', '.join(workloads)}" for name, workloads in paths.items())
@@ -162,19 +173,20 @@ def _validate_quantized(case: Case) -> None:
         raise UserError(
             f"precision {precision} is quantized for the CPU; not --device {case.device}"
         )
-    quantizer = FRAMEWORKS[case.framework].quantizer_package
+    quantizer = info.quantizer_package
     if quantizer is not None and importlib.util.find_spec(quantizer) is None:
         raise UserError(
             f"{precision} on {case.framework} needs {quantizer}, which is not installed; "
             "install it with: pip install 'dlbench[quantization]'"
         )
-    if case.framework == "torch" and precision == "int8" and case.compile != "compile":
+    path = info.quantized[precision]
+    if path.compiles is not None and case.compile not in path.compiles:
+        why = f" ({path.why})" if path.why else ""
         raise UserError(
-            "torch int8 is the PT2E X86 Inductor quantizer, whose int8 kernels come from "
-            f"torch.compile: use -c compile, not {case.compile}"
+            f"{case.framework} {precision}{why} runs in compile mode "
+            f"{' or '.join(path.compiles)}: use {' or '.join('-c ' + m for m in path.compiles)}, "
+            f"not {case.compile}"
         )
-    if case.framework == "torch" and case.compile not in ("eager", "compile"):
-        raise UserError(f"torch {precision} runs eager or compile, not {case.compile}")
 
 
 def _having(capability: str) -> str:
@@ -237,8 +249,6 @@ def _digest(path: str) -> str:
 
     An OpenVINO IR's weights live in the .bin beside its .xml: both count.
     """
-    from pathlib import Path
-
     weights = Path(path).with_suffix(".bin")
     if Path(path).suffix.lower() == ".xml" and weights.is_file():
         return files_digest([(Path(path).name, Path(path)), (weights.name, weights)])
@@ -248,8 +258,6 @@ def _digest(path: str) -> str:
 @functools.lru_cache(maxsize=8)
 def _mnist_digest(data_dir: str) -> str:
     """The digest of the four MNIST files in the folder (checked before this is asked)."""
-    from pathlib import Path
-
     from dlbench.data.mnist import find_mnist_files
 
     return files_digest(sorted(find_mnist_files(Path(data_dir)).items()))
@@ -259,8 +267,6 @@ def _mnist_digest(data_dir: str) -> str:
 def _mnist_dir_problem(data_dir: str) -> str | None:
     """What is wrong with an MNIST folder, read once per folder (every case of a
     suite names the same one, and checking means decompressing all four files)."""
-    from pathlib import Path
-
     from dlbench.data.mnist import check_mnist_dir
     from dlbench.errors import MnistFileError
 
@@ -271,17 +277,15 @@ def _mnist_dir_problem(data_dir: str) -> str | None:
     return None
 
 
-def _validate_model(case: Case) -> None:
+def _validate_model(case: Case, info: FrameworkInfo) -> None:
     if (case.workload == "user-model") != (case.model is not None):
         raise UserError("workload user-model goes with --model FILE, and --model only with it")
     if case.model is None:
         if case.input_data is not None:
             raise UserError("--input-data feeds a model file: it goes with --model FILE")
         return
-    from pathlib import Path
-
     from dlbench.workloads.model_format import FORMATS, model_format
-    from dlbench.workloads.user_model import TORCH_FORMAT_COMPILES, frameworks_for
+    from dlbench.workloads.user_model import frameworks_for
 
     path = Path(case.model)
     if not path.exists():
@@ -293,10 +297,11 @@ def _validate_model(case: Case) -> None:
             f"{', '.join(allowed) or 'no framework dlbench has'}, not {case.framework!r}"
         )
     kind = model_format(path)
-    if case.framework == "torch" and case.compile not in TORCH_FORMAT_COMPILES[kind]:
+    compiles = info.format_compiles.get(kind)
+    if compiles is not None and case.compile not in compiles:
         raise UserError(
-            f"--model {path.name} is a {FORMATS[kind]}; torch runs it in compile modes "
-            f"{', '.join(TORCH_FORMAT_COMPILES[kind])}, not {case.compile!r}"
+            f"--model {path.name} is a {FORMATS[kind]}; {case.framework} runs it in compile "
+            f"modes {', '.join(compiles)}, not {case.compile!r}"
         )
     if case.input_data is not None:
         _check_input_data(case.input_data)
@@ -306,8 +311,6 @@ def _validate_model(case: Case) -> None:
 def _check_input_data(input_data: str) -> None:
     """A readable .npz/.npy without pickles (raises UserError); the model's own check
     of names, shapes and dtypes happens where the model is loaded."""
-    from pathlib import Path
-
     from dlbench.workloads.user_model import load_input_data
 
     path = Path(input_data)
@@ -427,22 +430,26 @@ def _require_positive(what: str, value: object, high: float) -> None:
         raise UserError(f"invalid {what} 0; expected a number > 0 (up to {high:g})")
 
 
-def _validate_options(case: Case) -> None:
-    if case.options and case.framework != "null":
+def _validate_options(case: Case, info: FrameworkInfo) -> None:
+    """Options belong to the backend whose entry lists them (the null backend's faults)."""
+    if case.options and not info.options:
         raise UserError(
-            f"options {dict(case.options)} are only for the null backend (harness tests), "
-            f"not {case.framework!r}"
+            f"options {dict(case.options)} are only for the {_having('options')} backend "
+            f"(harness tests), not {case.framework!r}"
         )
     for key, value in case.options:
-        if key not in NULL_OPTIONS:
+        if key not in info.options:
             raise UserError(
-                f"unknown null-backend option {key!r}; allowed: {', '.join(NULL_OPTIONS)}"
+                f"unknown {case.framework}-backend option {key!r}; "
+                f"allowed: {', '.join(info.options)}"
             )
-        allowed = NULL_OPTIONS[key]
+        allowed = info.options[key]
         if allowed is not None and value not in allowed:
-            raise UserError(f"null option {key}={value!r}; allowed: {', '.join(allowed)}")
+            raise UserError(
+                f"{case.framework} option {key}={value!r}; allowed: {', '.join(allowed)}"
+            )
         if allowed is None and not _is_non_negative_number(value):
-            raise UserError(f"null option {key}={value!r}; expected a number >= 0")
+            raise UserError(f"{case.framework} option {key}={value!r}; expected a number >= 0")
 
 
 def _is_non_negative_number(value: str) -> bool:

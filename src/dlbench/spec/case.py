@@ -51,13 +51,6 @@ MAX_BATCH = 2**31 - 1
 MAX_NPROC = 1024
 # processes per case: more is a different experiment, not a benchmark run
 MAX_REPEAT = 100
-# Options only the null backend understands: fault injection and a fixed
-# per-step sleep, so the runner's failure handling is tested for real.
-NULL_OPTIONS = {
-    # step-raise: the step raises once warmed up (a query that fails under LoadGen)
-    "fault": ("raise", "abort", "segfault", "kill", "hang", "exit", "step-raise"),
-    "sleep_ms": None,
-}
 
 
 def available_cpus() -> int:

@@ -62,6 +62,17 @@ def precision_info(name: str) -> Precision:
 
 
 @dataclass(frozen=True)
+class QuantizedPath:
+    """How a framework runs one quantized precision."""
+
+    workloads: tuple[str, ...]  # those it has a quantization path for
+    # The compile modes it runs in (None: every mode of the framework), and why,
+    # for the error that refuses the others.
+    compiles: tuple[str, ...] | None = None
+    why: str = ""
+
+
+@dataclass(frozen=True)
 class FrameworkInfo:
     """What the parent needs to know about a framework without importing it."""
 
@@ -78,16 +89,21 @@ class FrameworkInfo:
     # The unquantized precisions (PRECISIONS names) the backend implements; its
     # quantized ones are the keys of `quantized`.
     float_precisions: tuple[str, ...] = ("fp32",)
-    # Kinds of user model file it loads (workloads.user_model.model_format names).
+    # Kinds of user model file it loads (workloads.model_format names), and the
+    # compile modes a file of a kind runs in, where that is not every mode.
     model_formats: tuple[str, ...] = ()
+    format_compiles: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     # It can copy the inputs host-to-device inside the timed step (--transfer inside).
     transfer_inside: bool = False
     # It trains under DistributedDataParallel when launched by torchrun (--nproc N).
     distributed: bool = False
-    # Quantized precision -> the workloads it has a quantization path for.
-    quantized: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    # Quantized precision (PRECISIONS name) -> how it runs it.
+    quantized: Mapping[str, QuantizedPath] = field(default_factory=dict)
     # The package its int8 quantizer needs beside the framework (None: its own).
     quantizer_package: str | None = None
+    # Case options only this backend understands, each with its allowed values
+    # (None: a number >= 0); a backend without any takes none.
+    options: Mapping[str, tuple[str, ...] | None] = field(default_factory=dict)
 
     @property
     def precisions(self) -> tuple[str, ...]:
@@ -170,6 +186,15 @@ FRAMEWORKS: dict[str, FrameworkInfo] = {
             support=MappingProxyType(
                 dict.fromkeys(set(WORKLOADS) - {"user-model", "mnist-train"}, BOTH_MODES)
             ),
+            # Fault injection and a fixed per-step sleep, so the runner's failure
+            # handling is tested for real. step-raise: the step raises once warmed
+            # up (a query that fails under LoadGen).
+            options=MappingProxyType(
+                {
+                    "fault": ("raise", "abort", "segfault", "kill", "hang", "exit", "step-raise"),
+                    "sleep_ms": None,
+                }
+            ),
         ),
         FrameworkInfo(
             name="torch",
@@ -185,9 +210,30 @@ FRAMEWORKS: dict[str, FrameworkInfo] = {
             float_precisions=("fp32", "tf32", "amp-fp16", "amp-bf16"),
             # int8: PT2E with the X86 Inductor quantizer (torchao); int8-dynamic: torchao's
             # dynamic int8 activations and weights
-            quantized=MappingProxyType({"int8": INT8_STATIC, "int8-dynamic": INT8_DYNAMIC}),
+            quantized=MappingProxyType(
+                {
+                    "int8": QuantizedPath(
+                        INT8_STATIC,
+                        ("compile",),
+                        "the PT2E X86 Inductor quantizer, whose int8 kernels come from "
+                        "torch.compile",
+                    ),
+                    "int8-dynamic": QuantizedPath(INT8_DYNAMIC, ("eager", "compile")),
+                }
+            ),
             quantizer_package="torchao",
             model_formats=("torchscript", "torch-export", "torch-pickle"),
+            # A TorchScript archive runs as loaded, in TorchScript's interpreter
+            # ("eager": torch.compile and torch.export refuse ScriptModules); an
+            # ExportedProgram or a pickled module also runs under torch.compile, or
+            # deploys through AOTInductor (export).
+            format_compiles=MappingProxyType(
+                {
+                    "torchscript": ("eager",),
+                    "torch-export": ("eager", "compile", "export"),
+                    "torch-pickle": ("eager", "compile", "export"),
+                }
+            ),
             transfer_inside=True,
             distributed=True,
         ),
@@ -227,8 +273,8 @@ FRAMEWORKS: dict[str, FrameworkInfo] = {
             # onnxruntime.quantization: static QDQ per-channel, and dynamic
             quantized=MappingProxyType(
                 {
-                    "int8": (*INT8_STATIC, "user-model"),
-                    "int8-dynamic": (*INT8_DYNAMIC, "user-model"),
+                    "int8": QuantizedPath((*INT8_STATIC, "user-model")),
+                    "int8-dynamic": QuantizedPath((*INT8_DYNAMIC, "user-model")),
                 }
             ),
             model_formats=("onnx",),
@@ -243,7 +289,7 @@ FRAMEWORKS: dict[str, FrameworkInfo] = {
             install_hint="pip install openvino onnx (or dlbench[openvino]); exports need torch",
             label="OpenVINO (CPU; reads the exported ONNX model)",
             support=ONNX_MODELS,
-            quantized=MappingProxyType({"int8": (*INT8_STATIC, "user-model")}),
+            quantized=MappingProxyType({"int8": QuantizedPath((*INT8_STATIC, "user-model"))}),
             quantizer_package="nncf",
             model_formats=("onnx", "openvino-ir", "tflite"),
         ),
