@@ -286,3 +286,21 @@ def test_a_quantized_paths_compile_modes_are_data_in_the_registry(monkeypatch):
     case = make_case(framework="onnxruntime", compile="default", precision="int8")
     with pytest.raises(UserError, match=r"^onnxruntime int8 \(a reason\) runs in compile mode"):
         validate_case(case)
+
+
+def test_a_mistake_reads_the_same_in_a_request_and_in_a_case(tmp_path):
+    missing = str(tmp_path / "missing.onnx")
+    pairs = [
+        (
+            RunRequest(workloads=("mlp",), frameworks=("null",), scenarios=("bogus",)),
+            make_case(framework="null", compile="default", scenario="bogus"),
+        ),
+        (RunRequest(workloads=("mlp",), precisions=("fp64",)), make_case(precision="fp64")),
+        (RunRequest(model=missing), make_case(workload="user-model", model=missing)),
+    ]
+    for request, case in pairs:
+        with pytest.raises(UserError) as from_request:
+            build_plan(request)
+        with pytest.raises(UserError) as from_case:
+            validate_case(case)
+        assert str(from_request.value) == str(from_case.value)

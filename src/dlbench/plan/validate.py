@@ -11,9 +11,10 @@ from __future__ import annotations
 import functools
 import importlib.util
 import math
+from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from dlbench.errors import UserError
 from dlbench.measure.timer import MAX_ITERS  # also the most --min-iters can ask
@@ -47,6 +48,27 @@ from dlbench.workloads.base import Workload
 
 # what the export compile mode (torch.export + AOTInductor) compiles
 EXPORT_PRECISIONS = ("fp32", "tf32")
+# Messages the plan builder gives too, for the same mistake seen in a request
+TIME_TO_TRAIN_ONLY = (
+    "--target-accuracy and --data-dir are for time-to-train workloads (mnist-train)"
+)
+MODEL_OPTIONS = "--input, --input-data and --trust-model go with --model FILE"
+
+
+def require_known(what: str, value: object, allowed: Sequence[str]) -> None:
+    """A name from a fixed list (a scenario, a mode), or a UserError listing the list."""
+    if value not in allowed:
+        raise UserError(f"unknown {what} {value!r}; allowed: {', '.join(allowed)}")
+
+
+def require_model_file(model: str) -> None:
+    if not Path(model).exists():
+        raise UserError(f"--model {model}: no such file or directory")
+
+
+def refuse_server_options(given: Sequence[str], why: str = "") -> NoReturn:
+    """Server options given where no server case takes them; `why` says where."""
+    raise UserError(f"{', '.join(given)} go with --scenario server{why}")
 
 
 def validate_settings(settings: Settings) -> Settings:
@@ -136,8 +158,7 @@ def _validate_compile(case: Case, info: FrameworkInfo, workload: Workload) -> No
 
 def _validate_transfer(case: Case, info: FrameworkInfo, workload: Workload) -> None:
     """--transfer inside: only where the framework copies inside the step, and a copy exists."""
-    if case.transfer not in TRANSFERS:
-        raise UserError(f"unknown transfer {case.transfer!r}; allowed: {', '.join(TRANSFERS)}")
+    require_known("transfer", case.transfer, TRANSFERS)
     if case.transfer == "inside" and (
         not info.transfer_inside
         or workload.epoch_based
@@ -228,10 +249,7 @@ def _validate_training_run(case: Case, epoch_based: bool) -> None:
     """--target-accuracy and --data-dir belong to time-to-train workloads only."""
     if not epoch_based:
         if case.target_accuracy is not None or case.data_dir is not None:
-            raise UserError(
-                f"--target-accuracy and --data-dir are for time-to-train workloads "
-                f"(mnist-train), not {case.workload!r}"
-            )
+            raise UserError(f"{TIME_TO_TRAIN_ONLY}, not {case.workload!r}")
         return
     if case.target_accuracy is not None:
         _require_number("target accuracy", case.target_accuracy, 0.0, 1.0)
@@ -282,14 +300,13 @@ def _validate_model(case: Case, info: FrameworkInfo) -> None:
         raise UserError("workload user-model goes with --model FILE, and --model only with it")
     if case.model is None:
         if case.input_data is not None:
-            raise UserError("--input-data feeds a model file: it goes with --model FILE")
+            raise UserError(MODEL_OPTIONS)
         return
     from dlbench.workloads.model_format import FORMATS, model_format
     from dlbench.workloads.user_model import frameworks_for
 
+    require_model_file(case.model)
     path = Path(case.model)
-    if not path.exists():
-        raise UserError(f"--model {case.model}: no such file or directory")
     allowed = frameworks_for(path)
     if case.framework not in allowed:
         raise UserError(
@@ -322,8 +339,7 @@ def _check_input_data(input_data: str) -> None:
 def _validate_scenario(case: Case) -> None:
     if case.scenario is None:
         return
-    if case.scenario not in SCENARIOS:
-        raise UserError(f"unknown scenario {case.scenario!r}; allowed: {', '.join(SCENARIOS)}")
+    require_known("scenario", case.scenario, SCENARIOS)
     if case.scenario == "single-stream" and case.batch_size not in (None, 1):
         raise UserError(
             f"scenario single-stream sends one sample per request; batch size "
@@ -357,9 +373,7 @@ def _validate_serving(case: Case) -> Case:
             raise UserError(f"invalid {name} {getattr(case, name)!r}; expected true or false")
     given = server_options_given(case)
     if case.scenario != "server" and given:
-        raise UserError(
-            f"{', '.join(given)} go with --scenario server, not {case.scenario or 'the default'}"
-        )
+        refuse_server_options(given, f", not {case.scenario or 'the default'}")
     if not loadgen:
         return case
     if case.mode != "infer":
@@ -438,11 +452,7 @@ def _validate_options(case: Case, info: FrameworkInfo) -> None:
             f"(harness tests), not {case.framework!r}"
         )
     for key, value in case.options:
-        if key not in info.options:
-            raise UserError(
-                f"unknown {case.framework}-backend option {key!r}; "
-                f"allowed: {', '.join(info.options)}"
-            )
+        require_known(f"{case.framework}-backend option", key, tuple(info.options))
         allowed = info.options[key]
         if allowed is not None and value not in allowed:
             raise UserError(
