@@ -95,9 +95,9 @@ def cmd_report(args: argparse.Namespace) -> int:
         write_html(runs, args.html)
         say(f"wrote {args.html}")
     if args.plots is not None:
-        from dlbench.report.curve_charts import curve_charts
-        from dlbench.report.plots import curve_chart
+        from dlbench.report.charts.png import curve_chart
         from dlbench.report.run_plots import write_run_plots
+        from dlbench.report.study_output import curve_charts
         from dlbench.report.timeline_plot import write_timeline_pngs
 
         curves = [
