@@ -10,8 +10,8 @@ import pytest
 from factories import make_result, make_run
 
 from dlbench.report.charts.svg import curve_chart
-from dlbench.report.serving import serving_charts, serving_tables
-from dlbench.report.study_output import study_csv
+from dlbench.report.studies.serving import serving_charts, serving_tables
+from dlbench.report.studies.study_output import study_csv
 from dlbench.results.flags import result_flags
 from dlbench.worker.loadgen_log import loadgen_outcome
 

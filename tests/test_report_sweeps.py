@@ -6,7 +6,7 @@ from factories import make_result, make_run
 
 from dlbench.measure.stats import summarize
 from dlbench.report.charts.svg import curve_chart
-from dlbench.report.sweeps import budget_table, pareto_front, sweep_charts
+from dlbench.report.studies.sweeps import budget_table, pareto_front, sweep_charts
 
 
 def swept(framework: str, batch: int, median_ms: float, p99_ms: float, **values):

@@ -18,7 +18,7 @@ from dlbench.measure.stats import NOISE_THRESHOLD
 from dlbench.report.charts.model import BarChart
 from dlbench.report.charts.svg import bar_chart, box_plot, curve_chart, line_chart
 from dlbench.report.run_charts import CHART_AXES, groups, latency_bars, timeline_worth_drawing
-from dlbench.report.study_output import curve_charts
+from dlbench.report.studies.study_output import curve_charts
 from dlbench.report.table import case_name, flags, no_energy, number_cell, number_header
 from dlbench.results.metrics import METRICS
 from dlbench.results.records import Run

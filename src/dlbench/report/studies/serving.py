@@ -14,7 +14,7 @@ import math
 from collections.abc import Iterable
 
 from dlbench.report.charts.model import Curve, CurveChart, Point, slug
-from dlbench.report.study import Row, StudyTable
+from dlbench.report.studies.study import Row, StudyTable
 from dlbench.results.metrics import METRICS, loadgen_details, read
 from dlbench.results.records import Result, Run
 from dlbench.spec.case import DEFAULT_LATENCY_PERCENTILE

@@ -13,7 +13,7 @@ each with what its precision cost in accuracy.
 from __future__ import annotations
 
 from dlbench.report.run_charts import quartiles
-from dlbench.report.study import (
+from dlbench.report.studies.study import (
     Row,
     StudyTable,
     baseline_label,

@@ -17,7 +17,7 @@ from collections.abc import Sequence
 
 from rich.table import Table
 
-from dlbench.report.study import StudyTable, relative_rows
+from dlbench.report.studies.study import StudyTable, relative_rows
 from dlbench.results.metrics import METRICS, read
 from dlbench.results.records import Result, Run
 

@@ -13,13 +13,13 @@ from rich.table import Table
 
 from dlbench.atomic import write_atomic
 from dlbench.report.charts.model import CurveChart
-from dlbench.report.cpu_inference import study_tables as cpu_inference_tables
-from dlbench.report.hardware import seed_add_tables
-from dlbench.report.serving import serving_charts, serving_tables
-from dlbench.report.study import StudyTable
-from dlbench.report.sweeps import sweep_charts
+from dlbench.report.studies.cpu_inference import study_tables as cpu_inference_tables
+from dlbench.report.studies.hardware import seed_add_tables
+from dlbench.report.studies.serving import serving_charts, serving_tables
+from dlbench.report.studies.study import StudyTable
+from dlbench.report.studies.sweeps import sweep_charts
+from dlbench.report.studies.training_studies import mnist_tables, pt2_tables
 from dlbench.report.table import case_name, escape_markup, fmt
-from dlbench.report.training_studies import mnist_tables, pt2_tables
 from dlbench.results.records import Run
 
 # suite name -> the study report its runs get

@@ -12,7 +12,7 @@ cost in accuracy where it has one.
 from __future__ import annotations
 
 from dlbench.report.charts.model import Curve, CurveChart, Point, slug
-from dlbench.report.study import Row, StudyTable
+from dlbench.report.studies.study import Row, StudyTable
 from dlbench.results.metrics import METRICS, read
 from dlbench.results.records import Result, Run
 
