@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from factories import make_case
 
 from dlbench.errors import UserError
 from dlbench.plan.build import RunRequest, build_plan
@@ -128,6 +130,11 @@ def test_bad_requests_name_the_problem(request_, message):
         ("cases: [{workload: mlp, framework: 'null'}\n", "invalid YAML at line"),
         ("- just\n- a list\n", "expected a mapping"),
         ("cases: [{workload: mlp, framework: 'null'}]\nrepeat: 3\n", "unknown key 'repeat'"),
+        # the study a run gets follows the suite's name; no key chooses it
+        (
+            "report: cpu-inference\ncases: [{workload: mlp, framework: 'null'}]\n",
+            "unknown key 'report'; allowed: name, description, settings, cases$",
+        ),
         (
             "cases: [{workload: mlp, framework: 'null', batch: 3}]\n",
             r"cases\[0\]: unknown key 'batch'; allowed: workload, framework",
@@ -239,3 +246,61 @@ cases:
     )
     with pytest.raises(UserError, match="an empty sweep of batch"):
         build_plan(RunRequest(suite=empty))
+
+
+@pytest.mark.parametrize(
+    ("values", "message"),
+    [
+        (
+            {"compile": "script", "precision": "int8-dynamic"},
+            "torch int8-dynamic runs in compile mode eager or compile: "
+            "use -c eager or -c compile, not script",
+        ),
+        (
+            {"compile": "eager", "precision": "int8"},
+            "torch int8 (the PT2E X86 Inductor quantizer, whose int8 kernels come from "
+            "torch.compile) runs in compile mode compile: use -c compile, not eager",
+        ),
+        (
+            {"options": {"fault": "raise"}},
+            "options {'fault': 'raise'} are only for the null backend (harness tests), not 'torch'",
+        ),
+        (
+            {"framework": "null", "compile": "default", "options": {"melt": "1"}},
+            "unknown null-backend option 'melt'; allowed: fault, sleep_ms",
+        ),
+    ],
+)
+def test_framework_rules_are_read_from_the_frameworks_entry(values, message):
+    pytest.importorskip("torchao")  # torch's int8 paths check their quantizer first
+    with pytest.raises(UserError) as caught:
+        validate_case(make_case(**values))
+    assert str(caught.value) == message
+
+
+def test_a_quantized_paths_compile_modes_are_data_in_the_registry(monkeypatch):
+    info = registry.FRAMEWORKS["onnxruntime"]
+    path = replace(info.quantized["int8"], compiles=("other",), why="a reason")
+    changed = replace(info, quantized={**info.quantized, "int8": path})
+    monkeypatch.setitem(registry.FRAMEWORKS, "onnxruntime", changed)
+    case = make_case(framework="onnxruntime", compile="default", precision="int8")
+    with pytest.raises(UserError, match=r"^onnxruntime int8 \(a reason\) runs in compile mode"):
+        validate_case(case)
+
+
+def test_a_mistake_reads_the_same_in_a_request_and_in_a_case(tmp_path):
+    missing = str(tmp_path / "missing.onnx")
+    pairs = [
+        (
+            RunRequest(workloads=("mlp",), frameworks=("null",), scenarios=("bogus",)),
+            make_case(framework="null", compile="default", scenario="bogus"),
+        ),
+        (RunRequest(workloads=("mlp",), precisions=("fp64",)), make_case(precision="fp64")),
+        (RunRequest(model=missing), make_case(workload="user-model", model=missing)),
+    ]
+    for request, case in pairs:
+        with pytest.raises(UserError) as from_request:
+            build_plan(request)
+        with pytest.raises(UserError) as from_case:
+            validate_case(case)
+        assert str(from_request.value) == str(from_case.value)

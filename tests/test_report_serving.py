@@ -9,9 +9,9 @@ import json
 import pytest
 from factories import make_result, make_run
 
-from dlbench.report.serving import serving_charts, serving_tables
-from dlbench.report.study_output import study_csv
-from dlbench.report.svg import curve_chart
+from dlbench.report.charts.svg import curve_chart
+from dlbench.report.studies.serving import serving_charts, serving_tables
+from dlbench.report.studies.study_output import study_csv
 from dlbench.results.flags import result_flags
 from dlbench.worker.loadgen_log import loadgen_outcome
 
@@ -94,7 +94,7 @@ def test_the_chart_draws_every_rate_tried_with_the_peak_ringed_and_the_bound():
 
 def test_a_png_of_the_chart_is_written(tmp_path):
     pytest.importorskip("matplotlib")
-    from dlbench.report.plots import curve_chart as png
+    from dlbench.report.charts.png import curve_chart as png
 
     (chart,) = serving_charts(serving_run())
     path = png(chart, tmp_path / "chart.png")

@@ -10,7 +10,7 @@ from conftest import dlbench
 from factories import make_result, make_run
 
 from dlbench.measure.stats import summarize
-from dlbench.report.cpu_inference import study_tables
+from dlbench.report.studies.cpu_inference import study_tables
 from dlbench.results.records import Result, Run
 
 

@@ -5,9 +5,8 @@ from __future__ import annotations
 from factories import make_result, make_run
 
 from dlbench.measure.stats import summarize
-from dlbench.report.curves import pareto_front
-from dlbench.report.svg import curve_chart
-from dlbench.report.sweeps import budget_table, sweep_charts
+from dlbench.report.charts.svg import curve_chart
+from dlbench.report.studies.sweeps import budget_table, pareto_front, sweep_charts
 
 
 def swept(framework: str, batch: int, median_ms: float, p99_ms: float, **values):

@@ -314,7 +314,7 @@ def test_training_suites_plan_as_the_articles_ran_them(monkeypatch):
 def test_per_epoch_table_and_study_tables_from_stored_results():
     from rich.console import Console
 
-    from dlbench.report.training_studies import epochs_table, mnist_tables, pt2_tables
+    from dlbench.report.studies.training_studies import epochs_table, mnist_tables, pt2_tables
     from dlbench.results.records import Result
 
     def trained(framework: str, compile_mode: str, device: str, seconds: float) -> Result:

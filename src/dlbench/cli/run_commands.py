@@ -102,7 +102,7 @@ def cmd_roofline(args: argparse.Namespace) -> int:
     )
     run = _run_request(request, args)
     out.print(run_table(run))
-    from dlbench.report.hardware import ceilings_table
+    from dlbench.report.studies.hardware import ceilings_table
 
     out.print(ceilings_table(run))
     if run.failures:

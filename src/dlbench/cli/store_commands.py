@@ -60,7 +60,7 @@ def cmd_import(args: argparse.Namespace) -> int:
 def cmd_compare(args: argparse.Namespace) -> int:
     runs = [load_run(ref, args.db) for ref in args.runs]
     if args.by == "hardware":
-        from dlbench.report.hardware import hardware_rows, hardware_table
+        from dlbench.report.studies.hardware import hardware_rows, hardware_table
 
         if not hardware_rows(runs):
             raise UserError("--by hardware needs runs with add results (dlbench run seed-add)")
@@ -95,9 +95,9 @@ def cmd_report(args: argparse.Namespace) -> int:
         write_html(runs, args.html)
         say(f"wrote {args.html}")
     if args.plots is not None:
-        from dlbench.report.curve_charts import curve_charts
-        from dlbench.report.plots import curve_chart
+        from dlbench.report.charts.png import curve_chart
         from dlbench.report.run_plots import write_run_plots
+        from dlbench.report.studies.study_output import curve_charts
         from dlbench.report.timeline_plot import write_timeline_pngs
 
         curves = [

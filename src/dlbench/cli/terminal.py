@@ -112,7 +112,7 @@ def _served(result: Result) -> str:
 
 def print_run(run: Run) -> None:
     """The results table, and the per-epoch table where the run trained to a target."""
-    from dlbench.report.training_studies import epochs_table
+    from dlbench.report.studies.training_studies import epochs_table
 
     out.print(run_table(run))
     epochs = epochs_table(run)
@@ -126,7 +126,12 @@ def print_study(
     """The study report of the run's suite (if it has one), the best configuration
     under a latency budget (if asked), and with --plots their charts and the run's
     latency-throughput and serving curves."""
-    from dlbench.report.study_output import STUDIES, rich_table, startup_table, write_study_files
+    from dlbench.report.studies.study_output import (
+        STUDIES,
+        rich_table,
+        startup_table,
+        write_study_files,
+    )
 
     tables = STUDIES[run.suite](run, baseline) if run.suite in STUDIES else []
     for table in tables:
@@ -134,7 +139,7 @@ def print_study(
     if tables:
         out.print(startup_table(run))
     if budget_ms is not None:
-        from dlbench.report.sweeps import budget_table
+        from dlbench.report.studies.sweeps import budget_table
 
         out.print(rich_table(budget_table(run, budget_ms), baseline))
     if plots is not None:

@@ -16,7 +16,12 @@ from dlbench.errors import UserError
 from dlbench.plan.suites import SuiteSpec, load_suite
 from dlbench.plan.sweeps import Sweep, entry_sweep
 from dlbench.plan.validate import (
+    MODEL_OPTIONS,
     SERVER_FIELDS,
+    TIME_TO_TRAIN_ONLY,
+    refuse_server_options,
+    require_known,
+    require_model_file,
     server_options_given,
     validate_case,
     validate_settings,
@@ -24,13 +29,12 @@ from dlbench.plan.validate import (
 from dlbench.spec.case import (
     MODES,
     OFFICIAL_MIN_TIME_S,
-    PRECISIONS,
     SCENARIOS,
     Case,
     Settings,
     available_cpus,
 )
-from dlbench.spec.registry import FRAMEWORKS, framework_info
+from dlbench.spec.registry import FRAMEWORKS, framework_info, precision_info
 from dlbench.workloads import get_workload
 
 DEFAULT_SUITE = "quick"
@@ -112,7 +116,6 @@ class Plan:
     settings: Settings
     cases: tuple[Case, ...]
     skipped: tuple[str, ...] = ()
-    report: str | None = None
 
 
 def build_plan(request: RunRequest) -> Plan:
@@ -121,7 +124,7 @@ def build_plan(request: RunRequest) -> Plan:
     _check_serving_options(request)
     _check_sweeps(request)
     if request.model is None and (request.inputs or request.input_data or request.trust_model):
-        raise UserError("--input, --input-data and --trust-model go with --model FILE")
+        raise UserError(MODEL_OPTIONS)
     if request.model is not None:
         spec = _model_suite(request)
     elif request.suite is None and request.workloads:
@@ -146,7 +149,7 @@ def build_plan(request: RunRequest) -> Plan:
         skipped += gpu_notes
     if not cases:
         raise UserError("; ".join(skipped))
-    return Plan(spec.name, settings, tuple(cases), tuple(skipped), spec.report)
+    return Plan(spec.name, settings, tuple(cases), tuple(skipped))
 
 
 def _with_single_process_baselines(cases: list[Case]) -> list[Case]:
@@ -178,7 +181,7 @@ def _check_serving_options(request: RunRequest) -> None:
     """Server options need a server scenario; --samples-per-query is the multi-stream batch."""
     given = server_options_given(request)
     if given and request.scenarios and "server" not in request.scenarios:
-        raise UserError(f"{', '.join(given)} go with --scenario server")
+        refuse_server_options(given)
     if request.samples_per_query is None:
         return
     if request.scenarios and "multi-stream" not in request.scenarios:
@@ -195,7 +198,7 @@ def _check_serving_used(request: RunRequest, settings: Settings, cases: list[Cas
     """Options that only LoadGen cases take must reach one, or they would be ignored."""
     given = server_options_given(request)
     if given and not any(c.scenario == "server" for c in cases):
-        raise UserError(f"{', '.join(given)} go with --scenario server; no case of this run is one")
+        refuse_server_options(given, "; no case of this run is one")
     if request.samples_per_query is not None and not any(
         c.scenario == "multi-stream" for c in cases
     ):
@@ -231,14 +234,11 @@ def _check_filter_names(request: RunRequest) -> None:
         if mode not in all_modes:
             raise UserError(f"unknown compile mode {mode!r}; known: {', '.join(sorted(all_modes))}")
     for mode in request.modes:
-        if mode not in MODES:
-            raise UserError(f"unknown mode {mode!r}; allowed: {', '.join(MODES)}")
+        require_known("mode", mode, MODES)
     for precision in request.precisions:
-        if precision not in PRECISIONS:
-            raise UserError(f"unknown precision {precision!r}; allowed: {', '.join(PRECISIONS)}")
+        precision_info(precision)
     for scenario in request.scenarios:
-        if scenario not in SCENARIOS:
-            raise UserError(f"unknown scenario {scenario!r}; allowed: {', '.join(SCENARIOS)}")
+        require_known("scenario", scenario, SCENARIOS)
 
 
 def _model_suite(request: RunRequest) -> SuiteSpec:
@@ -249,9 +249,8 @@ def _model_suite(request: RunRequest) -> SuiteSpec:
 
     if request.suite is not None or request.workloads:
         raise UserError("--model replaces the suite and --workload; give one or the other")
+    require_model_file(request.model)
     path = Path(request.model).resolve()
-    if not path.exists():
-        raise UserError(f"--model {request.model}: no such file or directory")
     runs_on = frameworks_for(path)
     if not runs_on:
         from dlbench.workloads.model_format import FORMATS, model_format
@@ -477,10 +476,7 @@ def _check_training_options(request: RunRequest, cases: list[Case]) -> None:
         return
     if not any(get_workload(c.workload).epoch_based for c in cases):
         names = ", ".join(sorted({c.workload for c in cases}))
-        raise UserError(
-            f"--target-accuracy and --data-dir are for time-to-train workloads "
-            f"(mnist-train); this run has {names}"
-        )
+        raise UserError(f"{TIME_TO_TRAIN_ONLY}; this run has {names}")
 
 
 def _check_cli_params(request: RunRequest, cases: list[Case]) -> None:

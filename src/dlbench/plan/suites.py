@@ -14,7 +14,8 @@ A suite file looks like:
         params: {size: 1024}            # workload parameters
 
 Parsing is strict: an unknown key, a wrong type or a bad value is a UserError
-naming the file, the place and what is allowed.
+naming the file, the place and what is allowed. A run's study tables follow
+the suite's name (the report's STUDIES table), so no key chooses them.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ import yaml
 from dlbench.errors import UserError
 from dlbench.spec.case import suite_axes
 
-TOP_KEYS = ("name", "description", "settings", "cases", "report")
+TOP_KEYS = ("name", "description", "settings", "cases")
 SETTING_KEYS = (
     "min_time",
     "min_iters",
@@ -54,7 +55,6 @@ class SuiteSpec:
     description: str
     settings: dict[str, Any]
     entries: tuple[dict[str, Any], ...]
-    report: str | None = None  # a study report to print after the run (e.g. cpu-inference)
 
 
 def _builtin_folder() -> Any:
@@ -118,10 +118,7 @@ def parse_suite(text: str, source: str, default_name: str) -> SuiteSpec:
     description = data.get("description", "")
     if not isinstance(name, str) or not isinstance(description, str):
         raise UserError(f"{source}: name and description must be strings")
-    report = data.get("report")
-    if report is not None and not isinstance(report, str):
-        raise UserError(f"{source}: report must be a string")
-    return SuiteSpec(name, description, dict(settings), tuple(dict(e) for e in entries), report)
+    return SuiteSpec(name, description, dict(settings), tuple(dict(e) for e in entries))
 
 
 def _check_keys(data: dict[Any, Any], allowed: tuple[str, ...], where: str) -> None:

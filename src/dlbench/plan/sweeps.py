@@ -3,7 +3,7 @@
 `--sweep batch=1,8,64,512` and `--sweep threads=1,all` on the command line,
 `sweep: {batch: [1, 8], threads: [1, all]}` in a suite entry. "all" is the
 CPUs available to dlbench. A sweep is a product axis like several -b values;
-the latency-throughput charts (report.sweeps) draw what it measured.
+the latency-throughput charts (report.studies.sweeps) draw what it measured.
 """
 
 from __future__ import annotations

@@ -11,8 +11,10 @@ from __future__ import annotations
 import functools
 import importlib.util
 import math
+from collections.abc import Sequence
 from dataclasses import replace
-from typing import Any
+from pathlib import Path
+from typing import Any, NoReturn
 
 from dlbench.errors import UserError
 from dlbench.measure.timer import MAX_ITERS  # also the most --min-iters can ask
@@ -33,21 +35,40 @@ from dlbench.spec.case import (
     MAX_TARGET_QPS,
     MAX_THREADS,
     MAX_TIMEOUT_S,
-    NULL_OPTIONS,
     OFFICIAL_MIN_TIME_S,
-    PRECISIONS,
-    QUANTIZED_PRECISIONS,
     SCENARIOS,
     TRANSFERS,
     Case,
     Settings,
 )
 from dlbench.spec.digest import files_digest, path_digest
-from dlbench.spec.registry import FRAMEWORKS, framework_info
+from dlbench.spec.registry import FRAMEWORKS, FrameworkInfo, framework_info, precision_info
 from dlbench.workloads import get_workload
+from dlbench.workloads.base import Workload
 
 # what the export compile mode (torch.export + AOTInductor) compiles
 EXPORT_PRECISIONS = ("fp32", "tf32")
+# Messages the plan builder gives too, for the same mistake seen in a request
+TIME_TO_TRAIN_ONLY = (
+    "--target-accuracy and --data-dir are for time-to-train workloads (mnist-train)"
+)
+MODEL_OPTIONS = "--input, --input-data and --trust-model go with --model FILE"
+
+
+def require_known(what: str, value: object, allowed: Sequence[str]) -> None:
+    """A name from a fixed list (a scenario, a mode), or a UserError listing the list."""
+    if value not in allowed:
+        raise UserError(f"unknown {what} {value!r}; allowed: {', '.join(allowed)}")
+
+
+def require_model_file(model: str) -> None:
+    if not Path(model).exists():
+        raise UserError(f"--model {model}: no such file or directory")
+
+
+def refuse_server_options(given: Sequence[str], why: str = "") -> NoReturn:
+    """Server options given where no server case takes them; `why` says where."""
+    raise UserError(f"{', '.join(given)} go with --scenario server{why}")
 
 
 def validate_settings(settings: Settings) -> Settings:
@@ -72,6 +93,49 @@ def validate_case(case: Case) -> Case:
     """Check every field against the registry; return the case with its files' digests."""
     info = framework_info(case.framework)
     workload = get_workload(case.workload)
+    _validate_compile(case, info, workload)
+    if case.mode not in workload.modes:
+        raise UserError(
+            f"workload {case.workload!r} does not support mode {case.mode!r}; "
+            f"allowed: {', '.join(workload.modes)}"
+        )
+    if not info.supports(case.workload, case.mode):
+        where = [n for n, fw in FRAMEWORKS.items() if fw.supports(case.workload, case.mode)]
+        raise UserError(
+            f"workload {case.workload!r} in mode {case.mode!r} is not supported on "
+            f"{case.framework!r}; supported on: {', '.join(where)} (see dlbench list)"
+        )
+    _validate_scenario(case)
+    if not isinstance(case.device, str) or not DEVICE_PATTERN.fullmatch(case.device):
+        raise UserError(f"unknown device {case.device!r}; allowed: {DEVICE_HELP}")
+    if case.batch_size is not None:
+        _require_int("batch size", case.batch_size, 1, MAX_BATCH)
+    if precision_info(case.precision).quantized:
+        _validate_quantized(case, info)
+    if case.precision not in info.precisions:
+        raise UserError(
+            f"precision {case.precision!r} is not available on {case.framework!r}; "
+            f"allowed there: {', '.join(info.precisions)}"
+        )
+    _require_int("threads", case.threads, 1, MAX_THREADS)
+    if case.interop_threads is not None:
+        _require_int("interop threads", case.interop_threads, 1, MAX_THREADS)
+    workload.validate_params(dict(case.params))
+    _validate_options(case, info)
+    _validate_model(case, info)
+    _validate_training_run(case, workload.epoch_based)
+    _validate_distributed(case, workload.epoch_based, info.distributed)
+    _validate_transfer(case, info, workload)
+    return replace(
+        _validate_serving(case),
+        model_digest=_digest(case.model) if case.model is not None else None,
+        input_data_digest=_digest(case.input_data) if case.input_data is not None else None,
+        data_digest=_mnist_digest(case.data_dir) if case.data_dir is not None else None,
+    )
+
+
+def _validate_compile(case: Case, info: FrameworkInfo, workload: Workload) -> None:
+    """A compile mode of the framework that the workload runs in (export: model inference)."""
     if case.compile not in info.compile_modes:
         raise UserError(
             f"framework {case.framework!r} has no compile mode {case.compile!r}; "
@@ -90,41 +154,11 @@ def validate_case(case: Case) -> Case:
             "compile mode export (torch.export + AOTInductor) runs model inference at "
             f"{' or '.join(EXPORT_PRECISIONS)}; not {case.workload} {case.mode} at {case.precision}"
         )
-    if case.mode not in workload.modes:
-        raise UserError(
-            f"workload {case.workload!r} does not support mode {case.mode!r}; "
-            f"allowed: {', '.join(workload.modes)}"
-        )
-    if not info.supports(case.workload, case.mode):
-        where = [n for n, fw in FRAMEWORKS.items() if fw.supports(case.workload, case.mode)]
-        raise UserError(
-            f"workload {case.workload!r} in mode {case.mode!r} is not supported on "
-            f"{case.framework!r}; supported on: {', '.join(where)} (see dlbench list)"
-        )
-    _validate_scenario(case)
-    if not isinstance(case.device, str) or not DEVICE_PATTERN.fullmatch(case.device):
-        raise UserError(f"unknown device {case.device!r}; allowed: {DEVICE_HELP}")
-    if case.batch_size is not None:
-        _require_int("batch size", case.batch_size, 1, MAX_BATCH)
-    if case.precision not in PRECISIONS:
-        raise UserError(f"unknown precision {case.precision!r}; allowed: {', '.join(PRECISIONS)}")
-    if case.precision in QUANTIZED_PRECISIONS:
-        _validate_quantized(case)
-    if case.precision not in info.precisions:
-        raise UserError(
-            f"precision {case.precision!r} is not available on {case.framework!r}; "
-            f"allowed there: {', '.join(info.precisions)}"
-        )
-    _require_int("threads", case.threads, 1, MAX_THREADS)
-    if case.interop_threads is not None:
-        _require_int("interop threads", case.interop_threads, 1, MAX_THREADS)
-    workload.validate_params(dict(case.params))
-    _validate_options(case)
-    _validate_model(case)
-    _validate_training_run(case, workload.epoch_based)
-    _validate_distributed(case, workload.epoch_based, info.distributed)
-    if case.transfer not in TRANSFERS:
-        raise UserError(f"unknown transfer {case.transfer!r}; allowed: {', '.join(TRANSFERS)}")
+
+
+def _validate_transfer(case: Case, info: FrameworkInfo, workload: Workload) -> None:
+    """--transfer inside: only where the framework copies inside the step, and a copy exists."""
+    require_known("transfer", case.transfer, TRANSFERS)
     if case.transfer == "inside" and (
         not info.transfer_inside
         or workload.epoch_based
@@ -135,15 +169,9 @@ def validate_case(case: Case) -> Case:
             "--transfer inside (the input copy in the timed step) is implemented for "
             f"{_having('transfer_inside')} step workloads, not {case.workload} on {case.framework}"
         )
-    return replace(
-        _validate_serving(case),
-        model_digest=_digest(case.model) if case.model is not None else None,
-        input_data_digest=_digest(case.input_data) if case.input_data is not None else None,
-        data_digest=_mnist_digest(case.data_dir) if case.data_dir is not None else None,
-    )
 
 
-def _validate_quantized(case: Case) -> None:
+def _validate_quantized(case: Case, info: FrameworkInfo) -> None:
     """int8: inference on a CPU, on a framework and workload with a quantization path."""
     precision = case.precision
     if case.mode != "infer":
@@ -152,9 +180,9 @@ def _validate_quantized(case: Case) -> None:
             f"{case.workload} in mode {case.mode} trains"
         )
     paths = {
-        name: info.quantized[precision]
-        for name, info in FRAMEWORKS.items()
-        if precision in info.quantized
+        name: framework.quantized[precision].workloads
+        for name, framework in FRAMEWORKS.items()
+        if precision in framework.quantized
     }
     if case.workload not in paths.get(case.framework, ()):
         where = "; ".join(f"{name}: {', '.join(workloads)}" for name, workloads in paths.items())
@@ -166,19 +194,20 @@ def _validate_quantized(case: Case) -> None:
         raise UserError(
             f"precision {precision} is quantized for the CPU; not --device {case.device}"
         )
-    quantizer = FRAMEWORKS[case.framework].quantizer_package
+    quantizer = info.quantizer_package
     if quantizer is not None and importlib.util.find_spec(quantizer) is None:
         raise UserError(
             f"{precision} on {case.framework} needs {quantizer}, which is not installed; "
             "install it with: pip install 'dlbench[quantization]'"
         )
-    if case.framework == "torch" and precision == "int8" and case.compile != "compile":
+    path = info.quantized[precision]
+    if path.compiles is not None and case.compile not in path.compiles:
+        why = f" ({path.why})" if path.why else ""
         raise UserError(
-            "torch int8 is the PT2E X86 Inductor quantizer, whose int8 kernels come from "
-            f"torch.compile: use -c compile, not {case.compile}"
+            f"{case.framework} {precision}{why} runs in compile mode "
+            f"{' or '.join(path.compiles)}: use {' or '.join('-c ' + m for m in path.compiles)}, "
+            f"not {case.compile}"
         )
-    if case.framework == "torch" and case.compile not in ("eager", "compile"):
-        raise UserError(f"torch {precision} runs eager or compile, not {case.compile}")
 
 
 def _having(capability: str) -> str:
@@ -220,10 +249,7 @@ def _validate_training_run(case: Case, epoch_based: bool) -> None:
     """--target-accuracy and --data-dir belong to time-to-train workloads only."""
     if not epoch_based:
         if case.target_accuracy is not None or case.data_dir is not None:
-            raise UserError(
-                f"--target-accuracy and --data-dir are for time-to-train workloads "
-                f"(mnist-train), not {case.workload!r}"
-            )
+            raise UserError(f"{TIME_TO_TRAIN_ONLY}, not {case.workload!r}")
         return
     if case.target_accuracy is not None:
         _require_number("target accuracy", case.target_accuracy, 0.0, 1.0)
@@ -241,8 +267,6 @@ def _digest(path: str) -> str:
 
     An OpenVINO IR's weights live in the .bin beside its .xml: both count.
     """
-    from pathlib import Path
-
     weights = Path(path).with_suffix(".bin")
     if Path(path).suffix.lower() == ".xml" and weights.is_file():
         return files_digest([(Path(path).name, Path(path)), (weights.name, weights)])
@@ -252,8 +276,6 @@ def _digest(path: str) -> str:
 @functools.lru_cache(maxsize=8)
 def _mnist_digest(data_dir: str) -> str:
     """The digest of the four MNIST files in the folder (checked before this is asked)."""
-    from pathlib import Path
-
     from dlbench.data.mnist import find_mnist_files
 
     return files_digest(sorted(find_mnist_files(Path(data_dir)).items()))
@@ -263,8 +285,6 @@ def _mnist_digest(data_dir: str) -> str:
 def _mnist_dir_problem(data_dir: str) -> str | None:
     """What is wrong with an MNIST folder, read once per folder (every case of a
     suite names the same one, and checking means decompressing all four files)."""
-    from pathlib import Path
-
     from dlbench.data.mnist import check_mnist_dir
     from dlbench.errors import MnistFileError
 
@@ -275,21 +295,18 @@ def _mnist_dir_problem(data_dir: str) -> str | None:
     return None
 
 
-def _validate_model(case: Case) -> None:
+def _validate_model(case: Case, info: FrameworkInfo) -> None:
     if (case.workload == "user-model") != (case.model is not None):
         raise UserError("workload user-model goes with --model FILE, and --model only with it")
     if case.model is None:
         if case.input_data is not None:
-            raise UserError("--input-data feeds a model file: it goes with --model FILE")
+            raise UserError(MODEL_OPTIONS)
         return
-    from pathlib import Path
-
     from dlbench.workloads.model_format import FORMATS, model_format
-    from dlbench.workloads.user_model import TORCH_FORMAT_COMPILES, frameworks_for
+    from dlbench.workloads.user_model import frameworks_for
 
+    require_model_file(case.model)
     path = Path(case.model)
-    if not path.exists():
-        raise UserError(f"--model {case.model}: no such file or directory")
     allowed = frameworks_for(path)
     if case.framework not in allowed:
         raise UserError(
@@ -297,10 +314,11 @@ def _validate_model(case: Case) -> None:
             f"{', '.join(allowed) or 'no framework dlbench has'}, not {case.framework!r}"
         )
     kind = model_format(path)
-    if case.framework == "torch" and case.compile not in TORCH_FORMAT_COMPILES[kind]:
+    compiles = info.format_compiles.get(kind)
+    if compiles is not None and case.compile not in compiles:
         raise UserError(
-            f"--model {path.name} is a {FORMATS[kind]}; torch runs it in compile modes "
-            f"{', '.join(TORCH_FORMAT_COMPILES[kind])}, not {case.compile!r}"
+            f"--model {path.name} is a {FORMATS[kind]}; {case.framework} runs it in compile "
+            f"modes {', '.join(compiles)}, not {case.compile!r}"
         )
     if case.input_data is not None:
         _check_input_data(case.input_data)
@@ -310,8 +328,6 @@ def _validate_model(case: Case) -> None:
 def _check_input_data(input_data: str) -> None:
     """A readable .npz/.npy without pickles (raises UserError); the model's own check
     of names, shapes and dtypes happens where the model is loaded."""
-    from pathlib import Path
-
     from dlbench.workloads.user_model import load_input_data
 
     path = Path(input_data)
@@ -323,8 +339,7 @@ def _check_input_data(input_data: str) -> None:
 def _validate_scenario(case: Case) -> None:
     if case.scenario is None:
         return
-    if case.scenario not in SCENARIOS:
-        raise UserError(f"unknown scenario {case.scenario!r}; allowed: {', '.join(SCENARIOS)}")
+    require_known("scenario", case.scenario, SCENARIOS)
     if case.scenario == "single-stream" and case.batch_size not in (None, 1):
         raise UserError(
             f"scenario single-stream sends one sample per request; batch size "
@@ -358,9 +373,7 @@ def _validate_serving(case: Case) -> Case:
             raise UserError(f"invalid {name} {getattr(case, name)!r}; expected true or false")
     given = server_options_given(case)
     if case.scenario != "server" and given:
-        raise UserError(
-            f"{', '.join(given)} go with --scenario server, not {case.scenario or 'the default'}"
-        )
+        refuse_server_options(given, f", not {case.scenario or 'the default'}")
     if not loadgen:
         return case
     if case.mode != "infer":
@@ -431,22 +444,22 @@ def _require_positive(what: str, value: object, high: float) -> None:
         raise UserError(f"invalid {what} 0; expected a number > 0 (up to {high:g})")
 
 
-def _validate_options(case: Case) -> None:
-    if case.options and case.framework != "null":
+def _validate_options(case: Case, info: FrameworkInfo) -> None:
+    """Options belong to the backend whose entry lists them (the null backend's faults)."""
+    if case.options and not info.options:
         raise UserError(
-            f"options {dict(case.options)} are only for the null backend (harness tests), "
-            f"not {case.framework!r}"
+            f"options {dict(case.options)} are only for the {_having('options')} backend "
+            f"(harness tests), not {case.framework!r}"
         )
     for key, value in case.options:
-        if key not in NULL_OPTIONS:
-            raise UserError(
-                f"unknown null-backend option {key!r}; allowed: {', '.join(NULL_OPTIONS)}"
-            )
-        allowed = NULL_OPTIONS[key]
+        require_known(f"{case.framework}-backend option", key, tuple(info.options))
+        allowed = info.options[key]
         if allowed is not None and value not in allowed:
-            raise UserError(f"null option {key}={value!r}; allowed: {', '.join(allowed)}")
+            raise UserError(
+                f"{case.framework} option {key}={value!r}; allowed: {', '.join(allowed)}"
+            )
         if allowed is None and not _is_non_negative_number(value):
-            raise UserError(f"null option {key}={value!r}; expected a number >= 0")
+            raise UserError(f"{case.framework} option {key}={value!r}; expected a number >= 0")
 
 
 def _is_non_negative_number(value: str) -> bool:

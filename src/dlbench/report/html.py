@@ -15,11 +15,13 @@ from pathlib import Path
 
 from dlbench.atomic import write_atomic
 from dlbench.measure.stats import NOISE_THRESHOLD
-from dlbench.report.curve_charts import curve_charts
-from dlbench.report.svg import Bar, bar_chart, box_plot, curve_chart, line_chart
+from dlbench.report.charts.model import BarChart
+from dlbench.report.charts.svg import bar_chart, box_plot, curve_chart, line_chart
+from dlbench.report.run_charts import CHART_AXES, groups, latency_bars, timeline_worth_drawing
+from dlbench.report.studies.study_output import curve_charts
 from dlbench.report.table import case_name, flags, no_energy, number_cell, number_header
-from dlbench.results.metrics import METRICS, read
-from dlbench.results.records import Result, Run
+from dlbench.results.metrics import METRICS
+from dlbench.results.records import Run
 
 STYLE = """
 body { font-family: sans-serif; margin: 2em; color: #222; }
@@ -96,57 +98,16 @@ def results_table(run: Run) -> str:
     return f"<table><tr>{header}</tr>{''.join(rows)}</table>{notes}"
 
 
-# A chart's bars differ by these axes; its title names the rest (see groups).
-CHART_AXES = ("framework", "compile", "batch_size")
-
-
-def groups(run: Run) -> dict[str, list[Result]]:
-    """Results that may share a chart: same workload, mode, scenario and params."""
-    grouped: dict[str, list[Result]] = {}
-    for r in run.results:
-        if r.ok and r.latency_ms is not None:
-            key = r.case.label(only=("workload", "params", "mode", "scenario", "device"))
-            grouped.setdefault(key, []).append(r)
-    return grouped
-
-
-SPREAD = (None, None)  # no error bar where a case kept no samples
-
-
 def charts(run: Run) -> str:
-    from dlbench.report.study import quartiles
-
     latency = METRICS["latency"]
     parts = []
     for key, results in groups(run).items():
-        bars = [
-            Bar(
-                r.case.label(only=CHART_AXES),
-                read(latency, r) or 0.0,
-                *(quartiles(r) or (None, None)),
-            )
-            for r in results
-        ]
         title = f"{latency.title} (error bars: 25th-75th pct) - {key}"
-        parts.append(bar_chart(title, latency.unit, bars))
+        parts.append(bar_chart(BarChart(title, latency.unit, latency_bars(results))))
         boxes = [(r.case.label(only=CHART_AXES), r.samples_ms) for r in results]
         parts.append(box_plot(f"latency distribution - {key}", latency.unit, boxes))
     parts += [curve_chart(chart) for chart in curve_charts(run)]
     return "\n".join(p for p in parts if p)
-
-
-# Every case records a timeline; a page of charts for one-second inference
-# cases says nothing, so the report draws those of training cases and of
-# cases long enough for the load to change under them.
-TIMELINE_MIN_POINTS = 20
-
-
-def timeline_worth_drawing(result: Result) -> bool:
-    """A training case's timeline, or one long enough for the load to change under it."""
-    timeline = result.details.get("timeline") if isinstance(result.details, dict) else None
-    if not isinstance(timeline, list) or not timeline:
-        return False
-    return result.case.mode == "train" or len(timeline) >= TIMELINE_MIN_POINTS
 
 
 def timelines(run: Run) -> str:

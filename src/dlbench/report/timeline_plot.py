@@ -14,9 +14,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from dlbench.report.curves import slug
-from dlbench.report.html import timeline_worth_drawing
-from dlbench.report.plots import pyplot
+from dlbench.report.charts.model import slug
+from dlbench.report.charts.png import pyplot
+from dlbench.report.run_charts import timeline_worth_drawing
 from dlbench.report.table import case_name
 from dlbench.results.records import Result, Run
 

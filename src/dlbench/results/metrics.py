@@ -1,5 +1,5 @@
 """The one table of metrics: what each is called, its unit, which way is better,
-and how to read its value and its per-iteration samples from a Result.
+and how to read its value from a Result.
 
 Study tables, `compare --metric`, leaderboards, the terminal table, the HTML
 report, the CSV columns and the plots all read metrics from here; a new
@@ -27,10 +27,6 @@ class Metric:
     higher_is_better: bool
     # None for a metric a study computes from several results (it/s, speed-ups)
     value: Reader | None = None
-    # Per-iteration values in the metric's unit, whose `statistic` is `value`;
-    # None where a case has one value only (CPU %, memory, time to train).
-    samples: Callable[[Result], Sequence[float]] | None = None
-    statistic: str = "median"  # "median" or "p99" of the samples
     # The field of a --repeat process summary (results.repeats) holding this
     # metric for one process: compare's unit of replication. None: not kept.
     process_key: str | None = None
@@ -42,16 +38,6 @@ class Metric:
 
 def _latency(statistic: str) -> Reader:
     return lambda r: getattr(r.latency_ms, statistic) if r.latency_ms else None
-
-
-def _latency_samples(result: Result) -> Sequence[float]:
-    return result.samples_ms
-
-
-def _throughput_samples(result: Result) -> Sequence[float]:
-    """Samples per second of each step: the batch over the step's time."""
-    batch = result.case.batch_size or 0
-    return [batch * 1000.0 / s for s in result.samples_ms if s > 0]
 
 
 def _detail(key: str) -> Reader:
@@ -137,7 +123,6 @@ METRICS: dict[str, Metric] = {
             "median ms",
             False,
             _latency("median"),
-            _latency_samples,
             process_key="median_ms",
         ),
         Metric(
@@ -147,8 +132,6 @@ METRICS: dict[str, Metric] = {
             "p99 ms",
             False,
             _latency("p99"),
-            _latency_samples,
-            statistic="p99",
             process_key="p99_ms",
         ),
         Metric(
@@ -158,7 +141,6 @@ METRICS: dict[str, Metric] = {
             "samples/s",
             True,
             lambda r: r.throughput,
-            _throughput_samples,
             process_key="throughput",
         ),
         Metric(
@@ -180,7 +162,6 @@ METRICS: dict[str, Metric] = {
             False,
             _first_step_s,
         ),
-        Metric("gflops", "Compute rate", "GFLOP/s", "GFLOP/s", True, lambda r: r.gflops),
         Metric("gbps", "Memory bandwidth achieved", "GB/s", "GB/s", True, lambda r: r.gbps),
         Metric(
             "max_abs_diff",

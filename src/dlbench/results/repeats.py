@@ -42,11 +42,6 @@ def processes(result: Result) -> list[dict[str, Any]]:
     return [p for p in found if isinstance(p, dict)] if isinstance(found, list) else []
 
 
-def process_count(result: Result) -> int:
-    """Processes measured for the result's headline (1 for a single-process result)."""
-    return sum(1 for p in processes(result) if p.get("used")) or 1
-
-
 def slots_done(result: Result) -> int:
     """Repeats finished: a clean process ends its repeat; a disturbed one leaves it
     open for a re-run, until MAX_RETRIES re-runs were disturbed too."""

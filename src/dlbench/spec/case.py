@@ -38,14 +38,6 @@ MAX_TARGET_QPS = 1e7
 # MLPerf Inference's minimum test duration (mlperf.conf: *.*.min_duration = 600000)
 OFFICIAL_MIN_TIME_S = 600.0
 MAX_STREAMS = 1024
-# fp32 is strict IEEE fp32 (TF32 tensor cores off); tf32 lets CUDA matmuls and
-# convolutions use TF32; amp-* is torch.autocast to that type (with a gradient
-# scaler for fp16 training), the "automatic mixed precision" of the articles.
-# int8 is post-training static quantization calibrated on seeded data (ONNX Runtime's
-# QDQ, OpenVINO's NNCF, torch's PT2E X86 Inductor quantizer); int8-dynamic quantizes
-# weights ahead and activations as they come (Linear-only models).
-PRECISIONS = ("fp32", "tf32", "amp-fp16", "amp-bf16", "int8", "int8-dynamic")
-QUANTIZED_PRECISIONS = ("int8", "int8-dynamic")
 DEVICE_PATTERN = re.compile(r"cpu|auto|mps|cuda(:\d+)?")
 DEVICE_HELP = "cpu, cuda, cuda:N, mps (Apple, torch) or auto"
 # Host-to-device copy of the inputs: before the clock (default) or in every step.
@@ -59,13 +51,6 @@ MAX_BATCH = 2**31 - 1
 MAX_NPROC = 1024
 # processes per case: more is a different experiment, not a benchmark run
 MAX_REPEAT = 100
-# Options only the null backend understands: fault injection and a fixed
-# per-step sleep, so the runner's failure handling is tested for real.
-NULL_OPTIONS = {
-    # step-raise: the step raises once warmed up (a query that fails under LoadGen)
-    "fault": ("raise", "abort", "segfault", "kill", "hang", "exit", "step-raise"),
-    "sleep_ms": None,
-}
 
 
 def available_cpus() -> int:

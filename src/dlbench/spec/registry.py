@@ -1,7 +1,8 @@
-"""Name tables for frameworks and workloads: plain data, nothing imported.
+"""Name tables for precisions, frameworks and workloads: plain data, nothing imported.
 
-Every entry is data plus a "module:attribute" target that is imported only
-when needed (dlbench.workloads.get_workload, dlbench.backends.load_backend).
+A framework or workload entry is data plus a "module:attribute" target that
+is imported only when needed (dlbench.workloads.get_workload,
+dlbench.backends.load_backend).
 The parent process validates names and compile modes from these tables
 alone, so it never imports a framework; the worker imports the target of the
 one framework its case uses.
@@ -19,6 +20,59 @@ from dlbench.errors import UserError
 
 
 @dataclass(frozen=True)
+class Precision:
+    """A numeric precision a case may ask for, and how its output is held to the reference."""
+
+    name: str
+    # The output check's tolerance (worker.check), relative to the reference's
+    # largest magnitude (at least 1). None for a quantized precision: its outputs
+    # are held to fp32 by agreement (worker.quantized_check) instead.
+    tolerance: float | None
+    # Post-training quantization: inference only, on a CPU, where a framework has a
+    # quantization path for the workload (FrameworkInfo.quantized).
+    quantized: bool = False
+
+
+# fp32 is strict IEEE fp32 (TF32 tensor cores off); tf32 lets CUDA matmuls and
+# convolutions use TF32; amp-* is torch.autocast to that type (with a gradient
+# scaler for fp16 training), the "automatic mixed precision" of the articles.
+# int8 is post-training static quantization calibrated on seeded data (ONNX Runtime's
+# QDQ, OpenVINO's NNCF, torch's PT2E X86 Inductor quantizer); int8-dynamic quantizes
+# weights ahead and activations as they come (Linear-only models).
+PRECISIONS: dict[str, Precision] = {
+    p.name: p
+    for p in (
+        Precision("fp32", tolerance=1e-3),
+        Precision("tf32", tolerance=1e-2),
+        Precision("amp-fp16", tolerance=1e-2),
+        Precision("amp-bf16", tolerance=5e-2),
+        Precision("int8", tolerance=None, quantized=True),
+        Precision("int8-dynamic", tolerance=None, quantized=True),
+    )
+}
+QUANTIZED_PRECISIONS = tuple(name for name, p in PRECISIONS.items() if p.quantized)
+
+
+def precision_info(name: str) -> Precision:
+    """The table entry for `name`, or a UserError listing the known names."""
+    try:
+        return PRECISIONS[str(name)]
+    except KeyError:
+        raise UserError(f"unknown precision {name!r}; allowed: {', '.join(PRECISIONS)}") from None
+
+
+@dataclass(frozen=True)
+class QuantizedPath:
+    """How a framework runs one quantized precision."""
+
+    workloads: tuple[str, ...]  # those it has a quantization path for
+    # The compile modes it runs in (None: every mode of the framework), and why,
+    # for the error that refuses the others.
+    compiles: tuple[str, ...] | None = None
+    why: str = ""
+
+
+@dataclass(frozen=True)
 class FrameworkInfo:
     """What the parent needs to know about a framework without importing it."""
 
@@ -32,18 +86,29 @@ class FrameworkInfo:
     label: str
     # workload -> modes this framework runs it in; None: every workload, every mode.
     support: Mapping[str, tuple[str, ...]] | None = None
-    # Numeric precisions the backend implements (spec.case.PRECISIONS names).
-    precisions: tuple[str, ...] = ("fp32",)
-    # Kinds of user model file it loads (workloads.user_model.model_format names).
+    # The unquantized precisions (PRECISIONS names) the backend implements; its
+    # quantized ones are the keys of `quantized`.
+    float_precisions: tuple[str, ...] = ("fp32",)
+    # Kinds of user model file it loads (workloads.model_format names), and the
+    # compile modes a file of a kind runs in, where that is not every mode.
     model_formats: tuple[str, ...] = ()
+    format_compiles: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     # It can copy the inputs host-to-device inside the timed step (--transfer inside).
     transfer_inside: bool = False
     # It trains under DistributedDataParallel when launched by torchrun (--nproc N).
     distributed: bool = False
-    # Quantized precision -> the workloads it has a quantization path for.
-    quantized: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    # Quantized precision (PRECISIONS name) -> how it runs it.
+    quantized: Mapping[str, QuantizedPath] = field(default_factory=dict)
     # The package its int8 quantizer needs beside the framework (None: its own).
     quantizer_package: str | None = None
+    # Case options only this backend understands, each with its allowed values
+    # (None: a number >= 0); a backend without any takes none.
+    options: Mapping[str, tuple[str, ...] | None] = field(default_factory=dict)
+
+    @property
+    def precisions(self) -> tuple[str, ...]:
+        """Every precision the backend implements (PRECISIONS names)."""
+        return (*self.float_precisions, *self.quantized)
 
     def supports(self, workload: str, mode: str) -> bool:
         if self.support is None:
@@ -121,6 +186,15 @@ FRAMEWORKS: dict[str, FrameworkInfo] = {
             support=MappingProxyType(
                 dict.fromkeys(set(WORKLOADS) - {"user-model", "mnist-train"}, BOTH_MODES)
             ),
+            # Fault injection and a fixed per-step sleep, so the runner's failure
+            # handling is tested for real. step-raise: the step raises once warmed
+            # up (a query that fails under LoadGen).
+            options=MappingProxyType(
+                {
+                    "fault": ("raise", "abort", "segfault", "kill", "hang", "exit", "step-raise"),
+                    "sleep_ms": None,
+                }
+            ),
         ),
         FrameworkInfo(
             name="torch",
@@ -133,12 +207,33 @@ FRAMEWORKS: dict[str, FrameworkInfo] = {
             distributions=("torch",),
             install_hint="pip install torch==2.13.0 (before any extra that depends on it)",
             label="PyTorch",
-            precisions=("fp32", "tf32", "amp-fp16", "amp-bf16", "int8", "int8-dynamic"),
+            float_precisions=("fp32", "tf32", "amp-fp16", "amp-bf16"),
             # int8: PT2E with the X86 Inductor quantizer (torchao); int8-dynamic: torchao's
             # dynamic int8 activations and weights
-            quantized=MappingProxyType({"int8": INT8_STATIC, "int8-dynamic": INT8_DYNAMIC}),
+            quantized=MappingProxyType(
+                {
+                    "int8": QuantizedPath(
+                        INT8_STATIC,
+                        ("compile",),
+                        "the PT2E X86 Inductor quantizer, whose int8 kernels come from "
+                        "torch.compile",
+                    ),
+                    "int8-dynamic": QuantizedPath(INT8_DYNAMIC, ("eager", "compile")),
+                }
+            ),
             quantizer_package="torchao",
             model_formats=("torchscript", "torch-export", "torch-pickle"),
+            # A TorchScript archive runs as loaded, in TorchScript's interpreter
+            # ("eager": torch.compile and torch.export refuse ScriptModules); an
+            # ExportedProgram or a pickled module also runs under torch.compile, or
+            # deploys through AOTInductor (export).
+            format_compiles=MappingProxyType(
+                {
+                    "torchscript": ("eager",),
+                    "torch-export": ("eager", "compile", "export"),
+                    "torch-pickle": ("eager", "compile", "export"),
+                }
+            ),
             transfer_inside=True,
             distributed=True,
         ),
@@ -175,12 +270,11 @@ FRAMEWORKS: dict[str, FrameworkInfo] = {
             install_hint="pip install onnx onnxruntime (or dlbench[onnx]); exports need torch",
             label="ONNX Runtime (model exported from the torch reference)",
             support=ONNX_MODELS,
-            precisions=("fp32", "int8", "int8-dynamic"),
             # onnxruntime.quantization: static QDQ per-channel, and dynamic
             quantized=MappingProxyType(
                 {
-                    "int8": (*INT8_STATIC, "user-model"),
-                    "int8-dynamic": (*INT8_DYNAMIC, "user-model"),
+                    "int8": QuantizedPath((*INT8_STATIC, "user-model")),
+                    "int8-dynamic": QuantizedPath((*INT8_DYNAMIC, "user-model")),
                 }
             ),
             model_formats=("onnx",),
@@ -195,8 +289,7 @@ FRAMEWORKS: dict[str, FrameworkInfo] = {
             install_hint="pip install openvino onnx (or dlbench[openvino]); exports need torch",
             label="OpenVINO (CPU; reads the exported ONNX model)",
             support=ONNX_MODELS,
-            precisions=("fp32", "int8"),
-            quantized=MappingProxyType({"int8": (*INT8_STATIC, "user-model")}),
+            quantized=MappingProxyType({"int8": QuantizedPath((*INT8_STATIC, "user-model"))}),
             quantizer_package="nncf",
             model_formats=("onnx", "openvino-ir", "tflite"),
         ),

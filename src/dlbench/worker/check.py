@@ -12,9 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from dlbench.backends.base import Job, Prepared
-
-# Relative to the reference's largest magnitude (at least 1).
-RELATIVE_TOLERANCE = {"fp32": 1e-3, "tf32": 1e-2, "amp-fp16": 1e-2, "amp-bf16": 5e-2}
+from dlbench.spec.registry import precision_info
 
 
 @dataclass(frozen=True)
@@ -78,8 +76,9 @@ def check_output(job: Job, prepared: Prepared) -> CheckOutcome:
 def _compare(expected: Any, actual: Any, precision: str) -> tuple[float, float]:
     """(max |difference|, tolerance) for one output, by its dtype.
 
-    Floats: the precision's relative tolerance, at least fp16's for a
-    half-precision output. Integers and booleans (ids, argmax, masks): exact.
+    Floats: the precision's relative tolerance (spec.registry.PRECISIONS), at
+    least fp16's for a half-precision output. Integers and booleans (ids,
+    argmax, masks): exact.
     """
     import numpy as np
 
@@ -88,11 +87,23 @@ def _compare(expected: Any, actual: Any, precision: str) -> tuple[float, float]:
     diff = float(np.max(np.abs(actual.astype(np.float64) - expected.astype(np.float64))))
     if expected.dtype.kind != "f":
         return diff, 0.0
-    relative = RELATIVE_TOLERANCE.get(precision, 1e-3)
+    relative = relative_tolerance(precision)
     if expected.dtype.itemsize <= 2 or actual.dtype.itemsize <= 2:
-        relative = max(relative, RELATIVE_TOLERANCE["amp-fp16"])
+        relative = max(relative, relative_tolerance("amp-fp16"))
     scale = max(1.0, float(np.max(np.abs(expected))))
     return diff, relative * scale
+
+
+def relative_tolerance(precision: str) -> float:
+    """The precision's tolerance: an unknown name is a UserError, and a quantized one
+    (held to fp32 by agreement, worker.quantized_check) an error too, never fp32's."""
+    tolerance = precision_info(precision).tolerance
+    if tolerance is None:
+        raise ValueError(
+            f"precision {precision} is held to fp32 by agreement (worker.quantized_check), "
+            "not by a tolerance"
+        )
+    return tolerance
 
 
 def _closer_to_failing(diff: float, tolerance: float, worst: CheckOutcome) -> bool:

@@ -13,7 +13,6 @@ from pathlib import Path
 from typing import Any
 
 DETAIL_LOG = "mlperf_log_detail.txt"
-SUMMARY_LOG = "mlperf_log_summary.txt"
 PREFIX = ":::MLLOG "
 PERCENTILE_KEY = re.compile(r"result_(\d+\.\d+)_percentile_latency_ns")
 PER_QUERY_KEY = re.compile(r"result_(\d+\.\d+)_percentile_per_query_latency_ns")

@@ -20,7 +20,8 @@ from dlbench.measure.monitor import ProcessMonitor, ResourceUse, peak_rss_mb
 from dlbench.measure.stats import summarize, throughput
 from dlbench.measure.timer import StopRule, Timing, run_timed
 from dlbench.results.records import STATUS_FAILED, STATUS_OK, Result, base_result
-from dlbench.spec.case import QUANTIZED_PRECISIONS, Case, Settings
+from dlbench.spec.case import Case, Settings
+from dlbench.spec.registry import QUANTIZED_PRECISIONS
 from dlbench.worker.check import check_output
 from dlbench.worker.placement import require_placement
 from dlbench.worker.quantized_check import quantized_agreement

@@ -29,15 +29,6 @@ DTYPES = ("float32", "float16", "float64", "int64", "int32", "int16", "int8", "u
 # "serving_default_x:0"): the shape is the last field made of digits and x's,
 # and a dtype after it is one of DTYPES.
 SPEC = re.compile(r"(?P<name>.+):(?P<shape>\d+(?:x\d+)*)(?::(?P<dtype>" + "|".join(DTYPES) + r"))?")
-# Compile modes a user's torch file runs in, by format: a TorchScript archive
-# runs as loaded, in TorchScript's interpreter ("eager": torch.compile and
-# torch.export refuse ScriptModules); an ExportedProgram or a pickled module
-# also runs under torch.compile, or deploys through AOTInductor (export).
-TORCH_FORMAT_COMPILES = {
-    "torchscript": ("eager",),
-    "torch-export": ("eager", "compile", "export"),
-    "torch-pickle": ("eager", "compile", "export"),
-}
 
 
 @dataclass(frozen=True)

@@ -20,7 +20,7 @@ from dlbench.backends.base import (
 )
 from dlbench.backends.onnxruntime.user_model import ort_signature
 from dlbench.errors import CaseError
-from dlbench.spec.case import QUANTIZED_PRECISIONS
+from dlbench.spec.registry import QUANTIZED_PRECISIONS
 from dlbench.workloads.user_model import model_inputs
 
 

@@ -28,7 +28,8 @@ from dlbench.backends.base import (
 )
 from dlbench.backends.openvino.user_model import ov_signature
 from dlbench.errors import CaseError
-from dlbench.spec.case import QUANTIZED_PRECISIONS, Case
+from dlbench.spec.case import Case
+from dlbench.spec.registry import QUANTIZED_PRECISIONS
 from dlbench.workloads.user_model import model_inputs
 
 # int8: the IR NNCF quantized; its layers left in float run in f32, not the bf16 default

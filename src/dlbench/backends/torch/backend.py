@@ -29,7 +29,7 @@ from dlbench.backends.torch.precision import AUTOCAST_DTYPES, PrecisionPlan, pre
 from dlbench.backends.torch.quantized import quantized_model
 from dlbench.backends.torch.user_model import call_arguments, load_torch_model
 from dlbench.errors import CaseError, CaseSkipped
-from dlbench.spec.case import QUANTIZED_PRECISIONS
+from dlbench.spec.registry import QUANTIZED_PRECISIONS
 from dlbench.workloads.model_format import model_format
 from dlbench.workloads.user_model import model_inputs
 

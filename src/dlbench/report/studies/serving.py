@@ -10,10 +10,11 @@ of p99 latency against the rate served for every rate the search tried.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable
 
-from dlbench.report.curves import Curve, CurveChart, Point, finite, slug
-from dlbench.report.study import Row, StudyTable
+from dlbench.report.charts.model import Curve, CurveChart, Point, slug
+from dlbench.report.studies.study import Row, StudyTable
 from dlbench.results.metrics import METRICS, loadgen_details, read
 from dlbench.results.records import Result, Run
 from dlbench.spec.case import DEFAULT_LATENCY_PERCENTILE
@@ -134,6 +135,10 @@ def _tries_curve(result: Result) -> Curve:
             marked = peak is not None and attempt.get("target_qps") == peak
             points.append(Point(float(rate), float(value), marked=marked))
     return Curve(serving_label(result), tuple(points))
+
+
+def finite(value: object) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
 
 
 def _tries(details: dict) -> Iterable[dict]:

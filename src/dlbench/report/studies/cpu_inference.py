@@ -12,13 +12,13 @@ each with what its precision cost in accuracy.
 
 from __future__ import annotations
 
-from dlbench.report.study import (
+from dlbench.report.run_charts import quartiles
+from dlbench.report.studies.study import (
     Row,
     StudyTable,
     baseline_label,
     case_label,
     ok_results,
-    quartiles,
     relative_rows,
 )
 from dlbench.results.metrics import METRICS, Metric, read

@@ -17,12 +17,11 @@ from collections.abc import Sequence
 
 from rich.table import Table
 
-from dlbench.report.study import StudyTable, relative_rows
+from dlbench.report.studies.study import StudyTable, relative_rows
 from dlbench.results.metrics import METRICS, read
 from dlbench.results.records import Result, Run
 
 MNIST_WORKLOAD = "mnist-train"
-PT2_WORKLOADS = ("resnet50", "bert-base", "bert-large")
 
 
 # The MNIST article's measures, in the order its tables are printed.

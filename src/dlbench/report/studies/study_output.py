@@ -1,4 +1,6 @@
-"""Study tables to the terminal, to CSV and to PNG bar charts."""
+"""Which studies a run gets, and their output: tables to the terminal, to CSV,
+and PNG bar charts; the curve charts of any run (PNG here, inline SVG in the
+HTML report)."""
 
 from __future__ import annotations
 
@@ -10,13 +12,14 @@ from pathlib import Path
 from rich.table import Table
 
 from dlbench.atomic import write_atomic
-from dlbench.report.cpu_inference import study_tables as cpu_inference_tables
-from dlbench.report.curve_charts import curve_charts
-from dlbench.report.hardware import seed_add_tables
-from dlbench.report.serving import serving_tables
-from dlbench.report.study import StudyTable
+from dlbench.report.charts.model import CurveChart
+from dlbench.report.studies.cpu_inference import study_tables as cpu_inference_tables
+from dlbench.report.studies.hardware import seed_add_tables
+from dlbench.report.studies.serving import serving_charts, serving_tables
+from dlbench.report.studies.study import StudyTable
+from dlbench.report.studies.sweeps import sweep_charts
+from dlbench.report.studies.training_studies import mnist_tables, pt2_tables
 from dlbench.report.table import case_name, escape_markup, fmt
-from dlbench.report.training_studies import mnist_tables, pt2_tables
 from dlbench.results.records import Run
 
 # suite name -> the study report its runs get
@@ -29,6 +32,14 @@ STUDIES: dict[str, Callable[[Run, str], list[StudyTable]]] = {
 }
 # Studies that also draw each case's resource timeline (the article's CPU-use screenshots)
 TIMELINE_STUDIES = ("mnist",)
+# Every chart of one measure against another, for any run's results: a builder
+# returns no chart for a run without its results.
+CURVE_BUILDERS: tuple[Callable[[Run], list[CurveChart]], ...] = (serving_charts, sweep_charts)
+
+
+def curve_charts(run: Run) -> list[CurveChart]:
+    """The run's curve charts, from every builder."""
+    return [chart for build in CURVE_BUILDERS for chart in build(run)]
 
 
 def rich_table(table: StudyTable, baseline: str) -> Table:
@@ -91,16 +102,15 @@ def study_csv(tables: Sequence[StudyTable]) -> str:
 
 def write_study_files(run: Run, tables: Sequence[StudyTable], folder: Path) -> list[Path]:
     """A bar-chart PNG per metric (all of its tables as panels) and the tables' CSV."""
-    from dlbench.report.plots import bar_chart
+    from dlbench.report.charts.png import bar_panels, curve_chart
 
     written = []
     charted = [t for t in tables if not any(row.metric for row in t.rows)]  # one unit a chart
     for metric_key in dict.fromkeys(t.metric.key for t in charted):
-        panels = [t for t in charted if t.metric.key == metric_key]
-        title = f"{run.suite}: {panels[0].metric.title} - run {run.id}"
-        written.append(bar_chart(panels, folder / f"{run.suite}-{metric_key}.png", title))
-    from dlbench.report.plots import curve_chart
-
+        panels = [t.bar_chart() for t in charted if t.metric.key == metric_key]
+        metric = next(t.metric for t in charted if t.metric.key == metric_key)
+        title = f"{run.suite}: {metric.title} - run {run.id}"
+        written.append(bar_panels(panels, folder / f"{run.suite}-{metric_key}.png", title))
     for chart in curve_charts(run):
         written.append(curve_chart(chart, folder / f"{chart.name}.png"))
     if tables:

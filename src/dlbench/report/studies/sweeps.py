@@ -11,8 +11,8 @@ cost in accuracy where it has one.
 
 from __future__ import annotations
 
-from dlbench.report.curves import Curve, CurveChart, Point, pareto_front, slug
-from dlbench.report.study import Row, StudyTable
+from dlbench.report.charts.model import Curve, CurveChart, Point, slug
+from dlbench.report.studies.study import Row, StudyTable
 from dlbench.results.metrics import METRICS, read
 from dlbench.results.records import Result, Run
 
@@ -56,6 +56,16 @@ def _chart(name: str, lines: dict[str, list[Result]], along: str, short: str) ->
         y_title="median ms",
         curves=curves,
     )
+
+
+def pareto_front(points: list[tuple[float, float]]) -> set[tuple[float, float]]:
+    """The (x, y) points no other point beats on both: higher x (throughput) and lower
+    y (latency), one of them strictly."""
+    return {
+        (x, y)
+        for x, y in points
+        if not any(ox >= x and oy <= y and (ox > x or oy < y) for ox, oy in points)
+    }
 
 
 def _xy(result: Result) -> tuple[float, float]:

@@ -1,4 +1,5 @@
-"""Small inline-SVG charts for the HTML report: no scripts, no external files.
+"""Charts (charts.model) as small inline SVG for the HTML report: no scripts, no
+external files.
 
 Every label passes through html.escape: a workload or host name from a run
 file is data, never markup.
@@ -7,22 +8,13 @@ file is data, never markup.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
 from html import escape
 
-from dlbench.report.curves import CurveChart
+from dlbench.report.charts.model import BarChart, Curve, CurveChart
 
 WIDTH, HEIGHT, LEFT, BOTTOM, TOP = 640, 300, 70, 110, 30
 COLOR, WHISKER = "#4c72b0", "#333"
-
-
-@dataclass(frozen=True)
-class Bar:
-    label: str
-    value: float
-    low: float | None = None  # error bar ends (e.g. 25th and 75th percentiles)
-    high: float | None = None
 
 
 def _scale(values: Sequence[float]) -> float:
@@ -52,8 +44,9 @@ def _frame(title: str, unit: str, top: float, ticks: bool = True) -> list[str]:
     return parts
 
 
-def bar_chart(title: str, unit: str, bars: Sequence[Bar]) -> str:
+def bar_chart(chart: BarChart) -> str:
     """Vertical bars with optional error bars; labels under the axis, slanted."""
+    title, unit, bars = chart.title, chart.unit, chart.bars
     top = _scale([b.high if b.high is not None else b.value for b in bars])
     plot_h, plot_w = HEIGHT - TOP - BOTTOM, WIDTH - LEFT - 20
     step = plot_w / max(len(bars), 1)
@@ -187,32 +180,8 @@ def curve_chart(chart: CurveChart) -> str:
                      f'text-anchor="end">{y_low:.3g}</text>')  # fmt: skip
         parts.append(f'<text x="{LEFT - 4}" y="{TOP + 4}" font-size="10" '
                      f'text-anchor="end">{y_high:.3g}</text>')  # fmt: skip
-    colors = ("#4c72b0", "#dd8452", "#55a868", "#c44e52", "#8172b3", "#937860")
     for index, curve in enumerate(chart.curves):
-        color = colors[index % len(colors)]
-        ordered = sorted(curve.points, key=lambda p: p.x)
-        coords = " ".join(f"{x_of(p.x):.1f},{y_of(p.y):.1f}" for p in ordered)
-        parts.append(
-            f'<polyline class="series" fill="none" stroke="{color}" points="{coords}">'
-            f"<title>{escape(curve.label)}</title></polyline>"
-        )
-        for p in ordered:
-            radius = 6 if p.marked else 3
-            fill = "none" if p.marked else color
-            parts.append(
-                f'<circle cx="{x_of(p.x):.1f}" cy="{y_of(p.y):.1f}" r="{radius}" fill="{fill}" '
-                f'stroke="{color}"><title>{escape(curve.label)}: {p.x:.4g}, {p.y:.4g}'
-                f"</title></circle>"
-            )
-            if p.label:
-                parts.append(
-                    f'<text x="{x_of(p.x) + 4:.1f}" y="{y_of(p.y) - 4:.1f}" font-size="9">'
-                    f"{escape(p.label)}</text>"
-                )
-        parts.append(
-            f'<text x="{LEFT + 8}" y="{HEIGHT - BOTTOM + 42 + 12 * index}" font-size="10" '
-            f'fill="{color}">{escape(curve.label)}</text>'
-        )
+        parts += _curve(curve, index, x_of, y_of)
     if chart.limit is not None:
         y = y_of(chart.limit)
         parts.append(
@@ -230,6 +199,41 @@ def curve_chart(chart: CurveChart) -> str:
     )
     parts.append("</svg>")
     return "\n".join(parts)
+
+
+CURVE_COLORS = ("#4c72b0", "#dd8452", "#55a868", "#c44e52", "#8172b3", "#937860")
+
+
+def _curve(
+    curve: Curve, index: int, x_of: Callable[[float], float], y_of: Callable[[float], float]
+) -> list[str]:
+    """One curve: its line, its points (marked ones ringed, with their labels), and
+    its name in the legend under the axis."""
+    color = CURVE_COLORS[index % len(CURVE_COLORS)]
+    ordered = sorted(curve.points, key=lambda p: p.x)
+    coords = " ".join(f"{x_of(p.x):.1f},{y_of(p.y):.1f}" for p in ordered)
+    parts = [
+        f'<polyline class="series" fill="none" stroke="{color}" points="{coords}">'
+        f"<title>{escape(curve.label)}</title></polyline>"
+    ]
+    for p in ordered:
+        radius = 6 if p.marked else 3
+        fill = "none" if p.marked else color
+        parts.append(
+            f'<circle cx="{x_of(p.x):.1f}" cy="{y_of(p.y):.1f}" r="{radius}" fill="{fill}" '
+            f'stroke="{color}"><title>{escape(curve.label)}: {p.x:.4g}, {p.y:.4g}'
+            f"</title></circle>"
+        )
+        if p.label:
+            parts.append(
+                f'<text x="{x_of(p.x) + 4:.1f}" y="{y_of(p.y) - 4:.1f}" font-size="9">'
+                f"{escape(p.label)}</text>"
+            )
+    parts.append(
+        f'<text x="{LEFT + 8}" y="{HEIGHT - BOTTOM + 42 + 12 * index}" font-size="10" '
+        f'fill="{color}">{escape(curve.label)}</text>'
+    )
+    return parts
 
 
 def _share(value: float, low: float, high: float, log: bool) -> float:

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from dlbench.report.charts.model import Bar, BarChart
 from dlbench.results.metrics import Metric
 from dlbench.results.records import Result, Run
 
@@ -37,6 +38,19 @@ class StudyTable:
     # other metrics of each row's case, shown beside the main one
     columns: tuple[Metric, ...] = ()
 
+    def bar_chart(self) -> BarChart:
+        """The table as bars: a row's spread as its error bar, and above it its value
+        relative to the baseline ("none" for a row without a value)."""
+        return BarChart(self.title, self.metric.unit, tuple(_bar(row) for row in self.rows))
+
+
+def _bar(row: Row) -> Bar:
+    mark = "none" if row.value is None else None
+    if row.relative is not None:
+        mark = f"{row.relative:.2f}x"
+    low, high = row.spread if row.spread else (None, None)
+    return Bar(row.label, row.value or 0.0, low, high, mark)
+
 
 # The axes that name a study row; its table fixes the others.
 ROW_AXES = ("framework", "compile", "precision", "threads")
@@ -45,16 +59,6 @@ ROW_AXES = ("framework", "compile", "precision", "threads")
 def case_label(result: Result) -> str:
     """A study row: framework, compile mode, precision and threads name it."""
     return result.case.label(only=ROW_AXES)
-
-
-def quartiles(result: Result) -> tuple[float, float] | None:
-    """The 25th and 75th percentiles of the latency samples, for error bars."""
-    from dlbench.measure.stats import percentile
-
-    if not result.samples_ms:
-        return None
-    ordered = sorted(result.samples_ms)
-    return percentile(ordered, 25), percentile(ordered, 75)
 
 
 def relative_rows(

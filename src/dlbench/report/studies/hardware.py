@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from rich.table import Table
 
 from dlbench.report.leaderboard import hardware
-from dlbench.report.study import StudyTable, relative_rows
+from dlbench.report.studies.study import StudyTable, relative_rows
 from dlbench.report.table import escape_markup, fmt
 from dlbench.results.metrics import METRICS
 from dlbench.results.records import Run

@@ -1,4 +1,4 @@
-"""Bar charts of study tables as PNG files (matplotlib, no display needed)."""
+"""Charts (charts.model) as PNG files: matplotlib, no display needed."""
 
 from __future__ import annotations
 
@@ -8,8 +8,9 @@ from pathlib import Path
 from typing import Any
 
 from dlbench.errors import UserError
-from dlbench.report.curves import CurveChart
-from dlbench.report.study import StudyTable
+from dlbench.report.charts.model import BarChart, CurveChart
+
+BAR_COLOR = "#4c72b0"
 
 
 def pyplot() -> Any:
@@ -24,38 +25,54 @@ def pyplot() -> Any:
     return plt
 
 
-def bar_chart(tables: Sequence[StudyTable], path: Path, title: str) -> Path:
-    """One PNG with a panel per table: a bar per row, error bars where known."""
+def _error_bars(chart: BarChart) -> list[list[float]]:
+    """Each bar's distance down and up to its error bar's ends (0 where it has none)."""
+    bars = chart.bars
+    return [
+        [bar.value - bar.low if bar.low is not None else 0.0 for bar in bars],
+        [bar.high - bar.value if bar.high is not None else 0.0 for bar in bars],
+    ]
+
+
+def bar_chart(chart: BarChart, path: Path) -> Path:
+    """One PNG of one chart: a bar per label, with its error bar (0 where unknown)."""
     plt = pyplot()
-    figure, axes = plt.subplots(1, len(tables), figsize=(6 * len(tables), 4.8), squeeze=False)
-    for axis, table in zip(axes[0], tables, strict=True):
-        labels = [row.label for row in table.rows]
-        values = [row.value or 0.0 for row in table.rows]
-        low = [
-            v - row.spread[0] if row.spread else 0.0
-            for v, row in zip(values, table.rows, strict=True)
-        ]
-        high = [
-            row.spread[1] - v if row.spread else 0.0
-            for v, row in zip(values, table.rows, strict=True)
-        ]
-        has_spread = any(row.spread for row in table.rows)
+    labels = [bar.label for bar in chart.bars]
+    figure, axis = plt.subplots(figsize=(max(5, 1.2 * len(labels)), 4.5))
+    values = [bar.value for bar in chart.bars]
+    axis.bar(range(len(labels)), values, yerr=_error_bars(chart), capsize=4, color=BAR_COLOR)
+    axis.set_xticks(range(len(labels)), labels, rotation=35, ha="right", fontsize=8)
+    axis.set_ylabel(chart.unit)
+    axis.set_title(chart.title, fontsize=9)
+    figure.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    figure.savefig(path, dpi=110)
+    plt.close(figure)
+    return path
+
+
+def bar_panels(charts: Sequence[BarChart], path: Path, title: str) -> Path:
+    """One PNG with a panel per chart under one title: error bars where any bar has
+    them, and each bar's mark written above it."""
+    plt = pyplot()
+    figure, axes = plt.subplots(1, len(charts), figsize=(6 * len(charts), 4.8), squeeze=False)
+    for axis, chart in zip(axes[0], charts, strict=True):
+        values = [bar.value for bar in chart.bars]
+        has_spread = any(bar.low is not None for bar in chart.bars)
         axis.bar(
             range(len(values)),
             values,
-            yerr=[low, high] if has_spread else None,
+            yerr=_error_bars(chart) if has_spread else None,
             capsize=4,
-            color="#4c72b0",
+            color=BAR_COLOR,
         )
+        labels = [bar.label for bar in chart.bars]
         axis.set_xticks(range(len(labels)), labels, rotation=35, ha="right", fontsize=8)
-        axis.set_ylabel(table.metric.unit)
-        axis.set_title("\n".join(textwrap.wrap(table.title, 60)), fontsize=8)
-        for index, row in enumerate(table.rows):
-            mark = "none" if row.value is None else None
-            if row.relative is not None:
-                mark = f"{row.relative:.2f}x"
-            if mark is not None:
-                axis.annotate(mark, (index, values[index]), ha="center", va="bottom", fontsize=7)
+        axis.set_ylabel(chart.unit)
+        axis.set_title("\n".join(textwrap.wrap(chart.title, 60)), fontsize=8)
+        for index, bar in enumerate(chart.bars):
+            if bar.mark is not None:
+                axis.annotate(bar.mark, (index, bar.value), ha="center", va="bottom", fontsize=7)
     figure.suptitle(title)
     figure.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)

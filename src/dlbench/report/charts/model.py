@@ -1,17 +1,37 @@
-"""Curves: one measure against another, a line per configuration.
+"""What a chart shows, apart from how it is drawn: png.py draws it with
+matplotlib, svg.py inline in the HTML report, each from this one description.
 
-The serving study draws LoadGen's latency against the rate served (one line
-per framework, the bound as a horizontal line, the peak marked); a sweep
-draws latency against throughput (a point per batch size, the Pareto front
-marked). plots.py draws a chart as a PNG and svg.py inline in the HTML
-report, from this one description.
+A bar chart is a value per label, with error bars where known (a run's
+latencies, a study's table). A curve chart is one measure against another, a
+line per configuration: the serving study draws LoadGen's latency against the
+rate served (one line per framework, the bound as a horizontal line, the peak
+marked); a sweep draws latency against throughput (a point per batch size,
+the Pareto front marked).
 """
 
 from __future__ import annotations
 
-import math
 import re
 from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Bar:
+    label: str
+    value: float
+    low: float | None = None  # error bar ends (e.g. 25th and 75th percentiles)
+    high: float | None = None
+    # written above the bar in a PNG panel: a study row's value relative to its
+    # baseline, or "none" where it has no value
+    mark: str | None = None
+
+
+@dataclass(frozen=True)
+class BarChart:
+    title: str
+    unit: str  # the value axis's label
+    bars: tuple[Bar, ...]
+
 
 # A y range wider than this many times is drawn on a log axis, so the points
 # near the bound stay readable beside an overloaded rate's latency.
@@ -55,20 +75,6 @@ class CurveChart:
         return bool(xs) and max(xs) / min(xs) > LOG_RANGE
 
 
-def pareto_front(points: list[tuple[float, float]]) -> set[tuple[float, float]]:
-    """The (x, y) points no other point beats on both: higher x (throughput) and lower
-    y (latency), one of them strictly."""
-    return {
-        (x, y)
-        for x, y in points
-        if not any(ox >= x and oy <= y and (ox > x or oy < y) for ox, oy in points)
-    }
-
-
 def slug(text: str) -> str:
     """A label as part of a file name: what a file name may hold, dashes between."""
     return re.sub(r"[^A-Za-z0-9._-]+", "-", text).strip("-")[:80]
-
-
-def finite(value: object) -> bool:
-    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
