@@ -67,29 +67,11 @@ def run_case(
     logs); without it they go to a temporary folder.
     """
     _quiet_resource_tracker()
-    context = multiprocessing.get_context("spawn")
     with contextlib.ExitStack() as stack:
         scratch = stack.enter_context(tempfile.TemporaryDirectory(prefix="dlbench-case-"))
         result_path = Path(scratch) / "result.json"
         log_path = Path(scratch) / "worker.log"
-        process: WorkerProcess
-        if case.ddp:
-            log = stack.enter_context(open(log_path, "ab"))
-            process = TorchrunProcess(case, settings, Path(scratch), log)
-        else:
-            process = context.Process(
-                target=SpawnedFunction(*WORKER_ENTRY),
-                args=(
-                    case.to_dict(),
-                    settings.to_dict(),
-                    str(result_path),
-                    str(log_path),
-                    str(Path(scratch) / PROGRESS_FILE),
-                    os.getpid(),
-                    str(files_dir) if files_dir is not None else "",
-                ),
-                name=f"dlbench-worker {case.label()}",
-            )
+        process = _worker_process(case, settings, Path(scratch), files_dir, stack)
         # Opened before the start, so NVML's start-up cost is not charged to the case.
         telemetry, gpu_note = _open_gpu_telemetry(case.device, case.nproc)
         started_at, wall_start = now_iso(), time.perf_counter()
@@ -118,6 +100,33 @@ def run_case(
         result.started_at = started_at
         result.duration_s = time.perf_counter() - wall_start
     return result
+
+
+def _worker_process(
+    case: Case,
+    settings: Settings,
+    scratch: Path,
+    files_dir: Path | None,
+    stack: contextlib.ExitStack,
+) -> WorkerProcess:
+    """The case's process, not yet started: torchrun and its ranks for a DDP case,
+    else one spawned worker, which writes its files into `scratch`."""
+    log_path = scratch / "worker.log"
+    if case.ddp:
+        return TorchrunProcess(case, settings, scratch, stack.enter_context(open(log_path, "ab")))
+    return multiprocessing.get_context("spawn").Process(
+        target=SpawnedFunction(*WORKER_ENTRY),
+        args=(
+            case.to_dict(),
+            settings.to_dict(),
+            str(scratch / "result.json"),
+            str(log_path),
+            str(scratch / PROGRESS_FILE),
+            os.getpid(),
+            str(files_dir) if files_dir is not None else "",
+        ),
+        name=f"dlbench-worker {case.label()}",
+    )
 
 
 class SpawnedFunction:

@@ -336,20 +336,7 @@ def _expand_entry(
             f"{where}.device",
         ),
     )
-    shared = {
-        "nproc": request.nproc or 1,
-        "ddp": request.nproc is not None,
-        "transfer": _first_given(request.transfer, entry.get("transfer"), "outside"),
-        "torchrun_args": request.torchrun_args,
-        "interop_threads": _first_given(
-            request.interop_threads, suite_settings.get("interop_threads")
-        ),
-        "options": tuple(
-            sorted(
-                (k, str(v)) for k, v in _mapping(entry.get("options"), f"{where}.options").items()
-            )
-        ),
-    }
+    shared = _shared_fields(entry, suite_settings, request, where)
     entry_params = _mapping(entry.get("params"), f"{where}.params")
     cases = []
     for workload, framework, given_mode, batch, threads, scenario, precision, device in axes:
@@ -378,6 +365,23 @@ def _expand_entry(
                 )
             )
     return cases
+
+
+def _shared_fields(
+    entry: dict[str, Any], suite_settings: dict[str, Any], request: RunRequest, where: str
+) -> dict[str, Any]:
+    """The Case fields every case of one suite entry shares."""
+    options = _mapping(entry.get("options"), f"{where}.options")
+    return {
+        "nproc": request.nproc or 1,
+        "ddp": request.nproc is not None,
+        "transfer": _first_given(request.transfer, entry.get("transfer"), "outside"),
+        "torchrun_args": request.torchrun_args,
+        "interop_threads": _first_given(
+            request.interop_threads, suite_settings.get("interop_threads")
+        ),
+        "options": tuple(sorted((k, str(v)) for k, v in options.items())),
+    }
 
 
 def _threads(
