@@ -58,19 +58,9 @@ def rate_column(result: Result) -> str:
 
 
 def flags(result: Result, noisy: str = "noisy", separator: str = ", ") -> str:
-    """The result's flags (results.flags), `noisy` spelt as the caller wants it.
-
-    A result stored before flags were recorded shows what it can: noise and
-    GPU clocks held down.
-    """
-    marks = list(result.flags)
-    if not marks:
-        details = result.details if isinstance(result.details, dict) else {}
-        marks = ["noisy"] if result.noisy else []
-        throttle = details.get("throttle")
-        if isinstance(throttle, str):
-            marks += [f"throttled:{name.strip()}" for name in throttle.split(",")]
-    return separator.join(noisy if mark == "noisy" else mark for mark in marks)
+    """The result's flags as results.flags decided them (or, for a result written before
+    flags were, read them when it was loaded), `noisy` spelt as the caller wants it."""
+    return separator.join(noisy if mark == "noisy" else mark for mark in result.flags)
 
 
 def iqr_percent(result: Result) -> str:

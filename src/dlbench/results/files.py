@@ -18,7 +18,7 @@ from dlbench.atomic import write_atomic
 from dlbench.errors import UserError
 from dlbench.measure.stats import LatencyStats
 from dlbench.results.metrics import CSV_METRICS, METRICS, read
-from dlbench.results.records import Result, Run, run_from_json
+from dlbench.results.records import Result, Run, result_keys, run_from_json
 from dlbench.spec.case import PAIR_FIELDS, Case
 
 
@@ -49,7 +49,7 @@ def csv_columns() -> list[str]:
     """
     columns = ["run_id", "hostname", "label"]
     columns += [f.name for f in fields(Case)]
-    columns += [f.name for f in fields(Result) if f.name not in NOT_SCALAR]
+    columns += [name for name in result_keys() if name not in NOT_SCALAR]
     columns += [f"latency_ms_{f.name}" for f in fields(LatencyStats)]
     columns += list(CSV_METRICS)
     return columns
@@ -65,7 +65,7 @@ def csv_row(run: Run, result: Result) -> dict[str, Any]:
         row[name] = ";".join(f"{k}={v}" for k, v in value.items()) if name in PAIR_FIELDS else value
     row["torchrun_args"] = " ".join(result.case.torchrun_args)
     data = result.to_dict()
-    row.update({f.name: data[f.name] for f in fields(Result) if f.name not in NOT_SCALAR})
+    row.update({name: data[name] for name in result_keys() if name not in NOT_SCALAR})
     row["flags"] = ";".join(result.flags)
     stats = data["latency_ms"] or {}
     row.update({f"latency_ms_{f.name}": stats.get(f.name) for f in fields(LatencyStats)})

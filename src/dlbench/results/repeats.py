@@ -21,8 +21,8 @@ import statistics
 from dataclasses import replace
 from typing import Any
 
-from dlbench.measure.stats import NOISE_THRESHOLD, summarize
-from dlbench.results.flags import too_few_for_p99
+from dlbench.measure.stats import summarize
+from dlbench.results.flags import merged_flags
 from dlbench.results.records import TIME_TO_TRAIN_KEY, Result
 
 DISTURBED = frozenset({"interference", "stalled"})
@@ -125,12 +125,6 @@ def merge(base: Result, summaries: list[dict[str, Any]]) -> Result:
     rates = [float(p["throughput"]) for p in used if p.get("throughput")]
     rate = statistics.median(rates) if rates else base.throughput
     spread = _relative_spread(medians)
-    noisy = bool(spread > NOISE_THRESHOLD if len(used) > 1 else stats.noisy)
-    flags = sorted({f for p in used for f in p["flags"]} - {"noisy", "low-n-p99"})
-    if noisy:
-        flags.insert(0, "noisy")
-    if too_few_for_p99(stats, details):
-        flags.append("low-n-p99")
     details[PROCESS_SPREAD_KEY] = {"median_ms_relative_iqr": spread, "processes": len(used)}
     energies = [p.get("joules_per_sample") for p in used]
     if all(isinstance(e, int | float) for e in energies) and isinstance(
@@ -141,18 +135,18 @@ def merge(base: Result, summaries: list[dict[str, Any]]) -> Result:
     if trained and all(isinstance(t, int | float) for t in trained):
         details[TIME_TO_TRAIN_KEY] = statistics.median(trained)  # type: ignore[type-var]
     cpus = [float(p["cpu_percent"]) for p in used if p.get("cpu_percent") is not None]
-    return replace(
+    merged = replace(
         base,
         latency_ms=stats,
         samples_ms=pooled,
         throughput=rate,
         gflops=rate * base.flops_per_sample / 1e9 if base.flops_per_sample and rate else None,
         gbps=rate * base.bytes_per_sample / 1e9 if base.bytes_per_sample and rate else None,
-        noisy=noisy,
-        flags=flags,
         cpu_percent=statistics.median(cpus) if cpus else base.cpu_percent,
         details=details,
     )
+    # results.flags judges the merged numbers; the processes' other flags carry over
+    return replace(merged, flags=merged_flags(merged, [p["flags"] for p in used], spread))
 
 
 def headline_spread(result: Result) -> float | None:
