@@ -1,21 +1,39 @@
 """The one table of metrics: what each is called, its unit, which way is better,
-and how to read its value and its per-iteration samples from a Result.
+how to read its value and its per-iteration samples from a Result, and how a
+--repeat result merges it from its processes.
 
 Study tables, `compare --metric`, leaderboards, the terminal table, the HTML
-report, the CSV columns and the plots all read metrics from here; a new
-metric is one entry in METRICS.
+report, the CSV columns, the plots and results.repeats all read metrics from
+here; a new metric is one entry in METRICS.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from enum import Enum
 from typing import Any
 
 from dlbench.errors import UserError
 from dlbench.results.records import TIME_TO_TRAIN_KEY, Result
 
 Reader = Callable[[Result], float | None]
+# A merged value written into the merged Result (which is returned, the input untouched)
+Put = Callable[[Result, float | None], Result]
+
+
+class Merge(Enum):
+    """How a result merged from its --repeat processes gets a metric (results.repeats)."""
+
+    # The median over the processes used for the headline, when every one of them has
+    # a value (kept in its summary under `process_key`); else the newest one's stands.
+    MEDIAN_OF_PROCESSES = "median of the processes"
+    # Read from the used processes' samples pooled: a p99 from many more samples.
+    POOLED = "from the pooled samples"
+    # The merged throughput times the work per sample (`put` is given the throughput).
+    FROM_THROUGHPUT = "from the merged throughput"
+    # The newest measured process's value stands (a study computes the rest).
+    NOT_MERGED = "the newest process's"
 
 
 @dataclass(frozen=True)
@@ -34,6 +52,17 @@ class Metric:
     # The field of a --repeat process summary (results.repeats) holding this
     # metric for one process: compare's unit of replication. None: not kept.
     process_key: str | None = None
+    merge: Merge = Merge.NOT_MERGED
+    # Where MEDIAN_OF_PROCESSES and FROM_THROUGHPUT write the merged value
+    put: Put | None = None
+
+    def __post_init__(self) -> None:
+        # checked when the table is built: a rule short of what it needs would
+        # otherwise fail only when a --repeat run merges its first processes
+        if self.merge is Merge.MEDIAN_OF_PROCESSES and self.process_key is None:
+            raise ValueError(f"metric {self.key}: a median of processes needs a process_key")
+        if self.merge in (Merge.MEDIAN_OF_PROCESSES, Merge.FROM_THROUGHPUT) and self.put is None:
+            raise ValueError(f"metric {self.key}: {self.merge.value} needs a put")
 
     def better(self, a: float, b: float) -> float:
         """The better of two values of this metric."""
@@ -127,6 +156,43 @@ def _first_step_s(result: Result) -> float | None:
     return result.first_call_ms / 1000.0 if result.first_call_ms is not None else None
 
 
+def _put_median_ms(result: Result, value: float | None) -> Result:
+    stats = result.latency_ms
+    if stats is None or value is None:
+        return result
+    return replace(result, latency_ms=replace(stats, median=value))
+
+
+def _put_field(name: str) -> Put:
+    return lambda result, value: replace(result, **{name: value})
+
+
+def _put_per_second(name: str, per_sample: str) -> Put:
+    """`name` from a throughput: samples/s times the result's `per_sample` work, in G/s."""
+
+    def put(result: Result, rate: float | None) -> Result:
+        work = getattr(result, per_sample)
+        return replace(result, **{name: rate * work / 1e9 if work and rate else None})
+
+    return put
+
+
+def _put_detail(key: str) -> Put:
+    return lambda result, value: replace(result, details={**result.details, key: value})
+
+
+def _put_energy(key: str) -> Put:
+    """Into the result's energy reading, where it has one."""
+
+    def put(result: Result, value: float | None) -> Result:
+        energy = result.details.get("energy")
+        if not isinstance(energy, dict):
+            return result
+        return replace(result, details={**result.details, "energy": {**energy, key: value}})
+
+    return put
+
+
 METRICS: dict[str, Metric] = {
     m.key: m
     for m in (
@@ -139,6 +205,8 @@ METRICS: dict[str, Metric] = {
             _latency("median"),
             _latency_samples,
             process_key="median_ms",
+            merge=Merge.MEDIAN_OF_PROCESSES,
+            put=_put_median_ms,
         ),
         Metric(
             "p99",
@@ -150,6 +218,7 @@ METRICS: dict[str, Metric] = {
             _latency_samples,
             statistic="p99",
             process_key="p99_ms",
+            merge=Merge.POOLED,
         ),
         Metric(
             "throughput",
@@ -160,6 +229,8 @@ METRICS: dict[str, Metric] = {
             lambda r: r.throughput,
             _throughput_samples,
             process_key="throughput",
+            merge=Merge.MEDIAN_OF_PROCESSES,
+            put=_put_field("throughput"),
         ),
         Metric(
             "cpu",
@@ -169,6 +240,8 @@ METRICS: dict[str, Metric] = {
             False,
             lambda r: r.cpu_percent,
             process_key="cpu_percent",
+            merge=Merge.MEDIAN_OF_PROCESSES,
+            put=_put_field("cpu_percent"),
         ),
         Metric("memory", "Memory (peak RSS)", "MB", "RSS MB", False, lambda r: r.peak_rss_mb),
         Metric("first_call", "First call", "ms", "1st call ms", False, lambda r: r.first_call_ms),
@@ -180,8 +253,26 @@ METRICS: dict[str, Metric] = {
             False,
             _first_step_s,
         ),
-        Metric("gflops", "Compute rate", "GFLOP/s", "GFLOP/s", True, lambda r: r.gflops),
-        Metric("gbps", "Memory bandwidth achieved", "GB/s", "GB/s", True, lambda r: r.gbps),
+        Metric(
+            "gflops",
+            "Compute rate",
+            "GFLOP/s",
+            "GFLOP/s",
+            True,
+            lambda r: r.gflops,
+            merge=Merge.FROM_THROUGHPUT,
+            put=_put_per_second("gflops", "flops_per_sample"),
+        ),
+        Metric(
+            "gbps",
+            "Memory bandwidth achieved",
+            "GB/s",
+            "GB/s",
+            True,
+            lambda r: r.gbps,
+            merge=Merge.FROM_THROUGHPUT,
+            put=_put_per_second("gbps", "bytes_per_sample"),
+        ),
         Metric(
             "max_abs_diff",
             "Largest difference from the reference",
@@ -198,6 +289,8 @@ METRICS: dict[str, Metric] = {
             False,
             _detail(TIME_TO_TRAIN_KEY),
             process_key=TIME_TO_TRAIN_KEY,
+            merge=Merge.MEDIAN_OF_PROCESSES,
+            put=_put_detail(TIME_TO_TRAIN_KEY),
         ),
         Metric(
             "steady_throughput",
@@ -231,6 +324,8 @@ METRICS: dict[str, Metric] = {
             False,
             _energy("joules_per_sample"),
             process_key="joules_per_sample",
+            merge=Merge.MEDIAN_OF_PROCESSES,
+            put=_put_energy("joules_per_sample"),
         ),
         Metric(
             "power",
