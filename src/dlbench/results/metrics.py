@@ -15,9 +15,14 @@ from enum import Enum
 from typing import Any
 
 from dlbench.errors import UserError
-from dlbench.results.records import TIME_TO_TRAIN_KEY, Result
+from dlbench.results.ceilings import efficiency_in_run
+from dlbench.results.records import TIME_TO_TRAIN_KEY, Result, Run
+from dlbench.results.scaling import scaling_in_run
 
 Reader = Callable[[Result], float | None]
+# A value computed when read from the result and its run (the run's ceilings, the
+# same case in one process): derived, so never stored in the result
+RunReader = Callable[[Result, Run], float | None]
 # A merged value written into the merged Result (which is returned, the input untouched)
 Put = Callable[[Result, float | None], Result]
 
@@ -43,7 +48,8 @@ class Metric:
     unit: str
     column: str  # short header in tables, and the CSV column
     higher_is_better: bool
-    # None for a metric a study computes from several results (it/s, speed-ups)
+    # None for a metric a study computes from several results (it/s, speed-ups), or
+    # one read with its run (`in_run`)
     value: Reader | None = None
     # Per-iteration values in the metric's unit, whose `statistic` is `value`;
     # None where a case has one value only (CPU %, memory, time to train).
@@ -55,6 +61,8 @@ class Metric:
     merge: Merge = Merge.NOT_MERGED
     # Where MEDIAN_OF_PROCESSES and FROM_THROUGHPUT write the merged value
     put: Put | None = None
+    # For a value derived from the result and its run: read() passes the run
+    in_run: RunReader | None = None
 
     def __post_init__(self) -> None:
         # checked when the table is built: a rule short of what it needs would
@@ -149,6 +157,18 @@ def _agreement(result: Result) -> float | None:
     details = result.details if isinstance(result.details, dict) else {}
     check = details.get("check")
     value = check.get("agreement") if isinstance(check, dict) else None
+    return float(value) if isinstance(value, int | float) else None
+
+
+def _efficiency(result: Result, run: Run) -> float | None:
+    found = efficiency_in_run(result, run) or {}
+    value = found.get("fraction")
+    return float(value) if isinstance(value, int | float) else None
+
+
+def _scaling(result: Result, run: Run) -> float | None:
+    found = scaling_in_run(result, run) or {}
+    value = found.get("scaling_efficiency")
     return float(value) if isinstance(value, int | float) else None
 
 
@@ -385,6 +405,15 @@ METRICS: dict[str, Metric] = {
             "fraction",
             "efficiency",
             True,
+            in_run=_efficiency,
+        ),
+        Metric(
+            "scaling",
+            "DDP scaling efficiency: N processes' throughput over N times one process's",
+            "fraction",
+            "scaling",
+            True,
+            in_run=_scaling,
         ),
         Metric("gpu_speedup", "GPU speed-up over CPU", "x", "GPU speed-up", True),
     )
@@ -392,7 +421,8 @@ METRICS: dict[str, Metric] = {
 # What `compare` and `rerun` offer: metrics a measured case has (energy where
 # the device has a counter; pairs without one are listed as not comparable).
 COMPARABLE = ("latency", "p99", "throughput", "cpu", "memory", "energy", "power")
-# CSV columns beyond the Result's own fields: metrics read from its details.
+# CSV columns beyond the Result's own fields: metrics read from its details, and
+# those computed with its run.
 CSV_METRICS = (
     "agreement",
     "peak_qps",
@@ -405,11 +435,16 @@ CSV_METRICS = (
     "load_avg",
     "energy",
     "power",
+    "efficiency",
+    "scaling",
 )
 
 
-def read(metric: Metric, result: Result) -> float | None:
-    """The metric's value for one result (None where it has none)."""
+def read(metric: Metric, result: Result, run: Run | None = None) -> float | None:
+    """The metric's value for one result (None where it has none). A metric computed
+    with the result's run needs `run`: without it, it has no value."""
+    if metric.in_run is not None:
+        return metric.in_run(result, run) if run is not None else None
     return metric.value(result) if metric.value is not None else None
 
 
