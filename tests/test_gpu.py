@@ -157,7 +157,7 @@ def test_ddp_with_one_process_uses_nccl_on_the_gpu(tmp_path):
     assert ddp["details"]["ddp"]["backend"] == "nccl"
     assert ddp["details"]["ddp"]["world_size"] == 1
     # with one rank, the "scaling" is DDP's own cost against the plain process
-    assert 0 < ddp["details"]["ddp"]["scaling_efficiency"] < 1.5
+    assert 0 < ddp["derived"]["scaling"]["scaling_efficiency"] < 1.5
     assert ddp["details"]["energy"]["joules_per_sample"] > 0
 
 

@@ -17,7 +17,8 @@ from factories import make_result, make_run
 from dlbench.backends.base import placement
 from dlbench.plan.build import RunRequest, build_plan
 from dlbench.report.table import flags
-from dlbench.results.ceilings import ceilings_from_results, efficiency
+from dlbench.results.ceilings import ceilings_from_results, efficiency, efficiency_in_run
+from dlbench.results.files import read_json
 from dlbench.results.records import Result
 from dlbench.worker.placement import placement_error
 
@@ -47,8 +48,11 @@ def test_ddp_with_gloo_on_two_processes_reports_scaling(tmp_path):
     assert len(ddp["per_rank_throughput"]) == 2
     assert double["throughput"] == pytest.approx(sum(ddp["per_rank_throughput"]))
     expected = double["throughput"] / (2 * single["throughput"])
-    assert ddp["scaling_efficiency"] == pytest.approx(expected)
-    assert ddp["baseline_throughput"] == pytest.approx(single["throughput"])
+    # computed when read (results.scaling), written beside the result, never into it
+    assert "scaling_efficiency" not in ddp
+    scaling = double["derived"]["scaling"]
+    assert scaling["scaling_efficiency"] == pytest.approx(expected)
+    assert scaling["baseline_throughput"] == pytest.approx(single["throughput"])
     # the cores are shared out: one thread per process on a 2-CPU machine, in both cases
     assert single["case"]["threads"] == double["case"]["threads"]
     # the parent sampled the whole process tree (torchrun and its ranks)
@@ -131,14 +135,9 @@ def test_efficiency_divides_by_the_matching_ceiling():
 
 
 def test_throttled_results_are_flagged_in_the_table():
-    # a result stored before flags were recorded: derived from its fields
-    hot = result("add", details={"throttle": "thermal"}, noisy=True)
-    assert flags(hot) == "noisy, throttled:thermal"
+    hot = result("add", details={"throttle": "thermal"}, flags=["throttled:thermal"])
+    assert flags(hot) == "throttled:thermal"
     assert flags(result("add")) == ""
-    # a result with flags shows exactly those
-    assert flags(result("add", flags=["interference", "low-n-p99"], noisy=True)) == (
-        "interference, low-n-p99"
-    )
 
 
 @pytest.mark.slow
@@ -154,11 +153,16 @@ def test_roofline_then_every_result_carries_its_efficiency(tmp_path):
     )
     assert run["env"]["ceilings"]["source_run"] == roof["id"]
     for each in run["results"]:
-        share = each["details"]["efficiency"]
+        assert "efficiency" not in each["details"]  # computed when read, never stored
+        share = each["derived"]["efficiency"]
         assert share["ceilings_run"] == roof["id"]
         assert share["fraction"] > 0 and math.isfinite(share["fraction"])
     add = next(r for r in run["results"] if r["case"]["workload"] == "add")
-    assert add["details"]["efficiency"]["basis"] == "memory bandwidth"
+    assert add["derived"]["efficiency"]["basis"] == "memory bandwidth"
+    # read back, the run computes the same values from its env's ceilings
+    loaded = read_json(tmp_path / "run.json")
+    shown = [efficiency_in_run(r, loaded) for r in loaded.results]
+    assert shown == [r["derived"]["efficiency"] for r in run["results"]]
 
 
 @pytest.mark.slow
@@ -254,7 +258,7 @@ def test_ddp_efficiency_counts_every_gpu_but_one_shared_cpu():
 
 
 def test_only_a_roofline_run_sets_ceilings_and_timed_copies_use_the_bus_ceiling():
-    from dlbench.results.ceilings import attach_efficiency
+    from dlbench.results.ceilings import add_measured_ceilings
 
     stored = ceilings_from_results(
         [
@@ -266,9 +270,9 @@ def test_only_a_roofline_run_sets_ceilings_and_timed_copies_use_the_bus_ceiling(
     )
     run = make_run(env={"ceilings": stored})
     small_gemm = result("gemm", gflops=10.0, primary_metric="gflops")
-    attach_efficiency(small_gemm, run)
+    add_measured_ceilings(run, small_gemm)
     assert run.env["ceilings"]["values"]["cpu|gflops|fp32"] == 100.0  # not replaced
-    assert small_gemm.details["efficiency"]["fraction"] == pytest.approx(0.1)
+    assert efficiency_in_run(small_gemm, run)["fraction"] == pytest.approx(0.1)
     timed_copy = result(
         "add", device="cuda:0", gbps=40.0, primary_metric="gbps",
         details={"transfer": "inside (host-to-device copy of the inputs timed)"},
@@ -284,6 +288,30 @@ def test_only_a_roofline_run_sets_ceilings_and_timed_copies_use_the_bus_ceiling(
     found = efficiency(timed_copy, stored)
     assert found["basis"].startswith("host-to-device bandwidth (bytes copied")
     assert found["fraction"] == pytest.approx(0.96)
+
+
+def test_a_run_reads_its_efficiency_against_the_roofline_it_copied(tmp_path):
+    from dataclasses import replace
+
+    from factories import make_case
+
+    from dlbench.launch.session import run_plan
+    from dlbench.results.store import Store
+    from dlbench.spec.case import Settings
+
+    def runner(case, settings, on_note, files_dir):
+        return replace(result(case.workload, gflops=100.0 if case.workload == "gemm" else 25.0,
+                              primary_metric="gflops"), case=case)  # fmt: skip
+
+    with Store(tmp_path / "s.sqlite") as store:
+        roof = run_plan("ceilings", [make_case(workload="gemm")], Settings(), store, runner=runner)
+        assert roof.env["ceilings"]["values"] == {"cpu|gflops|fp32": 100.0}
+        run = run_plan("t", [make_case(workload="mlp")], Settings(), store, runner=runner)
+        stored = store.load_run(run.id)
+    (mlp,) = stored.results
+    assert "efficiency" not in mlp.details  # nothing written in after the worker
+    assert efficiency_in_run(mlp, stored)["fraction"] == pytest.approx(0.25)
+    assert efficiency_in_run(roof.results[0], roof)["fraction"] == pytest.approx(1.0)
 
 
 @pytest.mark.slow

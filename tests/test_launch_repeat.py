@@ -103,6 +103,39 @@ def test_time_to_train_is_the_median_of_the_processes_and_compare_reads_each():
     assert "low-n-p99" not in merged.flags  # a training result's samples are epochs
 
 
+def test_each_metric_is_merged_by_the_rule_the_metrics_table_gives_it():
+    from dlbench.results.metrics import METRICS, Merge, Metric
+
+    merged = None
+    for index, (median, cpu, joules) in enumerate(
+        ((1.0, 90, 0.3), (3.0, 110, 0.1), (2.0, 100, 0.2))
+    ):
+        one = process(median, index)
+        merged = add_process(
+            merged,
+            replace(
+                one,
+                cpu_percent=cpu,
+                peak_rss_mb=100.0 + index,
+                flops_per_sample=2e6,
+                details={"energy": {"joules_per_sample": joules, "mean_power_w": 50.0}},
+            ),
+        )
+    assert METRICS["cpu"].merge is Merge.MEDIAN_OF_PROCESSES and merged.cpu_percent == 100
+    assert merged.details["energy"] == {"joules_per_sample": 0.2, "mean_power_w": 50.0}
+    assert METRICS["p99"].merge is Merge.POOLED
+    assert merged.latency_ms.p99 == summarize([s / 1000 for s in merged.samples_ms]).p99
+    assert merged.gflops == pytest.approx(merged.throughput * 2e6 / 1e9)  # FROM_THROUGHPUT
+    assert METRICS["memory"].merge is Merge.NOT_MERGED and merged.peak_rss_mb == 102.0
+    # a value one used process lacks is not a median of the others: the newest's stands
+    lacking = add_process(
+        merged, replace(process(5.0, 7), details={"energy": {"joules_per_sample": None}})
+    )
+    assert lacking.details["energy"] == {"joules_per_sample": None}
+    with pytest.raises(ValueError, match="process_key"):
+        Metric("x", "X", "", "x", True, merge=Merge.MEDIAN_OF_PROCESSES)
+
+
 class ScriptedRunner:
     """Stands in for run_case: records the order and returns made-up processes."""
 

@@ -23,12 +23,16 @@ def test_fmt_three_significant_digits():
 
 
 def test_rate_column_leads_with_the_workloads_primary_metric():
-    result = sample_run().results[0]
+    run = sample_run()
+    result = run.results[0]
     result.gflops, result.gbps = 95.0, 1.1
     result.primary_metric = "gflops"
-    assert rate_column(result) == "95.0 GFLOP/s"
+    assert rate_column(result, run) == "95.0 GFLOP/s"
     result.primary_metric = "gbps"
-    assert rate_column(result) == "1.10 GB/s"
+    assert rate_column(result, run) == "1.10 GB/s"
+    # with ceilings in the run, the share of this machine's ceiling, computed when read
+    run.env["ceilings"] = {"source_run": "roof", "values": {"cpu|memory": 2.2}}
+    assert rate_column(result, run) == "1.10 GB/s (50%)"
 
 
 def test_table_shows_failures_in_full_and_escapes_markup():

@@ -90,7 +90,8 @@ def test_oversubscription_counts_every_ddp_rank():
 def test_p99_from_too_few_samples_and_throttles_are_flagged():
     few = with_timeline([], samples=[1.0] * (MIN_P99_QUERIES - 1))
     assert "low-n-p99" in result_flags(few, CPUS)
-    hot = with_timeline([], details={"throttle": "thermal, power"}, noisy=True)
+    spread = [1.0, 2.0] * 500  # IQR over median 2/3: noisy
+    hot = with_timeline([], details={"throttle": "thermal, power"}, samples=spread)
     assert result_flags(hot, CPUS) == ["noisy", "throttled:thermal", "throttled:power"]
     # time-to-train results have a handful of epochs, and no p99 to judge
     epochs = with_timeline([], samples=[5.0, 4.0], details={"epochs": [{}, {}]})
@@ -164,3 +165,28 @@ def test_a_timed_out_oversubscribed_case_still_says_so():
     result = run_case(case, settings)
     assert result.status == "failed" and result.error.startswith("timed out")
     assert "oversubscribed" in result.flags, result.flags
+
+
+def test_noisy_is_decided_here_and_kept_only_among_the_flags():
+    spread = with_timeline([], samples=[1.0, 2.0] * 500)
+    assert result_flags(spread, CPUS) == ["noisy"]
+    spread.flags = result_flags(spread, CPUS)
+    assert spread.noisy and spread.to_dict()["noisy"] is True  # read from the flags
+    # a time-to-train result's samples are its epochs, the first holding compilation
+    epochs = with_timeline([], samples=[9.0, 2.0, 2.0], details={"epochs": [{}, {}, {}]})
+    assert "noisy" not in result_flags(epochs, CPUS)
+
+
+def test_a_result_written_before_flags_reads_its_noisy_field_and_throttle_as_flags():
+    from dlbench.report.table import flags
+    from dlbench.results.records import Result
+
+    old = make_result(details={"throttle": "thermal"}).to_dict()
+    del old["flags"]
+    old["noisy"] = True
+    loaded = Result.from_dict(old)
+    assert loaded.flags == ["noisy", "throttled:thermal"] and loaded.noisy
+    assert flags(loaded) == "noisy, throttled:thermal"
+    # with flags recorded, the flags are the whole story: the table adds nothing
+    shown = make_result(flags=["interference", "low-n-p99"], details={"throttle": "power"})
+    assert flags(shown) == "interference, low-n-p99" and not shown.noisy

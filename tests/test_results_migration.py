@@ -101,3 +101,19 @@ def test_a_store_row_that_cannot_be_upgraded_is_a_user_error(tmp_path):
         db.execute("UPDATE results SET data='[1, 2]' WHERE seq=0")
     with pytest.raises(UserError, match=r"store run .*, result 0: not a valid dlbench run"):
         Store(path)
+
+
+def test_the_noisy_field_of_0_1_runs_is_read_as_the_flag_and_written_back(tmp_path):
+    run = read_json(FIXTURES / "null-run.json")
+    assert [r.flags for r in run.results] == [["noisy"], ["noisy"]]
+    assert read_json(FIXTURES / "torch-run.json").results[0].flags == []
+    path = tmp_path / "old.sqlite"
+    shutil.copy(FIXTURES / "store-schema3.sqlite", path)
+    with Store(path) as store:
+        stored = [r.noisy for run_id in store.run_ids() for r in store.load_run(run_id).results]
+    assert stored == [True, True, False, True]
+    write_json(run, tmp_path / "again.json")
+    import json
+
+    written = json.loads((tmp_path / "again.json").read_text())["results"][0]
+    assert (written["noisy"], written["flags"]) == (True, ["noisy"])

@@ -66,8 +66,8 @@ class RichProgress(session.Progress):
         self._bar.update(self._task, description=f"{self._description}: {escape_markup(line)}")
         self._bar.refresh()
 
-    def case_finished(self, index: int, total: int, result: Result) -> None:
-        self._bar.console.print(case_line(result), highlight=False)
+    def case_finished(self, index: int, total: int, result: Result, run: Run) -> None:
+        self._bar.console.print(case_line(result, run), highlight=False)
         self._bar.advance(self._task)
         self._bar.refresh()
 
@@ -77,7 +77,7 @@ def say(message: str) -> None:
     err.print(f"dlbench: {message}", markup=False, highlight=False, soft_wrap=True)
 
 
-def case_line(result: Result) -> str:
+def case_line(result: Result, run: Run) -> str:
     name = escape_markup(result.case.label())
     if result.status == STATUS_SKIPPED:
         return f"[yellow]SKIPPED[/yellow] {name}: {escape_markup(result.error or '')}"
@@ -89,7 +89,7 @@ def case_line(result: Result) -> str:
     count = f" [{len(listed)} processes]" if listed else ""
     return (
         f"[green]ok[/green] {name}: median {fmt(result.latency_ms.median)} ms, "
-        f"{fmt(result.throughput)} samples/s, {rate_column(result)}{_served(result)}"
+        f"{fmt(result.throughput)} samples/s, {rate_column(result, run)}{_served(result)}"
         f"{noisy}{count}"
     )
 

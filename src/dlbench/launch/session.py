@@ -16,8 +16,7 @@ from pathlib import Path
 
 from dlbench.errors import RunInterrupted
 from dlbench.launch.runner import run_case
-from dlbench.launch.torchrun import attach_scaling
-from dlbench.results.ceilings import attach_efficiency
+from dlbench.results.ceilings import add_measured_ceilings
 from dlbench.results.env import fingerprint
 from dlbench.results.files import write_csv, write_json
 from dlbench.results.records import Result, Run, now_iso
@@ -47,8 +46,9 @@ class Progress:
     def case_note(self, line: str) -> None:
         """A progress line from the running case (an epoch finished)."""
 
-    def case_finished(self, index: int, total: int, result: Result) -> None:
-        """Called once the case's result is stored."""
+    def case_finished(self, index: int, total: int, result: Result, run: Run) -> None:
+        """Called once the case's result is stored in `run` (which its derived values,
+        efficiency and scaling, are read with)."""
 
 
 def new_run_id() -> str:
@@ -130,9 +130,8 @@ def _run_pending(
                 process = runner(case, settings, progress.case_note, files)
             except KeyboardInterrupt:
                 raise RunInterrupted(run) from None
-            attach_efficiency(process, run)
-            attach_scaling(process, run)
             result = process if settings.repeat == 1 else add_process(earlier, process)
+            add_measured_ceilings(run, result)
             results[index] = result
             run.results = [results[i] for i in sorted(results)]
             if earlier is None:
@@ -140,7 +139,7 @@ def _run_pending(
             else:
                 store.replace_result(run.id, index, result)
             _write_files(run, outputs)
-            progress.case_finished(index, len(cases), result)
+            progress.case_finished(index, len(cases), result, run)
     run.finished_at = now_iso()
     store.finish_run(run.id, run.finished_at, run.env)
     _write_files(run, outputs)

@@ -8,8 +8,8 @@ gloo on CPUs) and times the same number of steps: the ranks agree on it
 before timing (a rank that stopped early would leave the others waiting in
 an all-reduce); that side is dlbench.worker.ddp_rank. Rank 0 gathers the
 per-rank rates and writes the Result; aggregate throughput is their sum.
-The parent then divides it by N times the 1-process run of the same case:
-the scaling efficiency T_N / (N x T_1).
+Its scaling efficiency, T_N / (N x T_1) against the 1-process run of the same
+case, is computed when the run is read (results.scaling).
 """
 
 from __future__ import annotations
@@ -24,7 +24,6 @@ from pathlib import Path
 from typing import TextIO
 
 from dlbench.lifeline import die_with_parent
-from dlbench.results.records import Result, Run
 from dlbench.spec.case import Case, Settings
 
 # Each rank runs this module (worker side), under torchrun.
@@ -123,28 +122,3 @@ class TorchrunProcess:
         if self._pidfd is not None:
             os.close(self._pidfd)
             self._pidfd = None
-
-
-def attach_scaling(result: Result, run: Run) -> None:
-    """Scaling efficiency of an N-process result against the run's 1-process result."""
-    ddp = result.details.get("ddp") if isinstance(result.details, dict) else None
-    if not result.case.ddp or not isinstance(ddp, dict) or not result.throughput:
-        return
-    key = result.case.key_without("nproc", "ddp")
-    single = next(
-        (
-            r
-            for r in run.results
-            if not r.case.ddp
-            and r.ok
-            and r.throughput
-            and r.case.key_without("nproc", "ddp") == key
-        ),
-        None,
-    )
-    if single is None:
-        ddp["scaling_note"] = "no 1-process result of this case in the run"
-        return
-    world = int(ddp.get("world_size", result.case.nproc))
-    ddp["baseline_throughput"] = single.throughput
-    ddp["scaling_efficiency"] = result.throughput / (world * single.throughput)  # type: ignore[operator]

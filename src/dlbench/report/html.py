@@ -85,7 +85,7 @@ def results_table(run: Run) -> str:
             _td(r.case.scenario or "-"),
             _td(r.case.device),
             _td(r.case.batch_size),
-            *(_td(number_cell(name, r), True) for name in HTML_LAYOUT),
+            *(_td(number_cell(name, r, run), True) for name in HTML_LAYOUT),
         ]
         marks = flags(r, noisy=f"noisy (IQR > {NOISE_THRESHOLD:.0%} of median)", separator="; ")
         cells.append(f'<td class="flag">{escape(marks)}</td>')

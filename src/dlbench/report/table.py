@@ -10,6 +10,7 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
+from dlbench.results.ceilings import efficiency_in_run
 from dlbench.results.metrics import METRICS, energy_unmeasurable, read
 from dlbench.results.records import STATUS_SKIPPED, Result, Run
 from dlbench.results.repeats import headline_spread
@@ -44,11 +45,10 @@ def case_name(result: Result) -> str:
     return result.case.label(omit=TABLE_COLUMNS_AXES)
 
 
-def rate_column(result: Result) -> str:
+def rate_column(result: Result, run: Run) -> str:
     """The workload's primary rate (GB/s for memory-bound ones, GFLOP/s otherwise),
-    with the fraction of this machine's measured ceiling where a roofline exists."""
-    details = result.details if isinstance(result.details, dict) else {}
-    efficiency = details.get("efficiency") or {}
+    with the fraction of this machine's measured ceiling where the run has one."""
+    efficiency = efficiency_in_run(result, run) or {}
     share = f" ({100 * efficiency['fraction']:.0f}%)" if "fraction" in efficiency else ""
     if result.primary_metric == "gbps" and result.gbps is not None:
         return f"{fmt(result.gbps)} GB/s{share}"
@@ -58,19 +58,9 @@ def rate_column(result: Result) -> str:
 
 
 def flags(result: Result, noisy: str = "noisy", separator: str = ", ") -> str:
-    """The result's flags (results.flags), `noisy` spelt as the caller wants it.
-
-    A result stored before flags were recorded shows what it can: noise and
-    GPU clocks held down.
-    """
-    marks = list(result.flags)
-    if not marks:
-        details = result.details if isinstance(result.details, dict) else {}
-        marks = ["noisy"] if result.noisy else []
-        throttle = details.get("throttle")
-        if isinstance(throttle, str):
-            marks += [f"throttled:{name.strip()}" for name in throttle.split(",")]
-    return separator.join(noisy if mark == "noisy" else mark for mark in marks)
+    """The result's flags as results.flags decided them (or, for a result written before
+    flags were, read them when it was loaded), `noisy` spelt as the caller wants it."""
+    return separator.join(noisy if mark == "noisy" else mark for mark in result.flags)
 
 
 def iqr_percent(result: Result) -> str:
@@ -80,9 +70,9 @@ def iqr_percent(result: Result) -> str:
 
 
 # Shown between the metrics: the latency samples' spread, and the primary rate
-# (GB/s or GFLOP/s, with the share of the machine's ceiling).
-DERIVED: dict[str, tuple[str, Callable[[Result], str]]] = {
-    "iqr": ("IQR/med", iqr_percent),
+# (GB/s or GFLOP/s, with the share of the machine's ceiling, read with the run).
+DERIVED: dict[str, tuple[str, Callable[[Result, Run], str]]] = {
+    "iqr": ("IQR/med", lambda result, _run: iqr_percent(result)),
     "rate": ("rate", rate_column),
 }
 # The numbers of a results table row: metric keys (results.metrics) or DERIVED.
@@ -103,11 +93,11 @@ def number_header(name: str) -> str:
     return DERIVED[name][0] if name in DERIVED else METRICS[name].column
 
 
-def number_cell(name: str, result: Result) -> str:
-    """One number of a results row, formatted for people."""
+def number_cell(name: str, result: Result, run: Run) -> str:
+    """One number of a results row (of `run`), formatted for people."""
     if name in DERIVED:
-        return DERIVED[name][1](result)
-    return fmt(read(METRICS[name], result))
+        return DERIVED[name][1](result, run)
+    return fmt(read(METRICS[name], result, run))
 
 
 COLUMNS = ("case", "device", "batch", *map(number_header, TERMINAL_LAYOUT), "status")
@@ -121,7 +111,7 @@ def run_table(run: Run) -> RenderableType:
     for name in COLUMNS:
         table.add_column(name, justify="right" if name in NUMERIC else "left")
     for result in run.results:
-        table.add_row(*result_row(result))
+        table.add_row(*result_row(result, run))
     failures = [
         Text(
             f"{r.status}: {case_name(r)}: {r.error or 'no reason recorded'}",
@@ -140,7 +130,7 @@ def no_energy(run: Run) -> list[str]:
     return list(dict.fromkeys(reason for reason in reasons if reason))
 
 
-def result_row(result: Result) -> list[str]:
+def result_row(result: Result, run: Run) -> list[str]:
     batch = result.case.batch_size if result.case.batch_size is not None else "default"
     identity = [escape_markup(str(c)) for c in (case_name(result), result.case.device, batch)]
     stats = result.latency_ms
@@ -150,4 +140,4 @@ def result_row(result: Result) -> list[str]:
         return [*identity, *["-"] * len(TERMINAL_LAYOUT), "[red]failed[/red]"]
     marks = flags(result)
     status = f"[yellow]{escape_markup(marks)}[/yellow]" if marks else "ok"
-    return [*identity, *(number_cell(name, result) for name in TERMINAL_LAYOUT), status]
+    return [*identity, *(number_cell(name, result, run) for name in TERMINAL_LAYOUT), status]

@@ -3,11 +3,17 @@
 `dlbench roofline` runs the `ceilings` suite: GEMM at each precision (the
 most FLOP/s this machine achieves), `copy` (device memory bandwidth) and
 `h2d` (host-to-device bandwidth). Its maxima are the ceilings. Any later run
-on the same machine copies the newest ceilings into its env and gives each
-result its achieved rate as a fraction of the matching ceiling: GFLOP/s
-against GEMM at the result's precision on the same device, GB/s against copy
-(or h2d for transfers). A measured ceiling, not a datasheet number: the
-fraction says how much of what this machine can really do a case gets.
+on the same machine copies the newest ceilings into its env, and each of its
+results is read with its achieved rate as a fraction of the matching
+ceiling: GFLOP/s against GEMM at the result's precision on the same device,
+GB/s against copy (or h2d for transfers). A measured ceiling, not a datasheet
+number: the fraction says how much of what this machine can really do a case
+gets.
+
+The fraction is computed when a result is read (`efficiency_in_run`), from
+the result's merged rates and the run's ceilings, and never stored. Results
+written before kept it in `details.efficiency`; that value is what their run
+showed, so it is read as it is.
 """
 
 from __future__ import annotations
@@ -22,6 +28,8 @@ CEILING_SUITE = "ceilings"
 COMPUTE_CEILING = "gemm"
 ABOVE_CEILING = 1.05
 BANDWIDTH_CEILINGS = {"copy": "memory", "h2d": "host-to-device"}
+# Where results written before efficiency was computed on read kept it
+STORED_KEY = "efficiency"
 
 
 def _device(result: Result) -> str:
@@ -105,14 +113,23 @@ def efficiency(result: Result, ceilings: dict[str, Any] | None) -> dict[str, Any
     return found
 
 
-def attach_efficiency(result: Result, run: Run) -> None:
-    """Record the result's efficiency against the ceilings the run holds."""
-    if run.suite == CEILING_SUITE:
-        # keep the roofline run's ceilings current as its cases finish (a gemm in
-        # another suite, at another size or thread count, is no ceiling)
-        own = ceilings_from_results([result], run.id)
-        if own["values"]:
-            run.env["ceilings"] = merge(run.env.get("ceilings"), own)
-    found = efficiency(result, run.env.get("ceilings"))
-    if found is not None and isinstance(result.details, dict):
-        result.details["efficiency"] = found
+def efficiency_in_run(result: Result, run: Run) -> dict[str, Any] | None:
+    """The result's efficiency against its run's ceilings, or None. A result written
+    before efficiency was computed on read carries the one its run showed (a --repeat
+    result's from its last process, a roofline run's own against the ceilings measured
+    so far): kept, so an old run shows the numbers it always did."""
+    details = result.details if isinstance(result.details, dict) else {}
+    stored = details.get(STORED_KEY)
+    if isinstance(stored, dict):
+        return stored
+    return efficiency(result, run.env.get("ceilings"))
+
+
+def add_measured_ceilings(run: Run, result: Result) -> None:
+    """A roofline run's env holds the ceilings it has measured so far (over those it
+    copied), so its own results, and the ceilings table, are read against them."""
+    if run.suite != CEILING_SUITE:
+        return  # a gemm in another suite, at another size or thread count, is no ceiling
+    own = ceilings_from_results([result], run.id)
+    if own["values"]:
+        run.env["ceilings"] = merge(run.env.get("ceilings"), own)

@@ -17,13 +17,33 @@ from typing import Any
 from dlbench.atomic import write_atomic
 from dlbench.errors import UserError
 from dlbench.measure.stats import LatencyStats
+from dlbench.results.ceilings import efficiency_in_run
 from dlbench.results.metrics import CSV_METRICS, METRICS, read
-from dlbench.results.records import Result, Run, run_from_json
+from dlbench.results.records import Result, Run, result_keys, run_from_json
+from dlbench.results.scaling import scaling_in_run
 from dlbench.spec.case import PAIR_FIELDS, Case
 
 
 def write_json(run: Run, path: Path) -> None:
-    write_atomic(path, json.dumps(run.to_dict(), indent=2) + "\n")
+    write_atomic(path, json.dumps(run_json(run), indent=2) + "\n")
+
+
+def run_json(run: Run) -> dict[str, Any]:
+    """The run as its JSON file holds it: the records, and beside each result the values
+    computed from its run (`derived`), for readers other than dlbench. dlbench reads
+    the records only, and computes these again from them when it reads the file."""
+    data = run.to_dict()
+    for entry, result in zip(data["results"], run.results, strict=True):
+        found = derived(result, run)
+        if found:
+            entry["derived"] = found
+    return data
+
+
+def derived(result: Result, run: Run) -> dict[str, Any]:
+    """The result's efficiency against the run's ceilings and its DDP scaling, where it has them."""
+    found = {"efficiency": efficiency_in_run(result, run), "scaling": scaling_in_run(result, run)}
+    return {name: value for name, value in found.items() if value is not None}
 
 
 def read_json(path: Path) -> Run:
@@ -49,7 +69,7 @@ def csv_columns() -> list[str]:
     """
     columns = ["run_id", "hostname", "label"]
     columns += [f.name for f in fields(Case)]
-    columns += [f.name for f in fields(Result) if f.name not in NOT_SCALAR]
+    columns += [name for name in result_keys() if name not in NOT_SCALAR]
     columns += [f"latency_ms_{f.name}" for f in fields(LatencyStats)]
     columns += list(CSV_METRICS)
     return columns
@@ -65,11 +85,11 @@ def csv_row(run: Run, result: Result) -> dict[str, Any]:
         row[name] = ";".join(f"{k}={v}" for k, v in value.items()) if name in PAIR_FIELDS else value
     row["torchrun_args"] = " ".join(result.case.torchrun_args)
     data = result.to_dict()
-    row.update({f.name: data[f.name] for f in fields(Result) if f.name not in NOT_SCALAR})
+    row.update({name: data[name] for name in result_keys() if name not in NOT_SCALAR})
     row["flags"] = ";".join(result.flags)
     stats = data["latency_ms"] or {}
     row.update({f"latency_ms_{f.name}": stats.get(f.name) for f in fields(LatencyStats)})
-    row.update({key: read(METRICS[key], result) for key in CSV_METRICS})
+    row.update({key: read(METRICS[key], result, run) for key in CSV_METRICS})
     return row
 
 

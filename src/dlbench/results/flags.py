@@ -5,7 +5,10 @@ recorded (samples, threads) and what the parent saw (its resource timeline
 over the measured region, NVML's clock-event reasons). Tables, the HTML
 report and CSV show the list; nothing else decides a flag.
 
-- `noisy`: the latency samples' IQR is over 10% of the median.
+- `noisy`: the latency samples' IQR is over 10% of the median; for a result
+  merged from --repeat processes, the IQR of the process medians. A
+  time-to-train result of one process is exempt (its samples are its epochs,
+  and the first holds compilation).
 - `interference`: other processes kept more than INTERFERENCE_SHARE of the
   machine's CPUs busy while the case was measured (the system's busy share,
   hypervisor steal included, minus the worker's own, plus I/O wait).
@@ -23,16 +26,19 @@ report and CSV show the list; nothing else decides a flag.
   stopping, too few queries, a constraint missed: details.loadgen says which).
 - `int8-no-vnni`: an int8 case on a CPU without int8 dot-product units (VNNI,
   AMX, Arm's dot product): measured all the same, and expect little gain.
+
+A result written before flags were recorded kept `noisy` as a field of its
+own and the GPU's throttle verdict in its details: `stored_flags` reads them
+as flags when the result is loaded.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from typing import Any, Protocol
 
-from dlbench.measure.stats import LatencyStats
-from dlbench.results.records import Result
-from dlbench.spec.case import MIN_P99_QUERIES
+from dlbench.measure.stats import NOISE_THRESHOLD, LatencyStats
+from dlbench.spec.case import MIN_P99_QUERIES, Case
 
 INTERFERENCE_SHARE = 0.25
 # Below this the worker is doing nothing (a Python loop alone reads ~100).
@@ -40,26 +46,37 @@ STALL_CPU_PERCENT = 5.0
 STALL_SECONDS = 1.0
 # A GPU this busy is working for the worker while its CPU waits.
 GPU_BUSY_PERCENT = 5.0
+NOISY = "noisy"
+LOW_N_P99 = "low-n-p99"
+# Judged again on a merged result's own numbers; its processes' other flags carry over.
+JUDGED_ON_MERGED = frozenset({NOISY, LOW_N_P99})
 
 
-def result_flags(result: Result, cpus_available: int) -> list[str]:
+class Judged(Protocol):
+    """What the rules read of a result: a results.records.Result. Named by its shape,
+    not imported, because records asks this module for `stored_flags` when it loads one."""
+
+    case: Case
+    latency_ms: LatencyStats | None
+    details: dict[str, Any]
+
+
+def result_flags(result: Judged, cpus_available: int) -> list[str]:
     """The flags of one finished result, in a fixed order."""
-    details = result.details if isinstance(result.details, dict) else {}
+    details = _details(result)
     measured = measured_points(details)
     found: list[str] = []
-    if result.noisy:
-        found.append("noisy")
+    if _noisy(result.latency_ms, details):
+        found.append(NOISY)
     if measured and other_share(measured) > INTERFERENCE_SHARE:
         found.append("interference")
     if measured and longest_stall_s(measured) > STALL_SECONDS:
         found.append("stalled")
     if result.case.threads_in_use > cpus_available:
         found.append("oversubscribed")
-    throttle = details.get("throttle")
-    if isinstance(throttle, str):
-        found += [f"throttled:{name.strip()}" for name in throttle.split(",") if name.strip()]
+    found += throttle_flags(details.get("throttle"))
     if too_few_for_p99(result.latency_ms, details):
-        found.append("low-n-p99")
+        found.append(LOW_N_P99)
     if details.get("int8_dot_units") == []:
         found.append("int8-no-vnni")
     loadgen = details.get("loadgen")
@@ -71,10 +88,54 @@ def result_flags(result: Result, cpus_available: int) -> list[str]:
     return found
 
 
+def merged_flags(
+    result: Judged, process_flags: Sequence[Sequence[str]], spread: float
+) -> list[str]:
+    """The flags of a result merged from the processes it used (results.repeats): their
+    flags, but noise and a p99's sample count judged again on the merged numbers. With
+    several processes, noise is their disagreement: `spread`, the IQR over the median of
+    their medians; with one, it is that process's own."""
+    details = _details(result)
+    kept = sorted({flag for flags in process_flags for flag in flags} - JUDGED_ON_MERGED)
+    if len(process_flags) > 1:
+        noisy = spread > NOISE_THRESHOLD
+    else:
+        noisy = _noisy(result.latency_ms, details)
+    low_n = too_few_for_p99(result.latency_ms, details)
+    return ([NOISY] if noisy else []) + kept + ([LOW_N_P99] if low_n else [])
+
+
+def stored_flags(data: Mapping[str, Any]) -> list[str]:
+    """The flags of a result written before flags were recorded (its JSON), from what it
+    kept instead: its own `noisy` field and its GPU's throttle verdict."""
+    details = data.get("details")
+    throttle = details.get("throttle") if isinstance(details, dict) else None
+    return ([NOISY] if data.get("noisy") is True else []) + throttle_flags(throttle)
+
+
+def throttle_flags(verdict: Any) -> list[str]:
+    """`throttled:<reason>` for each reason of the timeline's verdict ("thermal, power")."""
+    if not isinstance(verdict, str):
+        return []
+    return [f"throttled:{name.strip()}" for name in verdict.split(",") if name.strip()]
+
+
+def _noisy(stats: LatencyStats | None, details: Mapping[str, Any]) -> bool:
+    return stats is not None and not _time_to_train(details) and stats.noisy
+
+
 def too_few_for_p99(stats: LatencyStats | None, details: Mapping[str, Any]) -> bool:
     """Fewer samples than a p99 needs; a time-to-train result (its samples are
     epochs, and its p99 is not its number) is exempt."""
-    return stats is not None and "epochs" not in details and stats.n < MIN_P99_QUERIES
+    return stats is not None and not _time_to_train(details) and stats.n < MIN_P99_QUERIES
+
+
+def _time_to_train(details: Mapping[str, Any]) -> bool:
+    return "epochs" in details
+
+
+def _details(result: Judged) -> dict[str, Any]:
+    return result.details if isinstance(result.details, dict) else {}
 
 
 def measured_points(details: Mapping[str, Any]) -> list[Mapping[str, Any]]:

@@ -1,21 +1,44 @@
 """The one table of metrics: what each is called, its unit, which way is better,
-and how to read its value from a Result.
+how to read its value from a Result, and how a --repeat result merges it from
+its processes.
 
 Study tables, `compare --metric`, leaderboards, the terminal table, the HTML
-report, the CSV columns and the plots all read metrics from here; a new
-metric is one entry in METRICS.
+report, the CSV columns, the plots and results.repeats all read metrics from
+here; a new metric is one entry in METRICS.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from enum import Enum
 from typing import Any
 
 from dlbench.errors import UserError
-from dlbench.results.records import TIME_TO_TRAIN_KEY, Result
+from dlbench.results.ceilings import efficiency_in_run
+from dlbench.results.records import TIME_TO_TRAIN_KEY, Result, Run
+from dlbench.results.scaling import scaling_in_run
 
 Reader = Callable[[Result], float | None]
+# A value computed when read from the result and its run (the run's ceilings, the
+# same case in one process): derived, so never stored in the result
+RunReader = Callable[[Result, Run], float | None]
+# A merged value written into the merged Result (which is returned, the input untouched)
+Put = Callable[[Result, float | None], Result]
+
+
+class Merge(Enum):
+    """How a result merged from its --repeat processes gets a metric (results.repeats)."""
+
+    # The median over the processes used for the headline, when every one of them has
+    # a value (kept in its summary under `process_key`); else the newest one's stands.
+    MEDIAN_OF_PROCESSES = "median of the processes"
+    # Read from the used processes' samples pooled: a p99 from many more samples.
+    POOLED = "from the pooled samples"
+    # The merged throughput times the work per sample (`put` is given the throughput).
+    FROM_THROUGHPUT = "from the merged throughput"
+    # The newest measured process's value stands (a study computes the rest).
+    NOT_MERGED = "the newest process's"
 
 
 @dataclass(frozen=True)
@@ -25,11 +48,25 @@ class Metric:
     unit: str
     column: str  # short header in tables, and the CSV column
     higher_is_better: bool
-    # None for a metric a study computes from several results (it/s, speed-ups)
+    # None for a metric a study computes from several results (it/s, speed-ups), or
+    # one read with its run (`in_run`)
     value: Reader | None = None
     # The field of a --repeat process summary (results.repeats) holding this
     # metric for one process: compare's unit of replication. None: not kept.
     process_key: str | None = None
+    merge: Merge = Merge.NOT_MERGED
+    # Where MEDIAN_OF_PROCESSES and FROM_THROUGHPUT write the merged value
+    put: Put | None = None
+    # For a value derived from the result and its run: read() passes the run
+    in_run: RunReader | None = None
+
+    def __post_init__(self) -> None:
+        # checked when the table is built: a rule short of what it needs would
+        # otherwise fail only when a --repeat run merges its first processes
+        if self.merge is Merge.MEDIAN_OF_PROCESSES and self.process_key is None:
+            raise ValueError(f"metric {self.key}: a median of processes needs a process_key")
+        if self.merge in (Merge.MEDIAN_OF_PROCESSES, Merge.FROM_THROUGHPUT) and self.put is None:
+            raise ValueError(f"metric {self.key}: {self.merge.value} needs a put")
 
     def better(self, a: float, b: float) -> float:
         """The better of two values of this metric."""
@@ -109,8 +146,57 @@ def _agreement(result: Result) -> float | None:
     return float(value) if isinstance(value, int | float) else None
 
 
+def _efficiency(result: Result, run: Run) -> float | None:
+    found = efficiency_in_run(result, run) or {}
+    value = found.get("fraction")
+    return float(value) if isinstance(value, int | float) else None
+
+
+def _scaling(result: Result, run: Run) -> float | None:
+    found = scaling_in_run(result, run) or {}
+    value = found.get("scaling_efficiency")
+    return float(value) if isinstance(value, int | float) else None
+
+
 def _first_step_s(result: Result) -> float | None:
     return result.first_call_ms / 1000.0 if result.first_call_ms is not None else None
+
+
+def _put_median_ms(result: Result, value: float | None) -> Result:
+    stats = result.latency_ms
+    if stats is None or value is None:
+        return result
+    return replace(result, latency_ms=replace(stats, median=value))
+
+
+def _put_field(name: str) -> Put:
+    return lambda result, value: replace(result, **{name: value})
+
+
+def _put_per_second(name: str, per_sample: str) -> Put:
+    """`name` from a throughput: samples/s times the result's `per_sample` work, in G/s."""
+
+    def put(result: Result, rate: float | None) -> Result:
+        work = getattr(result, per_sample)
+        return replace(result, **{name: rate * work / 1e9 if work and rate else None})
+
+    return put
+
+
+def _put_detail(key: str) -> Put:
+    return lambda result, value: replace(result, details={**result.details, key: value})
+
+
+def _put_energy(key: str) -> Put:
+    """Into the result's energy reading, where it has one."""
+
+    def put(result: Result, value: float | None) -> Result:
+        energy = result.details.get("energy")
+        if not isinstance(energy, dict):
+            return result
+        return replace(result, details={**result.details, "energy": {**energy, key: value}})
+
+    return put
 
 
 METRICS: dict[str, Metric] = {
@@ -124,6 +210,8 @@ METRICS: dict[str, Metric] = {
             False,
             _latency("median"),
             process_key="median_ms",
+            merge=Merge.MEDIAN_OF_PROCESSES,
+            put=_put_median_ms,
         ),
         Metric(
             "p99",
@@ -133,6 +221,7 @@ METRICS: dict[str, Metric] = {
             False,
             _latency("p99"),
             process_key="p99_ms",
+            merge=Merge.POOLED,
         ),
         Metric(
             "throughput",
@@ -142,6 +231,8 @@ METRICS: dict[str, Metric] = {
             True,
             lambda r: r.throughput,
             process_key="throughput",
+            merge=Merge.MEDIAN_OF_PROCESSES,
+            put=_put_field("throughput"),
         ),
         Metric(
             "cpu",
@@ -151,6 +242,8 @@ METRICS: dict[str, Metric] = {
             False,
             lambda r: r.cpu_percent,
             process_key="cpu_percent",
+            merge=Merge.MEDIAN_OF_PROCESSES,
+            put=_put_field("cpu_percent"),
         ),
         Metric("memory", "Memory (peak RSS)", "MB", "RSS MB", False, lambda r: r.peak_rss_mb),
         Metric("first_call", "First call", "ms", "1st call ms", False, lambda r: r.first_call_ms),
@@ -162,7 +255,26 @@ METRICS: dict[str, Metric] = {
             False,
             _first_step_s,
         ),
-        Metric("gbps", "Memory bandwidth achieved", "GB/s", "GB/s", True, lambda r: r.gbps),
+        Metric(
+            "gflops",
+            "Compute rate",
+            "GFLOP/s",
+            "GFLOP/s",
+            True,
+            lambda r: r.gflops,
+            merge=Merge.FROM_THROUGHPUT,
+            put=_put_per_second("gflops", "flops_per_sample"),
+        ),
+        Metric(
+            "gbps",
+            "Memory bandwidth achieved",
+            "GB/s",
+            "GB/s",
+            True,
+            lambda r: r.gbps,
+            merge=Merge.FROM_THROUGHPUT,
+            put=_put_per_second("gbps", "bytes_per_sample"),
+        ),
         Metric(
             "max_abs_diff",
             "Largest difference from the reference",
@@ -179,6 +291,8 @@ METRICS: dict[str, Metric] = {
             False,
             _detail(TIME_TO_TRAIN_KEY),
             process_key=TIME_TO_TRAIN_KEY,
+            merge=Merge.MEDIAN_OF_PROCESSES,
+            put=_put_detail(TIME_TO_TRAIN_KEY),
         ),
         Metric(
             "steady_throughput",
@@ -212,6 +326,8 @@ METRICS: dict[str, Metric] = {
             False,
             _energy("joules_per_sample"),
             process_key="joules_per_sample",
+            merge=Merge.MEDIAN_OF_PROCESSES,
+            put=_put_energy("joules_per_sample"),
         ),
         Metric(
             "power",
@@ -271,6 +387,15 @@ METRICS: dict[str, Metric] = {
             "fraction",
             "efficiency",
             True,
+            in_run=_efficiency,
+        ),
+        Metric(
+            "scaling",
+            "DDP scaling efficiency: N processes' throughput over N times one process's",
+            "fraction",
+            "scaling",
+            True,
+            in_run=_scaling,
         ),
         Metric("gpu_speedup", "GPU speed-up over CPU", "x", "GPU speed-up", True),
     )
@@ -278,7 +403,8 @@ METRICS: dict[str, Metric] = {
 # What `compare` and `rerun` offer: metrics a measured case has (energy where
 # the device has a counter; pairs without one are listed as not comparable).
 COMPARABLE = ("latency", "p99", "throughput", "cpu", "memory", "energy", "power")
-# CSV columns beyond the Result's own fields: metrics read from its details.
+# CSV columns beyond the Result's own fields: metrics read from its details, and
+# those computed with its run.
 CSV_METRICS = (
     "agreement",
     "peak_qps",
@@ -291,11 +417,16 @@ CSV_METRICS = (
     "load_avg",
     "energy",
     "power",
+    "efficiency",
+    "scaling",
 )
 
 
-def read(metric: Metric, result: Result) -> float | None:
-    """The metric's value for one result (None where it has none)."""
+def read(metric: Metric, result: Result, run: Run | None = None) -> float | None:
+    """The metric's value for one result (None where it has none). A metric computed
+    with the result's run needs `run`: without it, it has no value."""
+    if metric.in_run is not None:
+        return metric.in_run(result, run) if run is not None else None
     return metric.value(result) if metric.value is not None else None
 
 

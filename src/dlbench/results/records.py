@@ -9,6 +9,9 @@ Format history (bump SCHEMA_VERSION on any incompatible change and teach
   2 - a Result embeds the Case as it ran (`case`, defaults resolved) and keeps
       no copy of its fields; the case key gained transfer, the model's and the
       data's digests, target accuracy and thread counts.
+  Within 2, results written before flags were recorded have no `flags`: their
+  `noisy` field and GPU throttle verdict are read as flags (results.flags).
+  `noisy` is still written, read from the flags, for readers of older files.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from typing import Any
 
 from dlbench.errors import UserError
 from dlbench.measure.stats import LatencyStats
+from dlbench.results.flags import NOISY, stored_flags
 from dlbench.results.schema import check_run_shape
 from dlbench.spec.case import Case
 
@@ -53,8 +57,8 @@ class Result:
     primary_metric: str | None = None
     flops_per_sample: float | None = None
     bytes_per_sample: float | None = None
-    noisy: bool | None = None
-    # what a reader must know beside the numbers (results.flags decides them)
+    # what a reader must know beside the numbers (results.flags decides them);
+    # `noisy` among them, so it is not kept a second time (see the property)
     flags: list[str] = field(default_factory=list)
     first_call_ms: float | None = None
     warmup_ms: list[float] = field(default_factory=list)
@@ -75,8 +79,13 @@ class Result:
     def ok(self) -> bool:
         return self.status == STATUS_OK
 
+    @property
+    def noisy(self) -> bool:
+        """Whether the flags say `noisy` (a field of its own before flags were recorded)."""
+        return NOISY in self.flags
+
     def to_dict(self) -> dict[str, Any]:
-        data = {f.name: getattr(self, f.name) for f in fields(self)}
+        data = {name: getattr(self, name) for name in result_keys()}
         data["case"] = self.case.to_dict()
         data["latency_ms"] = self.latency_ms.to_dict() if self.latency_ms else None
         return data
@@ -88,7 +97,17 @@ class Result:
         values["case"] = Case.from_dict(values["case"])
         if values.get("latency_ms") is not None:
             values["latency_ms"] = LatencyStats.from_dict(values["latency_ms"])
+        if "flags" not in data:
+            values["flags"] = stored_flags(data)  # written before flags were recorded
         return cls(**values)
+
+
+def result_keys() -> list[str]:
+    """A result's keys in JSON and CSV: its fields, with `noisy` (read from the flags)
+    where the field was, so files keep the shape readers of older ones expect."""
+    names = [f.name for f in fields(Result)]
+    names.insert(names.index("flags"), "noisy")
+    return names
 
 
 def base_result(

@@ -4,9 +4,10 @@ Iterations inside one process are not independent (same allocation, same
 caches, same minute of the machine's life); separate processes, spread over
 the run's time, are. So with `--repeat N` a Result keeps each process's own
 statistics (`details.processes`) and the samples of all of them pooled, and
-its headline numbers come from the processes: the median of their medians,
-the median of their throughputs. The pooled samples give a p99 from many
-more samples than one process has.
+its headline numbers come from the processes, each metric by the merge rule
+its entry in results.metrics carries: the median of their medians, of their
+throughputs, CPU use, energy per sample and time to train; the pooled samples
+give a p99 from many more samples than one process has.
 
 A process that another program disturbed (`interference`) or that stalled is
 kept in the list but not used for the headline when clean processes exist;
@@ -21,9 +22,10 @@ import statistics
 from dataclasses import replace
 from typing import Any
 
-from dlbench.measure.stats import NOISE_THRESHOLD, summarize
-from dlbench.results.flags import too_few_for_p99
-from dlbench.results.records import TIME_TO_TRAIN_KEY, Result
+from dlbench.measure.stats import summarize
+from dlbench.results.flags import merged_flags
+from dlbench.results.metrics import METRICS, Merge, Metric, read
+from dlbench.results.records import Result
 
 DISTURBED = frozenset({"interference", "stalled"})
 MAX_RETRIES = 2
@@ -61,21 +63,16 @@ def last_process_ok(result: Result) -> bool:
 
 def summary_of(result: Result) -> dict[str, Any]:
     """What a merged result keeps of one process, its raw samples included, so a
-    merge can be redone from the summaries alone (--resume continues from them)."""
+    merge can be redone from the summaries alone (--resume continues from them):
+    every metric that has a process_key (results.metrics), and the bookkeeping."""
     stats = result.latency_ms
-    energy = result.details.get("energy") if isinstance(result.details, dict) else None
     return {
         "status": result.status,
         "error": result.error,
         "started_at": result.started_at,
-        "median_ms": stats.median if stats else None,
-        "p99_ms": stats.p99 if stats else None,
+        **{m.process_key: read(m, result) for m in METRICS.values() if m.process_key},
         "mean_ms": stats.mean if stats else None,
         "n": stats.n if stats else 0,
-        "throughput": result.throughput,
-        "joules_per_sample": energy.get("joules_per_sample") if isinstance(energy, dict) else None,
-        TIME_TO_TRAIN_KEY: result.details.get(TIME_TO_TRAIN_KEY) if result.details else None,
-        "cpu_percent": result.cpu_percent,
         "flags": list(result.flags),
         "disturbed": disturbed(result),
         "samples_ms": list(result.samples_ms),
@@ -102,7 +99,9 @@ def add_process(merged: Result | None, process: Result) -> Result:
 
 
 def merge(base: Result, summaries: list[dict[str, Any]]) -> Result:
-    """One Result from its processes' summaries; `base` gives the shared fields."""
+    """One Result from its processes' summaries; `base` gives the shared fields and
+    the values of metrics not merged. Each metric is merged by its own rule
+    (results.metrics.Merge); results.flags judges the merged result."""
     details = {**base.details, PROCESSES_KEY: summaries}
     measured = [p for p in summaries if p.get("status") == "ok" and p.get("samples_ms")]
     if not measured:
@@ -114,40 +113,30 @@ def merge(base: Result, summaries: list[dict[str, Any]]) -> Result:
     if len(summaries) == 1:
         details.pop(PROCESSES_KEY)  # one process: the result is that process
         return replace(base, details=details)
-    pooled = [s for p in used for s in p["samples_ms"]]
-    medians = [float(p["median_ms"]) for p in used]
-    stats = replace(summarize([s / 1000.0 for s in pooled]), median=statistics.median(medians))
-    rates = [float(p["throughput"]) for p in used if p.get("throughput")]
-    rate = statistics.median(rates) if rates else base.throughput
-    spread = _relative_spread(medians)
-    noisy = bool(spread > NOISE_THRESHOLD if len(used) > 1 else stats.noisy)
-    flags = sorted({f for p in used for f in p["flags"]} - {"noisy", "low-n-p99"})
-    if noisy:
-        flags.insert(0, "noisy")
-    if too_few_for_p99(stats, details):
-        flags.append("low-n-p99")
+    spread = _relative_spread(_values(METRICS["latency"], used) or [])
     details[PROCESS_SPREAD_KEY] = {"median_ms_relative_iqr": spread, "processes": len(used)}
-    energies = [p.get("joules_per_sample") for p in used]
-    if all(isinstance(e, int | float) for e in energies) and isinstance(
-        details.get("energy"), dict
-    ):
-        details["energy"] = {**details["energy"], "joules_per_sample": statistics.median(energies)}
-    trained = [p.get(TIME_TO_TRAIN_KEY) for p in used]
-    if trained and all(isinstance(t, int | float) for t in trained):
-        details[TIME_TO_TRAIN_KEY] = statistics.median(trained)  # type: ignore[type-var]
-    cpus = [float(p["cpu_percent"]) for p in used if p.get("cpu_percent") is not None]
-    return replace(
-        base,
-        latency_ms=stats,
-        samples_ms=pooled,
-        throughput=rate,
-        gflops=rate * base.flops_per_sample / 1e9 if base.flops_per_sample and rate else None,
-        gbps=rate * base.bytes_per_sample / 1e9 if base.bytes_per_sample and rate else None,
-        noisy=noisy,
-        flags=flags,
-        cpu_percent=statistics.median(cpus) if cpus else base.cpu_percent,
-        details=details,
+    pooled = [s for p in used for s in p["samples_ms"]]
+    # The pooled samples and their statistics (Merge.POOLED reads these); the other
+    # rules then put their values over them, rates after the throughput they follow.
+    merged = replace(
+        base, latency_ms=summarize([s / 1000.0 for s in pooled]), samples_ms=pooled, details=details
     )
+    for rule in (Merge.MEDIAN_OF_PROCESSES, Merge.FROM_THROUGHPUT):
+        for metric in (m for m in METRICS.values() if m.merge is rule and m.put is not None):
+            if rule is Merge.FROM_THROUGHPUT:
+                merged = metric.put(merged, merged.throughput)
+            elif (values := _values(metric, used)) is not None:
+                merged = metric.put(merged, statistics.median(values))
+    # results.flags judges the merged numbers; the processes' other flags carry over
+    return replace(merged, flags=merged_flags(merged, [p["flags"] for p in used], spread))
+
+
+def _values(metric: Metric, used: list[dict[str, Any]]) -> list[float] | None:
+    """The metric's value in each used process's summary; None unless every one has one,
+    so a merged value always stands for the same processes as the headline."""
+    values = [p.get(metric.process_key) for p in used] if metric.process_key else []
+    numbers = [float(v) for v in values if isinstance(v, int | float) and not isinstance(v, bool)]
+    return numbers if numbers and len(numbers) == len(values) else None
 
 
 def headline_spread(result: Result) -> float | None:

@@ -66,6 +66,9 @@ def json_shape(record: type) -> tuple[dict[str, tuple[Any, ...] | str], tuple[st
 
 
 LATENCY_KEYS = tuple(f.name for f in dataclasses.fields(LatencyStats))
+# Keys a result's JSON carries beside its record's fields: `noisy`, a field before
+# flags were recorded and written since for readers of older files (results.records).
+EXTRA_RESULT_KEYS: dict[str, tuple[Any, ...]] = {"noisy": (bool, type(None))}
 STATUSES = ("ok", "failed", "skipped")
 
 
@@ -108,6 +111,9 @@ def check_run_shape(data: dict[str, Any], source: str, result_record: type) -> N
 
 def check_result_shape(result: Any, source: str, where: str, result_record: type) -> None:
     _check_record(result, result_record, source, where)
+    for name, allowed in EXTRA_RESULT_KEYS.items():
+        if name in result and not _type_ok(result[name], allowed):
+            raise _fail(source, f"{where}.{name}", f"unexpected {type(result[name]).__name__}")
     case = result["case"]
     _check_record(case, Case, source, f"{where}.case")
     if result["status"] not in STATUSES:

@@ -181,7 +181,6 @@ def measured_result(
         primary_metric=job.workload.primary_metric,
         flops_per_sample=flops,
         bytes_per_sample=moved,
-        noisy=stats.noisy,
         first_call_ms=timing.first_call_s * 1000.0,
         warmup_ms=to_ms(timing.warmup_s),
         samples_ms=to_ms(timing.samples_s),

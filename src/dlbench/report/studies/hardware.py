@@ -17,6 +17,7 @@ from rich.table import Table
 from dlbench.report.leaderboard import hardware
 from dlbench.report.studies.study import StudyTable, relative_rows
 from dlbench.report.table import escape_markup, fmt
+from dlbench.results.ceilings import efficiency_in_run
 from dlbench.results.metrics import METRICS
 from dlbench.results.records import Run
 
@@ -42,7 +43,7 @@ def hardware_rows(runs: Sequence[Run], workload: str = ADD_WORKLOAD) -> list[Har
             if result.case.workload != workload or not result.ok or result.latency_ms is None:
                 continue
             details = result.details if isinstance(result.details, dict) else {}
-            efficiency = details.get("efficiency") or {}
+            efficiency = efficiency_in_run(result, run) or {}
             transfer = details.get("transfer")
             case = f"{result.case.framework} [{result.case.compile}] {result.case.device}"
             if str(transfer or "").startswith("inside"):
