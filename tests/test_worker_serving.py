@@ -215,6 +215,7 @@ def fake_server(keeps: Callable[[float], bool]):
     """run_at for search_peak: a system that keeps the bound where `keeps(qps)` says."""
     from dlbench.measure.energy import EnergyReading
     from dlbench.measure.monitor import ResourceUse
+    from dlbench.worker.instruments import Reading
     from dlbench.worker.serving import ServedTest
 
     def run_at(qps: float) -> ServedTest:
@@ -225,7 +226,7 @@ def fake_server(keeps: Callable[[float], bool]):
         busy = 200.0 * min(qps / 150.0, 1.0)
         usage = ResourceUse(cpu_percent=busy, peak_rss_mb=0.0, load_avg_before=None,
                             load_avg_after=None)  # fmt: skip
-        return ServedTest(qps, outcome, [], usage, EnergyReading(), Path("."))
+        return ServedTest(qps, outcome, [], Reading(usage, EnergyReading()), Path("."))
 
     return run_at
 

@@ -15,25 +15,20 @@ import math
 import os
 import sys
 import time
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from dlbench.atomic import write_atomic
+from dlbench.backends.base import Job, Prepared
 from dlbench.errors import CaseError, CaseSkipped, first_line
 from dlbench.lifeline import die_with_parent
-from dlbench.measure.energy import EnergyMeter, EnergyReading
-from dlbench.measure.monitor import ProcessMonitor
+from dlbench.measure.energy import EnergyReading
 from dlbench.measure.timer import MAX_ITERS, StopRule, run_timed
 from dlbench.results.records import STATUS_SKIPPED, Result, base_result
 from dlbench.spec.case import Case, Settings
-from dlbench.worker.compile_cache import compile_cache_detail, private_compile_caches
-from dlbench.worker.process import (
-    THREAD_VARS,
-    block_other_frameworks,
-    frameworks_in_process,
-    limit_numpy_blas,
-)
+from dlbench.worker.instruments import Instruments, Reading
+from dlbench.worker.process import CaseProcess
 from dlbench.worker.steps import failed_from_exception, make_job, measured_result
 
 
@@ -54,17 +49,14 @@ def rank_main(argv: list[str]) -> None:
     case = Case.from_dict(json.loads(Path(argv[0]).read_text(encoding="utf-8")))
     settings = Settings.from_dict(json.loads(Path(argv[1]).read_text(encoding="utf-8")))
     result_path = Path(argv[2])
-    for name in THREAD_VARS:  # before torch is imported
-        os.environ[name] = str(case.threads)
-    block_other_frameworks("torch")
+    process = CaseProcess(case)  # before torch is imported
     die_with_parent(os.getppid())  # torchrun killed hard: the ranks go with it
     failed = False
     try:
-        numpy_blas = limit_numpy_blas()
-        with private_compile_caches():
+        with process.measuring():
             result = _measure_rank(case, settings)
         if result is not None:
-            result.details.update(numpy_blas=numpy_blas, **compile_cache_detail(case))
+            result.details = {**process.details(), **result.details}
     except CaseSkipped as skip:
         result, failed = base_result(case, STATUS_SKIPPED, error=first_line(skip)), True
     except Exception as exc:
@@ -77,96 +69,113 @@ def rank_main(argv: list[str]) -> None:
         sys.exit(1)
 
 
+@dataclass
+class _Rank:
+    """Where this rank runs, from torchrun's variables and the GPUs torch sees."""
+
+    rank: int
+    local_rank: int
+    world: int
+    device: str
+
+    @property
+    def on_gpu(self) -> bool:
+        return self.device != "cpu"
+
+    @classmethod
+    def from_environment(cls, case: Case) -> _Rank:
+        import torch
+
+        rank, local_rank = int(os.environ["RANK"]), int(os.environ["LOCAL_RANK"])
+        on_gpu = case.device != "cpu" and torch.cuda.is_available()
+        if case.device == "cuda" and not on_gpu:
+            raise CaseError("--device cuda asked for, but torch sees no CUDA device")
+        if on_gpu and local_rank >= torch.cuda.device_count():
+            raise CaseError(
+                f"--nproc asks for a process per GPU, but rank {local_rank} has no GPU: "
+                f"torch sees {torch.cuda.device_count()} on this node"
+            )
+        device = f"cuda:{local_rank}" if on_gpu else "cpu"
+        return cls(rank, local_rank, int(os.environ["WORLD_SIZE"]), device)
+
+
 def _measure_rank(case: Case, settings: Settings) -> Result | None:
     import torch
     import torch.distributed as dist
 
     from dlbench.backends.torch.backend import TorchBackend
 
-    rank, local_rank = int(os.environ["RANK"]), int(os.environ["LOCAL_RANK"])
-    world = int(os.environ["WORLD_SIZE"])
     backend = TorchBackend()
     threads = backend.configure_threads(case.threads, case.effective_interop_threads)
-    on_gpu = case.device != "cpu" and torch.cuda.is_available()
-    if case.device == "cuda" and not on_gpu:
-        raise CaseError("--device cuda asked for, but torch sees no CUDA device")
-    if on_gpu and local_rank >= torch.cuda.device_count():
-        raise CaseError(
-            f"--nproc asks for a process per GPU, but rank {local_rank} has no GPU: "
-            f"torch sees {torch.cuda.device_count()} on this node"
-        )
-    device = f"cuda:{local_rank}" if on_gpu else "cpu"
-    if on_gpu:
-        torch.cuda.set_device(local_rank)
-    dist.init_process_group("nccl" if on_gpu else "gloo")
+    where = _Rank.from_environment(case)
+    if where.on_gpu:
+        torch.cuda.set_device(where.local_rank)
+    dist.init_process_group("nccl" if where.on_gpu else "gloo")
     try:
-        job = make_job(case, settings, device)
+        job = make_job(case, settings, where.device)
         # each rank its own batch (seed + rank), the same initial weights (DDP broadcasts)
-        job = replace(job, seed=job.seed + rank, world_size=world)
+        job = replace(job, seed=job.seed + where.rank, world_size=where.world)
         setup_start = time.perf_counter()
         prepared = backend.prepare(job)
         setup_s = time.perf_counter() - setup_start
-        monitor = ProcessMonitor()
-        # each rank meters its own GPU; on a CPU the ranks share the package, so rank 0 alone
-        meter = EnergyMeter.for_device(device) if on_gpu or rank == 0 else None
-        agreed: list[int] = []
-
-        def loop_start() -> None:
-            monitor.start()
-            if meter is not None:
-                meter.start()
-
-        def settle(warmup_s: list[float]) -> StopRule:
-            """After warm-up, every rank times the same step count, starting together."""
-            agreed.append(_agreed_iterations(settings, warmup_s, dist, device))
-            dist.barrier()
-            prepared.step()  # untimed: absorbs the ranks' skew in leaving the barrier
-            return StopRule(0.0, agreed[0], 0)
-
-        # at least one warm-up step: the agreed count is paced by the warm-up steps
-        rule = StopRule(settings.min_time_s, settings.min_iters, max(1, settings.warmup_iters))
-        with prepared.context():
-            timing = run_timed(prepared.step, rule, on_loop_start=loop_start, settle=settle)
-            energy = meter.stop() if meter is not None else None
-            usage = monitor.stop()
-        iterations = agreed[0]
-        mine = measured_result(job, prepared, timing, usage)
-        gathered: list[Any] = [None] * world
-        median_ms = mine.latency_ms.median if mine.latency_ms else None
+        mine, iterations, reading = _timed_together(job, prepared, settings, where, dist)
+        gathered: list[Any] = [None] * where.world
         own = {
             "throughput": mine.throughput,
-            "median_ms": median_ms,
-            "device": device,
-            "energy": energy,
-            "samples": len(timing.samples_s) * job.batch_size,
+            "median_ms": mine.latency_ms.median if mine.latency_ms else None,
+            "device": where.device,
+            "energy": reading.energy,
+            "samples": len(mine.samples_ms) * job.batch_size,
         }
         dist.all_gather_object(gathered, own)
     finally:
         dist.destroy_process_group()
-    if rank != 0:
+    if where.rank != 0:
         return None
     mine.throughput = sum(g["throughput"] for g in gathered)
     if mine.gflops is not None and mine.flops_per_sample:
         mine.gflops = mine.throughput * mine.flops_per_sample / 1e9
     mine.setup_s = setup_s
     mine.framework_version = torch.__version__
+    ddp = {
+        "world_size": where.world,
+        "backend": "nccl" if where.on_gpu else "gloo",
+        "iterations_per_rank": iterations,
+        "per_rank_throughput": [g["throughput"] for g in gathered],
+        "per_rank_median_ms": [g["median_ms"] for g in gathered],
+        "per_rank_device": [g["device"] for g in gathered],
+    }
     mine.details = {
-        "frameworks_in_process": frameworks_in_process(),
         "threads": threads,
-        "ddp": {
-            "world_size": world,
-            "backend": "nccl" if on_gpu else "gloo",
-            "iterations_per_rank": iterations,
-            "per_rank_throughput": [g["throughput"] for g in gathered],
-            "per_rank_median_ms": [g["median_ms"] for g in gathered],
-            "per_rank_device": [g["device"] for g in gathered],
-        },
-        "measured_wall": [usage.wall_start_epoch_s, usage.wall_end_epoch_s],
-        "energy": _total_energy(gathered),
+        "ddp": ddp,
         **prepared.details,
         **mine.details,
+        "energy": _total_energy(gathered),
     }
     return mine
+
+
+def _timed_together(
+    job: Job, prepared: Prepared, settings: Settings, where: _Rank, dist: Any
+) -> tuple[Result, int, Reading]:
+    """The rank's timed steps: after warm-up every rank times the same step count."""
+    # each rank meters its own GPU; on a CPU the ranks share the package, so rank 0 alone
+    instruments = Instruments(where.device, meter_energy=where.on_gpu or where.rank == 0)
+    agreed: list[int] = []
+
+    def settle(warmup_s: list[float]) -> StopRule:
+        """After warm-up, every rank times the same step count, starting together."""
+        agreed.append(_agreed_iterations(settings, warmup_s, dist, where.device))
+        dist.barrier()
+        prepared.step()  # untimed: absorbs the ranks' skew in leaving the barrier
+        return StopRule(0.0, agreed[0], 0)
+
+    # at least one warm-up step: the agreed count is paced by the warm-up steps
+    rule = StopRule(settings.min_time_s, settings.min_iters, max(1, settings.warmup_iters))
+    with prepared.context():
+        timing = run_timed(prepared.step, rule, on_loop_start=instruments.start, settle=settle)
+        reading = instruments.stop()
+    return measured_result(job, prepared, timing, reading), agreed[0], reading
 
 
 def _total_energy(gathered: list[Any]) -> dict[str, Any]:

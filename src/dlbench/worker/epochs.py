@@ -16,16 +16,8 @@ from typing import Any
 
 from dlbench.backends.base import Backend, EpochTrainer, Job
 from dlbench.errors import CaseError
-from dlbench.measure.energy import EnergyMeter
-from dlbench.measure.monitor import ProcessMonitor
-from dlbench.measure.stats import summarize
-from dlbench.results.records import (
-    STATUS_FAILED,
-    STATUS_OK,
-    TIME_TO_TRAIN_KEY,
-    Result,
-    base_result,
-)
+from dlbench.results.records import STATUS_FAILED, STATUS_OK, TIME_TO_TRAIN_KEY, Result
+from dlbench.worker.instruments import Instruments, result_from
 from dlbench.worker.placement import require_placement
 from dlbench.worker.progress import report_progress
 from dlbench.workloads.mnist_train import CLASSES, FIRST_EPOCH_MIN_ACCURACY, usable_train_samples
@@ -64,33 +56,42 @@ def run_epochs(backend: Backend, job: Job) -> Result:
     require_placement(job.device, trainer.details)
     run = _EpochLoop(job, trainer, used)
     run.train()
-    status, error = (STATUS_FAILED, run.error) if run.error else (STATUS_OK, None)
     train_s = [r["train_s"] for r in run.records]
     elapsed = sum(train_s)
-    flops = job.workload.flops_per_sample(job.params, "train")
-    rate = used * len(run.records) / elapsed if elapsed > 0 else None
-    result = base_result(
-        job.case,
-        status,
-        error=error,
+    result = result_from(
+        job,
+        run.reading,
+        train_s,
         device=job.device,
-        batch_size=job.batch_size,
-        params=job.params,
-        latency_ms=summarize(train_s) if train_s else None,
-        samples_ms=[round(s * 1000.0, 6) for s in train_s],
-        throughput=rate,
-        gflops=rate * flops / 1e9 if rate else None,
-        primary_metric=job.workload.primary_metric,
-        flops_per_sample=flops,
+        batch=job.batch_size,
+        samples_done=used * len(run.records),  # the energy covers evaluation too
+        rate=used * len(run.records) / elapsed if elapsed > 0 else None,
         first_call_ms=trainer.details.get("first_step_ms"),
-        cpu_percent=run.usage.cpu_percent,
-        peak_rss_mb=run.usage.peak_rss_mb,
-        load_avg_before=run.usage.load_avg_before,
-        load_avg_after=run.usage.load_avg_after,
+        status=STATUS_FAILED if run.error else STATUS_OK,
+        error=run.error,
     )
     result.setup_s = setup_s
+    data_details = {
+        "source": data.source,
+        "synthetic": data.synthetic,
+        "train_samples_used": used,
+        "test_samples": len(data.test_labels),
+        "load_s": data_load_s,
+    }
     result.details = {
         **trainer.details,
+        **_training_details(job, run, used),
+        "data": data_details,
+        **result.details,
+    }
+    return result
+
+
+def _training_details(job: Job, run: _EpochLoop, used: int) -> dict[str, Any]:
+    """The epochs, and the times a time-to-train reader asks for."""
+    train_s = [r["train_s"] for r in run.records]
+    elapsed = sum(train_s)
+    return {
         "epochs": run.records,
         TIME_TO_TRAIN_KEY: elapsed,
         # without epoch 1, which holds compilation (torch.compile, tf.function tracing)
@@ -101,17 +102,7 @@ def run_epochs(backend: Backend, job: Job) -> Result:
         "time_to_target_s": run.time_to_target_s,
         "target_accuracy": job.case.target_accuracy,
         "final_accuracy": run.records[-1]["accuracy"] if run.records else None,
-        "data": {
-            "source": data.source,
-            "synthetic": data.synthetic,
-            "train_samples_used": used,
-            "test_samples": len(data.test_labels),
-            "load_s": data_load_s,
-        },
-        "measured_wall": [run.usage.wall_start_epoch_s, run.usage.wall_end_epoch_s],
-        "energy": run.energy.to_details(used * len(run.records)),
     }
-    return result
 
 
 class _EpochLoop:
@@ -124,10 +115,8 @@ class _EpochLoop:
         self.time_to_target_s: float | None = None
 
     def train(self) -> None:
-        monitor = ProcessMonitor()
-        meter = EnergyMeter.for_device(self.job.device)
-        monitor.start()
-        meter.start()
+        instruments = Instruments(self.job.device)
+        instruments.start()
         epochs, target = self.job.params["epochs"], self.job.case.target_accuracy
         elapsed = 0.0
         for epoch in range(1, epochs + 1):
@@ -146,8 +135,7 @@ class _EpochLoop:
             if target is not None and record["accuracy"] >= target:
                 self.time_to_target_s = elapsed
                 break
-        self.energy = meter.stop()  # the whole run, evaluation included
-        self.usage = monitor.stop()
+        self.reading = instruments.stop()  # the whole run, evaluation included
         if target is not None and self.time_to_target_s is None and self.error is None:
             best = max(r["accuracy"] for r in self.records)
             self.error = (

@@ -15,6 +15,8 @@ import json
 import os
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -110,6 +112,34 @@ def frameworks_in_process() -> list[str]:
     return [name for name in FRAMEWORK_MODULES if sys.modules.get(name) is not None]
 
 
+class CaseProcess:
+    """The set-up every process that measures a case shares: the worker and each
+    DDP rank. Built first, before any framework loads: the thread variables are
+    read when OpenMP and friends load, and the other frameworks are hidden."""
+
+    def __init__(self, case: Case) -> None:
+        self.case = case
+        for name in THREAD_VARS:
+            os.environ[name] = str(case.threads)
+        block_other_frameworks(case.framework)
+        self._numpy_blas: dict[str, Any] = {}
+
+    @contextmanager
+    def measuring(self) -> Iterator[None]:
+        """Around the case's work: NumPy's BLAS at one thread, private compiler caches."""
+        self._numpy_blas = limit_numpy_blas()
+        with private_compile_caches():
+            yield
+
+    def details(self) -> dict[str, Any]:
+        """What the result records of the process it ran in."""
+        return {
+            "frameworks_in_process": frameworks_in_process(),
+            "numpy_blas": self._numpy_blas,
+            **compile_cache_detail(self.case),
+        }
+
+
 def _redirect_output(log_path: str) -> None:
     """Send this process's stdout/stderr (and C-level writes) to the case log."""
     log_fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
@@ -137,24 +167,16 @@ def worker_main(
     faulthandler.enable()  # a segfault's Python stack lands in the log
     case = Case.from_dict(case_data)
     settings = Settings.from_dict(settings_data)
-    for name in THREAD_VARS:
-        os.environ[name] = str(case.threads)
     os.environ[PROGRESS_ENV] = progress_path
     if files_dir:
         os.environ[FILES_ENV] = files_dir
     started_at = now_iso()
     wall_start = time.perf_counter()
-    block_other_frameworks(case.framework)
+    process = CaseProcess(case)
     try:
-        numpy_blas = limit_numpy_blas()
-        with private_compile_caches():
+        with process.measuring():
             result = execute(case, settings)  # imports the framework
-        result.details = {
-            "frameworks_in_process": frameworks_in_process(),
-            "numpy_blas": numpy_blas,
-            **compile_cache_detail(case),
-            **result.details,
-        }
+        result.details = {**process.details(), **result.details}
     except CaseSkipped as exc:
         device = exc.device or case.device
         result = base_result(case, STATUS_SKIPPED, error=first_line(exc), device=device)

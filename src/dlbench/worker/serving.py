@@ -30,8 +30,6 @@ from typing import Any
 
 from dlbench.backends.base import Job, Prepared
 from dlbench.errors import CaseError
-from dlbench.measure.energy import EnergyMeter, EnergyReading
-from dlbench.measure.monitor import ProcessMonitor, ResourceUse
 from dlbench.measure.timer import Timing, time_once
 from dlbench.spec.case import (
     DEFAULT_LATENCY_PERCENTILE,
@@ -40,6 +38,7 @@ from dlbench.spec.case import (
     Settings,
 )
 from dlbench.worker.files import case_files_dir
+from dlbench.worker.instruments import Instruments, Reading
 from dlbench.worker.loadgen_log import DETAIL_LOG, loadgen_outcome
 from dlbench.worker.loadgen_sut import QueryServer
 from dlbench.worker.progress import report_progress
@@ -83,8 +82,7 @@ class ServedTest:
     target_qps: float | None
     outcome: dict[str, Any]
     latencies_s: list[float]
-    usage: ResourceUse
-    energy: EnergyReading
+    reading: Reading
     log_dir: Path
 
     @property
@@ -112,8 +110,7 @@ class Served:
     """A served case's measurement, in the step loop's terms plus LoadGen's own."""
 
     timing: Timing
-    usage: ResourceUse
-    energy: EnergyReading
+    reading: Reading
     samples_per_s: float
     details: dict[str, Any]
 
@@ -151,13 +148,14 @@ def measure_served(prepared: Prepared, job: Job, settings: Settings) -> Served:
         finally:
             server.close()
     timing.samples_s = chosen.latencies_s
-    timing.loop_wall_s = chosen.usage.wall_end_epoch_s - chosen.usage.wall_start_epoch_s
+    usage = chosen.reading.usage
+    timing.loop_wall_s = usage.wall_end_epoch_s - usage.wall_start_epoch_s
     details = _details(job, settings, scenario, chosen, tries if case.find_peak else None, why)
     rate = chosen.outcome["samples_per_s"]
     if rate is None:  # LoadGen's log had no rate: samples completed over the test's time
         rate = len(chosen.latencies_s) * batch / max(timing.loop_wall_s, 1e-9)
         details["samples_per_s_source"] = "dlbench: samples completed over the test's wall time"
-    return Served(timing, chosen.usage, chosen.energy, rate, details)
+    return Served(timing, chosen.reading, rate, details)
 
 
 def _streams(prepared: Prepared, streams: int | None) -> list[Callable[[], object]]:
@@ -197,21 +195,20 @@ class _Tester:
         log.enable_trace = False  # a trace of every query would be GBs on long runs
         test = self._test_settings(target_qps)
         self.server.reset()
-        monitor, meter = ProcessMonitor(), EnergyMeter.for_device(self.job.device)
-        monitor.start()
-        meter.start()
+        instruments = Instruments(self.job.device)
+        instruments.start()
         # a path that does not exist: LoadGen reads ./audit.config (a compliance
         # test's overrides) from the working directory, which is the user's
         self.lg.StartTestWithLogSettings(
             self.server.sut, self.server.qsl, test, log, str(folder / "no-audit.config")
         )
-        energy, usage = meter.stop(), monitor.stop()
+        reading = instruments.stop()
         self.server.raise_if_failed()
         detail = folder / DETAIL_LOG
         if not detail.is_file():
             raise CaseError(f"LoadGen wrote no {DETAIL_LOG} in {folder}")
         outcome = loadgen_outcome(detail, self.scenario, self.batch)
-        return ServedTest(target_qps, outcome, self.server.latencies_s, usage, energy, folder)
+        return ServedTest(target_qps, outcome, self.server.latencies_s, reading, folder)
 
     def _test_settings(self, target_qps: float | None) -> Any:
         lg, case, settings = self.lg, self.job.case, self.settings
@@ -330,7 +327,7 @@ def _hopeless(test: ServedTest, cpus: int, floor_qps: float, bound_ms: float) ->
     query also pays the queue and LoadGen's calls from Python).
     """
     qps = float(test.target_qps or 0.0)
-    load = test.usage.cpu_percent / (100.0 * max(cpus, 1))
+    load = test.reading.usage.cpu_percent / (100.0 * max(cpus, 1))
     if load <= IDLE_LOAD:
         return (
             f"the {bound_ms:g} ms bound was missed even at {qps:.3g} QPS, with {load:.0%} of "

@@ -15,14 +15,13 @@ from dlbench.backends import load_backend
 from dlbench.backends.base import Backend, Job, Prepared, device_kind
 from dlbench.errors import CaseError, CaseSkipped, ReferenceUnavailable, cause_summary, first_line
 from dlbench.measure.cpu_features import int8_dot_units
-from dlbench.measure.energy import EnergyMeter, EnergyReading
-from dlbench.measure.monitor import ProcessMonitor, ResourceUse, peak_rss_mb
-from dlbench.measure.stats import summarize, throughput
+from dlbench.measure.monitor import peak_rss_mb
 from dlbench.measure.timer import StopRule, Timing, run_timed
-from dlbench.results.records import STATUS_FAILED, STATUS_OK, Result, base_result
+from dlbench.results.records import STATUS_FAILED, Result, base_result
 from dlbench.spec.case import Case, Settings
 from dlbench.spec.registry import QUANTIZED_PRECISIONS
 from dlbench.worker.check import check_output
+from dlbench.worker.instruments import Instruments, Reading, result_from
 from dlbench.worker.placement import require_placement
 from dlbench.worker.quantized_check import quantized_agreement
 from dlbench.workloads import get_workload
@@ -68,21 +67,18 @@ def _run_steps(backend: Backend, job: Job, settings: Settings) -> Result:
         from dlbench.worker.serving import measure_served
 
         served = measure_served(prepared, job, settings)
-        timing, usage, energy = served.timing, served.usage, served.energy
+        timing, reading = served.timing, served.reading
         # LoadGen's own rate: a server's queries overlap, so batch / mean latency is not it
-        result = measured_result(job, prepared, timing, usage, rate=served.samples_per_s)
+        result = measured_result(job, prepared, timing, reading, rate=served.samples_per_s)
         result.details["loadgen"] = served.details
     else:
-        timing, usage, energy = measure(prepared, settings)
-        result = measured_result(job, prepared, timing, usage)
+        timing, reading = measure(prepared, settings)
+        result = measured_result(job, prepared, timing, reading)
     _apply_check(result, job, prepared)
     _apply_loss_check(result, prepared)
     result.setup_s = setup_s
     result.details = {
         "loop_wall_s": timing.loop_wall_s,
-        # wall-clock bounds of the timed loop, to pick it out of the parent's timeline
-        "measured_wall": [usage.wall_start_epoch_s, usage.wall_end_epoch_s],
-        "energy": energy.to_details(len(timing.samples_s) * (result.case.batch_size or 1)),
         **(prepared.after_measure() if prepared.after_measure else {}),
         **prepared.details,
         **result.details,
@@ -137,57 +133,32 @@ def make_job(case: Case, settings: Settings, device: str) -> Job:
     )
 
 
-def measure(prepared: Prepared, settings: Settings) -> tuple[Timing, ResourceUse, EnergyReading]:
-    """Run the timer inside the backend's context; the monitor and the energy
-    counters bracket the steady state, read outside the timed steps."""
+def measure(prepared: Prepared, settings: Settings) -> tuple[Timing, Reading]:
+    """Run the timer inside the backend's context; the instruments bracket the
+    steady state, read outside the timed steps."""
     rule = StopRule(settings.min_time_s, settings.min_iters, settings.warmup_iters)
-    monitor = ProcessMonitor()
-    meter = EnergyMeter.for_device(prepared.device)
-
-    def loop_start() -> None:
-        monitor.start()
-        meter.start()
-
+    instruments = Instruments(prepared.device)
     with prepared.context():
-        timing = run_timed(prepared.step, rule, on_loop_start=loop_start)
-        energy = meter.stop()
-        usage = monitor.stop()
-    return timing, usage, energy
+        timing = run_timed(prepared.step, rule, on_loop_start=instruments.start)
+        reading = instruments.stop()
+    return timing, reading
 
 
 def measured_result(
-    job: Job, prepared: Prepared, timing: Timing, usage: ResourceUse, rate: float | None = None
+    job: Job, prepared: Prepared, timing: Timing, reading: Reading, rate: float | None = None
 ) -> Result:
-    """Statistics and rates from the raw samples (samples/s as given, else batch over
-    the mean step); the null backend claims no FLOPs."""
-    case = job.case
+    """The step loop's Result: its timed steps through the one result builder."""
     batch = prepared.batch_size or job.batch_size
-    stats = summarize(timing.samples_s)
-    rate = throughput(batch, stats) if rate is None else rate
-    real_work = case.framework != "null"
-    flops = job.workload.flops_per_sample(job.params, case.mode) if real_work else None
-    moved = job.workload.bytes_per_sample(job.params, case.mode) if real_work else None
-    return base_result(
-        case,
-        STATUS_OK,
+    return result_from(
+        job,
+        reading,
+        timing.samples_s,
         device=prepared.device,
-        batch_size=batch,
-        params=job.params,
-        scenario=case.effective_scenario(batch),
-        latency_ms=stats,
-        throughput=rate,
-        gflops=rate * flops / 1e9 if flops else None,
-        gbps=rate * moved / 1e9 if moved else None,
-        primary_metric=job.workload.primary_metric,
-        flops_per_sample=flops,
-        bytes_per_sample=moved,
+        batch=batch,
+        samples_done=len(timing.samples_s) * batch,
+        rate=rate,
         first_call_ms=timing.first_call_s * 1000.0,
-        warmup_ms=to_ms(timing.warmup_s),
-        samples_ms=to_ms(timing.samples_s),
-        cpu_percent=usage.cpu_percent,
-        peak_rss_mb=usage.peak_rss_mb,
-        load_avg_before=usage.load_avg_before,
-        load_avg_after=usage.load_avg_after,
+        warmup_s=timing.warmup_s,
     )
 
 
@@ -197,11 +168,6 @@ def _quantizer_wall_s(details: dict[str, Any]) -> float:
         return 0.0
     wall = quantization.get("build_wall_s")
     return float(wall) if isinstance(wall, int | float) else 0.0
-
-
-def to_ms(samples_s: list[float]) -> list[float]:
-    """Milliseconds rounded to the nanosecond: finer than any clock, and compact in JSON."""
-    return [round(s * 1000.0, 6) for s in samples_s]
 
 
 def failed_from_exception(case: Case, exc: BaseException) -> Result:
