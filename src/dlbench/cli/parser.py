@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import math
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, NoReturn
@@ -12,14 +11,9 @@ from dlbench import __version__
 from dlbench.errors import UserError
 from dlbench.plan.build import TARGET_DEFAULT_EPOCHS
 from dlbench.results.metrics import COMPARABLE
-from dlbench.spec.case import (
-    DEFAULT_LATENCY_BOUND_MS,
-    DEFAULT_LATENCY_PERCENTILE,
-    LOADGEN_PERCENTILES,
-    LOADGEN_PERCENTILES_TEXT,
-    MULTI_STREAM_SAMPLES,
-    OFFICIAL_MIN_TIME_S,
-)
+from dlbench.spec import cli_options as spec_options
+from dlbench.spec.case import MULTI_STREAM_SAMPLES, Case, Settings
+from dlbench.spec.cli_options import CliOption, cli_options
 
 LIST_TOPICS = ("frameworks", "workloads", "support", "suites")
 DESCRIPTION = "dlbench: fair, reproducible deep-learning benchmarks"
@@ -32,33 +26,22 @@ class OneLineParser(argparse.ArgumentParser):
         raise UserError(f"{self.prog}: {message} (see --help)")
 
 
-def number_type(
-    convert: Callable[[str], Any], accept: Callable[[Any], bool], expected: str
-) -> Callable[[str], Any]:
-    """An argparse type: `convert` the text, and refuse what `accept` does not,
-    saying what was expected (nan is refused by every comparison)."""
+def argument_type(parse: Callable[[str], Any]) -> Callable[[str], Any]:
+    """A value reader (spec.cli_options) as an argparse type: its ValueError, which says
+    what was expected, becomes the usage error's text."""
 
-    def parse(text: str) -> Any:
+    def read(text: str) -> Any:
         try:
-            value = convert(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"expected {expected}, got {text!r}") from None
-        if not accept(value):
-            raise argparse.ArgumentTypeError(f"expected {expected}, got {text}")
-        return value
+            return parse(text)
+        except ValueError as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
 
-    return parse
+    return read
 
 
-positive_int = number_type(int, lambda v: v > 0, "an integer > 0")
-non_negative_float = number_type(float, lambda v: v >= 0, "a number >= 0")
-positive_float = number_type(float, lambda v: 0 < v < math.inf, "a number > 0")
-percentile = number_type(
-    float,
-    lambda v: v in LOADGEN_PERCENTILES,
-    f"one of the percentiles LoadGen reports: {LOADGEN_PERCENTILES_TEXT}",
-)
-fraction = number_type(float, lambda v: 0 < v <= 1, "a fraction in (0, 1]")
+positive_int = argument_type(spec_options.positive_int)
+non_negative_float = argument_type(spec_options.non_negative_float)
+positive_float = argument_type(spec_options.positive_float)
 
 
 def input_spec(text: str) -> tuple[str, str]:
@@ -77,13 +60,6 @@ def sweep_spec(text: str) -> tuple[str, tuple[int, ...]]:
         return parse_sweep(text)
     except UserError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
-
-
-def param_pair(text: str) -> tuple[str, int]:
-    key, sep, value = text.partition("=")
-    if not sep or not key:
-        raise argparse.ArgumentTypeError(f"expected KEY=INT, got {text!r}")
-    return key, positive_int(value)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -170,47 +146,93 @@ def add_results_parsers(commands: argparse._SubParsersAction) -> None:
     rerun.add_argument("--db", type=Path, help=DB_HELP)
 
 
+# The run command's --help sections, in order: (title, description). A Case or
+# Settings field's option (spec.cli_options) names its section in `group`.
+RUN_GROUPS: dict[str, tuple[str, str | None]] = {
+    "case": (
+        "cases",
+        "with a suite (default: quick), --workload, --framework, --compile and --mode select "
+        "among its cases, --scenario and --precision narrow what an entry declares (or set "
+        "it), and the other options override the suite; with --workload and no suite, the "
+        "cases are the product of the options given",
+    ),
+    "training": ("time-to-train (mnist-train)", None),
+    "ddp": ("distributed training", None),
+    "model": ("user model files", None),
+    "serving": ("serving (MLPerf LoadGen; pip install 'dlbench[serving]')", None),
+    "measurement": (
+        "measurement",
+        "how every case of the run is measured; a suite's settings may set these too "
+        "(min_time for --min-time), and the command line wins",
+    ),
+    "output": ("output and store", None),
+}
+
+
 def add_run_parser(commands: argparse._SubParsersAction) -> None:
     run = commands.add_parser("run", help="run a suite (default: quick) or an ad-hoc matrix")
     run.add_argument("suite", nargs="?", help="built-in suite name or a suite .yaml file")
-    run.add_argument("--workload", "-w", action="append", default=[], help="repeatable")
-    run.add_argument("--framework", "-f", action="append", default=[], help="repeatable")
-    run.add_argument(
-        "--compile",
-        "-c",
-        action="append",
-        default=[],
-        dest="compiles",
-        help="compile mode, e.g. eager, compile, script (repeatable)",
+    groups = {
+        key: run.add_argument_group(title, description)
+        for key, (title, description) in RUN_GROUPS.items()
+    }
+    # every case axis and setting the command line sets, declared on its field;
+    # its value lands in args.<field name> (cli.run_commands.request_from_args)
+    for name, option in (*cli_options(Case), *cli_options(Settings)):
+        add_field_option(groups[option.group], name, option)
+    add_plan_options(groups)
+    output = groups["output"]
+    output.add_argument("--json", type=Path, dest="json_path", help="write the run as JSON")
+    output.add_argument("--csv", type=Path, dest="csv_path", help="write the results as CSV")
+    output.add_argument("--db", type=Path, help=DB_HELP)
+    output.add_argument("--quiet", "-q", action="store_true", help="no progress, table only")
+    output.add_argument(
+        "--resume",
+        metavar="RUN",
+        help="finish an interrupted run: its unfinished cases run, the rest stay",
     )
-    run.add_argument("--mode", "-m", action="append", default=[], help="infer or train")
-    run.add_argument(
-        "--scenario",
-        "-s",
-        action="append",
-        default=[],
-        help="single-stream (batch 1, latency), offline (large batches, throughput), or with "
-        "MLPerf LoadGen: multi-stream (a query of N samples after the last) or server "
-        "(Poisson arrivals at --target-qps, or --find-peak)",
+    add_study_options(output)
+
+
+def add_field_option(group: argparse._ArgumentGroup, name: str, option: CliOption) -> None:
+    """The option that sets Case or Settings field `name`, as its metadata declares it."""
+    text = f"{option.help} (repeatable)" if option.repeat else option.help
+    if option.switch:
+        group.add_argument(*option.flags, dest=name, action="store_true", help=text)
+        return
+    group.add_argument(
+        *option.flags,
+        dest=name,
+        action="append" if option.repeat else "store",
+        default=[] if option.repeat else None,
+        type=field_type(option, option.noun or name.replace("_", " ")),
+        # the parser refuses other names; also what --help and shell completion offer
+        choices=None if option.vocabulary is None else tuple(option.vocabulary),
+        metavar=option.default_metavar(),
+        help=text,
     )
-    run.add_argument("--device", "-d", help="cpu, cuda, cuda:N or auto (default: auto)")
-    run.add_argument(
-        "--precision",
-        "-p",
-        action="append",
-        default=[],
-        dest="precisions",
-        help="fp32 (strict, default), tf32, amp-fp16, amp-bf16 (torch), int8 or int8-dynamic "
-        "(post-training quantization: onnxruntime, openvino, torch) (repeatable)",
-    )
-    run.add_argument("--batch-size", "-b", action="append", default=[], type=positive_int)
-    run.add_argument(
-        "--threads", "-t", type=positive_int, help="intra-op threads (default: all CPUs available)"
-    )
-    run.add_argument(
-        "--interop-threads", type=positive_int, help="inter-op threads (default: same as --threads)"
-    )
-    run.add_argument(
+
+
+def field_type(option: CliOption, noun: str) -> Callable[[str], Any]:
+    """A field option's argparse type: its reader, then its vocabulary, refusing a name
+    outside it as the plan does (`unknown compile mode 'x'; allowed: ...`), not with
+    argparse's own wording."""
+    read = argument_type(option.parse) if option.parse is not None else str
+    vocabulary = option.vocabulary
+
+    def parse(text: str) -> Any:
+        value = read(text)
+        if vocabulary is not None and value not in vocabulary:
+            allowed = ", ".join(vocabulary)
+            raise argparse.ArgumentTypeError(f"unknown {noun} {value!r}; allowed: {allowed}")
+        return value
+
+    return parse
+
+
+def add_plan_options(groups: dict[str, argparse._ArgumentGroup]) -> None:
+    """The run's options that are no Case or Settings field: the plan builder reads them."""
+    groups["case"].add_argument(
         "--sweep",
         action="append",
         default=[],
@@ -219,140 +241,18 @@ def add_run_parser(commands: argparse._SubParsersAction) -> None:
         help="several values of an axis, for latency-throughput curves: batch=1,8,64,512 "
         "or threads=1,all (repeatable, one per axis)",
     )
-    run.add_argument(
-        "--param",
-        action="append",
-        default=[],
-        type=param_pair,
-        help="workload parameter KEY=INT, e.g. size=2048",
-    )
-    run.add_argument(
-        "--transfer",
-        choices=("outside", "inside"),
-        help="GPU cases: copy the inputs host-to-device before timing (outside, default) "
-        "or in every timed step (inside)",
-    )
-    run.add_argument(
-        "--nproc",
-        "--gpus",
-        type=positive_int,
-        help="train with DistributedDataParallel in N processes launched by torchrun "
-        "(one per GPU; gloo on a CPU), beside the same case in 1 process for scaling",
-    )
-    run.add_argument(
-        "--torchrun",
-        metavar="ARGS",
-        help='torchrun options for multi-node runs, e.g. "--nnodes 2 --rdzv-backend c10d '
-        '--rdzv-endpoint host:29400" (default: --standalone)',
-    )
-    run.add_argument(
-        "--epochs",
-        type=positive_int,
-        help="time-to-train workloads (mnist-train): epochs to train, or the most to train "
-        f"with --target-accuracy (default 1; {TARGET_DEFAULT_EPOCHS} with a target)",
-    )
-    run.add_argument(
-        "--target-accuracy",
-        type=fraction,
-        help="time-to-train: stop at this test accuracy (0-1, e.g. 0.98) and report the time",
-    )
-    run.add_argument(
-        "--data-dir",
-        type=Path,
-        help="time-to-train: folder with MNIST's four IDX files (.gz or not); "
-        "default: a learnable synthetic set, labelled as such",
-    )
-    run.add_argument("--min-time", type=non_negative_float, help="seconds of measured time")
-    run.add_argument("--min-iters", type=positive_int, help="measured iterations at least")
-    run.add_argument(
-        "--repeat",
-        type=positive_int,
-        help="run each case in N fresh worker processes, round-robin over the cases; "
-        "compare needs several per side for a verdict (default 1; suites may set it)",
-    )
-    run.add_argument("--warmup", type=int, help="warm-up iterations after the first call")
-    run.add_argument("--timeout", type=non_negative_float, help="seconds per case (default 600)")
-    run.add_argument("--seed", type=int, help="seed for weights and inputs (default 0)")
-    run.add_argument("--json", type=Path, dest="json_path", help="write the run as JSON")
-    run.add_argument("--csv", type=Path, dest="csv_path", help="write the results as CSV")
-    run.add_argument("--db", type=Path, help="store file (default: $DLBENCH_DB or user data dir)")
-    run.add_argument("--quiet", "-q", action="store_true", help="no progress, table only")
-    run.add_argument(
+    groups["case"].add_argument(
         "--strict",
         action="store_true",
         help="refuse cases that would only be flagged: more threads than CPUs available",
     )
-    add_model_options(run)
-    add_serving_options(run)
-    run.add_argument(
-        "--resume",
-        metavar="RUN",
-        help="finish an interrupted run: its unfinished cases run, the rest stay",
-    )
-    add_study_options(run)
-
-
-def add_serving_options(run: argparse.ArgumentParser) -> None:
-    serving = run.add_argument_group("serving (MLPerf LoadGen; pip install 'dlbench[serving]')")
-    serving.add_argument(
-        "--loadgen",
-        action="store_true",
-        help="drive single-stream and offline cases with LoadGen instead of dlbench's step "
-        "loop (multi-stream and server always use it)",
-    )
-    serving.add_argument(
-        "--target-qps",
-        type=positive_float,
-        metavar="Q",
-        help="server: the Poisson arrival rate, queries per second",
-    )
-    serving.add_argument(
-        "--find-peak",
-        action="store_true",
-        help="server: search for the highest rate whose latency percentile keeps the bound",
-    )
-    serving.add_argument(
-        "--latency-bound-ms",
-        type=positive_float,
-        metavar="L",
-        help=f"server: the latency bound in ms (default {DEFAULT_LATENCY_BOUND_MS:g}, MLPerf's)",
-    )
-    serving.add_argument(
-        "--latency-percentile",
-        type=percentile,
-        metavar="P",
-        help="server: the percentile held to the bound "
-        f"({LOADGEN_PERCENTILES_TEXT}; "
-        f"default {DEFAULT_LATENCY_PERCENTILE:g})",
-    )
-    serving.add_argument(
-        "--streams",
+    groups["training"].add_argument(
+        "--epochs",
         type=positive_int,
-        help="server: queries served at once, each with threads/streams threads "
-        "(default: one single-threaded stream per CPU thread; 1 on a GPU)",
+        help="epochs to train, or the most to train with --target-accuracy "
+        f"(default 1; {TARGET_DEFAULT_EPOCHS} with a target)",
     )
-    serving.add_argument(
-        "--samples-per-query",
-        type=positive_int,
-        metavar="N",
-        help=f"multi-stream: samples per query (default {MULTI_STREAM_SAMPLES}, MLPerf's)",
-    )
-    serving.add_argument(
-        "--official",
-        action="store_true",
-        help=f"LoadGen cases: MLPerf's minimum duration ({OFFICIAL_MIN_TIME_S:g} s) "
-        "instead of short runs",
-    )
-
-
-def add_model_options(run: argparse.ArgumentParser) -> None:
-    run.add_argument(
-        "--model",
-        help="benchmark a model file on every framework that can run it: ONNX, TorchScript, "
-        "torch.export .pt2, Keras .keras/.h5, a SavedModel dir, OpenVINO IR .xml, TFLite "
-        "(the format is read from the content, not the extension)",
-    )
-    run.add_argument(
+    groups["model"].add_argument(
         "--input",
         action="append",
         default=[],
@@ -362,20 +262,15 @@ def add_model_options(run: argparse.ArgumentParser) -> None:
         help="shape of a model input, e.g. pixels:8x3x32x32:float32; NAME may hold colons "
         "(serving_default_x:0:1x224x224x3). A dynamic first dimension takes --batch-size",
     )
-    run.add_argument(
-        "--input-data",
-        metavar="FILE",
-        help="the model's input values: an .npz of arrays by input name (a 0-d array for a "
-        "scalar), or an .npy for a single-input model; every framework gets the same values",
-    )
-    run.add_argument(
-        "--trust-model",
-        action="store_true",
-        help="allow loading a model file that needs unpickling (runs code from the file)",
+    groups["serving"].add_argument(
+        "--samples-per-query",
+        type=positive_int,
+        metavar="N",
+        help=f"multi-stream: samples per query (default {MULTI_STREAM_SAMPLES}, MLPerf's)",
     )
 
 
-def add_study_options(parser: argparse.ArgumentParser) -> None:
+def add_study_options(parser: argparse._ActionsContainer) -> None:
     parser.add_argument(
         "--plots", type=Path, help="write the study's bar charts (PNG) and CSV here"
     )

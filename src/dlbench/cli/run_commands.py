@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import shlex
 from collections.abc import Callable
 from dataclasses import replace
 
@@ -18,7 +17,7 @@ from dlbench.cli.terminal import (
 from dlbench.errors import RunInterrupted, UserError
 from dlbench.launch import session
 from dlbench.launch.preflight import check_user_models
-from dlbench.plan.build import RunRequest, build_plan, given_options
+from dlbench.plan.build import RunRequest, build_plan, given_options, request_from_options
 from dlbench.plan.resume import pending_cases
 from dlbench.plan.validate import validate_case, validate_settings
 from dlbench.report.compare import compare_runs
@@ -29,57 +28,20 @@ from dlbench.results.store import Store
 from dlbench.spec.case import Settings
 
 
-def torchrun_args(text: str | None) -> tuple[str, ...]:
-    """--torchrun "..." split as a shell would, or a one-line error."""
-    try:
-        return tuple(shlex.split(text or ""))
-    except ValueError as exc:
-        raise UserError(f"--torchrun {text!r}: {exc}") from None
-
-
 def request_from_args(args: argparse.Namespace) -> RunRequest:
-    settings = {
-        "min_time_s": args.min_time,
-        "min_iters": args.min_iters,
-        "warmup_iters": args.warmup,
-        "timeout_s": args.timeout,
-        "seed": args.seed,
-        "repeat": args.repeat,
-        "official": args.official or None,
-    }
-    return RunRequest(
+    """The run command's request: every Case and Settings field's option by its field
+    name (cli.parser adds them from the fields' metadata), and the plan's own options."""
+    request = request_from_options(
+        vars(args),
         suite=args.suite,
-        workloads=tuple(args.workload),
-        frameworks=tuple(args.framework),
-        compiles=tuple(args.compiles),
-        modes=tuple(args.mode),
-        scenarios=tuple(args.scenario),
-        device=args.device,
-        batch_sizes=tuple(args.batch_size),
-        threads=args.threads,
-        interop_threads=args.interop_threads,
-        params=tuple(args.param) + ((("epochs", args.epochs),) if args.epochs else ()),
-        precisions=tuple(args.precisions),
-        target_accuracy=args.target_accuracy,
-        nproc=args.nproc,
-        transfer=args.transfer,
-        torchrun_args=torchrun_args(args.torchrun),
-        data_dir=str(args.data_dir.resolve()) if args.data_dir is not None else None,
-        settings=tuple((k, v) for k, v in settings.items() if v is not None),
-        model=args.model,
-        inputs=tuple(sorted(dict(args.inputs).items())),
-        input_data=args.input_data,
-        trust_model=args.trust_model,
+        inputs=tuple(sorted(dict(args.inputs).items())),  # one shape per input, the last
         strict=args.strict,
-        loadgen=args.loadgen,
-        target_qps=args.target_qps,
-        find_peak=args.find_peak,
-        latency_bound_ms=args.latency_bound_ms,
-        latency_percentile=args.latency_percentile,
-        streams=args.streams,
         samples_per_query=args.samples_per_query,
         sweeps=tuple(args.sweep),
     )
+    if args.epochs:  # --epochs N is the epoch workloads' parameter epochs=N
+        request = replace(request, params=(*request.params, ("epochs", args.epochs)))
+    return request
 
 
 def cmd_run(args: argparse.Namespace) -> int:

@@ -9,7 +9,8 @@ product of the options given (an ad-hoc matrix).
 from __future__ import annotations
 
 import itertools
-from dataclasses import dataclass, field, fields
+from collections.abc import Mapping
+from dataclasses import Field, dataclass, field, fields
 from typing import Any
 
 from dlbench.errors import UserError
@@ -27,6 +28,7 @@ from dlbench.plan.validate import (
     validate_settings,
 )
 from dlbench.spec.case import (
+    COMPILE_MODES,
     MODES,
     OFFICIAL_MIN_TIME_S,
     SCENARIOS,
@@ -34,21 +36,19 @@ from dlbench.spec.case import (
     Settings,
     available_cpus,
 )
-from dlbench.spec.registry import FRAMEWORKS, framework_info, precision_info
+from dlbench.spec.cli_options import cli_options, option_flag
+from dlbench.spec.registry import framework_info, precision_info
 from dlbench.workloads import get_workload
 
 DEFAULT_SUITE = "quick"
 # With --target-accuracy and no epoch count, train at most this many epochs
 # (the pytorch/examples MNIST default).
 TARGET_DEFAULT_EPOCHS = 14
+# A suite's settings key -> the Settings field: the option's name (min_time for
+# --min-time), so a suite and the command line spell a setting alike.
 SETTING_FIELDS = {
-    "min_time": "min_time_s",
-    "min_iters": "min_iters",
-    "warmup": "warmup_iters",
-    "timeout": "timeout_s",
-    "seed": "seed",
-    "repeat": "repeat",
-    "official": "official",
+    option.long_flag.removeprefix("--").replace("-", "_"): name
+    for name, option in cli_options(Settings)
 }
 
 
@@ -56,33 +56,40 @@ SETTING_FIELDS = {
 class RunRequest:
     """What the user asked for; None or () means "not given".
 
-    A field's "flag" metadata is the option that sets it, where that is not
-    simply the field's name (plural fields come from repeatable options).
+    The options come from the Case and Settings fields' metadata
+    (spec.cli_options; request_from_options reads them). A Case axis the
+    planner has code of its own for (a filter, a sweep, DDP, a user model, the
+    server's options) has a field here: the Case field's name, or the one
+    metadata "axis" names (a repeatable option's values). Every other axis given
+    lands in `axes` and overrides a suite entry's value as it is, so a new axis
+    needs no line here. A field that no Case option sets names its own option
+    in metadata "flag" where that is not its name.
     """
 
     suite: str | None = field(default=None, metadata={"flag": "SUITE"})
-    workloads: tuple[str, ...] = field(default=(), metadata={"flag": "--workload"})
-    frameworks: tuple[str, ...] = field(default=(), metadata={"flag": "--framework"})
-    compiles: tuple[str, ...] = field(default=(), metadata={"flag": "--compile"})
-    modes: tuple[str, ...] = field(default=(), metadata={"flag": "--mode"})
-    scenarios: tuple[str, ...] = field(default=(), metadata={"flag": "--scenario"})
+    workloads: tuple[str, ...] = field(default=(), metadata={"axis": "workload"})
+    frameworks: tuple[str, ...] = field(default=(), metadata={"axis": "framework"})
+    compiles: tuple[str, ...] = field(default=(), metadata={"axis": "compile"})
+    modes: tuple[str, ...] = field(default=(), metadata={"axis": "mode"})
+    scenarios: tuple[str, ...] = field(default=(), metadata={"axis": "scenario"})
     device: str | None = None
-    batch_sizes: tuple[int, ...] = field(default=(), metadata={"flag": "--batch-size"})
+    batch_sizes: tuple[int, ...] = field(default=(), metadata={"axis": "batch_size"})
     threads: int | None = None
     interop_threads: int | None = None
-    params: tuple[tuple[str, int], ...] = field(default=(), metadata={"flag": "--param"})
-    # Settings field -> value, each from its own option (SETTING_FIELDS)
+    params: tuple[tuple[str, int], ...] = ()
+    # Case field -> value, for every other axis given (GENERIC_AXES)
+    axes: tuple[tuple[str, Any], ...] = ()
+    # Settings field -> value, each from its own option
     settings: tuple[tuple[str, Any], ...] = ()
     model: str | None = None
     inputs: tuple[tuple[str, str], ...] = field(default=(), metadata={"flag": "--input"})
     input_data: str | None = None
     trust_model: bool = False
-    precisions: tuple[str, ...] = field(default=(), metadata={"flag": "--precision"})
+    precisions: tuple[str, ...] = field(default=(), metadata={"axis": "precision"})
     target_accuracy: float | None = None
     data_dir: str | None = None
     nproc: int | None = None  # None: no DDP; 1 or more: DDP under torchrun
-    torchrun_args: tuple[str, ...] = field(default=(), metadata={"flag": "--torchrun"})
-    transfer: str | None = None
+    torchrun_args: tuple[str, ...] = ()
     # refuse what would only be flagged (threads beyond the CPUs available)
     strict: bool = False
     # serving (MLPerf LoadGen); the server's options reach server cases only
@@ -97,17 +104,57 @@ class RunRequest:
     sweeps: Sweep = field(default=(), metadata={"flag": "--sweep"})
 
 
+# Case field -> the RunRequest field the planner reads it from
+_REQUEST_FIELD = {f.metadata.get("axis", f.name): f.name for f in fields(RunRequest)}
+# The Case fields with an option and no RunRequest field: `axes` carries them.
+GENERIC_AXES = tuple(name for name, _ in cli_options(Case) if name not in _REQUEST_FIELD)
+
+
+def request_from_options(given: Mapping[str, Any], **others: Any) -> RunRequest:
+    """A RunRequest from option values by Case or Settings field name, as the fields'
+    options (spec.cli_options) declare them; None, False and an empty list are "not
+    given". `others` are RunRequest fields no such option sets (suite, --sweep, ...)."""
+    values: dict[str, Any] = dict(others)
+    axes = []
+    for name, option in cli_options(Case):
+        value = given.get(name)
+        if not _given(value):
+            continue
+        value = tuple(value) if option.repeat else value
+        if name in _REQUEST_FIELD:
+            values[_REQUEST_FIELD[name]] = value
+        else:
+            axes.append((name, value))
+    settings = [(name, given[name]) for name, _ in cli_options(Settings) if _given(given.get(name))]
+    return RunRequest(**values, axes=tuple(axes), settings=tuple(settings))
+
+
+def _given(value: Any) -> bool:
+    """An option's value was given: not None, not an unset switch, not an empty list
+    (0 is a value: --seed 0)."""
+    return value is not None and value is not False and value != []
+
+
 def given_options(request: RunRequest) -> list[str]:
     """The options a request carries, by their command-line names (--resume refuses them)."""
     empty = RunRequest()
     given = [
-        f.metadata.get("flag", "--" + f.name.replace("_", "-"))
+        _request_flag(f)
         for f in fields(RunRequest)
-        if f.name != "settings" and getattr(request, f.name) != getattr(empty, f.name)
+        if f.name not in ("axes", "settings") and getattr(request, f.name) != getattr(empty, f.name)
     ]
-    option_of = {setting: option for option, setting in SETTING_FIELDS.items()}
-    given += ["--" + option_of[name].replace("_", "-") for name, _ in request.settings]
+    given += [option_flag(Case, name) for name, _ in request.axes]
+    given += [option_flag(Settings, name) for name, _ in request.settings]
     return given
+
+
+def _request_flag(request_field: Field[Any]) -> str:
+    """The option that sets a RunRequest field: its Case field's, else its own."""
+    axis = request_field.metadata.get("axis", request_field.name)
+    options = dict(cli_options(Case))
+    if axis in options:
+        return options[axis].long_flag
+    return request_field.metadata.get("flag", "--" + request_field.name.replace("_", "-"))
 
 
 @dataclass(frozen=True)
@@ -229,10 +276,9 @@ def _check_filter_names(request: RunRequest) -> None:
         get_workload(name)
     for name in request.frameworks:
         framework_info(name)
-    all_modes = {mode for info in FRAMEWORKS.values() for mode in info.compile_modes}
     for mode in request.compiles:
-        if mode not in all_modes:
-            raise UserError(f"unknown compile mode {mode!r}; known: {', '.join(sorted(all_modes))}")
+        if mode not in COMPILE_MODES:
+            raise UserError(f"unknown compile mode {mode!r}; known: {', '.join(COMPILE_MODES)}")
     for mode in request.modes:
         require_known("mode", mode, MODES)
     for precision in request.precisions:
@@ -370,12 +416,15 @@ def _expand_entry(
 def _shared_fields(
     entry: dict[str, Any], suite_settings: dict[str, Any], request: RunRequest, where: str
 ) -> dict[str, Any]:
-    """The Case fields every case of one suite entry shares."""
+    """The Case fields every case of one suite entry shares. A generic axis takes the
+    command line's value, else the entry's, else the Case default."""
     options = _mapping(entry.get("options"), f"{where}.options")
+    given = dict(request.axes)
+    generic = {name: _first_given(given.get(name), entry.get(name)) for name in GENERIC_AXES}
     return {
+        **{name: value for name, value in generic.items() if value is not None},
         "nproc": request.nproc or 1,
         "ddp": request.nproc is not None,
-        "transfer": _first_given(request.transfer, entry.get("transfer"), "outside"),
         "torchrun_args": request.torchrun_args,
         "interop_threads": _first_given(
             request.interop_threads, suite_settings.get("interop_threads")

@@ -41,6 +41,7 @@ from dlbench.spec.case import (
     Case,
     Settings,
 )
+from dlbench.spec.cli_options import option_flag
 from dlbench.spec.digest import files_digest, path_digest
 from dlbench.spec.registry import FRAMEWORKS, FrameworkInfo, framework_info, precision_info
 from dlbench.workloads import get_workload
@@ -347,13 +348,11 @@ def _validate_scenario(case: Case) -> None:
         )
 
 
-# The Case fields that belong to the server scenario, by the option that sets them.
+# The Case fields that belong to the server scenario, by the option that sets them
+# (its flag, from the field's metadata).
 SERVER_FIELDS = {
-    "target_qps": "--target-qps",
-    "find_peak": "--find-peak",
-    "latency_bound_ms": "--latency-bound-ms",
-    "latency_percentile": "--latency-percentile",
-    "streams": "--streams",
+    name: option_flag(Case, name)
+    for name in ("target_qps", "find_peak", "latency_bound_ms", "latency_percentile", "streams")
 }
 
 

@@ -13,6 +13,20 @@ from collections.abc import Collection
 from dataclasses import Field, asdict, dataclass, field, fields
 from typing import Any
 
+from dlbench.spec.cli_options import (
+    cli,
+    fraction,
+    integer,
+    non_negative_float,
+    number_type,
+    param_pair,
+    positive_float,
+    positive_int,
+    resolved_path,
+    shell_words,
+)
+from dlbench.spec.registry import FRAMEWORKS, PRECISIONS, WORKLOADS
+
 MODES = ("infer", "train")
 # MLPerf Inference's scenarios: one request at a time (latency), a query of N
 # samples once the previous one is done (multi-stream), queries arriving at
@@ -30,6 +44,11 @@ DEFAULT_LATENCY_PERCENTILE = 99.0
 # other percentile could not be shown beside the verdict.
 LOADGEN_PERCENTILES = (50.0, 90.0, 95.0, 97.0, 99.0, 99.9)
 LOADGEN_PERCENTILES_TEXT = ", ".join(f"{p:g}" for p in LOADGEN_PERCENTILES)
+loadgen_percentile = number_type(
+    float,
+    lambda v: v in LOADGEN_PERCENTILES,
+    f"one of the percentiles LoadGen reports: {LOADGEN_PERCENTILES_TEXT}",
+)
 # MLPerf's early-stopping minimum for a 99th percentile with no over-latency
 # queries (mlperf.conf sets it as multi-stream's min_query_count): fewer samples
 # cannot bound p99.
@@ -42,6 +61,8 @@ DEVICE_PATTERN = re.compile(r"cpu|auto|mps|cuda(:\d+)?")
 DEVICE_HELP = "cpu, cuda, cuda:N, mps (Apple, torch) or auto"
 # Host-to-device copy of the inputs: before the clock (default) or in every step.
 TRANSFERS = ("outside", "inside")
+# Every framework's compile modes: what --compile may name (each framework has its own).
+COMPILE_MODES = tuple(sorted({mode for info in FRAMEWORKS.values() for mode in info.compile_modes}))
 # Bounds that keep values sane and below what the OS and frameworks accept.
 MAX_MIN_TIME_S = 86_400.0
 MAX_TIMEOUT_S = 7 * 86_400.0
@@ -68,6 +89,8 @@ SUITE_AXIS = {"suite": True}
 # "required": a stored result must carry it: its default would change with
 # the reader (threads: the reading machine's CPUs) or silently pick a case.
 RECORDED_AXIS = {"suite": True, "required": True}
+# "cli" (spec.cli_options.cli): the `dlbench run` option that sets the field;
+# the parser and the plan's RunRequest are built from it.
 
 
 @dataclass(frozen=True)
@@ -77,58 +100,310 @@ class Case:
     A Result embeds the Case as it ran: the worker resolves `device` ("auto"),
     `batch_size` (None: the workload's default for the device), `params` (the
     workload's defaults filled in), `scenario` and `interop_threads`. Adding an
-    axis is one field here and its check in plan.validate; key(), label(), the
-    result schema, CSV columns and suite keys all follow from the fields.
+    axis is one field here (with its `dlbench run` option in metadata "cli"
+    and its part of label()) and its check in plan.validate; key(), the result
+    schema, CSV columns, suite keys, the option and the plan's RunRequest all
+    follow from the fields.
     """
 
-    workload: str = field(metadata=SUITE_AXIS)
-    framework: str = field(metadata=SUITE_AXIS)
-    compile: str = field(metadata=SUITE_AXIS)
-    mode: str = field(default="infer", metadata=RECORDED_AXIS)
-    device: str = field(default="auto", metadata=RECORDED_AXIS)
-    batch_size: int | None = field(default=None, metadata=RECORDED_AXIS)
-    precision: str = field(default="fp32", metadata=RECORDED_AXIS)
-    threads: int = field(default_factory=available_cpus, metadata=RECORDED_AXIS)
-    interop_threads: int | None = field(default=None, metadata={"required": True})
-    params: tuple[tuple[str, int], ...] = field(default=(), metadata=SUITE_AXIS)
+    workload: str = field(
+        metadata=SUITE_AXIS
+        | cli(
+            "--workload",
+            "-w",
+            repeat=True,
+            vocabulary=WORKLOADS,
+            metavar="WORKLOAD",
+            help="a workload, by the name dlbench list workloads shows",
+        )
+    )
+    framework: str = field(
+        metadata=SUITE_AXIS
+        | cli(
+            "--framework",
+            "-f",
+            repeat=True,
+            vocabulary=FRAMEWORKS,
+            metavar="FRAMEWORK",
+            help=", ".join(FRAMEWORKS),
+        )
+    )
+    compile: str = field(
+        metadata=SUITE_AXIS
+        | cli(
+            "--compile",
+            "-c",
+            repeat=True,
+            vocabulary=COMPILE_MODES,
+            noun="compile mode",
+            metavar="COMPILE",
+            help="compile mode, e.g. eager, compile, script; each applies to the frameworks "
+            "that have it",
+        )
+    )
+    mode: str = field(
+        default="infer",
+        metadata=RECORDED_AXIS
+        | cli(
+            "--mode",
+            "-m",
+            repeat=True,
+            vocabulary=MODES,
+            help="default: infer, or train for time-to-train workloads",
+        ),
+    )
+    device: str = field(
+        default="auto",
+        metadata=RECORDED_AXIS | cli("--device", "-d", help=f"{DEVICE_HELP} (default: auto)"),
+    )
+    batch_size: int | None = field(
+        default=None,
+        metadata=RECORDED_AXIS
+        | cli(
+            "--batch-size",
+            "-b",
+            repeat=True,
+            parse=positive_int,
+            help="samples per step; default: the workload's, 1 for single-stream and server, "
+            f"{MULTI_STREAM_SAMPLES} for multi-stream",
+        ),
+    )
+    precision: str = field(
+        default="fp32",
+        metadata=RECORDED_AXIS
+        | cli(
+            "--precision",
+            "-p",
+            repeat=True,
+            vocabulary=PRECISIONS,
+            metavar="PRECISION",
+            help="fp32 (strict, default), tf32, amp-fp16, amp-bf16 (torch), int8 or "
+            "int8-dynamic (post-training quantization: onnxruntime, openvino, torch)",
+        ),
+    )
+    threads: int = field(
+        default_factory=available_cpus,
+        metadata=RECORDED_AXIS
+        | cli(
+            "--threads",
+            "-t",
+            parse=positive_int,
+            help="intra-op threads (default: all CPUs available)",
+        ),
+    )
+    interop_threads: int | None = field(
+        default=None,
+        metadata={"required": True}
+        | cli(
+            "--interop-threads",
+            parse=positive_int,
+            help="inter-op threads (default: same as --threads)",
+        ),
+    )
+    params: tuple[tuple[str, int], ...] = field(
+        default=(),
+        metadata=SUITE_AXIS
+        | cli(
+            "--param",
+            repeat=True,
+            parse=param_pair,
+            metavar="KEY=INT",
+            help="workload parameter, e.g. size=2048",
+        ),
+    )
     options: tuple[tuple[str, str], ...] = field(default=(), metadata=SUITE_AXIS)
-    scenario: str | None = field(default=None, metadata=SUITE_AXIS)
+    scenario: str | None = field(
+        default=None,
+        metadata=SUITE_AXIS
+        | cli(
+            "--scenario",
+            "-s",
+            repeat=True,
+            vocabulary=SCENARIOS,
+            metavar="SCENARIO",
+            help="single-stream (batch 1, latency), offline (large batches, throughput), or "
+            "with MLPerf LoadGen: multi-stream (a query of N samples after the last) or server "
+            "(Poisson arrivals at --target-qps, or --find-peak)",
+        ),
+    )
     # user-model cases: the file (its content digest is the identity), the
     # --input specs (name -> "8x3x32x32:dtype"), and the trust to unpickle it
-    model: str | None = field(default=None, metadata=LAUNCH_DETAIL)
+    model: str | None = field(
+        default=None,
+        metadata=LAUNCH_DETAIL
+        | cli(
+            "--model",
+            group="model",
+            help="benchmark a model file on every framework that can run it: ONNX, "
+            "TorchScript, torch.export .pt2, Keras .keras/.h5, a SavedModel dir, OpenVINO IR "
+            ".xml, TFLite (the format is read from the content, not the extension)",
+        ),
+    )
     model_digest: str | None = None
+    # --input's reader lives with the user-model workload (above this room), so
+    # cli.parser declares that option itself
     inputs: tuple[tuple[str, str], ...] = ()
-    trust_model: bool = field(default=False, metadata=LAUNCH_DETAIL)
+    trust_model: bool = field(
+        default=False,
+        metadata=LAUNCH_DETAIL
+        | cli(
+            "--trust-model",
+            switch=True,
+            group="model",
+            help="allow loading a model file that needs unpickling (runs code from the file)",
+        ),
+    )
     # --input-data: the arrays fed to the model (.npz by input name, or .npy),
     # identified by their content digest
-    input_data: str | None = field(default=None, metadata=LAUNCH_DETAIL)
+    input_data: str | None = field(
+        default=None,
+        metadata=LAUNCH_DETAIL
+        | cli(
+            "--input-data",
+            metavar="FILE",
+            group="model",
+            help="the model's input values: an .npz of arrays by input name (a 0-d array for "
+            "a scalar), or an .npy for a single-input model; every framework gets the same "
+            "values",
+        ),
+    )
     input_data_digest: str | None = None
     # time-to-train cases (epoch workloads): stop early at this test accuracy,
     # and read MNIST's IDX files from this folder (identified by the files'
     # digest) instead of the synthetic set (data_digest None)
-    target_accuracy: float | None = None
-    data_dir: str | None = field(default=None, metadata=LAUNCH_DETAIL)
+    target_accuracy: float | None = field(
+        default=None,
+        metadata=cli(
+            "--target-accuracy",
+            parse=fraction,
+            group="training",
+            help="stop at this test accuracy (0-1, e.g. 0.98) and report the time",
+        ),
+    )
+    data_dir: str | None = field(
+        default=None,
+        metadata=LAUNCH_DETAIL
+        | cli(
+            "--data-dir",
+            parse=resolved_path,
+            group="training",
+            help="folder with MNIST's four IDX files (.gz or not); default: a learnable "
+            "synthetic set, labelled as such",
+        ),
+    )
     data_digest: str | None = None
     # DistributedDataParallel training: processes launched by torchrun (one per
     # GPU; gloo processes on a CPU), and torchrun options for multi-node runs.
     # `ddp` is True for every torchrun case; --nproc 1 makes one with one rank
     # (DDP's own cost, and NCCL on a single GPU) beside the plain process.
-    nproc: int = 1
+    nproc: int = field(
+        default=1,
+        metadata=cli(
+            "--nproc",
+            "--gpus",
+            parse=positive_int,
+            metavar="N",
+            group="ddp",
+            help="train with DistributedDataParallel in N processes launched by torchrun "
+            "(one per GPU; gloo on a CPU), beside the same case in 1 process for scaling",
+        ),
+    )
     ddp: bool = False
-    torchrun_args: tuple[str, ...] = field(default=(), metadata=LAUNCH_DETAIL)
-    transfer: str = field(default="outside", metadata=SUITE_AXIS)
+    torchrun_args: tuple[str, ...] = field(
+        default=(),
+        metadata=LAUNCH_DETAIL
+        | cli(
+            "--torchrun",
+            parse=shell_words,
+            metavar="ARGS",
+            group="ddp",
+            help='torchrun options for multi-node runs, e.g. "--nnodes 2 --rdzv-backend c10d '
+            '--rdzv-endpoint host:29400" (default: --standalone)',
+        ),
+    )
+    transfer: str = field(
+        default="outside",
+        metadata=SUITE_AXIS
+        | cli(
+            "--transfer",
+            vocabulary=TRANSFERS,
+            help="GPU cases: copy the inputs host-to-device before timing (outside, default) "
+            "or in every timed step (inside)",
+        ),
+    )
     # Serving, measured by MLPerf LoadGen: `loadgen` drives the case with LoadGen
     # instead of dlbench's step loop (always in the multi-stream and server
     # scenarios). A server case has a Poisson arrival rate (target_qps) or
     # searches for the highest rate that keeps its bound (find_peak); the bound
     # is the latency_percentile-th percentile at most latency_bound_ms; `streams`
     # queries are served at once (plan.validate fills the defaults in).
-    loadgen: bool = field(default=False, metadata=SUITE_AXIS)
-    target_qps: float | None = field(default=None, metadata=SUITE_AXIS)
-    find_peak: bool = field(default=False, metadata=SUITE_AXIS)
-    latency_bound_ms: float | None = field(default=None, metadata=SUITE_AXIS)
-    latency_percentile: float | None = field(default=None, metadata=SUITE_AXIS)
-    streams: int | None = field(default=None, metadata=SUITE_AXIS)
+    loadgen: bool = field(
+        default=False,
+        metadata=SUITE_AXIS
+        | cli(
+            "--loadgen",
+            switch=True,
+            group="serving",
+            help="drive single-stream and offline cases with LoadGen instead of dlbench's "
+            "step loop (multi-stream and server always use it)",
+        ),
+    )
+    target_qps: float | None = field(
+        default=None,
+        metadata=SUITE_AXIS
+        | cli(
+            "--target-qps",
+            parse=positive_float,
+            metavar="Q",
+            group="serving",
+            help="server: the Poisson arrival rate, queries per second",
+        ),
+    )
+    find_peak: bool = field(
+        default=False,
+        metadata=SUITE_AXIS
+        | cli(
+            "--find-peak",
+            switch=True,
+            group="serving",
+            help="server: search for the highest rate whose latency percentile keeps the bound",
+        ),
+    )
+    latency_bound_ms: float | None = field(
+        default=None,
+        metadata=SUITE_AXIS
+        | cli(
+            "--latency-bound-ms",
+            parse=positive_float,
+            metavar="L",
+            group="serving",
+            help="server: the latency bound in ms "
+            f"(default {DEFAULT_LATENCY_BOUND_MS:g}, MLPerf's)",
+        ),
+    )
+    latency_percentile: float | None = field(
+        default=None,
+        metadata=SUITE_AXIS
+        | cli(
+            "--latency-percentile",
+            parse=loadgen_percentile,
+            metavar="P",
+            group="serving",
+            help="server: the percentile held to the bound "
+            f"({LOADGEN_PERCENTILES_TEXT}; default {DEFAULT_LATENCY_PERCENTILE:g})",
+        ),
+    )
+    streams: int | None = field(
+        default=None,
+        metadata=SUITE_AXIS
+        | cli(
+            "--streams",
+            parse=positive_int,
+            group="serving",
+            help="server: queries served at once, each with threads/streams threads "
+            "(default: one single-threaded stream per CPU thread; 1 on a GPU)",
+        ),
+    )
 
     def effective_batch_size(self, default: int) -> int:
         """The batch the worker uses: a single-stream or server query is one sample,
@@ -288,16 +563,77 @@ def suite_axes() -> tuple[str, ...]:
 class Settings:
     """How every case of a run is measured (the stop rule and the guards)."""
 
-    min_time_s: float = 1.0
-    min_iters: int = 10
-    warmup_iters: int = 3
-    timeout_s: float = 600.0
-    seed: int = 0
+    # "cli": the `dlbench run` option that sets the field; a suite's settings
+    # use the same names (min_time for --min-time; plan.build.SETTING_FIELDS)
+    min_time_s: float = field(
+        default=1.0,
+        metadata=cli(
+            "--min-time",
+            parse=non_negative_float,
+            group="measurement",
+            help="seconds of measured time",
+        ),
+    )
+    min_iters: int = field(
+        default=10,
+        metadata=cli(
+            "--min-iters",
+            parse=positive_int,
+            group="measurement",
+            help="measured iterations at least",
+        ),
+    )
+    warmup_iters: int = field(
+        default=3,
+        metadata=cli(
+            "--warmup",
+            parse=integer,
+            group="measurement",
+            help="warm-up iterations after the first call",
+        ),
+    )
+    timeout_s: float = field(
+        default=600.0,
+        metadata=cli(
+            "--timeout",
+            parse=non_negative_float,
+            group="measurement",
+            help="seconds per case (default 600)",
+        ),
+    )
+    seed: int = field(
+        default=0,
+        metadata=cli(
+            "--seed",
+            parse=integer,
+            group="measurement",
+            help="seed for weights and inputs (default 0)",
+        ),
+    )
     # fresh worker processes per case, run round-robin (results.repeats merges them)
-    repeat: int = 1
+    repeat: int = field(
+        default=1,
+        metadata=cli(
+            "--repeat",
+            parse=positive_int,
+            metavar="N",
+            group="measurement",
+            help="run each case in N fresh worker processes, round-robin over the cases; "
+            "compare needs several per side for a verdict (default 1; suites may set it)",
+        ),
+    )
     # LoadGen cases: MLPerf's own minimum duration (OFFICIAL_MIN_TIME_S) and
     # query counts instead of short runs; still not a submission
-    official: bool = False
+    official: bool = field(
+        default=False,
+        metadata=cli(
+            "--official",
+            switch=True,
+            group="serving",
+            help=f"LoadGen cases: MLPerf's minimum duration ({OFFICIAL_MIN_TIME_S:g} s) "
+            "instead of short runs",
+        ),
+    )
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -1,0 +1,114 @@
+"""How the command line sets a Case or Settings field, declared on the field itself.
+
+A field's metadata "cli" is a `CliOption`: its flags, help, the names its value
+must be one of (a vocabulary: a registry table or tuple), whether it repeats,
+and how its text is read. `dlbench run` adds one option per such field
+(cli.parser), and the plan's RunRequest is filled from them
+(plan.build.request_from_options), so an axis's option is spelled once, beside
+its field.
+
+The value readers here raise ValueError saying what was expected; the parser
+turns that into its one-line usage error. Nothing here knows argparse.
+"""
+
+from __future__ import annotations
+
+import math
+import shlex
+from collections.abc import Callable, Collection
+from dataclasses import dataclass, fields
+from pathlib import Path
+from typing import Any
+
+
+@dataclass(frozen=True)
+class CliOption:
+    """One command-line option of `dlbench run`; the first flag is its long name."""
+
+    flags: tuple[str, ...]
+    help: str
+    # text -> value, raising ValueError that says what was expected (None: the text)
+    parse: Callable[[str], Any] | None = None
+    # the names a value must be one of; others are refused when parsed
+    vocabulary: Collection[str] | None = None
+    # how a refused name is called ("unknown compile mode 'x'"); default: the field's name
+    noun: str | None = None
+    # given several times (action="append"): several values, each a filter or a case
+    repeat: bool = False
+    # a flag without a value (store_true); False means "not given"
+    switch: bool = False
+    # the value's name in --help; default: the vocabulary in braces, else the long flag's
+    metavar: str | None = None
+    # the --help section it is listed in (cli.parser.RUN_GROUPS titles them)
+    group: str = "case"
+
+    @property
+    def long_flag(self) -> str:
+        return self.flags[0]
+
+    def default_metavar(self) -> str | None:
+        """None lets argparse show the vocabulary in braces."""
+        if self.metavar is not None or self.vocabulary is not None:
+            return self.metavar
+        return self.long_flag.lstrip("-").replace("-", "_").upper()
+
+
+def cli(*flags: str, **details: Any) -> dict[str, CliOption]:
+    """Field metadata: the field is set by the option `flags` (long name first)."""
+    return {"cli": CliOption(flags, **details)}
+
+
+def cli_options(record: type) -> list[tuple[str, CliOption]]:
+    """(field name, option) for each field of the dataclass `record` that has an option."""
+    return [(f.name, f.metadata["cli"]) for f in fields(record) if "cli" in f.metadata]
+
+
+def option_flag(record: type, name: str) -> str:
+    """The long flag that sets field `name` of `record`, for messages."""
+    return dict(cli_options(record))[name].long_flag
+
+
+def number_type(
+    convert: Callable[[str], Any], accept: Callable[[Any], bool], expected: str
+) -> Callable[[str], Any]:
+    """A value reader: `convert` the text, and refuse what `accept` does not, saying
+    what was expected (nan is refused by every comparison)."""
+
+    def parse(text: str) -> Any:
+        try:
+            value = convert(text)
+        except ValueError:
+            raise ValueError(f"expected {expected}, got {text!r}") from None
+        if not accept(value):
+            raise ValueError(f"expected {expected}, got {text}")
+        return value
+
+    return parse
+
+
+integer = number_type(int, lambda v: True, "an integer")
+positive_int = number_type(int, lambda v: v > 0, "an integer > 0")
+non_negative_float = number_type(float, lambda v: v >= 0, "a number >= 0")
+positive_float = number_type(float, lambda v: 0 < v < math.inf, "a number > 0")
+fraction = number_type(float, lambda v: 0 < v <= 1, "a fraction in (0, 1]")
+
+
+def param_pair(text: str) -> tuple[str, int]:
+    """KEY=INT, a workload parameter."""
+    key, sep, value = text.partition("=")
+    if not sep or not key:
+        raise ValueError(f"expected KEY=INT, got {text!r}")
+    return key, positive_int(value)
+
+
+def shell_words(text: str) -> tuple[str, ...]:
+    """Options for another program, split as a shell would."""
+    try:
+        return tuple(shlex.split(text))
+    except ValueError as exc:
+        raise ValueError(f"{text!r}: {exc}") from None
+
+
+def resolved_path(text: str) -> str:
+    """A path made absolute now, so a worker started elsewhere finds the same files."""
+    return str(Path(text).resolve())

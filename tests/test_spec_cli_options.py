@@ -1,0 +1,136 @@
+"""Each case axis and setting declares its option once, on its field (spec.cli_options).
+
+The run parser, the RunRequest, the options --resume refuses and a suite's
+settings keys are all derived from that metadata, so a new axis is its field
+with its option (spec/case.py), its check (plan/validate.py) and its use (the
+worker or a backend): nothing in cli/ or the plan builder names it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+from dataclasses import fields
+from pathlib import Path
+
+import pytest
+
+import dlbench
+from dlbench.cli.parser import build_parser
+from dlbench.cli.run_commands import request_from_args
+from dlbench.errors import UserError
+from dlbench.plan.build import GENERIC_AXES, SETTING_FIELDS, RunRequest, given_options
+from dlbench.spec.case import Case, Settings
+from dlbench.spec.cli_options import CliOption, cli_options
+
+FIELD_OPTIONS = [
+    *(("Case", name, option) for name, option in cli_options(Case)),
+    *(("Settings", name, option) for name, option in cli_options(Settings)),
+]
+
+
+def run_parser() -> argparse.ArgumentParser:
+    commands = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
+    return commands.choices["run"]
+
+
+def run_actions() -> dict[str, argparse.Action]:
+    return {action.dest: action for action in run_parser()._actions}
+
+
+def sample_text(option: CliOption) -> str:
+    """A value the option accepts: its vocabulary's first name, else the first of a
+    few texts that its reader takes (no table of fields: a new axis is covered too)."""
+    if option.vocabulary is not None:
+        return next(iter(option.vocabulary))
+    for text in ("1", "99", "size=1", "x"):
+        try:
+            option.parse(text) if option.parse is not None else text
+        except ValueError:
+            continue
+        return text
+    raise AssertionError(f"no sample value for {option.long_flag}")
+
+
+@pytest.mark.parametrize(("record", "name", "option"), FIELD_OPTIONS)
+def test_every_field_option_is_in_the_run_parser_as_its_metadata_declares(record, name, option):
+    action = run_actions()[name]  # its value lands in args.<field name>
+    assert tuple(action.option_strings) == option.flags
+    assert option.long_flag.startswith("--")
+    assert action.help.startswith(option.help)
+    assert isinstance(action, argparse._AppendAction) == option.repeat
+    assert isinstance(action, argparse._StoreTrueAction) == option.switch
+    vocabulary = None if option.vocabulary is None else tuple(option.vocabulary)
+    assert action.choices == vocabulary
+
+
+def test_an_option_outside_its_vocabulary_is_refused_naming_the_option_and_the_names():
+    for _, name, option in FIELD_OPTIONS:
+        if option.vocabulary is None:
+            continue
+        noun = option.noun or name.replace("_", " ")
+        with pytest.raises(UserError) as refused:
+            run_parser().parse_args([option.long_flag, "no-such-name"])
+        message = str(refused.value)
+        assert option.long_flag in message and f"unknown {noun} 'no-such-name'" in message
+        assert ", ".join(option.vocabulary) in message
+
+
+def test_every_option_reaches_the_run_request_and_what_resume_refuses():
+    argv: list[str] = []
+    for _, _, option in FIELD_OPTIONS:
+        argv += [option.long_flag] if option.switch else [option.long_flag, sample_text(option)]
+    args = run_parser().parse_args(argv)
+    request = request_from_args(args)
+    request_fields = {f.metadata.get("axis", f.name): f.name for f in fields(RunRequest)}
+    for name, option in cli_options(Case):
+        value = getattr(args, name)
+        expected = tuple(value) if option.repeat else value
+        if name in GENERIC_AXES:
+            assert dict(request.axes)[name] == expected
+        else:
+            assert getattr(request, request_fields[name]) == expected
+    settings = cli_options(Settings)
+    assert request.settings == tuple((name, getattr(args, name)) for name, _ in settings)
+    assert set(given_options(request)) >= {option.long_flag for _, _, option in FIELD_OPTIONS}
+
+
+def test_an_axis_without_planner_code_is_generic_and_takes_one_value():
+    """A repeatable option is a filter or a product of cases: that needs the plan
+    builder's own code (and a RunRequest field); any other axis needs none."""
+    own = {f.metadata.get("axis", f.name) for f in fields(RunRequest)}
+    for name, option in cli_options(Case):
+        assert (name in own) != (name in GENERIC_AXES)
+        if name in GENERIC_AXES:
+            assert not option.repeat, f"{name}: a repeatable axis needs a RunRequest field"
+    assert "transfer" in GENERIC_AXES
+
+
+def test_a_suites_settings_keys_are_the_settings_option_names():
+    # derived from the flags, so renaming a flag renames a suite key: suite files
+    # written for these names must keep working
+    assert SETTING_FIELDS == {
+        "min_time": "min_time_s",
+        "min_iters": "min_iters",
+        "warmup": "warmup_iters",
+        "timeout": "timeout_s",
+        "seed": "seed",
+        "repeat": "repeat",
+        "official": "official",
+    }
+
+
+def test_a_generic_axis_is_named_only_by_its_field_its_check_and_its_use():
+    """--transfer is such an axis: the parser, RunRequest and the plan builder get it
+    from Case's metadata, so no module of cli/ or plan/ but the validation names it."""
+    source = Path(dlbench.__file__).parent
+    for name in GENERIC_AXES:
+        flag = dict(cli_options(Case))[name].long_flag
+        pattern = re.compile(rf"\b{name}\b|{re.escape(flag)}\b")
+        named = sorted(
+            path.relative_to(source).as_posix()
+            for room in ("cli", "plan")
+            for path in (source / room).rglob("*.py")
+            if pattern.search(path.read_text(encoding="utf-8"))
+        )
+        assert named in ([], ["plan/validate.py"]), f"{name} is spelled in {named}"
