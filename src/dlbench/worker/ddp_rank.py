@@ -22,9 +22,11 @@ from typing import Any
 from dlbench.atomic import write_atomic
 from dlbench.errors import CaseError, CaseSkipped, first_line
 from dlbench.lifeline import die_with_parent
-from dlbench.measure.energy import EnergyMeter, EnergyReading
+from dlbench.measure.energy import EnergyMeter, EnergyReading, EnergyUse
 from dlbench.measure.monitor import ProcessMonitor
 from dlbench.measure.timer import MAX_ITERS, StopRule, run_timed
+from dlbench.results.details import Ddp, NumpyBlas
+from dlbench.results.record_dict import from_dict
 from dlbench.results.records import STATUS_SKIPPED, Result, base_result
 from dlbench.spec.case import Case, Settings
 from dlbench.worker.compile_cache import compile_cache_detail, private_compile_caches
@@ -64,7 +66,8 @@ def rank_main(argv: list[str]) -> None:
         with private_compile_caches():
             result = _measure_rank(case, settings)
         if result is not None:
-            result.details.update(numpy_blas=numpy_blas, **compile_cache_detail(case))
+            result.details.numpy_blas = from_dict(NumpyBlas, numpy_blas)
+            result.details.compile_cache = compile_cache_detail(case)
     except CaseSkipped as skip:
         result, failed = base_result(case, STATUS_SKIPPED, error=first_line(skip)), True
     except Exception as exc:
@@ -150,32 +153,31 @@ def _measure_rank(case: Case, settings: Settings) -> Result | None:
         mine.gflops = mine.throughput * mine.flops_per_sample / 1e9
     mine.setup_s = setup_s
     mine.framework_version = torch.__version__
-    mine.details = {
-        "frameworks_in_process": frameworks_in_process(),
-        "threads": threads,
-        "ddp": {
-            "world_size": world,
-            "backend": "nccl" if on_gpu else "gloo",
-            "iterations_per_rank": iterations,
-            "per_rank_throughput": [g["throughput"] for g in gathered],
-            "per_rank_median_ms": [g["median_ms"] for g in gathered],
-            "per_rank_device": [g["device"] for g in gathered],
-        },
-        "measured_wall": [usage.wall_start_epoch_s, usage.wall_end_epoch_s],
-        "energy": _total_energy(gathered),
-        **prepared.details,
-        **mine.details,
-    }
+    mine.details = replace(
+        mine.details,  # the backend's (measured_result)
+        frameworks_in_process=frameworks_in_process(),
+        threads=threads,
+        ddp=Ddp(
+            world_size=world,
+            backend="nccl" if on_gpu else "gloo",
+            iterations_per_rank=iterations,
+            per_rank_throughput=[g["throughput"] for g in gathered],
+            per_rank_median_ms=[g["median_ms"] for g in gathered],
+            per_rank_device=[g["device"] for g in gathered],
+        ),
+        measured_wall=[usage.wall_start_epoch_s, usage.wall_end_epoch_s],
+        energy=_total_energy(gathered),
+    )
     return mine
 
 
-def _total_energy(gathered: list[Any]) -> dict[str, Any]:
+def _total_energy(gathered: list[Any]) -> EnergyUse:
     """Every metered rank's joules over every rank's samples; unmeasurable if any rank was."""
     readings = [g["energy"] for g in gathered if g["energy"] is not None]
     samples = sum(g["samples"] for g in gathered)
     reasons = [r.unmeasurable for r in readings if r.unmeasurable or r.joules is None]
     if reasons or not readings:
-        return {"unmeasurable": reasons[0] if reasons else "no rank metered its device"}
+        return EnergyUse(unmeasurable=reasons[0] if reasons else "no rank metered its device")
     total = EnergyReading(
         readings[0].source,
         sum(r.joules for r in readings),

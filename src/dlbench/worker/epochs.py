@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -19,10 +20,11 @@ from dlbench.errors import CaseError
 from dlbench.measure.energy import EnergyMeter
 from dlbench.measure.monitor import ProcessMonitor
 from dlbench.measure.stats import summarize
+from dlbench.results.details import Epoch, Training, TrainingData
+from dlbench.results.record_dict import from_dict
 from dlbench.results.records import (
     STATUS_FAILED,
     STATUS_OK,
-    TIME_TO_TRAIN_KEY,
     Result,
     base_result,
 )
@@ -82,35 +84,38 @@ def run_epochs(backend: Backend, job: Job) -> Result:
         gflops=rate * flops / 1e9 if rate else None,
         primary_metric=job.workload.primary_metric,
         flops_per_sample=flops,
-        first_call_ms=trainer.details.get("first_step_ms"),
+        first_call_ms=trainer.details.first_step_ms,
         cpu_percent=run.usage.cpu_percent,
         peak_rss_mb=run.usage.peak_rss_mb,
         load_avg_before=run.usage.load_avg_before,
         load_avg_after=run.usage.load_avg_after,
     )
     result.setup_s = setup_s
-    result.details = {
-        **trainer.details,
-        "epochs": run.records,
-        TIME_TO_TRAIN_KEY: elapsed,
+    training = Training(
+        epochs=[from_dict(Epoch, r) for r in run.records],
+        time_to_train_s=elapsed,
         # without epoch 1, which holds compilation (torch.compile, tf.function tracing)
-        "steady_samples_per_s": used * (len(train_s) - 1) / sum(train_s[1:])
+        steady_samples_per_s=used * (len(train_s) - 1) / sum(train_s[1:])
         if len(train_s) > 1
         else None,
-        "wall_to_train_s": elapsed + sum(r["eval_s"] for r in run.records),
-        "time_to_target_s": run.time_to_target_s,
-        "target_accuracy": job.case.target_accuracy,
-        "final_accuracy": run.records[-1]["accuracy"] if run.records else None,
-        "data": {
-            "source": data.source,
-            "synthetic": data.synthetic,
-            "train_samples_used": used,
-            "test_samples": len(data.test_labels),
-            "load_s": data_load_s,
-        },
-        "measured_wall": [run.usage.wall_start_epoch_s, run.usage.wall_end_epoch_s],
-        "energy": run.energy.to_details(used * len(run.records)),
-    }
+        wall_to_train_s=elapsed + sum(r["eval_s"] for r in run.records),
+        time_to_target_s=run.time_to_target_s,
+        target_accuracy=job.case.target_accuracy,
+        final_accuracy=run.records[-1]["accuracy"] if run.records else None,
+        data=TrainingData(
+            source=data.source,
+            synthetic=data.synthetic,
+            train_samples_used=used,
+            test_samples=len(data.test_labels),
+            load_s=data_load_s,
+        ),
+    )
+    result.details = replace(
+        trainer.details,
+        training=training,
+        measured_wall=[run.usage.wall_start_epoch_s, run.usage.wall_end_epoch_s],
+        energy=run.energy.to_details(used * len(run.records)),
+    )
     return result
 
 

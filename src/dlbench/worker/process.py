@@ -21,6 +21,8 @@ from typing import Any
 from dlbench.atomic import write_atomic
 from dlbench.errors import CaseSkipped, first_line
 from dlbench.lifeline import die_with_parent
+from dlbench.results.details import NumpyBlas
+from dlbench.results.record_dict import from_dict
 from dlbench.results.records import STATUS_SKIPPED, base_result, now_iso
 from dlbench.spec.case import Case, Settings
 from dlbench.spec.registry import FRAMEWORKS, framework_info
@@ -149,12 +151,9 @@ def worker_main(
         numpy_blas = limit_numpy_blas()
         with private_compile_caches():
             result = execute(case, settings)  # imports the framework
-        result.details = {
-            "frameworks_in_process": frameworks_in_process(),
-            "numpy_blas": numpy_blas,
-            **compile_cache_detail(case),
-            **result.details,
-        }
+        result.details.frameworks_in_process = frameworks_in_process()
+        result.details.numpy_blas = from_dict(NumpyBlas, numpy_blas)
+        result.details.compile_cache = compile_cache_detail(case)
     except CaseSkipped as exc:
         device = exc.device or case.device
         result = base_result(case, STATUS_SKIPPED, error=first_line(exc), device=device)

@@ -33,6 +33,8 @@ from dlbench.errors import CaseError
 from dlbench.measure.energy import EnergyMeter, EnergyReading
 from dlbench.measure.monitor import ProcessMonitor, ResourceUse
 from dlbench.measure.timer import Timing, time_once
+from dlbench.results.details import LoadGen
+from dlbench.results.record_dict import from_dict
 from dlbench.spec.case import (
     DEFAULT_LATENCY_PERCENTILE,
     MIN_P99_QUERIES,
@@ -115,7 +117,7 @@ class Served:
     usage: ResourceUse
     energy: EnergyReading
     samples_per_s: float
-    details: dict[str, Any]
+    details: LoadGen
 
 
 def measure_served(prepared: Prepared, job: Job, settings: Settings) -> Served:
@@ -157,7 +159,7 @@ def measure_served(prepared: Prepared, job: Job, settings: Settings) -> Served:
     if rate is None:  # LoadGen's log had no rate: samples completed over the test's time
         rate = len(chosen.latencies_s) * batch / max(timing.loop_wall_s, 1e-9)
         details["samples_per_s_source"] = "dlbench: samples completed over the test's wall time"
-    return Served(timing, chosen.usage, chosen.energy, rate, details)
+    return Served(timing, chosen.usage, chosen.energy, rate, from_dict(LoadGen, details))
 
 
 def _streams(prepared: Prepared, streams: int | None) -> list[Callable[[], object]]:
