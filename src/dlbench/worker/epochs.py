@@ -91,11 +91,24 @@ def run_epochs(backend: Backend, job: Job) -> Result:
         load_avg_after=run.usage.load_avg_after,
     )
     result.setup_s = setup_s
-    training = Training(
+    result.details = replace(
+        trainer.details,
+        training=_training(job, run, data, data_load_s),
+        measured_wall=[run.usage.wall_start_epoch_s, run.usage.wall_end_epoch_s],
+        energy=run.energy.to_details(used * len(run.records)),
+    )
+    return result
+
+
+def _training(job: Job, run: _EpochLoop, data: Any, data_load_s: float) -> Training:
+    """The time-to-train record of the epochs that ran (details.training)."""
+    train_s = [r["train_s"] for r in run.records]
+    elapsed = sum(train_s)
+    return Training(
         epochs=[from_dict(Epoch, r) for r in run.records],
         time_to_train_s=elapsed,
         # without epoch 1, which holds compilation (torch.compile, tf.function tracing)
-        steady_samples_per_s=used * (len(train_s) - 1) / sum(train_s[1:])
+        steady_samples_per_s=run.used * (len(train_s) - 1) / sum(train_s[1:])
         if len(train_s) > 1
         else None,
         wall_to_train_s=elapsed + sum(r["eval_s"] for r in run.records),
@@ -105,18 +118,11 @@ def run_epochs(backend: Backend, job: Job) -> Result:
         data=TrainingData(
             source=data.source,
             synthetic=data.synthetic,
-            train_samples_used=used,
+            train_samples_used=run.used,
             test_samples=len(data.test_labels),
             load_s=data_load_s,
         ),
     )
-    result.details = replace(
-        trainer.details,
-        training=training,
-        measured_wall=[run.usage.wall_start_epoch_s, run.usage.wall_end_epoch_s],
-        energy=run.energy.to_details(used * len(run.records)),
-    )
-    return result
 
 
 class _EpochLoop:
