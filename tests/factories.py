@@ -2,7 +2,8 @@
 
 Keyword arguments that name a Case field go to the case, the rest to the
 Result, so a test states only what it is about:
-`make_result(workload="gemm", status="failed", error="...")`.
+`make_result(workload="gemm", status="failed", error="...")`. Details may be
+given in their JSON form, `details={"timeline": {"throttle": "thermal"}}`.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from typing import Any
 import numpy as np
 
 from dlbench.measure.stats import summarize
+from dlbench.results.details import Details
 from dlbench.results.records import STATUS_OK, Result, Run
 from dlbench.spec.case import PAIR_FIELDS, Case
 
@@ -43,6 +45,8 @@ def make_result(**values: Any) -> Result:
     case_values = {k: v for k, v in values.items() if k in CASE_FIELDS}
     measured = {k: v for k, v in values.items() if k not in CASE_FIELDS}
     measured.setdefault("status", STATUS_OK)
+    if isinstance(measured.get("details"), dict):
+        measured["details"] = Details.from_dict(measured["details"])
     return Result(case=make_case(**case_values), **measured)
 
 
@@ -114,7 +118,7 @@ def sample_run() -> Run:
         cpu_percent=199.0,
         peak_rss_mb=250.0,
         samples_ms=[1.0, 2.0, 3.0],
-        details={"k": [1, 2]},
+        details={"extra": {"k": [1, 2]}},
     )
     failed = make_result(
         workload="gemm",

@@ -37,11 +37,11 @@ def test_outputs_match_the_reference(framework, compile_mode, workload):
     result = run_case(validate_case(case), FAST)
     assert result.ok, f"{result.error}\n{result.error_detail}"
     assert result.max_abs_diff is not None and result.max_abs_diff < 1e-4
-    assert result.details["check"]["note"] == "torch eager fp32 reference"
+    assert result.details.check.note == "torch eager fp32 reference"
     assert result.latency_ms.n >= 3 and result.throughput > 0
     assert result.case.scenario == "offline"
     # One framework per process: torch made the reference elsewhere.
-    assert result.details["frameworks_in_process"] == [framework]
+    assert result.details.frameworks_in_process == [framework]
     assert result.framework_version
 
 
@@ -53,7 +53,7 @@ def test_single_stream_runs_one_sample_per_request(framework):
     assert result.ok, result.error
     assert result.case.batch_size == 1 and result.case.scenario == "single-stream"
     if framework == "openvino":
-        assert result.details["PERFORMANCE_HINT"] == "LATENCY"
+        assert result.details.extra["PERFORMANCE_HINT"] == "LATENCY"
 
 
 @pytest.mark.slow
@@ -61,9 +61,9 @@ def test_openvino_offline_uses_async_requests_and_pinned_fp32():
     case = Case("mnist-cnn", "openvino", "default", device="cpu", batch_size=8, threads=2)
     result = run_case(validate_case(case), FAST)
     assert result.ok, result.error
-    assert result.details["PERFORMANCE_HINT"] == "THROUGHPUT"
-    assert "float32" in result.details["INFERENCE_PRECISION_HINT"]
-    assert 8 % result.details["infer_requests"] == 0
+    assert result.details.extra["PERFORMANCE_HINT"] == "THROUGHPUT"
+    assert "float32" in result.details.extra["INFERENCE_PRECISION_HINT"]
+    assert 8 % result.details.extra["infer_requests"] == 0
 
 
 @pytest.mark.slow
@@ -72,8 +72,8 @@ def test_onnxruntime_records_providers_and_opset():
         Case("mlp", "onnxruntime", "default", device="cpu", batch_size=2, threads=1), FAST
     )
     assert result.ok, result.error
-    assert result.details["providers"] == ["CPUExecutionProvider"]
-    assert result.details["onnx_opset"] == 17
+    assert result.details.extra["providers"] == ["CPUExecutionProvider"]
+    assert result.details.extra["onnx_opset"] == 17
 
 
 @pytest.mark.slow

@@ -55,7 +55,7 @@ def test_every_workload_mode_and_compile_mode_runs(workload, mode, compile_mode)
     assert result.case.device == "cpu" and result.framework_version == torch.__version__
     assert result.latency_ms.n >= 3 and result.latency_ms.median > 0
     assert result.throughput > 0 and result.gflops > 0
-    assert result.details["threads"] == {"intra_op": 1, "inter_op": 1}
+    assert result.details.threads == {"intra_op": 1, "inter_op": 1}
     if workload == "add":
         assert result.gbps > 0
 
@@ -70,8 +70,8 @@ def test_every_compile_is_cold_so_two_identical_runs_agree_on_compile_time(monke
     for _ in range(2):
         result = run_case(case, FAST)
         assert result.ok, result.error
-        assert result.details["compile_cache"].startswith("cold")
-        counters = result.details["compile_counters"]
+        assert result.details.compile_cache.startswith("cold")
+        counters = result.details.extra["compile_counters"]
         assert counters["fxgraph_cache_miss"] >= 1 and counters["fxgraph_cache_hit"] == 0
         assert counters["graphs"] >= 1
 

@@ -56,7 +56,8 @@ def test_onnx_dynamic_batch_comes_from_batch_size_on_both_runtimes(tmp_path):
     model = onnx_file(tmp_path)
     code, results, text = dlbench_run(tmp_path, "--model", model)
     assert code == 0, text
-    assert [r["details"]["inputs"] for r in results] == [{"x": [1, 8]}] * 2  # default batch 1
+    inputs = [r["details"]["extra"]["inputs"] for r in results]
+    assert inputs == [{"x": [1, 8]}] * 2  # default batch 1
     code, results, text = dlbench_run(tmp_path, "--model", model, "-b", "4")
     assert code == 0, text
     assert [r["case"]["framework"] for r in results] == ["onnxruntime", "openvino"]
@@ -78,7 +79,8 @@ def test_tf_style_onnx_colon_names_and_an_int64_scalar_from_npz(tmp_path):
     )  # fmt: skip
     assert code == 0, text
     for result in results:
-        assert result["details"]["inputs"] == {"serving_default_input_2:0": [3, 12], "sr": []}
+        inputs = result["details"]["extra"]["inputs"]
+        assert inputs == {"serving_default_input_2:0": [3, 12], "sr": []}
         assert result["case"]["batch_size"] == 3
         assert result["case"]["input_data_digest"]
     # both outputs (float scores, int64 argmax) are compared; the argmax exactly
@@ -107,7 +109,7 @@ def test_an_onnx_file_from_tf2onnx_runs_on_both_onnx_frameworks_with_its_outputs
     assert code == 0, text
     assert [r["case"]["framework"] for r in results] == ["onnxruntime", "openvino"]
     assert all(r["case"]["batch_size"] == 5 for r in results)  # from the data's first dim
-    assert results[0]["details"]["inputs"] == {"input_2": [5, 12], "sr": []}
+    assert results[0]["details"]["extra"]["inputs"] == {"input_2": [5, 12], "sr": []}
     # both outputs, the int64 label exactly, checked against the first framework's
     assert "2 outputs compared" in results[1]["details"]["check"]["note"]
 
@@ -124,7 +126,7 @@ def test_torchscript_with_an_odd_extension_and_a_plain_int_argument(tmp_path):
     np.savez(data, x=rng.standard_normal((2, 16)).astype(np.float32), sr=np.array(16000))
     code, results, text = dlbench_run(tmp_path, "--model", model, "--input-data", str(data))
     assert code == 0, text
-    assert results[0]["details"]["model_kind"] == "torchscript"
+    assert results[0]["details"]["extra"]["model_kind"] == "torchscript"
     assert results[0]["case"]["batch_size"] == 2
     # the value reaches the model: a rate it rejects fails the case
     np.savez(data, x=rng.standard_normal((2, 16)).astype(np.float32), sr=np.array(44100))
@@ -139,8 +141,8 @@ def test_keras2_hdf5_file_runs_with_its_batch_filled_in(tmp_path):
     model = make_model("keras2-hdf5", tmp_path / "weights.best.hdf5")
     code, results, text = dlbench_run(tmp_path, "--model", model, "-b", "2")
     assert code == 0, text
-    assert results[0]["details"]["model_kind"] == "keras-h5"
-    assert results[0]["details"]["inputs"] == {"input_1": [2, 64, 64, 1]}
+    assert results[0]["details"]["extra"]["model_kind"] == "keras-h5"
+    assert results[0]["details"]["extra"]["inputs"] == {"input_1": [2, 64, 64, 1]}
 
 
 @pytest.mark.slow
@@ -149,8 +151,8 @@ def test_savedmodel_through_its_serving_signature_with_every_output(tmp_path):
     model = make_model("savedmodel", tmp_path / "exported")
     code, results, text = dlbench_run(tmp_path, "--model", model, "-b", "3")
     assert code == 0, text
-    assert results[0]["details"]["model_kind"] == "savedmodel"
-    assert results[0]["details"]["outputs"] == ["label", "logits"]
+    assert results[0]["details"]["extra"]["model_kind"] == "savedmodel"
+    assert results[0]["details"]["extra"]["outputs"] == ["label", "logits"]
 
 
 @pytest.mark.slow
@@ -162,8 +164,8 @@ def test_pt2_program_eager_compile_and_aoti_export(tmp_path):
     )
     assert code == 0, text
     assert [r["case"]["compile"] for r in results] == ["eager", "compile", "export"]
-    assert all(r["details"]["model_kind"] == "torch-export" for r in results)
-    export = results[2]["details"]["export"]
+    assert all(r["details"]["extra"]["model_kind"] == "torch-export" for r in results)
+    export = results[2]["details"]["extra"]["export"]
     assert export["method"] == "torch.export + AOTInductor" and export["export_s"] > 0
     assert results[2]["max_abs_diff"] < 1e-4  # the compiled package agrees with eager
 
@@ -203,7 +205,7 @@ def test_a_pickled_module_loads_only_with_trust(tmp_path):
     code, results, text = dlbench_run(tmp_path, "--model", str(path), "--input", "input:2x8",
                                       "--trust-model")  # fmt: skip
     assert code == 0, text
-    assert results[0]["details"]["model_kind"] == "torch-pickle"
+    assert results[0]["details"]["extra"]["model_kind"] == "torch-pickle"
 
 
 @pytest.mark.slow
@@ -222,7 +224,8 @@ risky.save(sys.argv[2])
     )
     status, results, text = dlbench_run(tmp_path, "--model", str(plain), "--input", "features:3x8")
     assert status == 0, text
-    assert results[0]["details"]["model_kind"] == "keras" and results[0]["case"]["batch_size"] == 3
+    assert results[0]["details"]["extra"]["model_kind"] == "keras"
+    assert results[0]["case"]["batch_size"] == 3
     status, results, _ = dlbench_run(tmp_path, "--model", str(risky), "--input", "features:3x8")
     assert status == 1 and "refused to load risky.keras" in results[0]["error"]
 

@@ -77,8 +77,8 @@ def test_gemm_rates_show_tf32_and_amp_in_effect_and_never_beat_the_gpu(tmp_path)
         "-p", "fp32", "-p", "tf32", "-p", "amp-bf16", "-p", "amp-fp16", *FAST,
     )  # fmt: skip
     by = {r["case"]["precision"]: ok(r) for r in run["results"]}
-    assert by["fp32"]["details"]["matmul_tf32"] is False
-    assert by["tf32"]["details"]["matmul_tf32"] is True
+    assert by["fp32"]["details"]["extra"]["matmul_tf32"] is False
+    assert by["tf32"]["details"]["extra"]["matmul_tf32"] is True
     # tensor cores: TF32 and bf16/fp16 run several times strict fp32's rate
     for fast in ("tf32", "amp-bf16", "amp-fp16"):
         assert by[fast]["gflops"] > 2 * by["fp32"]["gflops"], (fast, by[fast]["gflops"])
@@ -97,7 +97,7 @@ def test_gemm_rates_show_tf32_and_amp_in_effect_and_never_beat_the_gpu(tmp_path)
     assert by["amp-bf16"]["gflops"] < 1.15 * event_gflops, (by["amp-bf16"]["gflops"], event_gflops)
     for result in run["results"]:
         assert result["details"]["placement"]["kind"] == "cuda"
-        assert result["details"]["cuda_max_memory_allocated_mb"] > 0
+        assert result["details"]["extra"]["cuda_max_memory_allocated_mb"] > 0
 
 
 def test_autocast_runs_matmuls_in_the_low_precision_and_fp32_is_strict():
@@ -122,9 +122,10 @@ def test_amp_training_and_compile_run_on_the_gpu_with_telemetry(tmp_path):
     )  # fmt: skip
     for result in map(ok, run["results"]):
         details = result["details"]
-        assert details["grad_scaler"] is True and details["autocast_dtype"] == "float16"
+        extra = details["extra"]
+        assert extra["grad_scaler"] is True and extra["autocast_dtype"] == "float16"
         assert details["placement"]["kind"] == "cuda"
-        gpus = [g for p in details["timeline"] for g in p.get("gpu") or ()]
+        gpus = [g for p in details["timeline"]["points"] for g in p.get("gpu") or ()]
         assert gpus, "no NVML reading in the timeline"
         fields = set().union(*gpus)
         missing = [f for f in NVML_FIELDS if f not in fields]
@@ -143,8 +144,8 @@ def test_compiled_inference_on_the_gpu_passes_the_output_check(tmp_path):
     for result in by_mode.values():
         assert "tolerance" in result["details"]["check"], result["details"]["check"]
     # AOTInductor built the package for the GPU, and torch.compile compiled cold
-    assert by_mode["export"]["details"]["export"]["device"].startswith("cuda")
-    assert by_mode["compile"]["details"]["compile_counters"]["fxgraph_cache_hit"] == 0
+    assert by_mode["export"]["details"]["extra"]["export"]["device"].startswith("cuda")
+    assert by_mode["compile"]["details"]["extra"]["compile_counters"]["fxgraph_cache_hit"] == 0
 
 
 def test_ddp_with_one_process_uses_nccl_on_the_gpu(tmp_path):
@@ -164,7 +165,7 @@ def test_ddp_with_one_process_uses_nccl_on_the_gpu(tmp_path):
 def test_mnist_trains_on_the_gpu_with_per_epoch_times(tmp_path):
     run = run_json(tmp_path, "-w", "mnist-train", "-f", "torch", "-d", "cuda", "--epochs", "2")
     (result,) = map(ok, run["results"])
-    epochs = result["details"]["epochs"]
+    epochs = result["details"]["training"]["epochs"]
     assert len(epochs) == 2 and all(e["train_s"] > 0 for e in epochs)
     assert result["details"]["placement"]["kind"] == "cuda"
     assert result["details"]["energy"]["joules_per_sample"] > 0

@@ -18,6 +18,7 @@ from dlbench.backends.base import placement
 from dlbench.plan.build import RunRequest, build_plan
 from dlbench.report.table import flags
 from dlbench.results.ceilings import ceilings_from_results, efficiency, efficiency_in_run
+from dlbench.results.details import Details
 from dlbench.results.files import read_json
 from dlbench.results.records import Result
 from dlbench.worker.placement import placement_error
@@ -56,7 +57,7 @@ def test_ddp_with_gloo_on_two_processes_reports_scaling(tmp_path):
     # the cores are shared out: one thread per process on a 2-CPU machine, in both cases
     assert single["case"]["threads"] == double["case"]["threads"]
     # the parent sampled the whole process tree (torchrun and its ranks)
-    assert double["details"]["timeline"]
+    assert double["details"]["timeline"]["points"]
 
 
 @pytest.mark.parametrize(
@@ -89,20 +90,22 @@ def test_asking_for_a_gpu_that_is_not_there_fails_clearly(tmp_path):
     (result,) = run["results"]
     assert result["status"] == "failed"
     assert "cuda:1" in result["error"] and "--device cpu" in result["error"]
-    assert "no GPU" in result["details"].get("gpu_telemetry", "no GPU")
+    assert "no GPU" in result["details"].get("timeline", {}).get("gpu_telemetry", "no GPU")
 
 
 def test_placement_is_checked_against_what_each_framework_recorded():
-    torch_cpu = placement("torch tensors", "cpu", "cpu")
+    torch_cpu = Details(placement=placement("torch tensors", "cpu", "cpu"))
     assert placement_error("cpu", torch_cpu) is None
     assert "torch tensors ran on cpu" in (placement_error("cuda:0", torch_cpu) or "")
-    tf_cpu = placement("TensorFlow", "/job:localhost/replica:0/task:0/device:CPU:0", "cpu")
+    tf_cpu = Details(
+        placement=placement("TensorFlow", "/job:localhost/replica:0/task:0/device:CPU:0", "cpu")
+    )
     assert placement_error("cpu", tf_cpu) is None
     assert "TensorFlow ran on cpu" in (placement_error("cuda:0", tf_cpu) or "")
-    ort_gpu = placement("ONNX Runtime", "CUDAExecutionProvider", "cuda")
+    ort_gpu = Details(placement=placement("ONNX Runtime", "CUDAExecutionProvider", "cuda"))
     assert placement_error("cuda:0", ort_gpu) is None
     assert "ONNX Runtime ran on cuda" in (placement_error("cpu", ort_gpu) or "")
-    assert placement_error("cpu", {}) is None  # the null backend places nothing
+    assert placement_error("cpu", Details()) is None  # the null backend places nothing
 
 
 def result(workload: str, device: str = "cpu", **values: object) -> Result:
@@ -135,7 +138,7 @@ def test_efficiency_divides_by_the_matching_ceiling():
 
 
 def test_throttled_results_are_flagged_in_the_table():
-    hot = result("add", details={"throttle": "thermal"}, flags=["throttled:thermal"])
+    hot = result("add", details={"timeline": {"throttle": "thermal"}}, flags=["throttled:thermal"])
     assert flags(hot) == "throttled:thermal"
     assert flags(result("add")) == ""
 
@@ -153,7 +156,7 @@ def test_roofline_then_every_result_carries_its_efficiency(tmp_path):
     )
     assert run["env"]["ceilings"]["source_run"] == roof["id"]
     for each in run["results"]:
-        assert "efficiency" not in each["details"]  # computed when read, never stored
+        assert "stored_efficiency" not in each["details"]  # computed when read, never stored
         share = each["derived"]["efficiency"]
         assert share["ceilings_run"] == roof["id"]
         assert share["fraction"] > 0 and math.isfinite(share["fraction"])
@@ -200,8 +203,8 @@ def test_gpu_gemm_precisions_add_telemetry_and_memory(tmp_path):
     rates = {r["case"]["precision"]: r["gflops"] for r in run["results"] if r["status"] == "ok"}
     assert rates["amp-bf16"] > rates["fp32"]
     for each in run["results"]:
-        assert each["details"]["cuda_max_memory_allocated_mb"] > 0
-        points = each["details"]["timeline"]
+        assert each["details"]["extra"]["cuda_max_memory_allocated_mb"] > 0
+        points = each["details"]["timeline"]["points"]
         assert any(p.get("gpu") for p in points), "NVML telemetry missing on a GPU case"
 
 
@@ -284,7 +287,7 @@ def test_only_a_roofline_run_sets_ceilings_and_timed_copies_use_the_bus_ceiling(
     # 40 steps/s of a 1.2 GB copy is 48 GB/s of a 50 GB/s bus (the H100 showed
     # the kernel's bytes at 1.41x the bus ceiling)
     timed_copy.throughput = 40.0  # batch 1: 40 steps/s
-    timed_copy.details["transfer_bytes_per_step"] = 1.2e9
+    timed_copy.details.transfer_bytes_per_step = 1.2e9
     found = efficiency(timed_copy, stored)
     assert found["basis"].startswith("host-to-device bandwidth (bytes copied")
     assert found["fraction"] == pytest.approx(0.96)
@@ -309,7 +312,7 @@ def test_a_run_reads_its_efficiency_against_the_roofline_it_copied(tmp_path):
         run = run_plan("t", [make_case(workload="mlp")], Settings(), store, runner=runner)
         stored = store.load_run(run.id)
     (mlp,) = stored.results
-    assert "efficiency" not in mlp.details  # nothing written in after the worker
+    assert mlp.details.stored_efficiency is None  # nothing written in after the worker
     assert efficiency_in_run(mlp, stored)["fraction"] == pytest.approx(0.25)
     assert efficiency_in_run(roof.results[0], roof)["fraction"] == pytest.approx(1.0)
 

@@ -13,7 +13,9 @@ from factories import make_case, make_result, samples
 
 from dlbench.errors import RunInterrupted
 from dlbench.launch.session import Outputs, resume_run, run_plan
+from dlbench.measure.energy import EnergyUse
 from dlbench.measure.stats import summarize
+from dlbench.results.details import Details, Epoch, Training
 from dlbench.results.repeats import add_process, processes, slots_done
 from dlbench.results.store import Store
 from dlbench.spec.case import Settings
@@ -34,8 +36,8 @@ def test_the_headline_comes_from_the_processes_and_the_samples_are_pooled():
     for index, median in enumerate((1.0, 3.0, 2.0)):
         merged = add_process(merged, process(median, index))
     listed = processes(merged)
-    assert [round(p["median_ms"], 1) for p in listed] == [1.0, 3.0, 2.0]
-    headline = statistics.median(p["median_ms"] for p in listed)
+    assert [round(p.values["median_ms"], 1) for p in listed] == [1.0, 3.0, 2.0]
+    headline = statistics.median(p.values["median_ms"] for p in listed)
     assert merged.latency_ms.median == pytest.approx(headline)
     assert len(merged.samples_ms) == 150 and merged.latency_ms.n == 150
     assert merged.throughput == pytest.approx(500.0, rel=0.05)  # median of 1000, 333, 500
@@ -48,7 +50,7 @@ def test_the_spread_shown_is_between_the_processes_not_the_pooled_samples():
     merged = None
     for index, median in enumerate((1.0, 1.04, 1.08, 1.12), start=1):
         merged = add_process(merged, process(median, index))
-    between = merged.details["process_spread"]["median_ms_relative_iqr"]
+    between = merged.details.processes.spread.median_ms_relative_iqr
     assert iqr_percent(merged) == f"{100 * between:.1f}%"
     pooled = merged.latency_ms.iqr / merged.latency_ms.median
     assert abs(between - pooled) > 0.005  # the two differ here: the test can tell them apart
@@ -63,7 +65,7 @@ def test_a_disturbed_process_is_kept_but_left_out_and_its_repeat_runs_again():
     merged = add_process(merged, process(1.1, 3))
     assert slots_done(merged) == 2
     listed = processes(merged)
-    assert [p["used"] for p in listed] == [True, False, True]
+    assert [p.used for p in listed] == [True, False, True]
     assert merged.latency_ms.median < 1.2 and "interference" not in merged.flags
     # a repeat disturbed three times in a row is given up on, and counted done
     stubborn = add_process(None, process(1.0, 1, flags=("stalled",)))
@@ -80,8 +82,8 @@ def test_a_process_that_fails_after_others_measured_fails_the_case_and_keeps_the
     assert not merged.ok and merged.status == "failed"
     assert merged.error == "process 3 of the case: worker exited with signal 9"
     listed = processes(merged)
-    assert [p["status"] for p in listed] == ["ok", "ok", "failed"]
-    assert all(p["samples_ms"] for p in listed[:2])  # nothing measured is lost
+    assert [p.status for p in listed] == ["ok", "ok", "failed"]
+    assert all(p.samples_ms for p in listed[:2])  # nothing measured is lost
 
 
 def test_time_to_train_is_the_median_of_the_processes_and_compare_reads_each():
@@ -95,10 +97,10 @@ def test_time_to_train_is_the_median_of_the_processes_and_compare_reads_each():
             one,
             case=replace(one.case, mode="train"),
             samples_ms=[seconds * 1000.0 / 3] * 3,  # its samples are three epochs
-            details={"epochs": [{}, {}, {}], "time_to_train_s": seconds},
+            details=Details(training=Training(epochs=[Epoch()] * 3, time_to_train_s=seconds)),
         )
         merged = add_process(merged, trained)
-    assert merged.details["time_to_train_s"] == 20.0  # the median, not the last one's
+    assert merged.details.training.time_to_train_s == 20.0  # the median, not the last one's
     assert sorted(process_values(merged, METRICS["time_to_train"])) == [10.0, 20.0, 30.0]
     assert "low-n-p99" not in merged.flags  # a training result's samples are epochs
 
@@ -118,20 +120,18 @@ def test_each_metric_is_merged_by_the_rule_the_metrics_table_gives_it():
                 cpu_percent=cpu,
                 peak_rss_mb=100.0 + index,
                 flops_per_sample=2e6,
-                details={"energy": {"joules_per_sample": joules, "mean_power_w": 50.0}},
+                details=Details(energy=EnergyUse(joules_per_sample=joules, mean_power_w=50.0)),
             ),
         )
     assert METRICS["cpu"].merge is Merge.MEDIAN_OF_PROCESSES and merged.cpu_percent == 100
-    assert merged.details["energy"] == {"joules_per_sample": 0.2, "mean_power_w": 50.0}
+    assert merged.details.energy == EnergyUse(joules_per_sample=0.2, mean_power_w=50.0)
     assert METRICS["p99"].merge is Merge.POOLED
     assert merged.latency_ms.p99 == summarize([s / 1000 for s in merged.samples_ms]).p99
     assert merged.gflops == pytest.approx(merged.throughput * 2e6 / 1e9)  # FROM_THROUGHPUT
     assert METRICS["memory"].merge is Merge.NOT_MERGED and merged.peak_rss_mb == 102.0
     # a value one used process lacks is not a median of the others: the newest's stands
-    lacking = add_process(
-        merged, replace(process(5.0, 7), details={"energy": {"joules_per_sample": None}})
-    )
-    assert lacking.details["energy"] == {"joules_per_sample": None}
+    lacking = add_process(merged, replace(process(5.0, 7), details=Details(energy=EnergyUse())))
+    assert lacking.details.energy == EnergyUse()
     with pytest.raises(ValueError, match="process_key"):
         Metric("x", "X", "", "x", True, merge=Merge.MEDIAN_OF_PROCESSES)
 
@@ -161,7 +161,7 @@ def test_repeats_run_round_robin_and_a_disturbed_one_runs_again(tmp_path):
     assert runner.order == ["mlp", "gemm", "mlp", "gemm", "mlp", "gemm", "gemm"]
     mlp, gemm = stored.results
     assert len(processes(mlp)) == 3 and len(processes(gemm)) == 4
-    assert [p["used"] for p in processes(gemm)] == [False, True, True, True]
+    assert [p.used for p in processes(gemm)] == [False, True, True, True]
 
 
 def test_resume_continues_the_repeats_of_an_interrupted_run(tmp_path):
@@ -199,7 +199,7 @@ def test_a_real_a_a_pair_with_repeats_passes_the_gate(tmp_path):
         assert done.returncode == 0, done.stderr
         outs.append(out)
     (result,) = json.loads(outs[0].read_text())["results"]
-    assert len(result["details"]["processes"]) >= 4
+    assert len(result["details"]["processes"]["summaries"]) >= 4
     # 20%: a gate the false +31% and +49% "regressions" would have failed, with
     # room for the drift of two runs made one after the other on a shared machine
     gate = dlbench("compare", str(outs[0]), str(outs[1]), "--fail-on-regression", "20")

@@ -11,7 +11,13 @@ from conftest import dlbench
 from factories import make_result, make_run
 
 from dlbench.measure import energy
-from dlbench.measure.energy import EnergyMeter, EnergyReading, RaplCounter, rapl_package_zones
+from dlbench.measure.energy import (
+    EnergyMeter,
+    EnergyReading,
+    EnergyUse,
+    RaplCounter,
+    rapl_package_zones,
+)
 from dlbench.report.table import no_energy
 from dlbench.results.metrics import METRICS, read
 
@@ -48,12 +54,12 @@ def test_a_meter_reports_joules_per_sample_or_why_not(monkeypatch):
     meter = EnergyMeter("test counter", lambda: next(joules), None)
     meter.start()
     details = meter.stop().to_details(samples=25)
-    assert details["joules"] == 50.0 and details["seconds"] == 2.0
-    assert details["mean_power_w"] == 25.0 and details["joules_per_sample"] == 2.0
+    assert details.joules == 50.0 and details.seconds == 2.0
+    assert details.mean_power_w == 25.0 and details.joules_per_sample == 2.0
 
     unmetered = EnergyMeter(None, None, "no counter here")
     unmetered.start()
-    assert unmetered.stop().to_details(10) == {"unmeasurable": "no counter here"}
+    assert unmetered.stop().to_details(10) == EnergyUse(unmeasurable="no counter here")
 
 
 def test_a_region_too_short_or_a_stuck_counter_is_unmeasurable_not_zero(monkeypatch):
@@ -65,7 +71,7 @@ def test_a_region_too_short_or_a_stuck_counter_is_unmeasurable_not_zero(monkeypa
     stuck = EnergyMeter("c", lambda: 1.0, None)
     stuck.start()
     assert "did not advance" in stuck.stop().unmeasurable
-    assert EnergyReading(unmeasurable="x").to_details(3) == {"unmeasurable": "x"}
+    assert EnergyReading(unmeasurable="x").to_details(3) == EnergyUse(unmeasurable="x")
 
 
 def test_energy_is_a_metric_and_missing_energy_is_listed_with_its_reason():

@@ -22,6 +22,7 @@ from dlbench.measure.gpu_telemetry import (
 )
 from dlbench.measure.timeline import TimelineSampler
 from dlbench.report.timeline_plot import write_timeline_png, write_timeline_pngs
+from dlbench.results.details import Details
 from dlbench.results.records import Result
 from dlbench.spec.case import Settings
 
@@ -347,12 +348,14 @@ def timeline_result(with_gpu: bool) -> Result:
         points.append(point)
     origin = 1_700_000_000.0
     details = {
-        "timeline": points,
-        "timeline_origin_epoch_s": origin,
+        "timeline": {"points": points, "origin_epoch_s": origin},
         "measured_wall": [origin + 3.0, origin + 12.0],
-        "epochs": [
-            {"start_epoch_s": origin + 3 * e, "end_epoch_s": origin + 3 * e + 3} for e in (1, 2, 3)
-        ],
+        "training": {
+            "epochs": [
+                {"start_epoch_s": origin + 3 * e, "end_epoch_s": origin + 3 * e + 3}
+                for e in (1, 2, 3)
+            ]
+        },
     }
     return make_result(
         workload="mnist-cnn",
@@ -376,7 +379,7 @@ def test_timeline_png_is_written(tmp_path, with_gpu):
 
 def test_timeline_png_without_a_timeline_says_so(tmp_path):
     result = timeline_result(False)
-    result.details = {"threads": 1}
+    result.details = Details(threads={"intra_op": 1})
     with pytest.raises(ValueError, match="has no resource timeline"):
         write_timeline_png(result, tmp_path / "t.png")
     assert not (tmp_path / "t.png").exists()
@@ -384,7 +387,7 @@ def test_timeline_png_without_a_timeline_says_so(tmp_path):
 
 def test_timeline_pngs_for_a_run(tmp_path):
     bare = timeline_result(False)
-    bare.details = {}
+    bare.details = Details()
     run = make_run([timeline_result(False), bare, timeline_result(False)], id="20240101-000000")
     paths = write_timeline_pngs([run], tmp_path)
     assert len(paths) == 2 and len(set(paths)) == 2
@@ -395,14 +398,14 @@ def test_timeline_pngs_for_a_run(tmp_path):
 def test_a_case_gets_a_timeline_from_the_runner():
     result = run_case(null_case(sleep_ms="5"), FAST)
     assert result.ok, result.error
-    timeline = result.details["timeline"]
+    timeline = result.details.timeline.points
     assert timeline and all({"t", "cpu_percent", "cpu_cores"} <= set(p) for p in timeline)
     # the last point is taken at the worker's exit, when it may have no memory left to read
     assert all("rss_mb" in p for p in timeline[:-1])
-    assert result.details["timeline_summary"]["samples"] >= 1
-    assert result.details["timeline_origin_epoch_s"] <= time.time()
-    assert "gpu_telemetry" not in result.details  # a CPU case does not look for a GPU
-    assert "throttle" not in result.details
+    assert result.details.timeline.summary["samples"] >= 1
+    assert result.details.timeline.origin_epoch_s <= time.time()
+    assert result.details.timeline.gpu_telemetry is None  # a CPU case does not look for a GPU
+    assert result.details.timeline.throttle is None
 
 
 @pytest.mark.slow
@@ -410,10 +413,10 @@ def test_a_longer_case_summarises_its_measured_region():
     settings = Settings(min_time_s=1.5, min_iters=3, warmup_iters=0, timeout_s=60)
     result = run_case(null_case(sleep_ms="20"), settings)
     assert result.ok, result.error
-    timeline = result.details["timeline"]
+    timeline = result.details.timeline.points
     assert len(timeline) >= 3
-    summary = result.details["timeline_summary"]
-    if "measured_wall" in result.details:
+    summary = result.details.timeline.summary
+    if result.details.measured_wall is not None:
         assert summary["window"] == "measured"
     assert summary["cpu_percent_mean"] < 50  # the step sleeps
     assert summary["rss_mb_max"] > 10
@@ -425,7 +428,7 @@ def test_a_timed_out_case_keeps_its_timeline():
     result = run_case(null_case(fault="hang"), settings)
     assert result.error.startswith("timed out after 1 s")
     assert time.monotonic() - start < 10
-    assert len(result.details["timeline"]) >= 1
+    assert len(result.details.timeline.points) >= 1
 
 
 def test_gpu_cases_say_why_they_have_no_gpu_telemetry(monkeypatch):
@@ -435,5 +438,5 @@ def test_gpu_cases_say_why_they_have_no_gpu_telemetry(monkeypatch):
     case = null_case(fault="raise")
     case = type(case)(**{**case.__dict__, "device": "cuda:0"})
     result = run_case(case, FAST)
-    assert result.details["gpu_telemetry"] == "no GPU: test says so"
-    assert isinstance(result.details["timeline"], list)
+    assert result.details.timeline.gpu_telemetry == "no GPU: test says so"
+    assert isinstance(result.details.timeline.points, list)

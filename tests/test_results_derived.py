@@ -32,7 +32,7 @@ def test_efficiency_is_read_from_the_runs_ceilings_and_written_only_beside_it(tm
     assert rate_column(result, run) == "25.0 GFLOP/s (25%)"
     write_json(run, tmp_path / "run.json")
     (written,) = json.loads((tmp_path / "run.json").read_text())["results"]
-    assert "efficiency" not in written["details"]
+    assert "stored_efficiency" not in written["details"]
     assert written["derived"]["efficiency"]["fraction"] == pytest.approx(0.25)
     assert read_json(tmp_path / "run.json") == run  # `derived` is not read back
     write_csv(run, tmp_path / "run.csv")
@@ -44,7 +44,7 @@ def test_a_result_written_with_its_efficiency_shows_the_value_its_run_showed():
     # e.g. a --repeat result kept its last process's, or a roofline result the
     # fraction of the ceilings measured so far: recomputing would change old numbers
     stored = {"fraction": 0.42, "ceiling": 100.0, "unit": "GFLOP/s", "basis": "gemm fp32"}
-    run = make_run([mlp(details={"efficiency": stored})], env={"ceilings": CEILINGS})
+    run = make_run([mlp(details={"stored_efficiency": stored})], env={"ceilings": CEILINGS})
     (result,) = run.results
     assert efficiency_in_run(result, run) == stored
     assert rate_column(result, run) == "25.0 GFLOP/s (42%)"
@@ -70,13 +70,14 @@ def test_scaling_is_read_from_the_same_case_in_one_process_of_the_run():
     # the run's results as they stand: a --repeat merge that moves the baseline moves it
     single.throughput = 30.0
     assert read(METRICS["scaling"], double, run) == pytest.approx(1.0)
-    assert "scaling_efficiency" not in double.details["ddp"]
+    assert double.details.ddp.stored_scaling is None
     alone = make_run([double])
     assert scaling_in_run(double, alone) == {"scaling_note": NO_BASELINE}
 
 
 def test_a_ddp_result_written_with_its_scaling_keeps_it(tmp_path):
-    kept = {"world_size": 2, "baseline_throughput": 50.0, "scaling_efficiency": 0.6}
+    stored = {"baseline_throughput": 50.0, "scaling_efficiency": 0.6}
+    kept = {"world_size": 2, "stored_scaling": stored}
     run, _, double = ddp_pair(ddp=kept)
     assert scaling_in_run(double, run) == {"scaling_efficiency": 0.6, "baseline_throughput": 50.0}
     write_json(run, tmp_path / "run.json")

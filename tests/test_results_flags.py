@@ -27,11 +27,11 @@ def point(t: float, worker: float, system: float, gpu_util: float | None = None)
 
 
 def with_timeline(points: list[dict], window=(1.0, 5.0), **values) -> object:
+    given = values.pop("details", {})
     details = {
-        "timeline": points,
-        "timeline_origin_epoch_s": 1000.0,
+        "timeline": {"points": points, "origin_epoch_s": 1000.0, **given.pop("timeline", {})},
         "measured_wall": [1000.0 + window[0], 1000.0 + window[1]],
-        **values.pop("details", {}),
+        **given,
     }
     samples = values.pop("samples", [1.0] * 1000)
     values.setdefault("threads", 1)
@@ -91,10 +91,10 @@ def test_p99_from_too_few_samples_and_throttles_are_flagged():
     few = with_timeline([], samples=[1.0] * (MIN_P99_QUERIES - 1))
     assert "low-n-p99" in result_flags(few, CPUS)
     spread = [1.0, 2.0] * 500  # IQR over median 2/3: noisy
-    hot = with_timeline([], details={"throttle": "thermal, power"}, samples=spread)
+    hot = with_timeline([], details={"timeline": {"throttle": "thermal, power"}}, samples=spread)
     assert result_flags(hot, CPUS) == ["noisy", "throttled:thermal", "throttled:power"]
     # time-to-train results have a handful of epochs, and no p99 to judge
-    epochs = with_timeline([], samples=[5.0, 4.0], details={"epochs": [{}, {}]})
+    epochs = with_timeline([], samples=[5.0, 4.0], details={"training": {"epochs": [{}, {}]}})
     assert "low-n-p99" not in result_flags(epochs, CPUS)
 
 
@@ -121,7 +121,7 @@ def test_a_planted_cpu_hog_is_flagged_interference_and_shown(tmp_path):
             hog.join()
     assert done.returncode == 0, done.stderr
     (result,) = json.loads(out.read_text())["results"]
-    assert "interference" in result["flags"], result["details"].get("timeline_summary")
+    assert "interference" in result["flags"], result["details"]["timeline"].get("summary")
     assert "interference" in done.stdout
     assert "interference" in (tmp_path / "run.csv").read_text()
 
@@ -173,7 +173,8 @@ def test_noisy_is_decided_here_and_kept_only_among_the_flags():
     spread.flags = result_flags(spread, CPUS)
     assert spread.noisy and spread.to_dict()["noisy"] is True  # read from the flags
     # a time-to-train result's samples are its epochs, the first holding compilation
-    epochs = with_timeline([], samples=[9.0, 2.0, 2.0], details={"epochs": [{}, {}, {}]})
+    training = {"training": {"epochs": [{}, {}, {}]}}
+    epochs = with_timeline([], samples=[9.0, 2.0, 2.0], details=training)
     assert "noisy" not in result_flags(epochs, CPUS)
 
 
@@ -181,12 +182,13 @@ def test_a_result_written_before_flags_reads_its_noisy_field_and_throttle_as_fla
     from dlbench.report.table import flags
     from dlbench.results.records import Result
 
-    old = make_result(details={"throttle": "thermal"}).to_dict()
+    old = make_result(details={"timeline": {"throttle": "thermal"}}).to_dict()
     del old["flags"]
     old["noisy"] = True
     loaded = Result.from_dict(old)
     assert loaded.flags == ["noisy", "throttled:thermal"] and loaded.noisy
     assert flags(loaded) == "noisy, throttled:thermal"
     # with flags recorded, the flags are the whole story: the table adds nothing
-    shown = make_result(flags=["interference", "low-n-p99"], details={"throttle": "power"})
+    hot = {"timeline": {"throttle": "power"}}
+    shown = make_result(flags=["interference", "low-n-p99"], details=hot)
     assert flags(shown) == "interference, low-n-p99" and not shown.noisy

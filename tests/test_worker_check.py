@@ -35,7 +35,7 @@ def correct_output() -> np.ndarray:
 def test_a_correct_output_passes_with_its_difference_recorded():
     result = run_check(correct_output())
     assert result.ok and result.max_abs_diff == 0.0
-    assert result.details["check"]["note"] == "numpy spot check"
+    assert result.details.check.note == "numpy spot check"
 
 
 def test_a_skipped_computation_fails_the_case():

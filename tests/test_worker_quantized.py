@@ -15,6 +15,7 @@ from dlbench.launch.runner import run_case
 from dlbench.measure.cpu_features import int8_dot_units
 from dlbench.plan.validate import validate_case
 from dlbench.results.flags import result_flags
+from dlbench.results.record_dict import to_dict
 from dlbench.spec.case import Case
 from dlbench.worker.quantized_check import AGREEMENT_FLOOR, measure, output_kind
 
@@ -33,11 +34,11 @@ def quantized_case(framework: str, workload: str, precision: str, compile_mode: 
 
 def checked(result) -> dict:
     assert result.ok, (result.error, result.error_detail)
-    check = result.details["check"]
+    check = to_dict(result.details.check)  # as the run file holds it
     assert check["note"] == "int8 against fp32" and check["agreement"] >= AGREEMENT_FLOOR
     assert result.max_abs_diff == check["max_abs_diff"] > 0  # int8 is not fp32
-    assert result.details["int8_dot_units"] == int8_dot_units()
-    return result.details["quantization"]
+    assert result.details.int8_dot_units == int8_dot_units()
+    return to_dict(result.details.quantization)
 
 
 @pytest.mark.slow
@@ -64,24 +65,24 @@ def test_int8_runs_quantized_and_is_held_to_fp32_by_agreement(
     assert method in quantization["method"]
     assert quantization["seconds"] >= 0
     kind = "top-1 agreement" if workload == "mnist-cnn" else "thresholded output"
-    assert kind in result.details["check"]["measure"]
+    assert kind in result.details.check.measure
     if workload == "mnist-cnn":  # a classifier: the field name
-        assert result.details["check"]["top1_agreement"] == result.details["check"]["agreement"]
-    assert result.details["check"]["samples"] >= 256
+        assert result.details.check.top1_agreement == result.details.check.agreement
+    assert result.details.check.samples >= 256
     if precision == "int8":
         assert quantization["calibration"]["samples"] >= 64
     if (framework, precision) == ("torch", "int8"):
         assert quantization["input_check_removed"]  # no per-call check a hand loop lacks
     if "folder" in quantization:  # built in a process of its own, then found in the cache
         again = run_case(quantized_case(framework, workload, precision, compile_mode), FAST)
-        assert again.ok and again.details["quantization"]["cached"] is True
-        assert again.details["quantization"]["seconds"] == quantization["seconds"]
+        assert again.ok and again.details.quantization.cached is True
+        assert again.details.quantization.seconds == quantization["seconds"]
         # a fresh build's process is kept out of the worker's load+compile time
-        assert again.details["quantization"]["build_wall_s"] == 0.0
+        assert again.details.quantization.build_wall_s == 0.0
         if not quantization["cached"]:
             assert quantization["build_wall_s"] >= quantization["seconds"]
     # the quantizer ran in a process of its own: the worker holds its framework alone
-    assert result.details["frameworks_in_process"] == [framework]
+    assert result.details.frameworks_in_process == [framework]
 
 
 @pytest.mark.slow

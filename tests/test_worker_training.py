@@ -14,6 +14,7 @@ from factories import make_result, make_run
 from dlbench.data.mnist import synthetic_mnist, write_idx
 from dlbench.launch.runner import run_case
 from dlbench.plan.build import RunRequest, build_plan
+from dlbench.results.record_dict import to_dict
 from dlbench.spec.case import Case, Settings
 from dlbench.worker.epochs import training_error
 from dlbench.workloads.mnist_train import epoch_permutation, usable_train_samples
@@ -44,23 +45,23 @@ def test_mnist_trains_in_torch_and_tensorflow_with_decreasing_loss(tmp_path):
     assert set(results) == {"torch[eager]", "tensorflow[fit]", "tensorflow[function]"}
     for name, result in results.items():
         assert result["status"] == "ok", (name, result["error"])
-        epochs = result["details"]["epochs"]
+        epochs = result["details"]["training"]["epochs"]
         assert [e["epoch"] for e in epochs] == [1, 2]
         assert epochs[1]["loss"] < epochs[0]["loss"], name
         assert epochs[-1]["accuracy"] > 0.5, name  # chance is 0.1
-        assert result["details"]["data"]["synthetic"] is True
-        assert result["details"]["data"]["train_samples_used"] == 3840
+        assert result["details"]["training"]["data"]["synthetic"] is True
+        assert result["details"]["training"]["data"]["train_samples_used"] == 3840
         total = sum(e["train_s"] for e in epochs)
-        assert result["details"]["time_to_train_s"] == pytest.approx(total)
+        assert result["details"]["training"]["time_to_train_s"] == pytest.approx(total)
         assert result["throughput"] == pytest.approx(2 * 3840 / total)
         # evaluation is timed apart from training
         assert all(e["eval_s"] > 0 for e in epochs)
-        assert result["details"]["wall_to_train_s"] > total
+        assert result["details"]["training"]["wall_to_train_s"] > total
         steady = 3840 / epochs[1]["train_s"]  # epoch 2 alone: no compilation in it
-        assert result["details"]["steady_samples_per_s"] == pytest.approx(steady)
+        assert result["details"]["training"]["steady_samples_per_s"] == pytest.approx(steady)
         # the parent's resource timeline covers the training
-        assert result["details"]["timeline"]
-        assert result["details"]["timeline_summary"]["window"] == "measured"
+        assert result["details"]["timeline"]["points"]
+        assert result["details"]["timeline"]["summary"]["window"] == "measured"
 
 
 @pytest.mark.slow
@@ -113,7 +114,7 @@ def test_torch_compile_trains_mnist_and_reports_the_first_step_apart(tmp_path):
     (result,) = run["results"]
     assert result["status"] == "ok", result["error"]
     assert result["first_call_ms"] > 0
-    assert result["details"]["epochs"][0]["accuracy"] > 0.3
+    assert result["details"]["training"]["epochs"][0]["accuracy"] > 0.3
 
 
 def write_mnist_dir(folder: Path, gz: bool) -> None:
@@ -142,7 +143,7 @@ def test_idx_files_from_data_dir_are_used_and_progress_is_reported(tmp_path):
     notes: list[str] = []
     result = run_case(case, Settings(timeout_s=300), notes.append)
     assert result.ok, result.error
-    data = result.details["data"]
+    data = to_dict(result.details.training.data)
     assert data["synthetic"] is False and "mnist" in data["source"]
     # 700 samples hold 10 whole batches of 64; the ragged rest is left out everywhere
     assert data["train_samples_used"] == 640 and data["test_samples"] == 200
@@ -170,9 +171,9 @@ def test_target_accuracy_stops_early_or_fails_clearly(tmp_path):
     (result,) = reached["results"]
     assert result["status"] == "ok", result["error"]
     assert result["case"]["params"]["epochs"] == 14  # the cap a target implies
-    assert len(result["details"]["epochs"]) < 14  # stopped at the target
-    assert result["details"]["time_to_target_s"] == pytest.approx(
-        result["details"]["time_to_train_s"]
+    assert len(result["details"]["training"]["epochs"]) < 14  # stopped at the target
+    assert result["details"]["training"]["time_to_target_s"] == pytest.approx(
+        result["details"]["training"]["time_to_train_s"]
     )
     missed = run_json(
         tmp_path,
@@ -183,7 +184,7 @@ def test_target_accuracy_stops_early_or_fails_clearly(tmp_path):
     (result,) = missed["results"]
     assert result["status"] == "failed"
     assert "did not reach target accuracy 1" in result["error"]
-    assert result["details"]["epochs"]  # the epochs that ran are kept
+    assert result["details"]["training"]["epochs"]  # the epochs that ran are kept
 
 
 def test_training_guard_catches_non_finite_loss_and_no_learning():
@@ -213,7 +214,7 @@ def test_loss_check_fails_a_case_whose_training_diverged():
 
     result = make_result(mode="train", batch_size=8, threads=1)
     _apply_loss_check(result, Prepared(step=lambda: None, device="cpu", fetch_loss=lambda: 0.7))
-    assert result.ok and result.details["final_loss"] == 0.7
+    assert result.ok and result.details.final_loss == 0.7
     _apply_loss_check(
         result, Prepared(step=lambda: None, device="cpu", fetch_loss=lambda: math.nan)
     )
@@ -237,8 +238,8 @@ def test_precisions_on_cpu_run_where_the_hardware_has_them_and_skip_otherwise(tm
     )
     results = {r["case"]["precision"]: r for r in run["results"]}
     assert results["fp32"]["status"] == "ok"
-    assert results["fp32"]["details"]["float32_matmul_precision"] == "highest"
-    assert results["fp32"]["details"]["cudnn_tf32"] is False  # torch's default is True
+    assert results["fp32"]["details"]["extra"]["float32_matmul_precision"] == "highest"
+    assert results["fp32"]["details"]["extra"]["cudnn_tf32"] is False  # torch's default is True
     assert math.isfinite(results["fp32"]["details"]["final_loss"])
     assert results["tf32"]["status"] == "skipped"
     assert "CPUs have no TF32" in results["tf32"]["error"]
@@ -246,7 +247,7 @@ def test_precisions_on_cpu_run_where_the_hardware_has_them_and_skip_otherwise(tm
         result = results[precision]
         if cpu_supports(kind):
             assert result["status"] == "ok", result["error"]
-            assert result["details"]["autocast_dtype"] in ("bfloat16", "float16")
+            assert result["details"]["extra"]["autocast_dtype"] in ("bfloat16", "float16")
         else:
             assert result["status"] == "skipped"
             assert "emulated" in result["error"]
@@ -326,8 +327,9 @@ def test_per_epoch_table_and_study_tables_from_stored_results():
         return make_result(
             workload="mnist-train", framework=framework, compile=compile_mode, mode="train",
             device=device, batch_size=64, throughput=640 / seconds,
-            details={"epochs": epochs, "time_to_train_s": 2 * seconds, "final_accuracy": 0.9,
-                     "data": {"synthetic": True, "train_samples_used": 640}},
+            details={"training": {
+                "epochs": epochs, "time_to_train_s": 2 * seconds, "final_accuracy": 0.9,
+                "data": {"synthetic": True, "train_samples_used": 640}}},
         )  # fmt: skip
 
     run = make_run(suite="mnist")

@@ -16,6 +16,8 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from dlbench.errors import CaseError, ReferenceUnavailable, cause_summary
+from dlbench.results.details import Details, Placement, Quantization
+from dlbench.results.record_dict import from_dict
 from dlbench.spec.case import Case
 from dlbench.workloads.base import Workload
 
@@ -43,7 +45,10 @@ class Prepared:
     # Entered around warm-up and measurement (e.g. torch.inference_mode), once,
     # so no per-iteration cost is added by the harness.
     context: Callable[[], AbstractContextManager[object]] = nullcontext
-    details: dict[str, Any] = field(default_factory=dict)
+    # The result's details as the backend knows them: where the work landed, an int8
+    # model's quantizer, and the framework's own settings (`extra`); the worker adds
+    # what it measured.
+    details: Details = field(default_factory=Details)
     # Runs one more step, after measurement, and returns its output as a NumPy
     # array for the check against the reference; None where there is nothing
     # to check (training steps, the null backend).
@@ -54,7 +59,7 @@ class Prepared:
     # Training: runs one more step after measurement and returns its loss as a
     # float, so a diverged (NaN) training run fails instead of reporting speed.
     fetch_loss: Callable[[], float] | None = None
-    # Read right after measurement (GPU memory peaks); merged into the details.
+    # Read right after measurement (GPU memory peaks); merged into the details' extra.
     after_measure: Callable[[], dict[str, Any]] | None = None
     # A step over the same model with request state of its own, for each query a
     # server (LoadGen's server scenario) serves at once; None: `step` may run in
@@ -73,7 +78,7 @@ class EpochTrainer(ABC):
     the host, so the worker's clock around them measures finished work.
     """
 
-    details: dict[str, Any]
+    details: Details
 
     @abstractmethod
     def train_epoch(self, epoch: int) -> float:
@@ -123,7 +128,7 @@ def exported_onnx(job: Job) -> tuple[Any, dict[str, Any]]:
         raise CaseError(str(exc)) from None
 
 
-def quantized(job: Job) -> tuple[Any, dict[str, Any]]:
+def quantized(job: Job) -> tuple[Any, Quantization]:
     """The case's int8 model file and what its quantizer did (reference.quantized
     builds it in a process of its own, once, and caches it)."""
     from dataclasses import replace
@@ -131,11 +136,13 @@ def quantized(job: Job) -> tuple[Any, dict[str, Any]]:
     from dlbench.reference.quantized import quantized_model
 
     if job.case.model is not None:  # a user's model: its inputs decide their own batch
-        return quantized_model(job.case, job.seed)
-    resolved = replace(
-        job.case, batch_size=job.batch_size, params=tuple(sorted(job.params.items()))
-    )
-    return quantized_model(resolved, job.seed)
+        path, meta = quantized_model(job.case, job.seed)
+    else:
+        resolved = replace(
+            job.case, batch_size=job.batch_size, params=tuple(sorted(job.params.items()))
+        )
+        path, meta = quantized_model(resolved, job.seed)
+    return path, from_dict(Quantization, meta)
 
 
 REFUSED = ("refused to load {name}: {why}, which can run code from the file; "
@@ -151,18 +158,15 @@ def load_failure(what: str, exc: BaseException) -> CaseError:
     return CaseError(f"{what}: {cause_summary(exc, limit=400)}", detail=str(exc))
 
 
-PLACEMENT_KEY = "placement"
-
-
-def placement(reported_by: str, reported: str, kind: str) -> dict[str, dict[str, str]]:
-    """The details entry saying where the framework really put the work.
+def placement(reported_by: str, reported: str, kind: str) -> Placement:
+    """Where the framework really put the work (the details' `placement`).
 
     Each backend reads its own framework's answer (a tensor's device, a
     placement string, the session's providers) and says whether that is a
     device kind ("cpu", "cuda", "mps"); the worker's placement check reads
-    this entry and nothing else.
+    this record and nothing else.
     """
-    return {PLACEMENT_KEY: {"by": reported_by, "reported": reported, "kind": kind}}
+    return Placement(by=reported_by, reported=reported, kind=kind)
 
 
 def input_shapes(arrays: dict[str, Any]) -> dict[str, list[int]]:

@@ -20,7 +20,6 @@ from dlbench.launch import session
 from dlbench.report.compare import RunComparison
 from dlbench.report.leaderboard import Pivot
 from dlbench.report.table import escape_markup, flags, fmt, rate_column, run_table
-from dlbench.results.metrics import loadgen_details
 from dlbench.results.records import STATUS_SKIPPED, Result, Run
 from dlbench.results.repeats import processes
 from dlbench.spec.case import Case
@@ -96,17 +95,17 @@ def case_line(result: Result, run: Run) -> str:
 
 def _served(result: Result) -> str:
     """LoadGen's own verdict and percentiles, for a case it drove."""
-    loadgen = loadgen_details(result)
-    if not loadgen:
+    loadgen = result.details.loadgen
+    if loadgen is None:
         return ""
-    latency = loadgen.get("latency_ms") or {}
+    latency = loadgen.latency_ms
     peak = ""
-    if "tries" in loadgen:
-        found = loadgen.get("peak_qps")
+    if loadgen.tries is not None:  # --find-peak
+        found = loadgen.peak_qps
         peak = f"peak {fmt(found)} QPS, " if found is not None else "no peak within the bound, "
     return (
         f"; LoadGen: {peak}p50 {fmt(latency.get('50'))} ms, p99 {fmt(latency.get('99'))} ms, "
-        f"{escape_markup(str(loadgen.get('verdict')))}"
+        f"{escape_markup(str(loadgen.verdict))}"
     )
 
 

@@ -29,6 +29,7 @@ from typing import Any
 from dlbench.launch.torchrun import TorchrunProcess
 from dlbench.measure.gpu_telemetry import GpuTelemetry, device_indices
 from dlbench.measure.timeline import TimelineSampler
+from dlbench.results.details import Timeline
 from dlbench.results.flags import result_flags
 from dlbench.results.records import STATUS_FAILED, Result, base_result, now_iso
 from dlbench.spec.case import Case, Settings, available_cpus
@@ -253,22 +254,20 @@ def _wait_for_exit(process: WorkerProcess, timeout: float) -> bool:
 
 def _attach_timeline(result: Result, sampler: TimelineSampler | None, gpu_note: str | None) -> None:
     """Store the timeline, its summary over the measured region, and any GPU verdict."""
-    if sampler is None or not isinstance(result.details, dict):
+    if sampler is None:
         return
-    details = result.details
     if result.case.device == "cpu":
         # An "auto" case that landed on the CPU: the idle GPU's readings would mislead.
         sampler.forget_gpu()
         gpu_note = None
-    summary = sampler.summary(_measured_window(details.get("measured_wall")))
-    details["timeline"] = sampler.points
-    details["timeline_origin_epoch_s"] = round(sampler.origin_epoch_s, 3)
-    details["timeline_summary"] = summary
-    if "throttle" in summary:
-        # A throttle note the worker wrote itself is more specific: keep it.
-        details.setdefault("throttle", summary["throttle"])
-    if gpu_note is not None:
-        details["gpu_telemetry"] = gpu_note
+    summary = sampler.summary(_measured_window(result.details.measured_wall))
+    result.details.timeline = Timeline(
+        points=sampler.points,
+        origin_epoch_s=round(sampler.origin_epoch_s, 3),
+        summary=summary,
+        throttle=summary.get("throttle"),
+        gpu_telemetry=gpu_note,
+    )
 
 
 def _measured_window(value: object) -> tuple[float, float] | None:

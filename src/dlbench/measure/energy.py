@@ -18,7 +18,6 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 POWERCAP = Path("/sys/class/powercap")
 # NVML refreshes its energy counter every few tens of milliseconds: a shorter
@@ -35,17 +34,31 @@ class EnergyReading:
     seconds: float | None = None
     unmeasurable: str | None = None
 
-    def to_details(self, samples: float) -> dict[str, Any]:
+    def to_details(self, samples: float) -> EnergyUse:
         """The Result's `energy` entry: per sample and mean power, or the reason."""
         if self.unmeasurable is not None or self.joules is None or not self.seconds:
-            return {"unmeasurable": self.unmeasurable or "no reading"}
-        return {
-            "source": self.source,
-            "joules": round(self.joules, 6),
-            "seconds": round(self.seconds, 6),
-            "mean_power_w": round(self.joules / self.seconds, 3),
-            "joules_per_sample": self.joules / samples if samples else None,
-        }
+            return EnergyUse(unmeasurable=self.unmeasurable or "no reading")
+        return EnergyUse(
+            source=self.source,
+            joules=round(self.joules, 6),
+            seconds=round(self.seconds, 6),
+            mean_power_w=round(self.joules / self.seconds, 3),
+            joules_per_sample=self.joules / samples if samples else None,
+        )
+
+
+@dataclass(frozen=True)
+class EnergyUse:
+    """What a result keeps of its energy reading (details.energy): the joules over the
+    measured region, per sample and as mean power, or why there are none. Stored as
+    it is, so a new energy figure is one field here."""
+
+    source: str | None = None
+    joules: float | None = None
+    seconds: float | None = None
+    mean_power_w: float | None = None
+    joules_per_sample: float | None = None
+    unmeasurable: str | None = None
 
 
 Counter = Callable[[], float]  # cumulative joules

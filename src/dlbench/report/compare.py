@@ -78,8 +78,8 @@ class CaseComparison:
 def process_values(result: Result, chosen: Metric) -> list[float]:
     """One value of the metric per process that made the result's headline."""
     if chosen.process_key is not None:
-        listed = [p for p in processes(result) if p.get("used")]
-        values = [p.get(chosen.process_key) for p in listed]
+        listed = [p for p in processes(result) if p.used]
+        values = [p.values.get(chosen.process_key) for p in listed]
         if listed and all(isinstance(v, int | float) for v in values):
             return [float(v) for v in values]  # type: ignore[arg-type]
     value = read(chosen, result)

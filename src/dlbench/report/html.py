@@ -116,7 +116,7 @@ def timelines(run: Run) -> str:
     for r in run.results:
         if not timeline_worth_drawing(r):
             continue
-        timeline = r.details["timeline"]
+        timeline = r.details.timeline.points if r.details.timeline else []
         cpu = [(p["t"], p["cpu_percent"]) for p in timeline if "t" in p and "cpu_percent" in p]
         rss = [(p["t"], p["rss_mb"]) for p in timeline if "t" in p and "rss_mb" in p]
         parts.append(

@@ -55,7 +55,7 @@ TIMELINE_MIN_POINTS = 20
 
 def timeline_worth_drawing(result: Result) -> bool:
     """A training case's timeline, or one long enough for the load to change under it."""
-    timeline = result.details.get("timeline") if isinstance(result.details, dict) else None
-    if not isinstance(timeline, list) or not timeline:
+    timeline = result.details.timeline
+    if timeline is None or not timeline.points:
         return False
-    return result.case.mode == "train" or len(timeline) >= TIMELINE_MIN_POINTS
+    return result.case.mode == "train" or len(timeline.points) >= TIMELINE_MIN_POINTS

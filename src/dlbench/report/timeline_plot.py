@@ -18,6 +18,7 @@ from dlbench.report.charts.model import slug
 from dlbench.report.charts.png import pyplot
 from dlbench.report.run_charts import timeline_worth_drawing
 from dlbench.report.table import case_name
+from dlbench.results.details import Details
 from dlbench.results.records import Result, Run
 
 CORE_COLOR = "#4c72b0"
@@ -37,14 +38,13 @@ LEGEND: dict[str, Any] = {
 
 def timeline_of(result: Result) -> list[dict[str, Any]]:
     """The result's timeline points, or a ValueError saying there are none."""
-    details = result.details if isinstance(result.details, dict) else {}
-    timeline = details.get("timeline")
-    if not isinstance(timeline, list) or not any(isinstance(p, dict) for p in timeline):
+    timeline = result.details.timeline
+    if timeline is None or not timeline.points:
         raise ValueError(
-            f"{case_name(result)} has no resource timeline (details['timeline']): it was "
+            f"{case_name(result)} has no resource timeline (details.timeline): it was "
             "measured by a dlbench that did not record one, or its worker never started"
         )
-    return [p for p in timeline if isinstance(p, dict) and isinstance(p.get("t"), int | float)]
+    return [p for p in timeline.points if isinstance(p.get("t"), int | float)]
 
 
 def write_timeline_png(result: Result, path: Path, title: str | None = None) -> Path:
@@ -191,21 +191,19 @@ def _memory_panel(axis: Any, points: list[dict[str, Any]], times: list[float]) -
         twin.set_ylim(bottom=0)
 
 
-def _mark_phases(axes: list[Any], details: dict[str, Any]) -> None:
+def _mark_phases(axes: list[Any], details: Details) -> None:
     """Shade the measured region and draw a line at the end of each epoch."""
-    origin = _number(details.get("timeline_origin_epoch_s"))
+    origin = details.timeline.origin_epoch_s if details.timeline else None
     if origin is None:
         return
-    window = details.get("measured_wall")
-    if isinstance(window, list | tuple) and len(window) == 2:
-        start, end = _number(window[0]), _number(window[1])
-        if start is not None and end is not None:
-            for axis in axes:
-                axis.axvspan(start - origin, end - origin, color=WINDOW_COLOR, alpha=0.4, lw=0)
-            axes[0].text(start - origin, 103, " measured", fontsize=7, va="top")
-    epochs = details.get("epochs")
-    for epoch in epochs if isinstance(epochs, list) else ():
-        end = _number(epoch.get("end_epoch_s")) if isinstance(epoch, dict) else None
+    window = details.measured_wall
+    if window is not None and len(window) == 2:
+        start, end = window
+        for axis in axes:
+            axis.axvspan(start - origin, end - origin, color=WINDOW_COLOR, alpha=0.4, lw=0)
+        axes[0].text(start - origin, 103, " measured", fontsize=7, va="top")
+    for epoch in details.training.epochs if details.training else ():
+        end = epoch.end_epoch_s
         if end is not None:
             for axis in axes:
                 axis.axvline(end - origin, color="#666666", linewidth=0.7, linestyle=":")

@@ -12,8 +12,8 @@ gets.
 
 The fraction is computed when a result is read (`efficiency_in_run`), from
 the result's merged rates and the run's ceilings, and never stored. Results
-written before kept it in `details.efficiency`; that value is what their run
-showed, so it is read as it is.
+written before kept it in their details (`details.stored_efficiency` since
+run schema 3); that value is what their run showed, so it is read as it is.
 """
 
 from __future__ import annotations
@@ -28,8 +28,6 @@ CEILING_SUITE = "ceilings"
 COMPUTE_CEILING = "gemm"
 ABOVE_CEILING = 1.05
 BANDWIDTH_CEILINGS = {"copy": "memory", "h2d": "host-to-device"}
-# Where results written before efficiency was computed on read kept it
-STORED_KEY = "efficiency"
 
 
 def _device(result: Result) -> str:
@@ -71,9 +69,9 @@ def efficiency(result: Result, ceilings: dict[str, Any] | None) -> dict[str, Any
         return None
     values = ceilings.get("values", {})
     device = _device(result)
-    details = result.details if isinstance(result.details, dict) else {}
-    bus_bytes = details.get("transfer_bytes_per_step")
-    if isinstance(bus_bytes, int | float) and bus_bytes > 0 and result.throughput:
+    details = result.details
+    bus_bytes = details.transfer_bytes_per_step
+    if bus_bytes is not None and bus_bytes > 0 and result.throughput:
         # A timed host-to-device copy bounds the step: the bytes that crossed the
         # bus against the bus's ceiling (the kernel's own bytes would overstate it)
         steps_per_s = result.throughput / (result.case.batch_size or 1)
@@ -82,7 +80,7 @@ def efficiency(result: Result, ceilings: dict[str, Any] | None) -> dict[str, Any
         unit, basis = "GB/s", "host-to-device bandwidth (bytes copied in the timed step)"
     elif result.primary_metric == "gbps" and result.gbps:
         kind = BANDWIDTH_CEILINGS.get(result.case.workload, "memory")
-        if str(details.get("transfer", "")).startswith("inside"):
+        if (details.transfer or "").startswith("inside"):
             kind = "host-to-device"  # recorded before the copied bytes were: the bus bounds it
         achieved, ceiling, unit = result.gbps, values.get(ceiling_key(device, kind)), "GB/s"
         basis = f"{kind} bandwidth"
@@ -118,9 +116,8 @@ def efficiency_in_run(result: Result, run: Run) -> dict[str, Any] | None:
     before efficiency was computed on read carries the one its run showed (a --repeat
     result's from its last process, a roofline run's own against the ceilings measured
     so far): kept, so an old run shows the numbers it always did."""
-    details = result.details if isinstance(result.details, dict) else {}
-    stored = details.get(STORED_KEY)
-    if isinstance(stored, dict):
+    stored = result.details.stored_efficiency
+    if stored is not None:
         return stored
     return efficiency(result, run.env.get("ceilings"))
 

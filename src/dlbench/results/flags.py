@@ -28,8 +28,8 @@ report and CSV show the list; nothing else decides a flag.
   AMX, Arm's dot product): measured all the same, and expect little gain.
 
 A result written before flags were recorded kept `noisy` as a field of its
-own and the GPU's throttle verdict in its details: `stored_flags` reads them
-as flags when the result is loaded.
+own and the GPU's throttle verdict in its details (details.timeline.throttle
+since): `stored_flags` reads them as flags when the result is loaded.
 """
 
 from __future__ import annotations
@@ -38,6 +38,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Protocol
 
 from dlbench.measure.stats import NOISE_THRESHOLD, LatencyStats
+from dlbench.results.details import Details
 from dlbench.spec.case import MIN_P99_QUERIES, Case
 
 INTERFERENCE_SHARE = 0.25
@@ -58,12 +59,12 @@ class Judged(Protocol):
 
     case: Case
     latency_ms: LatencyStats | None
-    details: dict[str, Any]
+    details: Details
 
 
 def result_flags(result: Judged, cpus_available: int) -> list[str]:
     """The flags of one finished result, in a fixed order."""
-    details = _details(result)
+    details = result.details
     measured = measured_points(details)
     found: list[str] = []
     if _noisy(result.latency_ms, details):
@@ -74,16 +75,16 @@ def result_flags(result: Judged, cpus_available: int) -> list[str]:
         found.append("stalled")
     if result.case.threads_in_use > cpus_available:
         found.append("oversubscribed")
-    found += throttle_flags(details.get("throttle"))
+    found += throttle_flags(details.timeline.throttle if details.timeline else None)
     if too_few_for_p99(result.latency_ms, details):
         found.append(LOW_N_P99)
-    if details.get("int8_dot_units") == []:
+    if details.int8_dot_units == []:
         found.append("int8-no-vnni")
-    loadgen = details.get("loadgen")
-    if isinstance(loadgen, dict):
-        if loadgen.get("perf_constraints_met") is False:
+    loadgen = details.loadgen
+    if loadgen is not None:
+        if loadgen.perf_constraints_met is False:
             found.append("over-bound")
-        if loadgen.get("verdict") == "INVALID":
+        if loadgen.verdict == "INVALID":
             found.append("loadgen-invalid")
     return found
 
@@ -95,7 +96,7 @@ def merged_flags(
     flags, but noise and a p99's sample count judged again on the merged numbers. With
     several processes, noise is their disagreement: `spread`, the IQR over the median of
     their medians; with one, it is that process's own."""
-    details = _details(result)
+    details = result.details
     kept = sorted({flag for flags in process_flags for flag in flags} - JUDGED_ON_MERGED)
     if len(process_flags) > 1:
         noisy = spread > NOISE_THRESHOLD
@@ -105,12 +106,11 @@ def merged_flags(
     return ([NOISY] if noisy else []) + kept + ([LOW_N_P99] if low_n else [])
 
 
-def stored_flags(data: Mapping[str, Any]) -> list[str]:
-    """The flags of a result written before flags were recorded (its JSON), from what it
-    kept instead: its own `noisy` field and its GPU's throttle verdict."""
-    details = data.get("details")
-    throttle = details.get("throttle") if isinstance(details, dict) else None
-    return ([NOISY] if data.get("noisy") is True else []) + throttle_flags(throttle)
+def stored_flags(noisy: Any, details: Details) -> list[str]:
+    """The flags of a result written before flags were recorded, from what it kept
+    instead: its own `noisy` field (as its JSON holds it) and its GPU's throttle verdict."""
+    throttle = details.timeline.throttle if details.timeline else None
+    return ([NOISY] if noisy is True else []) + throttle_flags(throttle)
 
 
 def throttle_flags(verdict: Any) -> list[str]:
@@ -120,36 +120,32 @@ def throttle_flags(verdict: Any) -> list[str]:
     return [f"throttled:{name.strip()}" for name in verdict.split(",") if name.strip()]
 
 
-def _noisy(stats: LatencyStats | None, details: Mapping[str, Any]) -> bool:
+def _noisy(stats: LatencyStats | None, details: Details) -> bool:
     return stats is not None and not _time_to_train(details) and stats.noisy
 
 
-def too_few_for_p99(stats: LatencyStats | None, details: Mapping[str, Any]) -> bool:
+def too_few_for_p99(stats: LatencyStats | None, details: Details) -> bool:
     """Fewer samples than a p99 needs; a time-to-train result (its samples are
     epochs, and its p99 is not its number) is exempt."""
     return stats is not None and not _time_to_train(details) and stats.n < MIN_P99_QUERIES
 
 
-def _time_to_train(details: Mapping[str, Any]) -> bool:
-    return "epochs" in details
+def _time_to_train(details: Details) -> bool:
+    return details.training is not None
 
 
-def _details(result: Judged) -> dict[str, Any]:
-    return result.details if isinstance(result.details, dict) else {}
-
-
-def measured_points(details: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+def measured_points(details: Details) -> list[Mapping[str, Any]]:
     """The timeline points whose interval overlaps the measured region ([] when
     either is missing). A point reports the interval since the one before it,
     so the first point after the region's end covers its last part."""
-    timeline, window = details.get("timeline"), details.get("measured_wall")
-    origin = details.get("timeline_origin_epoch_s")
-    if not isinstance(timeline, list) or not isinstance(window, list | tuple):
+    timeline, window = details.timeline, details.measured_wall
+    if timeline is None or window is None or len(window) != 2:
         return []
-    if len(window) != 2 or not all(_number(v) for v in (*window, origin)):
+    origin = timeline.origin_epoch_s
+    if origin is None:
         return []
     start, end = window[0] - origin, window[1] - origin
-    points = sorted((p for p in timeline if isinstance(p, dict) and _number(p.get("t"))), key=_t)
+    points = sorted((p for p in timeline.points if _number(p.get("t"))), key=_t)
     inside = [p for p in points if start < _t(p) <= end]
     after = next((p for p in points if _t(p) > end), None)
     return inside + ([after] if after is not None else [])

@@ -77,73 +77,49 @@ def _latency(statistic: str) -> Reader:
     return lambda r: getattr(r.latency_ms, statistic) if r.latency_ms else None
 
 
-def _detail(key: str) -> Reader:
-    def read(result: Result) -> float | None:
-        value = result.details.get(key) if isinstance(result.details, dict) else None
-        return float(value) if isinstance(value, int | float) else None
-
-    return read
+def _training(name: str) -> Reader:
+    """A number of a time-to-train result (details.training)."""
+    return lambda r: _number(getattr(r.details.training, name, None))
 
 
 def _timeline(key: str) -> Reader:
-    def read(result: Result) -> float | None:
-        details = result.details if isinstance(result.details, dict) else {}
-        summary = details.get("timeline_summary")
-        value = summary.get(key) if isinstance(summary, dict) else None
-        return float(value) if isinstance(value, int | float) else None
-
-    return read
+    """A number of the timeline's summary over the measured region."""
+    return lambda r: _number(r.details.timeline.summary.get(key) if r.details.timeline else None)
 
 
-def _energy(key: str) -> Reader:
+def _energy(name: str) -> Reader:
     """A number of the result's energy reading (None where it was unmeasurable)."""
-
-    def read(result: Result) -> float | None:
-        details = result.details if isinstance(result.details, dict) else {}
-        energy = details.get("energy")
-        value = energy.get(key) if isinstance(energy, dict) else None
-        return float(value) if isinstance(value, int | float) else None
-
-    return read
+    return lambda r: _number(getattr(r.details.energy, name, None))
 
 
 def energy_unmeasurable(result: Result) -> str | None:
     """Why a result has no energy reading, as it recorded it (None: it has one, or
     it predates energy readings)."""
-    details = result.details if isinstance(result.details, dict) else {}
-    energy = details.get("energy")
-    return energy.get("unmeasurable") if isinstance(energy, dict) else None
-
-
-def loadgen_details(result: Result) -> dict[str, Any]:
-    """What MLPerf LoadGen concluded for a served case ({} for any other case)."""
-    details = result.details if isinstance(result.details, dict) else {}
-    found = details.get("loadgen")
-    return found if isinstance(found, dict) else {}
+    return result.details.energy.unmeasurable if result.details.energy else None
 
 
 def _loadgen_latency(percentile: str) -> Reader:
     """A latency percentile as LoadGen measured it (from each query's scheduled arrival)."""
 
     def read(result: Result) -> float | None:
-        latency = loadgen_details(result).get("latency_ms")
-        value = latency.get(percentile) if isinstance(latency, dict) else None
-        return float(value) if isinstance(value, int | float) else None
+        loadgen = result.details.loadgen
+        return _number(loadgen.latency_ms.get(percentile) if loadgen else None)
 
     return read
 
 
 def _peak_qps(result: Result) -> float | None:
-    value = loadgen_details(result).get("peak_qps")
-    return float(value) if isinstance(value, int | float) else None
+    return _number(result.details.loadgen.peak_qps if result.details.loadgen else None)
 
 
 def _agreement(result: Result) -> float | None:
     """An int8 result's agreement with fp32 (worker.quantized_check)."""
-    details = result.details if isinstance(result.details, dict) else {}
-    check = details.get("check")
-    value = check.get("agreement") if isinstance(check, dict) else None
-    return float(value) if isinstance(value, int | float) else None
+    return _number(result.details.check.agreement if result.details.check else None)
+
+
+def _number(value: Any) -> float | None:
+    """A float of a stored number; None for none (a timeline summary is free-form)."""
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
 
 
 def _efficiency(result: Result, run: Run) -> float | None:
@@ -183,18 +159,28 @@ def _put_per_second(name: str, per_sample: str) -> Put:
     return put
 
 
-def _put_detail(key: str) -> Put:
-    return lambda result, value: replace(result, details={**result.details, key: value})
+def _put_training(name: str) -> Put:
+    """Into the result's time-to-train record, where it has one."""
+
+    def put(result: Result, value: float | None) -> Result:
+        training = result.details.training
+        if training is None:
+            return result
+        details = replace(result.details, training=replace(training, **{name: value}))
+        return replace(result, details=details)
+
+    return put
 
 
-def _put_energy(key: str) -> Put:
+def _put_energy(name: str) -> Put:
     """Into the result's energy reading, where it has one."""
 
     def put(result: Result, value: float | None) -> Result:
-        energy = result.details.get("energy")
-        if not isinstance(energy, dict):
+        energy = result.details.energy
+        if energy is None:
             return result
-        return replace(result, details={**result.details, "energy": {**energy, key: value}})
+        details = replace(result.details, energy=replace(energy, **{name: value}))
+        return replace(result, details=details)
 
     return put
 
@@ -289,10 +275,10 @@ METRICS: dict[str, Metric] = {
             "s",
             "train s",
             False,
-            _detail(TIME_TO_TRAIN_KEY),
+            _training(TIME_TO_TRAIN_KEY),
             process_key=TIME_TO_TRAIN_KEY,
             merge=Merge.MEDIAN_OF_PROCESSES,
-            put=_put_detail(TIME_TO_TRAIN_KEY),
+            put=_put_training(TIME_TO_TRAIN_KEY),
         ),
         Metric(
             "steady_throughput",
@@ -300,7 +286,7 @@ METRICS: dict[str, Metric] = {
             "samples/s",
             "steady samples/s",
             True,
-            _detail("steady_samples_per_s"),
+            _training("steady_samples_per_s"),
         ),
         Metric(
             "final_accuracy",
@@ -308,7 +294,7 @@ METRICS: dict[str, Metric] = {
             "fraction",
             "accuracy",
             True,
-            _detail("final_accuracy"),
+            _training("final_accuracy"),
         ),
         Metric(
             "time_to_target",
@@ -316,7 +302,7 @@ METRICS: dict[str, Metric] = {
             "s",
             "to target s",
             False,
-            _detail("time_to_target_s"),
+            _training("time_to_target_s"),
         ),
         Metric(
             "energy",

@@ -12,6 +12,12 @@ Format history (bump SCHEMA_VERSION on any incompatible change and teach
   Within 2, results written before flags were recorded have no `flags`: their
   `noisy` field and GPU throttle verdict are read as flags (results.flags).
   `noisy` is still written, read from the flags, for readers of older files.
+  3 - `details` is typed (results.details.Details): each capability's record
+      under its own key (energy, check, loadgen, training, ddp, processes,
+      quantization, timeline, ...), a framework's own settings under `extra`.
+      Schema 2's flat dict is mapped key by key (results.details.details_from_v2);
+      the efficiency and DDP scaling it stored become `stored_efficiency` and
+      `ddp.stored_scaling`.
 """
 
 from __future__ import annotations
@@ -23,17 +29,19 @@ from typing import Any
 
 from dlbench.errors import UserError
 from dlbench.measure.stats import LatencyStats
+from dlbench.results.details import Details, details_from_v2
 from dlbench.results.flags import NOISY, stored_flags
 from dlbench.results.schema import check_run_shape
 from dlbench.spec.case import Case
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 STATUS_OK = "ok"
 STATUS_FAILED = "failed"
 # The device cannot do what the case asks (fp16 AMP on a CPU without fp16 units):
 # not a failure of the framework or the harness, and not a number either.
 STATUS_SKIPPED = "skipped"
-# details key of a training case's headline: seconds from start to the target
+# a training case's headline (details.training, and a --repeat process's summary):
+# seconds of training to the last epoch
 TIME_TO_TRAIN_KEY = "time_to_train_s"
 
 
@@ -71,7 +79,7 @@ class Result:
     setup_s: float | None = None
     max_abs_diff: float | None = None
     framework_version: str | None = None
-    details: dict[str, Any] = field(default_factory=dict)
+    details: Details = field(default_factory=Details)
     started_at: str | None = None
     duration_s: float | None = None
 
@@ -88,6 +96,7 @@ class Result:
         data = {name: getattr(self, name) for name in result_keys()}
         data["case"] = self.case.to_dict()
         data["latency_ms"] = self.latency_ms.to_dict() if self.latency_ms else None
+        data["details"] = self.details.to_dict()
         return data
 
     @classmethod
@@ -97,8 +106,9 @@ class Result:
         values["case"] = Case.from_dict(values["case"])
         if values.get("latency_ms") is not None:
             values["latency_ms"] = LatencyStats.from_dict(values["latency_ms"])
-        if "flags" not in data:
-            values["flags"] = stored_flags(data)  # written before flags were recorded
+        values["details"] = Details.from_dict(data.get("details", {}))
+        if "flags" not in data:  # written before flags were recorded
+            values["flags"] = stored_flags(data.get("noisy"), values["details"])
         return cls(**values)
 
 
@@ -205,12 +215,22 @@ def upgrade(data: Any, source: str) -> dict[str, Any]:
     missing = [k for k in REQUIRED_RUN_KEYS if k not in data]
     if missing:
         raise UserError(f"{source}: not a valid dlbench run (missing {', '.join(missing)})")
+    if version < SCHEMA_VERSION and not isinstance(data["results"], list):
+        raise UserError(f"{source}: not a valid dlbench run (results: expected a list)")
+    results = data["results"]
     if version == 1:
-        if not isinstance(data["results"], list):
-            raise UserError(f"{source}: not a valid dlbench run (results: expected a list)")
-        results = [upgrade_result_v1(r, source, i) for i, r in enumerate(data["results"])]
-        data = {**data, "schema_version": SCHEMA_VERSION, "results": results}
-    return data
+        results = [upgrade_result_v1(r, source, i) for i, r in enumerate(results)]
+    if version <= 2:
+        results = [upgrade_result_v2(r) for r in results]
+    return {**data, "schema_version": SCHEMA_VERSION, "results": results}
+
+
+def upgrade_result_v2(result: Any) -> Any:
+    """A schema-2 result as schema 3: its flat details dict in the typed form (a result
+    that is not an object is left for the shape check to name)."""
+    if not isinstance(result, dict):
+        return result
+    return {**result, "details": details_from_v2(result.get("details"))}
 
 
 # Schema 1 copied these case fields into the Result, resolved by the worker.

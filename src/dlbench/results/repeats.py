@@ -20,28 +20,25 @@ from __future__ import annotations
 
 import statistics
 from dataclasses import replace
-from typing import Any
 
 from dlbench.measure.stats import summarize
+from dlbench.results.details import Processes, ProcessSpread, ProcessSummary
 from dlbench.results.flags import merged_flags
 from dlbench.results.metrics import METRICS, Merge, Metric, read
 from dlbench.results.records import Result
 
 DISTURBED = frozenset({"interference", "stalled"})
 MAX_RETRIES = 2
-PROCESSES_KEY = "processes"
-PROCESS_SPREAD_KEY = "process_spread"
 
 
 def disturbed(result: Result) -> bool:
     return bool(DISTURBED & set(result.flags))
 
 
-def processes(result: Result) -> list[dict[str, Any]]:
+def processes(result: Result) -> list[ProcessSummary]:
     """The per-process summaries a merged result keeps ([] for a one-process result)."""
-    details = result.details if isinstance(result.details, dict) else {}
-    found = details.get(PROCESSES_KEY)
-    return [p for p in found if isinstance(p, dict)] if isinstance(found, list) else []
+    found = result.details.processes
+    return found.summaries if found is not None else []
 
 
 def slots_done(result: Result) -> int:
@@ -51,38 +48,38 @@ def slots_done(result: Result) -> int:
     done, tries = 0, 0
     for process in listed:
         tries += 1
-        if not process.get("disturbed") or tries > MAX_RETRIES:
+        if not process.disturbed or tries > MAX_RETRIES:
             done, tries = done + 1, 0
     return done
 
 
 def last_process_ok(result: Result) -> bool:
     listed = processes(result)
-    return listed[-1].get("status") == "ok" if listed else result.ok
+    return listed[-1].status == "ok" if listed else result.ok
 
 
-def summary_of(result: Result) -> dict[str, Any]:
+def summary_of(result: Result) -> ProcessSummary:
     """What a merged result keeps of one process, its raw samples included, so a
     merge can be redone from the summaries alone (--resume continues from them):
     every metric that has a process_key (results.metrics), and the bookkeeping."""
     stats = result.latency_ms
-    return {
-        "status": result.status,
-        "error": result.error,
-        "started_at": result.started_at,
-        **{m.process_key: read(m, result) for m in METRICS.values() if m.process_key},
-        "mean_ms": stats.mean if stats else None,
-        "n": stats.n if stats else 0,
-        "flags": list(result.flags),
-        "disturbed": disturbed(result),
-        "samples_ms": list(result.samples_ms),
-    }
+    return ProcessSummary(
+        status=result.status,
+        error=result.error,
+        started_at=result.started_at,
+        values={m.process_key: read(m, result) for m in METRICS.values() if m.process_key},
+        mean_ms=stats.mean if stats else None,
+        n=stats.n if stats else 0,
+        flags=list(result.flags),
+        disturbed=disturbed(result),
+        samples_ms=list(result.samples_ms),
+    )
 
 
 def add_process(merged: Result | None, process: Result) -> Result:
     """`merged` (the case's processes so far, or None) with one more process."""
     if merged is None:
-        earlier: list[dict[str, Any]] = []
+        earlier: list[ProcessSummary] = []
     else:
         earlier = processes(merged) or [summary_of(merged)]
     # the newest measured process supplies what the processes share (case, details)
@@ -98,24 +95,24 @@ def add_process(merged: Result | None, process: Result) -> Result:
     )
 
 
-def merge(base: Result, summaries: list[dict[str, Any]]) -> Result:
+def merge(base: Result, summaries: list[ProcessSummary]) -> Result:
     """One Result from its processes' summaries; `base` gives the shared fields and
     the values of metrics not merged. Each metric is merged by its own rule
     (results.metrics.Merge); results.flags judges the merged result."""
-    details = {**base.details, PROCESSES_KEY: summaries}
-    measured = [p for p in summaries if p.get("status") == "ok" and p.get("samples_ms")]
+    details = replace(base.details, processes=Processes(summaries))
+    measured = [p for p in summaries if p.status == "ok" and p.samples_ms]
     if not measured:
         return replace(base, details=details)
-    clean = [p for p in measured if not p.get("disturbed")]
+    clean = [p for p in measured if not p.disturbed]
     used = clean or measured
     for summary in summaries:
-        summary["used"] = summary in used
+        summary.used = summary in used
     if len(summaries) == 1:
-        details.pop(PROCESSES_KEY)  # one process: the result is that process
-        return replace(base, details=details)
+        # one process: the result is that process
+        return replace(base, details=replace(details, processes=None))
     spread = _relative_spread(_values(METRICS["latency"], used) or [])
-    details[PROCESS_SPREAD_KEY] = {"median_ms_relative_iqr": spread, "processes": len(used)}
-    pooled = [s for p in used for s in p["samples_ms"]]
+    details.processes = Processes(summaries, ProcessSpread(spread, len(used)))
+    pooled = [s for p in used for s in p.samples_ms]
     # The pooled samples and their statistics (Merge.POOLED reads these); the other
     # rules then put their values over them, rates after the throughput they follow.
     merged = replace(
@@ -128,13 +125,13 @@ def merge(base: Result, summaries: list[dict[str, Any]]) -> Result:
             elif (values := _values(metric, used)) is not None:
                 merged = metric.put(merged, statistics.median(values))
     # results.flags judges the merged numbers; the processes' other flags carry over
-    return replace(merged, flags=merged_flags(merged, [p["flags"] for p in used], spread))
+    return replace(merged, flags=merged_flags(merged, [p.flags for p in used], spread))
 
 
-def _values(metric: Metric, used: list[dict[str, Any]]) -> list[float] | None:
+def _values(metric: Metric, used: list[ProcessSummary]) -> list[float] | None:
     """The metric's value in each used process's summary; None unless every one has one,
     so a merged value always stands for the same processes as the headline."""
-    values = [p.get(metric.process_key) for p in used] if metric.process_key else []
+    values = [p.values.get(metric.process_key) for p in used] if metric.process_key else []
     numbers = [float(v) for v in values if isinstance(v, int | float) and not isinstance(v, bool)]
     return numbers if numbers and len(numbers) == len(values) else None
 
@@ -142,10 +139,9 @@ def _values(metric: Metric, used: list[dict[str, Any]]) -> list[float] | None:
 def headline_spread(result: Result) -> float | None:
     """The result's relative spread (IQR over median): between its processes' medians
     when several made it, else between its own samples; None without latencies."""
-    details = result.details if isinstance(result.details, dict) else {}
-    between = details.get(PROCESS_SPREAD_KEY)
-    if isinstance(between, dict) and isinstance(between.get("median_ms_relative_iqr"), float | int):
-        return float(between["median_ms_relative_iqr"])
+    found = result.details.processes
+    if found is not None and found.spread is not None:
+        return float(found.spread.median_ms_relative_iqr)
     stats = result.latency_ms
     if stats is None or stats.median <= 0:
         return None

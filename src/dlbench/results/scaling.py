@@ -4,8 +4,8 @@ the same case in one plain process of the same run, T_N / (N x T_1).
 Computed when a result is read, from its run's results as they stand, so a
 --repeat run compares the merged throughputs of both cases. Results written
 before kept it in `details.ddp` (scaling_efficiency, baseline_throughput, or
-scaling_note when the run had no 1-process result); those are what their run
-showed, so they are read as they are.
+scaling_note when the run had no 1-process result; `details.ddp.stored_scaling`
+since run schema 3); those are what their run showed, so they are read as they are.
 """
 
 from __future__ import annotations
@@ -14,8 +14,6 @@ from typing import Any
 
 from dlbench.results.records import Result, Run
 
-# The keys results written before scaling was computed on read kept in details.ddp
-STORED_KEYS = ("scaling_efficiency", "baseline_throughput", "scaling_note")
 NO_BASELINE = "no 1-process result of this case in the run"
 
 
@@ -23,18 +21,17 @@ def scaling_in_run(result: Result, run: Run) -> dict[str, Any] | None:
     """{"scaling_efficiency", "baseline_throughput"} of a DDP result in its run, or
     {"scaling_note"} when the run has no 1-process result of the case; None for a
     result that is not DDP or has no throughput."""
-    ddp = result.details.get("ddp") if isinstance(result.details, dict) else None
-    if not result.case.ddp or not isinstance(ddp, dict):
+    ddp = result.details.ddp
+    if not result.case.ddp or ddp is None:
         return None
-    stored = {key: ddp[key] for key in STORED_KEYS if key in ddp}
-    if stored:
-        return stored
+    if ddp.stored_scaling:
+        return ddp.stored_scaling
     if not result.throughput:
         return None
     single = baseline(result, run)
     if single is None or not single.throughput:
         return {"scaling_note": NO_BASELINE}
-    world = int(ddp.get("world_size", result.case.nproc))
+    world = ddp.world_size or result.case.nproc
     return {
         "baseline_throughput": single.throughput,
         "scaling_efficiency": result.throughput / (world * single.throughput),

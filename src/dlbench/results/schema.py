@@ -40,6 +40,7 @@ JSON_TYPES: dict[str, tuple[Any, ...] | str] = {
     "float | None": OPTIONAL_NUMBER,
     "LatencyStats | None": (dict, type(None)),
     "Case": (dict,),
+    "Details": (dict,),  # its parts are checked as they are read (results.record_dict)
 }
 
 

@@ -13,6 +13,8 @@ History:
       resumed; older runs have none and can only be rerun.
   4 - results hold run schema 2 (the Case embedded in each result) and
       case_key is Case.key(); schema-1 results are rewritten in place.
+  5 - results hold run schema 3 (typed details); schema-2 results are rewritten
+      in place, so a resumed old run appends results of the form it holds.
 """
 
 from __future__ import annotations
@@ -22,9 +24,10 @@ import sqlite3
 from collections.abc import Callable
 
 from dlbench.errors import UserError
-from dlbench.results.records import Result, upgrade_result_v1
+from dlbench.results.records import Result, upgrade_result_v1, upgrade_result_v2
+from dlbench.spec.case import Case
 
-STORE_SCHEMA_VERSION = 4
+STORE_SCHEMA_VERSION = 5
 
 SCHEMA_V1 = """
 CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -60,7 +63,8 @@ def _results_to_run_schema_2(db: sqlite3.Connection) -> None:
             where = f"store run {run_id}, result {seq}"
             try:
                 upgraded = upgrade_result_v1(json.loads(data), where, seq)
-                key = Result.from_dict(upgraded).case.key()
+                # the case alone: its details are schema 2's, read by the next step
+                key = Case.from_dict(upgraded["case"]).key()
             except (KeyError, TypeError, ValueError) as exc:
                 raise UserError(f"{where}: cannot be upgraded to run schema 2 ({exc})") from None
             db.execute(
@@ -69,6 +73,25 @@ def _results_to_run_schema_2(db: sqlite3.Connection) -> None:
             )
         # 2, not SCHEMA_VERSION: a later run schema gets its own step after this one
         db.execute("UPDATE runs SET schema_version=2 WHERE id=?", (run_id,))
+
+
+def _results_to_run_schema_3(db: sqlite3.Connection) -> None:
+    """Rewrite every schema-2 result as schema 3: its details in the typed form."""
+    old_runs = [r[0] for r in db.execute("SELECT id FROM runs WHERE schema_version = 2")]
+    for run_id in old_runs:
+        rows = db.execute("SELECT seq, data FROM results WHERE run_id=?", (run_id,)).fetchall()
+        for seq, data in rows:
+            where = f"store run {run_id}, result {seq}"
+            try:
+                upgraded = upgrade_result_v2(json.loads(data))
+                Result.from_dict(upgraded)  # refused here, not when the run is read
+            except (KeyError, TypeError, ValueError) as exc:
+                raise UserError(f"{where}: cannot be upgraded to run schema 3 ({exc})") from None
+            db.execute(
+                "UPDATE results SET data=? WHERE run_id=? AND seq=?",
+                (json.dumps(upgraded), run_id, seq),
+            )
+        db.execute("UPDATE runs SET schema_version=3 WHERE id=?", (run_id,))
 
 
 # A step is SQL, or a function for what SQL cannot do (rewriting result JSON).
@@ -86,4 +109,5 @@ MIGRATIONS: dict[int, tuple[Step, ...]] = {
     ),
     2: ("ALTER TABLE runs ADD COLUMN plan TEXT",),
     3: (_results_to_run_schema_2,),
+    4: (_results_to_run_schema_3,),
 }

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from dlbench.backends.base import Job, Prepared
+from dlbench.results.details import OutputCheck
 from dlbench.spec.registry import precision_info
 
 
@@ -25,8 +26,8 @@ class CheckOutcome:
     def failed(self) -> bool:
         return self.tolerance is not None and not (self.max_abs_diff <= self.tolerance)  # type: ignore[operator]
 
-    def details(self) -> dict[str, Any]:
-        return {"note": self.note, "tolerance": self.tolerance}
+    def details(self) -> OutputCheck:
+        return OutputCheck(note=self.note, tolerance=self.tolerance)
 
     def reason(self) -> str:
         return (
@@ -126,7 +127,7 @@ def _expected_and_actual(job: Job, prepared: Prepared, outputs: list[Any]) -> tu
         from dlbench.reference.user_model import expected_outputs
         from dlbench.spec.digest import path_digest
 
-        shapes = prepared.details.get("inputs", {})  # as resolved by the backend
+        shapes = prepared.details.extra.get("inputs", {})  # as resolved by the backend
         digest = job.case.model_digest or path_digest(Path(job.case.model or ""))
         expected, _ = expected_outputs(
             digest, shapes, job.seed, job.case.input_data_digest, job.case.framework, outputs

@@ -19,7 +19,6 @@ import shutil
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any
 
 from dlbench.spec.case import Case
 
@@ -53,8 +52,9 @@ def private_compile_caches() -> Iterator[str]:
             shutil.rmtree(folder, ignore_errors=True)
 
 
-def compile_cache_detail(case: Case) -> dict[str, Any]:
-    """The result's word on the caches, for the cases whose first call compiles."""
+def compile_cache_detail(case: Case) -> str | None:
+    """The result's word on the caches (details.compile_cache), for the cases whose
+    first call compiles."""
     if case.compile == "eager":
-        return {}
-    return {"compile_cache": SHARED if os.environ.get(SHARED_CACHE_ENV) else COLD}
+        return None
+    return SHARED if os.environ.get(SHARED_CACHE_ENV) else COLD

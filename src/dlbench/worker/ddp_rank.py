@@ -23,8 +23,9 @@ from dlbench.atomic import write_atomic
 from dlbench.backends.base import Job, Prepared
 from dlbench.errors import CaseError, CaseSkipped, first_line
 from dlbench.lifeline import die_with_parent
-from dlbench.measure.energy import EnergyReading
+from dlbench.measure.energy import EnergyReading, EnergyUse
 from dlbench.measure.timer import MAX_ITERS, StopRule, run_timed
+from dlbench.results.details import Ddp
 from dlbench.results.records import STATUS_SKIPPED, Result, base_result
 from dlbench.spec.case import Case, Settings
 from dlbench.worker.instruments import Instruments, Reading
@@ -56,7 +57,7 @@ def rank_main(argv: list[str]) -> None:
         with process.measuring():
             result = _measure_rank(case, settings)
         if result is not None:
-            result.details = {**process.details(), **result.details}
+            process.record_in(result.details)
     except CaseSkipped as skip:
         result, failed = base_result(case, STATUS_SKIPPED, error=first_line(skip)), True
     except Exception as exc:
@@ -137,21 +138,16 @@ def _measure_rank(case: Case, settings: Settings) -> Result | None:
         mine.gflops = mine.throughput * mine.flops_per_sample / 1e9
     mine.setup_s = setup_s
     mine.framework_version = torch.__version__
-    ddp = {
-        "world_size": where.world,
-        "backend": "nccl" if where.on_gpu else "gloo",
-        "iterations_per_rank": iterations,
-        "per_rank_throughput": [g["throughput"] for g in gathered],
-        "per_rank_median_ms": [g["median_ms"] for g in gathered],
-        "per_rank_device": [g["device"] for g in gathered],
-    }
-    mine.details = {
-        "threads": threads,
-        "ddp": ddp,
-        **prepared.details,
-        **mine.details,
-        "energy": _total_energy(gathered),
-    }
+    ddp = Ddp(
+        world_size=where.world,
+        backend="nccl" if where.on_gpu else "gloo",
+        iterations_per_rank=iterations,
+        per_rank_throughput=[g["throughput"] for g in gathered],
+        per_rank_median_ms=[g["median_ms"] for g in gathered],
+        per_rank_device=[g["device"] for g in gathered],
+    )
+    # the rank's own details (the backend's, its measured window) with every rank's energy
+    mine.details = replace(mine.details, threads=threads, ddp=ddp, energy=_total_energy(gathered))
     return mine
 
 
@@ -178,13 +174,13 @@ def _timed_together(
     return measured_result(job, prepared, timing, reading), agreed[0], reading
 
 
-def _total_energy(gathered: list[Any]) -> dict[str, Any]:
+def _total_energy(gathered: list[Any]) -> EnergyUse:
     """Every metered rank's joules over every rank's samples; unmeasurable if any rank was."""
     readings = [g["energy"] for g in gathered if g["energy"] is not None]
     samples = sum(g["samples"] for g in gathered)
     reasons = [r.unmeasurable for r in readings if r.unmeasurable or r.joules is None]
     if reasons or not readings:
-        return {"unmeasurable": reasons[0] if reasons else "no rank metered its device"}
+        return EnergyUse(unmeasurable=reasons[0] if reasons else "no rank metered its device")
     total = EnergyReading(
         readings[0].source,
         sum(r.joules for r in readings),

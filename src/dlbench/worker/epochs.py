@@ -11,12 +11,15 @@ from __future__ import annotations
 
 import math
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from dlbench.backends.base import Backend, EpochTrainer, Job
 from dlbench.errors import CaseError
-from dlbench.results.records import STATUS_FAILED, STATUS_OK, TIME_TO_TRAIN_KEY, Result
+from dlbench.results.details import Epoch, Training, TrainingData
+from dlbench.results.record_dict import from_dict
+from dlbench.results.records import STATUS_FAILED, STATUS_OK, Result
 from dlbench.worker.instruments import Instruments, result_from
 from dlbench.worker.placement import require_placement
 from dlbench.worker.progress import report_progress
@@ -65,44 +68,39 @@ def run_epochs(backend: Backend, job: Job) -> Result:
         device=job.device,
         batch=job.batch_size,
         samples_done=used * len(run.records),  # the energy covers evaluation too
+        details=replace(trainer.details, training=_training(job, run, data, data_load_s)),
         rate=used * len(run.records) / elapsed if elapsed > 0 else None,
-        first_call_ms=trainer.details.get("first_step_ms"),
+        first_call_ms=trainer.details.first_step_ms,
         status=STATUS_FAILED if run.error else STATUS_OK,
         error=run.error,
     )
     result.setup_s = setup_s
-    data_details = {
-        "source": data.source,
-        "synthetic": data.synthetic,
-        "train_samples_used": used,
-        "test_samples": len(data.test_labels),
-        "load_s": data_load_s,
-    }
-    result.details = {
-        **trainer.details,
-        **_training_details(job, run, used),
-        "data": data_details,
-        **result.details,
-    }
     return result
 
 
-def _training_details(job: Job, run: _EpochLoop, used: int) -> dict[str, Any]:
-    """The epochs, and the times a time-to-train reader asks for."""
+def _training(job: Job, run: _EpochLoop, data: Any, data_load_s: float) -> Training:
+    """The time-to-train record of the epochs that ran (details.training)."""
     train_s = [r["train_s"] for r in run.records]
     elapsed = sum(train_s)
-    return {
-        "epochs": run.records,
-        TIME_TO_TRAIN_KEY: elapsed,
+    return Training(
+        epochs=[from_dict(Epoch, r) for r in run.records],
+        time_to_train_s=elapsed,
         # without epoch 1, which holds compilation (torch.compile, tf.function tracing)
-        "steady_samples_per_s": used * (len(train_s) - 1) / sum(train_s[1:])
+        steady_samples_per_s=run.used * (len(train_s) - 1) / sum(train_s[1:])
         if len(train_s) > 1
         else None,
-        "wall_to_train_s": elapsed + sum(r["eval_s"] for r in run.records),
-        "time_to_target_s": run.time_to_target_s,
-        "target_accuracy": job.case.target_accuracy,
-        "final_accuracy": run.records[-1]["accuracy"] if run.records else None,
-    }
+        wall_to_train_s=elapsed + sum(r["eval_s"] for r in run.records),
+        time_to_target_s=run.time_to_target_s,
+        target_accuracy=job.case.target_accuracy,
+        final_accuracy=run.records[-1]["accuracy"] if run.records else None,
+        data=TrainingData(
+            source=data.source,
+            synthetic=data.synthetic,
+            train_samples_used=run.used,
+            test_samples=len(data.test_labels),
+            load_s=data_load_s,
+        ),
+    )
 
 
 class _EpochLoop:

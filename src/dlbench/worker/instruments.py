@@ -11,13 +11,13 @@ measure/), its metric (results/metrics.py) and two lines here.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, replace
 
 from dlbench.backends.base import Job
 from dlbench.measure.energy import EnergyMeter, EnergyReading
 from dlbench.measure.monitor import ProcessMonitor, ResourceUse
 from dlbench.measure.stats import summarize, throughput
+from dlbench.results.details import Details
 from dlbench.results.records import STATUS_OK, Result, base_result
 
 
@@ -29,14 +29,13 @@ class Reading:
     # None where this process meters nothing (a DDP rank whose CPU rank 0 meters)
     energy: EnergyReading | None
 
-    def details(self, samples_done: float) -> dict[str, Any]:
-        """The region's place on the wall clock (to pick it out of the parent's
-        timeline) and its energy per sample."""
+    def recorded_in(self, details: Details, samples_done: float) -> Details:
+        """`details` with the region's place on the wall clock (to pick it out of the
+        parent's timeline) and its energy per sample."""
         window = [self.usage.wall_start_epoch_s, self.usage.wall_end_epoch_s]
-        found: dict[str, Any] = {"measured_wall": window}
-        if self.energy is not None:
-            found["energy"] = self.energy.to_details(samples_done)
-        return found
+        if self.energy is None:
+            return replace(details, measured_wall=window)
+        return replace(details, measured_wall=window, energy=self.energy.to_details(samples_done))
 
 
 class Instruments:
@@ -65,6 +64,7 @@ def result_from(
     device: str,
     batch: int,
     samples_done: float,
+    details: Details,
     rate: float | None = None,
     first_call_ms: float | None = None,
     warmup_s: Sequence[float] = (),
@@ -73,7 +73,7 @@ def result_from(
 ) -> Result:
     """The Result of one measured region: statistics of its samples, rates (`rate`
     as given, else batch over the mean sample), work per sample, resource use and
-    energy. The null backend claims no FLOPs."""
+    energy, added to `details` (the backend's). The null backend claims no FLOPs."""
     case = job.case
     stats = summarize(list(samples_s)) if samples_s else None
     if rate is None and stats is not None:
@@ -106,7 +106,7 @@ def result_from(
         load_avg_before=usage.load_avg_before,
         load_avg_after=usage.load_avg_after,
     )
-    result.details = reading.details(samples_done)
+    result.details = reading.recorded_in(details, samples_done)
     return result
 
 

@@ -8,27 +8,25 @@ both facts in the message instead of reporting the wrong device.
 
 from __future__ import annotations
 
-from typing import Any
-
-from dlbench.backends.base import PLACEMENT_KEY
 from dlbench.errors import CaseError
+from dlbench.results.details import Details
 
 
-def placement_error(asked: str, details: dict[str, Any]) -> str | None:
+def placement_error(asked: str, details: Details) -> str | None:
     """Why the recorded placement contradicts `asked` (a resolved device), or None."""
-    placed = details.get(PLACEMENT_KEY)
-    if not isinstance(placed, dict):
+    placed = details.placement
+    if placed is None:
         return None  # nothing placed anywhere (the null backend)
     wanted = asked.split(":")[0]
-    if placed["kind"] != wanted:
+    if placed.kind != wanted:
         return (
-            f"asked for {asked}, but {placed['by']} ran on {placed['kind']} "
-            f"({placed['reported']}): refusing a mislabelled number"
+            f"asked for {asked}, but {placed.by} ran on {placed.kind} "
+            f"({placed.reported}): refusing a mislabelled number"
         )
     return None
 
 
-def require_placement(asked: str, details: dict[str, Any]) -> None:
+def require_placement(asked: str, details: Details) -> None:
     """Fail the case (CaseError) if the work landed somewhere other than `asked`."""
     problem = placement_error(asked, details)
     if problem:

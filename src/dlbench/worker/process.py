@@ -23,6 +23,8 @@ from typing import Any
 from dlbench.atomic import write_atomic
 from dlbench.errors import CaseSkipped, first_line
 from dlbench.lifeline import die_with_parent
+from dlbench.results.details import Details, NumpyBlas
+from dlbench.results.record_dict import from_dict
 from dlbench.results.records import STATUS_SKIPPED, base_result, now_iso
 from dlbench.spec.case import Case, Settings
 from dlbench.spec.registry import FRAMEWORKS, framework_info
@@ -131,13 +133,11 @@ class CaseProcess:
         with private_compile_caches():
             yield
 
-    def details(self) -> dict[str, Any]:
+    def record_in(self, details: Details) -> None:
         """What the result records of the process it ran in."""
-        return {
-            "frameworks_in_process": frameworks_in_process(),
-            "numpy_blas": self._numpy_blas,
-            **compile_cache_detail(self.case),
-        }
+        details.frameworks_in_process = frameworks_in_process()
+        details.numpy_blas = from_dict(NumpyBlas, self._numpy_blas)
+        details.compile_cache = compile_cache_detail(self.case)
 
 
 def _redirect_output(log_path: str) -> None:
@@ -176,7 +176,7 @@ def worker_main(
     try:
         with process.measuring():
             result = execute(case, settings)  # imports the framework
-        result.details = {**process.details(), **result.details}
+        process.record_in(result.details)
     except CaseSkipped as exc:
         device = exc.device or case.device
         result = base_result(case, STATUS_SKIPPED, error=first_line(exc), device=device)

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from dlbench.backends.base import Job, Prepared
+from dlbench.results.details import OutputCheck
 
 AGREEMENT_FLOOR = 0.9
 # evaluation samples per agreement kind: classifiers as the issue asks (>= 256);
@@ -43,17 +44,17 @@ class Agreement:
     def failed(self) -> bool:
         return not self.value >= AGREEMENT_FLOOR
 
-    def details(self) -> dict[str, Any]:
-        return {
-            "note": "int8 against fp32",
-            "measure": MEASURES[self.kind],
-            "agreement": self.value,
+    def details(self) -> OutputCheck:
+        return OutputCheck(
+            note="int8 against fp32",
+            measure=MEASURES[self.kind],
+            agreement=self.value,
             # classifiers also under the name the int8 tables and users look for
-            **({"top1_agreement": self.value} if self.kind == "top1" else {}),
-            "samples": self.samples,
-            "floor": AGREEMENT_FLOOR,
-            "max_abs_diff": self.max_abs_diff,
-        }
+            top1_agreement=self.value if self.kind == "top1" else None,
+            samples=self.samples,
+            floor=AGREEMENT_FLOOR,
+            max_abs_diff=self.max_abs_diff,
+        )
 
     def reason(self) -> str:
         return (
@@ -90,7 +91,9 @@ def _user_model(job: Job, prepared: Prepared) -> Agreement:
 
     from dlbench.reference.quantized import reference_outputs
 
-    expected = reference_outputs(Path(str(prepared.details["quantization"]["folder"])))
+    quantization = prepared.details.quantization
+    assert quantization is not None and quantization.folder is not None
+    expected = reference_outputs(Path(quantization.folder))
     assert prepared.fetch_output is not None
     fetched = prepared.fetch_output()  # the int8 model on the case's own inputs
     actual = [np.asarray(o) for o in (fetched if isinstance(fetched, list) else [fetched])]

@@ -31,6 +31,8 @@ from typing import Any
 from dlbench.backends.base import Job, Prepared
 from dlbench.errors import CaseError
 from dlbench.measure.timer import Timing, time_once
+from dlbench.results.details import LoadGen
+from dlbench.results.record_dict import from_dict
 from dlbench.spec.case import (
     DEFAULT_LATENCY_PERCENTILE,
     MIN_P99_QUERIES,
@@ -112,7 +114,7 @@ class Served:
     timing: Timing
     reading: Reading
     samples_per_s: float
-    details: dict[str, Any]
+    details: LoadGen
 
 
 def measure_served(prepared: Prepared, job: Job, settings: Settings) -> Served:
@@ -155,7 +157,7 @@ def measure_served(prepared: Prepared, job: Job, settings: Settings) -> Served:
     if rate is None:  # LoadGen's log had no rate: samples completed over the test's time
         rate = len(chosen.latencies_s) * batch / max(timing.loop_wall_s, 1e-9)
         details["samples_per_s_source"] = "dlbench: samples completed over the test's wall time"
-    return Served(timing, chosen.reading, rate, details)
+    return Served(timing, chosen.reading, rate, from_dict(LoadGen, details))
 
 
 def _streams(prepared: Prepared, streams: int | None) -> list[Callable[[], object]]:

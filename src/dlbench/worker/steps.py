@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 import time
 import traceback
-from typing import Any
+from dataclasses import replace
 
 from dlbench.backends import load_backend
 from dlbench.backends.base import Backend, Job, Prepared, device_kind
@@ -17,6 +17,7 @@ from dlbench.errors import CaseError, CaseSkipped, ReferenceUnavailable, cause_s
 from dlbench.measure.cpu_features import int8_dot_units
 from dlbench.measure.monitor import peak_rss_mb
 from dlbench.measure.timer import StopRule, Timing, run_timed
+from dlbench.results.details import Details, OutputCheck
 from dlbench.results.records import STATUS_FAILED, Result, base_result
 from dlbench.spec.case import Case, Settings
 from dlbench.spec.registry import QUANTIZED_PRECISIONS
@@ -49,7 +50,7 @@ def execute(case: Case, settings: Settings) -> Result:
         raise
     result.import_s = import_s
     result.framework_version = backend.version()
-    result.details = {"threads": threads, **result.details}
+    result.details.threads = threads
     return result
 
 
@@ -62,7 +63,7 @@ def _run_steps(backend: Backend, job: Job, settings: Settings) -> Result:
     require_placement(job.device, prepared.details)
     if job.case.precision in QUANTIZED_PRECISIONS:
         # measured all the same where the CPU has none, and said so (results.flags)
-        prepared.details["int8_dot_units"] = int8_dot_units()
+        prepared.details.int8_dot_units = int8_dot_units()
     if job.case.loadgen:
         from dlbench.worker.serving import measure_served
 
@@ -70,19 +71,19 @@ def _run_steps(backend: Backend, job: Job, settings: Settings) -> Result:
         timing, reading = served.timing, served.reading
         # LoadGen's own rate: a server's queries overlap, so batch / mean latency is not it
         result = measured_result(job, prepared, timing, reading, rate=served.samples_per_s)
-        result.details["loadgen"] = served.details
+        result.details.loadgen = served.details
     else:
         timing, reading = measure(prepared, settings)
         result = measured_result(job, prepared, timing, reading)
     _apply_check(result, job, prepared)
     _apply_loss_check(result, prepared)
     result.setup_s = setup_s
-    result.details = {
-        "loop_wall_s": timing.loop_wall_s,
-        **(prepared.after_measure() if prepared.after_measure else {}),
-        **prepared.details,
-        **result.details,
-    }
+    after = prepared.after_measure() if prepared.after_measure else {}
+    result.details = replace(
+        result.details,  # the backend's, with what the loop measured and the checks
+        loop_wall_s=timing.loop_wall_s,
+        extra={**after, **result.details.extra},
+    )
     return result
 
 
@@ -92,7 +93,7 @@ def _apply_loss_check(result: Result, prepared: Prepared) -> None:
         return
     with prepared.context():
         loss = float(prepared.fetch_loss())
-    result.details["final_loss"] = loss
+    result.details.final_loss = loss
     if not math.isfinite(loss):
         result.status = STATUS_FAILED
         result.error = f"training loss is not finite ({loss}) after the measured steps"
@@ -110,10 +111,10 @@ def _apply_check(result: Result, job: Job, prepared: Prepared) -> None:
         with prepared.context():
             outcome = check(job, prepared)
     except ReferenceUnavailable as exc:
-        result.details["check"] = {"note": f"reference unavailable: {exc}"}
+        result.details.check = OutputCheck(note=f"reference unavailable: {exc}")
         return
     result.max_abs_diff = outcome.max_abs_diff
-    result.details["check"] = outcome.details()
+    result.details.check = outcome.details()
     if outcome.failed:
         result.status = STATUS_FAILED
         result.error = outcome.reason()
@@ -156,18 +157,16 @@ def measured_result(
         device=prepared.device,
         batch=batch,
         samples_done=len(timing.samples_s) * batch,
+        details=prepared.details,
         rate=rate,
         first_call_ms=timing.first_call_s * 1000.0,
         warmup_s=timing.warmup_s,
     )
 
 
-def _quantizer_wall_s(details: dict[str, Any]) -> float:
-    quantization = details.get("quantization")
-    if not isinstance(quantization, dict):
-        return 0.0
-    wall = quantization.get("build_wall_s")
-    return float(wall) if isinstance(wall, int | float) else 0.0
+def _quantizer_wall_s(details: Details) -> float:
+    quantization = details.quantization
+    return float(quantization.build_wall_s or 0.0) if quantization else 0.0
 
 
 def failed_from_exception(case: Case, exc: BaseException) -> Result:

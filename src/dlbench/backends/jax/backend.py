@@ -11,6 +11,7 @@ import numpy as np
 from dlbench.backends.base import Backend, Job, Prepared, placement
 from dlbench.backends.jax.models import FORWARDS
 from dlbench.errors import CaseError
+from dlbench.results.details import Details
 
 
 class JaxBackend(Backend):
@@ -73,11 +74,10 @@ class JaxBackend(Backend):
         return Prepared(
             step=step,
             device=job.device,
-            details={
-                **placement("JAX", str(device), _device_kind(str(device))),
-                "backend": jax.default_backend(),
-                "dtype": "float32",
-            },
+            details=Details(
+                placement=placement("JAX", str(device), _device_kind(str(device))),
+                extra={"backend": jax.default_backend(), "dtype": "float32"},
+            ),
             fetch_output=lambda: np.asarray(step()),
         )
 

@@ -19,6 +19,7 @@ from typing import Any
 from dlbench import __version__
 from dlbench.backends.base import Backend, Job, Prepared
 from dlbench.errors import CaseError
+from dlbench.results.details import Details
 
 
 def _noop() -> None:
@@ -46,7 +47,8 @@ class NullBackend(Backend):
         step = (lambda: time.sleep(sleep_s)) if sleep_s > 0 else _noop
         if fault == STEP_FAULT:
             step = _failing_after(step, calls=FAULT_AFTER_CALLS)
-        return Prepared(step=step, device=job.device, details={"null": "no computation"})
+        details = Details(extra={"null": "no computation"})
+        return Prepared(step=step, device=job.device, details=details)
 
 
 # "step-raise": the step raises from this call on (after the first call and warm-up)

@@ -20,6 +20,7 @@ from dlbench.backends.base import (
 )
 from dlbench.backends.onnxruntime.user_model import ort_signature
 from dlbench.errors import CaseError
+from dlbench.results.details import Details
 from dlbench.spec.registry import QUANTIZED_PRECISIONS
 from dlbench.workloads.user_model import model_inputs
 
@@ -72,14 +73,16 @@ class OnnxRuntimeBackend(Backend):
         return Prepared(
             step=step,
             device=job.device,
-            details={
-                "providers": used,
-                **placement("ONNX Runtime", used[0], _kind(used)),
-                "onnx_opset": meta["opset"],
-                "onnx_exporter": meta["exporter"],
-                "graph_optimization": "ORT_ENABLE_ALL",
-                **({"quantization": quantization} if quantization else {}),
-            },
+            details=Details(
+                placement=placement("ONNX Runtime", used[0], _kind(used)),
+                quantization=quantization,
+                extra={
+                    "providers": used,
+                    "onnx_opset": meta["opset"],
+                    "onnx_exporter": meta["exporter"],
+                    "graph_optimization": "ORT_ENABLE_ALL",
+                },
+            ),
             fetch_output=lambda: step()[0],
             infer=lambda inputs: session.run(None, inputs)[0],
         )
@@ -109,13 +112,15 @@ class OnnxRuntimeBackend(Backend):
             device=job.device,
             fetch_output=step,
             batch_size=leading_dim(feeds),
-            details={
-                "providers": providers,
-                **placement("ONNX Runtime", providers[0], _kind(providers)),
-                "inputs": input_shapes(feeds),
-                "outputs": [output.name for output in session.get_outputs()],
-                **({"quantization": quantization} if quantization else {}),
-            },
+            details=Details(
+                placement=placement("ONNX Runtime", providers[0], _kind(providers)),
+                quantization=quantization,
+                extra={
+                    "providers": providers,
+                    "inputs": input_shapes(feeds),
+                    "outputs": [output.name for output in session.get_outputs()],
+                },
+            ),
             infer=lambda inputs: session.run(None, inputs),
         )
 

@@ -28,6 +28,7 @@ from dlbench.backends.base import (
 )
 from dlbench.backends.openvino.user_model import ov_signature
 from dlbench.errors import CaseError
+from dlbench.results.details import Details
 from dlbench.spec.case import Case
 from dlbench.spec.registry import QUANTIZED_PRECISIONS
 from dlbench.workloads.user_model import model_inputs
@@ -84,21 +85,20 @@ class OpenVinoBackend(Backend):
         ]
         step, fetch = (_async_step if offline else _sync_step)(compiled, chunks)
         new_stream = None if offline else (lambda: _sync_step(compiled, chunks)[0])
-        details = {
-            "onnx_opset": meta["opset"],
-            "infer_requests": requests,
-            **{
-                key: str(compiled.get_property(key))
-                for key in (
-                    "PERFORMANCE_HINT",
-                    "NUM_STREAMS",
-                    "INFERENCE_PRECISION_HINT",
-                    "INFERENCE_NUM_THREADS",
-                    "OPTIMAL_NUMBER_OF_INFER_REQUESTS",
-                )
-            },
-            **({"quantization": quantization} if quantization else {}),
+        hints = {
+            key: str(compiled.get_property(key))
+            for key in (
+                "PERFORMANCE_HINT",
+                "NUM_STREAMS",
+                "INFERENCE_PRECISION_HINT",
+                "INFERENCE_NUM_THREADS",
+                "OPTIMAL_NUMBER_OF_INFER_REQUESTS",
+            )
         }
+        details = Details(
+            quantization=quantization,
+            extra={"onnx_opset": meta["opset"], "infer_requests": requests, **hints},
+        )
         return Prepared(
             step=step,
             device="cpu",
@@ -133,12 +133,14 @@ class OpenVinoBackend(Backend):
             device="cpu",
             fetch_output=lambda: [array.copy() for array in list(step().values())[:count]],
             batch_size=leading_dim(feeds),
-            details={
-                "inputs": input_shapes(feeds),
-                "outputs": [port.get_any_name() for port in compiled.outputs],
-                **{key: str(value) for key, value in config.items() if key in HINT_KEYS},
-                **({"quantization": quantization} if quantization else {}),
-            },
+            details=Details(
+                quantization=quantization,
+                extra={
+                    "inputs": input_shapes(feeds),
+                    "outputs": [port.get_any_name() for port in compiled.outputs],
+                    **{key: str(value) for key, value in config.items() if key in HINT_KEYS},
+                },
+            ),
             new_stream=lambda: _sync_step(compiled, [feeds])[0],
             infer=_outputs_infer(compiled),
         )

@@ -22,6 +22,7 @@ from dlbench.backends.base import (
 from dlbench.backends.tensorflow.models import BUILDERS, tf_placement, to_framework_layout
 from dlbench.backends.tensorflow.user_model import load_keras_or_savedmodel
 from dlbench.errors import CaseError
+from dlbench.results.details import Details
 from dlbench.workloads.model_format import model_format
 from dlbench.workloads.user_model import model_inputs
 
@@ -86,11 +87,10 @@ class TensorFlowBackend(Backend):
             step=step,
             device=job.device,
             context=lambda: tf.device(tf_device),
-            details={
-                **tf_placement(placed),
-                "keras": _keras_version(),
-                "dtype": "float32",
-            },
+            details=Details(
+                placement=tf_placement(placed),
+                extra={"keras": _keras_version(), "dtype": "float32"},
+            ),
             fetch_output=step,
         )
 
@@ -119,11 +119,13 @@ def _user_prepare(job: Job) -> Prepared:
         device=job.device,
         fetch_output=step,
         batch_size=leading_dim(arrays),
-        details={
-            "model_kind": kind,
-            "inputs": input_shapes(arrays),
-            "outputs": [output.name for output in outputs],
-        },
+        details=Details(
+            extra={
+                "model_kind": kind,
+                "inputs": input_shapes(arrays),
+                "outputs": [output.name for output in outputs],
+            }
+        ),
     )
 
 

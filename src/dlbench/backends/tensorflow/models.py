@@ -14,6 +14,7 @@ import keras
 import numpy as np
 
 from dlbench.backends.base import placement
+from dlbench.results.details import Placement
 from dlbench.workloads.mlp import LAYER_SIZES
 
 FC1_CHANNELS, FC1_SIDE = 64, 12
@@ -69,6 +70,6 @@ def to_framework_layout(workload: str, x: np.ndarray) -> np.ndarray:
     return np.ascontiguousarray(x.transpose(0, 2, 3, 1)) if workload == "mnist-cnn" else x
 
 
-def tf_placement(placed: str) -> dict[str, dict[str, str]]:
+def tf_placement(placed: str) -> Placement:
     """Where TensorFlow put a tensor (its device string), as the placement check reads it."""
     return placement("TensorFlow", placed, "cuda" if "GPU" in placed.upper() else "cpu")

@@ -17,6 +17,7 @@ import tensorflow as tf
 
 from dlbench.backends.base import EpochTrainer, Job
 from dlbench.backends.tensorflow.models import mnist_cnn, tf_placement, to_framework_layout
+from dlbench.results.details import Details
 from dlbench.workloads.mnist_train import (
     ADADELTA_EPS,
     ADADELTA_RHO,
@@ -51,19 +52,20 @@ class TfMnistTrainer(EpochTrainer):
         )
         self.loss_fn = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
         # where TensorFlow really placed the data, checked against the case's device
-        self.details: dict[str, Any] = {
-            **tf_placement(self.x.device),
-            "keras": keras.__version__,
-        }
+        self.details = Details(
+            placement=tf_placement(self.x.device), extra={"keras": keras.__version__}
+        )
         if self.mode == "fit":
             # Keras's "auto" turns XLA on wherever a GPU exists; `fit` is the plain
             # Keras loop (like torch eager), and XLA is the "xla" mode's business
             self.model.compile(optimizer=self.optimizer, loss=self.loss_fn, jit_compile=False)
-            self.details["keras_jit_compile"] = bool(self.model.jit_compile)
-            self.details["data_pipeline"] = "Model.fit on in-memory tensors, shuffle=True"
+            self.details.extra["keras_jit_compile"] = bool(self.model.jit_compile)
+            self.details.extra["data_pipeline"] = "Model.fit on in-memory tensors, shuffle=True"
         else:
             self.step = tf.function(self._step, jit_compile=self.mode == "xla")
-            self.details["data_pipeline"] = "in-memory tensors on the device, gathered per batch"
+            self.details.extra["data_pipeline"] = (
+                "in-memory tensors on the device, gathered per batch"
+            )
         self.predict = tf.function(lambda x: self.model(x, training=False))
 
     def _step(self, rows: tf.Tensor) -> tf.Tensor:
@@ -91,7 +93,7 @@ class TfMnistTrainer(EpochTrainer):
                 if epoch == 1 and index == 0:
                     started = time.perf_counter()
                     self.step(rows).numpy()  # traces and compiles: reported apart
-                    self.details["first_step_ms"] = 1000.0 * (time.perf_counter() - started)
+                    self.details.first_step_ms = 1000.0 * (time.perf_counter() - started)
                 else:
                     self.step(rows)
             return float(self.loss_sum.numpy()) / len(batches)  # waits for the last step

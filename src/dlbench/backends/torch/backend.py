@@ -29,6 +29,7 @@ from dlbench.backends.torch.precision import AUTOCAST_DTYPES, PrecisionPlan, pre
 from dlbench.backends.torch.quantized import quantized_model
 from dlbench.backends.torch.user_model import call_arguments, load_torch_model
 from dlbench.errors import CaseError, CaseSkipped
+from dlbench.results.details import Details, Quantization
 from dlbench.spec.registry import QUANTIZED_PRECISIONS
 from dlbench.workloads.model_format import model_format
 from dlbench.workloads.user_model import model_inputs
@@ -39,7 +40,7 @@ class TorchBackend(Backend):
     # set when an `export` case builds its AOTInductor package (time, cache hit)
     export_details: dict[str, Any] | None = None
     # set when an int8 case loads or makes its quantized model (method, seconds)
-    quantization: dict[str, Any] | None = None
+    quantization: Quantization | None = None
 
     def version(self) -> str:
         return torch.__version__
@@ -104,9 +105,7 @@ class TorchBackend(Backend):
         placed = next(iter(inputs.values()))
         step, transfer = _with_transfer(step, inputs, job.case.transfer, device)
         transfer_bytes = (
-            {"transfer_bytes_per_step": sum(t.nbytes for t in inputs.values())}
-            if transfer.startswith("inside")
-            else {}
+            sum(t.nbytes for t in inputs.values()) if transfer.startswith("inside") else None
         )
         synced = _synchronised(step, device)
         if device.type == "cuda":
@@ -117,19 +116,21 @@ class TorchBackend(Backend):
             step=synced,
             device=job.device,
             context=torch.inference_mode if inference else torch.enable_grad,
-            details={
+            details=Details(
                 # where the data really is, checked against the case's device
-                **placement("torch tensors", str(placed.device), placed.device.type),
-                "dtype": "float32",
-                "memory_format": str(layout).replace("torch.", ""),
-                "transfer": transfer,
-                **transfer_bytes,
-                **device_facts(device),
-                **precision.details,
-                **({"script": "traced"} if _traced(job) else {}),
-                **({"export": self.export_details} if job.case.compile == "export" else {}),
-                **({"quantization": self.quantization} if self.quantization else {}),
-            },
+                placement=placement("torch tensors", str(placed.device), placed.device.type),
+                transfer=transfer,
+                transfer_bytes_per_step=transfer_bytes,
+                quantization=self.quantization,
+                extra={
+                    "dtype": "float32",
+                    "memory_format": str(layout).replace("torch.", ""),
+                    **device_facts(device),
+                    **precision.details,
+                    **({"script": "traced"} if _traced(job) else {}),
+                    **({"export": self.export_details} if job.case.compile == "export" else {}),
+                },
+            ),
             fetch_output=(lambda: synced().detach().float().cpu().numpy()) if inference else None,
             infer=infer,
             fetch_loss=None if inference else lambda: _as_float(synced()),
@@ -151,10 +152,10 @@ class TorchBackend(Backend):
         device = torch.device(job.device)
         arrays = model_inputs(job.case, signature, job.seed)
         args = call_arguments(signature, arrays, device)
-        details: dict[str, Any] = {"model_kind": kind, "inputs": input_shapes(arrays)}
+        extra: dict[str, Any] = {"model_kind": kind, "inputs": input_shapes(arrays)}
         if job.case.compile == "export":
             identity = {"model": job.case.model_digest, "precision": job.case.precision}
-            model, details["export"] = aoti_runner(loaded, args, identity)
+            model, extra["export"] = aoti_runner(loaded, args, identity)
         else:
             module = loaded.module() if kind == "torch-export" else loaded.to(device).eval()
             model = torch.compile(module) if job.case.compile == "compile" else module
@@ -169,7 +170,7 @@ class TorchBackend(Backend):
             context=torch.inference_mode,
             fetch_output=lambda: [t.detach().cpu().numpy() for t in _tensors(synced())],
             batch_size=leading_dim(arrays),
-            details=details,
+            details=Details(extra=extra),
         )
 
     def _kernel_step(

@@ -19,9 +19,10 @@ import torch
 
 from dlbench.backends.base import Job, quantized
 from dlbench.errors import CaseError
+from dlbench.results.details import Quantization
 
 
-def quantized_model(job: Job, device: torch.device) -> tuple[Any, dict[str, Any]]:
+def quantized_model(job: Job, device: torch.device) -> tuple[Any, Quantization]:
     """The callable int8 model of the case, and what made it."""
     if device.type != "cpu":
         raise CaseError(f"torch {job.case.precision} is quantized for the CPU, not {device}")
@@ -30,13 +31,13 @@ def quantized_model(job: Job, device: torch.device) -> tuple[Any, dict[str, Any]
     return _dynamic(job)
 
 
-def _pt2e(job: Job) -> tuple[Any, dict[str, Any]]:
+def _pt2e(job: Job) -> tuple[Any, Quantization]:
     import torch._inductor.config as inductor
     import torchao.quantization.pt2e  # noqa: F401  # registers the q/dq ops the program calls
 
     path, meta = quantized(job)
     program = torch.export.load(str(path)).module()
-    meta["input_check_removed"] = _drop_input_check(program)
+    meta.tool["input_check_removed"] = _drop_input_check(program)
     inductor.freezing = True  # int8 weights folded as constants: oneDNN's int8 kernels
     return torch.compile(program), meta
 
@@ -71,11 +72,10 @@ def _dynamic(job: Job) -> tuple[Any, dict[str, Any]]:
     quantize_(module, Int8DynamicActivationInt8WeightConfig())
     seconds = time.perf_counter() - started
     model = torch.compile(module) if job.case.compile == "compile" else module
-    meta = {
-        "method": "torchao quantize_ with Int8DynamicActivationInt8WeightConfig (Linear layers)",
-        "torchao": torchao.__version__,
-        "seconds": round(seconds, 3),
-        "cached": False,
-        "calibration": None,
-    }
+    meta = Quantization(
+        method="torchao quantize_ with Int8DynamicActivationInt8WeightConfig (Linear layers)",
+        seconds=round(seconds, 3),
+        cached=False,
+        tool={"torchao": torchao.__version__},
+    )
     return model, meta

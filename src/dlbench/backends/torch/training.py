@@ -17,6 +17,7 @@ import torch.nn.functional as functional
 from dlbench.backends.base import EpochTrainer, Job, placement
 from dlbench.backends.torch.models import reference_module
 from dlbench.backends.torch.precision import PrecisionPlan
+from dlbench.results.details import Details
 from dlbench.workloads.mnist_train import (
     ADADELTA_EPS,
     ADADELTA_RHO,
@@ -51,11 +52,13 @@ class TorchMnistTrainer(EpochTrainer):
         self.y = torch.from_numpy(data.train_labels[: self.used]).to(device)
         self.test_x = torch.from_numpy(normalised(data.test_images)).to(device)
         self.test_y = torch.from_numpy(data.test_labels).to(device)
-        self.details: dict[str, Any] = {
-            **precision.details,
-            **placement("torch tensors", str(self.x.device), self.x.device.type),
-            "data_pipeline": "in-memory tensors on the device, indexed per batch",
-        }
+        self.details = Details(
+            placement=placement("torch tensors", str(self.x.device), self.x.device.type),
+            extra={
+                **precision.details,
+                "data_pipeline": "in-memory tensors on the device, indexed per batch",
+            },
+        )
 
     def train_epoch(self, epoch: int) -> float:
         self.module.train()
@@ -82,7 +85,7 @@ class TorchMnistTrainer(EpochTrainer):
                     # The first step compiles (torch.compile) and allocates:
                     # reported apart, like every case's first call.
                     _synchronise(self.device)
-                    self.details["first_step_ms"] = 1000.0 * (time.perf_counter() - step_start)
+                    self.details.first_step_ms = 1000.0 * (time.perf_counter() - step_start)
         mean_loss = float(total) / len(batches)  # the one host sync of the epoch
         self.scheduler.step()
         return mean_loss

@@ -134,8 +134,9 @@ def accuracy_cost(result: Result) -> str:
     """What the case's precision cost against fp32: int8's agreement, else the difference."""
     agreement = read(METRICS["agreement"], result)
     if agreement is not None:
-        check = result.details.get("check") or {}
-        return f"{result.case.precision}: {agreement:.3f} {check.get('measure', 'agreement')}"
+        check = result.details.check
+        measure = check.measure if check and check.measure is not None else "agreement"
+        return f"{result.case.precision}: {agreement:.3f} {measure}"
     if result.max_abs_diff is not None:
         return f"{result.case.precision}: max |diff| {result.max_abs_diff:.2g} from the reference"
     return result.case.precision

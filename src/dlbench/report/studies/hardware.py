@@ -42,11 +42,10 @@ def hardware_rows(runs: Sequence[Run], workload: str = ADD_WORKLOAD) -> list[Har
         for result in run.results:
             if result.case.workload != workload or not result.ok or result.latency_ms is None:
                 continue
-            details = result.details if isinstance(result.details, dict) else {}
+            details = result.details
             efficiency = efficiency_in_run(result, run) or {}
-            transfer = details.get("transfer")
             case = f"{result.case.framework} [{result.case.compile}] {result.case.device}"
-            if str(transfer or "").startswith("inside"):
+            if (details.transfer or "").startswith("inside"):
                 case += " (h2d copy timed)"
             rows.append(
                 HardwareRow(
@@ -55,7 +54,7 @@ def hardware_rows(runs: Sequence[Run], workload: str = ADD_WORKLOAD) -> list[Har
                     its=1000.0 / result.latency_ms.median,
                     gbps=result.gbps,
                     efficiency=efficiency.get("fraction"),
-                    throttle=details.get("throttle"),
+                    throttle=details.timeline.throttle if details.timeline else None,
                     run_id=run.id,
                 )
             )

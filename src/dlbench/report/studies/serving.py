@@ -11,11 +11,11 @@ of p99 latency against the rate served for every rate the search tried.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
 
 from dlbench.report.charts.model import Curve, CurveChart, Point, slug
 from dlbench.report.studies.study import Row, StudyTable
-from dlbench.results.metrics import METRICS, loadgen_details, read
+from dlbench.results.details import LoadGen
+from dlbench.results.metrics import METRICS, read
 from dlbench.results.records import Result, Run
 from dlbench.spec.case import DEFAULT_LATENCY_PERCENTILE
 
@@ -47,9 +47,9 @@ def _peak_table(name: str, results: list[Result], baseline: str) -> StudyTable:
     base = next((read(metric, r) for r in results if r.case.framework == baseline), None)
     rows = []
     for result in results:
-        details = loadgen_details(result)
+        loadgen = _loadgen(result)
         peak = read(metric, result)
-        note = details.get("peak_note") or _verdict_note(details)
+        note = loadgen.peak_note or _verdict_note(loadgen)
         rows.append(
             Row(
                 serving_label(result),
@@ -75,7 +75,7 @@ def _latency_table(name: str, results: list[Result], baseline: str) -> StudyTabl
             serving_label(r),
             value,
             value / base if base else None,
-            note=_verdict_note(loadgen_details(r)),
+            note=_verdict_note(_loadgen(r)),
             extra=(read(METRICS["cpu"], r), read(METRICS["memory"], r)),
         )
         for r, value in entries
@@ -89,9 +89,14 @@ def _latency_table(name: str, results: list[Result], baseline: str) -> StudyTabl
 NOTE_CHARS = 90
 
 
-def _verdict_note(details: dict) -> str:
-    verdict = details.get("verdict") or "no verdict"
-    reason = " ".join(str(details.get("invalid_reason") or "").replace("*", " ").split())
+def _loadgen(result: Result) -> LoadGen:
+    """What LoadGen concluded (an empty record for a result that kept none)."""
+    return result.details.loadgen or LoadGen()
+
+
+def _verdict_note(loadgen: LoadGen) -> str:
+    verdict = loadgen.verdict or "no verdict"
+    reason = " ".join(str(loadgen.invalid_reason or "").replace("*", " ").split())
     if len(reason) > NOTE_CHARS:
         reason = reason[: NOTE_CHARS - 3].rstrip() + "..."
     return f"LoadGen: {verdict}" + (f" ({reason})" if reason else "")
@@ -124,23 +129,17 @@ def serving_charts(run: Run) -> list[CurveChart]:
 
 
 def _tries_curve(result: Result) -> Curve:
-    details = loadgen_details(result)
+    loadgen = _loadgen(result)
     percentile = f"{result.case.latency_percentile or DEFAULT_LATENCY_PERCENTILE:g}"
-    peak = details.get("peak_qps")
+    peak = loadgen.peak_qps
     points = []
-    for attempt in _tries(details):
-        rate, latency = attempt.get("samples_per_s"), (attempt.get("latency_ms") or {})
-        value = latency.get(percentile) if isinstance(latency, dict) else None
+    for attempt in loadgen.tries or []:
+        rate, value = attempt.samples_per_s, attempt.latency_ms.get(percentile)
         if finite(rate) and finite(value):
-            marked = peak is not None and attempt.get("target_qps") == peak
+            marked = peak is not None and attempt.target_qps == peak
             points.append(Point(float(rate), float(value), marked=marked))
     return Curve(serving_label(result), tuple(points))
 
 
 def finite(value: object) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
-
-
-def _tries(details: dict) -> Iterable[dict]:
-    found = details.get("tries")
-    return [t for t in found if isinstance(t, dict)] if isinstance(found, list) else []

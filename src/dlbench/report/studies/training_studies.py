@@ -44,12 +44,12 @@ def mnist_label(result: Result) -> str:
 
 
 def _data_note(result: Result) -> str:
-    data = result.details.get("data") if isinstance(result.details, dict) else None
-    if not isinstance(data, dict):
+    training = result.details.training
+    if training is None or training.data is None:
         return ""
-    kind = "SYNTHETIC data" if data.get("synthetic") else "MNIST"
-    epochs = len(result.details.get("epochs") or [])
-    return f"{kind}, {data.get('train_samples_used')} samples x {epochs} epoch(s)"
+    kind = "SYNTHETIC data" if training.data.synthetic else "MNIST"
+    epochs = len(training.epochs)
+    return f"{kind}, {training.data.train_samples_used} samples x {epochs} epoch(s)"
 
 
 def mnist_tables(run: Run, baseline: str = "torch") -> list[StudyTable]:
@@ -121,9 +121,8 @@ def epochs_table(run: Run) -> Table | None:
     rows = [
         (r, epoch)
         for r in run.results
-        if isinstance(r.details, dict) and isinstance(r.details.get("epochs"), list)
-        for epoch in r.details["epochs"]
-        if isinstance(epoch, dict)
+        if r.details.training is not None
+        for epoch in r.details.training.epochs
     ]
     if not rows:
         return None
@@ -134,12 +133,12 @@ def epochs_table(run: Run) -> Table | None:
     for result, epoch in rows:
         table.add_row(
             escape_markup(result.case.label(omit=("batch_size",))),
-            str(epoch.get("epoch")),
-            fmt(epoch.get("train_s")),
-            fmt(epoch.get("eval_s")),
-            fmt(epoch.get("samples_per_s")),
-            fmt(epoch.get("loss")),
-            fmt(epoch.get("test_loss")),
-            fmt(epoch.get("accuracy")),
+            str(epoch.epoch),
+            fmt(epoch.train_s),
+            fmt(epoch.eval_s),
+            fmt(epoch.samples_per_s),
+            fmt(epoch.loss),
+            fmt(epoch.test_loss),
+            fmt(epoch.accuracy),
         )
     return table

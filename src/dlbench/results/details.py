@@ -1,0 +1,306 @@
+"""A result's details: what a reader may need beside its numbers, as typed records.
+
+Each capability that adds to a result has a record of its own (energy, the
+output check, placement, LoadGen, time-to-train, DDP, --repeat processes,
+int8 quantization, the parent's timeline), and the facts every case has
+(threads, the frameworks loaded, the measured window) are fields of Details.
+What is truly free-form, a framework's own settings (ONNX Runtime's
+providers, OpenVINO's hints, a user model's inputs and outputs, an export's
+facts), goes in `extra`. Readers use the fields; none sniffs for keys.
+
+Run schema 2 kept all of this in one flat dict: `details_from_v2` turns
+that dict into this form when an older file or store row is read.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from dlbench.measure.energy import EnergyUse
+from dlbench.results.record_dict import REST_FIELD, from_dict, to_dict
+
+
+@dataclass
+class Placement:
+    """Where the framework really put the work, in its own words and as a device kind
+    ("cpu", "cuda", "mps"); the worker's placement check reads this."""
+
+    by: str
+    reported: str
+    kind: str
+
+
+@dataclass
+class NumpyBlas:
+    """NumPy's own BLAS pool in the worker, held at one thread."""
+
+    threads: int | None = None
+    libraries: list[str] = field(default_factory=list)
+
+
+@dataclass
+class OutputCheck:
+    """The output against the reference (fp32's tolerance), or an int8 model's
+    agreement with fp32 (`agreement` and how it was measured)."""
+
+    note: str | None = None
+    tolerance: float | None = None
+    measure: str | None = None
+    agreement: float | None = None
+    top1_agreement: float | None = None
+    samples: int | None = None
+    floor: float | None = None
+    max_abs_diff: float | None = None
+
+
+@dataclass
+class Quantization:
+    """What an int8 model's quantizer did; the rest of its metadata (tool versions,
+    its source, preprocessing) is the quantizer's own, kept as it wrote it."""
+
+    method: str | None = None
+    model_file: str | None = None
+    calibration: dict[str, Any] | None = None
+    seconds: float | None = None
+    cached: bool | None = None
+    # the quantizer process's wall time, kept out of the case's setup_s
+    build_wall_s: float | None = None
+    folder: str | None = None
+    tool: dict[str, Any] = field(default_factory=dict, metadata=REST_FIELD)
+
+
+@dataclass
+class LoadGenTry:
+    """One rate --find-peak tried."""
+
+    target_qps: float | None = None
+    samples_per_s: float | None = None
+    latency_ms: dict[str, float] = field(default_factory=dict)
+    keeps_bound: bool | None = None
+    verdict: str | None = None
+    invalid_reason: str | None = None
+    over_bound: Any = None
+    log_dir: str | None = None
+
+
+@dataclass
+class LoadGen:
+    """What MLPerf LoadGen concluded for a served case (worker.serving, worker.loadgen_log)."""
+
+    scenario: str | None = None
+    note: str | None = None
+    min_duration_s: float | None = None
+    verdict: str | None = None
+    invalid_reason: str | None = None
+    perf_constraints_met: bool | None = None
+    early_stopping: str | None = None
+    samples_per_s: float | None = None
+    samples_per_s_source: str | None = None
+    latency_ms: dict[str, float] = field(default_factory=dict)
+    per_query_latency_ms: dict[str, float] | None = None
+    # as LoadGen's log has them
+    queries: Any = None
+    scheduled_samples_per_s: Any = None
+    errors: Any = None
+    version: Any = None
+    over_bound: Any = None
+    log_dir: str | None = None
+    target_qps: float | None = None
+    bound_ms: float | None = None
+    percentile: float | None = None
+    streams: int | None = None
+    tries: list[LoadGenTry] | None = None  # --find-peak only
+    peak_qps: float | None = None
+    peak_confirmed: bool | None = None
+    peak_note: str | None = None
+
+
+@dataclass
+class Epoch:
+    """One epoch of a time-to-train case: training and evaluation timed apart."""
+
+    epoch: int | None = None
+    train_s: float | None = None
+    eval_s: float | None = None
+    samples_per_s: float | None = None
+    loss: float | None = None
+    test_loss: float | None = None
+    accuracy: float | None = None
+    start_epoch_s: float | None = None
+    end_epoch_s: float | None = None
+
+
+@dataclass
+class TrainingData:
+    """The data a time-to-train case learned from: MNIST's files, or the synthetic set."""
+
+    source: str | None = None
+    synthetic: bool | None = None
+    train_samples_used: int | None = None
+    test_samples: int | None = None
+    load_s: float | None = None
+
+
+@dataclass
+class Training:
+    """A time-to-train case: its epochs and the times and accuracy they add up to."""
+
+    epochs: list[Epoch] = field(default_factory=list)
+    time_to_train_s: float | None = None
+    # without epoch 1, which holds compilation (torch.compile, tf.function tracing)
+    steady_samples_per_s: float | None = None
+    wall_to_train_s: float | None = None
+    time_to_target_s: float | None = None
+    target_accuracy: float | None = None
+    final_accuracy: float | None = None
+    data: TrainingData | None = None
+
+
+@dataclass
+class Ddp:
+    """A DistributedDataParallel case's ranks."""
+
+    world_size: int | None = None
+    backend: str | None = None
+    iterations_per_rank: int | None = None
+    per_rank_throughput: list[float | None] = field(default_factory=list)
+    per_rank_median_ms: list[float | None] = field(default_factory=list)
+    per_rank_device: list[str] = field(default_factory=list)
+    # Scaling as results written before it was computed on read kept it (results.scaling)
+    stored_scaling: dict[str, Any] | None = None
+
+
+@dataclass
+class ProcessSummary:
+    """What a --repeat result keeps of one process (results.repeats): its bookkeeping
+    and samples, and in `values` each metric that has a process_key in the metrics
+    table, under that key (so a new metric needs no field here)."""
+
+    status: str | None = None
+    error: str | None = None
+    started_at: str | None = None
+    mean_ms: float | None = None
+    n: int = 0
+    flags: list[str] = field(default_factory=list)
+    disturbed: bool = False
+    samples_ms: list[float] = field(default_factory=list)
+    used: bool | None = None  # made the headline (set when merged)
+    values: dict[str, Any] = field(default_factory=dict, metadata=REST_FIELD)
+
+
+@dataclass
+class ProcessSpread:
+    """How far a --repeat result's processes disagree: IQR over median of their medians."""
+
+    median_ms_relative_iqr: float
+    processes: int
+
+
+@dataclass
+class Processes:
+    """A result merged from several --repeat processes: each one's summary, and their spread."""
+
+    summaries: list[ProcessSummary] = field(default_factory=list)
+    spread: ProcessSpread | None = None
+
+
+@dataclass
+class Timeline:
+    """The parent's resource timeline of the case (launch.runner): its points, as
+    seconds since `origin_epoch_s`, their summary over the measured region, the
+    GPU's throttle verdict, and why there are no GPU readings where there are none."""
+
+    points: list[dict[str, Any]] = field(default_factory=list)
+    origin_epoch_s: float | None = None
+    summary: dict[str, Any] = field(default_factory=dict)
+    throttle: str | None = None
+    gpu_telemetry: str | None = None
+
+
+@dataclass
+class Details:
+    """Everything a result holds beside its numbers; each part None where it does not apply."""
+
+    threads: dict[str, Any] | None = None  # each framework reports its own pools
+    frameworks_in_process: list[str] | None = None
+    numpy_blas: NumpyBlas | None = None
+    compile_cache: str | None = None
+    placement: Placement | None = None
+    # the timed loop: its length, and its wall-clock bounds (epoch seconds) that pick it
+    # out of the parent's timeline
+    loop_wall_s: float | None = None
+    measured_wall: list[float] | None = None
+    first_step_ms: float | None = None
+    final_loss: float | None = None
+    # an int8 case's CPU int8 dot-product units ([]: none, so expect little gain)
+    int8_dot_units: list[str] | None = None
+    # the host-to-device copy: outside or inside the timed step, and its bytes when inside
+    transfer: str | None = None
+    transfer_bytes_per_step: float | None = None
+    energy: EnergyUse | None = None
+    check: OutputCheck | None = None
+    quantization: Quantization | None = None
+    loadgen: LoadGen | None = None
+    training: Training | None = None
+    ddp: Ddp | None = None
+    processes: Processes | None = None
+    timeline: Timeline | None = None
+    # efficiency as results written before it was computed on read kept it (results.ceilings)
+    stored_efficiency: dict[str, Any] | None = None
+    # a framework's own settings and facts: providers, hints, a user model's inputs...
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return to_dict(self)
+
+    @classmethod
+    def from_dict(cls, data: Any) -> Details:
+        return from_dict(cls, data)
+
+
+# Schema-2 keys (one flat dict) that became fields of Details as they were
+V2_FIELDS = (
+    "threads", "frameworks_in_process", "numpy_blas", "compile_cache", "placement",
+    "loop_wall_s", "measured_wall", "first_step_ms", "final_loss", "int8_dot_units",
+    "transfer", "transfer_bytes_per_step", "energy", "check", "quantization", "loadgen",
+)  # fmt: skip
+V2_TRAINING = (
+    "epochs", "time_to_train_s", "steady_samples_per_s", "wall_to_train_s",
+    "time_to_target_s", "target_accuracy", "final_accuracy", "data",
+)  # fmt: skip
+V2_TIMELINE = {
+    "timeline": "points",
+    "timeline_origin_epoch_s": "origin_epoch_s",
+    "timeline_summary": "summary",
+    "throttle": "throttle",
+    "gpu_telemetry": "gpu_telemetry",
+}
+# What a DDP result kept in details.ddp before scaling was computed on read
+V2_SCALING = ("scaling_efficiency", "baseline_throughput", "scaling_note")
+
+
+def details_from_v2(old: Any) -> dict[str, Any]:
+    """A schema-2 result's flat details dict in the typed form's JSON; what no record
+    names goes to `extra`. (A details that was not an object was read as empty.)"""
+    flat = dict(old) if isinstance(old, dict) else {}
+    new: dict[str, Any] = {k: flat.pop(k) for k in V2_FIELDS if k in flat}
+    training = {k: flat.pop(k) for k in V2_TRAINING if k in flat}
+    if training:
+        new["training"] = training
+    timeline = {V2_TIMELINE[k]: flat.pop(k) for k in list(V2_TIMELINE) if k in flat}
+    if timeline:
+        new["timeline"] = timeline
+    if isinstance(flat.get("ddp"), dict):
+        ddp = dict(flat.pop("ddp"))
+        stored = {k: ddp.pop(k) for k in V2_SCALING if k in ddp}
+        new["ddp"] = {**ddp, **({"stored_scaling": stored} if stored else {})}
+    if "processes" in flat or "process_spread" in flat:
+        new["processes"] = {
+            "summaries": flat.pop("processes", []),
+            "spread": flat.pop("process_spread", None),
+        }
+    if "efficiency" in flat:
+        new["stored_efficiency"] = flat.pop("efficiency")
+    new["extra"] = flat
+    return new

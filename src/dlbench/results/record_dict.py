@@ -1,0 +1,113 @@
+"""Dataclass records to JSON objects and back, checked against their type hints.
+
+Every typed part of a result's details (results.details) and the measure/
+types it stores (an energy reading) go through these two functions, so a
+new field is one line in its dataclass: its JSON key is its name, and a file
+that holds the wrong type for it is refused when read (a ValueError, which
+Run.from_dict turns into one clear UserError), not met deep in a report.
+
+A field equal to its default is left out of the JSON, so a result that has
+no LoadGen test or no energy counter does not carry a page of nulls. A field
+marked with REST_FIELD gathers the keys its record does not name (a quantizer's own
+metadata, the metric values of a --repeat process keyed by the metrics
+table) and writes them back beside the named ones.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import types
+import typing
+from functools import cache
+from typing import Any, TypeVar, Union
+
+R = TypeVar("R")
+REST = "rest"
+# The metadata of a dict field that holds the keys its record does not name, spread
+# back beside the named ones in its JSON: field(default_factory=dict, metadata=REST_FIELD)
+REST_FIELD = {REST: True}
+
+
+def to_dict(record: Any) -> dict[str, Any]:
+    """The record as a JSON object: nested records as objects, defaults left out."""
+    data: dict[str, Any] = {}
+    for f in dataclasses.fields(record):
+        value = getattr(record, f.name)
+        if f.metadata.get(REST):
+            data.update(value)
+        elif value != _default(f):
+            data[f.name] = _plain(value)
+    return data
+
+
+def from_dict(record: type[R], data: Any) -> R:
+    """The record read from a JSON object; ValueError where a value has the wrong type."""
+    if not isinstance(data, dict):
+        raise ValueError(f"{record.__name__}: expected an object, not {type(data).__name__}")
+    hints = _hints(record)
+    values: dict[str, Any] = {}
+    spare: str | None = None
+    for f in dataclasses.fields(record):  # type: ignore[arg-type]
+        if f.metadata.get(REST):
+            spare = f.name
+        elif f.name in data:
+            values[f.name] = _read(hints[f.name], data[f.name], f"{record.__name__}.{f.name}")
+    if spare is not None:
+        values[spare] = {k: v for k, v in data.items() if k not in values}
+    return record(**values)
+
+
+def _plain(value: Any) -> Any:
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return to_dict(value)
+    if isinstance(value, list | tuple):
+        return [_plain(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    return value
+
+
+def _default(f: dataclasses.Field[Any]) -> Any:
+    if f.default is not dataclasses.MISSING:
+        return f.default
+    if f.default_factory is not dataclasses.MISSING:
+        return f.default_factory()
+    return dataclasses.MISSING  # a required field is always written
+
+
+@cache
+def _hints(record: type) -> dict[str, Any]:
+    return typing.get_type_hints(record)
+
+
+def _read(hint: Any, value: Any, where: str) -> Any:
+    """`value` as `hint` says: records built, containers walked, scalars checked."""
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if hint is Any:
+        return value
+    if origin in (Union, types.UnionType):
+        if value is None and type(None) in args:
+            return None
+        (inner,) = [a for a in args if a is not type(None)]  # records use `X | None` only
+        return _read(inner, value, where)
+    if dataclasses.is_dataclass(hint):
+        return from_dict(hint, value)  # type: ignore[arg-type]
+    if origin is list:
+        if not isinstance(value, list):
+            raise ValueError(f"{where}: expected a list")
+        return [_read(args[0], v, where) for v in value]
+    if origin is dict:
+        if not isinstance(value, dict):
+            raise ValueError(f"{where}: expected an object")
+        return {k: _read(args[1], v, where) for k, v in value.items()}
+    if not _scalar_ok(hint, value):
+        raise ValueError(f"{where}: expected {hint.__name__}, not {type(value).__name__}")
+    return value
+
+
+def _scalar_ok(hint: Any, value: Any) -> bool:
+    if hint is float:  # JSON has one number type: 1 and 1.0 are both numbers
+        return isinstance(value, int | float) and not isinstance(value, bool)
+    if hint is int:
+        return isinstance(value, int) and not isinstance(value, bool)
+    return isinstance(value, hint)
