@@ -323,7 +323,7 @@ def test_a_timed_out_ddp_case_leaves_no_rank_behind(tmp_path):
 
     run = run_json(
         tmp_path, "run", "-w", "mlp", "-m", "train", "-d", "cpu", "--nproc", "2", "-b", "64",
-        "--min-time", "120", "--timeout", "12", expect=1,
+        "--min-time", "120", "--timeout", "8", expect=1,
     )  # fmt: skip
     assert all("timed out" in r["error"] for r in run["results"])
     left = [
