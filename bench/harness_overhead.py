@@ -73,7 +73,7 @@ def null_overhead_us(min_time: float) -> tuple[float, float]:
     """Median timed empty step, and loop wall time per iteration, in µs."""
     case = Case("mlp", "null", "default", device="cpu", threads=1)
     result = run_case(case, Settings(min_time_s=min_time, min_iters=1000, warmup_iters=100))
-    per_iteration = result.details["loop_wall_s"] / result.latency_ms.n * 1e6
+    per_iteration = result.details.loop_wall_s / result.latency_ms.n * 1e6
     return result.latency_ms.median * 1000.0, per_iteration
 
 

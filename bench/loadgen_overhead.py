@@ -37,7 +37,7 @@ def measure(case: Case, settings: Settings, loadgen: bool) -> float:
     if not result.ok:
         raise SystemExit(f"{case.label()} failed: {result.error}")
     if loadgen:
-        return float(result.details["loadgen"]["latency_ms"]["50"])
+        return float(result.details.loadgen.latency_ms["50"])
     return result.latency_ms.median
 
 

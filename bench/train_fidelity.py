@@ -83,7 +83,7 @@ def dlbench_rate(samples: int, threads: int) -> float:
     result = run_case(case, Settings(timeout_s=1800))
     if not result.ok:
         raise SystemExit(f"dlbench case failed: {result.error}")
-    return float(result.details["epochs"][-1]["samples_per_s"])
+    return float(result.details.training.epochs[-1].samples_per_s)
 
 
 def main() -> None:
