@@ -122,3 +122,15 @@ def test_support_matrix_matches_what_model_files_can_run():
 
     runs_user_models = {n for n, info in FRAMEWORKS.items() if info.supports("user-model", "infer")}
     assert runs_user_models == {"torch", "tensorflow", "onnxruntime", "openvino"}
+
+
+def test_openvino_refuses_a_precision_it_has_no_hint_for():
+    pytest.importorskip("openvino")
+    from dlbench.backends.openvino.backend import plugin_config
+    from dlbench.errors import CaseError
+
+    assert plugin_config(Case("mlp", "openvino", "default"), 1, False)[
+        "INFERENCE_PRECISION_HINT"
+    ] == ("f32")
+    with pytest.raises(CaseError, match="unsupported precision 'amp-bf16'"):
+        plugin_config(Case("mlp", "openvino", "default", precision="amp-bf16"), 1, False)

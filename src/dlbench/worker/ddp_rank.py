@@ -133,9 +133,12 @@ def _measure_rank(case: Case, settings: Settings) -> Result | None:
         dist.destroy_process_group()
     if where.rank != 0:
         return None
+    # the group's rate: every rank's samples; its compute and memory rates follow it
     mine.throughput = sum(g["throughput"] for g in gathered)
-    if mine.gflops is not None and mine.flops_per_sample:
+    if mine.flops_per_sample:
         mine.gflops = mine.throughput * mine.flops_per_sample / 1e9
+    if mine.bytes_per_sample:
+        mine.gbps = mine.throughput * mine.bytes_per_sample / 1e9
     mine.setup_s = setup_s
     mine.framework_version = torch.__version__
     ddp = Ddp(

@@ -148,8 +148,6 @@ class OpenVinoBackend(Backend):
     def _compile(
         self, path: Any, arrays: dict[str, Any], job: Job, offline: bool, chunk: int
     ) -> Any:
-        if job.case.precision not in PRECISION_HINTS:
-            raise CaseError(f"openvino: unsupported precision {job.case.precision!r}")
         model = self._core.read_model(str(path))
         model.reshape({name: [chunk, *a.shape[1:]] for name, a in arrays.items()})
         return self._core.compile_model(
@@ -158,6 +156,13 @@ class OpenVinoBackend(Backend):
 
 
 HINT_KEYS = ("PERFORMANCE_HINT", "NUM_STREAMS")
+
+
+def _precision_hint(precision: str) -> str:
+    """The plugin's hint for a precision; one it has no hint for is refused, never f32."""
+    if precision not in PRECISION_HINTS:
+        raise CaseError(f"openvino: unsupported precision {precision!r}")
+    return PRECISION_HINTS[precision]
 
 
 def plugin_config(case: Case, threads: int, offline: bool) -> dict[str, Any]:
@@ -171,7 +176,7 @@ def plugin_config(case: Case, threads: int, offline: bool) -> dict[str, Any]:
     config: dict[str, Any] = {
         "PERFORMANCE_HINT": "THROUGHPUT" if offline or server else "LATENCY",
         "INFERENCE_NUM_THREADS": threads,
-        "INFERENCE_PRECISION_HINT": PRECISION_HINTS.get(case.precision, "f32"),
+        "INFERENCE_PRECISION_HINT": _precision_hint(case.precision),
     }
     if server:
         config["NUM_STREAMS"] = case.streams or 1
