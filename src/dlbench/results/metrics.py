@@ -159,27 +159,15 @@ def _put_per_second(name: str, per_sample: str) -> Put:
     return put
 
 
-def _put_training(name: str) -> Put:
-    """Into the result's time-to-train record, where it has one."""
+def _put_into(part: str, name: str) -> Put:
+    """Into one typed part of the result's details (its time-to-train record, its
+    energy reading), where it has that part."""
 
     def put(result: Result, value: float | None) -> Result:
-        training = result.details.training
-        if training is None:
+        record = getattr(result.details, part)
+        if record is None:
             return result
-        details = replace(result.details, training=replace(training, **{name: value}))
-        return replace(result, details=details)
-
-    return put
-
-
-def _put_energy(name: str) -> Put:
-    """Into the result's energy reading, where it has one."""
-
-    def put(result: Result, value: float | None) -> Result:
-        energy = result.details.energy
-        if energy is None:
-            return result
-        details = replace(result.details, energy=replace(energy, **{name: value}))
+        details = replace(result.details, **{part: replace(record, **{name: value})})
         return replace(result, details=details)
 
     return put
@@ -278,7 +266,7 @@ METRICS: dict[str, Metric] = {
             _training(TIME_TO_TRAIN_KEY),
             process_key=TIME_TO_TRAIN_KEY,
             merge=Merge.MEDIAN_OF_PROCESSES,
-            put=_put_training(TIME_TO_TRAIN_KEY),
+            put=_put_into("training", TIME_TO_TRAIN_KEY),
         ),
         Metric(
             "steady_throughput",
@@ -313,7 +301,7 @@ METRICS: dict[str, Metric] = {
             _energy("joules_per_sample"),
             process_key="joules_per_sample",
             merge=Merge.MEDIAN_OF_PROCESSES,
-            put=_put_energy("joules_per_sample"),
+            put=_put_into("energy", "joules_per_sample"),
         ),
         Metric(
             "power",
