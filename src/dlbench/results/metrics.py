@@ -409,3 +409,13 @@ def metric(key: str, allowed: Sequence[str] = COMPARABLE) -> Metric:
     if key not in allowed:
         raise UserError(f"unknown metric {key!r}; allowed: {', '.join(allowed)}")
     return METRICS[key]
+
+
+def with_rates(result: Result) -> Result:
+    """`result` with every rate that follows its throughput (GFLOP/s, GB/s: the
+    Merge.FROM_THROUGHPUT metrics) put from it: a measured result, a --repeat
+    merge and a DDP group's summed rate all derive them by the one rule."""
+    for each in METRICS.values():
+        if each.merge is Merge.FROM_THROUGHPUT and each.put is not None:
+            result = each.put(result, result.throughput)
+    return result

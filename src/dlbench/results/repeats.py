@@ -24,7 +24,7 @@ from dataclasses import replace
 from dlbench.measure.stats import summarize
 from dlbench.results.details import Processes, ProcessSpread, ProcessSummary
 from dlbench.results.flags import merged_flags
-from dlbench.results.metrics import METRICS, Merge, Metric, read
+from dlbench.results.metrics import METRICS, Merge, Metric, read, with_rates
 from dlbench.results.records import Result
 
 DISTURBED = frozenset({"interference", "stalled"})
@@ -118,12 +118,11 @@ def merge(base: Result, summaries: list[ProcessSummary]) -> Result:
     merged = replace(
         base, latency_ms=summarize([s / 1000.0 for s in pooled]), samples_ms=pooled, details=details
     )
-    for rule in (Merge.MEDIAN_OF_PROCESSES, Merge.FROM_THROUGHPUT):
-        for metric in (m for m in METRICS.values() if m.merge is rule and m.put is not None):
-            if rule is Merge.FROM_THROUGHPUT:
-                merged = metric.put(merged, merged.throughput)
-            elif (values := _values(metric, used)) is not None:
-                merged = metric.put(merged, statistics.median(values))
+    for metric in (m for m in METRICS.values() if m.merge is Merge.MEDIAN_OF_PROCESSES):
+        values = _values(metric, used)
+        if values is not None and metric.put is not None:
+            merged = metric.put(merged, statistics.median(values))
+    merged = with_rates(merged)  # GFLOP/s and GB/s follow the merged throughput
     # results.flags judges the merged numbers; the processes' other flags carry over
     return replace(merged, flags=merged_flags(merged, [p.flags for p in used], spread))
 

@@ -26,6 +26,7 @@ from dlbench.lifeline import die_with_parent
 from dlbench.measure.energy import EnergyReading, EnergyUse
 from dlbench.measure.timer import MAX_ITERS, StopRule, run_timed
 from dlbench.results.details import Ddp
+from dlbench.results.metrics import with_rates
 from dlbench.results.records import STATUS_SKIPPED, Result, base_result
 from dlbench.spec.case import Case, Settings
 from dlbench.worker.instruments import Instruments, Reading
@@ -135,10 +136,7 @@ def _measure_rank(case: Case, settings: Settings) -> Result | None:
         return None
     # the group's rate: every rank's samples; its compute and memory rates follow it
     mine.throughput = sum(g["throughput"] for g in gathered)
-    if mine.flops_per_sample:
-        mine.gflops = mine.throughput * mine.flops_per_sample / 1e9
-    if mine.bytes_per_sample:
-        mine.gbps = mine.throughput * mine.bytes_per_sample / 1e9
+    mine = with_rates(mine)
     mine.setup_s = setup_s
     mine.framework_version = torch.__version__
     ddp = Ddp(

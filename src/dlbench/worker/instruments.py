@@ -18,6 +18,7 @@ from dlbench.measure.energy import EnergyMeter, EnergyReading
 from dlbench.measure.monitor import ProcessMonitor, ResourceUse
 from dlbench.measure.stats import summarize, throughput
 from dlbench.results.details import Details
+from dlbench.results.metrics import with_rates
 from dlbench.results.records import STATUS_OK, Result, base_result
 
 
@@ -93,8 +94,6 @@ def result_from(
         scenario=case.scenario if job.workload.epoch_based else case.effective_scenario(batch),
         latency_ms=stats,
         throughput=rate,
-        gflops=rate * flops / 1e9 if flops and rate else None,
-        gbps=rate * moved / 1e9 if moved and rate else None,
         primary_metric=job.workload.primary_metric,
         flops_per_sample=flops,
         bytes_per_sample=moved,
@@ -107,7 +106,7 @@ def result_from(
         load_avg_after=usage.load_avg_after,
     )
     result.details = reading.recorded_in(details, samples_done)
-    return result
+    return with_rates(result)  # GFLOP/s and GB/s from the rate and the work per sample
 
 
 def to_ms(samples_s: Sequence[float]) -> list[float]:
