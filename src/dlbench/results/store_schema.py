@@ -22,6 +22,7 @@ from __future__ import annotations
 import json
 import sqlite3
 from collections.abc import Callable
+from typing import Any
 
 from dlbench.errors import UserError
 from dlbench.results.records import Result, upgrade_result_v1, upgrade_result_v2
@@ -54,44 +55,55 @@ INSERT INTO meta VALUES ('schema_version', '1');
 """
 
 
-def _results_to_run_schema_2(db: sqlite3.Connection) -> None:
-    """Rewrite every schema-1 result as schema 2, with its new case key."""
-    old_runs = [r[0] for r in db.execute("SELECT id FROM runs WHERE schema_version < 2")]
+# A stored result's JSON in the next run schema, and its case key where that changes.
+Convert = Callable[[dict[str, Any], str, int], tuple[dict[str, Any], str | None]]
+
+
+def _rewrite_results(db: sqlite3.Connection, version: int, convert: Convert) -> None:
+    """Rewrite every result of the runs below run schema `version` into it; the steps
+    run in order, so those runs are all at the schema just below. One result that
+    cannot be converted stops the migration."""
+    query = "SELECT id FROM runs WHERE schema_version < ?"
+    old_runs = [r[0] for r in db.execute(query, (version,))]
     for run_id in old_runs:
         rows = db.execute("SELECT seq, data FROM results WHERE run_id=?", (run_id,)).fetchall()
         for seq, data in rows:
             where = f"store run {run_id}, result {seq}"
             try:
-                upgraded = upgrade_result_v1(json.loads(data), where, seq)
-                # the case alone: its details are schema 2's, read by the next step
-                key = Case.from_dict(upgraded["case"]).key()
+                upgraded, key = convert(json.loads(data), where, seq)
             except (KeyError, TypeError, ValueError) as exc:
-                raise UserError(f"{where}: cannot be upgraded to run schema 2 ({exc})") from None
+                raise UserError(
+                    f"{where}: cannot be upgraded to run schema {version} ({exc})"
+                ) from None
             db.execute(
-                "UPDATE results SET data=?, case_key=? WHERE run_id=? AND seq=?",
+                "UPDATE results SET data=?, case_key=COALESCE(?, case_key) "
+                "WHERE run_id=? AND seq=?",
                 (json.dumps(upgraded), key, run_id, seq),
             )
-        # 2, not SCHEMA_VERSION: a later run schema gets its own step after this one
-        db.execute("UPDATE runs SET schema_version=2 WHERE id=?", (run_id,))
+        # `version`, not SCHEMA_VERSION: a later run schema gets its own step after this one
+        db.execute("UPDATE runs SET schema_version=? WHERE id=?", (version, run_id))
+
+
+def _result_v1_to_v2(data: dict[str, Any], where: str, seq: int) -> tuple[dict[str, Any], str]:
+    """Schema 1's flat identity folded into the case, with its new case key."""
+    upgraded = upgrade_result_v1(data, where, seq)
+    # the case alone: its details are schema 2's, read by the next step
+    return upgraded, Case.from_dict(upgraded["case"]).key()
+
+
+def _result_v2_to_v3(data: dict[str, Any], where: str, seq: int) -> tuple[dict[str, Any], None]:
+    """Schema 2's details dict in the typed form; the case key is unchanged."""
+    upgraded = upgrade_result_v2(data)
+    Result.from_dict(upgraded)  # refused here, not when the run is read
+    return upgraded, None
+
+
+def _results_to_run_schema_2(db: sqlite3.Connection) -> None:
+    _rewrite_results(db, 2, _result_v1_to_v2)
 
 
 def _results_to_run_schema_3(db: sqlite3.Connection) -> None:
-    """Rewrite every schema-2 result as schema 3: its details in the typed form."""
-    old_runs = [r[0] for r in db.execute("SELECT id FROM runs WHERE schema_version = 2")]
-    for run_id in old_runs:
-        rows = db.execute("SELECT seq, data FROM results WHERE run_id=?", (run_id,)).fetchall()
-        for seq, data in rows:
-            where = f"store run {run_id}, result {seq}"
-            try:
-                upgraded = upgrade_result_v2(json.loads(data))
-                Result.from_dict(upgraded)  # refused here, not when the run is read
-            except (KeyError, TypeError, ValueError) as exc:
-                raise UserError(f"{where}: cannot be upgraded to run schema 3 ({exc})") from None
-            db.execute(
-                "UPDATE results SET data=? WHERE run_id=? AND seq=?",
-                (json.dumps(upgraded), run_id, seq),
-            )
-        db.execute("UPDATE runs SET schema_version=3 WHERE id=?", (run_id,))
+    _rewrite_results(db, 3, _result_v2_to_v3)
 
 
 # A step is SQL, or a function for what SQL cannot do (rewriting result JSON).
