@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import io
+import os
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -17,15 +20,47 @@ from dlbench.worker.compile_cache import SHARED_CACHE_ENV
 
 @pytest.fixture(autouse=True, scope="session")
 def isolated_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """One artifact cache (ONNX exports, reference outputs) for the whole session."""
-    import os
-
-    cache = tmp_path_factory.mktemp("artifacts")
+    """One artifact cache (ONNX exports, reference outputs) for the whole session,
+    shared by pytest-xdist's test processes: dlbench writes it atomically."""
+    session_temp = tmp_path_factory.getbasetemp()
+    if "PYTEST_XDIST_WORKER" in os.environ:  # each test process has its own basetemp
+        session_temp = session_temp.parent
+    cache = session_temp / "artifacts"
+    cache.mkdir(exist_ok=True)
     os.environ["DLBENCH_CACHE"] = str(cache)
     # torch.compile's caches shared by every worker of the session: the same small
     # graphs compile once (test_every_compile_is_cold... unsets it and proves cold).
-    os.environ[SHARED_CACHE_ENV] = str(tmp_path_factory.mktemp("compile-cache"))
+    compile_cache = session_temp / "compile-cache"
+    compile_cache.mkdir(exist_ok=True)
+    os.environ[SHARED_CACHE_ENV] = str(compile_cache)
     return cache
+
+
+# The suite runs on two test processes (pytest-xdist's -n in addopts). A test
+# marked `alone` measures time or CPU use, so nothing else may run beside it:
+# every test holds the cores lock shared while it runs (set-up and tear-down
+# included), an `alone` test holds it exclusively. The turnstile, taken first,
+# lets a waiting `alone` test in before tests that arrive after it.
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Any:
+    alone = item.get_closest_marker("alone") is not None
+    with cores_held(item.config, alone):
+        return (yield)
+
+
+@contextlib.contextmanager
+def cores_held(config: pytest.Config, alone: bool) -> Iterator[None]:
+    if "PYTEST_XDIST_WORKER" not in os.environ:  # one test process: nothing runs beside
+        yield
+        return
+    # xdist gives each test process the folder popen-gwN inside the run's own
+    locks = Path(config.option.basetemp).parent
+    with open(locks / "turnstile", "a") as turnstile, open(locks / "cores", "a") as cores:
+        fcntl.flock(turnstile, fcntl.LOCK_EX)
+        fcntl.flock(cores, fcntl.LOCK_EX if alone else fcntl.LOCK_SH)
+        if not alone:
+            fcntl.flock(turnstile, fcntl.LOCK_UN)
+        yield  # closing the files releases both locks
 
 
 @pytest.fixture(autouse=True)

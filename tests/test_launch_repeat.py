@@ -187,6 +187,7 @@ def test_resume_continues_the_repeats_of_an_interrupted_run(tmp_path):
     assert finished.finished_at is not None
 
 
+@pytest.mark.alone
 @pytest.mark.slow
 def test_a_real_a_a_pair_with_repeats_passes_the_gate(tmp_path):
     outs = []

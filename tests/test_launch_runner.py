@@ -107,6 +107,7 @@ def test_cpu_percent_of_a_sleeping_step_is_near_zero():
     assert 0.0 <= result.cpu_percent < 20.0
 
 
+@pytest.mark.alone
 def test_cpu_percent_of_a_busy_step_is_about_one_core():
     # The null backend with no sleep is a tight Python loop on one thread.
     result = run_case(null_case(), Settings(min_time_s=0.02, min_iters=100_000, warmup_iters=0))

@@ -41,6 +41,7 @@ def sleeper():
     child.wait()
 
 
+@pytest.mark.alone
 @pytest.mark.slow
 def test_sampler_follows_a_busy_child():
     child = spawn("import time\nend = time.time() + 1.5\nwhile time.time() < end: pass")
@@ -69,6 +70,7 @@ def test_sampler_follows_a_busy_child():
     assert "gpu" not in points[0]
 
 
+@pytest.mark.alone
 def test_an_exited_unreaped_process_gives_a_last_point_covering_its_end():
     # A measured region shorter than the interval falls between two points; the
     # point taken at the exit (the zombie keeps its CPU times) is the one covering it.
@@ -119,6 +121,7 @@ def test_points_are_halved_and_the_interval_doubled_at_the_cap(sleeper):
     assert sampler.points[0]["t"] < 0.5  # the start of the case is kept
 
 
+@pytest.mark.alone
 def test_the_child_of_the_sampled_process_counts(sleeper):
     # A shell that waits for its own busy child: the shell is idle, the grandchild busy.
     parent = spawn(

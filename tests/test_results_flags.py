@@ -104,6 +104,7 @@ def _spin(seconds: float) -> None:
         pass
 
 
+@pytest.mark.alone
 @pytest.mark.slow
 def test_a_planted_cpu_hog_is_flagged_interference_and_shown(tmp_path):
     context = multiprocessing.get_context("spawn")
