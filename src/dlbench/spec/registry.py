@@ -73,6 +73,31 @@ class QuantizedPath:
 
 
 @dataclass(frozen=True)
+class AxisValues:
+    """The values of a per-framework Case axis (its option marked `by_framework`),
+    other than the field's default, that a framework implements, and where."""
+
+    values: tuple[str, ...]
+    # They change the timed step, which a time-to-train workload's epoch loop has none of
+    steps_only: bool = False
+    # Workloads (WORKLOADS names) the framework does not implement them for
+    not_for: tuple[str, ...] = ()
+
+    def covers(self, value: str, workload: str, epoch_based: bool) -> bool:
+        """This framework implements `value` of the axis for the workload."""
+        if self.steps_only and epoch_based:
+            return False
+        return value in self.values and workload not in self.not_for
+
+    def scope(self) -> str:
+        """The workloads it covers, for the error that refuses the others."""
+        words = ["step workloads"] if self.steps_only else []
+        if self.not_for:
+            words.append("except " + " and ".join(self.not_for))
+        return " ".join(words)
+
+
+@dataclass(frozen=True)
 class FrameworkInfo:
     """What the parent needs to know about a framework without importing it."""
 
@@ -93,8 +118,10 @@ class FrameworkInfo:
     # compile modes a file of a kind runs in, where that is not every mode.
     model_formats: tuple[str, ...] = ()
     format_compiles: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
-    # It can copy the inputs host-to-device inside the timed step (--transfer inside).
-    transfer_inside: bool = False
+    # Per-framework Case axes (fields whose option is marked by_framework) -> the
+    # values other than the field's default it implements, and for which workloads;
+    # plan.validate refuses the others by one rule.
+    axes: Mapping[str, AxisValues] = field(default_factory=dict)
     # It trains under DistributedDataParallel when launched by torchrun (--nproc N).
     distributed: bool = False
     # Quantized precision (PRECISIONS name) -> how it runs it.
@@ -234,7 +261,16 @@ FRAMEWORKS: dict[str, FrameworkInfo] = {
                     "torch-pickle": ("eager", "compile", "export"),
                 }
             ),
-            transfer_inside=True,
+            # --transfer inside: each timed step first copies its inputs from pinned host
+            # memory. h2d is nothing but that copy already, and a user's model file runs
+            # on inputs placed once (backends.torch's user-model path has no timed copy).
+            axes=MappingProxyType(
+                {
+                    "transfer": AxisValues(
+                        ("inside",), steps_only=True, not_for=("h2d", "user-model")
+                    )
+                }
+            ),
             distributed=True,
         ),
         FrameworkInfo(
