@@ -316,11 +316,25 @@ def torchscript_like(path: Path) -> str:
             f"{TRANSFER_ON_TORCH}, not mnist-train on torch",
         ),
         ({"transfer": "sideways"}, "unknown transfer 'sideways'; allowed: outside, inside"),
+        (
+            {"workload": "gemm", "compile": "export"},
+            "compile mode export (torch.export + AOTInductor) runs model inference at fp32 or "
+            "tf32; not gemm infer at fp32",
+        ),
+        (
+            {"compile": "export", "precision": "amp-bf16"},
+            "compile mode export (torch.export + AOTInductor) runs model inference at fp32 or "
+            "tf32; not mlp infer at amp-bf16",
+        ),
+        (
+            {"mode": "train", "compile": "script", "nproc": 2, "ddp": True},
+            "--nproc: DistributedDataParallel runs eager or compile, not script",
+        ),
     ],
 )
 def test_rules_of_the_frameworks_entries_read_as_before(values, message):
-    """--transfer's rule is generic: plan.validate reads the axis from the field and
-    torch's entry, and says what it did before, naming where it is implemented."""
+    """--transfer's rule is generic (plan.validate reads the axis from the field and
+    torch's entry); export's precisions and DDP's compile modes are torch's entry too."""
     with pytest.raises(UserError) as caught:
         validate_case(make_case(**values))
     assert str(caught.value) == message
@@ -332,6 +346,18 @@ def test_transfer_inside_is_refused_for_a_users_model_file(tmp_path):
     with pytest.raises(UserError) as caught:
         validate_case(make_case(workload="user-model", model=model, transfer="inside"))
     assert str(caught.value) == f"{TRANSFER_ON_TORCH}, not user-model on torch"
+
+
+def test_a_compile_modes_limits_are_data_in_the_registry(monkeypatch):
+    info = registry.FRAMEWORKS["torch"]
+    export = replace(info.inference_compiles["export"], precisions=("fp32", "amp-bf16"))
+    changed = replace(info, inference_compiles={"export": export}, ddp_compiles=("eager",))
+    monkeypatch.setitem(registry.FRAMEWORKS, "torch", changed)
+    validate_case(make_case(compile="export", precision="amp-bf16"))
+    with pytest.raises(UserError, match="runs model inference at fp32 or amp-bf16; not mlp"):
+        validate_case(make_case(compile="export", precision="tf32"))
+    with pytest.raises(UserError, match=r"DistributedDataParallel runs eager, not compile$"):
+        validate_case(make_case(mode="train", compile="compile", nproc=2, ddp=True))
 
 
 def test_a_mistake_reads_the_same_in_a_request_and_in_a_case(tmp_path):

@@ -46,8 +46,6 @@ from dlbench.spec.registry import FRAMEWORKS, FrameworkInfo, framework_info, pre
 from dlbench.workloads import get_workload
 from dlbench.workloads.base import Workload
 
-# what the export compile mode (torch.export + AOTInductor) compiles
-EXPORT_PRECISIONS = ("fp32", "tf32")
 # Messages the plan builder gives too, for the same mistake seen in a request
 TIME_TO_TRAIN_ONLY = (
     "--target-accuracy and --data-dir are for time-to-train workloads (mnist-train)"
@@ -124,7 +122,7 @@ def validate_case(case: Case) -> Case:
     _validate_options(case, info)
     _validate_model(case, info)
     _validate_training_run(case, workload.epoch_based)
-    _validate_distributed(case, workload.epoch_based, info.distributed)
+    _validate_distributed(case, workload.epoch_based, info.ddp_compiles)
     _validate_framework_axes(case, info, workload)
     return replace(
         _validate_serving(case),
@@ -147,12 +145,13 @@ def _validate_compile(case: Case, info: FrameworkInfo, workload: Workload) -> No
             f"workload {case.workload!r} on {case.framework!r} runs in compile modes "
             f"{', '.join(allowed_compiles)}, not {case.compile!r}"
         )
-    if case.compile == "export" and (
-        case.mode != "infer" or workload.is_kernel or case.precision not in EXPORT_PRECISIONS
+    limit = info.inference_compiles.get(case.compile)
+    if limit is not None and (
+        case.mode != "infer" or workload.is_kernel or case.precision not in limit.precisions
     ):
         raise UserError(
-            "compile mode export (torch.export + AOTInductor) runs model inference at "
-            f"{' or '.join(EXPORT_PRECISIONS)}; not {case.workload} {case.mode} at {case.precision}"
+            f"compile mode {case.compile} ({limit.what}) runs model inference at "
+            f"{' or '.join(limit.precisions)}; not {case.workload} {case.mode} at {case.precision}"
         )
 
 
@@ -243,8 +242,9 @@ def _having(capability: str) -> str:
     return ", ".join(name for name, info in FRAMEWORKS.items() if getattr(info, capability))
 
 
-def _validate_distributed(case: Case, epoch_based: bool, distributed: bool) -> None:
-    """--nproc N: torch training steps under DistributedDataParallel, launched by torchrun."""
+def _validate_distributed(case: Case, epoch_based: bool, ddp_compiles: tuple[str, ...]) -> None:
+    """--nproc N: training steps under DistributedDataParallel, launched by torchrun, on a
+    framework whose entry lists the compile modes it runs them in (ddp_compiles)."""
     _require_int("nproc", case.nproc, 1, MAX_NPROC)
     if not all(isinstance(arg, str) for arg in case.torchrun_args):
         raise UserError("torchrun arguments must be strings")
@@ -258,14 +258,16 @@ def _validate_distributed(case: Case, epoch_based: bool, distributed: bool) -> N
         raise UserError(
             "--torchrun must not set --nproc-per-node: --nproc is the processes per node"
         )
-    if not distributed or case.mode != "train" or epoch_based:
+    if not ddp_compiles or case.mode != "train" or epoch_based:
         raise UserError(
-            f"--nproc {case.nproc} runs {_having('distributed')} training steps under "
+            f"--nproc {case.nproc} runs {_having('ddp_compiles')} training steps under "
             "DistributedDataParallel; "
             f"not {case.workload} {case.mode} on {case.framework}"
         )
-    if case.compile == "script":
-        raise UserError("--nproc: DistributedDataParallel runs eager or compile, not script")
+    if case.compile not in ddp_compiles:
+        raise UserError(
+            f"--nproc: DistributedDataParallel runs {' or '.join(ddp_compiles)}, not {case.compile}"
+        )
     if case.device not in ("cpu", "auto", "cuda"):
         raise UserError(
             f"--nproc {case.nproc} places one process per GPU (cuda:LOCAL_RANK) or on the CPU; "

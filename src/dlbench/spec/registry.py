@@ -98,6 +98,15 @@ class AxisValues:
 
 
 @dataclass(frozen=True)
+class InferenceCompile:
+    """A compile mode that builds a model's inference alone (not a training step, not
+    a kernel), and only at some precisions."""
+
+    what: str  # how errors name it
+    precisions: tuple[str, ...]  # PRECISIONS names
+
+
+@dataclass(frozen=True)
 class FrameworkInfo:
     """What the parent needs to know about a framework without importing it."""
 
@@ -122,8 +131,11 @@ class FrameworkInfo:
     # values other than the field's default it implements, and for which workloads;
     # plan.validate refuses the others by one rule.
     axes: Mapping[str, AxisValues] = field(default_factory=dict)
-    # It trains under DistributedDataParallel when launched by torchrun (--nproc N).
-    distributed: bool = False
+    # Compile modes that build a model's inference alone, at some precisions.
+    inference_compiles: Mapping[str, InferenceCompile] = field(default_factory=dict)
+    # The compile modes it trains in under DistributedDataParallel when launched by
+    # torchrun (--nproc N); none: it does not.
+    ddp_compiles: tuple[str, ...] = ()
     # Quantized precision (PRECISIONS name) -> how it runs it.
     quantized: Mapping[str, QuantizedPath] = field(default_factory=dict)
     # The package its int8 quantizer needs beside the framework (None: its own).
@@ -261,6 +273,10 @@ FRAMEWORKS: dict[str, FrameworkInfo] = {
                     "torch-pickle": ("eager", "compile", "export"),
                 }
             ),
+            # export: torch.export + AOTInductor deploys a model's inference at fp32 or tf32
+            inference_compiles=MappingProxyType(
+                {"export": InferenceCompile("torch.export + AOTInductor", ("fp32", "tf32"))}
+            ),
             # --transfer inside: each timed step first copies its inputs from pinned host
             # memory. h2d is nothing but that copy already, and a user's model file runs
             # on inputs placed once (backends.torch's user-model path has no timed copy).
@@ -271,7 +287,8 @@ FRAMEWORKS: dict[str, FrameworkInfo] = {
                     )
                 }
             ),
-            distributed=True,
+            # the DDP wrapper runs eagerly or under torch.compile; TorchScript cannot script it
+            ddp_compiles=("eager", "compile"),
         ),
         FrameworkInfo(
             name="tensorflow",
