@@ -18,7 +18,10 @@ from dlbench.measure.energy import (
     RaplCounter,
     rapl_package_zones,
 )
+from dlbench.measure.instruments import Measured, Reading
+from dlbench.measure.monitor import ResourceUse
 from dlbench.report.table import no_energy
+from dlbench.results.details import Details
 from dlbench.results.metrics import METRICS, read
 
 
@@ -72,6 +75,32 @@ def test_a_region_too_short_or_a_stuck_counter_is_unmeasurable_not_zero(monkeypa
     stuck.start()
     assert "did not advance" in stuck.stop().unmeasurable
     assert EnergyReading(unmeasurable="x").to_details(3) == EnergyUse(unmeasurable="x")
+
+
+def test_a_reading_records_its_window_and_energy_as_the_details_own_keys():
+    """The instruments' record (Measured) is the base of Details: its fields are
+    details keys, written and read back like any other (a new quantity is one field
+    in measure/instruments.py, none in results/)."""
+    usage = ResourceUse(100.0, 10.0, None, None, wall_start_epoch_s=5.0, wall_end_epoch_s=7.0)
+    reading = Reading(usage, EnergyReading("test counter", 4.0, 2.0))
+    details = reading.recorded_in(Details(loop_wall_s=2.0), samples_done=8)
+    data = details.to_dict()
+    assert data == {
+        "measured_wall": [5.0, 7.0],
+        "energy": {
+            "source": "test counter",
+            "joules": 4.0,
+            "seconds": 2.0,
+            "mean_power_w": 2.0,
+            "joules_per_sample": 0.5,
+        },
+        "loop_wall_s": 2.0,
+    }
+    assert Details.from_dict(json.loads(json.dumps(data))) == details
+    assert issubclass(Details, Measured)
+    # a process that meters nothing (a DDP rank) still records its window
+    unmetered = Reading(usage, None).recorded_in(Details(), samples_done=8)
+    assert unmetered.to_dict() == {"measured_wall": [5.0, 7.0]}
 
 
 def test_energy_is_a_metric_and_missing_energy_is_listed_with_its_reason():

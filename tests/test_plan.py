@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import zipfile
 from dataclasses import replace
 from pathlib import Path
 
@@ -286,6 +287,77 @@ def test_a_quantized_paths_compile_modes_are_data_in_the_registry(monkeypatch):
     case = make_case(framework="onnxruntime", compile="default", precision="int8")
     with pytest.raises(UserError, match=r"^onnxruntime int8 \(a reason\) runs in compile mode"):
         validate_case(case)
+
+
+TRANSFER_ON_TORCH = (
+    "--transfer inside (the input copy in the timed step) is implemented for torch step "
+    "workloads except h2d and user-model"
+)
+
+
+def torchscript_like(path: Path) -> str:
+    """A zip laid out as a TorchScript archive: its format is read from the layout."""
+    with zipfile.ZipFile(path, "w") as archive:
+        archive.writestr("m/constants.pkl", b"")
+        archive.writestr("m/code/m.py", b"")
+    return str(path)
+
+
+@pytest.mark.parametrize(
+    ("values", "message"),
+    [
+        (
+            {"framework": "onnxruntime", "compile": "default", "transfer": "inside"},
+            f"{TRANSFER_ON_TORCH}, not mlp on onnxruntime",
+        ),
+        ({"workload": "h2d", "transfer": "inside"}, f"{TRANSFER_ON_TORCH}, not h2d on torch"),
+        (
+            {"workload": "mnist-train", "mode": "train", "transfer": "inside"},
+            f"{TRANSFER_ON_TORCH}, not mnist-train on torch",
+        ),
+        ({"transfer": "sideways"}, "unknown transfer 'sideways'; allowed: outside, inside"),
+        (
+            {"workload": "gemm", "compile": "export"},
+            "compile mode export (torch.export + AOTInductor) runs model inference at fp32 or "
+            "tf32; not gemm infer at fp32",
+        ),
+        (
+            {"compile": "export", "precision": "amp-bf16"},
+            "compile mode export (torch.export + AOTInductor) runs model inference at fp32 or "
+            "tf32; not mlp infer at amp-bf16",
+        ),
+        (
+            {"mode": "train", "compile": "script", "nproc": 2, "ddp": True},
+            "--nproc: DistributedDataParallel runs eager or compile, not script",
+        ),
+    ],
+)
+def test_rules_of_the_frameworks_entries_read_as_before(values, message):
+    """--transfer's rule is generic (plan.validate reads the axis from the field and
+    torch's entry); export's precisions and DDP's compile modes are torch's entry too."""
+    with pytest.raises(UserError) as caught:
+        validate_case(make_case(**values))
+    assert str(caught.value) == message
+
+
+def test_transfer_inside_is_refused_for_a_users_model_file(tmp_path):
+    model = torchscript_like(tmp_path / "model.pt")
+    validate_case(make_case(workload="user-model", model=model))  # the file alone is fine
+    with pytest.raises(UserError) as caught:
+        validate_case(make_case(workload="user-model", model=model, transfer="inside"))
+    assert str(caught.value) == f"{TRANSFER_ON_TORCH}, not user-model on torch"
+
+
+def test_a_compile_modes_limits_are_data_in_the_registry(monkeypatch):
+    info = registry.FRAMEWORKS["torch"]
+    export = replace(info.inference_compiles["export"], precisions=("fp32", "amp-bf16"))
+    changed = replace(info, inference_compiles={"export": export}, ddp_compiles=("eager",))
+    monkeypatch.setitem(registry.FRAMEWORKS, "torch", changed)
+    validate_case(make_case(compile="export", precision="amp-bf16"))
+    with pytest.raises(UserError, match="runs model inference at fp32 or amp-bf16; not mlp"):
+        validate_case(make_case(compile="export", precision="tf32"))
+    with pytest.raises(UserError, match=r"DistributedDataParallel runs eager, not compile$"):
+        validate_case(make_case(mode="train", compile="compile", nproc=2, ddp=True))
 
 
 def test_a_mistake_reads_the_same_in_a_request_and_in_a_case(tmp_path):

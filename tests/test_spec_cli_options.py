@@ -3,26 +3,47 @@
 The run parser, the RunRequest, the options --resume refuses and a suite's
 settings keys are all derived from that metadata, so a new axis is its field
 with its option (spec/case.py), its check (plan/validate.py) and its use (the
-worker or a backend): nothing in cli/ or the plan builder names it.
+worker or a backend): nothing in cli/ or the plan builder names it. An axis
+only some frameworks implement (its option marked by_framework) has no check
+of its own either: plan.validate checks it against each framework's registry
+entry, so it is its field, that entry (spec/registry.py) and its use.
 """
 
 from __future__ import annotations
 
 import argparse
 import re
-from dataclasses import fields
+from dataclasses import fields, replace
 from pathlib import Path
 
 import pytest
+from factories import make_case
 
 import dlbench
 from dlbench.cli.parser import build_parser
 from dlbench.cli.run_commands import request_from_args
 from dlbench.errors import UserError
 from dlbench.plan.build import GENERIC_AXES, SETTING_FIELDS, RunRequest, given_options
+from dlbench.plan.validate import validate_case
+from dlbench.spec import registry
 from dlbench.spec.case import Case, Settings
 from dlbench.spec.cli_options import CliOption, cli_options
+from dlbench.spec.registry import FRAMEWORKS, AxisValues
 
+# Case fields whose values other than the default only some frameworks implement
+FRAMEWORK_AXES = [
+    (f.name, f.default, f.metadata["cli"])
+    for f in fields(Case)
+    if "cli" in f.metadata and f.metadata["cli"].by_framework
+]
+# each such axis's values other than its default, on each framework
+FRAMEWORK_AXIS_VALUES = [
+    (name, value, framework)
+    for name, default, option in FRAMEWORK_AXES
+    for value in option.vocabulary
+    if value != default
+    for framework in FRAMEWORKS
+]
 FIELD_OPTIONS = [
     *(("Case", name, option) for name, option in cli_options(Case)),
     *(("Settings", name, option) for name, option in cli_options(Settings)),
@@ -134,3 +155,84 @@ def test_a_generic_axis_is_named_only_by_its_field_its_check_and_its_use():
             if pattern.search(path.read_text(encoding="utf-8"))
         )
         assert named in ([], ["plan/validate.py"]), f"{name} is spelled in {named}"
+
+
+def test_transfer_is_a_per_framework_axis():
+    assert "transfer" in [name for name, _, _ in FRAMEWORK_AXES]
+
+
+def plain_case(framework: str, **values: object) -> Case:
+    """mlp (every framework runs it) in the framework's default compile mode."""
+    return make_case(framework=framework, compile=FRAMEWORKS[framework].default_compile, **values)
+
+
+@pytest.mark.parametrize(("name", "value", "framework"), FRAMEWORK_AXIS_VALUES)
+def test_a_per_framework_axis_value_runs_where_the_registry_lists_it(name, value, framework):
+    """The one rule for every axis marked by_framework: a value other than the default
+    passes on a framework whose entry lists it, and elsewhere is refused naming the
+    option, the value and the frameworks that have it."""
+    validate_case(plain_case(framework))  # the default runs everywhere
+    listed = FRAMEWORKS[framework].axes.get(name)
+    case = plain_case(framework, **{name: value})
+    if listed is not None and value in listed.values:
+        validate_case(case)
+        return
+    with pytest.raises(UserError) as refused:
+        validate_case(case)
+    message = str(refused.value)
+    option = dict(cli_options(Case))[name]
+    assert message.startswith(f"{option.long_flag} {value} ({option.vocabulary[value]})")
+    having = [
+        n for n, info in FRAMEWORKS.items() if value in getattr(info.axes.get(name), "values", ())
+    ]
+    assert all(n in message for n in having) and message.endswith(f"not mlp on {framework}")
+
+
+@pytest.mark.parametrize(("name", "value", "framework"), FRAMEWORK_AXIS_VALUES)
+def test_listing_a_value_in_a_frameworks_entry_is_all_it_takes(monkeypatch, name, value, framework):
+    info = FRAMEWORKS[framework]
+    monkeypatch.setitem(
+        registry.FRAMEWORKS, framework, replace(info, axes={name: AxisValues((value,))})
+    )
+    validate_case(plain_case(framework, **{name: value}))
+    monkeypatch.setitem(
+        registry.FRAMEWORKS,
+        framework,
+        replace(info, axes={name: AxisValues((value,), not_for=("mlp",))}),
+    )
+    with pytest.raises(UserError) as refused:
+        validate_case(plain_case(framework, **{name: value}))
+    message = str(refused.value)
+    assert f"{framework} except mlp" in message and message.endswith(f"not mlp on {framework}")
+
+
+def test_each_frameworks_axes_are_per_framework_fields_and_their_values():
+    options = {name: (default, option) for name, default, option in FRAMEWORK_AXES}
+    for framework, info in FRAMEWORKS.items():
+        for name, listed in info.axes.items():
+            assert name in options, f"{framework}: {name} is no by_framework Case field"
+            default, option = options[name]
+            assert listed.values and set(listed.values) <= set(option.vocabulary) - {default}
+            assert set(listed.not_for) <= set(registry.WORKLOADS), framework
+
+
+def test_a_per_framework_axis_is_named_by_no_module_of_cli_or_plan():
+    """Its check is the generic rule: plan.validate reads it from the field and the registry."""
+    source = Path(dlbench.__file__).parent
+    for name, _, option in FRAMEWORK_AXES:
+        pattern = re.compile(rf"\b{name}\b|{re.escape(option.long_flag)}\b")
+        named = [
+            path.relative_to(source).as_posix()
+            for room in ("cli", "plan")
+            for path in (source / room).rglob("*.py")
+            if pattern.search(path.read_text(encoding="utf-8"))
+        ]
+        assert named == [], f"{name} is spelled in {named}"
+
+
+def test_a_per_framework_option_says_what_each_value_means():
+    """The error that refuses a value quotes its meaning: an option without them is
+    refused when Case is defined, not when a user first meets that error."""
+    with pytest.raises(ValueError, match="--x: a by_framework option maps values to meanings"):
+        CliOption(("--x",), "help", vocabulary=("a", "b"), by_framework=True)
+    CliOption(("--x",), "help", vocabulary={"a": "one", "b": "two"}, by_framework=True)

@@ -215,8 +215,8 @@ def test_without_loadgen_installed_the_error_names_the_extra(monkeypatch, capsys
 def fake_server(keeps: Callable[[float], bool]):
     """run_at for search_peak: a system that keeps the bound where `keeps(qps)` says."""
     from dlbench.measure.energy import EnergyReading
+    from dlbench.measure.instruments import Reading
     from dlbench.measure.monitor import ResourceUse
-    from dlbench.worker.instruments import Reading
     from dlbench.worker.serving import ServedTest
 
     def run_at(qps: float) -> ServedTest:

@@ -205,7 +205,7 @@ def add_field_option(group: argparse._ArgumentGroup, name: str, option: CliOptio
         dest=name,
         action="append" if option.repeat else "store",
         default=[] if option.repeat else None,
-        type=field_type(option, option.noun or name.replace("_", " ")),
+        type=field_type(option, option.noun_for(name)),
         # the parser refuses other names; also what --help and shell completion offer
         choices=None if option.vocabulary is None else tuple(option.vocabulary),
         metavar=option.default_metavar(),

@@ -1,1 +1,2 @@
-"""Measurement: the timer (stop rule), statistics, and process monitoring."""
+"""Measurement: the timer (stop rule), statistics, process monitoring, energy, and the
+instruments that bracket every measured region (instruments)."""

@@ -11,8 +11,8 @@ from __future__ import annotations
 import functools
 import importlib.util
 import math
-from collections.abc import Sequence
-from dataclasses import replace
+from collections.abc import Mapping, Sequence
+from dataclasses import fields, replace
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -37,18 +37,15 @@ from dlbench.spec.case import (
     MAX_TIMEOUT_S,
     OFFICIAL_MIN_TIME_S,
     SCENARIOS,
-    TRANSFERS,
     Case,
     Settings,
 )
-from dlbench.spec.cli_options import option_flag
+from dlbench.spec.cli_options import CliOption, option_flag
 from dlbench.spec.digest import files_digest, path_digest
 from dlbench.spec.registry import FRAMEWORKS, FrameworkInfo, framework_info, precision_info
 from dlbench.workloads import get_workload
 from dlbench.workloads.base import Workload
 
-# what the export compile mode (torch.export + AOTInductor) compiles
-EXPORT_PRECISIONS = ("fp32", "tf32")
 # Messages the plan builder gives too, for the same mistake seen in a request
 TIME_TO_TRAIN_ONLY = (
     "--target-accuracy and --data-dir are for time-to-train workloads (mnist-train)"
@@ -125,8 +122,8 @@ def validate_case(case: Case) -> Case:
     _validate_options(case, info)
     _validate_model(case, info)
     _validate_training_run(case, workload.epoch_based)
-    _validate_distributed(case, workload.epoch_based, info.distributed)
-    _validate_transfer(case, info, workload)
+    _validate_distributed(case, workload.epoch_based, info.ddp_compiles)
+    _validate_framework_axes(case, info, workload)
     return replace(
         _validate_serving(case),
         model_digest=_digest(case.model) if case.model is not None else None,
@@ -148,28 +145,57 @@ def _validate_compile(case: Case, info: FrameworkInfo, workload: Workload) -> No
             f"workload {case.workload!r} on {case.framework!r} runs in compile modes "
             f"{', '.join(allowed_compiles)}, not {case.compile!r}"
         )
-    if case.compile == "export" and (
-        case.mode != "infer" or workload.is_kernel or case.precision not in EXPORT_PRECISIONS
+    limit = info.inference_compiles.get(case.compile)
+    if limit is not None and (
+        case.mode != "infer" or workload.is_kernel or case.precision not in limit.precisions
     ):
         raise UserError(
-            "compile mode export (torch.export + AOTInductor) runs model inference at "
-            f"{' or '.join(EXPORT_PRECISIONS)}; not {case.workload} {case.mode} at {case.precision}"
+            f"compile mode {case.compile} ({limit.what}) runs model inference at "
+            f"{' or '.join(limit.precisions)}; not {case.workload} {case.mode} at {case.precision}"
         )
 
 
-def _validate_transfer(case: Case, info: FrameworkInfo, workload: Workload) -> None:
-    """--transfer inside: only where the framework copies inside the step, and a copy exists."""
-    require_known("transfer", case.transfer, TRANSFERS)
-    if case.transfer == "inside" and (
-        not info.transfer_inside
-        or workload.epoch_based
-        or case.model is not None
-        or case.workload == "h2d"  # already nothing but the copy
-    ):
+# The Case fields only some frameworks implement the values of (beside the default),
+# with their options: read from the fields, so a new such axis needs no line here.
+FRAMEWORK_AXES = tuple(
+    (f, f.metadata["cli"])
+    for f in fields(Case)
+    if "cli" in f.metadata and f.metadata["cli"].by_framework
+)
+
+
+def _validate_framework_axes(case: Case, info: FrameworkInfo, workload: Workload) -> None:
+    """Each per-framework axis: a value of its vocabulary, and one other than its
+    default only where the framework's entry lists it for this workload."""
+    for f, option in FRAMEWORK_AXES:
+        value = getattr(case, f.name)
+        require_known(option.noun_for(f.name), value, tuple(option.vocabulary or ()))
+        values = info.axes.get(f.name)
+        if value == f.default or (
+            values is not None and values.covers(value, case.workload, workload.epoch_based)
+        ):
+            continue
         raise UserError(
-            "--transfer inside (the input copy in the timed step) is implemented for "
-            f"{_having('transfer_inside')} step workloads, not {case.workload} on {case.framework}"
+            f"{option.long_flag} {value} ({_meaning(option, value)}) is implemented for "
+            f"{_implementing(f.name, value)}, not {case.workload} on {case.framework}"
         )
+
+
+def _meaning(option: CliOption, value: str) -> str:
+    """What a value of a by_framework option means (its vocabulary maps it)."""
+    meanings = option.vocabulary
+    return str(meanings[value]) if isinstance(meanings, Mapping) else value
+
+
+def _implementing(axis: str, value: str) -> str:
+    """The frameworks whose entry lists `value` of the axis, each with the workloads
+    it covers ("torch step workloads except h2d and user-model")."""
+    having = [
+        " ".join(filter(None, (name, info.axes[axis].scope())))
+        for name, info in FRAMEWORKS.items()
+        if axis in info.axes and value in info.axes[axis].values
+    ]
+    return "; ".join(having) or "no framework"
 
 
 def _validate_quantized(case: Case, info: FrameworkInfo) -> None:
@@ -216,8 +242,9 @@ def _having(capability: str) -> str:
     return ", ".join(name for name, info in FRAMEWORKS.items() if getattr(info, capability))
 
 
-def _validate_distributed(case: Case, epoch_based: bool, distributed: bool) -> None:
-    """--nproc N: torch training steps under DistributedDataParallel, launched by torchrun."""
+def _validate_distributed(case: Case, epoch_based: bool, ddp_compiles: tuple[str, ...]) -> None:
+    """--nproc N: training steps under DistributedDataParallel, launched by torchrun, on a
+    framework whose entry lists the compile modes it runs them in (ddp_compiles)."""
     _require_int("nproc", case.nproc, 1, MAX_NPROC)
     if not all(isinstance(arg, str) for arg in case.torchrun_args):
         raise UserError("torchrun arguments must be strings")
@@ -231,14 +258,16 @@ def _validate_distributed(case: Case, epoch_based: bool, distributed: bool) -> N
         raise UserError(
             "--torchrun must not set --nproc-per-node: --nproc is the processes per node"
         )
-    if not distributed or case.mode != "train" or epoch_based:
+    if not ddp_compiles or case.mode != "train" or epoch_based:
         raise UserError(
-            f"--nproc {case.nproc} runs {_having('distributed')} training steps under "
+            f"--nproc {case.nproc} runs {_having('ddp_compiles')} training steps under "
             "DistributedDataParallel; "
             f"not {case.workload} {case.mode} on {case.framework}"
         )
-    if case.compile == "script":
-        raise UserError("--nproc: DistributedDataParallel runs eager or compile, not script")
+    if case.compile not in ddp_compiles:
+        raise UserError(
+            f"--nproc: DistributedDataParallel runs {' or '.join(ddp_compiles)}, not {case.compile}"
+        )
     if case.device not in ("cpu", "auto", "cuda"):
         raise UserError(
             f"--nproc {case.nproc} places one process per GPU (cuda:LOCAL_RANK) or on the CPU; "

@@ -1,9 +1,12 @@
 """A result's details: what a reader may need beside its numbers, as typed records.
 
-Each capability that adds to a result has a record of its own (energy, the
-output check, placement, LoadGen, time-to-train, DDP, --repeat processes,
-int8 quantization, the parent's timeline), and the facts every case has
-(threads, the frameworks loaded, the measured window) are fields of Details.
+Each capability that adds to a result has a record of its own (the output
+check, placement, LoadGen, time-to-train, DDP, --repeat processes, int8
+quantization, the parent's timeline), and the facts every case has (threads,
+the frameworks loaded, the timed loop's length) are fields of Details. What
+the instruments measure over the region (its wall-clock window, its energy)
+Details takes from measure.instruments.Measured, its base: a newly measured
+quantity is a field there, and no line here.
 What is truly free-form, a framework's own settings (ONNX Runtime's
 providers, OpenVINO's hints, a user model's inputs and outputs, an export's
 facts), goes in `extra`. Readers use the fields; none sniffs for keys.
@@ -17,7 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from dlbench.measure.energy import EnergyUse
+from dlbench.measure.instruments import Measured
 from dlbench.results.record_dict import REST_FIELD, from_dict, to_dict
 
 
@@ -219,18 +222,19 @@ class Timeline:
 
 
 @dataclass
-class Details:
-    """Everything a result holds beside its numbers; each part None where it does not apply."""
+class Details(Measured):
+    """Everything a result holds beside its numbers; each part None where it does not apply.
+
+    The fields of its base, Measured (measured_wall, energy), are the instruments'
+    record of the measured region: they come first in its JSON, beside these."""
 
     threads: dict[str, Any] | None = None  # each framework reports its own pools
     frameworks_in_process: list[str] | None = None
     numpy_blas: NumpyBlas | None = None
     compile_cache: str | None = None
     placement: Placement | None = None
-    # the timed loop: its length, and its wall-clock bounds (epoch seconds) that pick it
-    # out of the parent's timeline
+    # the timed loop's length (its wall-clock bounds are Measured.measured_wall)
     loop_wall_s: float | None = None
-    measured_wall: list[float] | None = None
     first_step_ms: float | None = None
     final_loss: float | None = None
     # an int8 case's CPU int8 dot-product units ([]: none, so expect little gain)
@@ -238,7 +242,6 @@ class Details:
     # the host-to-device copy: outside or inside the timed step, and its bytes when inside
     transfer: str | None = None
     transfer_bytes_per_step: float | None = None
-    energy: EnergyUse | None = None
     check: OutputCheck | None = None
     quantization: Quantization | None = None
     loadgen: LoadGen | None = None

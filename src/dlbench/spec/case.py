@@ -11,6 +11,7 @@ import os
 import re
 from collections.abc import Collection
 from dataclasses import Field, asdict, dataclass, field, fields
+from types import MappingProxyType
 from typing import Any
 
 from dlbench.spec.cli_options import (
@@ -59,8 +60,14 @@ OFFICIAL_MIN_TIME_S = 600.0
 MAX_STREAMS = 1024
 DEVICE_PATTERN = re.compile(r"cpu|auto|mps|cuda(:\d+)?")
 DEVICE_HELP = "cpu, cuda, cuda:N, mps (Apple, torch) or auto"
-# Host-to-device copy of the inputs: before the clock (default) or in every step.
-TRANSFERS = ("outside", "inside")
+# Host-to-device copy of the inputs: before the clock (default) or in every step;
+# each value's meaning is quoted by the error that refuses it (a by_framework axis).
+TRANSFERS = MappingProxyType(
+    {
+        "outside": "the inputs on the device before the clock",
+        "inside": "the input copy in the timed step",
+    }
+)
 # Every framework's compile modes: what --compile may name (each framework has its own).
 COMPILE_MODES = tuple(sorted({mode for info in FRAMEWORKS.values() for mode in info.compile_modes}))
 # Bounds that keep values sane and below what the OS and frameworks accept.
@@ -103,7 +110,9 @@ class Case:
     axis is one field here (with its `dlbench run` option in metadata "cli"
     and its part of label()) and its check in plan.validate; key(), the result
     schema, CSV columns, suite keys, the option and the plan's RunRequest all
-    follow from the fields.
+    follow from the fields. An axis only some frameworks implement (its option
+    marked by_framework, as --transfer is) needs no check of its own: plan.validate
+    checks it against each framework's registry entry (FrameworkInfo.axes).
     """
 
     workload: str = field(
@@ -327,6 +336,7 @@ class Case:
         | cli(
             "--transfer",
             vocabulary=TRANSFERS,
+            by_framework=True,
             help="GPU cases: copy the inputs host-to-device before timing (outside, default) "
             "or in every timed step (inside)",
         ),

@@ -2,10 +2,11 @@
 
 A field's metadata "cli" is a `CliOption`: its flags, help, the names its value
 must be one of (a vocabulary: a registry table or tuple), whether it repeats,
-and how its text is read. `dlbench run` adds one option per such field
-(cli.parser), and the plan's RunRequest is filled from them
-(plan.build.request_from_options), so an axis's option is spelled once, beside
-its field.
+how its text is read, and whether only some frameworks implement its values
+other than the default (`by_framework`: the registry lists which). `dlbench
+run` adds one option per such field (cli.parser), and the plan's RunRequest is
+filled from them (plan.build.request_from_options), so an axis's option is
+spelled once, beside its field.
 
 The value readers here raise ValueError saying what was expected; the parser
 turns that into its one-line usage error. Nothing here knows argparse.
@@ -15,7 +16,7 @@ from __future__ import annotations
 
 import math
 import shlex
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
@@ -41,10 +42,27 @@ class CliOption:
     metavar: str | None = None
     # the --help section it is listed in (cli.parser.RUN_GROUPS titles them)
     group: str = "case"
+    # Only some frameworks implement the values other than the field's default: each
+    # framework's registry entry lists those it does (FrameworkInfo.axes) and
+    # plan.validate refuses the rest by one rule, naming the frameworks that have
+    # them. Its vocabulary maps each value to what it means, which that error quotes.
+    by_framework: bool = False
+
+    def __post_init__(self) -> None:
+        # checked when Case is defined: the rule in plan.validate needs the meanings
+        if self.by_framework and not (
+            isinstance(self.vocabulary, Mapping)
+            and all(isinstance(text, str) for text in self.vocabulary.values())
+        ):
+            raise ValueError(f"{self.long_flag}: a by_framework option maps values to meanings")
 
     @property
     def long_flag(self) -> str:
         return self.flags[0]
+
+    def noun_for(self, name: str) -> str:
+        """How a refused value of field `name` is called: "unknown {noun} 'x'"."""
+        return self.noun or name.replace("_", " ")
 
     def default_metavar(self) -> str | None:
         """None lets argparse show the vocabulary in braces."""

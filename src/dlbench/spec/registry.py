@@ -73,6 +73,40 @@ class QuantizedPath:
 
 
 @dataclass(frozen=True)
+class AxisValues:
+    """The values of a per-framework Case axis (its option marked `by_framework`),
+    other than the field's default, that a framework implements, and where."""
+
+    values: tuple[str, ...]
+    # They change the timed step, which a time-to-train workload's epoch loop has none of
+    steps_only: bool = False
+    # Workloads (WORKLOADS names) the framework does not implement them for
+    not_for: tuple[str, ...] = ()
+
+    def covers(self, value: str, workload: str, epoch_based: bool) -> bool:
+        """This framework implements `value` of the axis for the workload."""
+        if self.steps_only and epoch_based:
+            return False
+        return value in self.values and workload not in self.not_for
+
+    def scope(self) -> str:
+        """The workloads it covers, for the error that refuses the others."""
+        words = ["step workloads"] if self.steps_only else []
+        if self.not_for:
+            words.append("except " + " and ".join(self.not_for))
+        return " ".join(words)
+
+
+@dataclass(frozen=True)
+class InferenceCompile:
+    """A compile mode that builds a model's inference alone (not a training step, not
+    a kernel), and only at some precisions."""
+
+    what: str  # how errors name it
+    precisions: tuple[str, ...]  # PRECISIONS names
+
+
+@dataclass(frozen=True)
 class FrameworkInfo:
     """What the parent needs to know about a framework without importing it."""
 
@@ -93,10 +127,15 @@ class FrameworkInfo:
     # compile modes a file of a kind runs in, where that is not every mode.
     model_formats: tuple[str, ...] = ()
     format_compiles: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
-    # It can copy the inputs host-to-device inside the timed step (--transfer inside).
-    transfer_inside: bool = False
-    # It trains under DistributedDataParallel when launched by torchrun (--nproc N).
-    distributed: bool = False
+    # Per-framework Case axes (fields whose option is marked by_framework) -> the
+    # values other than the field's default it implements, and for which workloads;
+    # plan.validate refuses the others by one rule.
+    axes: Mapping[str, AxisValues] = field(default_factory=dict)
+    # Compile modes that build a model's inference alone, at some precisions.
+    inference_compiles: Mapping[str, InferenceCompile] = field(default_factory=dict)
+    # The compile modes it trains in under DistributedDataParallel when launched by
+    # torchrun (--nproc N); none: it does not.
+    ddp_compiles: tuple[str, ...] = ()
     # Quantized precision (PRECISIONS name) -> how it runs it.
     quantized: Mapping[str, QuantizedPath] = field(default_factory=dict)
     # The package its int8 quantizer needs beside the framework (None: its own).
@@ -234,8 +273,22 @@ FRAMEWORKS: dict[str, FrameworkInfo] = {
                     "torch-pickle": ("eager", "compile", "export"),
                 }
             ),
-            transfer_inside=True,
-            distributed=True,
+            # export: torch.export + AOTInductor deploys a model's inference at fp32 or tf32
+            inference_compiles=MappingProxyType(
+                {"export": InferenceCompile("torch.export + AOTInductor", ("fp32", "tf32"))}
+            ),
+            # --transfer inside: each timed step first copies its inputs from pinned host
+            # memory. h2d is nothing but that copy already, and a user's model file runs
+            # on inputs placed once (backends.torch's user-model path has no timed copy).
+            axes=MappingProxyType(
+                {
+                    "transfer": AxisValues(
+                        ("inside",), steps_only=True, not_for=("h2d", "user-model")
+                    )
+                }
+            ),
+            # the DDP wrapper runs eagerly or under torch.compile; TorchScript cannot script it
+            ddp_compiles=("eager", "compile"),
         ),
         FrameworkInfo(
             name="tensorflow",

@@ -24,12 +24,12 @@ from dlbench.backends.base import Job, Prepared
 from dlbench.errors import CaseError, CaseSkipped, first_line
 from dlbench.lifeline import die_with_parent
 from dlbench.measure.energy import EnergyReading, EnergyUse
+from dlbench.measure.instruments import Instruments, Reading
 from dlbench.measure.timer import MAX_ITERS, StopRule, run_timed
 from dlbench.results.details import Ddp
 from dlbench.results.metrics import with_rates
 from dlbench.results.records import STATUS_SKIPPED, Result, base_result
 from dlbench.spec.case import Case, Settings
-from dlbench.worker.instruments import Instruments, Reading
 from dlbench.worker.process import CaseProcess
 from dlbench.worker.steps import failed_from_exception, make_job, measured_result
 

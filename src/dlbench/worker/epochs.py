@@ -17,12 +17,13 @@ from typing import Any
 
 from dlbench.backends.base import Backend, EpochTrainer, Job
 from dlbench.errors import CaseError
+from dlbench.measure.instruments import Instruments
 from dlbench.results.details import Epoch, Training, TrainingData
 from dlbench.results.record_dict import from_dict
 from dlbench.results.records import STATUS_FAILED, STATUS_OK, Result
-from dlbench.worker.instruments import Instruments, result_from
 from dlbench.worker.placement import require_placement
 from dlbench.worker.progress import report_progress
+from dlbench.worker.result import result_from
 from dlbench.workloads.mnist_train import CLASSES, FIRST_EPOCH_MIN_ACCURACY, usable_train_samples
 
 # Below this many steps an epoch is too short to expect learning from it.

@@ -30,6 +30,7 @@ from typing import Any
 
 from dlbench.backends.base import Job, Prepared
 from dlbench.errors import CaseError
+from dlbench.measure.instruments import Instruments, Reading
 from dlbench.measure.timer import Timing, time_once
 from dlbench.results.details import LoadGen
 from dlbench.results.record_dict import from_dict
@@ -40,7 +41,6 @@ from dlbench.spec.case import (
     Settings,
 )
 from dlbench.worker.files import case_files_dir
-from dlbench.worker.instruments import Instruments, Reading
 from dlbench.worker.loadgen_log import DETAIL_LOG, loadgen_outcome
 from dlbench.worker.loadgen_sut import QueryServer
 from dlbench.worker.progress import report_progress

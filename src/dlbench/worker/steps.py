@@ -15,6 +15,7 @@ from dlbench.backends import load_backend
 from dlbench.backends.base import Backend, Job, Prepared, device_kind
 from dlbench.errors import CaseError, CaseSkipped, ReferenceUnavailable, cause_summary, first_line
 from dlbench.measure.cpu_features import int8_dot_units
+from dlbench.measure.instruments import Instruments, Reading
 from dlbench.measure.monitor import peak_rss_mb
 from dlbench.measure.timer import StopRule, Timing, run_timed
 from dlbench.results.details import Details, OutputCheck
@@ -22,9 +23,9 @@ from dlbench.results.records import STATUS_FAILED, Result, base_result
 from dlbench.spec.case import Case, Settings
 from dlbench.spec.registry import QUANTIZED_PRECISIONS
 from dlbench.worker.check import check_output
-from dlbench.worker.instruments import Instruments, Reading, result_from
 from dlbench.worker.placement import require_placement
 from dlbench.worker.quantized_check import quantized_agreement
+from dlbench.worker.result import result_from
 from dlbench.workloads import get_workload
 
 

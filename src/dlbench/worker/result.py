@@ -1,60 +1,23 @@
-"""The measurement skeleton every loop shares: what brackets a measured region,
-and the one Result built from it.
+"""The one Result every measured region becomes.
 
-The step loop, the epoch loop, a DDP rank and a LoadGen test each time their
-own work, and nothing else: each starts `Instruments` just before its region
-and stops them just after (outside the timed steps), then hands the reading
-and its samples to `result_from`. A newly measured quantity is its meter (in
-measure/), its metric (results/metrics.py) and two lines here.
+The step loop, the epoch loop, a DDP rank and a LoadGen test bracket their
+region with the instruments (measure.instruments) and hand the reading and
+their samples to `result_from`: statistics, rates, work per sample and
+resource use come out the same for every loop, and the reading records
+itself into the details (`Reading.recorded_in`), so a newly measured quantity
+needs no line here.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
 
 from dlbench.backends.base import Job
-from dlbench.measure.energy import EnergyMeter, EnergyReading
-from dlbench.measure.monitor import ProcessMonitor, ResourceUse
+from dlbench.measure.instruments import Reading
 from dlbench.measure.stats import summarize, throughput
 from dlbench.results.details import Details
 from dlbench.results.metrics import with_rates
 from dlbench.results.records import STATUS_OK, Result, base_result
-
-
-@dataclass(frozen=True)
-class Reading:
-    """What the instruments saw over one measured region."""
-
-    usage: ResourceUse
-    # None where this process meters nothing (a DDP rank whose CPU rank 0 meters)
-    energy: EnergyReading | None
-
-    def recorded_in(self, details: Details, samples_done: float) -> Details:
-        """`details` with the region's place on the wall clock (to pick it out of the
-        parent's timeline) and its energy per sample."""
-        window = [self.usage.wall_start_epoch_s, self.usage.wall_end_epoch_s]
-        if self.energy is None:
-            return replace(details, measured_wall=window)
-        return replace(details, measured_wall=window, energy=self.energy.to_details(samples_done))
-
-
-class Instruments:
-    """The resource monitor and the energy meter: start() just before the region,
-    stop() just after. Neither samples during it: each reads its counters twice."""
-
-    def __init__(self, device: str, meter_energy: bool = True) -> None:
-        self._monitor = ProcessMonitor()
-        self._meter = EnergyMeter.for_device(device) if meter_energy else None
-
-    def start(self) -> None:
-        self._monitor.start()
-        if self._meter is not None:
-            self._meter.start()
-
-    def stop(self) -> Reading:
-        energy = self._meter.stop() if self._meter is not None else None
-        return Reading(self._monitor.stop(), energy)
 
 
 def result_from(
