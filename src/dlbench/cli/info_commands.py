@@ -102,7 +102,7 @@ def cmd_env(args: argparse.Namespace) -> int:
 
 
 def cmd_show(args: argparse.Namespace) -> int:
-    run = load_run(args.run, args.db)
+    run = load_run(args.run, args.db, on_wait=say)
     print_run(run)
     print_study(run, args.baseline, args.plots, args.latency_budget_ms)
     return 0
