@@ -7,6 +7,7 @@ import shlex
 from collections.abc import Callable
 from dataclasses import replace
 
+from dlbench.atomic import check_output_folder
 from dlbench.cli.terminal import (
     RichProgress,
     comparison_table,
@@ -46,6 +47,8 @@ def request_from_args(args: argparse.Namespace) -> RunRequest:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
+    if args.plots is not None:  # before the run, not after it is stored
+        check_output_folder(args.plots, "--plots")
     if args.resume is not None:
         given = given_options(request_from_args(args))
         if given:
@@ -157,7 +160,13 @@ def resume_command(run_id: str, args: argparse.Namespace) -> str:
 
 def _finish(run: Run, args: argparse.Namespace) -> int:
     print_run(run)
-    print_study(run, args.baseline, args.plots, args.latency_budget_ms)
+    try:
+        print_study(run, args.baseline, args.plots, args.latency_budget_ms)
+    except UserError as exc:
+        raise UserError(
+            f"{exc}; run {run.id} is stored: print its study again with "
+            f"`dlbench show {run.id} --plots DIR`"
+        ) from None
     if run.failures:
         say(f"{run.failures} of {len(run.results)} case(s) failed")
         return 1

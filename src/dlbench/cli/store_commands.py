@@ -6,6 +6,7 @@ import argparse
 
 from rich.table import Table
 
+from dlbench.atomic import check_output_folder
 from dlbench.cli.terminal import comparison_table, out, pivot_table, say
 from dlbench.errors import UserError
 from dlbench.report.compare import compare_runs, regressions
@@ -90,6 +91,8 @@ def cmd_report(args: argparse.Namespace) -> int:
 
     if args.html is None and args.plots is None:
         raise UserError("dlbench report: give --html FILE and/or --plots DIR")
+    if args.plots is not None:
+        check_output_folder(args.plots, "--plots")
     runs = [load_run(ref, args.db, on_wait=say) for ref in args.runs]
     if args.html is not None:
         write_html(runs, args.html)
