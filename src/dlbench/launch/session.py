@@ -132,6 +132,10 @@ def _run_pending(
         run.finished_at = now_iso()
         store.finish_run(run.id, run.finished_at, run.env)
         _write_files(run, outputs)
+    except RunInterrupted:
+        raise
+    except KeyboardInterrupt:  # between workers (a store write, a wait for its lock)
+        raise RunInterrupted(run) from None
     except UserError as exc:
         raise RunBroken(run, str(exc)) from None
     except OSError as exc:

@@ -18,6 +18,7 @@ import functools
 import json
 import os
 import sqlite3
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -40,6 +41,8 @@ from dlbench.results.store_schema import MIGRATIONS, SCHEMA_V1, STORE_SCHEMA_VER
 DB_ENV_VAR = "DLBENCH_DB"
 # A lock held longer than this is worth a line saying what we wait for.
 LOCK_NOTICE_S = 1.0
+# How long each wait inside SQLite lasts once we wait longer than that.
+LOCK_RETRY_S = 0.2
 # What SQLite says when it cannot make a WAL store's -shm file beside it.
 NO_SHM = (CANTOPEN, READONLY, IOERR)
 
@@ -147,15 +150,21 @@ class Store:
                 f"waiting up to {rest:g} s more for store {self.path}: "
                 "another process holds its lock"
             )
-        self._busy_timeout(rest)
+        # Short waits inside SQLite, retried here: Ctrl-C is seen between them, where
+        # one long wait in SQLite's busy handler would hold it off until the end.
+        deadline = time.monotonic() + rest
+        self._busy_timeout(min(rest, LOCK_RETRY_S))
         try:
-            return work()  # each guarded step is one transaction, rolled back when it failed
-        except sqlite3.ProgrammingError:
-            raise
-        except sqlite3.DatabaseError as exc:
-            raise store_fault(self.path, exc, self._timeout, self.read_only) from None
+            while True:
+                try:
+                    return work()  # a guarded step is one transaction, rolled back on failure
+                except sqlite3.ProgrammingError:
+                    raise
+                except sqlite3.DatabaseError as exc:
+                    if not is_locked(exc) or time.monotonic() >= deadline:
+                        raise store_fault(self.path, exc, self._timeout, self.read_only) from None
         finally:
-            self._busy_timeout(LOCK_NOTICE_S)
+            self._busy_timeout(min(self._timeout, LOCK_NOTICE_S))
 
     def _busy_timeout(self, seconds: float) -> None:
         self._db.execute(f"PRAGMA busy_timeout = {int(seconds * 1000)}")
