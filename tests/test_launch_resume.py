@@ -128,6 +128,26 @@ def test_a_lock_held_in_the_middle_of_a_run_stops_it_with_the_resume_command(
     resumed_exactly_once(run_id, isolated_store, 1)
 
 
+def test_ctrl_c_while_a_run_waits_for_the_lock_keeps_its_cases(tmp_path, isolated_store):
+    suite, out = tmp_path / "s.yaml", tmp_path / "r.json"
+    suite.write_text(SUITE)
+    env = {**os.environ, LOCK_TIMEOUT_ENV: "60"}
+    proc = spawn_dlbench("run", str(suite), "--quiet", "--json", str(out), env=env)
+    run_id = wait_for_results(out, 1, time.monotonic() + 60)["id"]
+    with held_lock(isolated_store):
+        while "waiting up to 59 s more" not in proc.stderr.readline():
+            assert proc.poll() is None
+        time.sleep(0.5)  # into the wait itself, not the line's last microseconds
+        proc.send_signal(signal.SIGINT)
+        result = stopped(proc)
+    assert result.returncode == 130 and "Traceback" not in result.stderr, result.stderr
+    assert result.stderr.splitlines()[-1] == (
+        f"dlbench: interrupted; 1 finished case(s) of run {run_id} are stored in "
+        f"{isolated_store}; resume with: dlbench run --resume {run_id} --json {out}"
+    )
+    resumed_exactly_once(run_id, isolated_store, 1)
+
+
 @pytest.mark.parametrize("full", ["store", "run file"])
 def test_a_full_disk_in_the_middle_of_a_run_keeps_what_was_stored(tmp_path, full):
     suite = tmp_path / "s.yaml"

@@ -5,6 +5,8 @@ the store and what to do, no traceback, and the store holds what it held."""
 
 from __future__ import annotations
 
+import os
+import signal
 import sqlite3
 import threading
 import time
@@ -12,7 +14,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from conftest import cli
+from conftest import cli, spawn_dlbench
 from factories import make_case, make_result, make_run, timed_run
 from faults import fill, garbage_tail, held_lock, read_only, refused, small_disk
 from test_cli_store_commands import v1_store
@@ -170,6 +172,23 @@ def test_a_lock_released_while_waiting_lets_the_write_through(tmp_path, monkeypa
     assert proc.returncode == 0, proc.stderr
     assert "waiting up to 19 s more" in proc.stderr
     assert run_ids(db) == ["kept", "new"]
+
+
+def test_ctrl_c_while_waiting_for_a_lock_exits_130_at_once_and_stores_nothing(
+    tmp_path, new_run_file
+):
+    db = stored(tmp_path / "s.sqlite")
+    env = {**os.environ, LOCK_TIMEOUT_ENV: "60"}
+    with held_lock(db):
+        proc = spawn_dlbench("import", str(new_run_file), "--db", str(db), env=env)
+        assert "waiting up to 59 s more" in proc.stderr.readline()
+        time.sleep(0.5)  # into the wait itself, not the line's last microseconds
+        proc.send_signal(signal.SIGINT)
+        asked = time.monotonic()
+        rest = proc.stderr.read()  # to its end: the command has exited
+        assert time.monotonic() - asked < 5  # not the rest of the 60 s
+    assert proc.wait() == 130 and rest == "dlbench: interrupted\n", rest
+    assert run_ids(db) == ["kept"]
 
 
 def test_reads_go_on_while_another_process_holds_the_write_lock(tmp_path, monkeypatch):
