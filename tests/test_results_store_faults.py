@@ -80,6 +80,8 @@ def test_a_read_of_a_mistyped_store_is_an_error_that_creates_nothing(tmp_path, a
     db = tmp_path / "typo" / "stroe.sqlite"
     proc = cli(*_argv(argv, tmp_path), "--db", str(db))
     refused(proc, f"no store at {db}; run `dlbench run`")
+    if argv != ["runs"]:  # a RUN was asked for: it may be a mistyped file name too
+        refused(proc, f"{argv[1]!r} is neither a run file nor a run id: there is no store")
     assert not (tmp_path / "typo").exists()
     assert sorted(p.name for p in tmp_path.iterdir()) == []  # no report or export either
 
