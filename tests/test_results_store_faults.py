@@ -329,6 +329,15 @@ def test_a_full_disk_at_the_start_stores_nothing(tmp_path, new_run_file, suite):
         assert run_ids(db) == ["kept"]
 
 
+def test_a_run_file_that_cannot_be_written_at_the_start_stores_nothing(tmp_path, suite):
+    db, out = tmp_path / "s.sqlite", tmp_path / "out"
+    out.mkdir()
+    with read_only(out):
+        proc = cli("run", str(suite), "--quiet", "--json", str(out / "r.json"), "--db", str(db))
+    refused(proc, f"cannot write {out / 'r.json'}: ", alone=False)
+    assert run_ids(db) == []  # the run's row, written first, was taken back
+
+
 def test_plots_where_no_file_can_go_are_refused_before_any_work(tmp_path, suite):
     db = stored(tmp_path / "s.sqlite")
     a_file = tmp_path / "plots.png"
