@@ -1,16 +1,23 @@
-"""Interrupted runs are resumed: finished cases kept once, the rest run, nothing lost."""
+"""Interrupted runs are resumed: finished cases kept once, the rest run, nothing lost.
+
+A run stopped midway by a fault (a lock held too long, a full disk) keeps what
+it stored and prints the exact command that resumes it."""
 
 from __future__ import annotations
 
 import json
+import os
 import signal
 import subprocess
 import time
 
 import psutil
+import pytest
 from conftest import cli, dlbench, spawn_dlbench
+from faults import fill, held_lock, read_only, refused, small_disk
 
 from dlbench.results.store import Store
+from dlbench.results.store_faults import LOCK_TIMEOUT_ENV
 
 SUITE = """
 settings: {min_time: 0.4, min_iters: 3, warmup: 0}
@@ -82,3 +89,101 @@ def test_resume_refuses_complete_unknown_and_mixed_requests(tmp_path):
     assert unknown.returncode == 2 and "no run 'no-such-run'" in unknown.stderr
     mixed = cli("run", "--resume", run_id, "--workload", "mlp")
     assert mixed.returncode == 2 and "drop --workload" in mixed.stderr
+
+
+def stopped(proc: subprocess.Popen[str]) -> subprocess.CompletedProcess[str]:
+    """Wait for a run started by spawn_dlbench, as a completed process."""
+    out, err = proc.communicate(timeout=120)
+    return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
+
+
+def resumed_exactly_once(run_id: str, db, kept: int, *args: str) -> None:
+    """`dlbench run --resume` finishes the run: the kept cases are not measured again."""
+    with Store(db, read_only=True) as store:
+        before = store.load_run(run_id)
+    assert before.finished_at is None and len(before.results) == kept
+    resumed = dlbench("run", "--resume", run_id, "--db", str(db), "--quiet", *args)
+    assert resumed.returncode == 0, resumed.stderr
+    with Store(db, read_only=True) as store:
+        final = store.load_run(run_id)
+        assert store.result_seqs(run_id) == [0, 1, 2, 3]
+    assert final.finished_at is not None
+    assert [r.started_at for r in final.results[:kept]] == [r.started_at for r in before.results]
+
+
+def test_a_lock_held_in_the_middle_of_a_run_stops_it_with_the_resume_command(
+    tmp_path, isolated_store
+):
+    suite, out = tmp_path / "s.yaml", tmp_path / "r.json"
+    suite.write_text(SUITE)
+    env = {**os.environ, LOCK_TIMEOUT_ENV: "0.5"}
+    proc = spawn_dlbench("run", str(suite), "--quiet", "--json", str(out), env=env)
+    run_id = wait_for_results(out, 1, time.monotonic() + 60)["id"]
+    with held_lock(isolated_store):  # another writer, until this run gives up
+        result = stopped(proc)
+    line = refused(result, f"store {isolated_store} is locked by another process", alone=False)
+    assert line.endswith(f"1 finished case(s) of run {run_id} are stored in {isolated_store}; "
+                         f"once that is fixed, resume with: "
+                         f"dlbench run --resume {run_id} --json {out}")  # fmt: skip
+    resumed_exactly_once(run_id, isolated_store, 1)
+
+
+def test_ctrl_c_while_a_run_waits_for_the_lock_keeps_its_cases(tmp_path, isolated_store):
+    suite, out = tmp_path / "s.yaml", tmp_path / "r.json"
+    suite.write_text(SUITE)
+    env = {**os.environ, LOCK_TIMEOUT_ENV: "60"}
+    proc = spawn_dlbench("run", str(suite), "--quiet", "--json", str(out), env=env)
+    run_id = wait_for_results(out, 1, time.monotonic() + 60)["id"]
+    with held_lock(isolated_store):
+        while "waiting up to 59 s more" not in proc.stderr.readline():
+            assert proc.poll() is None
+        time.sleep(0.5)  # into the wait itself, not the line's last microseconds
+        proc.send_signal(signal.SIGINT)
+        result = stopped(proc)
+    assert result.returncode == 130 and "Traceback" not in result.stderr, result.stderr
+    assert result.stderr.splitlines()[-1] == (
+        f"dlbench: interrupted; 1 finished case(s) of run {run_id} are stored in "
+        f"{isolated_store}; resume with: dlbench run --resume {run_id} --json {out}"
+    )
+    resumed_exactly_once(run_id, isolated_store, 1)
+
+
+@pytest.mark.parametrize("full", ["store", "run file"])
+def test_a_full_disk_in_the_middle_of_a_run_keeps_what_was_stored(tmp_path, full):
+    suite = tmp_path / "s.yaml"
+    suite.write_text(SUITE)
+    with small_disk(tmp_path / "disk") as disk:
+        db = disk / "s.sqlite" if full == "store" else tmp_path / "s.sqlite"
+        out = tmp_path / "r.json" if full == "store" else disk / "r.json"
+        proc = spawn_dlbench("run", str(suite), "--quiet", "--json", str(out), "--db", str(db))
+        run_id = wait_for_results(out, 1, time.monotonic() + 60)["id"]
+        filler = fill(disk)
+        result = stopped(proc)
+        # the store's write fails before the second case is kept; a run file's after it
+        kept = 1 if full == "store" else 2
+        why = f"store {db}: the disk is full" if full == "store" else "No space left on device"
+        line = refused(result, why, alone=False)
+        assert line.endswith(
+            f"{kept} finished case(s) of run {run_id} are stored in {db}; once that is "
+            f"fixed, resume with: dlbench run --resume {run_id} --db {db} --json {out}"
+        )
+        filler.unlink()
+        resumed_exactly_once(run_id, db, kept, "--json", str(out))
+
+
+def test_plots_that_cannot_be_written_after_the_run_say_the_run_is_stored(tmp_path, isolated_store):
+    out, plots = tmp_path / "r.json", tmp_path / "charts" / "plots"
+    plots.parent.mkdir()
+    proc = spawn_dlbench("run", "-w", "mlp", "-f", "null", "--sweep", "batch=1,2", "--min-time",
+                         "0.4", "--quiet", "--plots", str(plots), "--json", str(out))  # fmt: skip
+    run_id = wait_for_results(out, 1, time.monotonic() + 60)["id"]
+    with read_only(plots.parent):  # checked when the run started, refused when it ends
+        result = stopped(proc)
+    line = refused(result, f"cannot write {plots}", alone=False)
+    assert line.endswith(
+        f"run {run_id} is stored: print its study again with `dlbench show {run_id} --plots DIR`"
+    )
+    with Store(isolated_store, read_only=True) as store:
+        run = store.load_run(run_id)
+    assert run.finished_at is not None and len(run.results) == 2
+    assert not plots.exists()

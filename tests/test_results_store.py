@@ -46,7 +46,7 @@ def test_newer_store_schema_is_refused(tmp_path):
 def test_a_file_that_is_not_a_store_is_refused(tmp_path):
     path = tmp_path / "s.sqlite"
     path.write_bytes(b"this is not sqlite" * 100)
-    with pytest.raises(UserError, match="not a usable dlbench store"):
+    with pytest.raises(UserError, match="is not an SQLite database, or is damaged"):
         Store(path)
 
 
@@ -76,12 +76,13 @@ while True:
 @pytest.mark.parametrize("delay", [0.05, 0.2, 0.5])
 def test_killing_a_writer_never_leaves_a_corrupt_store(tmp_path, delay):
     path = tmp_path / "s.sqlite"
-    tests_dir = str(Path(__file__).parent)
+    # the tests' folder for factories, and the caller's path (a checkout's src/)
+    paths = [str(Path(__file__).parent), os.environ.get("PYTHONPATH", "")]
     writer = subprocess.Popen(
         [sys.executable, "-c", WRITER, str(path)],
         stdout=subprocess.PIPE,
         text=True,
-        env={**os.environ, "PYTHONPATH": tests_dir},
+        env={**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, paths))},
     )
     assert writer.stdout.readline().strip() == "ready"
     time.sleep(delay)

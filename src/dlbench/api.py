@@ -23,7 +23,7 @@ def load_runs(runs: Sequence[str] | None = None, db: str | Path | None = None) -
     except ImportError:
         raise UserError("load_runs needs pandas: pip install pandas") from None
     if runs is None:
-        with Store(Path(db) if db is not None else None) as store:
+        with Store(Path(db) if db is not None else None, read_only=True) as store:
             runs = store.run_ids()
     loaded = [load_run(str(ref), Path(db) if db is not None else None) for ref in runs]
     rows = [

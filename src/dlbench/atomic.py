@@ -1,8 +1,9 @@
 """The one way dlbench replaces a file: write a temporary beside it, then rename.
 
 A reader (a concurrent worker, `dlbench show`, a crash) sees the old complete
-file or the new complete file, never a torn one. Run files, reports, worker
-results and cached reference artifacts all go through `write_atomic`.
+file or the new complete file, never a torn one. Run files, reports, charts,
+worker results and cached reference artifacts all go through `write_atomic`;
+`check_output_folder` refuses a folder they cannot go to before any work.
 """
 
 from __future__ import annotations
@@ -53,6 +54,22 @@ def write_atomic(path: Path, content: str | Writer) -> None:
     except BaseException:
         temp.unlink(missing_ok=True)
         raise
+
+
+def check_output_folder(folder: Path, option: str) -> None:
+    """Refuse, before any work and without creating anything, a folder that files
+    cannot be written to: a file in its place, or a read-only folder (its own, or
+    the nearest one that exists, where it would be created)."""
+    folder = Path(folder)
+    if folder.exists() and not folder.is_dir():
+        raise UserError(f"{option} {folder} is a file; give a folder (created if missing)")
+    existing = next(p for p in (folder, *folder.absolute().parents) if p.exists())
+    if not existing.is_dir():
+        raise UserError(f"{option} {folder}: {existing} is a file, so the folder cannot be made")
+    if not os.access(existing, os.W_OK | os.X_OK):
+        read_only = os.statvfs(existing).f_flag & os.ST_RDONLY
+        why = "is on a read-only file system" if read_only else "is not writable"
+        raise UserError(f"{option} {folder}: {existing} {why}; give a folder you can write to")
 
 
 def _fsync_directory(directory: Path) -> None:

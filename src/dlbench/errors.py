@@ -3,8 +3,9 @@
 Which one is raised decides what the user sees: a UserError is one line and
 exit code 2; a CaseError or CaseSkipped inside a worker becomes a failed or
 skipped result and the run goes on; RunInterrupted is Ctrl-C with the
-finished cases kept. Anything else escaping is a dlbench bug and keeps its
-traceback.
+finished cases kept, and RunBroken a store or file fault in the middle of
+a run, with the stored cases kept too. Anything else escaping is a dlbench
+bug and keeps its traceback.
 """
 
 from __future__ import annotations
@@ -72,6 +73,15 @@ class RunInterrupted(KeyboardInterrupt):
 
     def __init__(self, run: Any) -> None:
         super().__init__(run.id)
+        self.run = run
+
+
+class RunBroken(UserError):
+    """A store or file fault in the middle of a run (a full disk, a lock held too long):
+    the cases stored so far are kept; `run` holds them and can be resumed."""
+
+    def __init__(self, run: Any, cause: str) -> None:
+        super().__init__(cause)
         self.run = run
 
 

@@ -7,6 +7,7 @@ from collections.abc import Mapping
 
 from rich.table import Table
 
+from dlbench.atomic import check_output_folder
 from dlbench.cli.terminal import out, print_json, print_run, print_study, say
 from dlbench.report.table import escape_markup
 from dlbench.results.lookup import load_run
@@ -102,7 +103,9 @@ def cmd_env(args: argparse.Namespace) -> int:
 
 
 def cmd_show(args: argparse.Namespace) -> int:
-    run = load_run(args.run, args.db)
+    if args.plots is not None:
+        check_output_folder(args.plots, "--plots")
+    run = load_run(args.run, args.db, on_wait=say)
     print_run(run)
     print_study(run, args.baseline, args.plots, args.latency_budget_ms)
     return 0

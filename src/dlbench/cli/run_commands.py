@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import argparse
+import shlex
 from collections.abc import Callable
 from dataclasses import replace
 
+from dlbench.atomic import check_output_folder
 from dlbench.cli.terminal import (
     RichProgress,
     comparison_table,
@@ -14,7 +16,7 @@ from dlbench.cli.terminal import (
     print_study,
     say,
 )
-from dlbench.errors import RunInterrupted, UserError
+from dlbench.errors import RunBroken, RunInterrupted, UserError
 from dlbench.launch import session
 from dlbench.launch.preflight import check_user_models
 from dlbench.plan.build import RunRequest, build_plan, given_options, request_from_options
@@ -45,6 +47,8 @@ def request_from_args(args: argparse.Namespace) -> RunRequest:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
+    if args.plots is not None:  # before the run, not after it is stored
+        check_output_folder(args.plots, "--plots")
     if args.resume is not None:
         given = given_options(request_from_args(args))
         if given:
@@ -80,7 +84,7 @@ def _run_request(request: RunRequest, args: argparse.Namespace) -> Run:
     # a user model's bad file or inputs end here, in exit 2, before the run is stored
     check_user_models(plan.cases, plan.settings.seed, progress=None if args.quiet else say)
     outputs = session.Outputs(json_path=args.json_path, csv_path=args.csv_path)
-    with Store(args.db) as store:
+    with Store(args.db, on_wait=say) as store:
         repeat = plan.settings.repeat
         each = f", {repeat} processes each, round-robin" if repeat > 1 else ""
         say(f"{len(plan.cases)} case(s) of suite {plan.suite!r}{each}; store {store.path}")
@@ -90,14 +94,14 @@ def _run_request(request: RunRequest, args: argparse.Namespace) -> Run:
                 plan.suite, plan.cases, plan.settings, store, outputs, progress
             ),
             len(plan.cases) * repeat,
-            args.quiet,
+            args,
         )
     return run
 
 
 def _resume(args: argparse.Namespace) -> int:
     outputs = session.Outputs(json_path=args.json_path, csv_path=args.csv_path)
-    with Store(args.db) as store:
+    with Store(args.db, on_wait=say) as store:
         if args.resume not in store.run_ids():
             raise UserError(f"no run {args.resume!r} in store {store.path} (see dlbench runs)")
         previous = store.load_run(args.resume)
@@ -112,31 +116,57 @@ def _resume(args: argparse.Namespace) -> int:
                 previous, cases, settings, store, outputs, progress
             ),
             pending,
-            args.quiet,
+            args,
         )
     return _finish(run, args)
 
 
 def _interruptible(
-    store: Store, work: Callable[[session.Progress | None], Run], total: int, quiet: bool
+    store: Store,
+    work: Callable[[session.Progress | None], Run],
+    total: int,
+    args: argparse.Namespace,
 ) -> Run:
-    """Run with a progress bar; on Ctrl-C say what was kept and how to go on."""
+    """Run with a progress bar; on Ctrl-C, or a fault that stops the run midway, say
+    what was kept and how to go on."""
     try:
-        if quiet:
+        if getattr(args, "quiet", False):
             return work(None)
         with RichProgress(total) as progress:
             return work(progress)
     except RunInterrupted as stop:
         say(
             f"interrupted; {len(stop.run.results)} finished case(s) of run {stop.run.id} are "
-            f"stored in {store.path}; resume with: dlbench run --resume {stop.run.id}"
+            f"stored in {store.path}; resume with: {resume_command(stop.run.id, args)}"
         )
         raise
+    except RunBroken as broken:
+        raise UserError(
+            f"{broken}; {len(broken.run.results)} finished case(s) of run {broken.run.id} are "
+            f"stored in {store.path}; once that is fixed, resume with: "
+            f"{resume_command(broken.run.id, args)}"
+        ) from None
+
+
+def resume_command(run_id: str, args: argparse.Namespace) -> str:
+    """The command that finishes this run: with the store, and the files, it was given."""
+    words = ["dlbench", "run", "--resume", run_id]
+    for option, name in (("--db", "db"), ("--json", "json_path"), ("--csv", "csv_path")):
+        value = getattr(args, name, None)
+        if value is not None:
+            words += [option, str(value)]
+    return shlex.join(words)
 
 
 def _finish(run: Run, args: argparse.Namespace) -> int:
     print_run(run)
-    print_study(run, args.baseline, args.plots, args.latency_budget_ms)
+    try:
+        print_study(run, args.baseline, args.plots, args.latency_budget_ms)
+    except UserError as exc:
+        raise UserError(
+            f"{exc}; run {run.id} is stored: print its study again with "
+            f"`dlbench show {run.id} --plots DIR`"
+        ) from None
     if run.failures:
         say(f"{run.failures} of {len(run.results)} case(s) failed")
         return 1
@@ -145,7 +175,7 @@ def _finish(run: Run, args: argparse.Namespace) -> int:
 
 def cmd_rerun(args: argparse.Namespace) -> int:
 
-    original = load_run(args.run, args.db)
+    original = load_run(args.run, args.db, on_wait=say)
     # As it ran, but on the device as asked: "auto" finds this machine's device
     # again, and a DDP case its GPUs (rank 0 recorded cuda:0).
     cases = list(
@@ -157,9 +187,15 @@ def cmd_rerun(args: argparse.Namespace) -> int:
     if not cases:
         raise UserError(f"run {original.id} has no results to rerun")
     settings = validate_settings(Settings.from_dict(original.settings))
-    # a bar step per worker process: --repeat N runs N per case
-    with Store(args.db) as store, RichProgress(len(cases) * settings.repeat) as progress:
-        run = session.run_plan(original.suite, cases, settings, store, progress=progress)
+    with Store(args.db, on_wait=say) as store:
+        run = _interruptible(
+            store,
+            lambda progress: session.run_plan(
+                original.suite, cases, settings, store, progress=progress
+            ),
+            len(cases) * settings.repeat,  # a bar step per worker process
+            args,
+        )
     comparison = compare_runs(original, run, args.metric)
     out.print(comparison_table(comparison, args.metric, original.id, run.id))
     return 1 if run.failures else 0

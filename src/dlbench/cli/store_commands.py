@@ -6,6 +6,7 @@ import argparse
 
 from rich.table import Table
 
+from dlbench.atomic import check_output_folder
 from dlbench.cli.terminal import comparison_table, out, pivot_table, say
 from dlbench.errors import UserError
 from dlbench.report.compare import compare_runs, regressions
@@ -17,7 +18,7 @@ from dlbench.results.store import Store
 
 
 def cmd_runs(args: argparse.Namespace) -> int:
-    with Store(args.db) as store:
+    with Store(args.db, read_only=True, on_wait=say) as store:
         summaries = store.list_runs()
         table = Table(title=f"runs in {escape_markup(str(store.path))}")
     for name in ("id", "started", "machine", "suite", "cases", "failures", "state"):
@@ -40,7 +41,7 @@ def cmd_runs(args: argparse.Namespace) -> int:
 def cmd_export(args: argparse.Namespace) -> int:
     if args.json_path is None and args.csv_path is None:
         raise UserError("dlbench export: give --json FILE and/or --csv FILE")
-    run = load_run(args.run, args.db)
+    run = load_run(args.run, args.db, on_wait=say)
     if args.json_path is not None:
         write_json(run, args.json_path)
     if args.csv_path is not None:
@@ -51,14 +52,14 @@ def cmd_export(args: argparse.Namespace) -> int:
 
 def cmd_import(args: argparse.Namespace) -> int:
     run = read_json(args.file)  # validated: schema version and every field's type
-    with Store(args.db) as store:
+    with Store(args.db, on_wait=say) as store:
         store.import_run(run)
         say(f"imported run {run.id} ({len(run.results)} results) into {store.path}")
     return 0
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
-    runs = [load_run(ref, args.db) for ref in args.runs]
+    runs = [load_run(ref, args.db, on_wait=say) for ref in args.runs]
     if args.by == "hardware":
         from dlbench.report.studies.hardware import hardware_rows, hardware_table
 
@@ -90,7 +91,9 @@ def cmd_report(args: argparse.Namespace) -> int:
 
     if args.html is None and args.plots is None:
         raise UserError("dlbench report: give --html FILE and/or --plots DIR")
-    runs = [load_run(ref, args.db) for ref in args.runs]
+    if args.plots is not None:
+        check_output_folder(args.plots, "--plots")
+    runs = [load_run(ref, args.db, on_wait=say) for ref in args.runs]
     if args.html is not None:
         write_html(runs, args.html)
         say(f"wrote {args.html}")

@@ -7,6 +7,7 @@ loses at most the case that was running.
 
 from __future__ import annotations
 
+import errno
 import secrets
 import sys
 from collections.abc import Callable, Sequence
@@ -14,7 +15,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
-from dlbench.errors import RunInterrupted
+from dlbench.errors import RunBroken, RunInterrupted, UserError
 from dlbench.launch.runner import run_case
 from dlbench.results.ceilings import add_measured_ceilings
 from dlbench.results.env import fingerprint
@@ -79,8 +80,12 @@ def run_plan(
     ceilings = store.latest_ceilings(run.env.get("hostname"))
     if ceilings is not None:
         run.env["ceilings"] = ceilings  # every result's efficiency is measured against these
-    _write_files(run, outputs)  # fails early, before any case, if a path is unwritable
-    store.begin_run(run)
+    store.begin_run(run)  # the first write: a locked, read-only or full store stops here
+    try:
+        _write_files(run, outputs)  # fails early, before any case, if a path is unwritable
+    except UserError:
+        store.discard_run(run.id)  # a run that never started leaves nothing stored
+        raise
     return _run_pending(run, list(cases), settings, store, outputs, progress or Progress(), runner)
 
 
@@ -106,6 +111,10 @@ def resume_run(
     )
 
 
+# An OSError that is the machine's, not dlbench's: the disk or quota filled up.
+DISK_FULL = (errno.ENOSPC, errno.EDQUOT)
+
+
 def _run_pending(
     run: Run,
     cases: list[Case],
@@ -116,7 +125,36 @@ def _run_pending(
     runner: Runner,
     done: dict[int, Result] | None = None,
 ) -> Run:
-    results = dict(done or {})
+    """Run what is pending; a fault on the way (the store or a run file cannot be
+    written) keeps what was stored and says so, as a RunBroken."""
+    try:
+        _run_cases(run, cases, settings, store, outputs, progress, runner, dict(done or {}))
+        run.finished_at = now_iso()
+        store.finish_run(run.id, run.finished_at, run.env)
+        _write_files(run, outputs)
+    except RunInterrupted:
+        raise
+    except KeyboardInterrupt:  # between workers (a store write, a wait for its lock)
+        raise RunInterrupted(run) from None
+    except UserError as exc:
+        raise RunBroken(run, str(exc)) from None
+    except OSError as exc:
+        if exc.errno not in DISK_FULL:
+            raise  # anything else is a dlbench bug: keep its traceback
+        raise RunBroken(run, f"{exc.filename or 'a file'}: {exc.strerror}") from None
+    return run
+
+
+def _run_cases(
+    run: Run,
+    cases: list[Case],
+    settings: Settings,
+    store: Store,
+    outputs: Outputs,
+    progress: Progress,
+    runner: Runner,
+    results: dict[int, Result],
+) -> None:
     # Round-robin: every case's first process, then every case's second, ...,
     # so drift over the run's time reaches every case alike.
     while pending := [i for i in range(len(cases)) if _needs_process(results.get(i), settings)]:
@@ -132,18 +170,15 @@ def _run_pending(
                 raise RunInterrupted(run) from None
             result = process if settings.repeat == 1 else add_process(earlier, process)
             add_measured_ceilings(run, result)
-            results[index] = result
-            run.results = [results[i] for i in sorted(results)]
             if earlier is None:
                 store.add_result(run.id, index, result)
             else:
                 store.replace_result(run.id, index, result)
+            # only once stored: a fault above leaves `run` holding what the store holds
+            results[index] = result
+            run.results = [results[i] for i in sorted(results)]
             _write_files(run, outputs)
             progress.case_finished(index, len(cases), result, run)
-    run.finished_at = now_iso()
-    store.finish_run(run.id, run.finished_at, run.env)
-    _write_files(run, outputs)
-    return run
 
 
 def case_files(

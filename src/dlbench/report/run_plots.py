@@ -16,7 +16,6 @@ def write_run_plots(runs: Sequence[Run], folder: Path) -> list[Path]:
     """Per run and chart group: median latency bars with interquartile error bars."""
     pyplot()  # without matplotlib, say so before drawing anything
     latency = METRICS["latency"]
-    folder.mkdir(parents=True, exist_ok=True)
     written = []
     for run in runs:
         for key, results in groups(run).items():

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from dlbench.report.charts.model import slug
-from dlbench.report.charts.png import pyplot
+from dlbench.report.charts.png import pyplot, save_png
 from dlbench.report.run_charts import timeline_worth_drawing
 from dlbench.report.table import case_name
 from dlbench.results.details import Details
@@ -70,10 +70,7 @@ def write_timeline_png(result: Result, path: Path, title: str | None = None) -> 
     _mark_phases(list(axes), result.details)
     figure.suptitle(title or case_name(result), fontsize=10)
     figure.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    figure.savefig(path, dpi=110)
-    plt.close(figure)
-    return path
+    return save_png(figure, path)
 
 
 def write_timeline_pngs(runs: Sequence[Run], folder: Path) -> list[Path]:

@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from dlbench.atomic import write_atomic
 from dlbench.errors import UserError
 from dlbench.report.charts.model import BarChart, CurveChart
 
@@ -23,6 +24,16 @@ def pyplot() -> Any:
     import matplotlib.pyplot as plt
 
     return plt
+
+
+def save_png(figure: Any, path: Path) -> Path:
+    """Write a figure as `path`, atomically; a path that cannot be written (a file in
+    the folder's place, a read-only folder, a full disk) is a UserError naming it."""
+    try:
+        write_atomic(path, lambda temp: figure.savefig(temp, dpi=110, format="png"))
+    finally:
+        pyplot().close(figure)
+    return path
 
 
 def _error_bars(chart: BarChart) -> list[list[float]]:
@@ -45,10 +56,7 @@ def bar_chart(chart: BarChart, path: Path) -> Path:
     axis.set_ylabel(chart.unit)
     axis.set_title(chart.title, fontsize=9)
     figure.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    figure.savefig(path, dpi=110)
-    plt.close(figure)
-    return path
+    return save_png(figure, path)
 
 
 def bar_panels(charts: Sequence[BarChart], path: Path, title: str) -> Path:
@@ -75,10 +83,7 @@ def bar_panels(charts: Sequence[BarChart], path: Path, title: str) -> Path:
                 axis.annotate(bar.mark, (index, bar.value), ha="center", va="bottom", fontsize=7)
     figure.suptitle(title)
     figure.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    figure.savefig(path, dpi=110)
-    plt.close(figure)
-    return path
+    return save_png(figure, path)
 
 
 # More lines than this and the legend would cover them.
@@ -115,7 +120,4 @@ def curve_chart(chart: CurveChart, path: Path) -> Path:
         axis.legend(fontsize=7)
     axis.grid(alpha=0.3)
     figure.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    figure.savefig(path, dpi=110)
-    plt.close(figure)
-    return path
+    return save_png(figure, path)
