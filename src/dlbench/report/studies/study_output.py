@@ -20,6 +20,7 @@ from dlbench.report.studies.study import StudyTable
 from dlbench.report.studies.sweeps import sweep_charts
 from dlbench.report.studies.training_studies import mnist_tables, pt2_tables
 from dlbench.report.table import case_name, escape_markup, fmt
+from dlbench.results.files import CSV_LINE_END, csv_cell
 from dlbench.results.records import Run
 
 # suite name -> the study report its runs get
@@ -77,26 +78,19 @@ def startup_table(run: Run) -> Table:
 
 
 def study_csv(tables: Sequence[StudyTable]) -> str:
+    """The study tables as CSV, each text cell neutralised as the run's CSV is (csv_cell)."""
     buffer = io.StringIO()
-    writer = csv.writer(buffer, lineterminator="\n")
+    writer = csv.writer(buffer, lineterminator=CSV_LINE_END)
     writer.writerow(["table", "metric", "unit", "case", "value", "relative", "note"])
     for table in tables:
         for row in table.rows:
             metric = row.metric or table.metric
-            writer.writerow(
-                [
-                    table.title,
-                    metric.key,
-                    metric.unit,
-                    row.label,
-                    row.value,
-                    row.relative,
-                    row.note,
-                ]
-            )
+            cells = [table.title, metric.key, metric.unit, row.label]
+            writer.writerow(map(csv_cell, [*cells, row.value, row.relative, row.note]))
             # a companion column is a row of its own metric: the file stays one value a row
             for column, value in zip(table.columns, row.extra, strict=True):
-                writer.writerow([table.title, column.key, column.unit, row.label, value, "", ""])
+                cells = [table.title, column.key, column.unit, row.label, value, "", ""]
+                writer.writerow(map(csv_cell, cells))
     return buffer.getvalue()
 
 
