@@ -47,7 +47,7 @@ def rich_table(table: StudyTable, baseline: str) -> Table:
     out = Table(title=escape_markup(table.title), title_justify="left")
     out.add_column("case")
     out.add_column(table.metric.unit, justify="right")
-    out.add_column(f"relative to {baseline}", justify="right")
+    out.add_column(escape_markup(f"relative to {baseline}"), justify="right")  # as typed
     for column in table.columns:
         out.add_column(column.column, justify="right")
     out.add_column("note")
@@ -68,7 +68,7 @@ def startup_table(run: Run) -> Table:
         if r.ok and r.latency_ms is not None:
             out.add_row(
                 escape_markup(case_name(r)),
-                r.case.scenario or "-",
+                escape_markup(r.case.scenario or "-"),
                 fmt(r.import_s),
                 fmt(r.setup_s),
                 fmt(r.first_call_ms),
