@@ -12,6 +12,7 @@ from typing import Any
 
 from dlbench.errors import UserError
 from dlbench.measure.stats import LatencyStats
+from dlbench.results.run_ids import run_id_problem
 from dlbench.spec.case import PAIR_FIELDS, Case
 
 NUMBER = "number"
@@ -106,6 +107,9 @@ def check_run_shape(data: dict[str, Any], source: str, result_record: type) -> N
     for name, allowed in RUN_FIELDS.items():
         if name in data and not _type_ok(data[name], allowed):
             raise _fail(source, name, f"unexpected {type(data[name]).__name__}")
+    problem = run_id_problem(data["id"])  # files and folders are named after it
+    if problem is not None:
+        raise _fail(source, "id", problem)
     for index, result in enumerate(data["results"]):
         check_result_shape(result, source, f"results[{index}]", result_record)
 

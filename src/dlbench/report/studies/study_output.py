@@ -22,6 +22,7 @@ from dlbench.report.studies.training_studies import mnist_tables, pt2_tables
 from dlbench.report.table import case_name, escape_markup, fmt
 from dlbench.results.files import CSV_LINE_END, csv_cell
 from dlbench.results.records import Run
+from dlbench.results.run_ids import inside
 
 # suite name -> the study report its runs get
 STUDIES: dict[str, Callable[[Run, str], list[StudyTable]]] = {
@@ -104,11 +105,13 @@ def write_study_files(run: Run, tables: Sequence[StudyTable], folder: Path) -> l
         panels = [t.bar_chart() for t in charted if t.metric.key == metric_key]
         metric = next(t.metric for t in charted if t.metric.key == metric_key)
         title = f"{run.suite}: {metric.title} - run {run.id}"
-        written.append(bar_panels(panels, folder / f"{run.suite}-{metric_key}.png", title))
+        # a study's suite is one of STUDIES' names, yet it is read from the run
+        path = inside(folder, f"{run.suite}-{metric_key}.png")
+        written.append(bar_panels(panels, path, title))
     for chart in curve_charts(run):
         written.append(curve_chart(chart, folder / f"{chart.name}.png"))
     if tables:
-        csv_path = folder / f"{run.suite}-tables.csv"
+        csv_path = inside(folder, f"{run.suite}-tables.csv")
         write_atomic(csv_path, study_csv(tables))
         written.append(csv_path)
     if run.suite in TIMELINE_STUDIES:
