@@ -5,6 +5,8 @@ formulas, paths or numbers that are not numbers."""
 from __future__ import annotations
 
 import io
+import json
+import math
 import sqlite3
 import subprocess
 from dataclasses import replace
@@ -19,11 +21,12 @@ from dlbench.cli.terminal import comparison_table
 from dlbench.errors import UserError
 from dlbench.launch.session import Outputs, case_files
 from dlbench.report.compare import compare_runs
-from dlbench.results.files import write_json
+from dlbench.results.files import read_json, run_json, write_json
 from dlbench.results.run_ids import RUN_ID, inside, new_run_id, run_path
 from dlbench.results.store import Store
 
 MARKUP = "[bold red]x[/]"
+REPOSITORY = Path(__file__).parent.parent
 
 
 def stored(db: Path) -> tuple[int, int]:
@@ -138,3 +141,108 @@ def test_every_path_named_after_a_run_stays_in_its_folder(tmp_path, isolated_sto
     run.id = "../../../somewhere"
     with Store(isolated_store) as store, pytest.raises(UserError, match="is not allowed"):
         case_files(run, Outputs(), store, 0, None)
+
+
+RAW = "@raw@"  # a value written into the JSON text as it stands (1e400, a 5,000-digit number)
+
+
+def valid_run_data() -> dict:
+    run = timed_run("ok", 1.0, 1)
+    run.plan = [run.results[0].case.to_dict()]
+    return json.loads(json.dumps(run_json(run)))
+
+
+def put(data: dict, path: str, value: object) -> None:
+    """Set `value` at a dotted path (`results.0.case.batch_size`) of the run's JSON."""
+    *parents, last = path.split(".")
+    for part in parents:
+        data = data[int(part)] if isinstance(data, list) else data.setdefault(part, {})
+    if isinstance(data, list):
+        data[int(last)] = value
+    else:
+        data[last] = value
+
+
+BAD_VALUES = [
+    ("results.0.case.batch_size", -5, "case.batch_size: expected an integer > 0, got -5"),
+    ("results.0.case.batch_size", 0, "case.batch_size: expected an integer > 0, got 0"),
+    ("results.0.case.threads", 0, "case.threads: expected an integer > 0"),
+    ("results.0.case.params", {"size": -1}, "case.params.size: expected an integer > 0, got -1"),
+    ("results.0.case.target_accuracy", 1.5, "target_accuracy: expected a fraction in (0, 1]"),
+    ("results.0.case.nproc", -2, "case.nproc: expected an integer > 0"),
+    ("plan.0.batch_size", -1, "plan[0].batch_size: expected an integer > 0"),
+    ("settings.repeat", 0, "settings.repeat: expected an integer > 0"),
+    ("settings.min_time_s", -1.0, "settings.min_time_s: expected a number >= 0"),
+    ("settings.seed", "1", "settings.seed: unexpected str"),
+    ("results.0.throughput", math.nan, "results[0].throughput: nan is not finite"),
+    ("results.0.latency_ms.median", math.inf, "latency_ms.median: inf is not finite"),
+    ("results.0.samples_ms.3", RAW, "samples_ms[3]: inf is not finite"),  # 1e400
+    ("results.0.details.loop_wall_s", -math.inf, "details.loop_wall_s: -inf is not finite"),
+    ("env.ram_gb", math.nan, "env.ram_gb: nan is not finite"),
+    ("results.0.throughput", -1.0, "throughput: -1.0 is negative"),
+    ("results.0.samples_ms.0", -0.5, "samples_ms[0]: -0.5 is negative"),
+    ("results.0.latency_ms.n", -3, "latency_ms.n: -3 is negative"),
+    ("bogus", 1, "the run: unknown key 'bogus' (the keys of a run are id, "),
+    ("results.0.bogus", 1, "results[0]: unknown key 'bogus' (not a key of a result"),
+    ("results.0.case.bogus", 1, "results[0].case: unknown key 'bogus'"),
+    (
+        "results.0.latency_ms.bogus",
+        1,
+        "latency_ms: unknown key 'bogus' (the keys of latency statistics are median",
+    ),
+    ("settings.bogus", 1, "settings: unknown key 'bogus' (the keys of the settings are"),
+    ("plan.0.bogus", 1, "plan[0]: unknown key 'bogus'"),
+    ("results.0.details.bogus", 1, "details: unknown key 'bogus' (not a field of Details)"),
+    ("results.0.details.check", {"note": "x", "bogus": 1}, "details.check: unknown key 'bogus'"),
+    ("plan.0", [], "plan[0]: expected an object"),
+    (
+        "results.0.cpu_percent",
+        RAW,
+        "not a dlbench run (a number of thousands of digits)",
+    ),  # 5,000 digits
+]
+
+
+@pytest.mark.parametrize(("path", "value", "says"), BAD_VALUES, ids=range(len(BAD_VALUES)))
+def test_an_imported_run_is_validated_by_value(tmp_path, isolated_store, path, value, says):
+    data = valid_run_data()
+    put(data, path, value)
+    raw = "1e400" if "samples_ms" in path else "9" * 5000
+    (tmp_path / "run.json").write_text(json.dumps(data).replace(f'"{RAW}"', raw))
+    assert_refused(cli("import", str(tmp_path / "run.json")), says)
+    assert stored(isolated_store) == (0, 0)
+
+
+def test_the_valid_run_the_bad_values_start_from_imports(tmp_path, isolated_store):
+    (tmp_path / "run.json").write_text(json.dumps(valid_run_data()))
+    assert cli("import", str(tmp_path / "run.json")).returncode == 0
+    assert stored(isolated_store) == (1, 1)
+
+
+RUN_FILES = sorted(
+    [
+        *(REPOSITORY / "results").glob("*/*.json"),
+        *(REPOSITORY / "tests" / "fixtures").glob("*/*.json"),
+    ]
+)
+
+
+@pytest.mark.parametrize("path", RUN_FILES, ids=lambda p: f"{p.parent.name}/{p.name}")
+def test_real_and_older_run_files_still_import(path, isolated_store):
+    proc = cli("import", str(path))
+    assert proc.returncode == 0, proc.stderr
+    assert stored(isolated_store)[0] == 1
+
+
+def test_a_value_a_run_measured_but_that_is_not_finite_is_written_as_null(tmp_path):
+    """A diverged loss and an output check of mismatched shapes (max_abs_diff inf) are
+    written as null, so dlbench's own files import again."""
+    run = timed_run("diverged", 1.0, 1)
+    run.results[0].details.final_loss = math.nan
+    run.results[0].max_abs_diff = math.inf
+    write_json(run, tmp_path / "run.json")
+    assert "NaN" not in (tmp_path / "run.json").read_text()
+    assert cli("import", str(tmp_path / "run.json")).returncode == 0
+    assert cli("export", "diverged", "--json", str(tmp_path / "again.json")).returncode == 0
+    again = read_json(tmp_path / "again.json").results[0]
+    assert again.max_abs_diff is None and again.details.final_loss is None

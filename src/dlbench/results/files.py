@@ -19,6 +19,7 @@ from dlbench.errors import UserError
 from dlbench.measure.stats import LatencyStats
 from dlbench.results.ceilings import efficiency_in_run
 from dlbench.results.metrics import CSV_METRICS, METRICS, read
+from dlbench.results.record_dict import finite
 from dlbench.results.records import Result, Run, result_keys, run_from_json
 from dlbench.results.scaling import scaling_in_run
 from dlbench.spec.case import PAIR_FIELDS, Case
@@ -36,7 +37,7 @@ def run_json(run: Run) -> dict[str, Any]:
     for entry, result in zip(data["results"], run.results, strict=True):
         found = derived(result, run)
         if found:
-            entry["derived"] = found
+            entry["derived"] = finite(found)
     return data
 
 

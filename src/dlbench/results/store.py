@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from dlbench.errors import UserError
+from dlbench.results.record_dict import finite
 from dlbench.results.records import STATUS_FAILED, Result, Run
 from dlbench.results.store_schema import MIGRATIONS, SCHEMA_V1, STORE_SCHEMA_VERSION
 
@@ -115,10 +116,10 @@ class Store:
                 run.suite,
                 run.env.get("hostname"),
                 json.dumps(run.command),
-                json.dumps(run.settings),
-                json.dumps(run.env),
+                json.dumps(finite(run.settings)),  # as in the run's JSON (Run.to_dict)
+                json.dumps(finite(run.env)),
                 run.env.get("dlbench"),
-                json.dumps(run.plan),
+                json.dumps(finite(run.plan)),
             ),
         )
 
