@@ -246,3 +246,30 @@ def test_a_value_a_run_measured_but_that_is_not_finite_is_written_as_null(tmp_pa
     assert cli("export", "diverged", "--json", str(tmp_path / "again.json")).returncode == 0
     again = read_json(tmp_path / "again.json").results[0]
     assert again.max_abs_diff is None and again.details.final_loss is None
+
+
+BAD_ROWS = [  # (table, column, an SQL value, what the line says)
+    ("results", "data", "'{not json'", "result 0: not valid JSON (Expecting property name"),
+    ("results", "data", "CAST(x'ff' AS TEXT)", "result 0: not valid JSON (Expecting value"),
+    ("results", "data", "x'00'", "result 0: not valid JSON (Expecting value"),  # a blob
+    ("results", "data", "'[]'", "not a valid dlbench run (results[0]: expected an object)"),
+    ("runs", "settings", "''", "its settings: not valid JSON (Expecting value at character 0)"),
+    ("runs", "env", f"'{'9' * 5000}'", "its env: not valid JSON (a str dlbench cannot read"),
+    ("runs", "plan", "'[{'", "its plan: not valid JSON"),
+    ("runs", "command", "CAST(x'5bff' AS TEXT)", "its command: not valid JSON"),
+]
+
+
+@pytest.mark.parametrize(("table", "column", "value", "says"), BAD_ROWS, ids=range(len(BAD_ROWS)))
+def test_a_store_row_holding_bad_json_is_one_clear_line(
+    tmp_path, isolated_store, table, column, value, says
+):
+    write_json(timed_run("ok", 1.0, 1), tmp_path / "run.json")
+    assert cli("import", str(tmp_path / "run.json")).returncode == 0
+    with sqlite3.connect(isolated_store) as db:  # a damaged store, or a hand edit
+        db.execute(f"UPDATE {table} SET {column}={value}")
+    for command in (("show", "ok"), ("export", "ok", "--json", str(tmp_path / "out.json"))):
+        proc = cli(*command)
+        assert_refused(proc, says)
+        assert proc.stderr.startswith(f"dlbench: error: store {isolated_store}, run 'ok'")
+    assert stored(isolated_store) == (1, 1) and not (tmp_path / "out.json").exists()

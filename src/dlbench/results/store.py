@@ -18,6 +18,7 @@ from typing import Any
 from dlbench.errors import UserError
 from dlbench.results.record_dict import finite
 from dlbench.results.records import STATUS_FAILED, Result, Run
+from dlbench.results.run_ids import shown
 from dlbench.results.store_schema import MIGRATIONS, SCHEMA_V1, STORE_SCHEMA_VERSION
 
 DB_ENV_VAR = "DLBENCH_DB"
@@ -54,6 +55,7 @@ class Store:
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             self._db = sqlite3.connect(self.path, timeout=30)
+            self._db.text_factory = _decoded
             self._db.execute("PRAGMA journal_mode=WAL")
             self._db.execute("PRAGMA synchronous=FULL")
             self._init_schema()
@@ -199,23 +201,39 @@ class Store:
         ).fetchone()
         if row is None:
             raise UserError(f"no run {run_id!r} in store {self.path}")
-        results = [
-            json.loads(data)
-            for (data,) in self._db.execute(
-                "SELECT data FROM results WHERE run_id=? ORDER BY seq", (run_id,)
-            )
-        ]
+        where = f"store {self.path}, run {shown(run_id)}"
+        rows = self._db.execute(
+            "SELECT seq, data FROM results WHERE run_id=? ORDER BY seq", (run_id,)
+        )
         data = {
             "id": row[0],
             "schema_version": row[1],
             "started_at": row[2],
             "finished_at": row[3],
             "suite": row[4],
-            "command": json.loads(row[5]),
-            "settings": json.loads(row[6]),
-            "env": json.loads(row[7]),
-            "plan": json.loads(row[8] or "[]"),
-            "results": results,
+            "command": stored_json(row[5], f"{where}, its command"),
+            "settings": stored_json(row[6], f"{where}, its settings"),
+            "env": stored_json(row[7], f"{where}, its env"),
+            "plan": stored_json(row[8] or "[]", f"{where}, its plan"),
+            "results": [stored_json(text, f"{where}, result {seq}") for seq, text in rows],
         }
         # The same checks as a file: a store can be old, hand-edited or from elsewhere.
-        return Run.from_dict(data, f"store {self.path}, run {run_id}")
+        return Run.from_dict(data, where)
+
+
+def _decoded(data: bytes) -> str:
+    """A text column as str. sqlite3 raises on bytes that are not UTF-8 (a damaged or
+    hand-edited store) wherever a row is read; replaced, they reach the checks instead."""
+    return data.decode("utf-8", errors="replace")
+
+
+def stored_json(text: Any, where: str) -> Any:
+    """A JSON column read back. dlbench wrote JSON there; anything else (a damaged store,
+    a hand edit) is refused in one line naming the row, not met as a traceback."""
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        problem = f"{exc.msg} at character {exc.pos}"
+    except (TypeError, ValueError, RecursionError):  # not text; thousands of digits; too deep
+        problem = f"a {type(text).__name__} dlbench cannot read as JSON"
+    raise UserError(f"{where}: not valid JSON ({problem}); the store was damaged or edited")
