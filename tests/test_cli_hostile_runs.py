@@ -65,6 +65,29 @@ def test_strings_from_runs_are_printed_as_text_never_as_markup(tmp_path):
         assert "[/]" in proc.stdout and "Traceback" not in proc.stderr, args
 
 
+ESCAPES = "\x1b]0;retitled\x07\x1b[2J"  # set the window title, clear the screen
+
+
+def test_terminal_control_characters_from_runs_are_spelt_out_never_sent(tmp_path):
+    for run_id, median in (("a", 1.0), ("b", 1.1)):
+        run = timed_run(run_id, median, 1, host=ESCAPES)
+        run.results[0].case = replace(run.results[0].case, options=(("k", ESCAPES),))
+        run.results.append(replace(run.results[0], status="failed", error=ESCAPES))
+        write_json(run, tmp_path / f"{run_id}.json")
+        assert cli("import", str(tmp_path / f"{run_id}.json")).returncode == 0
+    for args in (
+        ("show", "a"),
+        ("runs",),
+        ("compare", "a", "b"),
+        ("compare", "a", "b", "--by", "machine"),
+    ):
+        proc = cli(*args)
+        assert proc.returncode == 0, (args, proc.stderr)
+        assert "\x1b" not in proc.stdout + proc.stderr and "\\x1b]0;retitled" in proc.stdout, args
+    missing = cli("import", str(tmp_path / f"{ESCAPES}.json"))  # a user error quoting a path
+    assert missing.returncode == 2 and "\x1b" not in missing.stderr and "\\x1b" in missing.stderr
+
+
 def test_a_run_id_holding_markup_is_printed_as_it_is():
     """`compare` crashed in rich on an imported id `[/]` (ids are checked on import now,
     and the table escapes them still)."""

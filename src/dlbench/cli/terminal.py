@@ -19,7 +19,7 @@ from rich.table import Table
 from dlbench.launch import session
 from dlbench.report.compare import RunComparison
 from dlbench.report.leaderboard import Pivot
-from dlbench.report.table import escape_markup, flags, fmt, rate_column, run_table
+from dlbench.report.table import escape_markup, flags, fmt, plain, rate_column, run_table
 from dlbench.results.records import STATUS_SKIPPED, Result, Run
 from dlbench.results.repeats import processes
 from dlbench.spec.case import Case
@@ -73,7 +73,7 @@ class RichProgress(session.Progress):
 
 def say(message: str) -> None:
     """One status line on stderr, never wrapped or styled (it may hold a command to copy)."""
-    err.print(f"dlbench: {message}", markup=False, highlight=False, soft_wrap=True)
+    err.print(f"dlbench: {plain(message)}", markup=False, highlight=False, soft_wrap=True)
 
 
 def case_line(result: Result, run: Run) -> str:
