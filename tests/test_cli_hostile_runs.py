@@ -136,9 +136,11 @@ def test_resuming_a_stored_run_whose_id_leaves_its_folder_is_refused(tmp_path, i
     """An older dlbench imported `../../../somewhere`, and `run --resume` wrote LoadGen's
     logs outside run-files/; reading that run now refuses it before any case runs."""
     run = timed_run("x", 1.0, 1)
-    run.id, run.plan, run.results = "../../../somewhere", [run.results[0].case.to_dict()], []
+    run.plan, run.results = [run.results[0].case.to_dict()], []
     with Store(isolated_store) as store:
-        store.import_run(run)  # as an older dlbench stored it: Store takes a Run as it is
+        store.import_run(run)
+    with sqlite3.connect(isolated_store) as db:  # as an older dlbench stored it
+        db.execute("UPDATE runs SET id='../../../somewhere'")
     proc = cli("run", "--resume", "../../../somewhere")
     assert_refused(proc, "id: '../../../somewhere' is not allowed")
     assert stored(isolated_store) == (1, 0)
@@ -162,8 +164,12 @@ def test_every_path_named_after_a_run_stays_in_its_folder(tmp_path, isolated_sto
         run_path(folder, "linked")
     run = timed_run("ok", 1.0, 1)
     run.id = "../../../somewhere"
-    with Store(isolated_store) as store, pytest.raises(UserError, match="is not allowed"):
-        case_files(run, Outputs(), store, 0, None)
+    with Store(isolated_store) as store:
+        with pytest.raises(UserError, match="is not allowed"):
+            case_files(run, Outputs(), store, 0, None)
+        with pytest.raises(UserError, match="is not allowed: a run id is"):
+            store.begin_run(run)  # a run made or imported by any code, not only the CLI
+    assert stored(isolated_store) == (0, 0)
 
 
 RAW = "@raw@"  # a value written into the JSON text as it stands (1e400, a 5,000-digit number)

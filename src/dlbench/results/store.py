@@ -18,7 +18,7 @@ from typing import Any
 from dlbench.errors import UserError
 from dlbench.results.record_dict import finite
 from dlbench.results.records import STATUS_FAILED, Result, Run
-from dlbench.results.run_ids import shown
+from dlbench.results.run_ids import run_id_problem, shown
 from dlbench.results.store_schema import MIGRATIONS, SCHEMA_V1, STORE_SCHEMA_VERSION
 
 DB_ENV_VAR = "DLBENCH_DB"
@@ -106,6 +106,11 @@ class Store:
             self._insert_run(run)
 
     def _insert_run(self, run: Run) -> None:
+        # Every run enters the store here, made (begin_run) or imported: its id follows
+        # the rule whoever built the Run, since files will be named after it.
+        problem = run_id_problem(run.id)
+        if problem is not None:
+            raise UserError(f"run id {problem}; nothing stored in {self.path}")
         self._db.execute(
             "INSERT INTO runs (id, schema_version, started_at, finished_at, suite, hostname, "
             "command, settings, env, dlbench_version, plan) "
