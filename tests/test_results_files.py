@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import io
 import json
 import os
 from pathlib import Path
@@ -50,6 +51,43 @@ def test_csv_has_one_row_per_result_and_survives_odd_strings(tmp_path):
     assert rows[0]["latency_ms_median"] == "2.0"
     assert rows[1]["error"] == 'worker crashed, "quotes", commas, and\nnewlines'
     assert rows[1]["params"] == "size=64"
+
+
+def test_csv_text_cells_a_spreadsheet_would_run_are_neutralised(tmp_path):
+    run = sample_run()
+    run.env["hostname"] = "@SUM(1+1)*cmd|' /C calc'!A0"
+    failed = run.results[1]
+    failed.error = '=HYPERLINK("http://example.com","click")'
+    failed.error_detail = "\t=1+1"
+    failed.framework_version = "-2+3"
+    failed.requested_device = "\r=1"
+    failed.primary_metric = "+1"
+    run.results[0].cpu_percent = -1.5  # a number, not text: it stays a number
+    write_csv(run, tmp_path / "run.csv")
+    with open(tmp_path / "run.csv", newline="") as handle:
+        rows = list(csv.DictReader(handle))
+    assert rows[1]["hostname"] == "'@SUM(1+1)*cmd|' /C calc'!A0"
+    assert rows[1]["error"] == '\'=HYPERLINK("http://example.com","click")'
+    assert rows[1]["error_detail"] == "'\t=1+1"
+    assert rows[1]["framework_version"] == "'-2+3"
+    assert rows[1]["requested_device"] == "'\r=1"
+    assert rows[1]["primary_metric"] == "'+1"
+    assert rows[0]["cpu_percent"] == "-1.5"
+    for row in rows:  # no other cell begins like a formula
+        for cell in row.values():
+            assert not cell.startswith(("=", "+", "@", "\t", "\r")), cell
+            assert not cell.startswith("-") or float(cell) < 0, cell
+
+
+def test_study_csv_neutralises_its_text_cells_too():
+    from dlbench.report.studies.study import Row, StudyTable
+    from dlbench.report.studies.study_output import study_csv
+    from dlbench.results.metrics import METRICS
+
+    table = StudyTable("=cmd", METRICS["latency"], (Row("@label", -2.0, None, note="-note"),))
+    [row] = list(csv.DictReader(io.StringIO(study_csv([table]))))
+    assert (row["table"], row["case"], row["note"]) == ("'=cmd", "'@label", "'-note")
+    assert row["value"] == "-2.0"
 
 
 GOOD = (

@@ -259,8 +259,8 @@ def test_an_empty_file_is_no_store_to_read(tmp_path):
 @pytest.mark.parametrize(
     ("column", "value", "message"),
     [
-        ("data", '{"status": "ok", "case"', "run kept, result 0: not readable"),
-        ("data", None, "run kept, result 0: not readable"),
+        ("data", '{"status": "ok", "case"', "run 'kept', result 0: not valid JSON"),
+        ("data", None, "run 'kept', result 0: not valid JSON"),
         ("data", '{"status": 3}', "not a valid dlbench run"),
     ],
 )

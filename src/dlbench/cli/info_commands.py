@@ -49,7 +49,11 @@ def frameworks_table() -> Table:
         table.add_column(name)
     for info in FRAMEWORKS.values():
         version = info.installed_version()
-        status = f"[green]{version}[/green]" if version else f"[red]no[/red] ({info.install_hint})"
+        status = (
+            f"[green]{escape_markup(version)}[/green]"  # as the installed package says
+            if version
+            else f"[red]no[/red] ({info.install_hint})"
+        )
         table.add_row(info.name, status, ", ".join(info.compile_modes), info.label)
     return table
 
@@ -97,7 +101,7 @@ def cmd_env(args: argparse.Namespace) -> int:
     table.add_column("key")
     table.add_column("value")
     for key, value in data.items():
-        table.add_row(key, escape_markup(str(value)))
+        table.add_row(escape_markup(key), escape_markup(str(value)))
     out.print(table)
     return 0
 
@@ -120,13 +124,17 @@ def cmd_inspect(args: argparse.Namespace) -> int:
         return 0
     size = f"{found.size_bytes / 1e6:.1f} MB" if found.size_bytes >= 1e5 else (
         f"{found.size_bytes:,} bytes")  # fmt: skip
-    out.print(f"{escape_markup(found.path)}: {found.description} ({size})", highlight=False)
+    # the path and what the file says of itself are the user's, not markup
+    about = escape_markup(f"{found.path}: {found.description} ({size})")
+    out.print(about, highlight=False)
     shown: tuple[list, list] | None = None
     for view in found.views:
         if view.verdict != "loads":
             continue
         if shown == (view.inputs, view.outputs):
-            out.print(f"{view.framework} sees the same inputs and outputs", highlight=False)
+            out.print(
+                f"{view.framework} sees the same inputs and outputs", markup=False, highlight=False
+            )
             continue
         shown = (view.inputs, view.outputs)
         out.print(signature_table(f"inputs, as {view.framework} reads them", view.inputs))
@@ -135,7 +143,12 @@ def cmd_inspect(args: argparse.Namespace) -> int:
     for name in ("framework", "version", "can run it", "why not"):
         table.add_column(name)
     for view in found.views:
-        table.add_row(view.framework, view.version or "-", view.verdict, escape_markup(view.reason))
+        table.add_row(
+            view.framework,
+            escape_markup(view.version or "-"),
+            escape_markup(view.verdict),
+            escape_markup(view.reason),
+        )
     out.print(table)
     if any(spec.get("dims") and None in spec["dims"][1:] for spec in shown[0] if shown):
         say("dimensions marked ? beyond the first need --input NAME:SHAPE or --input-data")
@@ -148,7 +161,12 @@ def signature_table(title: str, specs: list[dict]) -> Table:
     for name in ("name", "shape", "dtype"):
         table.add_column(name)
     for spec in specs:
-        table.add_row(escape_markup(spec["name"]), _shape_text(spec), spec["dtype"])
+        # names and dtypes are read from the model file
+        table.add_row(
+            escape_markup(spec["name"]),
+            escape_markup(_shape_text(spec)),
+            escape_markup(str(spec["dtype"])),
+        )
     if not specs:
         table.add_row("(not recorded in this format)", "", "")
     return table

@@ -15,6 +15,7 @@ from dlbench.cli import info_commands, run_commands, store_commands
 from dlbench.cli.parser import build_parser
 from dlbench.cli.terminal import err
 from dlbench.errors import UserError
+from dlbench.report.table import plain
 
 EXIT_OK, EXIT_CASE_FAILED, EXIT_USER_ERROR, EXIT_INTERRUPTED = 0, 1, 2, 130
 
@@ -52,7 +53,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         args = build_parser().parse_args(argv)
         return COMMANDS[args.command](args)
     except UserError as exc:
-        err.print(f"dlbench: error: {exc}", markup=False, highlight=False, soft_wrap=True)
+        # the message may quote a file's or a run's text: shown, never obeyed
+        line = plain(f"dlbench: error: {exc}")
+        err.print(line, markup=False, highlight=False, soft_wrap=True)
         return EXIT_USER_ERROR
     except KeyboardInterrupt as stop:
         if not hasattr(stop, "run"):  # a RunInterrupted already said what was kept

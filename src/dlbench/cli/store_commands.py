@@ -14,6 +14,7 @@ from dlbench.report.leaderboard import pivot
 from dlbench.report.table import escape_markup
 from dlbench.results.files import read_json, write_csv, write_json
 from dlbench.results.lookup import load_run
+from dlbench.results.run_ids import run_path
 from dlbench.results.store import Store
 
 
@@ -104,7 +105,7 @@ def cmd_report(args: argparse.Namespace) -> int:
         from dlbench.report.timeline_plot import write_timeline_pngs
 
         curves = [
-            curve_chart(chart, args.plots / f"{run.id}-{chart.name}.png")
+            curve_chart(chart, run_path(args.plots, run.id, f"-{chart.name}.png"))
             for run in runs
             for chart in curve_charts(run)
         ]

@@ -19,7 +19,7 @@ from rich.table import Table
 from dlbench.launch import session
 from dlbench.report.compare import RunComparison
 from dlbench.report.leaderboard import Pivot
-from dlbench.report.table import escape_markup, flags, fmt, rate_column, run_table
+from dlbench.report.table import escape_markup, flags, fmt, plain, rate_column, run_table
 from dlbench.results.records import STATUS_SKIPPED, Result, Run
 from dlbench.results.repeats import processes
 from dlbench.spec.case import Case
@@ -73,7 +73,7 @@ class RichProgress(session.Progress):
 
 def say(message: str) -> None:
     """One status line on stderr, never wrapped or styled (it may hold a command to copy)."""
-    err.print(f"dlbench: {message}", markup=False, highlight=False, soft_wrap=True)
+    err.print(f"dlbench: {plain(message)}", markup=False, highlight=False, soft_wrap=True)
 
 
 def case_line(result: Result, run: Run) -> str:
@@ -153,9 +153,12 @@ VERDICT_STYLE = {"slower": "red", "faster": "green"}
 
 
 def comparison_table(c: RunComparison, metric: str, id_a: str, id_b: str) -> Table:
+    # run ids are data (an imported run's, checked but still not markup)
     table = Table(
-        title=f"{metric}: A = {id_a}, B = {id_b} (medians over processes; B/A with a 95% "
-        "bootstrap interval over processes; Mann-Whitney U verdict)"
+        title=escape_markup(
+            f"{metric}: A = {id_a}, B = {id_b} (medians over processes; B/A with a 95% "
+            "bootstrap interval over processes; Mann-Whitney U verdict)"
+        )
     )
     for name in ("case", "procs A/B", "A", "B", "B/A", "95% interval", "verdict"):
         table.add_column(name, justify="left" if name in ("case", "verdict") else "right")
@@ -164,7 +167,8 @@ def comparison_table(c: RunComparison, metric: str, id_a: str, id_b: str) -> Tab
             "-" if case.interval is None else f"{case.interval[0]:.3f}-{case.interval[1]:.3f}"
         )
         style = VERDICT_STYLE.get(case.verdict.split(" ")[0])
-        verdict = f"[{style}]{case.verdict}[/{style}]" if style else case.verdict
+        verdict = escape_markup(case.verdict)
+        verdict = f"[{style}]{verdict}[/{style}]" if style else verdict
         ratio = "-" if math.isnan(case.ratio) else f"{case.ratio:.3f}"
         table.add_row(
             escape_markup(case.label),
@@ -182,7 +186,8 @@ def comparison_table(c: RunComparison, metric: str, id_a: str, id_b: str) -> Tab
 
 
 def pivot_table(p: Pivot, args: argparse.Namespace) -> Table:
-    table = Table(title=f"{args.metric} by {args.by}; (x) relative to {p.baseline}")
+    # the baseline is --baseline as typed, or a name read from the runs
+    table = Table(title=escape_markup(f"{args.metric} by {args.by}; (x) relative to {p.baseline}"))
     table.add_column(args.by)
     for column in p.columns:
         table.add_column(escape_markup(column), justify="right")

@@ -8,11 +8,9 @@ loses at most the case that was running.
 from __future__ import annotations
 
 import errno
-import secrets
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from datetime import datetime, timezone
 from pathlib import Path
 
 from dlbench.errors import RunBroken, RunInterrupted, UserError
@@ -22,6 +20,7 @@ from dlbench.results.env import fingerprint
 from dlbench.results.files import write_csv, write_json
 from dlbench.results.records import Result, Run, now_iso
 from dlbench.results.repeats import add_process, last_process_ok, processes, slots_done
+from dlbench.results.run_ids import new_run_id, run_path
 from dlbench.results.store import Store
 from dlbench.spec.case import Case, Settings
 
@@ -50,12 +49,6 @@ class Progress:
     def case_finished(self, index: int, total: int, result: Result, run: Run) -> None:
         """Called once the case's result is stored in `run` (which its derived values,
         efficiency and scaling, are read with)."""
-
-
-def new_run_id() -> str:
-    """Sortable, readable and unique: UTC time plus random hex."""
-    stamp = datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S")
-    return f"{stamp}-{secrets.token_hex(3)}"
 
 
 def run_plan(
@@ -190,7 +183,8 @@ def case_files(
     if outputs.json_path is not None:
         root = outputs.json_path.with_name(f"{outputs.json_path.stem}-files")
     else:
-        root = store.path.parent / "run-files" / run.id
+        # the id may be an imported run's (--resume): checked, and kept inside run-files/
+        root = run_path(store.path.parent / "run-files", run.id)
     done = (len(processes(earlier)) or 1) if earlier is not None else 0
     return root / f"case-{index + 1:03d}" / f"process-{done + 1}"
 

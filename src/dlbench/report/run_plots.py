@@ -10,6 +10,7 @@ from dlbench.report.charts.png import bar_chart, pyplot
 from dlbench.report.run_charts import groups, latency_bars
 from dlbench.results.metrics import METRICS
 from dlbench.results.records import Run
+from dlbench.results.run_ids import run_path
 
 
 def write_run_plots(runs: Sequence[Run], folder: Path) -> list[Path]:
@@ -21,5 +22,5 @@ def write_run_plots(runs: Sequence[Run], folder: Path) -> list[Path]:
         for key, results in groups(run).items():
             unit = f"{latency.title} ({latency.unit})"
             chart = BarChart(f"{key} - run {run.id}", unit, latency_bars(results))
-            written.append(bar_chart(chart, folder / f"{slug(run.id)}-{slug(key)}.png"))
+            written.append(bar_chart(chart, run_path(folder, run.id, f"-{slug(key)}.png")))
     return written

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Callable
 
 from rich.console import Group, RenderableType
@@ -31,9 +32,20 @@ def fmt(value: float | None, digits: int = 3) -> str:
     return f"{value:.{decimals}f}"
 
 
+# C0 and C1 control characters but tab and newline. Rich passes them to the terminal,
+# and ESC begins its escape sequences: colours, cursor moves, clearing, the window title.
+CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def plain(text: str) -> str:
+    """A string from a run or the user as the terminal should show it: each control
+    character spelt out (ESC as \\x1b), so none recolours, moves or retitles anything."""
+    return CONTROL.sub(lambda found: repr(found.group())[1:-1], text)
+
+
 def escape_markup(text: str) -> str:
-    """Strings from results are data: never let them act as rich markup."""
-    return escape(text)
+    """Strings from results are data: never rich markup, never terminal control."""
+    return escape(plain(text))
 
 
 # Axes the results table shows in columns of their own, left out of its case name.
@@ -114,13 +126,13 @@ def run_table(run: Run) -> RenderableType:
         table.add_row(*result_row(result, run))
     failures = [
         Text(
-            f"{r.status}: {case_name(r)}: {r.error or 'no reason recorded'}",
+            plain(f"{r.status}: {case_name(r)}: {r.error or 'no reason recorded'}"),
             style="yellow" if r.status == STATUS_SKIPPED else "red",
         )
         for r in run.results
         if not r.ok
     ]
-    notes = [Text(f"energy: unmeasurable ({reason})", style="dim") for reason in no_energy(run)]
+    notes = [Text(plain(f"energy: unmeasurable ({why})"), style="dim") for why in no_energy(run)]
     return Group(table, *failures, *notes)
 
 

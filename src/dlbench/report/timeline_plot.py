@@ -20,6 +20,7 @@ from dlbench.report.run_charts import timeline_worth_drawing
 from dlbench.report.table import case_name
 from dlbench.results.details import Details
 from dlbench.results.records import Result, Run
+from dlbench.results.run_ids import run_path
 
 CORE_COLOR = "#4c72b0"
 TOTAL_COLOR = "#1b2a49"
@@ -81,11 +82,11 @@ def write_timeline_pngs(runs: Sequence[Run], folder: Path) -> list[Path]:
         for result in run.results:
             if not timeline_worth_drawing(result):
                 continue
-            stem = f"{slug(run.id)}-{slug(case_name(result))}-timeline"
-            path = folder / f"{stem}.png"
+            stem = f"-{slug(case_name(result))}-timeline"
+            path = run_path(folder, run.id, f"{stem}.png")
             repeat = 2
             while path in taken:  # the same case measured twice in one run
-                path = folder / f"{stem}-{repeat}.png"
+                path = run_path(folder, run.id, f"{stem}-{repeat}.png")
                 repeat += 1
             taken.add(path)
             written.append(write_timeline_png(result, path, f"{case_name(result)} - run {run.id}"))

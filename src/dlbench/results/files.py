@@ -19,6 +19,7 @@ from dlbench.errors import UserError
 from dlbench.measure.stats import LatencyStats
 from dlbench.results.ceilings import efficiency_in_run
 from dlbench.results.metrics import CSV_METRICS, METRICS, read
+from dlbench.results.record_dict import finite
 from dlbench.results.records import Result, Run, result_keys, run_from_json
 from dlbench.results.scaling import scaling_in_run
 from dlbench.spec.case import PAIR_FIELDS, Case
@@ -36,7 +37,7 @@ def run_json(run: Run) -> dict[str, Any]:
     for entry, result in zip(data["results"], run.results, strict=True):
         found = derived(result, run)
         if found:
-            entry["derived"] = found
+            entry["derived"] = finite(found)
     return data
 
 
@@ -93,12 +94,32 @@ def csv_row(run: Run, result: Result) -> dict[str, Any]:
     return row
 
 
+# A spreadsheet runs a cell that begins with one of these as a formula (OWASP's
+# "CSV injection"): an imported run's id, host name or error text is data from
+# elsewhere, and opening an exported file must not run it.
+FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
+# RFC 4180's line end. With it the csv module quotes a cell that holds a lone \r;
+# with "\n" it writes that \r bare, and every reader splits the row there.
+CSV_LINE_END = "\r\n"
+
+
+def csv_cell(value: Any) -> Any:
+    """A value as a CSV cell no spreadsheet runs as a formula: a text that begins like
+    one gets a leading ' (shown as text). Numbers are not text: they are written as
+    numbers, and a negative one keeps its sign and stays a number."""
+    if isinstance(value, str) and value.startswith(FORMULA_STARTS):
+        return "'" + value
+    return value
+
+
 def csv_text(run: Run) -> str:
+    """The CSV file: one row per result (csv_row), every text cell neutralised
+    (csv_cell); the notebook API reads csv_row's values as they are."""
     buffer = io.StringIO()
-    writer = csv.DictWriter(buffer, fieldnames=csv_columns(), lineterminator="\n")
+    writer = csv.DictWriter(buffer, fieldnames=csv_columns(), lineterminator=CSV_LINE_END)
     writer.writeheader()
     for result in run.results:
-        writer.writerow(csv_row(run, result))
+        writer.writerow({name: csv_cell(value) for name, value in csv_row(run, result).items()})
     return buffer.getvalue()
 
 

@@ -16,8 +16,10 @@ table) and writes them back beside the named ones.
 from __future__ import annotations
 
 import dataclasses
+import math
 import types
 import typing
+from collections.abc import Iterator
 from functools import cache
 from typing import Any, TypeVar, Union
 
@@ -55,6 +57,54 @@ def from_dict(record: type[R], data: Any) -> R:
     if spare is not None:
         values[spare] = {k: v for k, v in data.items() if k not in values}
     return record(**values)
+
+
+def unknown_keys(record: type, data: Any, where: str) -> Iterator[tuple[str, str, str]]:
+    """(where, key, record's name) for each key of `data` (the JSON of `record`), and of
+    the records inside it, that no field names. A record with a REST field takes any
+    key, and a `dict[str, Any]` field is free-form; a value of the wrong type is passed
+    over here (from_dict refuses it)."""
+    if not isinstance(data, dict):
+        return
+    hints, fields = _hints(record), dataclasses.fields(record)  # type: ignore[arg-type]
+    named = {f.name for f in fields if not f.metadata.get(REST)}
+    takes_any = len(named) < len(fields)
+    for key, value in data.items():
+        if key in named:
+            yield from _unknown_in(hints[key], value, f"{where}.{key}")
+        elif not takes_any:
+            yield where, key, record.__name__
+
+
+def _unknown_in(hint: Any, value: Any, where: str) -> Iterator[tuple[str, str, str]]:
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if origin in (Union, types.UnionType):
+        for inner in (a for a in args if a is not type(None)):
+            yield from _unknown_in(inner, value, where)
+    elif dataclasses.is_dataclass(hint):
+        yield from unknown_keys(hint, value, where)  # type: ignore[arg-type]
+    elif origin is list and isinstance(value, list):
+        for index, item in enumerate(value):
+            yield from _unknown_in(args[0], item, f"{where}[{index}]")
+    elif origin is dict and isinstance(value, dict):
+        for key, item in value.items():
+            yield from _unknown_in(args[1], item, f"{where}.{key}")
+
+
+def finite(value: Any) -> Any:
+    """`value` (JSON data) with every number that is not finite made null.
+
+    JSON has no NaN or Infinity (Python writes them, most readers refuse them, and
+    dlbench refuses them on import), yet a run can measure one: a loss that diverged,
+    an output check of mismatched shapes (max_abs_diff inf). The result's error says
+    what it was; its JSON holds null, as for a value not measured."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {k: finite(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [finite(v) for v in value]
+    return value
 
 
 def _plain(value: Any) -> Any:

@@ -31,6 +31,8 @@ from dlbench.errors import UserError
 from dlbench.measure.stats import LatencyStats
 from dlbench.results.details import Details, details_from_v2
 from dlbench.results.flags import NOISY, stored_flags
+from dlbench.results.record_dict import finite
+from dlbench.results.run_values import check_run_values
 from dlbench.results.schema import check_run_shape
 from dlbench.spec.case import Case
 
@@ -97,7 +99,7 @@ class Result:
         data["case"] = self.case.to_dict()
         data["latency_ms"] = self.latency_ms.to_dict() if self.latency_ms else None
         data["details"] = self.details.to_dict()
-        return data
+        return finite(data)  # what is not a finite number is null in JSON (record_dict.finite)
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Result:
@@ -179,7 +181,7 @@ class Run:
         return sum(1 for r in self.results if r.status == STATUS_FAILED)
 
     def to_dict(self) -> dict[str, Any]:
-        data = asdict(self)
+        data = finite(asdict(replace(self, results=[])))
         data["results"] = [r.to_dict() for r in self.results]
         return data
 
@@ -188,6 +190,7 @@ class Run:
         """Build a Run from parsed JSON, refusing what this version cannot read."""
         data = upgrade(data, source)
         check_run_shape(data, source, Result)
+        check_run_values(data, source, cls, Result)
         try:
             results = [Result.from_dict(r) for r in data["results"]]
             known = {f.name for f in fields(cls)} - {"results"}
@@ -276,4 +279,6 @@ def run_from_json(text: str, source: str) -> Run:
         raise UserError(f"{source}: not valid JSON ({exc.msg} at line {exc.lineno})") from None
     except RecursionError:
         raise UserError(f"{source}: not a dlbench run (nested too deeply)") from None
+    except ValueError:  # an integer of more digits than Python converts (4,300)
+        raise UserError(f"{source}: not a dlbench run (a number of thousands of digits)") from None
     return Run.from_dict(data, source)

@@ -12,7 +12,8 @@ from typing import Any
 
 from dlbench.errors import UserError
 from dlbench.measure.stats import LatencyStats
-from dlbench.spec.case import PAIR_FIELDS, Case
+from dlbench.results.run_ids import run_id_problem
+from dlbench.spec.case import PAIR_FIELDS, Case, Settings
 
 NUMBER = "number"
 OPTIONAL_NUMBER = "number or null"
@@ -69,7 +70,9 @@ def json_shape(record: type) -> tuple[dict[str, tuple[Any, ...] | str], tuple[st
 LATENCY_KEYS = tuple(f.name for f in dataclasses.fields(LatencyStats))
 # Keys a result's JSON carries beside its record's fields: `noisy`, a field before
 # flags were recorded and written since for readers of older files (results.records).
-EXTRA_RESULT_KEYS: dict[str, tuple[Any, ...]] = {"noisy": (bool, type(None))}
+# And `derived`: the values computed with the run, for readers other than dlbench
+# (results.files.run_json); dlbench computes them again and ignores these.
+EXTRA_RESULT_KEYS: dict[str, tuple[Any, ...]] = {"noisy": (bool, type(None)), "derived": (dict,)}
 STATUSES = ("ok", "failed", "skipped")
 
 
@@ -87,25 +90,33 @@ def _type_ok(value: Any, allowed: tuple[Any, ...] | str) -> bool:
 
 def _check_record(data: Any, record: type, source: str, where: str) -> None:
     if not isinstance(data, dict):
-        raise _fail(source, where, "expected an object")
+        raise not_valid(source, where, "expected an object")
     shape, required = json_shape(record)
     missing = [name for name in required if name not in data]
     if missing:
-        raise _fail(source, where, f"missing {', '.join(missing)}")
+        raise not_valid(source, where, f"missing {', '.join(missing)}")
     for name, allowed in shape.items():
         if name in data and not _type_ok(data[name], allowed):
-            raise _fail(source, f"{where}.{name}", f"unexpected {type(data[name]).__name__}")
+            raise not_valid(source, f"{where}.{name}", f"unexpected {type(data[name]).__name__}")
 
 
-def _fail(source: str, where: str, problem: str) -> UserError:
+def not_valid(source: str, where: str, problem: str) -> UserError:
+    """The one message for a run that cannot be read: its source, where, and what is wrong."""
     return UserError(f"{source}: not a valid dlbench run ({where}: {problem})")
 
 
 def check_run_shape(data: dict[str, Any], source: str, result_record: type) -> None:
-    """Check a run's fields, and each result's against `result_record` (the Result class)."""
+    """Check a run's fields, its settings, its planned cases, and each result's against
+    `result_record` (the Result class)."""
     for name, allowed in RUN_FIELDS.items():
         if name in data and not _type_ok(data[name], allowed):
-            raise _fail(source, name, f"unexpected {type(data[name]).__name__}")
+            raise not_valid(source, name, f"unexpected {type(data[name]).__name__}")
+    problem = run_id_problem(data["id"])  # files and folders are named after it
+    if problem is not None:
+        raise not_valid(source, "id", problem)
+    _check_record(data["settings"], Settings, source, "settings")  # --resume and rerun use them
+    for index, planned in enumerate(data.get("plan", [])):  # what --resume runs
+        _check_case(planned, source, f"plan[{index}]")
     for index, result in enumerate(data["results"]):
         check_result_shape(result, source, f"results[{index}]", result_record)
 
@@ -114,21 +125,26 @@ def check_result_shape(result: Any, source: str, where: str, result_record: type
     _check_record(result, result_record, source, where)
     for name, allowed in EXTRA_RESULT_KEYS.items():
         if name in result and not _type_ok(result[name], allowed):
-            raise _fail(source, f"{where}.{name}", f"unexpected {type(result[name]).__name__}")
-    case = result["case"]
-    _check_record(case, Case, source, f"{where}.case")
+            raise not_valid(source, f"{where}.{name}", f"unexpected {type(result[name]).__name__}")
+    _check_case(result["case"], source, f"{where}.case")
     if result["status"] not in STATUSES:
-        raise _fail(source, f"{where}.status", f"{result['status']!r} is not one of {STATUSES}")
-    if not all(isinstance(k, str) and _is_number(v) for k, v in case.get("params", {}).items()):
-        raise _fail(source, f"{where}.case.params", "expected names mapped to numbers")
-    for name in ("options", "inputs"):
-        if not all(isinstance(v, str) for v in case.get(name, {}).values()):
-            raise _fail(source, f"{where}.case.{name}", "expected names mapped to strings")
-    if not all(isinstance(v, str) for v in case.get("torchrun_args", [])):
-        raise _fail(source, f"{where}.case.torchrun_args", "expected a list of strings")
+        raise not_valid(source, f"{where}.status", f"{result['status']!r} is not one of {STATUSES}")
     for name in ("samples_ms", "warmup_ms"):
         if not all(_is_number(v) for v in result.get(name, [])):
-            raise _fail(source, f"{where}.{name}", "expected a list of numbers")
+            raise not_valid(source, f"{where}.{name}", "expected a list of numbers")
     latency = result.get("latency_ms")
     if latency is not None and not all(_is_number(latency.get(k)) for k in LATENCY_KEYS):
-        raise _fail(source, f"{where}.latency_ms", f"expected numbers {', '.join(LATENCY_KEYS)}")
+        raise not_valid(
+            source, f"{where}.latency_ms", f"expected numbers {', '.join(LATENCY_KEYS)}"
+        )
+
+
+def _check_case(case: Any, source: str, where: str) -> None:
+    _check_record(case, Case, source, where)
+    if not all(isinstance(k, str) and _is_number(v) for k, v in case.get("params", {}).items()):
+        raise not_valid(source, f"{where}.params", "expected names mapped to numbers")
+    for name in ("options", "inputs"):
+        if not all(isinstance(v, str) for v in case.get(name, {}).values()):
+            raise not_valid(source, f"{where}.{name}", "expected names mapped to strings")
+    if not all(isinstance(v, str) for v in case.get("torchrun_args", [])):
+        raise not_valid(source, f"{where}.torchrun_args", "expected a list of strings")

@@ -26,7 +26,9 @@ from typing import Any, Concatenate, ParamSpec, TypeVar
 from urllib.parse import quote
 
 from dlbench.errors import UserError
+from dlbench.results.record_dict import finite
 from dlbench.results.records import STATUS_FAILED, Result, Run
+from dlbench.results.run_ids import run_id_problem, shown
 from dlbench.results.store_faults import (
     CANTOPEN,
     IOERR,
@@ -115,15 +117,15 @@ class Store:
         try:
             if not self.read_only:
                 self.path.parent.mkdir(parents=True, exist_ok=True)
-                return sqlite3.connect(self.path, timeout=wait)
+                return _with_decoding(sqlite3.connect(self.path, timeout=wait))
             if not self.path.exists():
                 raise UserError(
                     f"no store at {self.path}; run `dlbench run` (or `dlbench import`) first, "
                     "or pass --db with an existing store"
                 )
             uri = f"file:{quote(str(self.path.absolute()))}?mode=ro"
-            return sqlite3.connect(
-                uri + ("&immutable=1" if immutable else ""), uri=True, timeout=wait
+            return _with_decoding(
+                sqlite3.connect(uri + ("&immutable=1" if immutable else ""), uri=True, timeout=wait)
             )
         except sqlite3.DatabaseError as exc:
             raise store_fault(self.path, exc, wait, self.read_only) from None
@@ -211,7 +213,7 @@ class Store:
         if version < STORE_SCHEMA_VERSION:
             # A read never writes: the file keeps its schema until a command that
             # writes (run, import) opens it, and this reader gets the upgraded copy.
-            memory = sqlite3.connect(":memory:")
+            memory = _with_decoding(sqlite3.connect(":memory:"))
             self._db.backup(memory)
             self._db.close()
             self._db = memory
@@ -271,6 +273,11 @@ class Store:
             self._insert_run(run)
 
     def _insert_run(self, run: Run) -> None:
+        # Every run enters the store here, made (begin_run) or imported: its id follows
+        # the rule whoever built the Run, since files will be named after it.
+        problem = run_id_problem(run.id)
+        if problem is not None:
+            raise UserError(f"run id {problem}; nothing stored in {self.path}")
         self._db.execute(
             "INSERT INTO runs (id, schema_version, started_at, finished_at, suite, hostname, "
             "command, settings, env, dlbench_version, plan) "
@@ -283,10 +290,10 @@ class Store:
                 run.suite,
                 run.env.get("hostname"),
                 json.dumps(run.command),
-                json.dumps(run.settings),
-                json.dumps(run.env),
+                json.dumps(finite(run.settings)),  # as in the run's JSON (Run.to_dict)
+                json.dumps(finite(run.env)),
                 run.env.get("dlbench"),
-                json.dumps(run.plan),
+                json.dumps(finite(run.plan)),
             ),
         )
 
@@ -381,34 +388,44 @@ class Store:
         ).fetchone()
         if row is None:
             raise UserError(f"no run {run_id!r} in store {self.path}")
-        where = f"run {run_id}"
-        results = [
-            self._decoded(data, f"{where}, result {seq}")
-            for seq, data in self._db.execute(
-                "SELECT seq, data FROM results WHERE run_id=? ORDER BY seq", (run_id,)
-            )
-        ]
+        where = f"store {self.path}, run {shown(run_id)}"
+        rows = self._db.execute(
+            "SELECT seq, data FROM results WHERE run_id=? ORDER BY seq", (run_id,)
+        )
         data = {
             "id": row[0],
             "schema_version": row[1],
             "started_at": row[2],
             "finished_at": row[3],
             "suite": row[4],
-            "command": self._decoded(row[5], where),
-            "settings": self._decoded(row[6], where),
-            "env": self._decoded(row[7], where),
-            "plan": self._decoded(row[8] or "[]", where),
-            "results": results,
+            "command": stored_json(row[5], f"{where}, its command"),
+            "settings": stored_json(row[6], f"{where}, its settings"),
+            "env": stored_json(row[7], f"{where}, its env"),
+            "plan": stored_json(row[8] or "[]", f"{where}, its plan"),
+            "results": [stored_json(text, f"{where}, result {seq}") for seq, text in rows],
         }
         # The same checks as a file: a store can be old, hand-edited or from elsewhere.
-        return Run.from_dict(data, f"store {self.path}, {where}")
+        return Run.from_dict(data, where)
 
-    def _decoded(self, text: Any, where: str) -> Any:
-        """A stored JSON column; a damaged or hand-edited row is one line naming it."""
-        try:
-            return json.loads(text)
-        except (TypeError, ValueError) as exc:
-            raise UserError(
-                f"store {self.path}, {where}: not readable ({exc}); the row was damaged or "
-                "edited by hand"
-            ) from None
+
+def _with_decoding(db: sqlite3.Connection) -> sqlite3.Connection:
+    db.text_factory = _decoded
+    return db
+
+
+def _decoded(data: bytes) -> str:
+    """A text column as str. sqlite3 raises on bytes that are not UTF-8 (a damaged or
+    hand-edited store) wherever a row is read; replaced, they reach the checks instead."""
+    return data.decode("utf-8", errors="replace")
+
+
+def stored_json(text: Any, where: str) -> Any:
+    """A JSON column read back. dlbench wrote JSON there; anything else (a damaged store,
+    a hand edit) is refused in one line naming the row, not met as a traceback."""
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        problem = f"{exc.msg} at character {exc.pos}"
+    except (TypeError, ValueError, RecursionError):  # not text; thousands of digits; too deep
+        problem = f"a {type(text).__name__} dlbench cannot read as JSON"
+    raise UserError(f"{where}: not valid JSON ({problem}); the store was damaged or edited")

@@ -84,9 +84,8 @@ def hardware_table(runs: Sequence[Run], workload: str = ADD_WORKLOAD) -> Table:
 def ceilings_table(run: Run) -> Table:
     """The ceilings a run holds (measured in it, or copied from the newest roofline)."""
     ceilings = run.env.get("ceilings") or {}
-    table = Table(
-        title=f"ceilings (from run {ceilings.get('source_run', '-')})", title_justify="left"
-    )
+    source = escape_markup(str(ceilings.get("source_run", "-")))  # an imported run's env
+    table = Table(title=f"ceilings (from run {source})", title_justify="left")
     for name in ("device", "ceiling", "value"):
         table.add_column(name, justify="right" if name == "value" else "left")
     for key, value in sorted((ceilings.get("values") or {}).items()):

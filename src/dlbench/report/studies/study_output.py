@@ -20,7 +20,9 @@ from dlbench.report.studies.study import StudyTable
 from dlbench.report.studies.sweeps import sweep_charts
 from dlbench.report.studies.training_studies import mnist_tables, pt2_tables
 from dlbench.report.table import case_name, escape_markup, fmt
+from dlbench.results.files import CSV_LINE_END, csv_cell
 from dlbench.results.records import Run
+from dlbench.results.run_ids import inside
 
 # suite name -> the study report its runs get
 STUDIES: dict[str, Callable[[Run, str], list[StudyTable]]] = {
@@ -46,7 +48,7 @@ def rich_table(table: StudyTable, baseline: str) -> Table:
     out = Table(title=escape_markup(table.title), title_justify="left")
     out.add_column("case")
     out.add_column(table.metric.unit, justify="right")
-    out.add_column(f"relative to {baseline}", justify="right")
+    out.add_column(escape_markup(f"relative to {baseline}"), justify="right")  # as typed
     for column in table.columns:
         out.add_column(column.column, justify="right")
     out.add_column("note")
@@ -67,7 +69,7 @@ def startup_table(run: Run) -> Table:
         if r.ok and r.latency_ms is not None:
             out.add_row(
                 escape_markup(case_name(r)),
-                r.case.scenario or "-",
+                escape_markup(r.case.scenario or "-"),
                 fmt(r.import_s),
                 fmt(r.setup_s),
                 fmt(r.first_call_ms),
@@ -77,26 +79,19 @@ def startup_table(run: Run) -> Table:
 
 
 def study_csv(tables: Sequence[StudyTable]) -> str:
+    """The study tables as CSV, each text cell neutralised as the run's CSV is (csv_cell)."""
     buffer = io.StringIO()
-    writer = csv.writer(buffer, lineterminator="\n")
+    writer = csv.writer(buffer, lineterminator=CSV_LINE_END)
     writer.writerow(["table", "metric", "unit", "case", "value", "relative", "note"])
     for table in tables:
         for row in table.rows:
             metric = row.metric or table.metric
-            writer.writerow(
-                [
-                    table.title,
-                    metric.key,
-                    metric.unit,
-                    row.label,
-                    row.value,
-                    row.relative,
-                    row.note,
-                ]
-            )
+            cells = [table.title, metric.key, metric.unit, row.label]
+            writer.writerow(map(csv_cell, [*cells, row.value, row.relative, row.note]))
             # a companion column is a row of its own metric: the file stays one value a row
             for column, value in zip(table.columns, row.extra, strict=True):
-                writer.writerow([table.title, column.key, column.unit, row.label, value, "", ""])
+                cells = [table.title, column.key, column.unit, row.label, value, "", ""]
+                writer.writerow(map(csv_cell, cells))
     return buffer.getvalue()
 
 
@@ -110,11 +105,13 @@ def write_study_files(run: Run, tables: Sequence[StudyTable], folder: Path) -> l
         panels = [t.bar_chart() for t in charted if t.metric.key == metric_key]
         metric = next(t.metric for t in charted if t.metric.key == metric_key)
         title = f"{run.suite}: {metric.title} - run {run.id}"
-        written.append(bar_panels(panels, folder / f"{run.suite}-{metric_key}.png", title))
+        # a study's suite is one of STUDIES' names, yet it is read from the run
+        path = inside(folder, f"{run.suite}-{metric_key}.png")
+        written.append(bar_panels(panels, path, title))
     for chart in curve_charts(run):
         written.append(curve_chart(chart, folder / f"{chart.name}.png"))
     if tables:
-        csv_path = folder / f"{run.suite}-tables.csv"
+        csv_path = inside(folder, f"{run.suite}-tables.csv")
         write_atomic(csv_path, study_csv(tables))
         written.append(csv_path)
     if run.suite in TIMELINE_STUDIES:
