@@ -33,6 +33,7 @@ def server_case(sleep_ms: str, **fields):
     return validate_case(case)  # fills the server's defaults in, as planning does
 
 
+@pytest.mark.alone
 @pytest.mark.slow
 def test_a_server_run_is_loadgens_verdict_rate_and_percentiles_and_keeps_its_logs(tmp_path):
     # 800 queries: enough for LoadGen's early-stopping rule on a 99th percentile
@@ -58,6 +59,7 @@ def test_a_server_run_is_loadgens_verdict_rate_and_percentiles_and_keeps_its_log
     assert result.cpu_percent < 60, result.cpu_percent
 
 
+@pytest.mark.alone
 @pytest.mark.slow
 def test_find_peak_finds_the_rate_a_sleeping_step_can_serve_and_confirms_it(tmp_path):
     from dlbench.worker.serving import MAX_PEAK_TRIES
@@ -109,6 +111,7 @@ def test_multi_stream_reports_the_per_query_latency(tmp_path):
     assert loadgen["samples_per_s"] == pytest.approx(8 / mean_s)
 
 
+@pytest.mark.alone
 @pytest.mark.slow
 def test_loadgen_single_stream_agrees_with_the_step_loop_when_the_step_dominates(tmp_path):
     # a 5 ms step: LoadGen's per-query cost (a few µs) is far below 10%
