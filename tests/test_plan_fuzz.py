@@ -1,26 +1,25 @@
-"""Property-based fuzzing of every parser of user input.
+"""Property-based fuzzing of every parser of user input, through the command line.
 
-Random and malformed YAML suites, command lines and run files must end in a
-valid plan/run or a UserError (exit code 2 in the CLI) - never another
-exception - and a refused import leaves the store as it was.
+Random and malformed YAML suites and command lines (`dlbench run --dry-run`)
+and run files (`dlbench import`) must end in exit 0 or in exit 2 with one line
+on stderr: never a traceback, and nothing stored when refused.
 """
 
 from __future__ import annotations
 
 import json
 import sqlite3
+import subprocess
 import tempfile
 from pathlib import Path
 
 import yaml
+from conftest import cli
 from factories import timed_run
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from dlbench.cli.parser import build_parser
-from dlbench.cli.run_commands import request_from_args
 from dlbench.errors import UserError
-from dlbench.plan.build import RunRequest, build_plan
 from dlbench.plan.suites import CASE_KEYS, SETTING_KEYS, TOP_KEYS
 from dlbench.results.records import run_from_json
 from dlbench.results.store import Store
@@ -83,16 +82,22 @@ SUITES = st.fixed_dictionaries(
 )
 
 
+def one_clear_line_or_success(done: subprocess.CompletedProcess[str]) -> None:
+    """Exit 0, or exit 2 with one line on stderr; never a traceback or another code."""
+    assert "Traceback" not in done.stdout + done.stderr, done.stderr
+    assert done.returncode in (0, 2), (done.returncode, done.stderr)
+    if done.returncode == 2:
+        lines = done.stderr.strip().splitlines()
+        assert len(lines) == 1 and lines[0].startswith("dlbench"), done.stderr
+
+
 def plan_or_user_error(text: str) -> None:
-    with tempfile.NamedTemporaryFile("w", suffix=".yaml", delete=False) as handle:
-        handle.write(text)
-    try:
-        plan = build_plan(RunRequest(suite=handle.name))
-        assert plan.cases
-    except UserError as exc:
-        assert str(exc) and "\n" not in str(exc).strip()
-    finally:
-        Path(handle.name).unlink()
+    with tempfile.TemporaryDirectory() as folder:
+        suite = Path(folder) / "suite.yaml"
+        suite.write_text(text, encoding="utf-8")
+        done = cli("run", "--dry-run", "--db", str(Path(folder) / "s.sqlite"), str(suite))
+        one_clear_line_or_success(done)
+        assert not (Path(folder) / "s.sqlite").exists()  # a dry run stores nothing
 
 
 @FUZZ
@@ -141,11 +146,10 @@ ARGV = st.lists(
 @FUZZ
 @given(ARGV)
 def test_random_command_lines_plan_or_fail_clearly(argv):
-    try:
-        args = build_parser().parse_args(["run", *argv])
-        build_plan(request_from_args(args))
-    except UserError as exc:
-        assert str(exc)
+    with tempfile.TemporaryDirectory() as folder:
+        db = Path(folder) / "s.sqlite"
+        one_clear_line_or_success(cli("run", "--dry-run", "--db", str(db), *argv))
+        assert not db.exists()
 
 
 VALID = json.loads(json.dumps(timed_run("fuzz", 1.0, 1).to_dict()))
@@ -182,25 +186,17 @@ PATHS = st.sampled_from(
 
 @FUZZ
 @given(PATHS, VALUES)
-def test_mutated_run_files_load_or_fail_clearly_and_never_touch_the_store(path, value):
-    text = json.dumps(mutated(VALID, path, value))
+def test_mutated_run_files_import_or_fail_clearly_and_never_touch_the_store(path, value):
     with tempfile.TemporaryDirectory() as folder:
-        db = Path(folder) / "s.sqlite"
+        db, file = Path(folder) / "s.sqlite", Path(folder) / "run.json"
         with Store(db) as store:
             store.import_run(timed_run("existing", 1.0, 1))
-        try:
-            run = run_from_json(text, "fuzz.json")
-        except UserError:
-            with sqlite3.connect(db) as check:
-                assert check.execute("SELECT COUNT(*) FROM runs").fetchone()[0] == 1
-            return
-        with Store(db) as store:
-            try:
-                store.import_run(run)
-            except UserError as exc:
-                assert "already in store" in str(exc)
-                return
-            assert store.load_run(run.id).id == run.id
+        file.write_text(json.dumps(mutated(VALID, path, value)), encoding="utf-8")
+        done = cli("import", str(file), "--db", str(db))
+        one_clear_line_or_success(done)
+        with sqlite3.connect(db) as check:
+            stored = check.execute("SELECT COUNT(*) FROM runs").fetchone()[0]
+        assert stored == (2 if done.returncode == 0 else 1), done.stderr
 
 
 @FUZZ

@@ -191,6 +191,12 @@ def add_run_parser(commands: argparse._SubParsersAction) -> None:
         metavar="RUN",
         help="finish an interrupted run: its unfinished cases run, the rest stay",
     )
+    output.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="check the plan (options, suite, model files) and list its cases; run nothing, "
+        "store nothing",
+    )
     add_study_options(output)
 
 

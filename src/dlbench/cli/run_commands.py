@@ -12,6 +12,7 @@ from dlbench.cli.terminal import (
     RichProgress,
     comparison_table,
     out,
+    print_cases,
     print_run,
     print_study,
     say,
@@ -19,7 +20,7 @@ from dlbench.cli.terminal import (
 from dlbench.errors import RunBroken, RunInterrupted, UserError
 from dlbench.launch import session
 from dlbench.launch.preflight import check_user_models
-from dlbench.plan.build import RunRequest, build_plan, given_options, request_from_options
+from dlbench.plan.build import Plan, RunRequest, build_plan, given_options, request_from_options
 from dlbench.plan.resume import pending_cases
 from dlbench.plan.validate import validate_case, validate_settings
 from dlbench.report.compare import compare_runs
@@ -53,8 +54,22 @@ def cmd_run(args: argparse.Namespace) -> int:
         given = given_options(request_from_args(args))
         if given:
             raise UserError(f"--resume takes the run's own plan; drop {', '.join(given)}")
+        if args.dry_run:
+            raise UserError("--dry-run checks a new plan; drop it, or drop --resume")
         return _resume(args)
+    if args.dry_run:
+        return _dry_run(request_from_args(args), args)
     return _finish(_run_request(request_from_args(args), args), args)
+
+
+def _dry_run(request: RunRequest, args: argparse.Namespace) -> int:
+    """The plan as a run would make it, every check passed, and nothing run or stored."""
+    plan = _checked_plan(request, args)
+    repeat = plan.settings.repeat
+    each = f", {repeat} processes each" if repeat > 1 else ""
+    say(f"{len(plan.cases)} case(s) of suite {plan.suite!r}{each}; nothing run (--dry-run)")
+    print_cases(plan.cases)
+    return 0
 
 
 def cmd_roofline(args: argparse.Namespace) -> int:
@@ -77,12 +92,17 @@ def cmd_roofline(args: argparse.Namespace) -> int:
     return 0
 
 
-def _run_request(request: RunRequest, args: argparse.Namespace) -> Run:
+def _checked_plan(request: RunRequest, args: argparse.Namespace) -> Plan:
     plan = build_plan(request)
     for note in plan.skipped:
         say(f"skipping: {note}")
     # a user model's bad file or inputs end here, in exit 2, before the run is stored
     check_user_models(plan.cases, plan.settings.seed, progress=None if args.quiet else say)
+    return plan
+
+
+def _run_request(request: RunRequest, args: argparse.Namespace) -> Run:
+    plan = _checked_plan(request, args)
     outputs = session.Outputs(json_path=args.json_path, csv_path=args.csv_path)
     with Store(args.db, on_wait=say) as store:
         repeat = plan.settings.repeat

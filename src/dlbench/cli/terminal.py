@@ -10,6 +10,7 @@ import argparse
 import json
 import math
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 
 from rich.console import Console
@@ -74,6 +75,12 @@ class RichProgress(session.Progress):
 def say(message: str) -> None:
     """One status line on stderr, never wrapped or styled (it may hold a command to copy)."""
     err.print(f"dlbench: {plain(message)}", markup=False, highlight=False, soft_wrap=True)
+
+
+def print_cases(cases: Sequence[Case]) -> None:
+    """A plan's cases, one label a line (plain: a label can hold a user's file name)."""
+    for case in cases:
+        out.print(plain(case.label()), markup=False, highlight=False, soft_wrap=True)
 
 
 def case_line(result: Result, run: Run) -> str:
