@@ -9,6 +9,7 @@ framework. Its FLOPs are unknown, so results report no GFLOP/s.
 from __future__ import annotations
 
 import re
+import zipfile
 import zlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -21,6 +22,7 @@ from dlbench.errors import CaseError, UserError, first_line
 from dlbench.spec.case import Case
 from dlbench.spec.registry import FRAMEWORKS
 from dlbench.workloads.base import WeightDict, Workload
+from dlbench.workloads.input_data import read_headers
 from dlbench.workloads.model_format import model_format
 
 DTYPES = ("float32", "float16", "float64", "int64", "int32", "int16", "int8", "uint64", "uint32",
@@ -93,21 +95,20 @@ def frameworks_for(path: Path) -> tuple[str, ...]:
 def load_input_data(path: Path) -> dict[str, np.ndarray]:
     """--input-data: arrays by input name (.npz), or one array ("" key) for a .npy file.
 
-    Loaded without pickle, so a data file cannot run code; object arrays are refused.
+    The headers are read first (object arrays and non-numeric ones are refused
+    there); the arrays load without pickle, so a data file cannot run code.
     """
+    read_headers(path)
     try:
         loaded = np.load(path, allow_pickle=False)
-    except (OSError, ValueError, EOFError) as exc:
+        if isinstance(loaded, np.ndarray):
+            return {"": loaded}
+        with loaded:  # an .npz member is read, and can fail, only here
+            return {name: loaded[name] for name in loaded.files}
+    except (OSError, ValueError, EOFError, zipfile.BadZipFile) as exc:
         raise UserError(
             f"--input-data {path}: not a NumPy .npz or .npy file ({first_line(exc)})"
         ) from None
-    if isinstance(loaded, np.ndarray):
-        return {"": loaded}
-    with loaded:
-        arrays = {name: loaded[name] for name in loaded.files}
-    if not arrays:
-        raise UserError(f"--input-data {path}: the .npz file holds no arrays")
-    return arrays
 
 
 def resolve_inputs(

@@ -1,0 +1,80 @@
+"""Bad inputs are refused before a run is stored: exit 2, one line, nothing stored.
+
+Real files throughout: object arrays written by NumPy, a module pickled by
+torch.save, an .npz whose compressed zeros expand far past their size.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import zipfile
+from pathlib import Path
+
+import numpy as np
+import pytest
+from conftest import cli
+
+from dlbench.results.store import Store
+
+
+def refused(proc: subprocess.CompletedProcess[str], message: str, db: Path) -> str:
+    """Exit 2, one error line holding `message`, no traceback, and no run stored."""
+    errors = [line for line in proc.stderr.splitlines() if line.startswith("dlbench: error:")]
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert len(errors) == 1 and message in errors[0], proc.stderr
+    assert "Traceback" not in proc.stderr + proc.stdout
+    if db.exists():
+        with Store(db) as store:
+            assert store.run_ids() == []
+    return errors[0]
+
+
+def torchscript_layout(path: Path) -> str:
+    """A file that model_format reads as TorchScript (by its zip layout): enough for
+    validation, which never loads a model."""
+    with zipfile.ZipFile(path, "w") as archive:
+        for name in ("m/code/__torch__.py", "m/constants.pkl", "m/data.pkl", "m/version"):
+            archive.writestr(name, b"x")
+    return str(path)
+
+
+@pytest.fixture
+def model(tmp_path: Path) -> str:
+    return torchscript_layout(tmp_path / "model.jit")
+
+
+def objects() -> np.ndarray:
+    return np.array([{"a": 1}, None], dtype=object)
+
+
+@pytest.mark.parametrize(
+    ("write", "message"),
+    [
+        (lambda p: np.savez(p, x=objects()), "array 'x' holds Python objects (dtype object)"),
+        (lambda p: np.save(p, objects(), allow_pickle=True), "holds Python objects"),
+        (lambda p: np.savez(p, x=np.array(["ab", "c"])), "array 'x' is <U2; model inputs are"),
+        (lambda p: np.savez(p, x=np.zeros(2, "f4,i8")), "model inputs are numeric or boolean"),
+        (lambda p: p.write_bytes(b"\x93NUMPY\x01\x00\x10\x00{'descr'"), "not a NumPy .npz or .npy"),
+        (lambda p: p.write_text("x,y\n1,2\n"), "not a NumPy .npz or .npy file"),
+    ],
+    ids=["object-npz", "object-npy", "strings", "records", "cut-header", "csv"],
+)
+def test_input_data_that_is_no_numeric_array_is_refused(
+    tmp_path, isolated_store, model, write, message
+):
+    data = tmp_path / "inputs.npy"
+    write(data)
+    found = next(tmp_path.glob("inputs.np*"))  # np.savez names its file .npz
+    proc = cli("run", "--model", model, "--input-data", str(found), "--quiet")
+    refused(proc, message, isolated_store)
+
+
+@pytest.mark.parametrize("suffix", [".npz", ".npy"])
+def test_a_data_file_cut_short_is_one_line_too(tmp_path, isolated_store, model, suffix):
+    data = tmp_path / f"inputs{suffix}"
+    values = np.arange(1000, dtype=np.float32)
+    np.savez(data, x=values) if suffix == ".npz" else np.save(data, values)
+    whole = data.read_bytes()
+    data.write_bytes(whole[: len(whole) * 2 // 3])  # the .npy's header whole, its data not
+    proc = cli("run", "--model", model, "--input-data", str(data), "--quiet")
+    refused(proc, "not a NumPy .npz or .npy file", isolated_store)
