@@ -78,3 +78,48 @@ def test_a_data_file_cut_short_is_one_line_too(tmp_path, isolated_store, model, 
     data.write_bytes(whole[: len(whole) * 2 // 3])  # the .npy's header whole, its data not
     proc = cli("run", "--model", model, "--input-data", str(data), "--quiet")
     refused(proc, "not a NumPy .npz or .npy file", isolated_store)
+
+
+class Payload:
+    """Unpickling this runs code: it creates a marker file."""
+
+    def __init__(self, marker: str) -> None:
+        self.marker = marker
+
+    def __reduce__(self):
+        import os
+
+        return (os.system, (f"touch {self.marker}",))
+
+
+@pytest.mark.parametrize("saved", ["module", "payload", "legacy"])
+def test_a_pickled_torch_file_is_refused_before_anything_loads_it(tmp_path, isolated_store, saved):
+    torch = pytest.importorskip("torch")
+    marker, path = tmp_path / "pwned", tmp_path / f"{saved}.pt"
+    if saved == "payload":
+        torch.save({"model": Payload(str(marker))}, str(path))
+    else:  # a real module, in torch.save's zip format or its older bare pickle
+        legacy = saved == "legacy"
+        torch.save(torch.nn.Linear(8, 4), str(path), _use_new_zipfile_serialization=not legacy)
+    line = refused(
+        cli("run", "--model", str(path), "--input", "input:2x8", "--quiet"),
+        f"--model {path.name} is a torch.save pickle",
+        isolated_store,
+    )
+    assert "pass --trust-model if you trust the file" in line
+    # `inspect` refuses it the same way, without starting a loader
+    inspected = cli("inspect", str(path))
+    refused(inspected, f"inspect {path.name} is a torch.save pickle", isolated_store)
+    assert f"loading {path.name} with" not in inspected.stderr
+    assert not marker.exists()
+
+
+def test_with_trust_a_pickled_file_passes_validation(tmp_path):
+    torch = pytest.importorskip("torch")
+    from dlbench.plan.validate import validate_case
+    from dlbench.spec.case import Case
+
+    path = tmp_path / "module.pt"
+    torch.save(torch.nn.Linear(8, 4), str(path))
+    case = Case("user-model", "torch", "eager", model=str(path), trust_model=True, threads=1)
+    assert validate_case(case).model_digest

@@ -9,8 +9,11 @@ loader as `dlbench inspect`), and the case's inputs are resolved against the
 signature it reports with the worker's own `resolve_inputs`. A framework that
 cannot load the file is not the user's mistake (an operator it lacks, a
 conversion it cannot do): that case runs and fails with the framework's own
-reason kept in the result. A file cut short is caught earlier, by its format's
-own length fields (workloads.model_format).
+reason kept in the result. A file the loader would read only unsafely (a Keras
+Lambda layer) without --trust-model is the user's call: exit 2 here, as a
+pickled torch file is refused earlier, from its format alone (plan.validate).
+A file cut short is caught earlier too, by its format's own length fields
+(workloads.model_format).
 """
 
 from __future__ import annotations
@@ -51,6 +54,8 @@ def check_user_models(
                 progress(f"checking {Path(case.model).name} on {case.framework}")
             views[key] = _load(case)
         view = views[key]
+        if view.untrusted:  # refused by the user's own choice: no run to store
+            raise UserError(f"--model {Path(case.model).name} on {case.framework}: {view.reason}")
         inputs = (key, case.inputs, case.input_data, case.batch_size)
         if view.verdict != "loads" or inputs in checked:
             continue

@@ -303,7 +303,7 @@ def _validate_model(case: Case, info: FrameworkInfo) -> None:
         if case.input_data is not None:
             raise UserError(MODEL_OPTIONS)
         return
-    from dlbench.workloads.model_format import FORMATS, model_format
+    from dlbench.workloads.model_format import FORMATS, model_format, require_trusted
     from dlbench.workloads.user_model import frameworks_for
 
     require_model_file(case.model)
@@ -315,6 +315,7 @@ def _validate_model(case: Case, info: FrameworkInfo) -> None:
             f"{', '.join(allowed) or 'no framework dlbench has'}, not {case.framework!r}"
         )
     kind = model_format(path)
+    require_trusted(path, kind, case.trust_model)  # before any worker unpickles it
     compiles = info.format_compiles.get(kind)
     if compiles is not None and case.compile not in compiles:
         raise UserError(
