@@ -123,3 +123,14 @@ def test_with_trust_a_pickled_file_passes_validation(tmp_path):
     torch.save(torch.nn.Linear(8, 4), str(path))
     case = Case("user-model", "torch", "eager", model=str(path), trust_model=True, threads=1)
     assert validate_case(case).model_digest
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("json_flag", [[], ["--json"]])
+def test_inspect_of_a_file_nothing_loads_is_one_line_and_exit_2(isolated_store, model, json_flag):
+    pytest.importorskip("torch")
+    proc = cli("inspect", model, *json_flag)  # a TorchScript layout torch cannot load
+    message = "inspect model.jit: no installed framework loads this TorchScript"
+    line = refused(proc, message, isolated_store)
+    assert "torch: torch " in line and "cannot load TorchScript model.jit" in line
+    assert proc.stdout == ""  # no table, no JSON: nothing was loaded to describe

@@ -42,6 +42,21 @@ class Inspection:
     size_bytes: int
     views: list[FrameworkView]
 
+    def loads(self) -> bool:
+        return any(view.verdict == "loads" for view in self.views)
+
+    def why_nothing_loads(self) -> str:
+        """One line: the format, and why each framework that reads it did not load it."""
+        readers = [view for view in self.views if view.verdict != "does not read this format"]
+        why = "; ".join(
+            f"{view.framework}: {' '.join((view.reason or view.verdict).split())}"
+            for view in readers
+        )
+        return (
+            f"inspect {Path(self.path).name}: no installed framework loads this "
+            f"{self.description} ({why or 'no framework dlbench has reads it'})"
+        )
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "path": self.path,
