@@ -134,3 +134,111 @@ def test_inspect_of_a_file_nothing_loads_is_one_line_and_exit_2(isolated_store, 
     line = refused(proc, message, isolated_store)
     assert "torch: torch " in line and "cannot load TorchScript model.jit" in line
     assert proc.stdout == ""  # no table, no JSON: nothing was loaded to describe
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["-w", "add", "-f", "null", "--param", "size=10000000"],
+         "add infer at batch 1 with size=10000000 needs at least 727.6 TiB of memory"),
+        (["-w", "gemm", "-f", "null", "-d", "cpu", "-b", "1000000"],
+         "gemm infer at batch 1000000 with size=1024 needs at least 7.6 TiB"),
+        (["-w", "mlp", "-f", "null", "-b", "2147483647"], "lower --batch-size"),
+        (["-w", "bert-large", "-f", "torch", "-m", "train", "-b", "100000000"],
+         "lower --param seq or --batch-size"),
+        (["-w", "mnist-train", "-f", "torch", "--param", "train_samples=1000000000"],
+         "lower --param train_samples or --batch-size"),
+    ],
+    ids=["param", "batch-cpu", "batch-max", "batch-weights", "data-set"],
+)  # fmt: skip
+def test_sizes_beyond_memory_are_refused_before_the_run(isolated_store, args, message):
+    line = refused(cli("run", *args, "--quiet"), message, isolated_store)
+    assert "this machine has" in line and "available" in line
+
+
+def zeros_npz(path: Path, shape: tuple[int, ...]) -> None:
+    """A real .npz of float32 zeros, deflated as it is written: never all in memory here."""
+    header = {"descr": "<f4", "fortran_order": False, "shape": shape}
+    chunk, chunks = bytes(2**20), int(np.prod(shape)) * 4 // 2**20
+    with (
+        zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as archive,
+        archive.open("x.npy", "w", force_zip64=True) as member,
+    ):
+        np.lib.format.write_array_header_1_0(member, header)
+        for _ in range(chunks):
+            member.write(chunk)
+
+
+def test_an_npz_that_expands_past_memory_is_refused_from_its_header(
+    tmp_path, isolated_store, model, monkeypatch
+):
+    from dlbench.workloads import memory
+
+    data = tmp_path / "zeros.npz"
+    zeros_npz(data, (2**23, 4))  # 128 MiB of zeros in a file of a few hundred KB
+    assert data.stat().st_size < 2**20
+    monkeypatch.setattr(memory, "available_bytes", lambda: 192 * 2**20)  # a small machine
+    line = refused(
+        cli("run", "--model", model, "--input-data", str(data), "--quiet"),
+        "--input-data zeros.npz (largest array: x 8388608x4 float32) needs at least 128.0 MiB",
+        isolated_store,
+    )
+    assert "this machine has 192.0 MiB available" in line
+
+
+def test_a_header_that_claims_a_huge_shape_is_refused_without_reading_on(
+    tmp_path, isolated_store, model
+):
+    data = tmp_path / "claims.npz"
+    with zipfile.ZipFile(data, "w") as archive, archive.open("x.npy", "w") as member:
+        header = {"descr": "<f4", "fortran_order": False, "shape": (2**26, 10**6)}
+        np.lib.format.write_array_header_1_0(member, header)  # and no data at all
+    proc = cli("run", "--model", model, "--input-data", str(data), "--quiet")
+    refused(
+        proc, "largest array: x 67108864x1000000 float32) needs at least 244.1 TiB", isolated_store
+    )
+    shapes = cli("run", "--model", model, "--input", "x:100000000x100000", "--quiet")
+    refused(shapes, "--input x:100000000x100000 needs at least 9.1 TiB", isolated_store)
+
+
+@pytest.mark.parametrize("device", ["cpu", "auto"])
+def test_every_workloads_defaults_fit_a_small_machine(monkeypatch, device):
+    """Defaults stay valid where 2 GiB are free (bert-large's weights are 1.3 GB)."""
+    from dlbench.plan.validate import validate_case
+    from dlbench.spec.case import Case
+    from dlbench.spec.registry import FRAMEWORKS, WORKLOADS
+    from dlbench.workloads import get_workload, memory
+
+    monkeypatch.setattr(memory, "available_bytes", lambda: 2 * 2**30)
+    for name in WORKLOADS:
+        if name == "user-model":
+            continue
+        framework = next(f for f, info in FRAMEWORKS.items() if info.supports(name, "train")
+                         or info.supports(name, "infer"))  # fmt: skip
+        for mode in get_workload(name).modes:
+            info = FRAMEWORKS[framework]
+            if info.supports(name, mode):
+                validate_case(Case(name, framework, info.default_compile, mode=mode,
+                                   device=device, threads=1))  # fmt: skip
+
+
+@pytest.mark.slow
+def test_a_batch_that_fills_a_dynamic_dimension_past_memory_is_refused(tmp_path, isolated_store):
+    """-b fills the model's dynamic batch dimension: only once the model's signature is
+    read (the pre-run load) is the size known, and it is checked there."""
+    pytest.importorskip("onnxruntime")
+    onnx = pytest.importorskip("onnx")
+    from onnx import TensorProto, helper
+
+    graph = helper.make_graph(
+        [helper.make_node("Relu", ["x"], ["y"])], "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n", 8])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["n", 8])],
+    )  # fmt: skip
+    built = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    built.ir_version = 8
+    onnx.save(built, tmp_path / "relu.onnx")
+    proc = cli("run", "--model", str(tmp_path / "relu.onnx"), "-f", "onnxruntime",
+               "-b", "2000000000", "--quiet")  # fmt: skip
+    line = refused(proc, "--model relu.onnx on onnxruntime: the inputs made for it", isolated_store)
+    assert "(x 2000000000x8 float32) need 59.6 GiB" in line and "lower --batch-size" in line

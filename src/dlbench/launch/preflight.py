@@ -27,6 +27,7 @@ from dlbench.errors import CaseError, UserError
 from dlbench.launch.inspect import FrameworkView, load_in_worker
 from dlbench.spec.case import Case
 from dlbench.spec.registry import framework_info
+from dlbench.workloads.memory import WORKER_BYTES, available_bytes
 from dlbench.workloads.model_format import model_format
 
 if TYPE_CHECKING:  # user_model imports NumPy: importing dlbench's command line must not
@@ -64,8 +65,10 @@ def check_user_models(
             data[case.input_data] = load_input_data(Path(case.input_data))
         signature = [_spec(entry) for entry in view.inputs]
         given = data.get(case.input_data) if case.input_data is not None else None
+        # the worker holds the file's arrays and the values made beside them
+        room = available_bytes() - WORKER_BYTES - sum(a.nbytes for a in (given or {}).values())
         try:
-            resolve_inputs(signature, dict(case.inputs), seed, case.batch_size, given)
+            resolve_inputs(signature, dict(case.inputs), seed, case.batch_size, given, room)
         except CaseError as exc:
             raise UserError(f"--model {Path(case.model).name} on {case.framework}: {exc}") from None
 

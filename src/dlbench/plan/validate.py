@@ -46,6 +46,7 @@ from dlbench.spec.digest import files_digest, path_digest
 from dlbench.spec.registry import FRAMEWORKS, FrameworkInfo, framework_info, precision_info
 from dlbench.workloads import get_workload
 from dlbench.workloads.base import Workload
+from dlbench.workloads.memory import check_case_memory, input_data_need, require_room
 
 # what the export compile mode (torch.export + AOTInductor) compiles
 EXPORT_PRECISIONS = ("fp32", "tf32")
@@ -127,6 +128,7 @@ def validate_case(case: Case) -> Case:
     _validate_training_run(case, workload.epoch_based)
     _validate_distributed(case, workload.epoch_based, info.distributed)
     _validate_transfer(case, info, workload)
+    check_case_memory(case)  # sizes from --param, -b, --input and --input-data
     return replace(
         _validate_serving(case),
         model_digest=_digest(case.model) if case.model is not None else None,
@@ -335,6 +337,7 @@ def _check_input_data(input_data: str) -> None:
     path = Path(input_data)
     if not path.is_file():
         raise UserError(f"--input-data {input_data}: no such file")
+    require_room(input_data_need(path))  # its headers may claim more than memory holds
     load_input_data(path)
 
 
