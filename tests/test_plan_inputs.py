@@ -12,7 +12,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import cli
+from conftest import FAST, cli
 
 from dlbench.results.store import Store
 
@@ -242,3 +242,30 @@ def test_a_batch_that_fills_a_dynamic_dimension_past_memory_is_refused(tmp_path,
                "-b", "2000000000", "--quiet")  # fmt: skip
     line = refused(proc, "--model relu.onnx on onnxruntime: the inputs made for it", isolated_store)
     assert "(x 2000000000x8 float32) need 59.6 GiB" in line and "lower --batch-size" in line
+
+
+@pytest.mark.parametrize(
+    ("framework", "device"), [("null", "cuda:99"), ("null", "mps"), ("onnxruntime", "mps")]
+)
+def test_no_framework_reports_ok_on_a_device_it_does_not_have(framework, device):
+    from dlbench.launch.runner import run_case
+    from dlbench.plan.validate import validate_case
+    from dlbench.spec.case import Case
+    from dlbench.spec.registry import framework_info
+
+    pytest.importorskip(framework_info(framework).import_name or "dlbench")
+    compile_mode = framework_info(framework).default_compile
+    case = Case("mlp", framework, compile_mode, device=device, batch_size=2, threads=1)
+    result = run_case(validate_case(case), FAST)
+    assert result.status == "failed", result.error
+    assert f"device {device!r} asked for" in result.error and "--device" in result.error
+
+
+def test_a_device_resolved_to_another_kind_fails_the_case():
+    from dlbench.errors import CaseError
+    from dlbench.worker.placement import require_device_kind
+
+    with pytest.raises(CaseError, match="tensorflow has no such device and would run on cuda:0"):
+        require_device_kind("tensorflow", "mps", "cuda:0")  # what it did on a CUDA machine
+    require_device_kind("torch", "cuda", "cuda:0")
+    require_device_kind("jax", "auto", "cpu")

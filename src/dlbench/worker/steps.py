@@ -23,7 +23,7 @@ from dlbench.spec.case import Case, Settings
 from dlbench.spec.registry import QUANTIZED_PRECISIONS
 from dlbench.worker.check import check_output
 from dlbench.worker.instruments import Instruments, Reading, result_from
-from dlbench.worker.placement import require_placement
+from dlbench.worker.placement import require_device_kind, require_placement
 from dlbench.worker.quantized_check import quantized_agreement
 from dlbench.workloads import get_workload
 
@@ -37,7 +37,9 @@ def execute(case: Case, settings: Settings) -> Result:
     if case.streams and not backend.streams_share_threads:
         intra = max(1, intra // case.streams)  # each server stream runs its own thread team
     threads = backend.configure_threads(intra, case.effective_interop_threads)
-    job = make_job(case, settings, backend.resolve_device(case.device))
+    device = backend.resolve_device(case.device)
+    require_device_kind(case.framework, case.device, device)
+    job = make_job(case, settings, device)
     try:
         if job.workload.epoch_based:
             from dlbench.worker.epochs import run_epochs
