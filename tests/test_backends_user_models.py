@@ -188,10 +188,10 @@ def test_a_malicious_pickle_is_refused_and_never_runs(tmp_path):
     marker = tmp_path / "pwned"
     path = tmp_path / "evil.pt"
     torch.save({"model": Payload(str(marker))}, str(path))
-    code, results, _ = dlbench_run(tmp_path, "--model", str(path), "--input", "x:1x8")
-    assert code == 1
-    assert "refused to load evil.pt" in results[0]["error"]
-    assert "--trust-model" in results[0]["error"]
+    code, results, text = dlbench_run(tmp_path, "--model", str(path), "--input", "x:1x8")
+    # refused from its format alone, before a run is stored: nothing loaded it
+    assert code == 2 and results == [], text
+    assert "evil.pt is a torch.save pickle" in text and "--trust-model" in text
     assert not marker.exists()
 
 
@@ -200,8 +200,8 @@ def test_a_pickled_module_loads_only_with_trust(tmp_path):
     torch = pytest.importorskip("torch")
     path = tmp_path / "module.pt"
     torch.save(torch.nn.Linear(8, 4), str(path))
-    code, results, _ = dlbench_run(tmp_path, "--model", str(path), "--input", "input:2x8")
-    assert code == 1 and "refused" in results[0]["error"]
+    code, results, text = dlbench_run(tmp_path, "--model", str(path), "--input", "input:2x8")
+    assert code == 2 and results == [] and "pass --trust-model" in text
     code, results, text = dlbench_run(tmp_path, "--model", str(path), "--input", "input:2x8",
                                       "--trust-model")  # fmt: skip
     assert code == 0, text
@@ -226,8 +226,10 @@ risky.save(sys.argv[2])
     assert status == 0, text
     assert results[0]["details"]["extra"]["model_kind"] == "keras"
     assert results[0]["case"]["batch_size"] == 3
-    status, results, _ = dlbench_run(tmp_path, "--model", str(risky), "--input", "features:3x8")
-    assert status == 1 and "refused to load risky.keras" in results[0]["error"]
+    status, results, text = dlbench_run(tmp_path, "--model", str(risky), "--input", "features:3x8")
+    # the loader refuses it in the pre-run check: exit 2, no run stored
+    assert status == 2 and results == [], text
+    assert "refused to load risky.keras" in text and "--trust-model" in text
 
 
 @pytest.mark.slow

@@ -54,6 +54,13 @@ class CaseError(Exception):
         self.detail = detail
 
 
+class UntrustedModel(CaseError):
+    """A model file only unsafe loading can read (a Keras Lambda layer's code), and
+    --trust-model was not given. Raised by the loader; the parent's pre-run check
+    (launch.preflight) turns it into a UserError, so no run is stored for it.
+    """
+
+
 class CaseSkipped(CaseError):
     """The device cannot do what the case asks (a precision it has no units for).
 

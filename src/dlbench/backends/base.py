@@ -15,7 +15,7 @@ from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from dlbench.errors import CaseError, ReferenceUnavailable, cause_summary
+from dlbench.errors import CaseError, ReferenceUnavailable, UntrustedModel, cause_summary
 from dlbench.results.details import Details, Placement, Quantization
 from dlbench.results.record_dict import from_dict
 from dlbench.spec.case import Case
@@ -145,8 +145,12 @@ def quantized(job: Job) -> tuple[Any, Quantization]:
     return path, from_dict(Quantization, meta)
 
 
-REFUSED = ("refused to load {name}: {why}, which can run code from the file; "
-           "pass --trust-model if you trust it")  # fmt: skip
+def refused(name: str, why: str) -> UntrustedModel:
+    """The error for a file that only unsafe loading reads, without --trust-model."""
+    return UntrustedModel(
+        f"refused to load {name}: {why}, which can run code from the file; "
+        "pass --trust-model if you trust it"
+    )
 
 
 def load_failure(what: str, exc: BaseException) -> CaseError:

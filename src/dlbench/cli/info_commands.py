@@ -9,6 +9,7 @@ from rich.table import Table
 
 from dlbench.atomic import check_output_folder
 from dlbench.cli.terminal import out, print_json, print_run, print_study, say
+from dlbench.errors import UserError
 from dlbench.report.table import escape_markup
 from dlbench.results.lookup import load_run
 from dlbench.spec.registry import FRAMEWORKS, WORKLOADS
@@ -119,6 +120,8 @@ def cmd_inspect(args: argparse.Namespace) -> int:
     from dlbench.launch.inspect import inspect_model
 
     found = inspect_model(args.model, args.trust_model, progress=say)
+    if not found.loads():  # nothing to show but why: a user error, --json or not
+        raise UserError(found.why_nothing_loads())
     if args.json:
         print_json(found.to_dict())
         return 0
@@ -150,9 +153,9 @@ def cmd_inspect(args: argparse.Namespace) -> int:
             escape_markup(view.reason),
         )
     out.print(table)
-    if any(spec.get("dims") and None in spec["dims"][1:] for spec in shown[0] if shown):
+    if shown and any(spec.get("dims") and None in spec["dims"][1:] for spec in shown[0]):
         say("dimensions marked ? beyond the first need --input NAME:SHAPE or --input-data")
-    return 0 if any(view.verdict == "loads" for view in found.views) else 1
+    return 0
 
 
 def signature_table(title: str, specs: list[dict]) -> Table:

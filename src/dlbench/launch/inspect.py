@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from dlbench.spec.registry import FRAMEWORKS
-from dlbench.workloads.model_format import FORMATS, model_format
+from dlbench.workloads.model_format import FORMATS, model_format, require_trusted
 
 # Loading a large model in a slow framework can take a while; a hang cannot stop inspect.
 LOAD_TIMEOUT_S = 600
@@ -30,6 +30,8 @@ class FrameworkView:
     reason: str = ""
     inputs: list[dict[str, Any]] = field(default_factory=list)
     outputs: list[dict[str, Any]] = field(default_factory=list)
+    # it loads only unsafely (a Keras Lambda layer) and --trust-model was not given
+    untrusted: bool = False
 
 
 @dataclass
@@ -39,6 +41,21 @@ class Inspection:
     description: str
     size_bytes: int
     views: list[FrameworkView]
+
+    def loads(self) -> bool:
+        return any(view.verdict == "loads" for view in self.views)
+
+    def why_nothing_loads(self) -> str:
+        """One line: the format, and why each framework that reads it did not load it."""
+        readers = [view for view in self.views if view.verdict != "does not read this format"]
+        why = "; ".join(
+            f"{view.framework}: {' '.join((view.reason or view.verdict).split())}"
+            for view in readers
+        )
+        return (
+            f"inspect {Path(self.path).name}: no installed framework loads this "
+            f"{self.description} ({why or 'no framework dlbench has reads it'})"
+        )
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -59,6 +76,7 @@ def inspect_model(
     if not path.exists():
         raise UserError(f"inspect {path}: no such file or directory")
     kind = model_format(path)
+    require_trusted(path, kind, trust, where="inspect")  # no loader unpickles it unasked
     size = sum(p.stat().st_size for p in path.rglob("*") if p.is_file()) if path.is_dir() else (
         path.stat().st_size)  # fmt: skip
     views = []
@@ -96,7 +114,8 @@ def load_in_worker(name: str, version: str, kind: str, path: Path, trust: bool) 
             name, version, "cannot load", f"the loader exited {done.returncode}: {tail}"
         )
     if not answer["ok"]:
-        return FrameworkView(name, version, "cannot load", str(answer["error"]))
+        reason, untrusted = str(answer["error"]), bool(answer.get("untrusted", False))
+        return FrameworkView(name, version, "cannot load", reason, untrusted=untrusted)
     return FrameworkView(name, version, "loads", "", answer["inputs"], answer["outputs"])
 
 

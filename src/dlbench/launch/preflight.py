@@ -9,8 +9,11 @@ loader as `dlbench inspect`), and the case's inputs are resolved against the
 signature it reports with the worker's own `resolve_inputs`. A framework that
 cannot load the file is not the user's mistake (an operator it lacks, a
 conversion it cannot do): that case runs and fails with the framework's own
-reason kept in the result. A file cut short is caught earlier, by its format's
-own length fields (workloads.model_format).
+reason kept in the result. A file the loader would read only unsafely (a Keras
+Lambda layer) without --trust-model is the user's call: exit 2 here, as a
+pickled torch file is refused earlier, from its format alone (plan.validate).
+A file cut short is caught earlier too, by its format's own length fields
+(workloads.model_format).
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ from dlbench.errors import CaseError, UserError
 from dlbench.launch.inspect import FrameworkView, load_in_worker
 from dlbench.spec.case import Case
 from dlbench.spec.registry import framework_info
+from dlbench.workloads.memory import WORKER_BYTES, available_bytes
 from dlbench.workloads.model_format import model_format
 
 if TYPE_CHECKING:  # user_model imports NumPy: importing dlbench's command line must not
@@ -51,6 +55,8 @@ def check_user_models(
                 progress(f"checking {Path(case.model).name} on {case.framework}")
             views[key] = _load(case)
         view = views[key]
+        if view.untrusted:  # refused by the user's own choice: no run to store
+            raise UserError(f"--model {Path(case.model).name} on {case.framework}: {view.reason}")
         inputs = (key, case.inputs, case.input_data, case.batch_size)
         if view.verdict != "loads" or inputs in checked:
             continue
@@ -59,8 +65,10 @@ def check_user_models(
             data[case.input_data] = load_input_data(Path(case.input_data))
         signature = [_spec(entry) for entry in view.inputs]
         given = data.get(case.input_data) if case.input_data is not None else None
+        # the worker holds the file's arrays and the values made beside them
+        room = available_bytes() - WORKER_BYTES - sum(a.nbytes for a in (given or {}).values())
         try:
-            resolve_inputs(signature, dict(case.inputs), seed, case.batch_size, given)
+            resolve_inputs(signature, dict(case.inputs), seed, case.batch_size, given, room)
         except CaseError as exc:
             raise UserError(f"--model {Path(case.model).name} on {case.framework}: {exc}") from None
 

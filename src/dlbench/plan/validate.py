@@ -45,6 +45,7 @@ from dlbench.spec.digest import files_digest, path_digest
 from dlbench.spec.registry import FRAMEWORKS, FrameworkInfo, framework_info, precision_info
 from dlbench.workloads import get_workload
 from dlbench.workloads.base import Workload
+from dlbench.workloads.memory import check_case_memory, input_data_need, require_room
 
 # Messages the plan builder gives too, for the same mistake seen in a request
 TIME_TO_TRAIN_ONLY = (
@@ -124,6 +125,7 @@ def validate_case(case: Case) -> Case:
     _validate_training_run(case, workload.epoch_based)
     _validate_distributed(case, workload.epoch_based, info.ddp_compiles)
     _validate_framework_axes(case, info, workload)
+    check_case_memory(case)  # sizes from --param, -b, --input and --input-data
     return replace(
         _validate_serving(case),
         model_digest=_digest(case.model) if case.model is not None else None,
@@ -332,7 +334,7 @@ def _validate_model(case: Case, info: FrameworkInfo) -> None:
         if case.input_data is not None:
             raise UserError(MODEL_OPTIONS)
         return
-    from dlbench.workloads.model_format import FORMATS, model_format
+    from dlbench.workloads.model_format import FORMATS, model_format, require_trusted
     from dlbench.workloads.user_model import frameworks_for
 
     require_model_file(case.model)
@@ -344,6 +346,7 @@ def _validate_model(case: Case, info: FrameworkInfo) -> None:
             f"{', '.join(allowed) or 'no framework dlbench has'}, not {case.framework!r}"
         )
     kind = model_format(path)
+    require_trusted(path, kind, case.trust_model)  # before any worker unpickles it
     compiles = info.format_compiles.get(kind)
     if compiles is not None and case.compile not in compiles:
         raise UserError(
@@ -363,6 +366,7 @@ def _check_input_data(input_data: str) -> None:
     path = Path(input_data)
     if not path.is_file():
         raise UserError(f"--input-data {input_data}: no such file")
+    require_room(input_data_need(path))  # its headers may claim more than memory holds
     load_input_data(path)
 
 

@@ -13,7 +13,7 @@ import json
 import sys
 from dataclasses import asdict
 
-from dlbench.errors import CaseError, cause_summary
+from dlbench.errors import CaseError, UntrustedModel, cause_summary
 
 
 def describe(framework: str, kind: str, path: str, trust: bool) -> dict[str, object]:
@@ -21,6 +21,8 @@ def describe(framework: str, kind: str, path: str, trust: bool) -> dict[str, obj
     module = importlib.import_module(f"dlbench.backends.{framework}.user_model")
     try:
         inputs, outputs = module.describe(path, kind, trust)
+    except UntrustedModel as exc:  # the user's call, not the framework's failing
+        return {"ok": False, "error": str(exc), "untrusted": True}
     except CaseError as exc:
         return {"ok": False, "error": str(exc)}
     except Exception as exc:  # a framework bug on this file is still an answer

@@ -31,3 +31,14 @@ def require_placement(asked: str, details: Details) -> None:
     problem = placement_error(asked, details)
     if problem:
         raise CaseError(problem)
+
+
+def require_device_kind(framework: str, requested: str, resolved: str) -> None:
+    """Fail the case (CaseError) where the framework resolved an asked device to
+    another kind (`mps` to `cuda:0`): the result would name a device not asked for."""
+    kind = resolved.split(":")[0]
+    if requested != "auto" and requested.split(":")[0] != kind:
+        raise CaseError(
+            f"device {requested!r} asked for, but {framework} has no such device and "
+            f"would run on {resolved}; use --device {kind}, cpu or auto"
+        )

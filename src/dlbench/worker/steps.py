@@ -23,7 +23,7 @@ from dlbench.results.records import STATUS_FAILED, Result, base_result
 from dlbench.spec.case import Case, Settings
 from dlbench.spec.registry import QUANTIZED_PRECISIONS
 from dlbench.worker.check import check_output
-from dlbench.worker.placement import require_placement
+from dlbench.worker.placement import require_device_kind, require_placement
 from dlbench.worker.quantized_check import quantized_agreement
 from dlbench.worker.result import result_from
 from dlbench.workloads import get_workload
@@ -38,7 +38,9 @@ def execute(case: Case, settings: Settings) -> Result:
     if case.streams and not backend.streams_share_threads:
         intra = max(1, intra // case.streams)  # each server stream runs its own thread team
     threads = backend.configure_threads(intra, case.effective_interop_threads)
-    job = make_job(case, settings, backend.resolve_device(case.device))
+    device = backend.resolve_device(case.device)
+    require_device_kind(case.framework, case.device, device)
+    job = make_job(case, settings, device)
     try:
         if job.workload.epoch_based:
             from dlbench.worker.epochs import run_epochs

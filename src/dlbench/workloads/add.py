@@ -38,6 +38,9 @@ class AddWorkload(Workload):
         # read x, read y, write z
         return 3.0 * FLOAT32_BYTES * params["size"] ** 2
 
+    def input_bytes_per_sample(self, params: Mapping[str, int], mode: str) -> float:
+        return 2.0 * FLOAT32_BYTES * params["size"] ** 2  # x and y
+
     def kernel_check(self, inputs: WeightDict, output: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         rows = slice(0, 64)  # a slice is enough to catch a skipped or wrong kernel
         return inputs["x"][0, rows] + inputs["y"][0, rows], output[0, rows]

@@ -72,6 +72,27 @@ class Workload(ABC):
         """Bytes moved to and from memory per sample, for memory-bound workloads."""
         return None
 
+    # The model's weights (counted from the torch reference); 0 for a kernel.
+    parameter_count: ClassVar[int] = 0
+
+    @abstractmethod
+    def input_bytes_per_sample(self, params: Mapping[str, int], mode: str) -> float:
+        """Bytes of one sample's inputs (and targets, in training) as `make_inputs`
+        makes them: every framework's worker holds them in NumPy first."""
+
+    def memory_bytes(
+        self, batch_size: int, params: Mapping[str, int], mode: str, data_files: bool = False
+    ) -> float:
+        """A lower bound on the memory a case holds at once (plan.memory checks it
+        before a run): the weights as float32 and one batch of inputs.
+
+        Activations, gradients, optimizer state, the framework's own copies and the
+        framework itself come on top: a case within it may still run out of memory
+        (and fails as a case), one beyond it cannot run anywhere. `data_files`: the
+        case reads its data set from files (--data-dir), not from its parameters.
+        """
+        return 4.0 * self.parameter_count + batch_size * self.input_bytes_per_sample(params, mode)
+
     def reference_weights(self, params: Mapping[str, int], seed: int) -> WeightDict:
         """Seeded weights every backend loads, so all compute the same function."""
         return {}

@@ -71,6 +71,10 @@ class EncoderWorkload(Workload):
             forward += 2.0 * params["seq"] * (h * h + h * self.shape.vocab)
         return training_flops(forward, mode)
 
+    def input_bytes_per_sample(self, params: Mapping[str, int], mode: str) -> float:
+        # int64 token ids and attention mask, and int64 labels in training
+        return 8.0 * params["seq"] * (3 if mode == "train" else 2)
+
     def make_inputs(
         self, batch_size: int, params: Mapping[str, int], mode: str, seed: int
     ) -> WeightDict:
@@ -92,17 +96,20 @@ class EncoderWorkload(Workload):
 class BertBase(EncoderWorkload):
     name = "bert-base"
     description = "BERT base cased (12 layers, 768 hidden, 110M params), random weights"
+    parameter_count = 107_719_680  # the encoder without a head
 
 
 class BertLarge(EncoderWorkload):
     name = "bert-large"
     description = "BERT large cased (24 layers, 1024 hidden, 335M params), random weights"
+    parameter_count = 332_529_664
     cpu_batch_size = 4
 
 
 class DistilBert(EncoderWorkload):
     name = "distilbert"
     description = "DistilBERT base (6 layers, 768 hidden, 66M params), random weights"
+    parameter_count = 66_362_880
 
 
 BERT_BASE, BERT_LARGE, DISTILBERT = BertBase(), BertLarge(), DistilBert()

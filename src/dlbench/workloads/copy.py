@@ -30,6 +30,9 @@ class _BandwidthKernel(Workload):
     def flops_per_sample(self, params: Mapping[str, int], mode: str) -> float:
         return 0.0  # no arithmetic: only bytes moved
 
+    def input_bytes_per_sample(self, params: Mapping[str, int], mode: str) -> float:
+        return 1.0 * FLOAT32_BYTES * params["size"] ** 2  # x
+
     def kernel_check(self, inputs: WeightDict, output: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         rows = slice(0, 64)
         return inputs["x"][0, rows], output[0, rows]

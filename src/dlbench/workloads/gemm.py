@@ -31,6 +31,9 @@ class GemmWorkload(Workload):
         # A and B read once, C written once: the minimum traffic.
         return 3.0 * 4 * params["size"] ** 2
 
+    def input_bytes_per_sample(self, params: Mapping[str, int], mode: str) -> float:
+        return 2.0 * 4 * params["size"] ** 2  # A and B, float32
+
     def kernel_check(self, inputs: WeightDict, output: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         rows = slice(0, 16)  # 16 full rows of C: every column and the whole reduction
         return inputs["a"][0, rows] @ inputs["b"][0], output[0, rows]

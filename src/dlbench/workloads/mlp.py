@@ -21,6 +21,11 @@ class MlpWorkload(Workload):
     optimizer = "sgd"
     learning_rate = 0.01
     int8_agreement = "threshold"  # a probability: the class is output > 0.5
+    parameter_count = 36_737
+
+    def input_bytes_per_sample(self, params: Mapping[str, int], mode: str) -> float:
+        # float32 features, and a float32 label in training
+        return 4.0 * LAYER_SIZES[0] + (4.0 if mode == "train" else 0.0)
 
     def flops_per_sample(self, params: Mapping[str, int], mode: str) -> float:
         forward = sum(2.0 * a * b for a, b in itertools.pairwise(LAYER_SIZES))

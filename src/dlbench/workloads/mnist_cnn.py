@@ -7,6 +7,7 @@ with NLL loss and Adadelta (lr 1.0) as in the example.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 
 import numpy as np
@@ -30,6 +31,11 @@ class MnistCnnWorkload(Workload):
     loss = "nll"
     optimizer = "adadelta"
     learning_rate = 1.0
+    parameter_count = PARAMETER_COUNT
+
+    def input_bytes_per_sample(self, params: Mapping[str, int], mode: str) -> float:
+        # a float32 image, and an int64 label in training
+        return 4.0 * math.prod(IMAGE) + (8.0 if mode == "train" else 0.0)
 
     def flops_per_sample(self, params: Mapping[str, int], mode: str) -> float:
         forward = (

@@ -24,6 +24,7 @@ ADADELTA_RHO = 0.9  # torch's default; Keras's is 0.95, so it is set explicitly
 ADADELTA_EPS = 1e-6
 EVAL_BATCH = 1000
 CLASSES = 10
+IMAGE_PIXELS = 28 * 28
 # Accuracy after the first epoch must reach this (chance is 0.1): a network
 # that has not learned that much has a broken training step, whatever its speed.
 FIRST_EPOCH_MIN_ACCURACY = 0.3
@@ -44,6 +45,18 @@ class MnistTrainWorkload(MnistCnnWorkload):
     compile_modes: ClassVar[Mapping[str, tuple[str, ...]]] = MappingProxyType(
         {"torch": ("eager", "compile"), "tensorflow": ("fit", "function", "xla")}
     )
+
+    def memory_bytes(
+        self, batch_size: int, params: Mapping[str, int], mode: str, data_files: bool = False
+    ) -> float:
+        """The network and a batch, and the synthetic data set: every sample as made
+        (uint8 image, int64 label) and normalised to float32 for the trainer. Read
+        from --data-dir, the set is the files' (at most their samples are kept)."""
+        held = super().memory_bytes(batch_size, params, mode)
+        if data_files:
+            return held
+        samples = params["train_samples"] + params["test_samples"]
+        return held + samples * (IMAGE_PIXELS * (1 + 4) + 8)
 
 
 MNIST_TRAIN = MnistTrainWorkload()

@@ -33,6 +33,10 @@ ZIP_SIGNATURE = b"PK\x03\x04"
 # ModelProto's fields (onnx.proto): number -> protobuf wire type
 ONNX_MODEL_FIELDS = {1: 0, 2: 2, 3: 2, 4: 2, 5: 0, 6: 2, 7: 2, 8: 2, 14: 2, 20: 2, 25: 2, 26: 2}
 ONNX_GRAPH_FIELD = 7
+# Formats that load by unpickling Python objects, which can run code from the file:
+# a torch.save'd module needs torch.load(weights_only=False), and a state dict alone
+# is no model. The parent refuses them, without loading anything, unless trusted.
+PICKLED_FORMATS = ("torch-pickle",)
 
 
 def model_format(path: Path) -> str:
@@ -65,6 +69,16 @@ def model_format(path: Path) -> str:
         f"--model {path}: not a model format dlbench reads (the file starts with "
         f"{_describe(head)}); it reads {', '.join(FORMATS.values())}"
     )
+
+
+def require_trusted(path: Path, kind: str, trusted: bool, where: str = "--model") -> None:
+    """UserError for a pickled model file the user has not vouched for (--trust-model)."""
+    if kind in PICKLED_FORMATS and not trusted:
+        raise UserError(
+            f"{where} {path.name} is a {FORMATS[kind]}: loading it unpickles Python objects, "
+            "which can run code from the file; pass --trust-model if you trust the file "
+            "(TorchScript and torch.export .pt2 files load without it)"
+        )
 
 
 def _zip_format(path: Path) -> str:

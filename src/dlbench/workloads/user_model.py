@@ -8,7 +8,9 @@ framework. Its FLOPs are unknown, so results report no GFLOP/s.
 
 from __future__ import annotations
 
+import math
 import re
+import zipfile
 import zlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -21,6 +23,8 @@ from dlbench.errors import CaseError, UserError, first_line
 from dlbench.spec.case import Case
 from dlbench.spec.registry import FRAMEWORKS
 from dlbench.workloads.base import WeightDict, Workload
+from dlbench.workloads.input_data import read_headers
+from dlbench.workloads.memory import size_text
 from dlbench.workloads.model_format import model_format
 
 DTYPES = ("float32", "float16", "float64", "int64", "int32", "int16", "int8", "uint64", "uint32",
@@ -93,21 +97,20 @@ def frameworks_for(path: Path) -> tuple[str, ...]:
 def load_input_data(path: Path) -> dict[str, np.ndarray]:
     """--input-data: arrays by input name (.npz), or one array ("" key) for a .npy file.
 
-    Loaded without pickle, so a data file cannot run code; object arrays are refused.
+    The headers are read first (object arrays and non-numeric ones are refused
+    there); the arrays load without pickle, so a data file cannot run code.
     """
+    read_headers(path)
     try:
         loaded = np.load(path, allow_pickle=False)
-    except (OSError, ValueError, EOFError) as exc:
+        if isinstance(loaded, np.ndarray):
+            return {"": loaded}
+        with loaded:  # an .npz member is read, and can fail, only here
+            return {name: loaded[name] for name in loaded.files}
+    except (OSError, ValueError, EOFError, zipfile.BadZipFile) as exc:
         raise UserError(
             f"--input-data {path}: not a NumPy .npz or .npy file ({first_line(exc)})"
         ) from None
-    if isinstance(loaded, np.ndarray):
-        return {"": loaded}
-    with loaded:
-        arrays = {name: loaded[name] for name in loaded.files}
-    if not arrays:
-        raise UserError(f"--input-data {path}: the .npz file holds no arrays")
-    return arrays
 
 
 def resolve_inputs(
@@ -116,6 +119,7 @@ def resolve_inputs(
     seed: int,
     batch_size: int | None = None,
     data: Mapping[str, np.ndarray] | None = None,
+    max_bytes: int | None = None,
 ) -> dict[str, np.ndarray]:
     """The arrays every framework feeds this model, checked against its signature.
 
@@ -123,11 +127,43 @@ def resolve_inputs(
     of the shape from --input, or from the model with a dynamic leading
     (batch) dimension set to `batch_size` (default 1). With --input-data, an
     input the model needs must be in the file or in --input. Inputs with a
-    default in the model are left out unless given.
+    default in the model are left out unless given. The values made must fit
+    in `max_bytes` where it is given (the memory left for them).
     """
+    data = _keyed_data(signature, given, data or {})
+    arrays: dict[str, np.ndarray] = {}
+    made: dict[str, tuple[tuple[int, ...], str]] = {}  # shape and dtype, made once all fit
+    for spec in signature:
+        if spec.name in data:
+            arrays[spec.name] = _checked_data(spec, data[spec.name])
+            shape = arrays[spec.name].shape
+        elif spec.optional and spec.name not in given:
+            continue
+        elif data and spec.name not in given:
+            # real data for some inputs and noise for others would measure neither
+            raise CaseError(
+                f"--input-data has no array {spec.name!r}, an input the model needs; the "
+                f"file holds {', '.join(sorted(data))} (give it there, or with --input)"
+            )
+        else:
+            made[spec.name] = _shape_and_dtype(spec, given.get(spec.name), batch_size)
+            shape = made[spec.name][0]
+        _check_batch_agrees(spec, shape, batch_size)
+    _require_room(made, max_bytes)
+    for name, (shape, dtype) in made.items():
+        rng = np.random.default_rng(seed + zlib.crc32(name.encode()))
+        arrays[name] = _random_array(rng, shape, dtype)
+    return {spec.name: arrays[spec.name] for spec in signature if spec.name in arrays}
+
+
+def _keyed_data(
+    signature: Sequence[InputSpec], given: Mapping[str, str], data: Mapping[str, np.ndarray]
+) -> dict[str, np.ndarray]:
+    """--input-data's arrays by input name (a .npy's one array: the model's one input),
+    and a CaseError for a name in it or in --input that the model does not have."""
     names = [spec.name for spec in signature]
-    data = dict(data or {})
-    if "" in data:  # a .npy file: the model's one input
+    data = dict(data)
+    if "" in data:
         required = [spec.name for spec in signature if not spec.optional]
         if len(required) != 1:
             raise CaseError(
@@ -141,34 +177,32 @@ def resolve_inputs(
             raise CaseError(
                 f"{source}: the model has no input {unknown[0]!r}; its inputs: {', '.join(names)}"
             )
-    arrays = {}
-    for spec in signature:
-        if spec.name in data:
-            arrays[spec.name] = _checked_data(spec, data[spec.name])
-        elif spec.optional and spec.name not in given:
-            continue
-        elif data and spec.name not in given:
-            # real data for some inputs and noise for others would measure neither
-            raise CaseError(
-                f"--input-data has no array {spec.name!r}, an input the model needs; the "
-                f"file holds {', '.join(sorted(data))} (give it there, or with --input)"
-            )
-        else:
-            shape, dtype = _shape_and_dtype(spec, given.get(spec.name), batch_size)
-            rng = np.random.default_rng(seed + zlib.crc32(spec.name.encode()))
-            arrays[spec.name] = _random_array(rng, shape, dtype)
-        _check_batch_agrees(spec, arrays[spec.name], batch_size)
-    return arrays
+    return data
 
 
-def _check_batch_agrees(spec: InputSpec, array: np.ndarray, batch_size: int | None) -> None:
+def _require_room(made: Mapping[str, tuple[tuple[int, ...], str]], max_bytes: int | None) -> None:
+    """A CaseError where the values to make would not fit: -b on a dynamic batch
+    dimension is bounded only by the model's other dimensions."""
+    nbytes = sum(math.prod(shape) * np.dtype(dtype).itemsize for shape, dtype in made.values())
+    if max_bytes is not None and nbytes > max_bytes:
+        shapes = ", ".join(
+            f"{name} {'x'.join(map(str, shape))} {dtype}" for name, (shape, dtype) in made.items()
+        )
+        raise CaseError(
+            f"the inputs made for it ({shapes}) need {size_text(nbytes)}; this machine has "
+            f"{size_text(max(max_bytes, 0))} of memory left for them: lower --batch-size or "
+            "the --input shapes"
+        )
+
+
+def _check_batch_agrees(spec: InputSpec, shape: tuple[int, ...], batch_size: int | None) -> None:
     """-b and a given shape or array must not disagree on a dynamic batch dimension:
     the result would be labelled with one batch and measured with the other."""
     dynamic_batch = spec.dims is not None and len(spec.dims) > 0 and spec.dims[0] is None
-    if batch_size is not None and dynamic_batch and array.shape[0] != batch_size:
+    if batch_size is not None and dynamic_batch and shape[0] != batch_size:
         raise CaseError(
             f"--batch-size {batch_size}, but input {spec.name!r} is given with a first "
-            f"dimension of {array.shape[0]}; leave -b out or make them agree"
+            f"dimension of {shape[0]}; leave -b out or make them agree"
         )
 
 
@@ -258,6 +292,9 @@ class UserModelWorkload(Workload):
 
     def flops_per_sample(self, params: Mapping[str, int], mode: str) -> float:
         return 0.0  # unknown: no GFLOP/s is claimed
+
+    def input_bytes_per_sample(self, params: Mapping[str, int], mode: str) -> float:
+        return 0.0  # from the case's --input and --input-data instead (plan.memory)
 
     def make_inputs(
         self, batch_size: int, params: Mapping[str, int], mode: str, seed: int

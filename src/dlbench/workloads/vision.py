@@ -90,6 +90,10 @@ class VisionWorkload(Workload):
     def flops_per_sample(self, params: Mapping[str, int], mode: str) -> float:
         return training_flops(2.0 * self.macs(params["image"]), mode)
 
+    def input_bytes_per_sample(self, params: Mapping[str, int], mode: str) -> float:
+        # a float32 NCHW image, and an int64 class in training
+        return 4.0 * 3 * params["image"] ** 2 + (8.0 if mode == "train" else 0.0)
+
     def make_inputs(
         self, batch_size: int, params: Mapping[str, int], mode: str, seed: int
     ) -> WeightDict:
@@ -104,6 +108,7 @@ class VisionWorkload(Workload):
 class ResNet50(VisionWorkload):
     name = "resnet50"
     description = "ResNet-50 v1.5 (25.6M params), ImageNet-shaped synthetic images"
+    parameter_count = 25_557_032
 
     def macs(self, image: int) -> float:
         return resnet50_macs(image)
@@ -112,6 +117,7 @@ class ResNet50(VisionWorkload):
 class MobileNetV2(VisionWorkload):
     name = "mobilenet-v2"
     description = "MobileNet-V2 (3.5M params), ImageNet-shaped synthetic images"
+    parameter_count = 3_504_872
     cpu_batch_size = 32
 
     def macs(self, image: int) -> float:

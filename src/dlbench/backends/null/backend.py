@@ -36,7 +36,14 @@ class NullBackend(Backend):
         return {"intra_op": intra_op, "inter_op": inter_op}
 
     def resolve_device(self, requested: str) -> str:
-        return "cpu" if requested == "auto" else requested
+        # It computes nothing, so it runs where the harness runs: a result labelled
+        # cuda:99 would claim a device that did no work, or does not exist.
+        if requested in ("auto", "cpu"):
+            return "cpu"
+        raise CaseError(
+            f"device {requested!r} asked for, but the null backend does no work and runs "
+            "on the CPU only; use --device cpu or auto"
+        )
 
     def prepare(self, job: Job) -> Prepared:
         options = dict(job.case.options)

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from dlbench.backends.base import REFUSED, load_failure
+from dlbench.backends.base import load_failure, refused
 from dlbench.errors import CaseError
 from dlbench.workloads.user_model import InputSpec
 
@@ -101,8 +101,8 @@ def _keras_model(path: str, kind: str, trust: bool) -> Any:
         return saving_lib.load_model(path, compile=False, safe_mode=not trust)
     except Exception as exc:
         if "safe_mode" in str(exc) or "unsafe" in str(exc).lower():
-            raise CaseError(REFUSED.format(name=name, why="it needs unsafe deserialisation "
-                                           "(e.g. a Lambda layer)")) from None  # fmt: skip
+            why = "it needs unsafe deserialisation (e.g. a Lambda layer)"
+            raise refused(name, why) from None
         raise load_failure(f"Keras {keras.__version__} cannot load {name}", exc) from None
 
 

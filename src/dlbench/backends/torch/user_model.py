@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from dlbench.backends.base import REFUSED, load_failure
+from dlbench.backends.base import load_failure, refused
 from dlbench.errors import CaseError
 from dlbench.workloads.user_model import InputSpec
 
@@ -55,8 +55,8 @@ def _unpickled_module(path: str, trust: bool) -> Any:
         if "Weights only load failed" not in str(exc):
             raise load_failure(f"cannot read {name} as a torch file", exc) from None
         if not trust:
-            raise CaseError(REFUSED.format(name=name, why="it is not TorchScript and needs full "
-                                           "unpickling")) from None  # fmt: skip
+            why = "it is not TorchScript and needs full unpickling"
+            raise refused(name, why) from None
         loaded = torch.load(path, map_location="cpu", weights_only=False)  # the user vouched
     if isinstance(loaded, torch.nn.Module):
         return loaded

@@ -1,0 +1,133 @@
+"""What a case holds in memory, against what this machine has: checked before a run.
+
+A --param or --batch-size that no machine holds, or an --input-data file
+whose compressed zeros expand to gigabytes, would start a worker that swaps
+the machine to a halt or dies mid-allocation, after the run is stored. So
+the parent compares each case's need with the memory available first
+(plan.validate, and launch.preflight for a user model's batch), and refuses
+with one line naming the size, the memory, and what to lower.
+
+A need is a lower bound: a workload's weights and one batch of inputs
+(workloads.base.Workload.memory_bytes), an --input-data file's arrays from
+their headers, the elements of --input shapes. A case refused here cannot
+run; one that passes may still run out of memory, and then fails as a case.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+import psutil
+
+from dlbench.errors import UserError
+from dlbench.spec.case import Case
+from dlbench.workloads import get_workload
+
+# What a worker holds besides the case's arrays, at the least: the interpreter,
+# NumPy and the lightest framework (ONNX Runtime or OpenVINO: ~50 MB resident
+# after import; torch ~220 MB, TensorFlow ~740 MB). The lightest, so that no
+# case that fits is refused.
+WORKER_BYTES = 128 * 2**20
+UNITS = (("PiB", 2**50), ("TiB", 2**40), ("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10))
+
+
+@dataclass(frozen=True)
+class Need:
+    """The least memory a case needs, what asks for it, and the options that lower it."""
+
+    nbytes: float
+    what: str
+    lower: str
+
+
+def available_bytes() -> int:
+    """Memory usable without swapping: free plus what the kernel can reclaim (psutil)."""
+    return int(psutil.virtual_memory().available)
+
+
+def size_text(nbytes: float) -> str:
+    return next(
+        (f"{nbytes / scale:.1f} {unit}" for unit, scale in UNITS if nbytes >= scale),
+        f"{int(nbytes)} bytes",
+    )
+
+
+def require_room(need: Need) -> None:
+    """UserError where the need and a worker do not fit in the memory available."""
+    available = available_bytes()
+    if need.nbytes + WORKER_BYTES > available:
+        raise UserError(
+            f"{need.what} needs at least {size_text(need.nbytes)} of memory (and its worker "
+            f"{size_text(WORKER_BYTES)}); this machine has {size_text(available)} available: "
+            f"lower {need.lower}"
+        )
+
+
+def check_case_memory(case: Case) -> None:
+    """Refuse (UserError) a validated case whose sizes cannot fit in this machine's memory."""
+    require_room(user_model_need(case) if case.model is not None else workload_need(case))
+
+
+def workload_need(case: Case) -> Need:
+    """A built-in workload's weights and batch at the case's parameters. Where the
+    device is `auto` either default applies, so the smaller need is the certain one."""
+    workload = get_workload(case.workload)
+    devices = {"cpu": ("cpu",), "auto": ("cpu", "cuda")}.get(case.device, ("cuda",))
+    given = dict(case.params)
+    options = []
+    for device in devices:
+        batch = case.batch_size or workload.default_batch_size(device)
+        params = workload.resolve_params(device, given)
+        nbytes = workload.memory_bytes(batch, params, case.mode, case.data_dir is not None)
+        options.append((nbytes, batch, params))
+    nbytes, batch, params = min(options, key=lambda option: option[0])
+    shown = ", ".join(f"{key}={value}" for key, value in params.items())
+    knobs = [f"--param {key}" for key in sorted(given or params)] + ["--batch-size"]
+    return Need(
+        nbytes,
+        f"{case.workload} {case.mode} at batch {batch}" + (f" with {shown}" if shown else ""),
+        " or ".join(knobs),
+    )
+
+
+def input_data_need(path: Path) -> Need:
+    """An --input-data file's arrays once loaded, read from their headers alone."""
+    from dlbench.workloads.input_data import read_headers
+
+    headers = read_headers(path)
+    largest = max(headers, key=lambda header: header.nbytes)
+    return Need(
+        sum(header.nbytes for header in headers),
+        f"--input-data {path.name} (largest array: {largest.text()})",
+        "the --input-data file's arrays",
+    )
+
+
+def user_model_need(case: Case) -> Need:
+    """A user model's --input-data arrays and the --input shapes the file does not give.
+
+    An --input without a dtype is counted at one byte per element (the model's
+    own dtype is not known before it loads): the least it can be.
+    """
+    import numpy as np
+
+    from dlbench.workloads.input_data import read_headers
+
+    needs, fed = [], set()
+    if case.input_data is not None:
+        needs.append(input_data_need(Path(case.input_data)))
+        fed = {header.name for header in read_headers(Path(case.input_data))}
+    for name, spec in case.inputs:
+        if name in fed or "" in fed:  # the file's array is fed (an .npy: the one input)
+            continue
+        dims, _, dtype = spec.partition(":")
+        itemsize = np.dtype(dtype).itemsize if dtype else 1
+        count = math.prod(int(dim) for dim in dims.split("x"))
+        needs.append(Need(count * itemsize, f"--input {name}:{dims}", "the --input shapes"))
+    return Need(
+        sum(need.nbytes for need in needs),
+        " and ".join(need.what for need in needs) or "the model's inputs",
+        " or ".join(dict.fromkeys(need.lower for need in needs)) or "--batch-size",
+    )
