@@ -7,19 +7,23 @@ on stderr: never a traceback, and nothing stored when refused.
 
 from __future__ import annotations
 
+import io
 import json
 import sqlite3
 import subprocess
 import tempfile
 from pathlib import Path
 
+import numpy as np
 import yaml
 from conftest import cli
 from factories import timed_run
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from test_plan_inputs import torchscript_layout
 
 from dlbench.errors import UserError
+from dlbench.plan.build import RunRequest, build_plan
 from dlbench.plan.suites import CASE_KEYS, SETTING_KEYS, TOP_KEYS
 from dlbench.results.records import run_from_json
 from dlbench.results.store import Store
@@ -209,3 +213,53 @@ def test_random_json_is_refused_clearly(value):
         assert str(exc).startswith("random.json")
     else:
         assert run.id  # only reachable if the fuzzer built a whole valid run
+
+
+ARRAY_DTYPES = st.sampled_from(
+    ["float32", "float16", "int64", "uint8", "bool", "complex64", "U3", "S2", "f4,i8", "object"]
+)
+SHAPES = st.lists(st.integers(0, 4), max_size=3).map(tuple)
+CLAIMED = st.lists(st.integers(0, 2**40), min_size=1, max_size=3).map(tuple)
+
+
+@st.composite
+def input_data_files(draw: st.DrawFn) -> tuple[str, bytes]:
+    """An --input-data file as a user might bring it, or a broken one: arrays of
+    every kind of dtype, a header claiming more than any memory, bytes cut short,
+    or no NumPy file at all."""
+    kind = draw(st.sampled_from(["npz", "npy", "claims", "cut", "bytes"]))
+    buffer = io.BytesIO()
+    if kind == "bytes":
+        return ".npy", draw(st.binary(max_size=64))
+    if kind == "claims":  # a header alone, claiming a shape of any size
+        descr = draw(st.sampled_from(["<f4", "|O", "<U2", "|b1", "<i8"]))
+        header = {"descr": descr, "fortran_order": False, "shape": draw(CLAIMED)}
+        np.lib.format.write_array_header_1_0(buffer, header)
+        return ".npy", buffer.getvalue()
+    dtype = draw(ARRAY_DTYPES)
+    array = np.zeros(draw(SHAPES), dtype=dtype)
+    if kind == "npz":
+        names = draw(st.lists(st.sampled_from(["x", "input", "", "a b"]), min_size=1, max_size=2))
+        np.savez(buffer, **{name: array for name in names})
+        return ".npz", buffer.getvalue()
+    np.save(buffer, array, allow_pickle=True)
+    whole = buffer.getvalue()
+    return ".npy", whole[: draw(st.integers(0, len(whole)))] if kind == "cut" else whole
+
+
+@FUZZ
+@given(input_data_files())
+def test_random_input_data_plans_or_fails_clearly(file):
+    """The parent reads --input-data before any worker: headers, dtypes and sizes
+    end in a plan or one UserError line (the worker then matches names and shapes)."""
+    suffix, content = file
+    with tempfile.TemporaryDirectory() as folder:
+        model = torchscript_layout(Path(folder) / "model.jit")
+        data = Path(folder) / f"inputs{suffix}"
+        data.write_bytes(content)
+        try:
+            plan = build_plan(RunRequest(model=model, input_data=str(data)))
+        except UserError as exc:
+            assert str(exc) and "\n" not in str(exc).strip()
+        else:
+            assert plan.cases and all(case.input_data_digest for case in plan.cases)
