@@ -75,6 +75,55 @@ def test_context_differences_are_reported():
     assert comparison.context["hostname"] == ("h1", "h2")
 
 
+def caption(a: Run, b: Run) -> str:
+    from dlbench.cli.terminal import comparison_table
+
+    return str(comparison_table(compare_runs(a, b), "latency", a.id, b.id).caption)
+
+
+def test_every_machine_fact_that_can_change_a_number_is_context():
+    from dlbench.results.env import fingerprint
+
+    here = fingerprint()
+    a, b = timed_run("a", 1.0, 1), timed_run("b", 1.0, 2)
+    a.env, b.env = dict(here), dict(here)
+    assert caption(a, b) == "same context"
+    # the issue's example: one run had 2 CPUs available, the other 1
+    b.env = {**here, "cpu_available": 1, "cpu_governor": "powersave", "smt": True}
+    lines = caption(a, b).splitlines()
+    assert f"context differs: cpu_available: {here['cpu_available']} vs 1" in lines
+    assert any(x.startswith("context differs: cpu_governor: ") for x in lines)
+    assert any(x.startswith("context differs: smt: ") for x in lines)
+    # every fact the fingerprint records but the installed frameworks' is compared
+    for fact in set(here) - {"frameworks"}:
+        changed = {**here, fact: "something else"}
+        assert fact in compare_runs(a, make_run(b.results, id="b", env=changed)).context, fact
+
+
+def test_a_fact_an_older_run_did_not_record_is_unknown():
+    a, b = timed_run("a", 1.0, 1), timed_run("b", 1.0, 2)
+    b.env = {**a.env, "cpu_governor": "performance"}  # a's fingerprint predates the fact
+    assert "context differs: cpu_governor: unknown vs performance" in caption(a, b)
+    assert (
+        "ceilings"
+        not in compare_runs(a, make_run(b.results, env={**a.env, "ceilings": {}})).context
+    )
+
+
+def test_only_the_versions_of_the_compared_cases_frameworks_are_context():
+    a, b = timed_run("a", 1.0, 1), timed_run("b", 1.0, 2)  # torch cases
+    a.env = {**a.env, "frameworks": {"torch": "2.13.0", "jax": "0.10.2"}}
+    b.env = {**b.env, "frameworks": {"torch": "2.13.0", "jax": "0.11.0"}}
+    assert compare_runs(a, b).context == {}  # jax ran no case here
+    b.env["frameworks"]["torch"] = "2.14.0"
+    assert compare_runs(a, b).context == {"torch version": ("2.13.0", "2.14.0")}
+    # the version the worker imported wins over the installed one
+    a.results[0].framework_version = b.results[0].framework_version = "2.13.0"
+    assert compare_runs(a, b).context == {}
+    b.results[0].framework_version = "2.15.0"
+    assert compare_runs(a, b).context == {"torch version": ("2.13.0", "2.15.0")}
+
+
 def test_unmatched_cases_are_listed():
     comparison = compare_runs(timed_run("a", 1.0, 1), timed_run("b", 1.0, 2, framework="jax"))
     assert not comparison.cases

@@ -33,6 +33,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from dlbench.results.env import FRAMEWORKS_FACT, UNKNOWN
+from dlbench.results.env import context as env_context
 from dlbench.results.metrics import Metric, metric, read
 from dlbench.results.records import Result, Run
 from dlbench.results.repeats import processes
@@ -42,18 +44,8 @@ ALPHA = 0.05
 BOOTSTRAP_RESAMPLES = 2000
 MIN_EFFECT = 0.01  # changes under 1% are never called a regression
 FAR_FACTOR = 2.0  # single-process verdicts only beyond this (see the module doc)
-CONTEXT_KEYS = (
-    "hostname",
-    "cpu_model",
-    "cpu_logical",
-    "ram_gb",
-    "gpus",
-    "os",
-    "python",
-    "dlbench",
-    "frameworks",
-    "thread_env",
-)
+# fact -> (its value in A, in B), for each fact that differs
+Context = dict[str, tuple[Any, Any]]
 INCONCLUSIVE_SINGLE = "inconclusive (1 process per side: rerun with --repeat)"
 
 
@@ -196,7 +188,7 @@ class RunComparison:
     # side; one the other run has but did not measure says "(not measured in B)"
     only_a: list[str]
     only_b: list[str]
-    context: dict[str, tuple[Any, Any]]
+    context: Context
     # why unmatched cases did not match: each key axis whose values differ between the
     # cases either run lacks altogether, as (A's values, B's values)
     apart: dict[str, tuple[list[str], list[str]]] = field(default_factory=dict)
@@ -206,8 +198,7 @@ def compare_runs(a: Run, b: Run, metric_key: str = "latency") -> RunComparison:
     chosen = metric(metric_key)
     index_a, index_b = _measured(a), _measured(b)
     shared = [k for k in index_a if k in index_b]
-    context = context_differences(a, b)
-    context.update(case_differences([(index_a[k], index_b[k]) for k in shared]))
+    context = context_differences(a, b, [(index_a[k], index_b[k]) for k in shared])
     keys_a, keys_b = {r.case.key() for r in a.results}, {r.case.key() for r in b.results}
     absent_a = [r.case for k, r in index_a.items() if k not in keys_b]
     absent_b = [r.case for k, r in index_b.items() if k not in keys_a]
@@ -253,32 +244,43 @@ def _axis_values(cases: Sequence[Case]) -> dict[str, set[str]]:
     return found
 
 
-# Matched cases may still differ in these (a GPU's index, the framework's version).
-CASE_CONTEXT = ("device", "framework_version")
-
-
-def case_differences(pairs: Sequence[tuple[Result, Result]]) -> dict[str, tuple[Any, Any]]:
-    """Per-case settings that differ between matched cases (the device index, versions)."""
-    diff: dict[str, tuple[Any, Any]] = {}
-    for a, b in pairs:
-        for name in CASE_CONTEXT:
-            in_a, in_b = _context_value(a, name), _context_value(b, name)
-            if in_a != in_b:
-                diff.setdefault(f"{a.case.framework} {name}", (in_a, in_b))
-    return diff
-
-
-def _context_value(result: Result, name: str) -> Any:
-    return getattr(result.case, name) if hasattr(result.case, name) else getattr(result, name)
-
-
-def context_differences(a: Run, b: Run) -> dict[str, tuple[Any, Any]]:
-    """Environment and settings that differ between the runs (shown, never hidden)."""
-    diff = {k: (a.env.get(k), b.env.get(k)) for k in CONTEXT_KEYS if a.env.get(k) != b.env.get(k)}
+def context_differences(a: Run, b: Run, pairs: Sequence[tuple[Result, Result]] = ()) -> Context:
+    """Every fact that can change a number and differs between the runs, shown, never
+    hidden: the machine's (results.env.context: CPUs available, quota, governor, GPUs,
+    Python, ...), the settings, and per framework of the matched `pairs` its version
+    and device."""
+    facts_a, facts_b = env_context(a.env), env_context(b.env)
+    diff = {k: (facts_a[k], facts_b[k]) for k in facts_a if facts_a[k] != facts_b[k]}
     for key in sorted(set(a.settings) | set(b.settings)):
         if a.settings.get(key) != b.settings.get(key):
             diff[f"settings.{key}"] = (a.settings.get(key), b.settings.get(key))
+    for in_a, in_b in pairs:
+        framework = in_a.case.framework
+        per_case = {
+            f"{framework} version": (_version(a, in_a), _version(b, in_b)),
+            f"{framework} device": (in_a.case.device, in_b.case.device),  # a GPU's index
+        }
+        for name, (value_a, value_b) in per_case.items():
+            if value_a != value_b:
+                diff.setdefault(name, (value_a, value_b))
     return diff
+
+
+def _version(run: Run, result: Result) -> Any:
+    """The framework's version as its worker found it, else as the run's fingerprint has it
+    installed: only the frameworks the compared cases use are context."""
+    if result.framework_version is not None:
+        return result.framework_version
+    installed = run.env.get(FRAMEWORKS_FACT)
+    found = installed.get(result.case.framework) if isinstance(installed, dict) else None
+    return UNKNOWN if found is None else found
+
+
+def shown(value: Any) -> str:
+    """A context fact's value in a line: text as it is, None as none, the rest as JSON."""
+    if isinstance(value, str):
+        return value
+    return "none" if value is None else json.dumps(value, sort_keys=True, default=str)
 
 
 def regressions(comparison: RunComparison, percent: float) -> list[CaseComparison]:
