@@ -218,6 +218,11 @@ def test_a_gate_over_single_processes_warns_that_it_cannot_fail(tmp_path):
         tmp_path, timed_run("a", 1.0, 1, processes=5), timed_run("b", 1.0, 2, processes=5)
     )
     assert replicated.returncode == 0 and "warning" not in replicated.stderr
+    # memory has one value per case: no test, whatever the processes
+    write_json(timed_run("a", 1.0, 1, processes=5), tmp_path / "a.json")
+    memory = cli("compare", str(tmp_path / "a.json"), str(tmp_path / "a.json"),
+                 "--metric", "memory", "--fail-on-regression", "10")  # fmt: skip
+    assert memory.returncode == 0 and "no value per process to test" in memory.stderr
 
 
 def test_pivot_by_machine_has_one_row_per_machine_relative_to_baseline():

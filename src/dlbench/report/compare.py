@@ -308,8 +308,8 @@ NAMED_IN_A_LINE = 3
 
 def listed(labels: Sequence[str], limit: int = NAMED_IN_A_LINE) -> str:
     """The first `limit` labels, and how many more: a message stays one line."""
-    shown = ", ".join(labels[:limit])
-    return shown if len(labels) <= limit else f"{shown} and {len(labels) - limit} more"
+    named = ", ".join(labels[:limit])
+    return named if len(labels) <= limit else f"{named} and {len(labels) - limit} more"
 
 
 def unmatched_text(comparison: RunComparison) -> str:
@@ -352,11 +352,17 @@ def gate_warnings(comparison: RunComparison) -> list[str]:
             f"warning: --fail-on-regression judged the {len(comparison.cases)} matched "
             f"case(s) only; not gated: {unmatched_text(comparison)}"
         )
-    untested = [c.label for c in comparison.cases if not c.gateable]
-    if untested:
-        found.append(
-            f"warning: --fail-on-regression cannot fail on {len(untested)} of "
-            f"{len(comparison.cases)} matched case(s), too few processes to test "
-            f"(--repeat 4 or more on both runs): {listed(untested)}"
-        )
+    untested = [c for c in comparison.cases if not c.gateable]
+    reasons = {
+        "too few processes to test (--repeat 4 or more on both runs)": [
+            c.label for c in untested if not c.verdict.startswith("n/a")
+        ],
+        "no value per process to test": [c.label for c in untested if c.verdict.startswith("n/a")],
+    }
+    for reason, labels in reasons.items():
+        if labels:
+            found.append(
+                f"warning: --fail-on-regression cannot fail on {len(labels)} of "
+                f"{len(comparison.cases)} matched case(s), {reason}: {listed(labels)}"
+            )
     return found
