@@ -13,7 +13,12 @@ identical runs (A/A) and every baseline run with every planted one, and
 prints:
 
 - the gate's false-alarm rate at --fail-on-regression 5 and 10 (A/A pairs);
-- the detection rate of each planted slowdown at the same thresholds.
+- the detection rate of each planted slowdown at the same thresholds;
+- how many worker processes were flagged `interference` (results.flags: other
+  processes contending for the case's CPUs over a tenth of its measured
+  window). On a quiet machine nothing else runs, so each one is a false alarm
+  of that flag, and the target is none. Runs loaded with --load keep the
+  flags the dlbench that made them decided.
 
 Targets on a 2-CPU machine with --repeat 5: false alarms at most 5%, the 2x
 slowdown always caught, the 20% one at least 80% of the time. `--repeat 1`
@@ -33,6 +38,7 @@ from pathlib import Path
 
 from dlbench.report.compare import compare_runs, regressions
 from dlbench.results.records import Run
+from dlbench.results.repeats import processes, summary_of
 from dlbench.workloads import get_workload
 
 # Each plant: the options that slow the case down, and the identity fields they
@@ -115,6 +121,12 @@ def load_kept(folder: Path) -> tuple[list[Run], dict[str, list[Run]]]:
     return runs("base*.json"), planted
 
 
+def interference_flags(runs: list[Run]) -> tuple[int, int]:
+    """(processes flagged interference, processes) over the runs' results."""
+    listed = [p for run in runs for r in run.results for p in processes(r) or [summary_of(r)]]
+    return sum("interference" in p.flags for p in listed), len(listed)
+
+
 def report(baseline: list[Run], planted: dict[str, list[Run]], args: argparse.Namespace) -> None:
     aa_pairs = list(itertools.combinations(baseline, 2))
     settings = baseline[0].settings
@@ -126,6 +138,8 @@ def report(baseline: list[Run], planted: dict[str, list[Run]], args: argparse.Na
         rate = alarm_rate(aa_pairs, percent)
         print(f"A/A false alarms at --fail-on-regression {percent:g}: {rate:.1%} "
               f"({len(aa_pairs)} pairs x 2 cases)")  # fmt: skip
+    flagged, total = interference_flags([*baseline, *itertools.chain(*planted.values())])
+    print(f"interference flags (false alarms on a quiet machine): {flagged} of {total} processes")
     for name, runs in planted.items():
         pairs = [(a, b) for a in baseline for b in runs]
         for percent in THRESHOLDS:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import time
@@ -409,6 +410,10 @@ def test_a_case_gets_a_timeline_from_the_runner():
     assert result.details.timeline.origin_epoch_s <= time.time()
     assert result.details.timeline.gpu_telemetry is None  # a CPU case does not look for a GPU
     assert result.details.timeline.throttle is None
+    # the CPUs the worker may run on, which the interference flag judges (results.flags)
+    assert result.details.timeline.cpu_set == sorted(os.sched_getaffinity(0))
+    stored = Result.from_dict(result.to_dict()).details.timeline
+    assert stored is not None and stored.cpu_set == result.details.timeline.cpu_set
 
 
 @pytest.mark.slow

@@ -3,15 +3,17 @@
 from __future__ import annotations
 
 import json
+import subprocess
 from dataclasses import replace
 
 import pytest
 from conftest import cli
-from factories import timed_run
+from factories import make_run, timed_run
 
 from dlbench.report.compare import compare_runs, regressions
 from dlbench.report.leaderboard import pivot
 from dlbench.results.files import write_json
+from dlbench.results.records import Run
 
 
 def test_a_twenty_percent_shift_over_five_processes_is_slower():
@@ -73,6 +75,55 @@ def test_context_differences_are_reported():
     assert comparison.context["hostname"] == ("h1", "h2")
 
 
+def caption(a: Run, b: Run) -> str:
+    from dlbench.cli.terminal import comparison_table
+
+    return str(comparison_table(compare_runs(a, b), "latency", a.id, b.id).caption)
+
+
+def test_every_machine_fact_that_can_change_a_number_is_context():
+    from dlbench.results.env import fingerprint
+
+    here = fingerprint()
+    a, b = timed_run("a", 1.0, 1), timed_run("b", 1.0, 2)
+    a.env, b.env = dict(here), dict(here)
+    assert caption(a, b) == "same context"
+    # the issue's example: one run had 2 CPUs available, the other 1
+    b.env = {**here, "cpu_available": 1, "cpu_governor": "powersave", "smt": True}
+    lines = caption(a, b).splitlines()
+    assert f"context differs: cpu_available: {here['cpu_available']} vs 1" in lines
+    assert any(x.startswith("context differs: cpu_governor: ") for x in lines)
+    assert any(x.startswith("context differs: smt: ") for x in lines)
+    # every fact the fingerprint records but the installed frameworks' is compared
+    for fact in set(here) - {"frameworks"}:
+        changed = {**here, fact: "something else"}
+        assert fact in compare_runs(a, make_run(b.results, id="b", env=changed)).context, fact
+
+
+def test_a_fact_an_older_run_did_not_record_is_unknown():
+    a, b = timed_run("a", 1.0, 1), timed_run("b", 1.0, 2)
+    b.env = {**a.env, "cpu_governor": "performance"}  # a's fingerprint predates the fact
+    assert "context differs: cpu_governor: unknown vs performance" in caption(a, b)
+    assert (
+        "ceilings"
+        not in compare_runs(a, make_run(b.results, env={**a.env, "ceilings": {}})).context
+    )
+
+
+def test_only_the_versions_of_the_compared_cases_frameworks_are_context():
+    a, b = timed_run("a", 1.0, 1), timed_run("b", 1.0, 2)  # torch cases
+    a.env = {**a.env, "frameworks": {"torch": "2.13.0", "jax": "0.10.2"}}
+    b.env = {**b.env, "frameworks": {"torch": "2.13.0", "jax": "0.11.0"}}
+    assert compare_runs(a, b).context == {}  # jax ran no case here
+    b.env["frameworks"]["torch"] = "2.14.0"
+    assert compare_runs(a, b).context == {"torch version": ("2.13.0", "2.14.0")}
+    # the version the worker imported wins over the installed one
+    a.results[0].framework_version = b.results[0].framework_version = "2.13.0"
+    assert compare_runs(a, b).context == {}
+    b.results[0].framework_version = "2.15.0"
+    assert compare_runs(a, b).context == {"torch version": ("2.13.0", "2.15.0")}
+
+
 def test_unmatched_cases_are_listed():
     comparison = compare_runs(timed_run("a", 1.0, 1), timed_run("b", 1.0, 2, framework="jax"))
     assert not comparison.cases
@@ -93,6 +144,85 @@ def test_fail_on_regression_gates_the_exit_code(tmp_path, percent, code):
     assert proc.returncode == code, proc.stderr
     assert "slower" in proc.stdout
     assert ("regression: mlp" in proc.stderr) == (code == 1)
+
+
+def suite_run(run_id: str, median_ms: float, seed: int, workloads: list[str], **case) -> Run:
+    """A --repeat 5 run of one case per workload (timed_run's), with `case` axes changed."""
+    results = []
+    for index, workload in enumerate(workloads):
+        (result,) = timed_run(run_id, median_ms, seed + index, processes=5).results
+        result.case = replace(result.case, workload=workload, **case)
+        results.append(result)
+    return make_run(results, id=run_id, settings={"repeat": 5}, env={"hostname": "h1"})
+
+
+def gate(tmp_path, a: Run, b: Run, percent: str = "10") -> subprocess.CompletedProcess[str]:
+    write_json(a, tmp_path / "a.json")
+    write_json(b, tmp_path / "b.json")
+    return cli("compare", str(tmp_path / "a.json"), str(tmp_path / "b.json"),
+               "--fail-on-regression", percent)  # fmt: skip
+
+
+def test_a_gate_with_no_case_in_common_is_a_user_error_naming_both_sides(tmp_path):
+    # the issue's example: a baseline at --threads 2 against a run at --threads 1
+    a = suite_run("a", 1.0, 1, ["mlp", "gemm"], threads=2)
+    b = suite_run("b", 1.0, 1, ["mlp", "gemm"], threads=1)
+    done = gate(tmp_path, a, b)
+    assert done.returncode == 2, done.stderr
+    (line,) = done.stderr.strip().splitlines()  # one line, no traceback
+    assert line.startswith("dlbench: error: --fail-on-regression: no case of A matches")
+    assert "only in A: mlp" in line and "gemm" in line and "t=2" in line and "t=1" in line
+    assert "key" in line  # how cases are matched
+    assert "threads 2 vs 1" in line  # and the axis that kept them apart
+    assert "only in A" in done.stdout  # the table is still printed
+
+
+def test_many_unmatched_cases_are_named_up_to_three_then_counted(tmp_path):
+    names = ["mlp", "gemm", "add", "conv", "mnist-cnn"]
+    done = gate(tmp_path, suite_run("a", 1.0, 1, names), suite_run("b", 1.0, 1, names, threads=1))
+    assert done.returncode == 2
+    assert "and 2 more; only in B:" in done.stderr and done.stderr.count("and 2 more") == 2
+    # two runs with no measured case at all are refused too
+    assert gate(tmp_path, make_run([], id="a"), make_run([], id="b")).returncode == 2
+
+
+def test_a_gate_judges_the_matched_cases_and_warns_of_the_unmatched(tmp_path):
+    a = suite_run("a", 1.0, 1, ["mlp", "gemm"])
+    slower = suite_run("b", 1.3, 2, ["mlp", "add"])
+    done = gate(tmp_path, a, slower)
+    assert done.returncode == 1, done.stderr  # the matched mlp regressed
+    assert "regression: mlp" in done.stderr
+    warning = next(x for x in done.stderr.splitlines() if "not gated" in x)
+    assert "only in A: gemm" in warning and "only in B: add" in warning
+    same = gate(tmp_path, a, suite_run("b", 1.0, 1, ["mlp", "add"]))
+    assert same.returncode == 0, same.stderr  # unmatched cases warn, never fail
+    assert "judged the 1 matched case(s) only" in same.stderr
+    assert "not gated" not in gate(tmp_path, a, suite_run("b", 1.0, 1, ["mlp", "gemm"])).stderr
+
+
+def test_a_case_that_failed_on_one_side_is_unmatched_and_says_so():
+    a = suite_run("a", 1.0, 1, ["mlp", "gemm"])
+    b = suite_run("b", 1.0, 1, ["mlp", "gemm"])
+    b.results[1].status, b.results[1].samples_ms = "failed", []
+    comparison = compare_runs(a, b)
+    assert [c.label for c in comparison.cases] == [a.results[0].case.label()]
+    assert comparison.only_a == [f"{a.results[1].case.label()} (not measured in B)"]
+    assert comparison.apart == {}  # B has the case: no axis kept it apart
+
+
+def test_a_gate_over_single_processes_warns_that_it_cannot_fail(tmp_path):
+    done = gate(tmp_path, timed_run("a", 1.0, 1), timed_run("b", 3.0, 2))
+    assert done.returncode == 0  # beyond 2x from one process: named, never gated
+    assert "cannot fail on 1 of 1 matched case(s)" in done.stderr and "--repeat 4" in done.stderr
+    replicated = gate(
+        tmp_path, timed_run("a", 1.0, 1, processes=5), timed_run("b", 1.0, 2, processes=5)
+    )
+    assert replicated.returncode == 0 and "warning" not in replicated.stderr
+    # memory has one value per case: no test, whatever the processes
+    write_json(timed_run("a", 1.0, 1, processes=5), tmp_path / "a.json")
+    memory = cli("compare", str(tmp_path / "a.json"), str(tmp_path / "a.json"),
+                 "--metric", "memory", "--fail-on-regression", "10")  # fmt: skip
+    assert memory.returncode == 0 and "no value per process to test" in memory.stderr
 
 
 def test_pivot_by_machine_has_one_row_per_machine_relative_to_baseline():

@@ -9,6 +9,7 @@ import multiprocessing
 import os
 import time
 
+import numpy as np
 import pytest
 from conftest import cli, dlbench
 from factories import make_result
@@ -44,15 +45,105 @@ def test_a_quiet_well_sampled_result_has_no_flags():
 
 
 def test_other_processes_busy_while_measured_is_interference():
-    # the worker keeps one of two cores; something else keeps the other
-    busy = [point(t * 0.5, worker=100, system=100) for t in range(12)]
-    assert "interference" in result_flags(with_timeline(busy), CPUS)
+    # a 2-thread case on two cores gets one and a half; something else takes the rest
+    busy = [point(t * 0.5, worker=150, system=100) for t in range(12)]
+    assert "interference" in result_flags(with_timeline(busy, threads=2), CPUS)
     # CPUs waiting on I/O count too
-    waiting = [{**point(t * 0.5, worker=100, system=50), "iowait_percent": 40} for t in range(12)]
-    assert "interference" in result_flags(with_timeline(waiting), CPUS)
+    waiting = [{**point(t * 0.5, worker=160, system=80), "iowait_percent": 20} for t in range(12)]
+    assert "interference" in result_flags(with_timeline(waiting, threads=2), CPUS)
     # the same load outside the measured region does not count
-    before = [point(t * 0.5, worker=100, system=100 if t < 2 else 50) for t in range(12)]
-    assert "interference" not in result_flags(with_timeline(before), CPUS)
+    before = [point(t * 0.5, worker=150, system=100 if t < 3 else 75) for t in range(12)]
+    assert "interference" not in result_flags(with_timeline(before, threads=2), CPUS)
+
+
+WINDOW = (1.0, 11.0)  # a 10 s measured window, sampled every 0.5 s
+
+
+def hogged(seconds: float, other: float = 2 / 3, background: float = 0.0) -> list[dict]:
+    """A 2-thread case on two CPUs whose first `seconds` of its window another process
+    shares (`other` CPUs taken, 2/3 for one spinning hog beside two threads), with
+    `background` CPUs busy outside the worker all along."""
+    points = []
+    for i in range(1, 25):
+        t = i * 0.5
+        taken = other if WINDOW[0] < t <= WINDOW[0] + seconds else background
+        points.append(point(t, worker=100 * (2 - taken), system=100.0))
+    return points
+
+
+def interference(points: list[dict], threads: int = 2, **values) -> bool:
+    judged = with_timeline(points, window=WINDOW, threads=threads, **values)
+    return "interference" in result_flags(judged, CPUS)
+
+
+def test_a_hog_on_a_tenth_of_the_window_is_interference_and_on_a_twentieth_is_not():
+    assert interference(hogged(1.0))  # 10% of the 10 s window
+    assert not interference(hogged(0.5))  # 5%
+
+
+def test_a_hog_on_four_seconds_of_ten_is_no_longer_diluted_away():
+    points = hogged(4.0)
+    # the old rule: the window's mean share of the machine busy outside the worker,
+    # against 0.25, is 0.4 * (2/3) / 2 = 0.13, so the hog went unflagged
+    inside = [p for p in points if WINDOW[0] < p["t"] <= WINDOW[1]]
+    mean = sum((p["system_cpu_percent"] - p["cpu_percent"] / 2) / 100 for p in inside) / 20
+    assert mean == pytest.approx(0.4 * (2 / 3) / 2) and mean < 0.25
+    assert interference(points)
+
+
+def test_background_noise_on_an_idle_machine_is_never_interference():
+    # daemons and the parent's sampling: a few % of a CPU, and a one-point burst
+    # to 0.2 CPU; each point's tick-based readings jitter by a few % more
+    for seed in range(20):
+        rng = np.random.default_rng(seed)
+        points = hogged(0.5, other=0.2, background=0.05)
+        for p in points:
+            jitter = float(rng.uniform(-4, 4))
+            p["cpu_percent"] = min(200.0, p["cpu_percent"] + jitter)
+        assert not interference(points), seed
+
+
+def test_other_processes_on_the_cpus_the_case_leaves_spare_do_not_contend():
+    # one thread on two CPUs: one hog runs on the free CPU, two take the case's
+    one_hog = [point(t * 0.5, worker=100, system=100) for t in range(1, 25)]
+    assert not interference(one_hog, threads=1)
+    two_hogs = [point(t * 0.5, worker=67, system=100) for t in range(1, 25)]
+    assert interference(two_hogs, threads=1)
+
+
+def test_only_the_cpus_the_worker_may_run_on_count():
+    # four CPUs, the worker pinned to the first two (taskset): busy CPUs 2 and 3 are
+    # someone else's business, a busy CPU 1 beside a 2-thread case is not
+    def four(t: float, cores: list[float], worker: float) -> dict:
+        return {"t": t, "cpu_percent": worker, "cpu_cores": cores}
+
+    elsewhere = [four(t * 0.5, [100, 100, 100, 100], 200) for t in range(1, 25)]
+    inside = [four(t * 0.5, [100, 100, 0, 0], 120) for t in range(1, 25)]
+
+    def pinned() -> dict:
+        return {"details": {"timeline": {"cpu_set": [0, 1]}}}
+
+    assert not interference(elsewhere, **pinned())
+    assert interference(inside, **pinned())
+    # a timeline written before the CPU set was recorded: every CPU counts
+    assert interference(elsewhere, threads=4)
+
+
+def test_each_point_counts_for_the_part_of_its_interval_inside_the_window():
+    # sampled every 2 s (a long case's halved timeline): one contended point is 20%
+    slow = [point(t * 2.0, worker=100 if t == 3 else 200, system=100) for t in range(1, 7)]
+    assert interference(slow)
+    # a point straddling the window's start counts for its part inside: (0.5, 1.25]
+    # gives 0.25 s, and with the next point 0.75 s, 7.5% of the window
+    times = [0.5, 1.25, *(1.25 + 0.5 * i for i in range(1, 20))]
+    straddling = [point(t, worker=100 if t in (1.25, 1.75) else 200, system=100) for t in times]
+    assert not interference(straddling)
+    # a contended point whose interval ends as the window starts is not inside it
+    edge = [point(t * 0.5, worker=100 if t == 2 else 200, system=100) for t in range(1, 25)]
+    assert not interference(edge)
+    # a window shorter than one interval is judged by the point that holds it
+    short = [point(0.5, worker=200, system=100), point(1.0, worker=100, system=100)]
+    assert "interference" in result_flags(with_timeline(short, window=(0.6, 0.7), threads=2), CPUS)
 
 
 def test_an_idle_worker_inside_the_timing_is_a_stall_unless_its_gpu_is_busy():
@@ -107,15 +198,20 @@ def _spin(seconds: float) -> None:
 @pytest.mark.alone
 @pytest.mark.slow
 def test_a_planted_cpu_hog_is_flagged_interference_and_shown(tmp_path):
+    # one hog per CPU beside a case whose threads ask for every CPU: no CPU is spare,
+    # whatever the machine. (Two hogs beside a 1-thread case on 2 CPUs take a third
+    # of a CPU from it over a long window, but the null case's is a few hundredths
+    # of a second, in which the scheduler favours the newly started worker.)
+    cpus = len(os.sched_getaffinity(0))
     context = multiprocessing.get_context("spawn")
-    hogs = [context.Process(target=_spin, args=(25.0,)) for _ in range(2)]
+    hogs = [context.Process(target=_spin, args=(25.0,)) for _ in range(cpus)]
     for hog in hogs:
         hog.start()
     try:
         time.sleep(1.0)
         out = tmp_path / "run.json"
-        done = dlbench("run", "-w", "mlp", "-f", "null", "--threads", "1", "--min-time", "3",
-                       "--json", str(out), "--csv", str(tmp_path / "run.csv"))  # fmt: skip
+        done = dlbench("run", "-w", "mlp", "-f", "null", "--threads", str(cpus), "--min-time",
+                       "3", "--json", str(out), "--csv", str(tmp_path / "run.csv"))  # fmt: skip
     finally:
         for hog in hogs:
             hog.kill()

@@ -1,7 +1,8 @@
 """The `dlbench` command: parse, dispatch through one table, turn errors into exit codes.
 
 Exit codes: 0 success; 1 a case failed (or a regression gate tripped); 2 a
-user error (one line, no traceback); 130 interrupted.
+user error (one line, no traceback), a regression gate over runs with no case
+in common among them; 130 interrupted.
 """
 
 from __future__ import annotations

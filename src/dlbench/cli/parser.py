@@ -132,7 +132,8 @@ def add_results_parsers(commands: argparse._SubParsersAction) -> None:
         "--fail-on-regression",
         type=non_negative_float,
         metavar="PCT",
-        help="exit 1 if a case is significantly slower by more than PCT%%",
+        help="exit 1 if a case is significantly slower by more than PCT%%; exit 2 if "
+        "the runs share no case (nothing to gate)",
     )
     compare.add_argument("--db", type=Path, help=DB_HELP)
     report = commands.add_parser("report", help="an HTML page and/or PNG charts of runs")

@@ -9,7 +9,13 @@ from rich.table import Table
 from dlbench.atomic import check_output_folder
 from dlbench.cli.terminal import comparison_table, out, pivot_table, say
 from dlbench.errors import UserError
-from dlbench.report.compare import compare_runs, regressions
+from dlbench.report.compare import (
+    RunComparison,
+    compare_runs,
+    gate_warnings,
+    nothing_to_gate,
+    regressions,
+)
 from dlbench.report.leaderboard import pivot
 from dlbench.report.table import escape_markup
 from dlbench.results.files import read_json, write_csv, write_json
@@ -75,16 +81,24 @@ def cmd_compare(args: argparse.Namespace) -> int:
         raise UserError("dlbench compare: give two runs (A B), or --by with any number of runs")
     comparison = compare_runs(runs[0], runs[1], args.metric)
     out.print(comparison_table(comparison, args.metric, runs[0].id, runs[1].id))
-    if args.fail_on_regression is not None:
-        slower = regressions(comparison, args.fail_on_regression)
-        for case in slower:
-            say(
-                f"regression: {case.label}: {100 * case.slowdown:+.1f}% "
-                f"(at least {100 * case.slowdown_low:+.1f}%)"
-            )
-        if slower:
-            return 1
-    return 0
+    return 0 if args.fail_on_regression is None else _gate(comparison, args.fail_on_regression)
+
+
+def _gate(comparison: RunComparison, percent: float) -> int:
+    """--fail-on-regression: 1 on a regression; a user error (2) when no case matched,
+    since a gate that judged nothing must not pass; warnings for what it left out."""
+    problem = nothing_to_gate(comparison)
+    if problem is not None:
+        raise UserError(problem)
+    for line in gate_warnings(comparison):
+        say(line)
+    slower = regressions(comparison, percent)
+    for case in slower:
+        say(
+            f"regression: {case.label}: {100 * case.slowdown:+.1f}% "
+            f"(at least {100 * case.slowdown_low:+.1f}%)"
+        )
+    return 1 if slower else 0
 
 
 def cmd_report(args: argparse.Namespace) -> int:

@@ -18,7 +18,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from dlbench.launch import session
-from dlbench.report.compare import RunComparison
+from dlbench.report.compare import RunComparison, shown
 from dlbench.report.leaderboard import Pivot
 from dlbench.report.table import escape_markup, flags, fmt, plain, rate_column, run_table
 from dlbench.results.records import STATUS_SKIPPED, Result, Run
@@ -187,7 +187,7 @@ def comparison_table(c: RunComparison, metric: str, id_a: str, id_b: str) -> Tab
             verdict,
         )
     notes = [f"only in A: {label}" for label in c.only_a] + [f"only in B: {x}" for x in c.only_b]
-    notes += [f"context differs: {k}: {a!r} vs {b!r}" for k, (a, b) in c.context.items()]
+    notes += [f"context differs: {k}: {shown(a)} vs {shown(b)}" for k, (a, b) in c.context.items()]
     table.caption = escape_markup("\n".join(notes)) if notes else "same context"
     return table
 

@@ -267,6 +267,7 @@ def _attach_timeline(result: Result, sampler: TimelineSampler | None, gpu_note: 
         summary=summary,
         throttle=summary.get("throttle"),
         gpu_telemetry=gpu_note,
+        cpu_set=sampler.cpu_set,
     )
 
 

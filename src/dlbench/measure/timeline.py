@@ -53,9 +53,13 @@ class TimelineSampler:
         self._last_cpu_s = 0.0
         self._last_cores = _core_times()
         self._last_iowait = _iowait_times()
+        # The CPUs the worker may run on: only others' use of these contends with it
+        # (results.flags). Read once: the worker inherits the parent's at its start.
+        self.cpu_set: list[int] | None = None
         try:
             self._process = psutil.Process(pid)
             self._last_cpu_s, _, _ = self._tree_usage(self._process)
+            self.cpu_set = _affinity(self._process)
         except psutil.Error:
             self._process = None
 
@@ -204,6 +208,17 @@ class TimelineSampler:
             rss += child_rss
             pids.add(child.pid)
         return cpu_s, rss, pids
+
+
+def _affinity(process: psutil.Process) -> list[int] | None:
+    """The process's CPU affinity, None where the OS has none to read (macOS)."""
+    read = getattr(process, "cpu_affinity", None)
+    if read is None:
+        return None
+    try:
+        return sorted(read())
+    except (psutil.Error, OSError, ValueError):
+        return None
 
 
 def _core_times() -> list[tuple[float, float]]:

@@ -26,32 +26,26 @@ verdict.
 
 from __future__ import annotations
 
+import json
 import math
 import statistics
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
+from dlbench.results.env import FRAMEWORKS_FACT, UNKNOWN
+from dlbench.results.env import context as env_context
 from dlbench.results.metrics import Metric, metric, read
 from dlbench.results.records import Result, Run
 from dlbench.results.repeats import processes
+from dlbench.spec.case import Case
 
 ALPHA = 0.05
 BOOTSTRAP_RESAMPLES = 2000
 MIN_EFFECT = 0.01  # changes under 1% are never called a regression
 FAR_FACTOR = 2.0  # single-process verdicts only beyond this (see the module doc)
-CONTEXT_KEYS = (
-    "hostname",
-    "cpu_model",
-    "cpu_logical",
-    "ram_gb",
-    "gpus",
-    "os",
-    "python",
-    "dlbench",
-    "frameworks",
-    "thread_env",
-)
+# fact -> (its value in A, in B), for each fact that differs
+Context = dict[str, tuple[Any, Any]]
 INCONCLUSIVE_SINGLE = "inconclusive (1 process per side: rerun with --repeat)"
 
 
@@ -73,6 +67,16 @@ class CaseComparison:
     def replicated(self) -> bool:
         """Evidence from several processes on both sides (what the gate needs)."""
         return self.processes_a >= 2 and self.processes_b >= 2
+
+    @property
+    def gateable(self) -> bool:
+        """Tested, with enough processes that the test could reach ALPHA: a case the
+        gate could fail on. One process a side, 2 and 2, 3 and 3 never can."""
+        return (
+            self.replicated
+            and self.p_value is not None
+            and _smallest_p(self.processes_a, self.processes_b) < ALPHA
+        )
 
 
 def process_values(result: Result, chosen: Metric) -> list[float]:
@@ -180,52 +184,103 @@ def _bootstrap_interval(a: Sequence[float], b: Sequence[float]) -> tuple[float, 
 @dataclass(frozen=True)
 class RunComparison:
     cases: list[CaseComparison]
+    # labels of the measured cases with no measured case of the same key on the other
+    # side; one the other run has but did not measure says "(not measured in B)"
     only_a: list[str]
     only_b: list[str]
-    context: dict[str, tuple[Any, Any]]
+    context: Context
+    # why unmatched cases did not match: each key axis whose values differ between the
+    # cases either run lacks altogether, as (A's values, B's values)
+    apart: dict[str, tuple[list[str], list[str]]] = field(default_factory=dict)
 
 
 def compare_runs(a: Run, b: Run, metric_key: str = "latency") -> RunComparison:
     chosen = metric(metric_key)
-    index_a = {r.case.key(): r for r in a.results if r.ok and r.samples_ms}
-    index_b = {r.case.key(): r for r in b.results if r.ok and r.samples_ms}
+    index_a, index_b = _measured(a), _measured(b)
     shared = [k for k in index_a if k in index_b]
-    context = context_differences(a, b)
-    context.update(case_differences([(index_a[k], index_b[k]) for k in shared]))
+    context = context_differences(a, b, [(index_a[k], index_b[k]) for k in shared])
+    keys_a, keys_b = {r.case.key() for r in a.results}, {r.case.key() for r in b.results}
+    absent_a = [r.case for k, r in index_a.items() if k not in keys_b]
+    absent_b = [r.case for k, r in index_b.items() if k not in keys_a]
     return RunComparison(
         cases=[compare_case(index_a[k], index_b[k], chosen) for k in shared],
-        only_a=[index_a[k].case.label() for k in index_a if k not in index_b],
-        only_b=[index_b[k].case.label() for k in index_b if k not in index_a],
+        only_a=[_unmatched(r, keys_b, "B") for k, r in index_a.items() if k not in index_b],
+        only_b=[_unmatched(r, keys_a, "A") for k, r in index_b.items() if k not in index_a],
         context=context,
+        apart=axes_apart(absent_a, absent_b) if absent_a and absent_b else {},
     )
 
 
-# Matched cases may still differ in these (a GPU's index, the framework's version).
-CASE_CONTEXT = ("device", "framework_version")
+def _measured(run: Run) -> dict[str, Result]:
+    """The run's results that have numbers to compare, by case key (Case.key)."""
+    return {r.case.key(): r for r in run.results if r.ok and r.samples_ms}
 
 
-def case_differences(pairs: Sequence[tuple[Result, Result]]) -> dict[str, tuple[Any, Any]]:
-    """Per-case settings that differ between matched cases (the device index, versions)."""
-    diff: dict[str, tuple[Any, Any]] = {}
-    for a, b in pairs:
-        for name in CASE_CONTEXT:
-            in_a, in_b = _context_value(a, name), _context_value(b, name)
-            if in_a != in_b:
-                diff.setdefault(f"{a.case.framework} {name}", (in_a, in_b))
-    return diff
+def _unmatched(result: Result, other_keys: set[str], other: str) -> str:
+    label = result.case.label()
+    return f"{label} (not measured in {other})" if result.case.key() in other_keys else label
 
 
-def _context_value(result: Result, name: str) -> Any:
-    return getattr(result.case, name) if hasattr(result.case, name) else getattr(result, name)
+def axes_apart(
+    cases_a: Sequence[Case], cases_b: Sequence[Case]
+) -> dict[str, tuple[list[str], list[str]]]:
+    """The key axes on which two sets of cases take different values: what kept them
+    from matching (a baseline at --threads 2 against a run at --threads 1: threads)."""
+    values_a, values_b = _axis_values(cases_a), _axis_values(cases_b)
+    return {
+        axis: (sorted(values_a.get(axis, set())), sorted(values_b.get(axis, set())))
+        for axis in sorted(values_a.keys() | values_b.keys())
+        if values_a.get(axis) != values_b.get(axis)
+    }
 
 
-def context_differences(a: Run, b: Run) -> dict[str, tuple[Any, Any]]:
-    """Environment and settings that differ between the runs (shown, never hidden)."""
-    diff = {k: (a.env.get(k), b.env.get(k)) for k in CONTEXT_KEYS if a.env.get(k) != b.env.get(k)}
+def _axis_values(cases: Sequence[Case]) -> dict[str, set[str]]:
+    found: dict[str, set[str]] = {}
+    for case in cases:
+        for axis, value in json.loads(case.key()).items():
+            found.setdefault(axis, set()).add(
+                value if isinstance(value, str) else json.dumps(value)
+            )
+    return found
+
+
+def context_differences(a: Run, b: Run, pairs: Sequence[tuple[Result, Result]] = ()) -> Context:
+    """Every fact that can change a number and differs between the runs, shown, never
+    hidden: the machine's (results.env.context: CPUs available, quota, governor, GPUs,
+    Python, ...), the settings, and per framework of the matched `pairs` its version
+    and device."""
+    facts_a, facts_b = env_context(a.env), env_context(b.env)
+    diff = {k: (facts_a[k], facts_b[k]) for k in facts_a if facts_a[k] != facts_b[k]}
     for key in sorted(set(a.settings) | set(b.settings)):
         if a.settings.get(key) != b.settings.get(key):
             diff[f"settings.{key}"] = (a.settings.get(key), b.settings.get(key))
+    for in_a, in_b in pairs:
+        framework = in_a.case.framework
+        per_case = {
+            f"{framework} version": (_version(a, in_a), _version(b, in_b)),
+            f"{framework} device": (in_a.case.device, in_b.case.device),  # a GPU's index
+        }
+        for name, (value_a, value_b) in per_case.items():
+            if value_a != value_b:
+                diff.setdefault(name, (value_a, value_b))
     return diff
+
+
+def _version(run: Run, result: Result) -> Any:
+    """The framework's version as its worker found it, else as the run's fingerprint has it
+    installed: only the frameworks the compared cases use are context."""
+    if result.framework_version is not None:
+        return result.framework_version
+    installed = run.env.get(FRAMEWORKS_FACT)
+    found = installed.get(result.case.framework) if isinstance(installed, dict) else None
+    return UNKNOWN if found is None else found
+
+
+def shown(value: Any) -> str:
+    """A context fact's value in a line: text as it is, None as none, the rest as JSON."""
+    if isinstance(value, str):
+        return value
+    return "none" if value is None else json.dumps(value, sort_keys=True, default=str)
 
 
 def regressions(comparison: RunComparison, percent: float) -> list[CaseComparison]:
@@ -242,3 +297,72 @@ def regressions(comparison: RunComparison, percent: float) -> list[CaseCompariso
         and c.slowdown is not None
         and c.slowdown * 100 > percent
     ]
+
+
+# How compare pairs cases, for messages: Case.key holds every axis that changes what
+# is measured, and each of them that is not at its usual value is in the label.
+MATCH_RULE = "a case matches the case whose key is equal: every axis its label shows"
+# A one-line message names this many labels of a list, then counts the rest.
+NAMED_IN_A_LINE = 3
+
+
+def listed(labels: Sequence[str], limit: int = NAMED_IN_A_LINE) -> str:
+    """The first `limit` labels, and how many more: a message stays one line."""
+    named = ", ".join(labels[:limit])
+    return named if len(labels) <= limit else f"{named} and {len(labels) - limit} more"
+
+
+def unmatched_text(comparison: RunComparison) -> str:
+    """The unmatched cases of each side, and the axes that kept them apart."""
+    parts = []
+    if comparison.only_a:
+        parts.append(f"only in A: {listed(comparison.only_a)}")
+    if comparison.only_b:
+        parts.append(f"only in B: {listed(comparison.only_b)}")
+    if comparison.apart:
+        axes = [
+            f"{axis} {'/'.join(a) or '-'} vs {'/'.join(b) or '-'}"
+            for axis, (a, b) in comparison.apart.items()
+        ]
+        parts.append(f"they differ in {listed(axes)}")
+    return "; ".join(parts)
+
+
+def nothing_to_gate(comparison: RunComparison) -> str | None:
+    """Why a regression gate over this comparison would judge nothing (no case of A
+    matches one of B: a baseline at --threads 2 against a run at --threads 1), or None.
+    Passing such a gate would say nothing; it is the user's set-up to fix."""
+    if comparison.cases:
+        return None
+    if not comparison.only_a and not comparison.only_b:
+        return "--fail-on-regression: neither run has a measured case to compare"
+    return (
+        f"--fail-on-regression: no case of A matches one of B, so nothing was gated "
+        f"({MATCH_RULE}); {unmatched_text(comparison)}"
+    )
+
+
+def gate_warnings(comparison: RunComparison) -> list[str]:
+    """What a gate that judged some cases leaves out: the unmatched cases, and the
+    matched ones it cannot fail on (too few processes). Said, not failed: a suite
+    that grew or lost a case still gates the rest."""
+    found = []
+    if comparison.only_a or comparison.only_b:
+        found.append(
+            f"warning: --fail-on-regression judged the {len(comparison.cases)} matched "
+            f"case(s) only; not gated: {unmatched_text(comparison)}"
+        )
+    untested = [c for c in comparison.cases if not c.gateable]
+    reasons = {
+        "too few processes to test (--repeat 4 or more on both runs)": [
+            c.label for c in untested if not c.verdict.startswith("n/a")
+        ],
+        "no value per process to test": [c.label for c in untested if c.verdict.startswith("n/a")],
+    }
+    for reason, labels in reasons.items():
+        if labels:
+            found.append(
+                f"warning: --fail-on-regression cannot fail on {len(labels)} of "
+                f"{len(comparison.cases)} matched case(s), {reason}: {listed(labels)}"
+            )
+    return found

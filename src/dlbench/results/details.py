@@ -212,13 +212,16 @@ class Processes:
 class Timeline:
     """The parent's resource timeline of the case (launch.runner): its points, as
     seconds since `origin_epoch_s`, their summary over the measured region, the
-    GPU's throttle verdict, and why there are no GPU readings where there are none."""
+    GPU's throttle verdict, why there are no GPU readings where there are none,
+    and the CPUs the worker could run on (indices into a point's `cpu_cores`; None
+    where not recorded: all of them)."""
 
     points: list[dict[str, Any]] = field(default_factory=list)
     origin_epoch_s: float | None = None
     summary: dict[str, Any] = field(default_factory=dict)
     throttle: str | None = None
     gpu_telemetry: str | None = None
+    cpu_set: list[int] | None = None
 
 
 @dataclass

@@ -1,7 +1,10 @@
 """The machine fingerprint stored with every run.
 
 Gathered in the parent without importing any framework: versions come from
-package metadata, the GPU from NVML or nvidia-smi when present.
+package metadata, the GPU from NVML or nvidia-smi when present. Each fact is
+one entry of FACTS, and every one of them can change a measured number, so
+compare shows each that differs between two runs (`context`). A run written
+before a fact was recorded lacks it: `context` reads it as UNKNOWN.
 """
 
 from __future__ import annotations
@@ -12,6 +15,8 @@ import shutil
 import socket
 import subprocess
 import sys
+from collections.abc import Callable, Mapping
+from pathlib import Path
 from typing import Any
 
 import psutil
@@ -35,6 +40,9 @@ THREAD_ENV_VARS = (
     "OMP_PROC_BIND",
     "CUDA_VISIBLE_DEVICES",
 )
+CGROUP_ROOT = Path("/sys/fs/cgroup")
+OWN_CGROUPS = Path("/proc/self/cgroup")
+SYS_CPU = Path("/sys/devices/system/cpu")
 
 
 def cpu_model() -> str:
@@ -82,21 +90,140 @@ def framework_versions() -> dict[str, str | None]:
     return {name: info.installed_version() for name, info in FRAMEWORKS.items() if name != "null"}
 
 
+def cpu_quota(cgroup_root: Path = CGROUP_ROOT, own: Path = OWN_CGROUPS) -> float | None:
+    """The CPUs' worth of time this process's cgroups allow (CFS quota over period,
+    the tightest from its cgroup up to the root), None without a quota. Affinity
+    (cpu_available) does not see a container's `--cpus 1.5`."""
+    found: list[float] = []
+    for version, path in _cgroup_paths(own):
+        top = cgroup_root if version == 2 else cgroup_root / "cpu"
+        read = _cgroup2_quota if version == 2 else _cgroup1_quota
+        folder = top / path.lstrip("/")
+        while True:
+            quota = read(folder)
+            if quota is not None:
+                found.append(quota)
+            if folder == top or top not in folder.parents:
+                break
+            folder = folder.parent
+    return round(min(found), 2) if found else None
+
+
+def _cgroup_paths(own: Path) -> list[tuple[int, str]]:
+    """(cgroup version, path) of this process's CPU cgroups, from /proc/self/cgroup."""
+    try:
+        lines = own.read_text(encoding="utf-8").splitlines()
+    except OSError:
+        return []
+    paths = []
+    for line in lines:
+        parts = line.split(":", 2)
+        if len(parts) == 3 and parts[0] == "0" and parts[1] == "":
+            paths.append((2, parts[2]))
+        elif len(parts) == 3 and "cpu" in parts[1].split(","):
+            paths.append((1, parts[2]))
+    return paths
+
+
+def _cgroup2_quota(folder: Path) -> float | None:
+    text = _read(folder / "cpu.max")  # "max 100000", or "150000 100000"
+    parts = text.split() if text else []
+    if len(parts) != 2 or parts[0] == "max":
+        return None
+    return _ratio(parts[0], parts[1])
+
+
+def _cgroup1_quota(folder: Path) -> float | None:
+    quota, period = _read(folder / "cpu.cfs_quota_us"), _read(folder / "cpu.cfs_period_us")
+    if quota is None or period is None or quota.strip() == "-1":
+        return None
+    return _ratio(quota, period)
+
+
+def _ratio(quota: str, period: str) -> float | None:
+    try:
+        value = int(quota) / int(period)
+    except (ValueError, ZeroDivisionError):
+        return None
+    return value if value > 0 else None
+
+
+def cpu_governor(sys_cpu: Path = SYS_CPU) -> str | None:
+    """The cpufreq governor of the CPUs this process may run on ("performance",
+    "powersave"; several, comma-joined, if they differ); None where the OS shows
+    none (most VMs): powersave can halve a short case's clock."""
+    cpus = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
+    found = {_read(sys_cpu / f"cpu{cpu}" / "cpufreq" / "scaling_governor") for cpu in cpus}
+    named = sorted(g.strip() for g in found if g and g.strip())
+    return ",".join(named) if named else None
+
+
+def smt_active(sys_cpu: Path = SYS_CPU) -> bool | None:
+    """Whether SMT (hyper-threading) is on: two logical CPUs then share a core's units."""
+    value = _read(sys_cpu / "smt" / "active")
+    return None if value is None or value.strip() not in ("0", "1") else value.strip() == "1"
+
+
+def cpu_boost(sys_cpu: Path = SYS_CPU) -> bool | None:
+    """Whether the CPU may clock above its base (turbo, boost); None where not shown."""
+    boost = _read(sys_cpu / "cpufreq" / "boost")
+    if boost is not None and boost.strip() in ("0", "1"):
+        return boost.strip() == "1"
+    no_turbo = _read(sys_cpu / "intel_pstate" / "no_turbo")
+    if no_turbo is not None and no_turbo.strip() in ("0", "1"):
+        return no_turbo.strip() == "0"
+    return None
+
+
+def _read(path: Path) -> str | None:
+    try:
+        return path.read_text(encoding="utf-8")
+    except OSError:
+        return None
+
+
+def _ram_gb() -> float:
+    return round(psutil.virtual_memory().total / 1024**3, 2)
+
+
+def _thread_env() -> dict[str, str]:
+    return {k: os.environ[k] for k in THREAD_ENV_VARS if k in os.environ}
+
+
+# Every fact of the fingerprint and how it is read, in the order `dlbench env` and
+# compare show them. Each can change a measured number; add a fact here and it is
+# recorded with every run and compared with no other edit.
+FACTS: dict[str, Callable[[], Any]] = {
+    "hostname": socket.gethostname,
+    "cpu_model": cpu_model,
+    "cpu_logical": lambda: psutil.cpu_count(logical=True),
+    "cpu_physical": lambda: psutil.cpu_count(logical=False),
+    "cpu_available": available_cpus,
+    "cpu_quota": cpu_quota,
+    "cpu_governor": cpu_governor,
+    "cpu_boost": cpu_boost,
+    "smt": smt_active,
+    "ram_gb": _ram_gb,
+    "gpus": gpus,
+    "os": platform.platform,
+    "python": lambda: sys.version.split()[0],
+    "python_implementation": platform.python_implementation,
+    "dlbench": lambda: __version__,
+    "frameworks": framework_versions,
+    "thread_env": _thread_env,
+}
+# Installed versions of every framework; compare reads the version of each framework
+# its cases use from the results instead (what the worker imported).
+FRAMEWORKS_FACT = "frameworks"
+UNKNOWN = "unknown"  # a fact the run did not record (written before it was a fact)
+
+
 def fingerprint() -> dict[str, Any]:
     """Everything about this machine that a result's meaning depends on."""
-    memory = psutil.virtual_memory()
-    return {
-        "hostname": socket.gethostname(),
-        "cpu_model": cpu_model(),
-        "cpu_logical": psutil.cpu_count(logical=True),
-        "cpu_physical": psutil.cpu_count(logical=False),
-        "cpu_available": available_cpus(),
-        "ram_gb": round(memory.total / 1024**3, 2),
-        "gpus": gpus(),
-        "os": platform.platform(),
-        "python": sys.version.split()[0],
-        "python_implementation": platform.python_implementation(),
-        "dlbench": __version__,
-        "frameworks": framework_versions(),
-        "thread_env": {k: os.environ[k] for k in THREAD_ENV_VARS if k in os.environ},
-    }
+    return {name: read() for name, read in FACTS.items()}
+
+
+def context(env: Mapping[str, Any]) -> dict[str, Any]:
+    """A run's machine facts for compare: each fact but the installed frameworks,
+    UNKNOWN where the run lacks it (env also holds what is not a fact: ceilings)."""
+    return {name: env.get(name, UNKNOWN) for name in FACTS if name != FRAMEWORKS_FACT}

@@ -9,9 +9,13 @@ report and CSV show the list; nothing else decides a flag.
   merged from --repeat processes, the IQR of the process medians. A
   time-to-train result of one process is exempt (its samples are its epochs,
   and the first holds compilation).
-- `interference`: other processes kept more than INTERFERENCE_SHARE of the
-  machine's CPUs busy while the case was measured (the system's busy share,
-  hypervisor steal included, minus the worker's own, plus I/O wait).
+- `interference`: other processes contended for the case's CPUs over at least
+  INTERFERENCE_COVER of the measured window's duration. A timeline point is
+  contended when other processes (busy time on the CPUs the worker may run on,
+  hypervisor steal included, minus the worker's own, plus I/O wait) took more
+  than CONTENDED_CPUS beyond the CPUs the case leaves spare (those minus its
+  threads). Judged point by point, so a hog on a tenth of the window is not
+  diluted away by the quiet rest, as a mean over the window was.
 - `stalled`: inside the measured region the worker's CPU stayed near zero for
   over STALL_SECONDS with no GPU busy on its behalf (a machine or I/O stall
   the timing then contains).
@@ -41,7 +45,15 @@ from dlbench.measure.stats import NOISE_THRESHOLD, LatencyStats
 from dlbench.results.details import Details
 from dlbench.spec.case import MIN_P99_QUERIES, Case
 
-INTERFERENCE_SHARE = 0.25
+# A point is contended when other processes took more than this many CPUs' worth of
+# time beyond the case's spare CPUs. Idle background (daemons, the parent's own
+# sampling: a few % of one CPU) and the timeline's tick-based readings (10 ms ticks,
+# a few % per 0.5 s point) stay well below it: quiet points of real torch cases read
+# 0-0.05, at most 0.15. A spinning hog beside N busy threads on N CPUs takes
+# N/(N+1) of a CPU, never under a half (docs/methodology.md#interference).
+CONTENDED_CPUS = 0.25
+# The case is flagged when contended points cover this share of its measured window.
+INTERFERENCE_COVER = 0.10
 # Below this the worker is doing nothing (a Python loop alone reads ~100).
 STALL_CPU_PERCENT = 5.0
 STALL_SECONDS = 1.0
@@ -69,7 +81,7 @@ def result_flags(result: Judged, cpus_available: int) -> list[str]:
     found: list[str] = []
     if _noisy(result.latency_ms, details):
         found.append(NOISY)
-    if measured and other_share(measured) > INTERFERENCE_SHARE:
+    if contended_share(details, result.case.threads_in_use) >= INTERFERENCE_COVER:
         found.append("interference")
     if measured and longest_stall_s(measured) > STALL_SECONDS:
         found.append("stalled")
@@ -151,19 +163,62 @@ def measured_points(details: Details) -> list[Mapping[str, Any]]:
     return inside + ([after] if after is not None else [])
 
 
-def other_share(points: Sequence[Mapping[str, Any]]) -> float:
-    """Mean share of the machine's CPUs busy outside the worker, 0..1."""
-    shares = []
-    for point in points:
-        cores = point.get("cpu_cores")
-        system, worker = point.get("system_cpu_percent"), point.get("cpu_percent")
-        if not isinstance(cores, list) or not cores or not _number(system):
-            continue
-        own = worker / len(cores) if _number(worker) else 0.0
-        iowait = point.get("iowait_percent")
-        waiting = iowait if _number(iowait) else 0.0
-        shares.append(max(0.0, system - own + waiting) / 100.0)
-    return sum(shares) / len(shares) if shares else 0.0
+def contended_share(details: Details, threads: int) -> float:
+    """The share (0..1) of the measured window covered by contended points.
+
+    A point reports the interval since the point before it (the first, since the
+    sampler's origin); each counts for the part of its interval inside the window.
+    A window shorter than one interval is judged by the point that holds it. In a
+    long case's halved timeline (measure.timeline) a kept point stands for the
+    dropped one before it too: a sample of the same share."""
+    timeline, window = details.timeline, details.measured_wall
+    if timeline is None or timeline.origin_epoch_s is None or not _window(window):
+        return 0.0
+    start, end = window[0] - timeline.origin_epoch_s, window[1] - timeline.origin_epoch_s
+    if end <= start:
+        return 0.0
+    covered, previous = 0.0, 0.0
+    for point in sorted((p for p in timeline.points if _number(p.get("t"))), key=_t):
+        overlap = min(_t(point), end) - max(previous, start)
+        if overlap > 0 and contended(point, timeline.cpu_set, threads):
+            covered += overlap
+        previous = _t(point)
+    return covered / (end - start)
+
+
+def contended(point: Mapping[str, Any], cpu_set: Sequence[int] | None, threads: int) -> bool:
+    """Whether other processes took more than CONTENDED_CPUS beyond the CPUs the case
+    leaves spare during the point's interval (unknown readings: not contended)."""
+    cores = _cores(point, cpu_set)
+    if not cores:
+        return False
+    spare = max(0, len(cores) - threads)
+    return other_cpus(point, cores) > spare + CONTENDED_CPUS
+
+
+def other_cpus(point: Mapping[str, Any], cores: Sequence[float]) -> float:
+    """CPUs' worth of time others took on `cores` (the point's busy % of the CPUs the
+    worker may run on): their busy time minus the worker's own, plus the time they
+    sat waiting for I/O (the sampler counts it idle; its share is the machine's)."""
+    worker, iowait = point.get("cpu_percent"), point.get("iowait_percent")
+    own = worker / 100 if _number(worker) else 0.0
+    waiting = iowait / 100 * len(cores) if _number(iowait) else 0.0
+    return max(0.0, sum(cores) / 100 - own + waiting)
+
+
+def _cores(point: Mapping[str, Any], cpu_set: Sequence[int] | None) -> list[float]:
+    """The busy % of each CPU the worker may run on (all of them for a timeline that
+    did not record its CPU set); [] when the point has no readable per-CPU list."""
+    cores = point.get("cpu_cores")
+    if not isinstance(cores, list) or not cores or not all(_number(c) for c in cores):
+        return []
+    if not cpu_set:
+        return [float(c) for c in cores]
+    return [float(cores[i]) for i in cpu_set if 0 <= i < len(cores)]
+
+
+def _window(value: Any) -> bool:
+    return isinstance(value, list | tuple) and len(value) == 2 and all(map(_number, value))
 
 
 def longest_stall_s(points: Sequence[Mapping[str, Any]]) -> float:
