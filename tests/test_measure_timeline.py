@@ -21,9 +21,10 @@ from dlbench.measure.gpu_telemetry import (
     throttle_names,
     throttle_verdict,
 )
-from dlbench.measure.timeline import TimelineSampler
+from dlbench.measure.timeline import TimelineSampler, TimelineSummary
 from dlbench.report.timeline_plot import write_timeline_png, write_timeline_pngs
 from dlbench.results.details import Details
+from dlbench.results.record_dict import to_dict
 from dlbench.results.records import Result
 from dlbench.spec.case import Settings
 
@@ -98,7 +99,7 @@ def test_sampling_a_process_that_exited_ends_quietly():
     sampler.sample()
     assert sampler.points == []
     assert not sampler.active
-    assert sampler.summary() == {"samples": 0, "window": "whole case"}
+    assert sampler.summary() == TimelineSummary(samples=0, window="whole case")
 
 
 def test_a_pid_that_never_existed_samples_nothing():
@@ -154,20 +155,24 @@ def test_summary_uses_the_points_inside_the_window():
     ]
     sampler = synthetic_sampler(points)
     inside = sampler.summary((1000.9, 1001.6))
-    assert inside == {
-        "samples": 2,
-        "window": "measured",
-        "load_avg_mean": 2.5,
-        "cpu_percent_mean": 95.0,
-        "system_cpu_percent_mean": 50.0,
-        "rss_mb_max": 90.0,
-    }
+    assert inside == TimelineSummary(
+        samples=2,
+        window="measured",
+        load_avg_mean=2.5,
+        cpu_percent_mean=95.0,
+        system_cpu_percent_mean=50.0,
+        rss_mb_max=90.0,
+    )
+    # a reading with no data is left out of the JSON, as before it was typed
+    assert to_dict(inside) == {"samples": 2, "window": "measured", "load_avg_mean": 2.5,
+                               "cpu_percent_mean": 95.0, "system_cpu_percent_mean": 50.0,
+                               "rss_mb_max": 90.0}  # fmt: skip
     everything = sampler.summary(None)
-    assert everything["samples"] == 4 and everything["window"] == "whole case"
-    assert everything["rss_mb_max"] == 200.0
-    assert everything["load_avg_mean"] == 2.0  # the point without a load is left out
+    assert everything.samples == 4 and everything.window == "whole case"
+    assert everything.rss_mb_max == 200.0
+    assert everything.load_avg_mean == 2.0  # the point without a load is left out
     # A window no point falls into (a case shorter than one interval) uses them all.
-    assert sampler.summary((2000.0, 2001.0))["samples"] == 4
+    assert sampler.summary((2000.0, 2001.0)).samples == 4
 
 
 def gpu_point(t: float, throttle: list[str], util: float = 90.0) -> dict:
@@ -187,13 +192,13 @@ def test_summary_adds_gpu_means_maxima_and_the_throttle_verdict():
     points = [gpu_point(float(t), ["thermal"] if t < 3 else []) for t in range(10)]
     points[0]["gpu"][0]["gpu_process_mem_mb"] = 512.0
     summary = synthetic_sampler(points).summary()
-    assert summary["gpu_util_mean"] == 90.0
-    assert summary["gpu_mem_used_mb_max"] == 1009.0
-    assert summary["gpu_process_mem_mb_max"] == 512.0
-    assert summary["sm_clock_mhz_mean"] == 1800
-    assert summary["temperature_c_max"] == 69
-    assert summary["power_w_mean"] == 300.0
-    assert summary["throttle"] == "thermal"
+    assert summary.gpu_util_mean == 90.0
+    assert summary.gpu_mem_used_mb_max == 1009.0
+    assert summary.gpu_process_mem_mb_max == 512.0
+    assert summary.sm_clock_mhz_mean == 1800
+    assert summary.temperature_c_max == 69
+    assert summary.power_w_mean == 300.0
+    assert summary.throttle == "thermal"
 
 
 def test_throttle_bits_map_to_names():
@@ -406,7 +411,7 @@ def test_a_case_gets_a_timeline_from_the_runner():
     assert timeline and all({"t", "cpu_percent", "cpu_cores"} <= set(p) for p in timeline)
     # the last point is taken at the worker's exit, when it may have no memory left to read
     assert all("rss_mb" in p for p in timeline[:-1])
-    assert result.details.timeline.summary["samples"] >= 1
+    assert result.details.timeline.summary.samples >= 1
     assert result.details.timeline.origin_epoch_s <= time.time()
     assert result.details.timeline.gpu_telemetry is None  # a CPU case does not look for a GPU
     assert result.details.timeline.throttle is None
@@ -425,9 +430,9 @@ def test_a_longer_case_summarises_its_measured_region():
     assert len(timeline) >= 3
     summary = result.details.timeline.summary
     if result.details.measured_wall is not None:
-        assert summary["window"] == "measured"
-    assert summary["cpu_percent_mean"] < 50  # the step sleeps
-    assert summary["rss_mb_max"] > 10
+        assert summary.window == "measured"
+    assert summary.cpu_percent_mean < 50  # the step sleeps
+    assert summary.rss_mb_max > 10
 
 
 def test_a_timed_out_case_keeps_its_timeline():

@@ -265,7 +265,7 @@ def _attach_timeline(result: Result, sampler: TimelineSampler | None, gpu_note: 
         points=sampler.points,
         origin_epoch_s=round(sampler.origin_epoch_s, 3),
         summary=summary,
-        throttle=summary.get("throttle"),
+        throttle=summary.throttle,
         gpu_telemetry=gpu_note,
         cpu_set=sampler.cpu_set,
     )

@@ -14,6 +14,7 @@ import contextlib
 import math
 import time
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import psutil
@@ -26,6 +27,26 @@ DEFAULT_INTERVAL_S = 0.5
 # case keeps every sample, and a week-long one still stores a bounded list.
 MAX_POINTS = 4000
 MIB = 1024 * 1024
+
+
+@dataclass
+class TimelineSummary:
+    """Means and maxima of a timeline's points over the measured region (a result's
+    details.timeline.summary); a reading with no data is None, and left out of JSON."""
+
+    samples: int | None = None
+    window: str | None = None  # "measured", or "whole case" where no point fell inside it
+    load_avg_mean: float | None = None
+    cpu_percent_mean: float | None = None
+    system_cpu_percent_mean: float | None = None
+    rss_mb_max: float | None = None
+    gpu_util_mean: float | None = None
+    gpu_mem_used_mb_max: float | None = None
+    gpu_process_mem_mb_max: float | None = None
+    sm_clock_mhz_mean: float | None = None
+    temperature_c_max: float | None = None
+    power_w_mean: float | None = None
+    throttle: str | None = None  # the GPU's throttle verdict (gpu_telemetry)
 
 
 class TimelineSampler:
@@ -139,11 +160,9 @@ class TimelineSampler:
         for point in self._points:
             point.pop("gpu", None)
 
-    def summary(self, window: tuple[float, float] | None = None) -> dict[str, Any]:
-        """Means and maxima over the points inside `window` (epoch seconds), else all points.
-
-        Keys with no data are left out; "window" says which points were used.
-        """
+    def summary(self, window: tuple[float, float] | None = None) -> TimelineSummary:
+        """Means and maxima over the points inside `window` (epoch seconds), else all
+        points; its `window` says which were used."""
         chosen = self._points
         scope = "whole case"
         if window is not None:
@@ -151,23 +170,22 @@ class TimelineSampler:
             inside = [p for p in self._points if start <= p["t"] <= end]
             if inside:
                 chosen, scope = inside, "measured"
-        summary: dict[str, Any] = {"samples": len(chosen), "window": scope}
         gpus = [d for p in chosen for d in p.get("gpu") or ()]
-        stats = {
-            "load_avg_mean": _mean(p.get("load1") for p in chosen),
-            "cpu_percent_mean": _mean(p.get("cpu_percent") for p in chosen),
-            "system_cpu_percent_mean": _mean(p.get("system_cpu_percent") for p in chosen),
-            "rss_mb_max": _max(p.get("rss_mb") for p in chosen),
-            "gpu_util_mean": _mean(d.get("gpu_util_percent") for d in gpus),
-            "gpu_mem_used_mb_max": _max(d.get("gpu_mem_used_mb") for d in gpus),
-            "gpu_process_mem_mb_max": _max(d.get("gpu_process_mem_mb") for d in gpus),
-            "sm_clock_mhz_mean": _mean(d.get("sm_clock_mhz") for d in gpus),
-            "temperature_c_max": _max(d.get("temperature_c") for d in gpus),
-            "power_w_mean": _mean(d.get("power_w") for d in gpus),
-            "throttle": throttle_verdict(chosen),
-        }
-        summary.update({k: v for k, v in stats.items() if v is not None})
-        return summary
+        return TimelineSummary(
+            samples=len(chosen),
+            window=scope,
+            load_avg_mean=_mean(p.get("load1") for p in chosen),
+            cpu_percent_mean=_mean(p.get("cpu_percent") for p in chosen),
+            system_cpu_percent_mean=_mean(p.get("system_cpu_percent") for p in chosen),
+            rss_mb_max=_max(p.get("rss_mb") for p in chosen),
+            gpu_util_mean=_mean(d.get("gpu_util_percent") for d in gpus),
+            gpu_mem_used_mb_max=_max(d.get("gpu_mem_used_mb") for d in gpus),
+            gpu_process_mem_mb_max=_max(d.get("gpu_process_mem_mb") for d in gpus),
+            sm_clock_mhz_mean=_mean(d.get("sm_clock_mhz") for d in gpus),
+            temperature_c_max=_max(d.get("temperature_c") for d in gpus),
+            power_w_mean=_mean(d.get("power_w") for d in gpus),
+            throttle=throttle_verdict(chosen),
+        )
 
     @staticmethod
     def _exited_usage(process: psutil.Process) -> tuple[float | None, None, set[int]]:

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from dlbench.measure.instruments import Measured
+from dlbench.measure.timeline import TimelineSummary
 from dlbench.results.record_dict import REST_FIELD, from_dict, to_dict
 
 
@@ -218,7 +219,7 @@ class Timeline:
 
     points: list[dict[str, Any]] = field(default_factory=list)
     origin_epoch_s: float | None = None
-    summary: dict[str, Any] = field(default_factory=dict)
+    summary: TimelineSummary | None = None
     throttle: str | None = None
     gpu_telemetry: str | None = None
     cpu_set: list[int] | None = None

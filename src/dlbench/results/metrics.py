@@ -84,7 +84,12 @@ def _training(name: str) -> Reader:
 
 def _timeline(key: str) -> Reader:
     """A number of the timeline's summary over the measured region."""
-    return lambda r: _number(r.details.timeline.summary.get(key) if r.details.timeline else None)
+
+    def read(result: Result) -> float | None:
+        timeline = result.details.timeline
+        return _number(getattr(timeline.summary, key) if timeline and timeline.summary else None)
+
+    return read
 
 
 def _energy(name: str) -> Reader:
@@ -118,7 +123,7 @@ def _agreement(result: Result) -> float | None:
 
 
 def _number(value: Any) -> float | None:
-    """A float of a stored number; None for none (a timeline summary is free-form)."""
+    """A float of a stored number; None for none."""
     return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
 
 
