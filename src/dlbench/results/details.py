@@ -42,7 +42,8 @@ class NumpyBlas:
 @dataclass
 class OutputCheck:
     """The output against the reference (fp32's tolerance), or an int8 model's
-    agreement with fp32 (`agreement` and how it was measured)."""
+    outputs against fp32's: their signal-to-quantization-noise ratio, which decides,
+    and their agreement (`agreement` and how it was measured) beside it."""
 
     note: str | None = None
     tolerance: float | None = None
@@ -50,8 +51,13 @@ class OutputCheck:
     agreement: float | None = None
     top1_agreement: float | None = None
     samples: int | None = None
+    # the agreement that fails the case: integer outputs now; every int8 case in
+    # results written before SQNR decided
     floor: float | None = None
     max_abs_diff: float | None = None
+    # dB; None where there was no noise to measure (outputs equal, or integers)
+    sqnr_db: float | None = None
+    min_sqnr_db: float | None = None
 
 
 @dataclass

@@ -97,11 +97,11 @@ def _compare(expected: Any, actual: Any, precision: str) -> tuple[float, float]:
 
 def relative_tolerance(precision: str) -> float:
     """The precision's tolerance: an unknown name is a UserError, and a quantized one
-    (held to fp32 by agreement, worker.quantized_check) an error too, never fp32's."""
+    (held to fp32 by its SQNR, worker.quantized_check) an error too, never fp32's."""
     tolerance = precision_info(precision).tolerance
     if tolerance is None:
         raise ValueError(
-            f"precision {precision} is held to fp32 by agreement (worker.quantized_check), "
+            f"precision {precision} is held to fp32 by its SQNR (worker.quantized_check), "
             "not by a tolerance"
         )
     return tolerance
