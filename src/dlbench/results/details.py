@@ -58,6 +58,9 @@ class OutputCheck:
     # dB; None where there was no noise to measure (outputs equal, or integers)
     sqnr_db: float | None = None
     min_sqnr_db: float | None = None
+    # a user's model that is already quantized: the int8 operators its graph holds,
+    # which put its check across frameworks under int8's rule
+    quantized_ops: list[str] | None = None
 
 
 @dataclass

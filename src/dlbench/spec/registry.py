@@ -59,6 +59,10 @@ PRECISIONS: dict[str, Precision] = {
     )
 }
 QUANTIZED_PRECISIONS = tuple(name for name, p in PRECISIONS.items() if p.quantized)
+# The precision whose rule holds a user's model that is already quantized (its graph
+# has int8 operators), whatever precision the case asked for: two runtimes may round
+# its int8 steps differently, so its outputs differ by quantization noise, not fp32's.
+QUANTIZED_MODEL_PRECISION = "int8"
 
 
 def precision_info(name: str) -> Precision:

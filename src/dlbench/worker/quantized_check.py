@@ -24,13 +24,13 @@ The max |difference| from fp32 is recorded as well.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from dlbench.backends.base import Job, Prepared
 from dlbench.results.details import OutputCheck
-from dlbench.spec.registry import precision_info
+from dlbench.spec.registry import QUANTIZED_MODEL_PRECISION, precision_info
 
 # integer outputs only: the fraction of them equal to fp32's
 AGREEMENT_FLOOR = 0.9
@@ -48,8 +48,8 @@ AGAINST_FP32 = "int8 against fp32"
 
 @dataclass(frozen=True)
 class Agreement:
-    """An int8 model's outputs against fp32's: the SQNR that decides, and the agreement
-    (by `kind`) beside it."""
+    """An int8 model's outputs against fp32's (or an already quantized model's across
+    frameworks): the SQNR that decides, and the agreement (by `kind`) beside it."""
 
     kind: str
     value: float
@@ -59,6 +59,8 @@ class Agreement:
     sqnr_db: float | None
     min_sqnr_db: float
     note: str = AGAINST_FP32
+    # a user's model that is already quantized: its int8 operators
+    quantized_ops: tuple[str, ...] = ()
 
     @property
     def failed(self) -> bool:
@@ -79,6 +81,7 @@ class Agreement:
             max_abs_diff=self.max_abs_diff,
             sqnr_db=self.sqnr_db,
             min_sqnr_db=None if exact else self.min_sqnr_db,
+            quantized_ops=list(self.quantized_ops) or None,
         )
 
     def reason(self) -> str:
@@ -129,6 +132,38 @@ def _user_model(job: Job, prepared: Prepared) -> Agreement:
     actual = [np.asarray(o) for o in (fetched if isinstance(fetched, list) else [fetched])]
     first = expected[0]
     return measure(output_kind(first), actual[0], first, _samples(first), job.case.precision)
+
+
+def quantized_model_check(
+    expected: list[Any], actual: list[Any], ops: list[str], source: str
+) -> Agreement:
+    """A user's model that is already quantized, against the outputs it is cross-checked
+    with: each numeric output held to int8's rule (spec.registry.QUANTIZED_MODEL_PRECISION),
+    the one closest to failing reported. The outputs' count and shapes match (worker.check)."""
+    note = f"already quantized ({', '.join(ops)}): {source}"
+    checked = [
+        replace(
+            measure(output_kind(want), got, want, _samples(want), QUANTIZED_MODEL_PRECISION,
+                    note if len(actual) == 1 else f"output {index}: {note}"),
+            quantized_ops=tuple(ops),
+        )
+        for index, (want, got) in enumerate(zip(expected, actual, strict=True))
+        if got.dtype.kind in "fiub"
+    ]  # fmt: skip
+    if not checked:  # no numeric output: nothing to hold to a bound
+        bound = precision_info(QUANTIZED_MODEL_PRECISION).min_sqnr_db or 0.0
+        return Agreement("exact", 1.0, 0, 0.0, None, bound, note, tuple(ops))
+    return min(checked, key=_margin)
+
+
+def _margin(agreement: Agreement) -> tuple[bool, float]:
+    """Failed first, then by how far above its bound, relative to the bound (no noise:
+    the most)."""
+    if agreement.kind == "exact":
+        return not agreement.failed, agreement.value / AGREEMENT_FLOOR - 1.0
+    if agreement.sqnr_db is None:
+        return not agreement.failed, math.inf
+    return not agreement.failed, agreement.sqnr_db / agreement.min_sqnr_db - 1.0
 
 
 def _samples(output: Any) -> int:
