@@ -176,6 +176,64 @@ def tf2onnx_savedmodel(path: str) -> None:
         )  # fmt: skip
 
 
+def _small_cnn_onnx(path: str) -> None:
+    """A small classifier exported from torch to ONNX: depthwise-separable residual blocks
+    (as in MobileNet), where int8 runtimes round differently, and a linear head."""
+    import torch
+
+    class Block(torch.nn.Module):
+        def __init__(self, channels: int) -> None:
+            super().__init__()
+            self.depthwise = torch.nn.Conv2d(channels, channels, 3, padding=1, groups=channels)
+            self.pointwise = torch.nn.Conv2d(channels, channels, 1)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return x + self.pointwise(torch.nn.functional.relu6(self.depthwise(x)))
+
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(
+        torch.nn.Conv2d(3, 32, 3, stride=2), torch.nn.ReLU6(), Block(32), Block(32),
+        torch.nn.Conv2d(32, 64, 1), torch.nn.ReLU6(), torch.nn.AdaptiveAvgPool2d(1),
+        torch.nn.Flatten(), torch.nn.Linear(64, 100),
+    ).eval()  # fmt: skip
+    torch.onnx.export(
+        model, (torch.randn(2, 3, 32, 32),), path, input_names=["x"], output_names=["logits"],
+        dynamic_axes={"x": {0: "batch"}, "logits": {0: "batch"}}, opset_version=17,
+        dynamo=False,
+    )  # fmt: skip
+
+
+def onnx_int8_dynamic(path: str) -> None:
+    """The small CNN quantized by ONNX Runtime's quantize_dynamic: int8 weights, and
+    activations quantized as they come (DynamicQuantizeLinear, ConvInteger, MatMulInteger)."""
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+
+    _small_cnn_onnx(path + ".fp32.onnx")
+    quantize_dynamic(path + ".fp32.onnx", path, weight_type=QuantType.QInt8)
+
+
+def onnx_int8_qdq(path: str) -> None:
+    """The small CNN quantized by ONNX Runtime's quantize_static, as QDQ pairs
+    (QuantizeLinear, DequantizeLinear), calibrated on four seeded batches."""
+    import numpy as np
+    from onnxruntime import quantization
+
+    class Batches(quantization.CalibrationDataReader):
+        def __init__(self) -> None:
+            rng = np.random.default_rng(0)
+            shape = (8, 3, 32, 32)
+            self.batches = iter([{"x": rng.standard_normal(shape, np.float32)} for _ in range(4)])
+
+        def get_next(self) -> dict | None:
+            return next(self.batches, None)
+
+    _small_cnn_onnx(path + ".fp32.onnx")
+    int8 = quantization.QuantType.QInt8
+    quantization.quantize_static(path + ".fp32.onnx", path, Batches(), per_channel=True,
+                                 quant_format=quantization.QuantFormat.QDQ,
+                                 activation_type=int8, weight_type=int8)  # fmt: skip
+
+
 MAKERS = {
     "tf2onnx": tf2onnx_savedmodel,
     "keras2-hdf5": keras2_hdf5,
@@ -183,6 +241,8 @@ MAKERS = {
     "onnx-tf-style": onnx_tf_style,
     "pt2": exported_program,
     "savedmodel": savedmodel,
+    "onnx-int8-dynamic": onnx_int8_dynamic,
+    "onnx-int8-qdq": onnx_int8_qdq,
 }
 
 if __name__ == "__main__":

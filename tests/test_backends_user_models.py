@@ -10,6 +10,10 @@ from pathlib import Path
 import pytest
 from conftest import cli, dlbench
 
+from dlbench.reference.user_model import reference_folder
+from dlbench.spec.registry import PRECISIONS, QUANTIZED_MODEL_PRECISION
+from dlbench.worker.check import relative_tolerance
+
 FAST = ["--min-time", "0", "--min-iters", "3", "--warmup", "1", "--threads", "1", "--quiet"]
 
 
@@ -112,6 +116,52 @@ def test_an_onnx_file_from_tf2onnx_runs_on_both_onnx_frameworks_with_its_outputs
     assert results[0]["details"]["extra"]["inputs"] == {"input_2": [5, 12], "sr": []}
     # both outputs, the int64 label exactly, checked against the first framework's
     assert "2 outputs compared" in results[1]["details"]["check"]["note"]
+
+
+QUANTIZED_RULE = PRECISIONS[QUANTIZED_MODEL_PRECISION]
+
+
+def quantized_checks(results: list[dict], ops: list[str]) -> dict:
+    """Both runtimes' checks held to int8's rule; openvino's (against onnxruntime's)."""
+    assert [r["case"]["framework"] for r in results] == ["onnxruntime", "openvino"]
+    for result in results:
+        assert result["status"] == "ok" and result["case"]["precision"] == "fp32"
+        check = result["details"]["check"]
+        assert check["quantized_ops"] == ops and check["note"].startswith("already quantized")
+        assert check["min_sqnr_db"] == QUANTIZED_RULE.min_sqnr_db and "tolerance" not in check
+        assert check["measure"] == "top-1 agreement" and check["samples"] == 64
+    return results[1]["details"]["check"]
+
+
+@pytest.mark.slow
+def test_an_onnx_file_quantized_dynamically_is_held_to_int8s_rule_across_runtimes(tmp_path):
+    pytest.importorskip("onnxruntime.quantization")
+    model = make_model("onnx-int8-dynamic", tmp_path / "dynamic.onnx")
+    code, results, text = dlbench_run(tmp_path, "--model", model, "-b", "64")
+    assert code == 0, text
+    check = quantized_checks(results, ["ConvInteger", "DynamicQuantizeLinear", "MatMulInteger"])
+    # the runtimes round a few activations apart (or none: no noise, no SQNR)
+    assert check["sqnr_db"] is None or check["sqnr_db"] >= QUANTIZED_RULE.min_sqnr_db
+    assert check["agreement"] == 1.0 and results[1]["max_abs_diff"] == check["max_abs_diff"]
+
+
+@pytest.mark.slow
+def test_a_qdq_onnx_file_differs_across_runtimes_beyond_fp32s_tolerance_and_passes(tmp_path):
+    np = pytest.importorskip("numpy")
+    pytest.importorskip("onnxruntime.quantization")
+    model = make_model("onnx-int8-qdq", tmp_path / "qdq.onnx")
+    code, results, text = dlbench_run(tmp_path, "--model", model, "-b", "64")
+    assert code == 0, text
+    check = quantized_checks(results, ["DequantizeLinear", "QuantizeLinear"])
+    assert check["sqnr_db"] >= QUANTIZED_RULE.min_sqnr_db and check["agreement"] > 0.9
+    # held to fp32's tolerance against onnxruntime's recorded outputs, it would fail
+    first = results[0]
+    folder = reference_folder(first["case"]["model_digest"], first["details"]["extra"]["inputs"],
+                              0, None)  # fmt: skip
+    with np.load(folder / "outputs.npz") as recorded:
+        reference = recorded["output_0"]
+    fp32_tolerance = relative_tolerance("fp32") * max(1.0, float(np.max(np.abs(reference))))
+    assert check["max_abs_diff"] > fp32_tolerance
 
 
 @pytest.mark.slow

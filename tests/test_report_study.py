@@ -12,6 +12,7 @@ from factories import make_result, make_run
 from dlbench.measure.stats import summarize
 from dlbench.report.studies.cpu_inference import study_tables
 from dlbench.results.records import Result, Run
+from dlbench.spec.registry import PRECISIONS
 
 
 def result(framework: str, compile_mode: str, scenario: str, median_ms: float, **values) -> Result:
@@ -65,11 +66,14 @@ def test_fair_tables_never_mix_scenarios():
 def test_int8_and_one_thread_rows_stand_beside_fp32_but_the_article_keeps_its_cases():
     run = study_run()
     run.results += [
+        # written before SQNR was measured: agreement and its floor only
         result("onnxruntime", "default", "offline", 0.2, precision="int8",
-               details={"check": {"agreement": 0.97, "measure": "top-1 agreement"}}),
+               details={"check": {"agreement": 0.97, "measure": "top-1 agreement",
+                                  "floor": 0.9}}),
         result("onnxruntime", "default", "offline", 0.9, threads=1),
         result("onnxruntime", "default", "single-stream", 0.002, threads=1, precision="int8",
-               details={"check": {"agreement": 0.95, "measure": "top-1 agreement"}}),
+               details={"check": {"agreement": 0.95, "measure": "top-1 agreement",
+                                  "sqnr_db": 14.24, "min_sqnr_db": 10.0}}),
     ]  # fmt: skip
     tables = study_tables(run, "torch")
     article = next(t for t in tables if t.metric.key == "latency" and "article" in t.title)
@@ -80,8 +84,11 @@ def test_int8_and_one_thread_rows_stand_beside_fp32_but_the_article_keeps_its_ca
     picks = next(t for t in tables if t.metric.key == "pick")
     fastest, most, least = picks.rows
     assert fastest.label == "fastest at batch 1: onnxruntime [default] int8 t=1, batch 1"
-    assert fastest.metric.key == "latency" and fastest.note == "int8: 0.950 top-1 agreement"
+    # what int8 cost: the SQNR that passed it, and the agreement beside it
+    assert fastest.note == "int8: SQNR 14.2 dB, 0.950 top-1 agreement"
+    assert fastest.metric.key == "latency"
     assert most.label.startswith("highest throughput: onnxruntime [default] int8 t=2")
+    assert most.note == "int8: SQNR not measured, 0.970 top-1 agreement"
     assert least.metric.key == "memory" and least.value == pytest.approx(100.002)
 
 
@@ -141,7 +148,8 @@ def test_cpu_inference_suite_end_to_end(tmp_path):
         ("onnxruntime", "int8"), ("onnxruntime", "int8-dynamic"), ("openvino", "int8"),
         ("torch", "int8"), ("torch", "int8-dynamic"),
     }  # fmt: skip
-    assert all(r["details"]["check"]["agreement"] >= 0.9 for r in int8)
+    bound = PRECISIONS["int8"].min_sqnr_db
+    assert all(r["details"]["check"]["sqnr_db"] >= bound for r in int8)
     # one thread beside every thread available
     assert {r["case"]["threads"] for r in fp32} == {1, max(r["case"]["threads"] for r in fp32)}
     assert "As the article measured it" in proc.stdout and "fair, offline" in proc.stdout

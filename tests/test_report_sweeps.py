@@ -19,7 +19,8 @@ def swept(framework: str, batch: int, median_ms: float, p99_ms: float, **values)
 
 
 def sweep_run():
-    int8 = {"precision": "int8", "details": {"check": {"agreement": 0.96}}}
+    check = {"agreement": 0.96, "sqnr_db": 21.5, "min_sqnr_db": 10.0}
+    int8 = {"precision": "int8", "details": {"check": check}}
     return make_run(
         [
             swept("onnxruntime", 1, 0.01, 0.02),  # 100k/s at 0.01 ms: on the front
@@ -56,8 +57,8 @@ def test_a_run_without_a_sweep_draws_no_sweep_chart():
 def test_the_budget_pick_is_the_most_throughput_whose_p99_fits():
     (row,) = budget_table(sweep_run(), 2.0).rows
     assert row.label == "mlp cpu: openvino [default] int8 bs=512 t=2"
-    assert row.note == "int8: 0.960 agreement with fp32"
-    assert row.extra[0] == 1.5  # its p99
+    assert row.note == "int8: SQNR 21.5 dB, 0.960 agreement"
+    assert row.extra[0] == 1.5 and row.extra[2:4] == (21.5, 0.96)  # p99, SQNR, agreement
     (tight,) = budget_table(sweep_run(), 0.5).rows
     assert tight.label == "mlp cpu: onnxruntime [default] bs=64 t=2"
     (none,) = budget_table(sweep_run(), 0.001).rows

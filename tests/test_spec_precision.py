@@ -30,14 +30,15 @@ def test_an_unknown_precision_is_an_error_never_fp32s_tolerance():
 def test_every_precision_allowed_has_its_check(name):
     precision = precision_info(name)
     if precision.quantized:
-        # held to fp32 by agreement, through some framework's quantization path
-        assert precision.tolerance is None
+        # held to fp32 by its SQNR, through some framework's quantization path
+        assert precision.tolerance is None and precision.min_sqnr_db is not None
         assert any(name in info.quantized for info in FRAMEWORKS.values())
         output = np.ones((2, 3), dtype=np.float32)
-        with pytest.raises(ValueError, match="held to fp32 by agreement"):
+        with pytest.raises(ValueError, match="held to fp32 by its SQNR"):
             _compare(output, output, name)
     else:
         assert precision.tolerance is not None and 0 < precision.tolerance < 1
+        assert precision.min_sqnr_db is None
         expected = np.full((2, 3), 10.0, dtype=np.float32)
         diff, tolerance = _compare(expected, expected + 0.001, name)
         assert diff == pytest.approx(0.001, rel=1e-3)

@@ -15,9 +15,13 @@ from dlbench.launch.runner import run_case
 from dlbench.measure.cpu_features import int8_dot_units
 from dlbench.plan.validate import validate_case
 from dlbench.results.flags import result_flags
+from dlbench.results.metrics import CSV_METRICS, METRICS, read
 from dlbench.results.record_dict import to_dict
 from dlbench.spec.case import Case
-from dlbench.worker.quantized_check import AGREEMENT_FLOOR, measure, output_kind
+from dlbench.spec.registry import PRECISIONS
+from dlbench.worker.quantized_check import measure, output_kind, sqnr_db
+
+INT8_BOUND = PRECISIONS["int8"].min_sqnr_db
 
 
 def installed(name: str) -> bool:
@@ -35,8 +39,12 @@ def quantized_case(framework: str, workload: str, precision: str, compile_mode: 
 def checked(result) -> dict:
     assert result.ok, (result.error, result.error_detail)
     check = to_dict(result.details.check)  # as the run file holds it
-    assert check["note"] == "int8 against fp32" and check["agreement"] >= AGREEMENT_FLOOR
+    assert check["note"] == "int8 against fp32" and check["min_sqnr_db"] == INT8_BOUND
+    # the SQNR that passed it, with the agreement reported beside it
+    assert check["sqnr_db"] >= INT8_BOUND and 0 <= check["agreement"] <= 1
+    assert "floor" not in check  # agreement decides nothing for float outputs
     assert result.max_abs_diff == check["max_abs_diff"] > 0  # int8 is not fp32
+    assert "sqnr" in CSV_METRICS and read(METRICS["sqnr"], result) == check["sqnr_db"]
     assert result.details.int8_dot_units == int8_dot_units()
     return to_dict(result.details.quantization)
 
@@ -53,7 +61,7 @@ def checked(result) -> dict:
         ("torch", "mlp", "int8-dynamic", "eager", "Int8DynamicActivationInt8WeightConfig"),
     ],
 )
-def test_int8_runs_quantized_and_is_held_to_fp32_by_agreement(
+def test_int8_runs_quantized_and_is_held_to_fp32_by_sqnr(
     framework, workload, precision, compile_mode, method
 ):
     if not installed(framework) or (framework == "torch" and not installed("torchao")):
@@ -112,25 +120,66 @@ def test_a_user_onnx_model_is_quantized_calibrated_on_its_input_data(tmp_path):
     for result in results:
         check = result["details"]["check"]
         assert check["measure"] == "top-1 agreement" and check["samples"] == 64
-        assert check["agreement"] >= AGREEMENT_FLOOR
+        assert check["sqnr_db"] >= INT8_BOUND and check["agreement"] > 0
         assert result["details"]["quantization"]["calibration"]["data"] == "--input-data"
 
 
-def test_agreement_by_kind_and_the_floor():
+def test_agreement_by_kind_is_reported_beside_the_sqnr_that_decides():
     expected = np.array([[0.1, 0.9], [0.8, 0.2], [0.3, 0.7], [0.6, 0.4]])
     flipped = expected[:, ::-1]
-    assert measure("top1", expected, expected, 4).value == 1.0
-    low = measure("top1", flipped, expected, 4)
-    assert low.value == 0.0 and low.failed and "below 0.9" in low.reason()
+    assert measure("top1", expected, expected, 4, "int8").value == 1.0
+    low = measure("top1", flipped, expected, 4, "int8")
+    # both classes swapped: the noise is twice the (centred) scores, -6 dB
+    assert low.value == 0.0 and low.sqnr_db == pytest.approx(-6.02, abs=0.01) and low.failed
+    assert "SQNR -6.0 dB, below 10 dB (top-1 agreement 0.000" in low.reason()
     probs = np.array([[0.2], [0.7], [0.51], [0.49]])
-    assert measure("threshold", probs + 0.02, probs, 4).value == 0.75  # 0.49 crossed 0.5
+    assert measure("threshold", probs + 0.02, probs, 4, "int8").value == 0.75  # 0.49 crossed
     features = np.ones((2, 3, 4))
-    assert measure("cosine", features * 3, features, 2).value == pytest.approx(1.0)
-    assert measure("cosine", -features, features, 2).value == pytest.approx(-1.0)
+    assert measure("cosine", features * 3, features, 2, "int8").value == pytest.approx(1.0)
+    assert measure("cosine", -features, features, 2, "int8").value == pytest.approx(-1.0)
     assert output_kind(np.zeros((4, 6), np.float32)) == "top1"
     assert output_kind(np.full((4, 1), 0.3, np.float32)) == "threshold"
     assert output_kind(np.zeros((4, 8, 3), np.float32)) == "cosine"
     assert output_kind(np.zeros(4, np.int64)) == "exact"
+    # integer outputs have no noise to measure: the fraction equal decides
+    ids = np.arange(10)
+    assert measure("exact", ids, ids, 10, "int8").sqnr_db is None
+    assert measure("exact", np.where(ids < 2, -1, ids), ids, 10, "int8").failed  # 0.8 equal
+
+
+def noise_at(expected: np.ndarray, db: float, seed: int = 0) -> np.ndarray:
+    """Zero-mean-per-row noise whose power is `db` below the expected outputs'."""
+    noise = np.random.default_rng(seed).standard_normal(expected.shape)
+    noise -= noise.mean(axis=-1, keepdims=True)
+    return noise * np.sqrt(np.sum(expected**2) / np.sum(noise**2) / 10 ** (db / 10))
+
+
+@pytest.mark.parametrize("db", [3.0, 9.5, 10.5, 35.0])
+def test_outputs_with_noise_of_a_known_power_read_that_sqnr_and_fail_below_the_bound(db):
+    scores = np.random.default_rng(1).standard_normal((256, 1000))
+    scores -= scores.mean(axis=-1, keepdims=True)  # as a classifier's scores are compared
+    verdict = measure("top1", scores + noise_at(scores, db), scores, 256, "int8")
+    assert verdict.sqnr_db == pytest.approx(db, abs=1e-9)
+    assert verdict.failed is (db < INT8_BOUND)
+    assert to_dict(verdict.details())["sqnr_db"] == pytest.approx(db)
+    hidden = np.random.default_rng(2).standard_normal((16, 128, 64))  # an encoder's
+    assert sqnr_db(hidden + noise_at(hidden, db), hidden) == pytest.approx(db, abs=1e-9)
+
+
+def test_a_wrong_scale_fails_and_a_log_partition_is_no_signal():
+    """A scale off by 2x on a classifier's output: noise as strong as the scores (0 dB).
+    Log-softmax outputs carry each sample's log-partition, which softmax ignores: as
+    signal it would lift the SQNR of that wrong scale by some 28 dB, as on mnist-cnn."""
+    logits = np.random.default_rng(3).standard_normal((256, 10)) * 0.1
+
+    def log_softmax(x: np.ndarray) -> np.ndarray:
+        return x - np.log(np.sum(np.exp(x), axis=-1, keepdims=True))
+
+    reference = log_softmax(logits)
+    wrong = measure("top1", log_softmax(2 * logits), reference, 256, "int8")
+    assert wrong.sqnr_db == pytest.approx(0.0, abs=1e-9) and wrong.failed
+    assert sqnr_db(log_softmax(2 * logits), reference) > 25  # the raw ratio would pass it
+    assert measure("top1", reference + 1.5, reference, 256, "int8").sqnr_db > 200  # rounding
 
 
 def test_a_cpu_without_int8_dot_products_is_flagged_not_skipped(tmp_path):

@@ -46,7 +46,8 @@ class NumpyBlas:
 @dataclass
 class OutputCheck:
     """The output against the reference (fp32's tolerance), or an int8 model's
-    agreement with fp32 (`agreement` and how it was measured)."""
+    outputs against fp32's: their signal-to-quantization-noise ratio, which decides,
+    and their agreement (`agreement` and how it was measured) beside it."""
 
     note: str | None = None
     tolerance: float | None = None
@@ -54,8 +55,16 @@ class OutputCheck:
     agreement: float | None = None
     top1_agreement: float | None = None
     samples: int | None = None
+    # the agreement that fails the case: integer outputs now; every int8 case in
+    # results written before SQNR decided
     floor: float | None = None
     max_abs_diff: float | None = None
+    # dB; None where there was no noise to measure (outputs equal, or integers)
+    sqnr_db: float | None = None
+    min_sqnr_db: float | None = None
+    # a user's model that is already quantized: the int8 operators its graph holds,
+    # which put its check across frameworks under int8's rule
+    quantized_ops: list[str] | None = None
 
 
 @dataclass

@@ -117,9 +117,10 @@ def _peak_qps(result: Result) -> float | None:
     return _number(result.details.loadgen.peak_qps if result.details.loadgen else None)
 
 
-def _agreement(result: Result) -> float | None:
-    """An int8 result's agreement with fp32 (worker.quantized_check)."""
-    return _number(result.details.check.agreement if result.details.check else None)
+def _check(name: str) -> Reader:
+    """A number of the output check (details.check): an int8 result's against fp32
+    (worker.quantized_check)."""
+    return lambda r: _number(getattr(r.details.check, name, None))
 
 
 def _number(value: Any) -> float | None:
@@ -322,7 +323,15 @@ METRICS: dict[str, Metric] = {
             "fraction",
             "int8 agreement",
             True,
-            _agreement,
+            _check("agreement"),
+        ),
+        Metric(
+            "sqnr",
+            "Signal-to-quantization-noise ratio of the int8 outputs against fp32",
+            "dB",
+            "int8 SQNR dB",
+            True,
+            _check("sqnr_db"),
         ),
         Metric(
             "peak_qps",
@@ -386,6 +395,7 @@ COMPARABLE = ("latency", "p99", "throughput", "cpu", "memory", "energy", "power"
 # those computed with its run.
 CSV_METRICS = (
     "agreement",
+    "sqnr",
     "peak_qps",
     "loadgen_p90",
     "loadgen_p99",

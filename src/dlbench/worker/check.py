@@ -14,6 +14,7 @@ from typing import Any
 from dlbench.backends.base import Job, Prepared
 from dlbench.results.details import OutputCheck
 from dlbench.spec.registry import precision_info
+from dlbench.worker.quantized_check import Agreement, quantized_model_check
 
 
 @dataclass(frozen=True)
@@ -36,11 +37,13 @@ class CheckOutcome:
         )
 
 
-def check_output(job: Job, prepared: Prepared) -> CheckOutcome:
+def check_output(job: Job, prepared: Prepared) -> CheckOutcome | Agreement:
     """Compare one more output of the prepared step with the reference.
 
     A model with several outputs has each compared, with the tolerance of
-    its dtype; the outcome reports the output closest to failing.
+    its dtype; the outcome reports the output closest to failing. A user's
+    ONNX model that is already quantized is held to int8's rule instead
+    (worker.quantized_check.quantized_model_check).
     """
     if prepared.fetch_output is None or job.case.mode != "infer":
         return CheckOutcome(None, None, "not checked (no output to compare in this mode)")
@@ -50,19 +53,17 @@ def check_output(job: Job, prepared: Prepared) -> CheckOutcome:
     outputs = [np.asarray(o) for o in (fetched if isinstance(fetched, list) else [fetched])]
     expected, actual = _expected_and_actual(job, prepared, outputs)
     source = _source(job)
-    if len(expected) != len(actual):
-        return CheckOutcome(
-            float("inf"), 0.0, f"{len(actual)} outputs, the reference has {len(expected)}"
-        )
+    mismatch = _shape_mismatch(expected, actual)
+    if mismatch is not None:
+        return mismatch
+    ops = _quantized_ops(job)
+    if ops:
+        return quantized_model_check(expected, actual, ops, source)
     worst = CheckOutcome(0.0, 0.0, source)
     for index, (want, got) in enumerate(zip(expected, actual, strict=True)):
         name = f"output {index}: " if len(actual) > 1 else ""
         if got.dtype.kind not in "fiub":
             continue  # not numbers (a map or string output): nothing to subtract
-        if want.shape != got.shape:
-            return CheckOutcome(
-                float("inf"), 0.0, f"{name}shape {got.shape} != reference {want.shape}"
-            )
         diff, tolerance = _compare(want, got, job.case.precision)
         if _closer_to_failing(diff, tolerance, worst):
             where = f"{source}; {name}{got.dtype}" if len(actual) > 1 else source
@@ -72,6 +73,34 @@ def check_output(job: Job, prepared: Prepared) -> CheckOutcome:
             worst.max_abs_diff, worst.tolerance, f"{len(actual)} outputs compared; {worst.note}"
         )
     return worst
+
+
+def _shape_mismatch(expected: list[Any], actual: list[Any]) -> CheckOutcome | None:
+    """A failing outcome where the outputs' count or a numeric output's shape differs."""
+    if len(expected) != len(actual):
+        return CheckOutcome(
+            float("inf"), 0.0, f"{len(actual)} outputs, the reference has {len(expected)}"
+        )
+    for index, (want, got) in enumerate(zip(expected, actual, strict=True)):
+        if got.dtype.kind in "fiub" and want.shape != got.shape:
+            name = f"output {index}: " if len(actual) > 1 else ""
+            return CheckOutcome(
+                float("inf"), 0.0, f"{name}shape {got.shape} != reference {want.shape}"
+            )
+    return None
+
+
+def _quantized_ops(job: Job) -> list[str]:
+    """The int8 operators of a user's ONNX model ([]: not quantized, or not ONNX)."""
+    if job.workload.name != "user-model" or job.case.model is None:
+        return []
+    from pathlib import Path
+
+    from dlbench.workloads.model_format import model_format
+    from dlbench.workloads.onnx_ops import quantized_ops
+
+    path = Path(job.case.model)
+    return quantized_ops(path) if model_format(path) == "onnx" else []
 
 
 def _compare(expected: Any, actual: Any, precision: str) -> tuple[float, float]:
@@ -97,11 +126,11 @@ def _compare(expected: Any, actual: Any, precision: str) -> tuple[float, float]:
 
 def relative_tolerance(precision: str) -> float:
     """The precision's tolerance: an unknown name is a UserError, and a quantized one
-    (held to fp32 by agreement, worker.quantized_check) an error too, never fp32's."""
+    (held to fp32 by its SQNR, worker.quantized_check) an error too, never fp32's."""
     tolerance = precision_info(precision).tolerance
     if tolerance is None:
         raise ValueError(
-            f"precision {precision} is held to fp32 by agreement (worker.quantized_check), "
+            f"precision {precision} is held to fp32 by its SQNR (worker.quantized_check), "
             "not by a tolerance"
         )
     return tolerance

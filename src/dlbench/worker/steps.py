@@ -105,8 +105,8 @@ def _apply_loss_check(result: Result, prepared: Prepared) -> None:
 def _apply_check(result: Result, job: Job, prepared: Prepared) -> None:
     """Record the output check; a mismatch turns the result into a failure.
 
-    int8 is held to fp32 by agreement (worker.quantized_check), not by fp32's
-    tolerance (worker.check).
+    int8 is held to fp32 by the SQNR of its outputs (worker.quantized_check), not by
+    fp32's tolerance (worker.check).
     """
     quantized = job.case.precision in QUANTIZED_PRECISIONS and job.case.mode == "infer"
     check = quantized_agreement if quantized else check_output

@@ -120,13 +120,13 @@ def _is_onnx(path: Path) -> bool:
         for index in range(64):
             if file.tell() >= size:
                 return seen_graph
-            tag = _varint(file)
+            tag = read_varint(file)
             if tag is None:
                 return False
             number, wire = tag >> 3, tag & 7
             if ONNX_MODEL_FIELDS.get(number) != wire or (index == 0 and number != 1):
                 return False
-            value = _varint(file)
+            value = read_varint(file)
             if value is None:
                 return False
             if wire == 2:
@@ -165,7 +165,8 @@ def _check_hdf5_length(path: Path, head: bytes) -> None:
         )
 
 
-def _varint(file: object) -> int | None:
+def read_varint(file: object) -> int | None:
+    """A protobuf varint at the file's position; None at its end or past 10 bytes."""
     result = shift = 0
     for _ in range(10):
         byte = file.read(1)  # type: ignore[attr-defined]

@@ -18,6 +18,7 @@ from dlbench.report.studies.study import (
     StudyTable,
     baseline_label,
     case_label,
+    int8_cost,
     ok_results,
     relative_rows,
 )
@@ -131,12 +132,11 @@ def _better(metric: Metric, value: float) -> float:
 
 
 def accuracy_cost(result: Result) -> str:
-    """What the case's precision cost against fp32: int8's agreement, else the difference."""
-    agreement = read(METRICS["agreement"], result)
-    if agreement is not None:
-        check = result.details.check
-        measure = check.measure if check and check.measure is not None else "agreement"
-        return f"{result.case.precision}: {agreement:.3f} {measure}"
+    """What the case's precision cost against fp32: int8's SQNR and agreement, else the
+    difference."""
+    cost = int8_cost(result)
+    if cost is not None:
+        return f"{result.case.precision}: {cost}"
     if result.max_abs_diff is not None:
         return f"{result.case.precision}: max |diff| {result.max_abs_diff:.2g} from the reference"
     return result.case.precision

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from dlbench.report.charts.model import Bar, BarChart
-from dlbench.results.metrics import Metric
+from dlbench.results.metrics import METRICS, Metric, read
 from dlbench.results.records import Result, Run
 
 
@@ -93,3 +93,21 @@ def baseline_label(results: Sequence[Result], baseline: str) -> str | None:
         key=lambda r: (r.case.precision != "fp32", r.case.compile != default, -r.case.threads),
     )
     return case_label(chosen)
+
+
+def int8_cost(result: Result) -> str | None:
+    """What int8 cost against fp32, as its check measured it: the SQNR that decides,
+    and the agreement beside it (None: not an int8 result)."""
+    agreement = read(METRICS["agreement"], result)
+    if agreement is None:
+        return None
+    check = result.details.check
+    measure = check.measure if check and check.measure is not None else "agreement"
+    sqnr = read(METRICS["sqnr"], result)
+    if sqnr is not None:
+        loss = f"SQNR {sqnr:.1f} dB"
+    elif check is not None and check.min_sqnr_db is not None:
+        loss = "no noise: outputs equal fp32's"
+    else:  # integer outputs, or a result written before SQNR was measured
+        loss = "SQNR not measured"
+    return f"{loss}, {agreement:.3f} {measure}"

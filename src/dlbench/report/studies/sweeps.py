@@ -12,7 +12,7 @@ cost in accuracy where it has one.
 from __future__ import annotations
 
 from dlbench.report.charts.model import Curve, CurveChart, Point, slug
-from dlbench.report.studies.study import Row, StudyTable
+from dlbench.report.studies.study import Row, StudyTable, int8_cost
 from dlbench.results.metrics import METRICS, read
 from dlbench.results.records import Result, Run
 
@@ -20,7 +20,9 @@ from dlbench.results.records import Result, Run
 LINE_AXES = ("framework", "compile", "precision", "threads", "streams")
 # the axis along a line, tried in this order, and how a point is labelled by it
 ALONG_AXES = {"batch_size": "bs", "threads": "t"}
-BUDGET_COLUMNS = tuple(METRICS[key] for key in ("p99", "latency", "agreement", "max_abs_diff"))
+BUDGET_COLUMNS = tuple(
+    METRICS[key] for key in ("p99", "latency", "sqnr", "agreement", "max_abs_diff")
+)
 
 
 def sweep_charts(run: Run) -> list[CurveChart]:
@@ -99,8 +101,8 @@ def budget_table(run: Run, budget_ms: float) -> StudyTable:
 
 
 def _accuracy_note(result: Result) -> str:
-    agreement = read(METRICS["agreement"], result)
-    if agreement is not None:
-        return f"int8: {agreement:.3f} agreement with fp32"
+    cost = int8_cost(result)
+    if cost is not None:
+        return f"{result.case.precision}: {cost}"
     checked = result.max_abs_diff is not None
     return f"{result.case.precision}, checked against the reference" if checked else ""
