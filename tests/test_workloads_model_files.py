@@ -8,7 +8,7 @@ import zipfile
 
 import numpy as np
 import pytest
-from conftest import dlbench
+from conftest import cli, dlbench
 
 from dlbench.errors import CaseError, UserError, cause_summary
 from dlbench.workloads.model_format import model_format
@@ -202,6 +202,18 @@ def test_inspect_names_the_format_inputs_and_frameworks(tmp_path):
     (tmp_path / "notes.txt").write_text("hello")
     bad = dlbench("inspect", str(tmp_path / "notes.txt"))
     assert bad.returncode == 2 and "Traceback" not in bad.stderr
+
+
+def test_inspect_of_a_file_no_framework_loads_prints_the_reasons(monkeypatch):
+    import dlbench.launch.inspect as inspecting
+
+    found = inspecting.Inspection("saved", "savedmodel", "TensorFlow SavedModel directory", 10,
+                                  [inspecting.FrameworkView("tensorflow", "2.21.0", "cannot load",
+                                                            "no signature to serve")])  # fmt: skip
+    monkeypatch.setattr(inspecting, "inspect_model", lambda *args, **kwargs: found)
+    proc = cli("inspect", "saved")
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr, proc.stderr
+    assert "no signature to serve" in proc.stdout
 
 
 def test_unsigned_inputs_are_fed_as_such_and_a_string_input_is_refused_by_name(tmp_path):
