@@ -6,7 +6,7 @@ store. A missing .npz key, a wrong shape or dtype, or a truncated file is the
 user's mistake: it must end in exit 2 with one line, and nothing stored. So each
 (model, framework) pair is loaded once here, in a process of its own (the same
 loader as `dlbench inspect`), and the case's inputs are resolved against the
-signature it reports with the worker's own `resolve_inputs`. A framework that
+signature it reports with the worker's own `case_inputs`. A framework that
 cannot load the file is not the user's mistake (an operator it lacks, a
 conversion it cannot do): that case runs and fails with the framework's own
 reason kept in the result. A file cut short is caught earlier, by its format's
@@ -37,7 +37,7 @@ def check_user_models(
     its framework reads from the file."""
     if all(case.model is None for case in cases):
         return
-    from dlbench.workloads.user_model import load_input_data, resolve_inputs
+    from dlbench.workloads.user_model import case_inputs, load_input_data
 
     views: dict[tuple[str, str, bool], FrameworkView] = {}
     checked: set[tuple[Any, ...]] = set()
@@ -60,7 +60,7 @@ def check_user_models(
         signature = [_spec(entry) for entry in view.inputs]
         given = data.get(case.input_data) if case.input_data is not None else None
         try:
-            resolve_inputs(signature, dict(case.inputs), seed, case.batch_size, given)
+            case_inputs(case, signature, seed, given)  # the worker's own resolution
         except CaseError as exc:
             raise UserError(f"--model {Path(case.model).name} on {case.framework}: {exc}") from None
 
