@@ -345,3 +345,52 @@ def test_a_torchscript_model_takes_int64_token_ids_from_input_data(tmp_path):
     code, results, text = dlbench_run(tmp_path, "--model", str(model), "--input-data", str(data))
     assert code == 0, text
     assert results[0]["status"] == "ok" and results[0]["case"]["batch_size"] == 2
+
+
+def string_onnx(path: Path) -> str:
+    """An ONNX model on strings: whether each word is "naïve" (Equal on strings)."""
+    import onnx
+    from onnx import TensorProto, helper
+
+    word = helper.make_tensor("word", TensorProto.STRING, [], [b"na\xc3\xafve"])
+    graph = helper.make_graph(
+        [helper.make_node("Equal", ["text", "word"], ["is_word"])], "strings",
+        [helper.make_tensor_value_info("text", TensorProto.STRING, ["batch"])],
+        [helper.make_tensor_value_info("is_word", TensorProto.BOOL, ["batch"])], [word],
+    )  # fmt: skip
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 19)])
+    model.ir_version = 9
+    onnx.save(model, path)
+    return str(path)
+
+
+@pytest.mark.slow
+def test_string_inputs_run_on_onnxruntime_from_input_data_and_openvino_is_refused(tmp_path):
+    np = pytest.importorskip("numpy")
+    pytest.importorskip("onnxruntime")
+    model, db = string_onnx(tmp_path / "strings.onnx"), tmp_path / "store.sqlite"
+    data = tmp_path / "words.npz"
+    np.savez(data, text=np.array(["cat", "naïve", "naive"]))
+    proc = dlbench("run", "--model", model, "--input-data", str(data), *FAST, "--db", str(db),
+                   timeout=600)  # fmt: skip
+    # OpenVINO reads the model, but computes on no string (its CPU plugin: "unsupported
+    # src_prc: string"): refused before anything runs
+    one_line_refusal(proc, "on openvino: input 'text' is a string tensor, and dlbench feeds "
+                     "openvino no strings; run it with -f onnxruntime", db)  # fmt: skip
+    # UTF-8 bytes, as a bytes (S) array: decoded for ONNX Runtime, which reads str arrays
+    np.savez(data, text=np.char.encode(np.array(["cat", "naïve", "naive"]), "utf-8"))
+    code, results, text = dlbench_run(
+        tmp_path, "--model", model, "--input-data", str(data), "-f", "onnxruntime"
+    )
+    assert code == 0, text
+    (result,) = results
+    assert result["details"]["extra"]["string_inputs"] == ["text"]
+    assert result["max_abs_diff"] is None and result["details"]["check"]["note"].startswith(
+        "not cross-checked: no other framework that reads onnx takes its string inputs"
+    )
+    from dlbench.reference.user_model import reference_folder
+
+    folder = reference_folder(result["case"]["model_digest"], {"text": [3]}, 0,
+                              result["case"]["input_data_digest"])  # fmt: skip
+    with np.load(folder / "outputs.npz") as recorded:  # the outputs it ran to
+        assert recorded["output_0"].tolist() == [False, True, False]
