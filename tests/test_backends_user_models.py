@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -152,6 +154,7 @@ def test_savedmodel_through_its_serving_signature_with_every_output(tmp_path):
     code, results, text = dlbench_run(tmp_path, "--model", model, "-b", "3")
     assert code == 0, text
     assert results[0]["details"]["extra"]["model_kind"] == "savedmodel"
+    assert results[0]["details"]["extra"]["loader"] == "tf.saved_model.load"
     assert results[0]["details"]["extra"]["outputs"] == ["label", "logits"]
 
 
@@ -345,6 +348,77 @@ def test_a_torchscript_model_takes_int64_token_ids_from_input_data(tmp_path):
     code, results, text = dlbench_run(tmp_path, "--model", str(model), "--input-data", str(data))
     assert code == 0, text
     assert results[0]["status"] == "ok" and results[0]["case"]["batch_size"] == 2
+
+
+KERAS2 = "tf_keras (Keras 2) writes the file: pip install tf_keras"
+
+
+def keras3_only(tmp_path) -> dict[str, str]:
+    """The environment of TensorFlow 2.16+ with Keras 3 alone (its default install): a
+    tf_keras that cannot be imported, ahead of the installed one on the path."""
+    shadow = tmp_path / "keras3-only"
+    (shadow / "tf_keras").mkdir(parents=True, exist_ok=True)
+    (shadow / "tf_keras" / "__init__.py").write_text(
+        'raise ImportError("tf_keras is not installed here")\n'
+    )
+    path = os.pathsep.join(p for p in (str(shadow), os.environ.get("PYTHONPATH")) if p)
+    return {**os.environ, "PYTHONPATH": path}
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(importlib.util.find_spec("tf_keras") is None, reason=KERAS2)
+def test_a_keras2_savedmodel_with_optimizer_state_runs_through_tf1s_loader(tmp_path):
+    np = pytest.importorskip("numpy")
+    model = make_model("keras2-savedmodel", tmp_path / "classifier")
+    data = tmp_path / "inputs.npz"
+    rng = np.random.default_rng(1)
+    np.savez(data, text=np.array(["dog", "naïve", "zebra"]),
+             features=rng.standard_normal((3, 6)).astype(np.float32))  # fmt: skip
+    # With tf_keras, tf.saved_model.load restores it: the reference for the run below
+    code, results, text = dlbench_run(tmp_path, "--model", model, "--input-data", str(data))
+    assert code == 0, text
+    assert results[0]["details"]["extra"]["loader"] == "tf.saved_model.load"
+    assert results[0]["max_abs_diff"] is None  # the first run checks nothing, and says so
+    # With Keras 3 alone it cannot, in TensorFlow's own words; TF1's loader serves it
+    out = tmp_path / "run.json"
+    proc = dlbench("run", "--model", model, "--input-data", str(data), "-c", "function",
+                   "-c", "eager", *FAST, "--json", str(out), env=keras3_only(tmp_path),
+                   timeout=600)  # fmt: skip
+    graph, eager = json.loads(out.read_text())["results"]
+    extra = graph["details"]["extra"]
+    assert graph["status"] == "ok", proc.stderr
+    assert extra["loader"] == "tf.compat.v1.saved_model.loader.load"
+    assert extra["fallback_cause"] == (
+        "its saved Keras 2 optimizer state, which only tf_keras restores "
+        "(AttributeError: '_UserObject' object has no attribute 'add_slot')"
+    )
+    assert extra["inputs"] == {"text": [3], "features": [3, 6]}
+    assert extra["string_inputs"] == ["text"]
+    # the same outputs as tf.saved_model.load gave, within fp32's tolerance
+    check = graph["details"]["check"]
+    assert (
+        "the first framework that ran this model (tensorflow via tf.saved_model.load)"
+        in (check["note"])
+    )
+    assert graph["max_abs_diff"] is not None and graph["max_abs_diff"] <= check["tolerance"]
+    # eager needs tf.saved_model.load: a failed case whose error names why
+    assert proc.returncode == 1 and eager["status"] == "failed"
+    assert eager["error"].startswith("SavedModel classifier runs here only as a TF1 graph")
+    assert "compile mode eager needs that loader" in eager["error"]
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(importlib.util.find_spec("tf_keras") is None, reason=KERAS2)
+def test_a_savedmodel_neither_loader_can_serve_is_refused_naming_both_causes(tmp_path):
+    model = make_model("keras2-savedmodel-unsigned", tmp_path / "unsigned")
+    proc = dlbench("inspect", model, "--json", env=keras3_only(tmp_path))
+    (view,) = [v for v in json.loads(proc.stdout)["frameworks"] if v["framework"] == "tensorflow"]
+    assert view["verdict"] == "cannot load"
+    assert view["reason"] == (
+        "SavedModel unsigned: tf.saved_model.load cannot restore its saved Keras 2 optimizer "
+        "state, which only tf_keras restores (AttributeError: '_UserObject' object has no "
+        "attribute 'add_slot'), and it has no signature to serve through TF1's loader"
+    )
 
 
 def string_onnx(path: Path) -> str:
