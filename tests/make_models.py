@@ -143,6 +143,33 @@ def savedmodel(path: str) -> None:
     tf.saved_model.save(module, path, signatures={"serving_default": module.serve})
 
 
+def keras2_savedmodel(path: str, signed: bool = True) -> None:
+    """A Keras 2 text classifier saved as a SavedModel with its optimizer's state, as
+    tf.keras 2.x saved a model after training: a string input through a StringLookup (a
+    table the serving graph initialises) beside float features; written by tf_keras.
+
+    The optimizer is Keras 2's OptimizerV2 (`tf_keras.optimizers.legacy`, every
+    Keras 2 optimizer up to 2.10): its slot variables are saved as such, and
+    `tf.saved_model.load` rebuilds them only through tf_keras. `signed=False` saves it
+    without a serving signature, as `model.save(..., signatures={})` does.
+    """
+    import numpy as np
+    import tf_keras as keras
+
+    text = keras.Input((), dtype="string", name="text")
+    features = keras.Input((6,), name="features")
+    ids = keras.layers.StringLookup(vocabulary=["cat", "dog", "naïve"])(text)
+    embedded = keras.layers.Embedding(5, 4)(ids)
+    joined = keras.layers.Concatenate()([embedded, features])
+    model = keras.Model([text, features], keras.layers.Dense(3, name="scores")(joined))
+    model.compile(optimizer=keras.optimizers.legacy.Adam(), loss="mse")
+    rng = np.random.default_rng(0)
+    samples = {"text": np.array(["cat", "dog", "naïve", "emu"]),
+               "features": rng.standard_normal((4, 6)).astype(np.float32)}  # fmt: skip
+    model.fit(samples, np.zeros((4, 3), np.float32), epochs=1, verbose=0)  # slots exist
+    model.save(path, save_format="tf", **({} if signed else {"signatures": {}}))
+
+
 def tf2onnx_savedmodel(path: str) -> None:
     """An ONNX file written by tf2onnx's own converter from a SavedModel, as TensorFlow
     users export: an int64 scalar input beside the features, two outputs."""
@@ -243,6 +270,8 @@ MAKERS = {
     "savedmodel": savedmodel,
     "onnx-int8-dynamic": onnx_int8_dynamic,
     "onnx-int8-qdq": onnx_int8_qdq,
+    "keras2-savedmodel": keras2_savedmodel,
+    "keras2-savedmodel-unsigned": lambda path: keras2_savedmodel(path, signed=False),
 }
 
 if __name__ == "__main__":

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -202,6 +204,7 @@ def test_savedmodel_through_its_serving_signature_with_every_output(tmp_path):
     code, results, text = dlbench_run(tmp_path, "--model", model, "-b", "3")
     assert code == 0, text
     assert results[0]["details"]["extra"]["model_kind"] == "savedmodel"
+    assert results[0]["details"]["extra"]["loader"] == "tf.saved_model.load"
     assert results[0]["details"]["extra"]["outputs"] == ["label", "logits"]
 
 
@@ -397,3 +400,123 @@ def test_a_torchscript_model_takes_int64_token_ids_from_input_data(tmp_path):
     code, results, text = dlbench_run(tmp_path, "--model", str(model), "--input-data", str(data))
     assert code == 0, text
     assert results[0]["status"] == "ok" and results[0]["case"]["batch_size"] == 2
+
+
+KERAS2 = "tf_keras (Keras 2) writes the file: pip install --no-deps tf_keras~=X.Y.0 (for TF X.Y)"
+
+
+def keras3_only(tmp_path) -> dict[str, str]:
+    """The environment of TensorFlow 2.16+ with Keras 3 alone (its default install): a
+    tf_keras that cannot be imported, ahead of the installed one on the path."""
+    shadow = tmp_path / "keras3-only"
+    (shadow / "tf_keras").mkdir(parents=True, exist_ok=True)
+    (shadow / "tf_keras" / "__init__.py").write_text(
+        'raise ImportError("tf_keras is not installed here")\n'
+    )
+    path = os.pathsep.join(p for p in (str(shadow), os.environ.get("PYTHONPATH")) if p)
+    return {**os.environ, "PYTHONPATH": path}
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(importlib.util.find_spec("tf_keras") is None, reason=KERAS2)
+def test_a_keras2_savedmodel_with_optimizer_state_runs_through_tf1s_loader(tmp_path):
+    np = pytest.importorskip("numpy")
+    model = make_model("keras2-savedmodel", tmp_path / "classifier")
+    data = tmp_path / "inputs.npz"
+    rng = np.random.default_rng(1)
+    np.savez(data, text=np.array(["dog", "naïve", "zebra"]),
+             features=rng.standard_normal((3, 6)).astype(np.float32))  # fmt: skip
+    # With tf_keras, tf.saved_model.load restores it: the reference for the run below
+    code, results, text = dlbench_run(tmp_path, "--model", model, "--input-data", str(data))
+    assert code == 0, text
+    assert results[0]["details"]["extra"]["loader"] == "tf.saved_model.load"
+    assert results[0]["max_abs_diff"] is None  # the first run checks nothing, and says so
+    # With Keras 3 alone it cannot, in TensorFlow's own words; TF1's loader serves it
+    out = tmp_path / "run.json"
+    proc = dlbench("run", "--model", model, "--input-data", str(data), "-c", "function",
+                   "-c", "eager", *FAST, "--json", str(out), env=keras3_only(tmp_path),
+                   timeout=600)  # fmt: skip
+    graph, eager = json.loads(out.read_text())["results"]
+    extra = graph["details"]["extra"]
+    assert graph["status"] == "ok", proc.stderr
+    assert extra["loader"] == "tf.compat.v1.saved_model.loader.load"
+    assert extra["fallback_cause"] == (
+        "its saved Keras 2 optimizer state, which only tf_keras restores "
+        "(AttributeError: '_UserObject' object has no attribute 'add_slot')"
+    )
+    assert extra["inputs"] == {"text": [3], "features": [3, 6]}
+    assert extra["string_inputs"] == ["text"]
+    # the same outputs as tf.saved_model.load gave, within fp32's tolerance
+    check = graph["details"]["check"]
+    assert (
+        "the first framework that ran this model (tensorflow via tf.saved_model.load)"
+        in (check["note"])
+    )
+    assert graph["max_abs_diff"] is not None and graph["max_abs_diff"] <= check["tolerance"]
+    # eager needs tf.saved_model.load: a failed case whose error names why
+    assert proc.returncode == 1 and eager["status"] == "failed"
+    assert eager["error"].startswith("SavedModel classifier runs here only as a TF1 graph")
+    assert "compile mode eager needs that loader" in eager["error"]
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(importlib.util.find_spec("tf_keras") is None, reason=KERAS2)
+def test_a_savedmodel_neither_loader_can_serve_is_refused_naming_both_causes(tmp_path):
+    model = make_model("keras2-savedmodel-unsigned", tmp_path / "unsigned")
+    proc = dlbench("inspect", model, "--json", env=keras3_only(tmp_path))
+    (view,) = [v for v in json.loads(proc.stdout)["frameworks"] if v["framework"] == "tensorflow"]
+    assert view["verdict"] == "cannot load"
+    assert view["reason"] == (
+        "SavedModel unsigned: tf.saved_model.load cannot restore its saved Keras 2 optimizer "
+        "state, which only tf_keras restores (AttributeError: '_UserObject' object has no "
+        "attribute 'add_slot'), and it has no signature to serve through TF1's loader"
+    )
+
+
+def string_onnx(path: Path) -> str:
+    """An ONNX model on strings: whether each word is "naïve" (Equal on strings)."""
+    import onnx
+    from onnx import TensorProto, helper
+
+    word = helper.make_tensor("word", TensorProto.STRING, [], [b"na\xc3\xafve"])
+    graph = helper.make_graph(
+        [helper.make_node("Equal", ["text", "word"], ["is_word"])], "strings",
+        [helper.make_tensor_value_info("text", TensorProto.STRING, ["batch"])],
+        [helper.make_tensor_value_info("is_word", TensorProto.BOOL, ["batch"])], [word],
+    )  # fmt: skip
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 19)])
+    model.ir_version = 9
+    onnx.save(model, path)
+    return str(path)
+
+
+@pytest.mark.slow
+def test_string_inputs_run_on_onnxruntime_from_input_data_and_openvino_is_refused(tmp_path):
+    np = pytest.importorskip("numpy")
+    pytest.importorskip("onnxruntime")
+    model, db = string_onnx(tmp_path / "strings.onnx"), tmp_path / "store.sqlite"
+    data = tmp_path / "words.npz"
+    np.savez(data, text=np.array(["cat", "naïve", "naive"]))
+    proc = dlbench("run", "--model", model, "--input-data", str(data), *FAST, "--db", str(db),
+                   timeout=600)  # fmt: skip
+    # OpenVINO reads the model, but computes on no string (its CPU plugin: "unsupported
+    # src_prc: string"): refused before anything runs
+    one_line_refusal(proc, "on openvino: input 'text' is a string tensor, and dlbench feeds "
+                     "openvino no strings; run it with -f onnxruntime", db)  # fmt: skip
+    # UTF-8 bytes, as a bytes (S) array: decoded for ONNX Runtime, which reads str arrays
+    np.savez(data, text=np.char.encode(np.array(["cat", "naïve", "naive"]), "utf-8"))
+    code, results, text = dlbench_run(
+        tmp_path, "--model", model, "--input-data", str(data), "-f", "onnxruntime"
+    )
+    assert code == 0, text
+    (result,) = results
+    assert result["details"]["extra"]["string_inputs"] == ["text"]
+    assert result["max_abs_diff"] is None and result["details"]["check"]["note"].startswith(
+        "not cross-checked: no other framework that reads onnx takes its string inputs"
+    )
+    from dlbench.reference.user_model import reference_folder
+
+    folder = reference_folder(result["case"]["model_digest"], {"text": [3]}, 0,
+                              result["case"]["input_data_digest"])  # fmt: skip
+    with np.load(folder / "outputs.npz") as recorded:  # the outputs it ran to
+        assert recorded["output_0"].tolist() == [False, True, False]

@@ -52,12 +52,12 @@ def objects() -> np.ndarray:
     [
         (lambda p: np.savez(p, x=objects()), "array 'x' holds Python objects (dtype object)"),
         (lambda p: np.save(p, objects(), allow_pickle=True), "holds Python objects"),
-        (lambda p: np.savez(p, x=np.array(["ab", "c"])), "array 'x' is <U2; model inputs are"),
-        (lambda p: np.savez(p, x=np.zeros(2, "f4,i8")), "model inputs are numeric or boolean"),
+        (lambda p: np.savez(p, x=np.zeros(2, np.complex64)), "array 'x' is complex64; model"),
+        (lambda p: np.savez(p, x=np.zeros(2, "f4,i8")), "inputs are numeric, boolean or string"),
         (lambda p: p.write_bytes(b"\x93NUMPY\x01\x00\x10\x00{'descr'"), "not a NumPy .npz or .npy"),
         (lambda p: p.write_text("x,y\n1,2\n"), "not a NumPy .npz or .npy file"),
     ],
-    ids=["object-npz", "object-npy", "strings", "records", "cut-header", "csv"],
+    ids=["object-npz", "object-npy", "complex", "records", "cut-header", "csv"],
 )
 def test_input_data_that_is_no_numeric_array_is_refused(
     tmp_path, isolated_store, model, write, message

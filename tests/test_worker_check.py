@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from dlbench.backends.base import Job, Prepared
+from dlbench.results.details import Details
 from dlbench.results.records import base_result
 from dlbench.spec.case import Case
 from dlbench.worker.steps import _apply_check
@@ -82,3 +84,60 @@ def test_other_frameworks_are_unimportable_and_absent_from_sys_modules():
 
     done = subprocess.run([sys.executable, "-c", BLOCKED], capture_output=True, text=True)
     assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr
+
+
+def user_model_check(tmp_path, framework: str, outputs: list, string_inputs: bool = False):
+    """The check of a user ONNX model's run whose step returned `outputs`."""
+    import hashlib
+
+    from test_workloads_model_files import tiny_onnx
+
+    model = tmp_path / "model.onnx"
+    if not model.exists():
+        tiny_onnx(model)
+    # a digest of its own: the session's reference cache must not mix tests
+    digest = hashlib.sha256(str(tmp_path).encode()).hexdigest()
+    case = Case("user-model", framework, "default", model=str(model), model_digest=digest,
+                device="cpu", batch_size=2, threads=1)  # fmt: skip
+    job = Job(case, get_workload("user-model"), "cpu", 2, {}, seed=0)
+    extra = {"inputs": {"text": [2]}, **({"string_inputs": ["text"]} if string_inputs else {})}
+    prepared = Prepared(step=lambda: None, device="cpu", fetch_output=lambda: outputs,
+                        details=Details(extra=extra))  # fmt: skip
+    result = base_result(case, "ok")
+    _apply_check(result, job, prepared)
+    return result
+
+
+def test_a_user_models_first_run_records_its_outputs_and_claims_no_check(tmp_path):
+    pytest.importorskip("onnx")
+    ids = np.array([3, 1])
+    first = user_model_check(tmp_path, "onnxruntime", [ids])
+    assert first.ok and first.max_abs_diff is None and first.details.check.tolerance is None
+    assert first.details.check.note == (
+        "not cross-checked: the first to run it with these inputs (openvino: checked against "
+        "it); the outputs of onnxruntime are recorded as the reference"
+    )
+    later = user_model_check(tmp_path, "openvino", [ids])
+    assert later.ok and later.max_abs_diff == 0.0
+    assert "checked against the first framework that ran this model (onnxruntime)" in (
+        later.details.check.note
+    )
+    assert user_model_check(tmp_path, "openvino", [ids + 1]).status == "failed"
+
+
+def test_string_outputs_are_compared_exactly_however_the_runtime_returns_them(tmp_path):
+    pytest.importorskip("onnx")
+    # ONNX Runtime returns str objects, TensorFlow bytes objects: the same strings
+    words = np.array(["cat", "naïve"], dtype=object)
+    first = user_model_check(tmp_path, "onnxruntime", [words, np.array([1, 0])], True)
+    assert first.max_abs_diff is None
+    assert first.details.check.note.startswith(
+        "not cross-checked: no other framework that reads onnx takes its string inputs"
+    )
+    as_bytes = np.array([w.encode() for w in words], dtype=object)
+    same = user_model_check(tmp_path, "onnxruntime", [as_bytes, np.array([1, 0])], True)
+    assert same.ok and same.max_abs_diff == 0.0
+    assert "2 outputs compared" in same.details.check.note
+    other = np.array(["cat", "naive"], dtype=object)
+    changed = user_model_check(tmp_path, "onnxruntime", [other, np.array([1, 0])], True)
+    assert changed.status == "failed" and "output 0: <U" in changed.error

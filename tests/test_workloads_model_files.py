@@ -204,7 +204,7 @@ def test_inspect_names_the_format_inputs_and_frameworks(tmp_path):
     assert bad.returncode == 2 and "Traceback" not in bad.stderr
 
 
-def test_unsigned_inputs_are_fed_as_such_and_a_string_input_is_refused_by_name(tmp_path):
+def test_unsigned_and_string_inputs_are_typed_as_such_and_bfloat16_is_refused(tmp_path):
     pytest.importorskip("onnxruntime")
     import onnx
     import onnxruntime as ort
@@ -227,8 +227,53 @@ def test_unsigned_inputs_are_fed_as_such_and_a_string_input_is_refused_by_name(t
     (spec,) = ort_signature(ort.InferenceSession(model(TensorProto.UINT16, tmp_path / "u.onnx")))
     assert spec.dtype == "uint16"  # not float32 in its place
     strings = ort.InferenceSession(model(TensorProto.STRING, tmp_path / "s.onnx"))
-    with pytest.raises(CaseError, match=r"input 'x' is tensor\(string\); dlbench feeds"):
-        ort_signature(strings)
+    assert ort_signature(strings)[0].dtype == "string"
+    halves = ort.InferenceSession(model(TensorProto.BFLOAT16, tmp_path / "b.onnx"))
+    with pytest.raises(CaseError, match=r"input 'x' is tensor\(bfloat16\); dlbench feeds"):
+        ort_signature(halves)  # NumPy has no bfloat16: float32 would measure another model
+
+
+def test_string_inputs_come_from_input_data_as_str_or_bytes_arrays():
+    text = InputSpec("text", (None,), "string")
+    words = np.array(["cat", "dog"])
+    fed = resolve_inputs([text], {}, seed=0, data={"text": words})["text"]
+    assert fed.tolist() == ["cat", "dog"]
+    as_bytes = np.array([b"cat", b"\xff"])  # TensorFlow's strings are any bytes
+    assert resolve_inputs([text], {}, seed=0, data={"text": as_bytes})["text"].dtype.kind == "S"
+    with pytest.raises(CaseError, match="is float32 in the file; the model takes strings"):
+        resolve_inputs([text], {}, seed=0, data={"text": np.zeros(2, np.float32)})
+    for given in ({}, {"text": "2:"}):  # no data: dlbench makes up no text
+        with pytest.raises(CaseError, match="give its values with --input-data"):
+            resolve_inputs([text], given, seed=0)
+    number = InputSpec("x", (None,), "float32")
+    with pytest.raises(CaseError, match="'x' holds strings in the file; the model takes float32"):
+        resolve_inputs([number], {}, seed=0, data={"x": words})
+
+
+def test_each_framework_gets_strings_as_it_takes_them_or_a_clear_refusal(tmp_path):
+    pytest.importorskip("onnx")
+    from dlbench.spec.case import Case
+    from dlbench.workloads.user_model import case_inputs
+
+    model = tmp_path / "model.onnx"
+    tiny_onnx(model)  # only its format matters here: onnx
+    signature = [InputSpec("text", (None,), "string")]
+
+    def fed(framework: str, array: np.ndarray) -> np.ndarray:
+        case = Case("user-model", framework, "default", model=str(model))
+        return case_inputs(case, signature, 0, {"text": array})["text"]
+
+    encoded = np.array(["naïve".encode(), b"cat"])
+    # ONNX Runtime reads strings from str arrays (a bytes array is fed wrongly): decoded
+    assert fed("onnxruntime", encoded).tolist() == ["naïve", "cat"]
+    assert fed("tensorflow", encoded).tolist() == ["naïve".encode(), b"cat"]  # bytes, as given
+    with pytest.raises(CaseError, match=r"not UTF-8 text .*onnxruntime takes strings as text"):
+        fed("onnxruntime", np.array([b"\xff\xfe"]))
+    with pytest.raises(
+        CaseError, match="'text' is a string tensor, and dlbench feeds openvino no strings; "
+        "run it with -f onnxruntime",
+    ):  # fmt: skip
+        fed("openvino", np.array(["cat"]))
 
 
 def test_a_torch_argument_after_one_left_to_its_default_is_refused_not_dropped():

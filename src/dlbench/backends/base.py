@@ -178,6 +178,14 @@ def input_shapes(arrays: dict[str, Any]) -> dict[str, list[int]]:
     return {name: list(array.shape) for name, array in arrays.items()}
 
 
+def string_inputs(arrays: dict[str, Any]) -> dict[str, list[str]]:
+    """`{"string_inputs": names}` for a user model's details where it is fed strings (the
+    output check then says why no framework could check it), else nothing."""
+    names = [name for name, array in arrays.items() if getattr(array, "dtype", None) is not None
+             and array.dtype.kind in "US"]  # fmt: skip
+    return {"string_inputs": names} if names else {}
+
+
 def leading_dim(arrays: dict[str, Any]) -> int:
     """Samples per step of a user model: the first input's first dimension."""
     first = next(iter(arrays.values()), None)

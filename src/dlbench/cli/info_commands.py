@@ -153,7 +153,9 @@ def cmd_inspect(args: argparse.Namespace) -> int:
             escape_markup(view.reason),
         )
     out.print(table)
-    if shown and any(spec.get("dims") and None in spec["dims"][1:] for spec in shown[0]):
+    # `shown` is None where no framework loads the file: there is no signature to advise on
+    inputs = shown[0] if shown else []
+    if any(spec.get("dims") and None in spec["dims"][1:] for spec in inputs):
         say("dimensions marked ? beyond the first need --input NAME:SHAPE or --input-data")
     return 0
 

@@ -6,7 +6,7 @@ store. A missing .npz key, a wrong shape or dtype, or a truncated file is the
 user's mistake: it must end in exit 2 with one line, and nothing stored. So each
 (model, framework) pair is loaded once here, in a process of its own (the same
 loader as `dlbench inspect`), and the case's inputs are resolved against the
-signature it reports with the worker's own `resolve_inputs`. A framework that
+signature it reports with the worker's own `case_inputs`. A framework that
 cannot load the file is not the user's mistake (an operator it lacks, a
 conversion it cannot do): that case runs and fails with the framework's own
 reason kept in the result. A file the loader would read only unsafely (a Keras
@@ -41,7 +41,7 @@ def check_user_models(
     its framework reads from the file."""
     if all(case.model is None for case in cases):
         return
-    from dlbench.workloads.user_model import load_input_data, resolve_inputs
+    from dlbench.workloads.user_model import case_inputs, load_input_data
 
     views: dict[tuple[str, str, bool], FrameworkView] = {}
     checked: set[tuple[Any, ...]] = set()
@@ -68,7 +68,7 @@ def check_user_models(
         # the worker holds the file's arrays and the values made beside them
         room = available_bytes() - WORKER_BYTES - sum(a.nbytes for a in (given or {}).values())
         try:
-            resolve_inputs(signature, dict(case.inputs), seed, case.batch_size, given, room)
+            case_inputs(case, signature, seed, given, room)  # the worker's own resolution
         except CaseError as exc:
             raise UserError(f"--model {Path(case.model).name} on {case.framework}: {exc}") from None
 

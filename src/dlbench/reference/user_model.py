@@ -3,7 +3,8 @@
 A user model has no torch reference, so the first framework to run it (for a
 given file, input shapes and seed) records its output, and every later
 framework's output is checked against that one, with the same tolerance as
-built-in workloads. The record lives in the artifact cache.
+built-in workloads (strings exactly). The record lives in the artifact cache;
+the run that records it checks nothing, and says so.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -26,19 +28,28 @@ def reference_folder(
     return cache_dir() / "user-models" / hashlib.sha256(key.encode()).hexdigest()[:16]
 
 
+@dataclass(frozen=True)
+class Reference:
+    """The outputs a user model's run is checked against, and who recorded them."""
+
+    outputs: list[Any]
+    by: str  # the framework (and loader) that recorded them: "tensorflow via tf.saved_model.load"
+    recorded_now: bool  # this run's own outputs, just recorded: nothing was checked
+
+
 def expected_outputs(
     model_digest: str,
     shapes: Mapping[str, Any],
     seed: int,
     data_digest: str | None,
-    framework: str,
+    by: str,
     outputs: list[Any],
-) -> tuple[list[Any], str]:
+) -> Reference:
     """The recorded outputs to check against, recording `outputs` if they are the first.
 
     `model_digest` is the case's (plan.validate computed it): the file is not
     read again here. Outputs are kept in order (every framework that loads a
-    format reads its outputs in the file's order); non-numeric ones are not kept.
+    format reads its outputs in the file's order), as `comparable` makes them.
     """
     import numpy as np
 
@@ -48,9 +59,24 @@ def expected_outputs(
         first = json.loads(meta.read_text())["framework"]
         with np.load(path, allow_pickle=False) as stored:
             recorded = [stored[f"output_{i}"] for i in range(len(stored.files))]
-        return recorded, f"outputs of the first framework that ran this model ({first})"
-    kept = [o if o.dtype.kind in "fiub" else np.zeros(0) for o in outputs]
-    arrays = {f"output_{i}": o for i, o in enumerate(kept)}
+        return Reference(recorded, first, recorded_now=False)
+    arrays = {f"output_{i}": comparable(o) for i, o in enumerate(outputs)}
     write_atomic(path, lambda p: np.savez(p, **arrays))
-    write_atomic(meta, lambda p: p.write_text(json.dumps({"framework": framework})))
-    return kept, "first framework to run this model: recorded as the reference for the others"
+    write_atomic(meta, lambda p: p.write_text(json.dumps({"framework": by})))
+    return Reference(list(arrays.values()), by, recorded_now=True)
+
+
+def comparable(output: Any) -> Any:
+    """An output as it is kept and compared: numbers as they are, strings as a str array
+    (bytes decoded; invalid UTF-8 kept distinct by surrogateescape), and anything else (a
+    map, a sequence) empty: there is nothing to compare it by."""
+    import numpy as np
+
+    array = np.asarray(output)
+    if array.dtype.kind in "fiubU":
+        return array
+    values = array.ravel().tolist()
+    if array.dtype.kind in "SO" and all(isinstance(v, str | bytes) for v in values):
+        text = [v.decode("utf-8", "surrogateescape") if isinstance(v, bytes) else v for v in values]
+        return np.array(text, dtype=str).reshape(array.shape)
+    return np.zeros(0)

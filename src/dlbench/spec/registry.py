@@ -155,6 +155,10 @@ class FrameworkInfo:
     # Case options only this backend understands, each with its allowed values
     # (None: a number >= 0); a backend without any takes none.
     options: Mapping[str, tuple[str, ...] | None] = field(default_factory=dict)
+    # How a user model's string inputs reach it from --input-data (a NumPy str or
+    # bytes array): "bytes" as given (TensorFlow's tf.string holds any bytes),
+    # "text" as UTF-8 text (a bytes array is decoded), None: dlbench feeds it none.
+    string_inputs: str | None = None
 
     @property
     def precisions(self) -> tuple[str, ...]:
@@ -313,6 +317,7 @@ FRAMEWORKS: dict[str, FrameworkInfo] = {
             label="TensorFlow / Keras",
             support=TF_MODELS,
             model_formats=("keras", "keras-h5", "savedmodel"),
+            string_inputs="bytes",
         ),
         FrameworkInfo(
             name="jax",
@@ -343,6 +348,9 @@ FRAMEWORKS: dict[str, FrameworkInfo] = {
                 }
             ),
             model_formats=("onnx",),
+            # its Python API takes strings from str arrays: fed a bytes array, Equal on
+            # strings answers False
+            string_inputs="text",
         ),
         FrameworkInfo(
             name="openvino",
@@ -357,6 +365,10 @@ FRAMEWORKS: dict[str, FrameworkInfo] = {
             quantized=MappingProxyType({"int8": QuantizedPath((*INT8_STATIC, "user-model"))}),
             quantizer_package="nncf",
             model_formats=("onnx", "openvino-ir", "tflite"),
+            # No string inputs: OpenVINO 2026.4 reads ONNX string tensors, but its CPU
+            # plugin computes no operator on them ("Equal ... unsupported src_prc:
+            # string"), converts no ai.onnx.ml string operator, and a graph that passes
+            # strings through to an output aborts the process as it exits.
         ),
     )
 }

@@ -9,12 +9,18 @@ a fast number from a wrong computation is not a result.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from dlbench.backends.base import Job, Prepared
 from dlbench.results.details import OutputCheck
 from dlbench.spec.registry import precision_info
 from dlbench.worker.quantized_check import Agreement, quantized_model_check
+
+if TYPE_CHECKING:
+    from dlbench.reference.user_model import Reference
+
+# Outputs compared: numbers, booleans and strings (a map or an object is passed over)
+COMPARED_KINDS = "fiubU"
 
 
 @dataclass(frozen=True)
@@ -43,7 +49,8 @@ def check_output(job: Job, prepared: Prepared) -> CheckOutcome | Agreement:
     A model with several outputs has each compared, with the tolerance of
     its dtype; the outcome reports the output closest to failing. A user's
     ONNX model that is already quantized is held to int8's rule instead
-    (worker.quantized_check.quantized_model_check).
+    (worker.quantized_check.quantized_model_check). A user model's first run
+    has nothing to be checked against: it records its outputs and says so.
     """
     if prepared.fetch_output is None or job.case.mode != "infer":
         return CheckOutcome(None, None, "not checked (no output to compare in this mode)")
@@ -51,19 +58,34 @@ def check_output(job: Job, prepared: Prepared) -> CheckOutcome | Agreement:
 
     fetched = prepared.fetch_output()
     outputs = [np.asarray(o) for o in (fetched if isinstance(fetched, list) else [fetched])]
-    expected, actual = _expected_and_actual(job, prepared, outputs)
-    source = _source(job)
+    if job.workload.name == "user-model":
+        reference = _user_reference(job, prepared, outputs)
+        if reference.recorded_now:
+            return CheckOutcome(None, None, _not_cross_checked(job, prepared, reference.by))
+        from dlbench.reference.user_model import comparable
+
+        source = f"checked against the first framework that ran this model ({reference.by})"
+        expected, actual = reference.outputs, [comparable(o) for o in outputs]
+    else:
+        expected, actual = _expected_and_actual(job, outputs)
+        source = _source(job)
     mismatch = _shape_mismatch(expected, actual)
     if mismatch is not None:
         return mismatch
     ops = _quantized_ops(job)
     if ops:
         return quantized_model_check(expected, actual, ops, source)
+    return _compared(expected, actual, source, job)
+
+
+def _compared(expected: list[Any], actual: list[Any], source: str, job: Job) -> CheckOutcome:
+    """Every output against its reference (counts and shapes agree): the one closest
+    to failing."""
     worst = CheckOutcome(0.0, 0.0, source)
     for index, (want, got) in enumerate(zip(expected, actual, strict=True)):
         name = f"output {index}: " if len(actual) > 1 else ""
-        if got.dtype.kind not in "fiub":
-            continue  # not numbers (a map or string output): nothing to subtract
+        if got.dtype.kind not in COMPARED_KINDS:
+            continue  # not numbers or strings (a map): nothing to compare it by
         diff, tolerance = _compare(want, got, job.case.precision)
         if _closer_to_failing(diff, tolerance, worst):
             where = f"{source}; {name}{got.dtype}" if len(actual) > 1 else source
@@ -82,7 +104,7 @@ def _shape_mismatch(expected: list[Any], actual: list[Any]) -> CheckOutcome | No
             float("inf"), 0.0, f"{len(actual)} outputs, the reference has {len(expected)}"
         )
     for index, (want, got) in enumerate(zip(expected, actual, strict=True)):
-        if got.dtype.kind in "fiub" and want.shape != got.shape:
+        if got.dtype.kind in COMPARED_KINDS and want.shape != got.shape:
             name = f"output {index}: " if len(actual) > 1 else ""
             return CheckOutcome(
                 float("inf"), 0.0, f"{name}shape {got.shape} != reference {want.shape}"
@@ -108,12 +130,14 @@ def _compare(expected: Any, actual: Any, precision: str) -> tuple[float, float]:
 
     Floats: the precision's relative tolerance (spec.registry.PRECISIONS), at
     least fp16's for a half-precision output. Integers and booleans (ids,
-    argmax, masks): exact.
+    argmax, masks): exact. Strings: equal (a difference is infinite).
     """
     import numpy as np
 
     if expected.size == 0:
         return 0.0, 0.0
+    if "U" in (expected.dtype.kind, actual.dtype.kind):  # strings: equal, or not at all
+        return (0.0 if np.array_equal(expected, actual) else float("inf")), 0.0
     diff = float(np.max(np.abs(actual.astype(np.float64) - expected.astype(np.float64))))
     if expected.dtype.kind != "f":
         return diff, 0.0
@@ -144,24 +168,44 @@ def _closer_to_failing(diff: float, tolerance: float, worst: CheckOutcome) -> bo
 
 
 def _source(job: Job) -> str:
-    if job.workload.name == "user-model":
-        return "cross-check with the first framework that ran this model"
     return "numpy spot check" if job.workload.is_kernel else "torch eager fp32 reference"
 
 
-def _expected_and_actual(job: Job, prepared: Prepared, outputs: list[Any]) -> tuple[list, list]:
-    if job.workload.name == "user-model":
-        from pathlib import Path
+def _user_reference(job: Job, prepared: Prepared, outputs: list[Any]) -> Reference:
+    from pathlib import Path
 
-        from dlbench.reference.user_model import expected_outputs
-        from dlbench.spec.digest import path_digest
+    from dlbench.reference.user_model import expected_outputs
+    from dlbench.spec.digest import path_digest
 
-        shapes = prepared.details.extra.get("inputs", {})  # as resolved by the backend
-        digest = job.case.model_digest or path_digest(Path(job.case.model or ""))
-        expected, _ = expected_outputs(
-            digest, shapes, job.seed, job.case.input_data_digest, job.case.framework, outputs
-        )
-        return expected, outputs
+    shapes = prepared.details.extra.get("inputs", {})  # as resolved by the backend
+    digest = job.case.model_digest or path_digest(Path(job.case.model or ""))
+    loader = prepared.details.extra.get("loader")  # a framework with several loaders
+    by = f"{job.case.framework} via {loader}" if loader else job.case.framework
+    return expected_outputs(digest, shapes, job.seed, job.case.input_data_digest, by, outputs)
+
+
+def _not_cross_checked(job: Job, prepared: Prepared, by: str) -> str:
+    """Why a user model's outputs were only recorded: which other frameworks could check them."""
+    from pathlib import Path
+
+    from dlbench.spec.registry import FRAMEWORKS
+    from dlbench.workloads.model_format import model_format
+
+    kind = model_format(Path(job.case.model or ""))
+    others = [name for name, info in FRAMEWORKS.items()
+              if kind in info.model_formats and name != job.case.framework]  # fmt: skip
+    if not others:
+        why = f"no other framework dlbench runs reads {kind} files"
+    elif prepared.details.extra.get("string_inputs") and not any(
+        FRAMEWORKS[name].string_inputs for name in others
+    ):
+        why = f"no other framework that reads {kind} takes its string inputs"
+    else:
+        why = f"the first to run it with these inputs ({', '.join(others)}: checked against it)"
+    return f"not cross-checked: {why}; the outputs of {by} are recorded as the reference"
+
+
+def _expected_and_actual(job: Job, outputs: list[Any]) -> tuple[list, list]:
     if job.workload.is_kernel:
         inputs = job.workload.make_inputs(job.batch_size, job.params, "infer", job.seed)
         want, got = job.workload.kernel_check(inputs, outputs[0])

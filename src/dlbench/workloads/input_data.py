@@ -27,8 +27,9 @@ HEADER_READERS = {
     (1, 0): np.lib.format.read_array_header_1_0,
     (2, 0): np.lib.format.read_array_header_2_0,
 }
-# Element kinds a model input can be fed from: bool, signed, unsigned, float
-NUMERIC_KINDS = "biuf"
+# Element kinds a model input can be fed from: bool, signed, unsigned, float, and
+# str or bytes for a string input (workloads.user_model says which frameworks take them)
+INPUT_KINDS = "biufUS"
 
 
 @dataclass(frozen=True)
@@ -72,7 +73,7 @@ def read_headers(path: Path) -> list[ArrayHeader]:
     if not headers:
         raise UserError(f"--input-data {path}: the .npz file holds no arrays")
     for header in headers:
-        _require_numeric(path, header)
+        _require_input_kind(path, header)
     return headers
 
 
@@ -96,7 +97,7 @@ def _header(name: str, stream: IO[bytes]) -> ArrayHeader:
     return ArrayHeader(name, tuple(int(n) for n in shape), np.dtype(dtype))
 
 
-def _require_numeric(path: Path, header: ArrayHeader) -> None:
+def _require_input_kind(path: Path, header: ArrayHeader) -> None:
     where = f"--input-data {path}: array {header.name!r}" if header.name else (
         f"--input-data {path}")  # fmt: skip
     if header.dtype.hasobject:
@@ -104,8 +105,8 @@ def _require_numeric(path: Path, header: ArrayHeader) -> None:
             f"{where} holds Python objects (dtype object), which only pickle can load and "
             "loading could run code; save numeric arrays (float32, int64, bool, ...)"
         )
-    if header.dtype.kind not in NUMERIC_KINDS or header.dtype.fields is not None:
+    if header.dtype.kind not in INPUT_KINDS or header.dtype.fields is not None:
         raise UserError(
-            f"{where} is {header.dtype}; model inputs are numeric or boolean arrays "
-            "(float32, int64, bool, ...)"
+            f"{where} is {header.dtype}; model inputs are numeric, boolean or string arrays "
+            "(float32, int64, bool, str, ...)"
         )

@@ -33,6 +33,9 @@ DTYPES = ("float32", "float16", "float64", "int64", "int32", "int16", "int8", "u
 # "serving_default_x:0"): the shape is the last field made of digits and x's,
 # and a dtype after it is one of DTYPES.
 SPEC = re.compile(r"(?P<name>.+):(?P<shape>\d+(?:x\d+)*)(?::(?P<dtype>" + "|".join(DTYPES) + r"))?")
+# An input of strings (ONNX's tensor(string), TensorFlow's tf.string, OpenVINO's
+# string): its values come from --input-data, as a NumPy str (U) or bytes (S) array.
+STRING = "string"
 
 
 @dataclass(frozen=True)
@@ -62,11 +65,12 @@ class InputSpec:
 
 
 def input_dtype(name: str, dtype: str | None, framework_type: str) -> str:
-    """An input's NumPy dtype, or a CaseError for one dlbench cannot make (a string,
-    bfloat16): feeding float32 in its place would fail, or measure something else."""
+    """An input's NumPy dtype (or STRING), or a CaseError for one dlbench cannot make
+    (bfloat16): feeding float32 in its place would fail, or measure something else."""
     if dtype is None:
         raise CaseError(
-            f"input {name!r} is {framework_type}; dlbench feeds {', '.join(DTYPES)} tensors"
+            f"input {name!r} is {framework_type}; dlbench feeds {', '.join(DTYPES)} "
+            "and string tensors"
         )
     return dtype
 
@@ -209,13 +213,60 @@ def _check_batch_agrees(spec: InputSpec, shape: tuple[int, ...], batch_size: int
 def model_inputs(case: Case, signature: Sequence[InputSpec], seed: int) -> dict[str, np.ndarray]:
     """A user-model case's inputs: its --input shapes, --input-data values and batch size."""
     data = load_input_data(Path(case.input_data)) if case.input_data else None
-    return resolve_inputs(signature, dict(case.inputs), seed, case.batch_size, data)
+    return case_inputs(case, signature, seed, data)
+
+
+def case_inputs(
+    case: Case,
+    signature: Sequence[InputSpec],
+    seed: int,
+    data: Mapping[str, np.ndarray] | None,
+) -> dict[str, np.ndarray]:
+    """`resolve_inputs` for the case's framework, with string inputs as it takes them
+    (spec.registry's `string_inputs`), or a CaseError where it takes none."""
+    takes = FRAMEWORKS[case.framework].string_inputs
+    strings = [spec.name for spec in signature if spec.dtype == STRING]
+    if strings and takes is None:
+        kind = model_format(Path(str(case.model)))
+        takers = [name for name, info in FRAMEWORKS.items()
+                  if kind in info.model_formats and info.string_inputs]  # fmt: skip
+        run_on = f"run it with -f {takers[0]}" if takers else f"no framework reading {kind} does"
+        raise CaseError(
+            f"input {strings[0]!r} is a string tensor, and dlbench feeds {case.framework} "
+            f"no strings; {run_on}"
+        )
+    arrays = resolve_inputs(signature, dict(case.inputs), seed, case.batch_size, data)
+    if takes == "text":
+        for name in strings:
+            arrays[name] = _utf8_text(name, arrays[name], case.framework)
+    return arrays
+
+
+def _utf8_text(name: str, array: np.ndarray, framework: str) -> np.ndarray:
+    """A str array for a runtime that takes strings as text: a bytes array decoded."""
+    if array.dtype.kind == "U":
+        return array
+    try:
+        return np.char.decode(array, "utf-8")
+    except UnicodeDecodeError as exc:
+        raise CaseError(
+            f"--input-data: input {name!r} holds bytes that are not UTF-8 text ({exc.reason}); "
+            f"{framework} takes strings as text: give a str array"
+        ) from None
 
 
 def _checked_data(spec: InputSpec, array: np.ndarray) -> np.ndarray:
     where = f"--input-data: input {spec.name!r}"
     loose = spec.scalar or not spec.typed
-    if array.dtype != np.dtype(spec.dtype) and not (loose and array.dtype.kind in "iufb"):
+    if spec.dtype == STRING:
+        if array.dtype.kind not in "US":
+            raise CaseError(
+                f"{where} is {array.dtype} in the file; the model takes strings "
+                "(a NumPy str or bytes array)"
+            )
+    elif array.dtype.kind in "US":  # said plainly, not as "is <U3"
+        raise CaseError(f"{where} holds strings in the file; the model takes {spec.dtype}")
+    elif array.dtype != np.dtype(spec.dtype) and not (loose and array.dtype.kind in "iufb"):
         raise CaseError(f"{where} is {array.dtype} in the file; the model takes {spec.dtype}")
     if spec.scalar:
         if array.ndim != 0:
@@ -239,6 +290,11 @@ def _shape_and_dtype(
         raise CaseError(
             f"input {spec.name!r} is a plain {spec.dtype} argument, not a tensor: give its "
             f"value with --input-data FILE.npz (a 0-d array named {spec.name})"
+        )
+    if spec.dtype == STRING:
+        raise CaseError(
+            f"input {spec.name!r} takes strings, and dlbench makes up no text: give its "
+            f"values with --input-data FILE.npz (a NumPy str or bytes array named {spec.name})"
         )
     if option is not None:
         dims_text, _, dtype = option.partition(":")

@@ -17,6 +17,7 @@ from dlbench.backends.base import (
     load_failure,
     placement,
     quantized,
+    string_inputs,
 )
 from dlbench.backends.onnxruntime.user_model import ort_signature
 from dlbench.errors import CaseError
@@ -118,6 +119,7 @@ class OnnxRuntimeBackend(Backend):
                 extra={
                     "providers": providers,
                     "inputs": input_shapes(feeds),
+                    **string_inputs(feeds),
                     "outputs": [output.name for output in session.get_outputs()],
                 },
             ),

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from dlbench.workloads.user_model import InputSpec, input_dtype
+from dlbench.workloads.user_model import STRING, InputSpec, input_dtype
 
 ORT_TYPES = {"tensor(float)": "float32", "tensor(float16)": "float16", "tensor(double)": "float64",
              "tensor(int64)": "int64", "tensor(int32)": "int32", "tensor(int16)": "int16",
              "tensor(int8)": "int8", "tensor(uint64)": "uint64", "tensor(uint32)": "uint32",
              "tensor(uint16)": "uint16", "tensor(uint8)": "uint8",
-             "tensor(bool)": "bool"}  # fmt: skip
+             "tensor(bool)": "bool", "tensor(string)": STRING}  # fmt: skip
 
 
 def ort_signature(session: Any) -> list[InputSpec]:

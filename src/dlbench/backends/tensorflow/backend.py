@@ -18,9 +18,10 @@ from dlbench.backends.base import (
     Prepared,
     input_shapes,
     leading_dim,
+    string_inputs,
 )
 from dlbench.backends.tensorflow.models import BUILDERS, tf_placement, to_framework_layout
-from dlbench.backends.tensorflow.user_model import load_keras_or_savedmodel
+from dlbench.backends.tensorflow.user_model import LoadedModel, load_user_model
 from dlbench.errors import CaseError
 from dlbench.results.details import Details
 from dlbench.workloads.model_format import model_format
@@ -102,31 +103,50 @@ def _tf_device(device: str) -> str:
 def _user_prepare(job: Job) -> Prepared:
     path = Path(str(job.case.model))
     kind = model_format(path)
-    call, signature, outputs = load_keras_or_savedmodel(str(path), kind, job.case.trust_model)
-    arrays = model_inputs(job.case, signature, job.seed)
-    feeds = {name: tf.constant(array) for name, array in arrays.items()}  # before the clock
-    forward = (
-        call
-        if job.case.compile == "eager"
-        else tf.function(call, jit_compile=job.case.compile == "xla")
-    )
-
-    def step() -> Any:
-        return [tensor.numpy() for tensor in forward(feeds)]  # every output, materialised
-
+    loaded = load_user_model(str(path), kind, job.case.trust_model, _tf_device(job.device))
+    arrays = model_inputs(job.case, loaded.inputs, job.seed)
+    step = _user_step(loaded, arrays, job.case.compile, path.name)
+    extra: dict[str, Any] = {
+        "model_kind": kind,
+        "loader": loaded.loader,
+        "inputs": input_shapes(arrays),
+        **string_inputs(arrays),
+        "outputs": [output.name for output in loaded.outputs],
+    }
+    if loaded.fallback_cause is not None:
+        extra["fallback_cause"] = loaded.fallback_cause  # why TF1's loader runs it
     return Prepared(
         step=step,
         device=job.device,
         fetch_output=step,
         batch_size=leading_dim(arrays),
-        details=Details(
-            extra={
-                "model_kind": kind,
-                "inputs": input_shapes(arrays),
-                "outputs": [output.name for output in outputs],
-            }
-        ),
+        details=Details(extra=extra),
     )
+
+
+def _user_step(
+    loaded: LoadedModel, arrays: dict[str, Any], mode: str, file_name: str
+) -> Callable[[], list[Any]]:
+    """One call of the model on `arrays`, its outputs as NumPy arrays (fairness rule 4)."""
+    if loaded.graph is not None:
+        # a TF1 session runs the graph: tf.function's graph mode, and nothing else
+        if mode != "function":
+            raise CaseError(
+                f"SavedModel {file_name} runs here only as a TF1 graph, in compile mode "
+                f"function: tf.saved_model.load cannot restore {loaded.fallback_cause}; "
+                f"compile mode {mode} needs that loader"
+            )
+        return loaded.graph.runner(arrays)
+    assert loaded.call is not None
+    feeds = {name: tf.constant(array) for name, array in arrays.items()}  # before the clock
+    forward = (
+        loaded.call if mode == "eager" else tf.function(loaded.call, jit_compile=mode == "xla")
+    )
+
+    def step() -> list[Any]:
+        return [tensor.numpy() for tensor in forward(feeds)]  # every output, materialised
+
+    return step
 
 
 def _compiled(model: Any, mode: str) -> Callable[[Any], Any]:

@@ -2,35 +2,53 @@
 
 SavedModels load through `tf.saved_model.load` and a serving signature, not
 through Keras: that reads SavedModels written by older TensorFlow and Keras 2,
-whose Keras objects the installed Keras cannot rebuild. Keras 2 HDF5 files
-(`.h5`, `.hdf5`, or any name) go through Keras' legacy HDF5 loader with
-compile=False: the training config of an old file is not needed to infer.
+whose Keras objects the installed Keras cannot rebuild. One that
+`tf.saved_model.load` cannot restore either (a Keras 2 optimizer's state) is
+served through TF1's loader (graph_loader). Keras 2 HDF5 files (`.h5`, `.hdf5`,
+or any name) go through Keras' legacy HDF5 loader with compile=False: the
+training config of an old file is not needed to infer.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from dlbench.backends.base import load_failure, refused
-from dlbench.errors import CaseError
+from dlbench.backends.tensorflow.signatures import dims, dtype_name, pick_signature
+from dlbench.errors import cause_summary
 from dlbench.workloads.user_model import InputSpec
 
-SERVING_SIGNATURE = "serving_default"
+if TYPE_CHECKING:
+    from dlbench.backends.tensorflow.graph_loader import GraphSignature
+
 # Callable on a dict of tensors by input name; returns every output, in order.
 ModelCall = Callable[[dict[str, Any]], list[Any]]
+SAVED_MODEL_LOADER = "tf.saved_model.load"
 
 
-def load_keras_or_savedmodel(
-    path: str, kind: str, trust: bool
-) -> tuple[ModelCall, list[InputSpec], list[InputSpec]]:
-    """(call, inputs, outputs) for a savedmodel, keras or keras-h5 file."""
+@dataclass(frozen=True)
+class LoadedModel:
+    """A user's model as TensorFlow loaded it, and which loader did (`loader`)."""
+
+    inputs: list[InputSpec]
+    outputs: list[InputSpec]
+    loader: str
+    call: ModelCall | None = None  # Keras, tf.saved_model.load: run eagerly or in tf.function
+    graph: GraphSignature | None = None  # TF1's loader: a session runs the signature
+    fallback_cause: str | None = None  # why tf.saved_model.load could not restore it
+
+
+def load_user_model(path: str, kind: str, trust: bool, device: str | None = None) -> LoadedModel:
+    """A savedmodel, keras or keras-h5 file, loaded (a SavedModel served through TF1's
+    loader pinned to `device`, a TensorFlow device name, where given)."""
     if kind == "savedmodel":
-        return _savedmodel(path)
+        return _savedmodel(path, device)
     model = _keras_model(path, kind, trust)
     signature = [
-        InputSpec(_input_name(t), tuple(t.shape), _dtype_name(t.dtype)) for t in model.inputs
+        InputSpec(_input_name(t), tuple(t.shape), dtype_name(t.dtype)) for t in model.inputs
     ]
     names = [spec.name for spec in signature]
 
@@ -40,40 +58,35 @@ def load_keras_or_savedmodel(
         return _flatten(out)
 
     outputs = [
-        InputSpec(getattr(t, "name", f"output_{i}"), tuple(t.shape), _dtype_name(t.dtype))
+        InputSpec(getattr(t, "name", f"output_{i}"), tuple(t.shape), dtype_name(t.dtype))
         for i, t in enumerate(model.outputs)
     ]
-    return call, signature, outputs
+    loader = "keras legacy HDF5" if kind == "keras-h5" else "keras"
+    return LoadedModel(signature, outputs, loader, call=call)
 
 
-def _savedmodel(path: str) -> tuple[ModelCall, list[InputSpec], list[InputSpec]]:
+def _savedmodel(path: str, device: str | None) -> LoadedModel:
     import tensorflow as tf
 
     name = Path(path).name
     try:
         loaded = tf.saved_model.load(path)
     except Exception as exc:
-        raise load_failure(
-            f"TensorFlow {tf.__version__} cannot load SavedModel {name}", exc
-        ) from None
+        # it rebuilds every saved object; TF1's loader needs only the graph and variables
+        from dlbench.backends.tensorflow.graph_loader import V1_LOADER, load_graph_signature
+
+        cause = restore_failure(exc)
+        graph = load_graph_signature(path, name, cause, device)
+        return LoadedModel(graph.inputs, graph.outputs, V1_LOADER, graph=graph,
+                           fallback_cause=cause)  # fmt: skip
     signatures = dict(loaded.signatures)
-    if not signatures:
-        raise CaseError(f"SavedModel {name} has no signatures to serve; dlbench calls one")
-    if SERVING_SIGNATURE in signatures:
-        function = signatures[SERVING_SIGNATURE]
-    elif len(signatures) == 1:
-        function = next(iter(signatures.values()))
-    else:
-        raise CaseError(
-            f"SavedModel {name} has no {SERVING_SIGNATURE!r} signature and several others "
-            f"({', '.join(sorted(signatures))}); dlbench cannot choose"
-        )
+    function = signatures[pick_signature(signatures, name)]
     specs = function.structured_input_signature[1]
-    signature = [InputSpec(key, _dims(spec.shape), _dtype_name(spec.dtype))
+    signature = [InputSpec(key, dims(spec.shape), dtype_name(spec.dtype))
                  for key, spec in specs.items()]  # fmt: skip
     structured = function.structured_outputs
     keys = sorted(structured)
-    outputs = [InputSpec(key, _dims(structured[key].shape), _dtype_name(structured[key].dtype))
+    outputs = [InputSpec(key, dims(structured[key].shape), dtype_name(structured[key].dtype))
                for key in keys]  # fmt: skip
 
     def call(feeds: dict[str, Any]) -> list[Any]:
@@ -82,7 +95,18 @@ def _savedmodel(path: str) -> tuple[ModelCall, list[InputSpec], list[InputSpec]]
 
     # keep the loaded object alive: the signature's variables belong to it
     call.loaded = loaded  # type: ignore[attr-defined]
-    return call, signature, outputs
+    return LoadedModel(signature, outputs, SAVED_MODEL_LOADER, call=call)
+
+
+def restore_failure(exc: BaseException) -> str:
+    """What tf.saved_model.load could not restore, in words where TensorFlow's are internal:
+    "its saved Keras 2 optimizer state, which only tf_keras restores (AttributeError: ...)"."""
+    said = f"{type(exc).__name__}: {cause_summary(exc)}"
+    if "add_slot" in str(exc):
+        # TensorFlow rebuilds a Keras 2 optimizer, to add its slot variables, only through
+        # tf_keras; without it the optimizer is a bare object with no add_slot
+        return f"its saved Keras 2 optimizer state, which only tf_keras restores ({said})"
+    return f"it ({said})"
 
 
 def _keras_model(path: str, kind: str, trust: bool) -> Any:
@@ -106,17 +130,9 @@ def _keras_model(path: str, kind: str, trust: bool) -> Any:
         raise load_failure(f"Keras {keras.__version__} cannot load {name}", exc) from None
 
 
-def _dims(shape: Any) -> tuple[int | None, ...] | None:
-    return None if shape.rank is None else tuple(shape.as_list())
-
-
 def _input_name(tensor: Any) -> str:
     # Keras 2 files name input tensors "input_1:0" in places; the feed key is the layer's
     return str(getattr(tensor, "name", "input")).split(":")[0]
-
-
-def _dtype_name(dtype: Any) -> str:
-    return str(getattr(dtype, "name", dtype))
 
 
 def _flatten(out: Any) -> list[Any]:
@@ -129,5 +145,5 @@ def _flatten(out: Any) -> list[Any]:
 
 def describe(path: str, kind: str, trust: bool) -> tuple[list[InputSpec], list[InputSpec]]:
     """(inputs, outputs) as TensorFlow loads the file (for `dlbench inspect`)."""
-    _, inputs, outputs = load_keras_or_savedmodel(path, kind, trust)
-    return inputs, outputs
+    loaded = load_user_model(path, kind, trust)
+    return loaded.inputs, loaded.outputs
