@@ -221,9 +221,11 @@ def case_inputs(
     signature: Sequence[InputSpec],
     seed: int,
     data: Mapping[str, np.ndarray] | None,
+    max_bytes: int | None = None,
 ) -> dict[str, np.ndarray]:
     """`resolve_inputs` for the case's framework, with string inputs as it takes them
-    (spec.registry's `string_inputs`), or a CaseError where it takes none."""
+    (spec.registry's `string_inputs`), or a CaseError where it takes none; `max_bytes`
+    bounds what the made inputs may take (the memory left)."""
     takes = FRAMEWORKS[case.framework].string_inputs
     strings = [spec.name for spec in signature if spec.dtype == STRING]
     if strings and takes is None:
@@ -235,7 +237,7 @@ def case_inputs(
             f"input {strings[0]!r} is a string tensor, and dlbench feeds {case.framework} "
             f"no strings; {run_on}"
         )
-    arrays = resolve_inputs(signature, dict(case.inputs), seed, case.batch_size, data)
+    arrays = resolve_inputs(signature, dict(case.inputs), seed, case.batch_size, data, max_bytes)
     if takes == "text":
         for name in strings:
             arrays[name] = _utf8_text(name, arrays[name], case.framework)
