@@ -60,7 +60,6 @@ def test_every_workload_mode_and_compile_mode_runs(workload, mode, compile_mode)
         assert result.gbps > 0
 
 
-@pytest.mark.alone
 @pytest.mark.slow
 def test_every_compile_is_cold_so_two_identical_runs_agree_on_compile_time(monkeypatch):
     # The second run would hit the first one's Inductor cache (a fraction of
