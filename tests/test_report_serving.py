@@ -191,3 +191,16 @@ def test_serving_suite_end_to_end(tmp_path):
         assert title in proc.stdout, proc.stdout[-3000:]
     for chart in ("serving-mlp-cpu-10ms", "serving-distilbert-seq-128-cpu-100ms"):
         assert (tmp_path / "plots" / f"{chart}.png").read_bytes().startswith(b"\x89PNG")
+
+
+def test_labels_with_dollar_signs_are_drawn_as_text(tmp_path):
+    """A "$" in a case or file name is text, not the start of matplotlib's mathtext."""
+    pytest.importorskip("matplotlib")
+    from dlbench.report.charts.model import Bar, BarChart
+    from dlbench.report.charts.png import bar_chart
+
+    chart = BarChart(
+        "run $x^ of a$b.onnx", "ms", (Bar("a$b.onnx / torch", 1.0), Bar("$\\frac{", 2.0))
+    )
+    path = bar_chart(chart, tmp_path / "dollars.png")
+    assert path.read_bytes().startswith(b"\x89PNG")

@@ -21,6 +21,9 @@ def pyplot() -> Any:
     except ImportError:
         raise UserError("--plots needs matplotlib: pip install matplotlib") from None
     matplotlib.use("Agg")  # files only; never open a window
+    # Labels are case names, model file names and run ids, never math: read as
+    # mathtext, a "$" in one (a file called "a$b.onnx") fails the whole drawing.
+    matplotlib.rcParams["text.parse_math"] = False
     import matplotlib.pyplot as plt
 
     return plt
