@@ -37,13 +37,13 @@ def isolated_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Tests marked slow first (in their own order): on two test processes the long
-    ones start at once and the short ones fill in behind them, rather than one long
-    test running on its own at the end while the other process waits."""
+    """Tests marked slow first (in their own order): on several test processes the
+    long ones start at once and the short ones fill in behind them, rather than one
+    long test running on its own at the end while the others wait."""
     items.sort(key=lambda item: item.get_closest_marker("slow") is None)
 
 
-# The suite runs on two test processes (pytest-xdist's -n in addopts). A test
+# The suite runs on several test processes (pytest-xdist's -n in addopts). A test
 # marked `alone` measures time or CPU use, so nothing else may run beside it:
 # every test holds the cores lock shared while it runs (set-up and tear-down
 # included), an `alone` test holds it exclusively. The turnstile, taken first,
