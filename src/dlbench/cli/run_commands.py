@@ -65,9 +65,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 def _dry_run(request: RunRequest, args: argparse.Namespace) -> int:
     """The plan as a run would make it, every check passed, and nothing run or stored."""
     plan = _checked_plan(request, args)
-    repeat = plan.settings.repeat
-    each = f", {repeat} processes each" if repeat > 1 else ""
-    say(f"{len(plan.cases)} case(s) of suite {plan.suite!r}{each}; nothing run (--dry-run)")
+    say(f"{_plan_line(plan)}; nothing run (--dry-run)")
     print_cases(plan.cases)
     return 0
 
@@ -101,19 +99,24 @@ def _checked_plan(request: RunRequest, args: argparse.Namespace) -> Plan:
     return plan
 
 
+def _plan_line(plan: Plan) -> str:
+    """What a plan will run, as the run and its dry run both say it."""
+    repeat = plan.settings.repeat
+    each = f", {repeat} processes each, round-robin" if repeat > 1 else ""
+    return f"{len(plan.cases)} case(s) of suite {plan.suite!r}{each}"
+
+
 def _run_request(request: RunRequest, args: argparse.Namespace) -> Run:
     plan = _checked_plan(request, args)
     outputs = session.Outputs(json_path=args.json_path, csv_path=args.csv_path)
     with Store(args.db, on_wait=say) as store:
-        repeat = plan.settings.repeat
-        each = f", {repeat} processes each, round-robin" if repeat > 1 else ""
-        say(f"{len(plan.cases)} case(s) of suite {plan.suite!r}{each}; store {store.path}")
+        say(f"{_plan_line(plan)}; store {store.path}")
         run = _interruptible(
             store,
             lambda progress: session.run_plan(
                 plan.suite, plan.cases, plan.settings, store, outputs, progress
             ),
-            len(plan.cases) * repeat,
+            len(plan.cases) * plan.settings.repeat,
             args,
         )
     return run
