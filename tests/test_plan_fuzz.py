@@ -18,7 +18,7 @@ import numpy as np
 import yaml
 from conftest import cli
 from factories import timed_run
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from test_plan_inputs import torchscript_layout
 
@@ -149,6 +149,7 @@ ARGV = st.lists(
 
 @FUZZ
 @given(ARGV)
+@example(["mlp", "\n"])  # a newline in an argument once split the error in two lines
 def test_random_command_lines_plan_or_fail_clearly(argv):
     with tempfile.TemporaryDirectory() as folder:
         db = Path(folder) / "s.sqlite"

@@ -16,7 +16,7 @@ from dlbench.cli import info_commands, run_commands, store_commands
 from dlbench.cli.parser import build_parser
 from dlbench.cli.terminal import err
 from dlbench.errors import UserError
-from dlbench.report.table import plain
+from dlbench.report.table import one_line
 
 EXIT_OK, EXIT_CASE_FAILED, EXIT_USER_ERROR, EXIT_INTERRUPTED = 0, 1, 2, 130
 
@@ -55,7 +55,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return COMMANDS[args.command](args)
     except UserError as exc:
         # the message may quote a file's or a run's text: shown, never obeyed
-        line = plain(f"dlbench: error: {exc}")
+        line = one_line(f"dlbench: error: {exc}")
         err.print(line, markup=False, highlight=False, soft_wrap=True)
         return EXIT_USER_ERROR
     except KeyboardInterrupt as stop:

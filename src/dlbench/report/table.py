@@ -43,6 +43,12 @@ def plain(text: str) -> str:
     return CONTROL.sub(lambda found: repr(found.group())[1:-1], text)
 
 
+def one_line(text: str) -> str:
+    """A message that must stay one line (a user error): as plain(), and its
+    newlines and tabs spelt out too, since they may come from the user's input."""
+    return plain(text).replace("\n", "\\n").replace("\t", "\\t")
+
+
 def escape_markup(text: str) -> str:
     """Strings from results are data: never rich markup, never terminal control."""
     return escape(plain(text))
