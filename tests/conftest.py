@@ -17,6 +17,16 @@ import pytest
 from dlbench.spec.case import Case, Settings
 from dlbench.worker.compile_cache import SHARED_CACHE_ENV
 
+SESSION_TEMP: list[Path] = []  # the session's folder, shared by its test processes
+
+
+def session_folder(name: str) -> Path:
+    """A folder of the test session shared by pytest-xdist's test processes (what is
+    made once for every test goes there; its writers lock it)."""
+    folder = SESSION_TEMP[0] / name
+    folder.mkdir(exist_ok=True)
+    return folder
+
 
 @pytest.fixture(autouse=True, scope="session")
 def isolated_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
@@ -25,6 +35,7 @@ def isolated_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
     session_temp = tmp_path_factory.getbasetemp()
     if "PYTEST_XDIST_WORKER" in os.environ:  # each test process has its own basetemp
         session_temp = session_temp.parent
+    SESSION_TEMP[:] = [session_temp]
     cache = session_temp / "artifacts"
     cache.mkdir(exist_ok=True)
     os.environ["DLBENCH_CACHE"] = str(cache)

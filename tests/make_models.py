@@ -1,7 +1,10 @@
 """Model files made with the real exporters, as third parties make them.
 
 Run as `python make_models.py KIND PATH` (tests call it in a subprocess, so
-TensorFlow and torch never share the test process). Each KIND follows the
+TensorFlow and torch never share the test process), or as
+`python make_models.py --into FOLDER KIND...` to make several kinds in one
+process (FOLDER/KIND/model each, or FOLDER/KIND.error saying why not): the
+TensorFlow kinds are made so, once per test session. Each KIND follows the
 convention of the exporter that writes such files in the wild.
 """
 
@@ -51,6 +54,16 @@ def keras2_hdf5(path: str) -> None:
     import os
 
     os.replace(written, path)  # e.g. ".hdf5", as Keras 2 users name them
+
+
+def keras3(path: str, unsafe_lambda: bool = False) -> None:
+    """A Keras 3 `.keras` file; with a Lambda layer, which only unsafe loading reads."""
+    import keras
+
+    if not path.endswith(".keras"):  # Keras 3 saves to no other name
+        path += ".keras"
+    last = keras.layers.Lambda(lambda t: 2 * t) if unsafe_lambda else keras.layers.Dense(4)
+    keras.Sequential([keras.Input((8,), name="features"), last]).save(path)
 
 
 def _keras2_layer(layer: dict) -> None:
@@ -272,7 +285,28 @@ MAKERS = {
     "onnx-int8-qdq": onnx_int8_qdq,
     "keras2-savedmodel": keras2_savedmodel,
     "keras2-savedmodel-unsigned": lambda path: keras2_savedmodel(path, signed=False),
+    "keras": keras3,
+    "keras-lambda": lambda path: keras3(path, unsafe_lambda=True),
 }
 
+
+def make_into(folder: str, kinds: list[str]) -> None:
+    """Each kind in FOLDER/KIND/ (as `model`, with any suffix its exporter insists on), or
+    FOLDER/KIND.error saying why not."""
+    import os
+    import traceback
+
+    for kind in kinds:
+        os.makedirs(os.path.join(folder, kind), exist_ok=True)
+        try:
+            MAKERS[kind](os.path.join(folder, kind, "model"))
+        except Exception:  # one kind's failure (a missing exporter) is its own
+            with open(os.path.join(folder, f"{kind}.error"), "w") as error:
+                error.write(traceback.format_exc())
+
+
 if __name__ == "__main__":
-    MAKERS[sys.argv[1]](sys.argv[2])
+    if sys.argv[1] == "--into":
+        make_into(sys.argv[2], sys.argv[3:])
+    else:
+        MAKERS[sys.argv[1]](sys.argv[2])

@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
+import fcntl
 import importlib.util
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
-from conftest import cli, dlbench
+from conftest import cli, dlbench, session_folder
 
 from dlbench.reference.user_model import reference_folder
 from dlbench.spec.registry import PRECISIONS, QUANTIZED_MODEL_PRECISION
@@ -49,10 +51,41 @@ def onnx_file(tmp_path) -> str:
     return str(path)
 
 
+MAKER = Path(__file__).with_name("make_models.py")
+# Each TensorFlow import costs seconds of CPU: one process makes every TensorFlow
+# kind, once per test session, and each test gets a copy of its own.
+TENSORFLOW_KINDS = ("keras2-hdf5", "keras2-savedmodel", "keras2-savedmodel-unsigned",
+                    "savedmodel", "tf2onnx", "keras", "keras-lambda")  # fmt: skip
+
+
 def make_model(kind: str, path) -> str:
     """A model file written by the real exporter (tests/make_models.py), in its own process."""
-    maker = Path(__file__).with_name("make_models.py")
-    subprocess.run([sys.executable, str(maker), kind, str(path)], check=True, capture_output=True)
+    if kind in TENSORFLOW_KINDS:
+        return copy_of(tensorflow_made(kind), Path(path))
+    subprocess.run([sys.executable, str(MAKER), kind, str(path)], check=True, capture_output=True)
+    return str(path)
+
+
+def tensorflow_made(kind: str) -> Path:
+    """The session's file of a TensorFlow kind, made with the others on first need."""
+    folder = session_folder("tensorflow-models")
+    with open(folder / ".lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # pytest-xdist's other test processes wait
+        if not (folder / kind).exists():
+            subprocess.run([sys.executable, str(MAKER), "--into", str(folder),
+                            *TENSORFLOW_KINDS], check=True, capture_output=True)  # fmt: skip
+    error = folder / f"{kind}.error"
+    assert not error.exists(), error.read_text()
+    (made,) = (folder / kind).iterdir()
+    return made
+
+
+def copy_of(made: Path, path: Path) -> str:
+    """`made` copied to `path` (a folder's tree, or a file)."""
+    if made.is_dir():
+        shutil.copytree(made, path)
+    else:
+        shutil.copy2(made, path)
     return str(path)
 
 
@@ -265,17 +298,8 @@ def test_a_pickled_module_loads_only_with_trust(tmp_path):
 @pytest.mark.slow
 def test_keras_model_and_its_unsafe_lambda_sibling(tmp_path):
     pytest.importorskip("tensorflow")
-    code = r"""
-import sys, keras
-plain = keras.Sequential([keras.Input((8,), name="features"), keras.layers.Dense(4)])
-plain.save(sys.argv[1])
-risky = keras.Sequential([keras.Input((8,), name="features"), keras.layers.Lambda(lambda t: 2 * t)])
-risky.save(sys.argv[2])
-"""
-    plain, risky = tmp_path / "plain.keras", tmp_path / "risky.keras"
-    subprocess.run(
-        [sys.executable, "-c", code, str(plain), str(risky)], check=True, capture_output=True
-    )
+    plain = make_model("keras", tmp_path / "plain.keras")
+    risky = make_model("keras-lambda", tmp_path / "risky.keras")
     status, results, text = dlbench_run(tmp_path, "--model", str(plain), "--input", "features:3x8")
     assert status == 0, text
     assert results[0]["details"]["extra"]["model_kind"] == "keras"

@@ -178,7 +178,7 @@ def test_target_accuracy_stops_early_or_fails_clearly(tmp_path):
     missed = run_json(
         tmp_path,
         *("-w", "mnist-train", "-f", "torch", "--target-accuracy", "1.0", "--epochs", "1"),
-        *SMALL_MNIST,
+        *("--param", "train_samples=640", "--param", "test_samples=100"),  # one short epoch
         expect=1,
     )
     (result,) = missed["results"]
