@@ -162,8 +162,11 @@ def test_transfer_is_a_per_framework_axis():
 
 
 def plain_case(framework: str, **values: object) -> Case:
-    """mlp (every framework runs it) in the framework's default compile mode."""
-    return make_case(framework=framework, compile=FRAMEWORKS[framework].default_compile, **values)
+    """mlp (the LLM engines: their first workload) in the framework's default compile mode."""
+    info = FRAMEWORKS[framework]
+    workload = "mlp" if info.supports("mlp", "infer") else info.supported_workloads()[0]
+    return make_case(framework=framework, workload=workload, compile=info.default_compile,
+                     **values)  # fmt: skip
 
 
 @pytest.mark.parametrize(("name", "value", "framework"), FRAMEWORK_AXIS_VALUES)
@@ -185,7 +188,8 @@ def test_a_per_framework_axis_value_runs_where_the_registry_lists_it(name, value
     having = [
         n for n, info in FRAMEWORKS.items() if value in getattr(info.axes.get(name), "values", ())
     ]
-    assert all(n in message for n in having) and message.endswith(f"not mlp on {framework}")
+    assert all(n in message for n in having)
+    assert message.endswith(f"not {case.workload} on {framework}")
 
 
 @pytest.mark.parametrize(("name", "value", "framework"), FRAMEWORK_AXIS_VALUES)
@@ -194,16 +198,18 @@ def test_listing_a_value_in_a_frameworks_entry_is_all_it_takes(monkeypatch, name
     monkeypatch.setitem(
         registry.FRAMEWORKS, framework, replace(info, axes={name: AxisValues((value,))})
     )
-    validate_case(plain_case(framework, **{name: value}))
+    case = plain_case(framework, **{name: value})
+    validate_case(case)
     monkeypatch.setitem(
         registry.FRAMEWORKS,
         framework,
-        replace(info, axes={name: AxisValues((value,), not_for=("mlp",))}),
+        replace(info, axes={name: AxisValues((value,), not_for=(case.workload,))}),
     )
     with pytest.raises(UserError) as refused:
-        validate_case(plain_case(framework, **{name: value}))
+        validate_case(case)
     message = str(refused.value)
-    assert f"{framework} except mlp" in message and message.endswith(f"not mlp on {framework}")
+    assert f"{framework} except {case.workload}" in message
+    assert message.endswith(f"not {case.workload} on {framework}")
 
 
 def test_each_frameworks_axes_are_per_framework_fields_and_their_values():

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from dlbench.errors import CaseError, ReferenceUnavailable, UntrustedModel, cause_summary
-from dlbench.results.details import Details, Placement, Quantization
+from dlbench.results.details import Details, Generation, Placement, Quantization
 from dlbench.results.record_dict import from_dict
 from dlbench.spec.case import Case
 from dlbench.workloads.base import Workload
@@ -89,6 +89,35 @@ class EpochTrainer(ABC):
         """(mean test loss, test accuracy) with dropout off and no gradients."""
 
 
+@dataclass
+class GenerationTrace:
+    """One generation as the engine produced it: the tokens of every sequence, and the
+    clock (time.perf_counter) at its start and as each output step's tokens existed."""
+
+    tokens: list[list[int]]  # [batch][osl]
+    started_s: float
+    token_times_s: list[float]  # one per output step: every sequence's token of that step
+    # The engine's own timings of this generation (openvino-genai's perf_metrics,
+    # llama.cpp's), in ms, where it keeps them: held beside dlbench's by bench/.
+    own_ms: dict[str, float] = field(default_factory=dict)
+
+
+class Generator(ABC):
+    """Text generation prepared by a backend: the worker times whole generations.
+
+    `generate` returns only when every token exists on the host; its clock readings
+    are taken as each step's tokens become available to the caller, the moment a
+    streaming client would see them.
+    """
+
+    details: Details
+    device: str
+
+    @abstractmethod
+    def generate(self, prompt_ids: Any, osl: int) -> GenerationTrace:
+        """Greedy decoding of exactly `osl` tokens after each prompt ([batch, isl] ids)."""
+
+
 class Backend(ABC):
     name: ClassVar[str]
     # The server scenario serves `streams` queries at once. Where each call runs
@@ -116,6 +145,10 @@ class Backend(ABC):
     def prepare_training(self, job: Job, data: Any) -> EpochTrainer:
         """A time-to-train run over `data` (dlbench.data.mnist.MnistData)."""
         raise CaseError(f"{self.name} has no epoch training loop for {job.workload.name!r}")
+
+    def prepare_generation(self, job: Job) -> Generator:
+        """Load (converting once, cached) the workload's decoder for generation."""
+        raise CaseError(f"{self.name} has no generation loop for {job.workload.name!r}")
 
 
 def exported_onnx(job: Job) -> tuple[Any, dict[str, Any]]:
@@ -191,6 +224,25 @@ def leading_dim(arrays: dict[str, Any]) -> int:
     first = next(iter(arrays.values()), None)
     shape = getattr(first, "shape", ())
     return int(shape[0]) if len(shape) else 1
+
+
+# Bytes per value of the KV cache precisions engines report
+KV_CACHE_BYTES = {"float32": 4, "float16": 2, "bfloat16": 2, "u8": 1}
+
+
+def kv_cache_record(job: Job, dtype: str, conversion: dict[str, Any] | None = None) -> Generation:
+    """A generation case's record as its backend knows it before any generation: the
+    KV cache of every position at the engine's cache precision, and the conversion
+    (reference.decoder.converted's record)."""
+    from dlbench.workloads.decoder import kv_cache_bytes
+
+    tokens = job.params["isl"] + job.params["osl"]
+    size = kv_cache_bytes(job.workload.shape, job.batch_size, tokens, KV_CACHE_BYTES[dtype])
+    record = Generation(kv_cache_mb=size / 2**20, kv_cache_dtype=dtype)
+    if conversion is not None:
+        record.converter, record.convert_s = conversion["converter"], conversion["convert_s"]
+        record.converted_now = conversion["made_now"]
+    return record
 
 
 def device_kind(device: str) -> str:

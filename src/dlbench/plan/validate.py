@@ -174,7 +174,8 @@ def _validate_framework_axes(case: Case, info: FrameworkInfo, workload: Workload
         require_known(option.noun_for(f.name), value, tuple(option.vocabulary or ()))
         values = info.axes.get(f.name)
         if value == f.default or (
-            values is not None and values.covers(value, case.workload, workload.epoch_based)
+            values is not None
+            and values.covers(value, case.workload, workload.epoch_based or workload.generative)
         ):
             continue
         raise UserError(

@@ -185,6 +185,59 @@ class Ddp:
 
 
 @dataclass
+class TokenCheck:
+    """An engine's greedy tokens against the torch reference's, for the same prompts.
+
+    A divergence where the reference's top two logits are within the precision's
+    tolerance is a near tie (rounding may pick either); at a clear margin it fails."""
+
+    compared: int = 0  # tokens compared: batch x osl
+    agreeing: int = 0  # positions where the tokens are equal
+    first_divergence: int | None = None  # output position (from 0); None: all agree
+    margin_there: float | None = None  # the reference's top-1 minus top-2 logit there
+    near_tie_bound: float | None = None  # a margin at most this is a near tie
+    verdict: str | None = None  # "identical", "near tie", "diverged", or why unchecked
+
+
+@dataclass
+class Generation:
+    """A text-generation case: TTFT, TPOT and token rates over its timed generations,
+    as the field defines them (docs/guides/llm.md), and its tokens' check."""
+
+    isl: int = 0  # prompt tokens per sequence
+    osl: int = 0  # output tokens per sequence
+    generations: int = 0  # timed generations
+    # time to first token: request start to the first output token on the host
+    ttft_p50_ms: float | None = None
+    ttft_p90_ms: float | None = None
+    ttft_p99_ms: float | None = None
+    # time per output token after the first: (end-to-end - TTFT) / (osl - 1)
+    tpot_p50_ms: float | None = None
+    tpot_p90_ms: float | None = None
+    tpot_p99_ms: float | None = None
+    # inter-token latency: every gap between consecutive output tokens
+    itl_p50_ms: float | None = None
+    itl_p90_ms: float | None = None
+    itl_p99_ms: float | None = None
+    e2e_p50_ms: float | None = None
+    e2e_p90_ms: float | None = None
+    e2e_p99_ms: float | None = None
+    # median generation's rates, every sequence of the batch counted
+    prefill_tokens_per_s: float | None = None  # batch x isl / TTFT
+    decode_tokens_per_s: float | None = None  # batch x (osl - 1) / (e2e - TTFT)
+    output_tokens_per_s: float | None = None  # batch x osl / e2e
+    # the KV cache of isl + osl positions at the engine's cache precision
+    kv_cache_mb: float | None = None
+    kv_cache_dtype: str | None = None
+    energy_per_output_token_j: float | None = None
+    # converting the shared checkpoint to the engine's format (cached, timed apart)
+    converter: str | None = None
+    convert_s: float | None = None
+    converted_now: bool | None = None  # by this case (else found in the cache)
+    tokens: TokenCheck | None = None
+
+
+@dataclass
 class ProcessSummary:
     """What a --repeat result keeps of one process (results.repeats): its bookkeeping
     and samples, and in `values` each metric that has a process_key in the metrics
@@ -259,6 +312,7 @@ class Details(Measured):
     quantization: Quantization | None = None
     loadgen: LoadGen | None = None
     training: Training | None = None
+    generation: Generation | None = None
     ddp: Ddp | None = None
     processes: Processes | None = None
     timeline: Timeline | None = None

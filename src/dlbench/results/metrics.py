@@ -103,6 +103,22 @@ def energy_unmeasurable(result: Result) -> str | None:
     return result.details.energy.unmeasurable if result.details.energy else None
 
 
+def _generation(name: str) -> Reader:
+    """A number of a text-generation result (details.generation)."""
+    return lambda r: _number(getattr(r.details.generation, name, None))
+
+
+def _generation_metric(key: str, title: str, unit: str, column: str, higher: bool,
+                       field_name: str, merged: bool = False) -> Metric:  # fmt: skip
+    """A text-generation metric; `merged`: a --repeat result takes the median of its
+    processes' values (the headline figures), else the newest process's."""
+    if not merged:
+        return Metric(key, title, unit, column, higher, _generation(field_name))
+    return Metric(key, title, unit, column, higher, _generation(field_name),
+                  process_key=field_name, merge=Merge.MEDIAN_OF_PROCESSES,
+                  put=_put_into("generation", field_name))  # fmt: skip
+
+
 def _loadgen_latency(percentile: str) -> Reader:
     """A latency percentile as LoadGen measured it (from each query's scheduled arrival)."""
 
@@ -357,6 +373,118 @@ METRICS: dict[str, Metric] = {
             False,
             _loadgen_latency("99"),
         ),
+        # Text generation (docs/guides/llm.md defines each as the field does)
+        _generation_metric(
+            "ttft",
+            "Time to first token (median)",
+            "ms",
+            "TTFT ms",
+            False,
+            "ttft_p50_ms",
+            merged=True,
+        ),
+        _generation_metric(
+            "ttft_p90",
+            "Time to first token (90th percentile)",
+            "ms",
+            "TTFT p90 ms",
+            False,
+            "ttft_p90_ms",
+        ),
+        _generation_metric(
+            "ttft_p99",
+            "Time to first token (99th percentile)",
+            "ms",
+            "TTFT p99 ms",
+            False,
+            "ttft_p99_ms",
+        ),
+        _generation_metric(
+            "tpot",
+            "Time per output token after the first (median)",
+            "ms",
+            "TPOT ms",
+            False,
+            "tpot_p50_ms",
+            merged=True,
+        ),
+        _generation_metric(
+            "tpot_p90",
+            "Time per output token (90th percentile)",
+            "ms",
+            "TPOT p90 ms",
+            False,
+            "tpot_p90_ms",
+        ),
+        _generation_metric(
+            "tpot_p99",
+            "Time per output token (99th percentile)",
+            "ms",
+            "TPOT p99 ms",
+            False,
+            "tpot_p99_ms",
+        ),
+        _generation_metric(
+            "itl_p50", "Inter-token latency (median)", "ms", "ITL ms", False, "itl_p50_ms"
+        ),
+        _generation_metric(
+            "itl_p99",
+            "Inter-token latency (99th percentile)",
+            "ms",
+            "ITL p99 ms",
+            False,
+            "itl_p99_ms",
+        ),
+        _generation_metric(
+            "e2e_p99",
+            "End-to-end generation latency (99th percentile)",
+            "ms",
+            "e2e p99 ms",
+            False,
+            "e2e_p99_ms",
+        ),
+        _generation_metric(
+            "prefill_tps",
+            "Prefill tokens per second (batch x isl / TTFT)",
+            "tokens/s",
+            "prefill tok/s",
+            True,
+            "prefill_tokens_per_s",
+        ),
+        _generation_metric(
+            "decode_tps",
+            "Decode tokens per second, after the first token",
+            "tokens/s",
+            "decode tok/s",
+            True,
+            "decode_tokens_per_s",
+            merged=True,
+        ),
+        _generation_metric(
+            "output_tps",
+            "Output tokens per second (batch x osl / end-to-end)",
+            "tokens/s",
+            "output tok/s",
+            True,
+            "output_tokens_per_s",
+            merged=True,
+        ),
+        _generation_metric(
+            "kv_cache",
+            "KV cache of every position (isl + osl)",
+            "MB",
+            "KV cache MB",
+            False,
+            "kv_cache_mb",
+        ),
+        _generation_metric(
+            "energy_per_token",
+            "Energy per output token (NVML or RAPL)",
+            "J",
+            "J/token",
+            False,
+            "energy_per_output_token_j",
+        ),
         Metric(
             "load_avg",
             "Mean load average while measured",
@@ -390,7 +518,8 @@ METRICS: dict[str, Metric] = {
 }
 # What `compare` and `rerun` offer: metrics a measured case has (energy where
 # the device has a counter; pairs without one are listed as not comparable).
-COMPARABLE = ("latency", "p99", "throughput", "cpu", "memory", "energy", "power")
+COMPARABLE = ("latency", "p99", "throughput", "cpu", "memory", "energy", "power",
+              "ttft", "tpot", "decode_tps", "output_tps")  # fmt: skip
 # CSV columns beyond the Result's own fields: metrics read from its details, and
 # those computed with its run.
 CSV_METRICS = (
@@ -403,6 +532,20 @@ CSV_METRICS = (
     "steady_throughput",
     "final_accuracy",
     "time_to_target",
+    "ttft",
+    "ttft_p90",
+    "ttft_p99",
+    "tpot",
+    "tpot_p90",
+    "tpot_p99",
+    "itl_p50",
+    "itl_p99",
+    "e2e_p99",
+    "prefill_tps",
+    "decode_tps",
+    "output_tps",
+    "kv_cache",
+    "energy_per_token",
     "load_avg",
     "energy",
     "power",

@@ -90,14 +90,16 @@ class AxisValues:
     other than the field's default, that a framework implements, and where."""
 
     values: tuple[str, ...]
-    # They change the timed step, which a time-to-train workload's epoch loop has none of
+    # They change the timed step, which time-to-train's epoch loop and text generation's
+    # loop have none of
     steps_only: bool = False
     # Workloads (WORKLOADS names) the framework does not implement them for
     not_for: tuple[str, ...] = ()
 
-    def covers(self, value: str, workload: str, epoch_based: bool) -> bool:
-        """This framework implements `value` of the axis for the workload."""
-        if self.steps_only and epoch_based:
+    def covers(self, value: str, workload: str, stepless: bool) -> bool:
+        """This framework implements `value` of the axis for the workload (`stepless`:
+        one whose loop times no step)."""
+        if self.steps_only and stepless:
             return False
         return value in self.values and workload not in self.not_for
 
@@ -155,6 +157,12 @@ class FrameworkInfo:
     # Case options only this backend understands, each with its allowed values
     # (None: a number >= 0); a backend without any takes none.
     options: Mapping[str, tuple[str, ...] | None] = field(default_factory=dict)
+    # Distributions its backend also needs (a converter's), checked by metadata: without
+    # one it counts as not installed
+    needs: tuple[str, ...] = ()
+    # Other frameworks' top-level modules its own package imports (not a second
+    # framework in the process: the worker leaves them importable)
+    companions: tuple[str, ...] = ()
     # How a user model's string inputs reach it from --input-data (a NumPy str or
     # bytes array): "bytes" as given (TensorFlow's tf.string holds any bytes),
     # "text" as UTF-8 text (a bytes array is decoded), None: dlbench feeds it none.
@@ -181,12 +189,17 @@ class FrameworkInfo:
             return __version__
         if importlib.util.find_spec(self.import_name) is None:
             return None
-        for dist in self.distributions:
-            try:
-                return importlib.metadata.version(dist)
-            except importlib.metadata.PackageNotFoundError:
-                continue
-        return "unknown"
+        if any(_distribution_version(name) is None for name in self.needs):
+            return None
+        found = (_distribution_version(name) for name in self.distributions)
+        return next((version for version in found if version), "unknown")
+
+
+def _distribution_version(name: str) -> str | None:
+    try:
+        return importlib.metadata.version(name)
+    except importlib.metadata.PackageNotFoundError:
+        return None
 
 
 WORKLOADS: dict[str, str] = {
@@ -203,10 +216,17 @@ WORKLOADS: dict[str, str] = {
     "bert-large": "dlbench.workloads.bert:BERT_LARGE",
     "distilbert": "dlbench.workloads.bert:DISTILBERT",
     "user-model": "dlbench.workloads.user_model:USER_MODEL",
+    "llm-tiny": "dlbench.workloads.decoder:LLM_TINY",
+    "llm-135m": "dlbench.workloads.decoder:LLM_135M",
+    "llama-3.1-8b": "dlbench.workloads.decoder:LLAMA_31_8B",
 }
+# Text generation (workloads.decoder): torch's transformers and the LLM engines
+LLM_WORKLOADS = ("llm-tiny", "llm-135m", "llama-3.1-8b")
 
 INFER_ONLY = ("infer",)
 BOTH_MODES = ("infer", "train")
+# The LLM engines convert the shared checkpoint (workloads.decoder), fp32 on a CPU here
+LLM_ENGINE_MODELS = MappingProxyType(dict.fromkeys(("llm-tiny", "llm-135m"), INFER_ONLY))
 # The cross-framework models: exported to ONNX from the torch reference, or
 # ported to TensorFlow/JAX with the same weights.
 PORTED_MODELS = MappingProxyType({"mlp": INFER_ONLY, "mnist-cnn": INFER_ONLY})
@@ -239,7 +259,9 @@ FRAMEWORKS: dict[str, FrameworkInfo] = {
             # every built-in workload; a user's model file needs a real framework
             # (and the epoch loop of time-to-train workloads is framework code)
             support=MappingProxyType(
-                dict.fromkeys(set(WORKLOADS) - {"user-model", "mnist-train"}, BOTH_MODES)
+                dict.fromkeys(
+                    set(WORKLOADS) - {"user-model", "mnist-train", *LLM_WORKLOADS}, BOTH_MODES
+                )
             ),
             # Fault injection and a fixed per-step sleep, so the runner's failure
             # handling is tested for real. step-raise: the step raises once warmed
@@ -369,6 +391,37 @@ FRAMEWORKS: dict[str, FrameworkInfo] = {
             # plugin computes no operator on them ("Equal ... unsupported src_prc:
             # string"), converts no ai.onnx.ml string operator, and a graph that passes
             # strings through to an output aborts the process as it exits.
+        ),
+        FrameworkInfo(
+            name="onnxruntime-genai",
+            target="dlbench.backends.onnxruntime_genai.backend:OrtGenAiBackend",
+            compile_modes=("default",),
+            default_compile="default",
+            import_name="onnxruntime_genai",
+            distributions=("onnxruntime-genai", "onnxruntime-genai-cuda"),
+            install_hint='pip install -e ".[llm-onnx]" (onnxruntime-genai and its model builder)',
+            label="ONNX Runtime GenAI (its model builder converts the checkpoint)",
+            support=LLM_ENGINE_MODELS,
+            # its model builder's (it also converts with torch and transformers)
+            needs=("onnx-ir", "transformers", "torch"),
+            # its package loads ONNX Runtime's, which it imports itself
+            companions=("onnxruntime",),
+        ),
+        FrameworkInfo(
+            name="openvino-genai",
+            target="dlbench.backends.openvino_genai.backend:OvGenAiBackend",
+            compile_modes=("default",),
+            default_compile="default",
+            import_name="openvino_genai",
+            distributions=("openvino-genai",),
+            install_hint='pip install -e ".[llm-openvino]" && '
+            'pip install --no-deps "optimum-intel>=2.2,<2.3" (its exporter)',
+            label="OpenVINO GenAI (optimum-intel exports the checkpoint)",
+            support=LLM_ENGINE_MODELS,
+            # the exporter, installed apart (README): optimum-intel, with torch and transformers
+            needs=("optimum-intel", "transformers", "torch"),
+            # its package runs on OpenVINO's runtime, which it imports itself
+            companions=("openvino",),
         ),
     )
 }

@@ -69,8 +69,11 @@ def block_other_frameworks(framework: str) -> list[str]:
     holds nothing for them (a None there, the older way, made scipy, imported
     by scikit-learn, imported by Keras, fail on sys.modules["torch"].Tensor).
     """
-    own = framework_info(framework).import_name
-    blocked = [name for name in FRAMEWORK_MODULES if name != own and name not in sys.modules]
+    info = framework_info(framework)
+    allowed = {info.import_name, *info.companions}
+    blocked = [
+        name for name in FRAMEWORK_MODULES if name not in allowed and name not in sys.modules
+    ]
     hidden = frozenset(blocked)
     sys.meta_path[:] = [_Hiding(finder, hidden) for finder in sys.meta_path]
     return blocked

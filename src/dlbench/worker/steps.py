@@ -46,6 +46,10 @@ def execute(case: Case, settings: Settings) -> Result:
             from dlbench.worker.epochs import run_epochs
 
             result = run_epochs(backend, job)
+        elif job.workload.generative:
+            from dlbench.worker.generation import run_generation
+
+            result = run_generation(backend, job, settings)
         else:
             result = _run_steps(backend, job, settings)
     except CaseSkipped as skip:

@@ -109,6 +109,9 @@ class Workload(ABC):
     # Time-to-train workloads run epochs over a dataset (with evaluation) instead
     # of timing one step again and again.
     epoch_based: ClassVar[bool] = False
+    # Text generation: the worker's generation loop (worker.generation) times whole
+    # generations token by token instead of a step.
+    generative: ClassVar[bool] = False
     # framework -> the compile modes this workload runs in there (default: all of
     # the framework's modes except the epoch-loop-only ones).
     compile_modes: ClassVar[Mapping[str, tuple[str, ...]]] = MappingProxyType({})

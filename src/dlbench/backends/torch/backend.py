@@ -11,9 +11,11 @@ import torch
 from dlbench.backends.base import (
     Backend,
     EpochTrainer,
+    Generator,
     Job,
     Prepared,
     input_shapes,
+    kv_cache_record,
     leading_dim,
     placement,
 )
@@ -144,6 +146,14 @@ class TorchBackend(Backend):
         return TorchMnistTrainer(
             job, data, device, precision_plan(job.case.precision, device, True)
         )
+
+    def prepare_generation(self, job: Job) -> Generator:
+        from dlbench.backends.torch.decoder import TorchGenerator
+        from dlbench.reference.decoder import checkpoint_folder
+
+        generator = TorchGenerator(job, checkpoint_folder(job.workload.name, job.seed))
+        generator.details.generation = kv_cache_record(job, "float32")
+        return generator
 
     def _user_model(self, job: Job) -> Prepared:
         path = Path(str(job.case.model))

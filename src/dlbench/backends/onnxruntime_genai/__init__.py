@@ -1,0 +1,1 @@
+"""ONNX Runtime GenAI: the decoder workloads, converted by its own model builder."""

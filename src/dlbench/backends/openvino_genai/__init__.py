@@ -1,0 +1,1 @@
+"""OpenVINO GenAI: the decoder workloads, exported by optimum-intel."""

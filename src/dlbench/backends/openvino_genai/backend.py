@@ -1,0 +1,127 @@
+"""OpenVINO GenAI: the shared checkpoint exported by optimum-intel, run by LLMPipeline.
+
+`optimum-cli export openvino` (optimum-intel, as OpenVINO documents the path)
+writes the stateful IR and the tokenizer IRs from the checkpoint's folder, at
+fp32. The pipeline is held to fp32 throughout: on a CPU with bf16 units its
+default inference precision is bf16 and its default KV cache is u8, so both are
+set explicitly, with the threads, and recorded. Its prefix cache is off (see below).
+
+Token times: for one sequence a streamer (StreamerBase) stamps each token as it
+reaches the caller. LLMPipeline streams no batch larger than one, so there the
+times are its own (perf_metrics' new-token times, which are on the same
+monotonic clock as time.perf_counter, in ms), and the result says so.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from typing import Any
+
+import numpy as np
+import openvino as ov
+import openvino_genai as ov_genai
+
+from dlbench.backends.base import (
+    Backend,
+    GenerationTrace,
+    Generator,
+    Job,
+    kv_cache_record,
+    placement,
+)
+from dlbench.errors import CaseError
+from dlbench.reference.decoder import converted
+from dlbench.results.details import Details
+
+EXPORT = [sys.executable, "-m", "optimum.commands.optimum_cli", "export", "openvino",
+          "--model", "{checkpoint}", "--task", "text-generation-with-past",
+          "--weight-format", "fp32", "{out}"]  # fmt: skip
+CONVERTER = "optimum-intel export openvino (fp32)"
+
+
+class _TokenClock(ov_genai.StreamerBase):
+    """Stamps the clock as each token reaches the caller; never stops the generation."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.times: list[float] = []
+
+    def write(self, token: Any) -> ov_genai.StreamingStatus:
+        self.times.append(time.perf_counter())
+        return ov_genai.StreamingStatus.RUNNING
+
+    def end(self) -> None:
+        return None
+
+
+class OvGenAiGenerator(Generator):
+    def __init__(self, job: Job, threads: int) -> None:
+        folder, meta = converted("openvino-genai", job.workload.name, job.seed, EXPORT, CONVERTER)
+        self.properties = {"INFERENCE_PRECISION_HINT": "f32", "KV_CACHE_PRECISION": "f32",
+                           "INFERENCE_NUM_THREADS": threads}  # fmt: skip
+        # Its default scheduler caches prompt prefixes: the same prompt again skipped the
+        # prefill (TTFT 26 ms against 160 ms cold for llm-135m's 128 tokens). Every
+        # generation here repeats the case's prompts, so the cache is off: each one
+        # does its prefill, as a new request does.
+        scheduler = ov_genai.SchedulerConfig()
+        scheduler.enable_prefix_caching = False
+        self.pipeline = ov_genai.LLMPipeline(
+            str(folder), "CPU", scheduler_config=scheduler, **self.properties
+        )
+        self.device = "cpu"
+        streamed = job.batch_size == 1
+        self.details = Details(
+            placement=placement("openvino-genai device", "CPU", "cpu"),
+            generation=kv_cache_record(job, "float32", meta),
+            extra={"engine": "openvino-genai LLMPipeline", "properties": self.properties,
+                   "prefix_caching": scheduler.enable_prefix_caching,
+                   "token_clock": "dlbench's streamer" if streamed
+                   else "LLMPipeline's perf_metrics (it streams one sequence only)"},
+        )  # fmt: skip
+
+    def generate(self, prompt_ids: Any, osl: int) -> GenerationTrace:
+        ids = np.asarray(prompt_ids, dtype=np.int64)
+        inputs = ov_genai.TokenizedInputs(ov.Tensor(ids), ov.Tensor(np.ones_like(ids)))
+        # exactly osl tokens (no end-of-sequence is ever produced: workloads.decoder)
+        config = ov_genai.GenerationConfig(max_new_tokens=osl, min_new_tokens=osl,
+                                           ignore_eos=True, do_sample=False)  # fmt: skip
+        clock = _TokenClock() if len(ids) == 1 else None
+        started = time.perf_counter()
+        result = self.pipeline.generate(inputs, config, clock)
+        metrics = result.perf_metrics
+        times = (
+            clock.times if clock else [t / 1000.0 for t in metrics.raw_metrics.m_new_token_times]
+        )
+        own = {"ttft_ms": metrics.get_ttft().mean, "tpot_ms": metrics.get_tpot().mean}
+        tokens = [list(map(int, sequence)) for sequence in result.tokens]
+        return GenerationTrace(tokens=tokens, started_s=started, token_times_s=times, own_ms=own)
+
+
+class OvGenAiBackend(Backend):
+    name = "openvino-genai"
+    streams_share_threads = True
+
+    def __init__(self) -> None:
+        self._threads = 1
+
+    def version(self) -> str:
+        return ov_genai.__version__
+
+    def configure_threads(self, intra_op: int, inter_op: int) -> dict[str, Any]:
+        self._threads = intra_op  # INFERENCE_NUM_THREADS, set when the pipeline compiles
+        return {"intra_op": intra_op, "inter_op": "n/a"}
+
+    def resolve_device(self, requested: str) -> str:
+        if requested in ("auto", "cpu"):
+            return "cpu"
+        raise CaseError(
+            f"device {requested!r} asked for, but dlbench runs openvino-genai on its CPU "
+            "plugin only; use --device cpu"
+        )
+
+    def prepare(self, job: Job) -> Any:
+        raise CaseError(f"{self.name} runs the text-generation workloads only")
+
+    def prepare_generation(self, job: Job) -> Generator:
+        return OvGenAiGenerator(job, self._threads)

@@ -1,0 +1,55 @@
+"""Builds a decoder workload's checkpoint or reference tokens: `python -m` this module.
+
+dlbench.reference.decoder asks for them; this process imports torch and
+transformers, builds, and publishes the result whole (a folder renamed into
+place, a file written atomically), so torch never enters another engine's worker.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from dlbench.atomic import write_atomic
+from dlbench.reference.decoder import checkpoint_folder, publish_folder
+from dlbench.workloads import get_workload
+
+
+def build_checkpoint(workload: str, seed: int, folder: Path) -> None:
+    from dlbench.backends.torch.decoder import save_checkpoint
+
+    staging = folder.with_name(f"{folder.name}.building-{os.getpid()}")
+    save_checkpoint(workload, seed, staging)
+    publish_folder(staging, folder)
+
+
+def build_tokens(request: dict[str, Any]) -> None:
+    import numpy as np
+
+    from dlbench.backends.torch.decoder import reference_tokens
+
+    params = {"isl": request["isl"], "osl": request["osl"]}
+    seed = request["seed"]
+    prompts = get_workload(request["workload"]).make_inputs(request["batch"], params, "infer", seed)
+    arrays = reference_tokens(
+        checkpoint_folder(request["workload"], seed), prompts["input_ids"], request["osl"]
+    )
+    write_atomic(Path(request["path"]), lambda temp: np.savez(temp, **arrays))
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description="build a decoder artifact (internal)")
+    parser.add_argument("request", help="JSON: kind (checkpoint or tokens) and its fields")
+    request = json.loads(parser.parse_args(argv).request)
+    if request["kind"] == "checkpoint":
+        build_checkpoint(request["workload"], request["seed"], Path(request["folder"]))
+    else:
+        build_tokens(request)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,126 @@
+"""A decoder workload's shared checkpoint, its reference tokens, and each engine's
+conversion of it: built once, each in a process of its own, and cached.
+
+The checkpoint (transformers' folder: config, safetensors weights, tokenizer) and
+torch eager fp32's greedy tokens are made by `dlbench.backends.torch.decoder_builder`,
+so torch never enters another engine's worker. An engine converts the checkpoint
+with its own tool (onnxruntime-genai's model builder, optimum-intel's OpenVINO
+export); the command is the engine's, the caching and the timing are here. A
+folder is written under a temporary name and renamed whole, so a reader never
+sees half of one, and two processes building the same one both end with it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from dlbench import __version__
+from dlbench.atomic import write_atomic
+from dlbench.errors import CaseError, ReferenceUnavailable
+from dlbench.reference.builtin import cache_dir, package_version
+
+# Bump when the checkpoint's construction changes (it is part of the cache key).
+CHECKPOINT_REVISION = 2
+BUILDER_MODULE = "dlbench.backends.torch.decoder_builder"
+BUILD_TIMEOUT_S = 3600
+CONVERSION_META = "dlbench-conversion.json"
+
+
+def checkpoint_folder(workload: str, seed: int) -> Path:
+    """The workload's checkpoint folder (built on first need)."""
+    folder = _keyed_folder(workload, seed)
+    if not folder.exists():
+        _run_builder(
+            {"kind": "checkpoint", "workload": workload, "seed": seed, "folder": str(folder)}
+        )
+    return folder
+
+
+def reference_tokens(workload: str, seed: int, isl: int, osl: int, batch: int) -> dict[str, Any]:
+    """torch eager fp32's greedy tokens for the case's prompts ([batch, osl]) and its top
+    two logits at each step."""
+    import numpy as np
+
+    path = checkpoint_folder(workload, seed) / "reference" / f"isl{isl}-osl{osl}-b{batch}.npz"
+    if not path.exists():
+        _run_builder({"kind": "tokens", "workload": workload, "seed": seed, "isl": isl,
+                      "osl": osl, "batch": batch, "path": str(path)})  # fmt: skip
+    with np.load(path) as arrays:
+        return {name: arrays[name] for name in arrays.files}
+
+
+def converted(
+    engine: str, workload: str, seed: int, command: Sequence[str], converter: str
+) -> tuple[Path, dict[str, Any]]:
+    """The checkpoint in `engine`'s format, and how it was made (converter, convert_s;
+    made_now: by this call, not found in the cache).
+
+    `command` converts; "{checkpoint}" and "{out}" in it stand for the folders."""
+    source = checkpoint_folder(workload, seed)
+    folder = source / "engines" / engine
+    meta = folder / CONVERSION_META
+    made_now = not meta.exists()
+    if made_now:
+        _convert(source, folder, command, converter)
+    return folder, {**json.loads(meta.read_text(encoding="utf-8")), "made_now": made_now}
+
+
+def _keyed_folder(workload: str, seed: int) -> Path:
+    made_by = {"dlbench": __version__, "transformers": package_version("transformers")}
+    key = json.dumps({"workload": workload, "seed": seed, "revision": CHECKPOINT_REVISION,
+                      **made_by})  # fmt: skip
+    return cache_dir() / f"{workload}-seed{seed}-{hashlib.sha256(key.encode()).hexdigest()[:12]}"
+
+
+def _convert(source: Path, folder: Path, command: Sequence[str], converter: str) -> None:
+    staging = folder.with_name(f"{folder.name}.building-{os.getpid()}")
+    shutil.rmtree(staging, ignore_errors=True)
+    argv = [part.format(checkpoint=source, out=staging) for part in command]
+    started = time.perf_counter()
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=BUILD_TIMEOUT_S)
+    if done.returncode != 0:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise CaseError(
+            f"{converter} could not convert the checkpoint: {_last_line(done)}",
+            detail=(done.stderr or done.stdout)[-4000:],
+        )
+    record = {"converter": converter, "convert_s": time.perf_counter() - started}
+    write_atomic(staging / CONVERSION_META, json.dumps(record))
+    publish_folder(staging, folder)
+
+
+def _run_builder(request: dict[str, Any]) -> None:
+    try:
+        done = subprocess.run([sys.executable, "-m", BUILDER_MODULE, json.dumps(request)],
+                              capture_output=True, text=True, timeout=BUILD_TIMEOUT_S)  # fmt: skip
+    except subprocess.TimeoutExpired:
+        raise ReferenceUnavailable(f"building the decoder's {request['kind']} timed out") from None
+    if done.returncode != 0:
+        raise ReferenceUnavailable(
+            f"could not build the {request['workload']} {request['kind']}: {_last_line(done)}"
+        )
+
+
+def publish_folder(staging: Path, folder: Path) -> None:
+    """Rename a finished folder into place; another process's identical one may be there."""
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        os.rename(staging, folder)
+    except OSError:
+        if not folder.exists():
+            raise
+        shutil.rmtree(staging, ignore_errors=True)  # built at the same time elsewhere
+
+
+def _last_line(done: subprocess.CompletedProcess[str]) -> str:
+    lines = (done.stderr or done.stdout or "").strip().splitlines()
+    return lines[-1] if lines else f"exit status {done.returncode}"

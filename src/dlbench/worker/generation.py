@@ -1,0 +1,112 @@
+"""The generation loop: whole greedy generations timed token by token, tokens checked.
+
+A sample is one generation of `osl` tokens for each of the batch's prompts.
+The first generation (compilation, lazy allocation) and the warm-up ones are
+apart, as in the step loop; the timed ones run until the stop rule holds. The
+engine stamps the clock as each step's tokens reach the host (backends.base.
+Generator); TTFT, TPOT, inter-token latency and the token rates come from those
+stamps (measure.token_latency). The harness's own clock around each generation
+gives the samples, so a result's latency is the end-to-end latency.
+"""
+
+from __future__ import annotations
+
+import time
+
+from dlbench.backends.base import Backend, GenerationTrace, Job
+from dlbench.errors import ReferenceUnavailable
+from dlbench.measure.instruments import Instruments
+from dlbench.measure.timer import StopRule, run_timed
+from dlbench.measure.token_latency import (
+    TokenLatencies,
+    TokenTimes,
+    median_rate,
+    percentiles_ms,
+    token_latencies,
+)
+from dlbench.reference.decoder import reference_tokens
+from dlbench.results.details import Generation, TokenCheck
+from dlbench.results.records import STATUS_FAILED, Result
+from dlbench.spec.case import Settings
+from dlbench.spec.registry import precision_info
+from dlbench.worker.placement import require_placement
+from dlbench.worker.result import result_from
+from dlbench.worker.token_check import check_tokens, failure
+
+
+def run_generation(backend: Backend, job: Job, settings: Settings) -> Result:
+    """Prepare the engine, time its generations, check its tokens; one Result."""
+    setup_start = time.perf_counter()
+    generator = backend.prepare_generation(job)
+    record = generator.details.generation or Generation()
+    converting_s = (record.convert_s or 0.0) if record.converted_now else 0.0
+    setup_s = time.perf_counter() - setup_start - converting_s  # conversion reported apart
+    require_placement(job.device, generator.details)
+    isl, osl = job.params["isl"], job.params["osl"]
+    prompts = job.workload.make_inputs(job.batch_size, job.params, "infer", job.seed)["input_ids"]
+    traces: list[GenerationTrace] = []
+    rule = StopRule(settings.min_time_s, settings.min_iters, settings.warmup_iters)
+    instruments = Instruments(generator.device)
+    timing = run_timed(
+        lambda: traces.append(generator.generate(prompts, osl)),
+        rule,
+        on_loop_start=instruments.start,
+    )
+    reading = instruments.stop()
+    timed = traces[1 + len(timing.warmup_s) :]
+    result = result_from(
+        job,
+        reading,
+        timing.samples_s,
+        device=generator.device,
+        batch=job.batch_size,
+        samples_done=len(timing.samples_s) * job.batch_size,
+        details=generator.details,
+        first_call_ms=timing.first_call_s * 1000.0,
+        warmup_s=timing.warmup_s,
+    )
+    times = [TokenTimes(trace.started_s, trace.token_times_s) for trace in timed]
+    generation = _generation_record(record, token_latencies(times), job.batch_size, isl, osl)
+    joules = result.details.energy.joules_per_sample if result.details.energy else None
+    generation.energy_per_output_token_j = joules / osl if joules is not None else None
+    generation.tokens = _token_check(job, traces)
+    result.details.generation = generation
+    result.details.loop_wall_s = timing.loop_wall_s
+    result.setup_s = setup_s
+    error = failure(generation.tokens)
+    if error:
+        result.status, result.error = STATUS_FAILED, error
+    return result
+
+
+def _generation_record(
+    record: Generation, latencies: TokenLatencies, batch: int, isl: int, osl: int
+) -> Generation:
+    """The backend's record (converter, KV cache) with the timed generations' numbers."""
+    record.isl, record.osl, record.generations = isl, osl, len(latencies.e2e_s)
+    record.ttft_p50_ms, record.ttft_p90_ms, record.ttft_p99_ms = percentiles_ms(latencies.ttft_s)
+    record.tpot_p50_ms, record.tpot_p90_ms, record.tpot_p99_ms = percentiles_ms(latencies.tpot_s)
+    record.itl_p50_ms, record.itl_p90_ms, record.itl_p99_ms = percentiles_ms(latencies.itl_s)
+    record.e2e_p50_ms, record.e2e_p90_ms, record.e2e_p99_ms = percentiles_ms(latencies.e2e_s)
+    record.prefill_tokens_per_s = median_rate(batch * isl, latencies.ttft_s)
+    record.decode_tokens_per_s = median_rate(batch * (osl - 1), latencies.decode_s)
+    record.output_tokens_per_s = median_rate(batch * osl, latencies.e2e_s)
+    return record
+
+
+def _token_check(job: Job, traces: list[GenerationTrace]) -> TokenCheck:
+    """Every generation gives the same tokens (greedy is deterministic), and they are
+    held to torch eager fp32's."""
+    first = traces[0].tokens
+    if any(trace.tokens != first for trace in traces[1:]):
+        return TokenCheck(verdict="diverged: the engine's own generations disagree")
+    if job.case.framework == "torch" and job.case.compile == "eager" and job.device == "cpu":
+        return TokenCheck(verdict="the reference itself (torch eager fp32 on the CPU)")
+    try:
+        reference = reference_tokens(
+            job.workload.name, job.seed, job.params["isl"], job.params["osl"], job.batch_size
+        )
+    except ReferenceUnavailable as exc:
+        return TokenCheck(verdict=f"not checked: {exc}")
+    tolerance = precision_info(job.case.precision).tolerance or 0.0
+    return check_tokens(first, reference, tolerance)

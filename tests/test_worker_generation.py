@@ -1,0 +1,125 @@
+"""Text generation: token latencies as the field defines them, tokens held to the torch
+reference, and the engines for real on one tiny decoder."""
+
+from __future__ import annotations
+
+import csv
+import json
+
+import numpy as np
+import pytest
+from conftest import cli, dlbench
+
+from dlbench.measure.token_latency import TokenTimes, percentiles_ms, token_latencies
+from dlbench.report.studies.llm import llm_tables
+from dlbench.results.files import read_json
+from dlbench.spec.registry import FRAMEWORKS
+from dlbench.worker.token_check import DIVERGED, IDENTICAL, NEAR_TIE, check_tokens, failure
+
+FAST = ("--min-time", "0", "--min-iters", "3", "--warmup", "1")
+# each engine where it is installed (its converter included: FrameworkInfo.needs)
+ENGINES = [name for name in ("onnxruntime-genai", "openvino-genai")
+           if FRAMEWORKS[name].installed_version() is not None]  # fmt: skip
+
+
+def test_ttft_tpot_and_inter_token_latency_follow_the_fields_definitions():
+    # started at 10 s; tokens at +0.5 s, then every 0.1 s, then one late gap of 0.3 s
+    times = TokenTimes(10.0, [10.5, 10.6, 10.7, 11.0])
+    assert times.ttft_s == pytest.approx(0.5)
+    assert times.e2e_s == pytest.approx(1.0)
+    # TPOT leaves the first token out: (1.0 - 0.5) / 3 further tokens
+    assert times.tpot_s == pytest.approx(0.5 / 3)
+    assert times.gaps_s() == pytest.approx([0.1, 0.1, 0.3])
+    latencies = token_latencies([times, TokenTimes(0.0, [0.2])])
+    assert latencies.ttft_s == pytest.approx([0.5, 0.2])
+    assert latencies.tpot_s == pytest.approx([0.5 / 3])  # one token: no time per further token
+    assert latencies.itl_s == pytest.approx([0.1, 0.1, 0.3])
+    p50, _, p99 = percentiles_ms(latencies.itl_s)
+    assert p50 == pytest.approx(100.0) and p99 == pytest.approx(296.0)
+    with pytest.raises(ValueError, match="no token"):
+        token_latencies([TokenTimes(0.0, [])])
+
+
+def reference(tokens, top1, top2):
+    return {"tokens": np.array(tokens), "top1": np.array(top1), "top2": np.array(top2)}
+
+
+def test_tokens_agree_diverge_at_a_near_tie_or_fail_at_a_clear_margin():
+    ref = reference([[5, 6, 7], [8, 9, 10]], [[2.0, 3.0, 1.0]] * 2, [[1.0, 2.9995, 0.5]] * 2)
+    same = check_tokens([[5, 6, 7], [8, 9, 10]], ref, tolerance=1e-3)
+    assert same.verdict == IDENTICAL and same.agreeing == same.compared == 6
+    assert failure(same) is None
+    # position 1: top two logits 5e-4 apart, within 1e-3 x |3.0|: either token is right
+    tie = check_tokens([[5, 4, 7], [8, 9, 10]], ref, tolerance=1e-3)
+    assert tie.verdict == NEAR_TIE and tie.first_divergence == 1 and tie.agreeing == 5
+    assert tie.margin_there == pytest.approx(5e-4) and failure(tie) is None
+    # position 0: a margin of 1.0 is no rounding: the engine computed something else
+    wrong = check_tokens([[5, 6, 7], [1, 9, 10]], ref, tolerance=1e-3)
+    assert wrong.verdict == DIVERGED and wrong.first_divergence == 0
+    assert "output position 0" in failure(wrong) and "1 apart" in failure(wrong)
+    short = check_tokens([[5, 6]], ref, tolerance=1e-3)
+    assert short.verdict.startswith(DIVERGED) and failure(short)
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (("-w", "llm-tiny", "--param", "osl=1000"), "beyond its context of 1024 tokens"),
+        (("-w", "llm-tiny", "-c", "script"), "compile mode"),
+        (("-w", "llm-tiny", "-f", "onnxruntime-genai", "-p", "amp-bf16"), "precision"),
+        (("-w", "mlp", "-f", "openvino-genai"), "not supported on 'openvino-genai'"),
+        (("-w", "llm-tiny", "-f", "null"), "not supported on 'null'"),
+        (("-w", "llm-tiny", "--transfer", "inside"), "not llm-tiny on torch"),
+    ],
+)
+def test_bad_generation_cases_are_one_line_user_errors(args, message):
+    done = cli("run", "--dry-run", *args)
+    assert done.returncode == 2, done.stdout + done.stderr
+    (line,) = done.stderr.strip().splitlines()
+    assert message in line, line
+
+
+@pytest.mark.slow
+def test_engines_generate_the_reference_tokens_from_the_same_weights(tmp_path):
+    pytest.importorskip("transformers")
+    out = tmp_path / "run.json"
+    engines = [arg for name in ENGINES for arg in ("-f", name)]
+    done = dlbench(
+        "run", "-w", "llm-tiny", "-f", "torch", "-c", "eager", "-c", "compile", "-c", "default",
+        *engines, "-t", "1", *FAST, "--json", str(out), "--csv", str(tmp_path / "run.csv"),
+        timeout=900,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    run = json.loads(out.read_text())
+    by_engine = {f"{r['case']['framework']}[{r['case']['compile']}]": r for r in run["results"]}
+    assert set(by_engine) == {"torch[eager]", "torch[compile]", *(f"{e}[default]" for e in ENGINES)}
+    for name, result in by_engine.items():
+        assert result["status"] == "ok", (name, result["error"])
+        generation = result["details"]["generation"]
+        assert (generation["isl"], generation["osl"]) == (32, 16)
+        assert generation["generations"] >= 3
+        # the first token comes before the last; TPOT leaves the first one out
+        assert 0 < generation["ttft_p50_ms"] < generation["e2e_p50_ms"]
+        assert generation["tpot_p50_ms"] * 15 <= generation["e2e_p50_ms"]
+        assert generation["decode_tokens_per_s"] > 0 and generation["output_tokens_per_s"] > 0
+        # the harness's clock around a generation holds the engine's token clock
+        assert result["latency_ms"]["median"] >= generation["e2e_p50_ms"] * 0.99
+        assert generation["kv_cache_dtype"] == "float32" and generation["kv_cache_mb"] > 0
+        assert result["details"]["threads"]["intra_op"] == 1
+        verdict = generation["tokens"]["verdict"]
+        if name == "torch[eager]":
+            assert verdict.startswith("the reference itself")
+        else:
+            assert verdict in (IDENTICAL, NEAR_TIE), (name, generation["tokens"])
+    for engine in ENGINES:  # each converted the shared checkpoint with its own tool, timed apart
+        generation = by_engine[f"{engine}[default]"]["details"]["generation"]
+        assert generation["converter"] and generation["convert_s"] > 0
+        own = by_engine[f"{engine}[default]"]["details"]["frameworks_in_process"]
+        assert own[0] != "torch" and "torch" not in own  # torch stayed out of its worker
+    with open(tmp_path / "run.csv", newline="") as handle:
+        rows = list(csv.DictReader(handle))
+    assert all(float(row["ttft"]) > 0 and float(row["decode_tps"]) > 0 for row in rows)
+    tables = llm_tables(read_json(out))
+    (engines_table, picks) = tables
+    assert len(engines_table.rows) == len(by_engine)
+    assert picks.rows[0].label.startswith("most output tokens/s within TTFT <= 500 ms")
