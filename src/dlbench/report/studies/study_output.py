@@ -15,6 +15,7 @@ from dlbench.atomic import write_atomic
 from dlbench.report.charts.model import CurveChart
 from dlbench.report.studies.cpu_inference import study_tables as cpu_inference_tables
 from dlbench.report.studies.hardware import seed_add_tables
+from dlbench.report.studies.llm import llm_tables
 from dlbench.report.studies.serving import serving_charts, serving_tables
 from dlbench.report.studies.study import StudyTable
 from dlbench.report.studies.sweeps import sweep_charts
@@ -27,6 +28,7 @@ from dlbench.results.run_ids import inside
 # suite name -> the study report its runs get
 STUDIES: dict[str, Callable[[Run, str], list[StudyTable]]] = {
     "cpu-inference": cpu_inference_tables,
+    "llm": llm_tables,
     "mnist": mnist_tables,
     "pt2-training": pt2_tables,
     "seed-add": seed_add_tables,
