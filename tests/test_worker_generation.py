@@ -9,9 +9,10 @@ import json
 import numpy as np
 import pytest
 from conftest import cli, dlbench
+from factories import make_result, make_run
 
 from dlbench.measure.token_latency import TokenTimes, percentiles_ms, token_latencies
-from dlbench.report.studies.llm import llm_tables
+from dlbench.report.studies.llm import llm_charts, llm_tables
 from dlbench.results.files import read_json
 from dlbench.spec.registry import FRAMEWORKS
 from dlbench.worker.token_check import DIVERGED, IDENTICAL, NEAR_TIE, check_tokens, failure
@@ -123,3 +124,40 @@ def test_engines_generate_the_reference_tokens_from_the_same_weights(tmp_path):
     (engines_table, picks) = tables
     assert len(engines_table.rows) == len(by_engine)
     assert picks.rows[0].label.startswith("most output tokens/s within TTFT <= 500 ms")
+
+
+def test_isl_and_osl_sweeps_plan_a_case_per_length_and_refuse_other_workloads():
+    done = cli("run", "--dry-run", "-w", "llm-tiny", "-f", "torch", "--sweep", "isl=16,64",
+               "--sweep", "osl=8,16")  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    planned = [line for line in done.stdout.splitlines() if line.startswith("llm-tiny")]
+    assert [line.split(" / ")[0] for line in planned] == [
+        "llm-tiny isl=16 osl=8", "llm-tiny isl=16 osl=16",
+        "llm-tiny isl=64 osl=8", "llm-tiny isl=64 osl=16",
+    ]  # fmt: skip
+    refused = cli("run", "--dry-run", "-w", "mlp", "--sweep", "isl=16")
+    assert refused.returncode == 2 and "workload 'mlp' has no parameter isl" in refused.stderr
+
+
+def generation_result(framework: str, batch: int, isl: int, ttft: float, decode: float):
+    record = {"isl": isl, "osl": 16, "ttft_p50_ms": ttft, "tpot_p50_ms": 1000 / decode,
+              "decode_tokens_per_s": decode, "output_tokens_per_s": decode * 0.9}  # fmt: skip
+    return make_result(workload="llm-tiny", framework=framework, batch_size=batch,
+                       params={"isl": isl, "osl": 16}, details={"generation": record})  # fmt: skip
+
+
+def test_llm_charts_draw_ttft_by_prompt_length_decode_by_batch_and_the_front():
+    isl_sweep = make_run([generation_result("torch", 1, isl, isl / 10, 50.0) for isl in (16, 64)])
+    (ttft,) = llm_charts(isl_sweep)  # one batch, one engine: neither batch chart nor front
+    assert ttft.name == "llm-ttft-isl-llm-tiny"
+    assert [(p.x, p.y) for p in ttft.curves[0].points] == [(16, 1.6), (64, 6.4)]
+    batch_sweep = make_run(
+        [generation_result("torch", b, 32, 5.0, d) for b, d in ((1, 50.0), (4, 150.0))]
+        + [generation_result("openvino-genai", b, 32, 4.0, d) for b, d in ((1, 60.0), (4, 120.0))]
+    )
+    decode, front = llm_charts(batch_sweep)
+    assert decode.name == "llm-decode-batch-llm-tiny" and len(decode.curves) == 2
+    assert [(p.x, p.y) for p in decode.curves[0].points] == [(1, 50.0), (4, 150.0)]
+    ringed = {(p.label, c.label) for c in front.curves for p in c.points if p.marked}
+    # torch at batch 4 decodes fastest (lowest TPOT, most tokens/s): it alone is the front
+    assert ringed == {("bs=4 isl=32", "torch [eager] t=2")}

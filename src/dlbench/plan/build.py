@@ -15,7 +15,7 @@ from typing import Any
 
 from dlbench.errors import UserError
 from dlbench.plan.suites import SuiteSpec, load_suite
-from dlbench.plan.sweeps import Sweep, entry_sweep
+from dlbench.plan.sweeps import Sweep, entry_sweep, param_variants
 from dlbench.plan.validate import (
     MODEL_OPTIONS,
     SERVER_FIELDS,
@@ -389,10 +389,14 @@ def _expand_entry(
         mode = _default_mode(str(workload)) if given_mode is None else given_mode
         if not _selected(request, workload, framework, mode):
             continue
-        params = {**entry_params, **_cli_params_for(str(workload), request)}
+        base_params = {**entry_params, **_cli_params_for(str(workload), request)}
         if scenario == "multi-stream" and request.samples_per_query is not None:
             batch = request.samples_per_query
-        for compile_mode in _compile_modes(entry, str(workload), str(framework), request, where):
+        accepted = get_workload(str(workload)).cpu_params
+        variants = param_variants(base_params, sweep, accepted, str(workload))
+        for compile_mode, params in itertools.product(
+            _compile_modes(entry, str(workload), str(framework), request, where), variants
+        ):
             cases.append(
                 Case(
                     workload=workload,

@@ -10,25 +10,37 @@ model's), the one with the most output tokens/s; and the fastest outright.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
+from dlbench.report.charts.model import Curve, CurveChart, Point, slug
 from dlbench.report.studies.study import Row, StudyTable, baseline_label, case_label
+from dlbench.report.studies.sweeps import pareto_front
 from dlbench.results.metrics import METRICS, read
 from dlbench.results.records import Result, Run
+
+LineName = Callable[[Result], str]
+Axis = Callable[[Result], float | None]
 
 # MLPerf Inference's interactive limits for llama3.1-8b: 500 ms TTFT, 30 ms TPOT
 TTFT_BUDGET_MS, TPOT_BUDGET_MS = 500.0, 30.0
 COLUMNS = ("tpot", "decode_tps", "output_tps", "kv_cache", "memory")
 
 
+def generated(run: Run) -> list[Result]:
+    """The run's text-generation results that measured something."""
+    return [r for r in run.results if r.ok and r.details.generation is not None]
+
+
 def llm_tables(run: Run, baseline: str = "torch") -> list[StudyTable]:
-    generated = [r for r in run.results if r.ok and r.details.generation is not None]
+    generated_results = generated(run)
     groups: dict[tuple[str, int, int, int], list[Result]] = {}
-    for result in generated:
+    for result in generated_results:
         record = result.details.generation
         key = (result.case.workload, result.case.batch_size or 1, record.isl, record.osl)
         groups.setdefault(key, []).append(result)
     tables = [_engine_table(key, group, baseline) for key, group in sorted(groups.items())]
-    if generated:
-        tables.append(pick_table(generated))
+    if generated_results:
+        tables.append(pick_table(generated_results))
     return tables
 
 
@@ -95,3 +107,78 @@ def _within_budget(result: Result) -> bool:
 
 def _where(result: Result) -> str:
     return f"{case_label(result)} on {result.case.workload}, batch {result.case.batch_size}"
+
+
+def llm_charts(run: Run) -> list[CurveChart]:
+    """What an isl, osl or batch sweep measured: TTFT against the prompt's length,
+    decode tokens/s against the batch, and per engine the latency-throughput front."""
+    results = generated(run)
+    charts = []
+    for workload in sorted({r.case.workload for r in results}):
+        of_workload = [r for r in results if r.case.workload == workload]
+        for chart in (_ttft_by_isl, _decode_by_batch, _front):
+            drawn = chart(workload, of_workload)
+            if drawn is not None:
+                charts.append(drawn)
+    return charts
+
+
+def _lines(results: list[Result], name: LineName) -> dict[str, list[Result]]:
+    lines: dict[str, list[Result]] = {}
+    for result in results:
+        lines.setdefault(name(result), []).append(result)
+    return lines
+
+
+def _curves(lines: dict[str, list[Result]], x: Axis, y: Axis) -> tuple[Curve, ...]:
+    """A curve per line, its points in x order, where at least one line has two."""
+    curves = []
+    for label, line in lines.items():
+        points = sorted((x(r), y(r)) for r in line if x(r) is not None and y(r) is not None)
+        curves.append(Curve(label, tuple(Point(px, py) for px, py in points)))
+    return tuple(curves) if any(len(c.points) > 1 for c in curves) else ()
+
+
+def _ttft_by_isl(workload: str, results: list[Result]) -> CurveChart | None:
+    lines = _lines(results, lambda r: f"{case_label(r)}, batch {r.case.batch_size}")
+    curves = _curves(lines, lambda r: r.details.generation.isl, _metric("ttft"))
+    if not curves:
+        return None
+    return CurveChart(f"llm-ttft-isl-{slug(workload)}", f"{workload}: TTFT against the prompt's "
+                      "length", "input tokens", "median TTFT ms", curves)  # fmt: skip
+
+
+def _decode_by_batch(workload: str, results: list[Result]) -> CurveChart | None:
+    lines = _lines(results, lambda r: f"{case_label(r)}, isl {r.details.generation.isl}")
+    curves = _curves(lines, lambda r: r.case.batch_size, _metric("decode_tps"))
+    if not curves:
+        return None
+    return CurveChart(f"llm-decode-batch-{slug(workload)}", f"{workload}: decode tokens/s "
+                      "against the batch", "batch", "decode tokens/s", curves)  # fmt: skip
+
+
+def _front(workload: str, results: list[Result]) -> CurveChart | None:
+    """Output tokens/s against TPOT, a line per engine, where a batch sweep ran; ringed:
+    no point beats it on both."""
+    lines = _lines(results, case_label)
+    if not any(len({r.case.batch_size for r in line}) > 1 for line in lines.values()):
+        return None
+    x, y = _metric("output_tps"), _metric("tpot")
+    front = pareto_front([(x(r) or 0.0, y(r) or 0.0) for r in results])
+    curves = tuple(
+        Curve(label, tuple(_front_point(r, x, y, front) for r in sorted(line, key=x)))
+        for label, line in lines.items()
+    )
+    return CurveChart(f"llm-front-{slug(workload)}", f"{workload}: time per output token "
+                      "against output tokens/s (ringed: the Pareto front)", "output tokens/s",
+                      "median TPOT ms", curves)  # fmt: skip
+
+
+def _front_point(result: Result, x: Axis, y: Axis, front: set[tuple[float, float]]) -> Point:
+    at = (x(result) or 0.0, y(result) or 0.0)
+    where = f"bs={result.case.batch_size} isl={result.details.generation.isl}"
+    return Point(*at, where, marked=at in front)
+
+
+def _metric(key: str) -> Axis:
+    return lambda result: read(METRICS[key], result)

@@ -15,7 +15,7 @@ from dlbench.atomic import write_atomic
 from dlbench.report.charts.model import CurveChart
 from dlbench.report.studies.cpu_inference import study_tables as cpu_inference_tables
 from dlbench.report.studies.hardware import seed_add_tables
-from dlbench.report.studies.llm import llm_tables
+from dlbench.report.studies.llm import llm_charts, llm_tables
 from dlbench.report.studies.serving import serving_charts, serving_tables
 from dlbench.report.studies.study import StudyTable
 from dlbench.report.studies.sweeps import sweep_charts
@@ -38,7 +38,11 @@ STUDIES: dict[str, Callable[[Run, str], list[StudyTable]]] = {
 TIMELINE_STUDIES = ("mnist",)
 # Every chart of one measure against another, for any run's results: a builder
 # returns no chart for a run without its results.
-CURVE_BUILDERS: tuple[Callable[[Run], list[CurveChart]], ...] = (serving_charts, sweep_charts)
+CURVE_BUILDERS: tuple[Callable[[Run], list[CurveChart]], ...] = (
+    serving_charts,
+    sweep_charts,
+    llm_charts,
+)
 
 
 def curve_charts(run: Run) -> list[CurveChart]:

@@ -31,7 +31,8 @@ def sweep_charts(run: Run) -> list[CurveChart]:
     charts = []
     # LoadGen's rates are the serving study's
     for name, results in run.inference_by_workload(loadgen=False).items():
-        timed = [r for r in results if r.latency_ms is not None]
+        # text generation's own charts are report.studies.llm's
+        timed = [r for r in results if r.latency_ms is not None and r.details.generation is None]
         for along, short in ALONG_AXES.items():
             axes = tuple(axis for axis in LINE_AXES if axis != along)
             lines: dict[str, list[Result]] = {}
