@@ -35,14 +35,17 @@ def by_case(run: dict) -> dict[str, dict]:
 
 
 @pytest.mark.slow
-def test_mnist_trains_in_torch_and_tensorflow_with_decreasing_loss(tmp_path):
+def test_mnist_trains_in_tensorflow_with_decreasing_loss(tmp_path):
+    """Both of TensorFlow's training loops learn, and the epoch loop's bookkeeping (the
+    worker's, for every framework) adds up. torch learns in the tests below: it
+    reaches a target accuracy, and trains two epochs from IDX files and compiled."""
     run = run_json(
         tmp_path,
-        *("-w", "mnist-train", "-f", "torch", "-f", "tensorflow"),
-        *("-c", "eager", "-c", "fit", "-c", "function", "--epochs", "2", *SMALL_MNIST),
+        *("-w", "mnist-train", "-f", "tensorflow"),
+        *("-c", "fit", "-c", "function", "--epochs", "2", *SMALL_MNIST),
     )
     results = by_case(run)
-    assert set(results) == {"torch[eager]", "tensorflow[fit]", "tensorflow[function]"}
+    assert set(results) == {"tensorflow[fit]", "tensorflow[function]"}
     for name, result in results.items():
         assert result["status"] == "ok", (name, result["error"])
         epochs = result["details"]["training"]["epochs"]
@@ -148,6 +151,8 @@ def test_idx_files_from_data_dir_are_used_and_progress_is_reported(tmp_path):
     # 700 samples hold 10 whole batches of 64; the ragged rest is left out everywhere
     assert data["train_samples_used"] == 640 and data["test_samples"] == 200
     assert notes and notes[-1].startswith("epoch 2/2: train")
+    first, second = result.details.training.epochs
+    assert second.loss < first.loss  # torch's loop learns
 
 
 def test_a_corrupt_idx_file_is_a_one_line_user_error(tmp_path):
