@@ -226,6 +226,32 @@ def leading_dim(arrays: dict[str, Any]) -> int:
     return int(shape[0]) if len(shape) else 1
 
 
+class CpuEngineBackend(Backend):
+    """An LLM engine dlbench runs on its CPU only, for text generation only: its thread
+    count is kept here and set when the engine loads the model."""
+
+    cpu_part: ClassVar[str] = "CPU"  # how the error names what it runs on
+    inter_op: ClassVar[int | str] = 1  # what it reports of inter-op threads
+
+    def __init__(self) -> None:
+        self.threads = 1
+
+    def configure_threads(self, intra_op: int, inter_op: int) -> dict[str, Any]:
+        self.threads = intra_op
+        return {"intra_op": intra_op, "inter_op": self.inter_op}
+
+    def resolve_device(self, requested: str) -> str:
+        if requested in ("auto", "cpu"):
+            return "cpu"
+        raise CaseError(
+            f"device {requested!r} asked for, but dlbench runs {self.name} on its "
+            f"{self.cpu_part} only; use --device cpu"
+        )
+
+    def prepare(self, job: Job) -> Prepared:
+        raise CaseError(f"{self.name} runs the text-generation workloads only")
+
+
 # Bytes per value of the KV cache precisions engines report
 KV_CACHE_BYTES = {"float32": 4, "float16": 2, "bfloat16": 2, "u8": 1}
 

@@ -18,14 +18,13 @@ import numpy as np
 import onnxruntime_genai as og
 
 from dlbench.backends.base import (
-    Backend,
+    CpuEngineBackend,
     GenerationTrace,
     Generator,
     Job,
     kv_cache_record,
     placement,
 )
-from dlbench.errors import CaseError
 from dlbench.reference.decoder import converted
 from dlbench.results.details import Details
 
@@ -70,29 +69,13 @@ class OrtGenAiGenerator(Generator):
         return GenerationTrace(tokens=tokens, started_s=started, token_times_s=times)
 
 
-class OrtGenAiBackend(Backend):
+class OrtGenAiBackend(CpuEngineBackend):
     name = "onnxruntime-genai"
-
-    def __init__(self) -> None:
-        self._threads = 1
+    cpu_part = "CPU provider"
+    inter_op = 1  # threads: the session options, set when the model loads
 
     def version(self) -> str:
         return og.__version__
 
-    def configure_threads(self, intra_op: int, inter_op: int) -> dict[str, Any]:
-        self._threads = intra_op  # the session options, set when the model loads
-        return {"intra_op": intra_op, "inter_op": 1}
-
-    def resolve_device(self, requested: str) -> str:
-        if requested in ("auto", "cpu"):
-            return "cpu"
-        raise CaseError(
-            f"device {requested!r} asked for, but dlbench runs onnxruntime-genai on its CPU "
-            "provider only; use --device cpu"
-        )
-
-    def prepare(self, job: Job) -> Any:
-        raise CaseError(f"{self.name} runs the text-generation workloads only")
-
     def prepare_generation(self, job: Job) -> Generator:
-        return OrtGenAiGenerator(job, self._threads)
+        return OrtGenAiGenerator(job, self.threads)

@@ -25,14 +25,13 @@ import openvino as ov
 import openvino_genai as ov_genai
 
 from dlbench.backends.base import (
-    Backend,
+    CpuEngineBackend,
     GenerationTrace,
     Generator,
     Job,
     kv_cache_record,
     placement,
 )
-from dlbench.errors import CaseError
 from dlbench.reference.decoder import converted
 from dlbench.results.details import Details
 
@@ -80,30 +79,14 @@ class OvGenAiGenerator(Generator):
         return GenerationTrace(tokens=tokens, started_s=started, token_times_s=times, own_ms=own)
 
 
-class OvGenAiBackend(Backend):
+class OvGenAiBackend(CpuEngineBackend):
     name = "openvino-genai"
     streams_share_threads = True
-
-    def __init__(self) -> None:
-        self._threads = 1
+    cpu_part = "CPU plugin"
+    inter_op = "n/a"  # threads: INFERENCE_NUM_THREADS, set when the model loads
 
     def version(self) -> str:
         return ov_genai.__version__
 
-    def configure_threads(self, intra_op: int, inter_op: int) -> dict[str, Any]:
-        self._threads = intra_op  # INFERENCE_NUM_THREADS, set when the pipeline compiles
-        return {"intra_op": intra_op, "inter_op": "n/a"}
-
-    def resolve_device(self, requested: str) -> str:
-        if requested in ("auto", "cpu"):
-            return "cpu"
-        raise CaseError(
-            f"device {requested!r} asked for, but dlbench runs openvino-genai on its CPU "
-            "plugin only; use --device cpu"
-        )
-
-    def prepare(self, job: Job) -> Any:
-        raise CaseError(f"{self.name} runs the text-generation workloads only")
-
     def prepare_generation(self, job: Job) -> Generator:
-        return OvGenAiGenerator(job, self._threads)
+        return OvGenAiGenerator(job, self.threads)
