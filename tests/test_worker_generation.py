@@ -116,7 +116,7 @@ def test_engines_generate_the_reference_tokens_from_the_same_weights(tmp_path):
         generation = by_engine[f"{engine}[default]"]["details"]["generation"]
         assert generation["converter"] and generation["convert_s"] > 0
         own = by_engine[f"{engine}[default]"]["details"]["frameworks_in_process"]
-        assert own[0] != "torch" and "torch" not in own  # torch stayed out of its worker
+        assert "torch" not in own  # torch stayed out of its worker
     with open(tmp_path / "run.csv", newline="") as handle:
         rows = list(csv.DictReader(handle))
     assert all(float(row["ttft"]) > 0 and float(row["decode_tps"]) > 0 for row in rows)

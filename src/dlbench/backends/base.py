@@ -97,9 +97,6 @@ class GenerationTrace:
     tokens: list[list[int]]  # [batch][osl]
     started_s: float
     token_times_s: list[float]  # one per output step: every sequence's token of that step
-    # The engine's own timings of this generation (openvino-genai's perf_metrics,
-    # llama.cpp's), in ms, where it keeps them: held beside dlbench's by bench/.
-    own_ms: dict[str, float] = field(default_factory=dict)
 
 
 class Generator(ABC):

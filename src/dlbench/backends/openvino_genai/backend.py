@@ -74,9 +74,8 @@ class OvGenAiGenerator(Generator):
         result = self.pipeline.generate(inputs, config)
         metrics = result.perf_metrics
         times = [t / 1000.0 for t in metrics.raw_metrics.m_new_token_times]
-        own = {"ttft_ms": metrics.get_ttft().mean, "tpot_ms": metrics.get_tpot().mean}
         tokens = [list(map(int, sequence)) for sequence in result.tokens]
-        return GenerationTrace(tokens=tokens, started_s=started, token_times_s=times, own_ms=own)
+        return GenerationTrace(tokens=tokens, started_s=started, token_times_s=times)
 
 
 class OvGenAiBackend(CpuEngineBackend):
