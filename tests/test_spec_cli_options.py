@@ -165,6 +165,8 @@ def plain_case(framework: str, **values: object) -> Case:
     """mlp (the LLM engines: their first workload) in the framework's default compile mode."""
     info = FRAMEWORKS[framework]
     workload = "mlp" if info.supports("mlp", "infer") else info.supported_workloads()[0]
+    if info.max_batch is not None:  # llama-cpp: one sequence
+        values.setdefault("batch_size", info.max_batch)
     return make_case(framework=framework, workload=workload, compile=info.default_compile,
                      **values)  # fmt: skip
 

@@ -19,7 +19,7 @@ from dlbench.worker.token_check import DIVERGED, IDENTICAL, NEAR_TIE, check_toke
 
 FAST = ("--min-time", "0", "--min-iters", "3", "--warmup", "1")
 # each engine where it is installed (its converter included: FrameworkInfo.needs)
-ENGINES = [name for name in ("onnxruntime-genai", "openvino-genai")
+ENGINES = [name for name in ("onnxruntime-genai", "openvino-genai", "llama-cpp")
            if FRAMEWORKS[name].installed_version() is not None]  # fmt: skip
 
 

@@ -109,6 +109,11 @@ def validate_case(case: Case) -> Case:
         raise UserError(f"unknown device {case.device!r}; allowed: {DEVICE_HELP}")
     if case.batch_size is not None:
         _require_int("batch size", case.batch_size, 1, MAX_BATCH)
+        if info.max_batch is not None and case.batch_size > info.max_batch:
+            raise UserError(
+                f"batch size {case.batch_size} on {case.framework!r}: it runs at most "
+                f"{info.max_batch} at once; allowed: 1 to {info.max_batch}"
+            )
     if precision_info(case.precision).quantized:
         _validate_quantized(case, info)
     if case.precision not in info.precisions:

@@ -167,6 +167,8 @@ class FrameworkInfo:
     # bytes array): "bytes" as given (TensorFlow's tf.string holds any bytes),
     # "text" as UTF-8 text (a bytes array is decoded), None: dlbench feeds it none.
     string_inputs: str | None = None
+    # The most samples (sequences) it runs at once; None: as many as asked
+    max_batch: int | None = None
 
     @property
     def precisions(self) -> tuple[str, ...]:
@@ -422,6 +424,21 @@ FRAMEWORKS: dict[str, FrameworkInfo] = {
             needs=("optimum-intel", "transformers", "torch"),
             # its package runs on OpenVINO's runtime, which it imports itself
             companions=("openvino",),
+        ),
+        FrameworkInfo(
+            name="llama-cpp",
+            target="dlbench.backends.llama_cpp.backend:LlamaCppBackend",
+            compile_modes=("default",),
+            default_compile="default",
+            import_name="llama_cpp",
+            distributions=("llama-cpp-python",),
+            install_hint='pip install -e ".[llm-llama-cpp]" (llama-cpp-python builds llama.cpp '
+            "from source: about 25 minutes on 2 cores)",
+            label="llama.cpp through llama-cpp-python (the gguf package writes the checkpoint)",
+            support=LLM_ENGINE_MODELS,
+            # its converter's: the gguf writer, reading the checkpoint's safetensors
+            needs=("gguf", "safetensors"),
+            max_batch=1,  # llama-cpp-python's Llama holds one sequence
         ),
     )
 }
