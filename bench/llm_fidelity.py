@@ -6,7 +6,7 @@ each in a fresh process, interleaved over rounds. The hand script measures the w
 optimum-benchmark does, with no per-token clock at all: TTFT is a whole generation
 of one token, and the decode rate is (osl - 1) over a whole generation of `osl`
 tokens minus that. Where the engine keeps its own counters (openvino-genai's
-perf_metrics), they are printed beside both.
+perf_metrics, llama.cpp's perf context), they are printed beside both.
 
 Ratios: dlbench's TTFT over the hand TTFT, and the hand decode rate over
 dlbench's (so above 1 means dlbench reports it slower). Best of the rounds on each
@@ -88,8 +88,27 @@ def generate(n):
         last.update(own_ttft_ms=m.get_ttft().mean, own_decode_tps=1000.0 / m.get_tpot().mean)
 measure(generate, lambda: last)
 """,
+    "llama-cpp": r"""
+import llama_cpp
+llm = llama_cpp.Llama(sys.argv[6] + "/model-f32.gguf", n_ctx=isl + osl, n_threads=threads,
+                      n_threads_batch=threads, type_k=llama_cpp.GGML_TYPE_F32,
+                      type_v=llama_cpp.GGML_TYPE_F32, verbose=False)
+prompt = [int(t) for t in ids[0]]
+last = {}
+def generate(n):
+    llm.reset()
+    llama_cpp.llama_perf_context_reset(llm.ctx)
+    for count, _ in enumerate(llm.generate(prompt, temp=0.0, top_k=1, repeat_penalty=1.0), 1):
+        if count == n:
+            break
+    if n == osl:  # llama.cpp's timings: the prompt's evaluation, then each further token's
+        p = llama_cpp.llama_perf_context(llm.ctx)
+        last.update(own_ttft_ms=p.t_p_eval_ms, own_decode_tps=1000.0 * p.n_eval / p.t_eval_ms)
+measure(generate, lambda: last)
+""",
 }
-CONVERTED = {"onnxruntime-genai": "onnxruntime_genai", "openvino-genai": "openvino_genai"}
+CONVERTED = {"onnxruntime-genai": "onnxruntime_genai", "openvino-genai": "openvino_genai",
+             "llama-cpp": "llama_cpp"}  # fmt: skip
 
 
 def engine_folder(framework: str, workload: str) -> list[str]:
