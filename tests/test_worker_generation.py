@@ -126,6 +126,25 @@ def test_engines_generate_the_reference_tokens_from_the_same_weights(tmp_path):
     assert picks.rows[0].label.startswith("most output tokens/s within TTFT <= 500 ms")
 
 
+def test_a_batch_is_checked_sequence_by_sequence_and_repeats_merge_the_token_rates(tmp_path):
+    if "onnxruntime-genai" not in ENGINES:
+        pytest.skip("needs onnxruntime-genai (the llm-onnx extra)")
+    out = tmp_path / "run.json"
+    done = dlbench("run", "-w", "llm-tiny", "-f", "onnxruntime-genai", "-b", "2", "-t", "1",
+                   *FAST, "--repeat", "2", "--json", str(out), timeout=600)  # fmt: skip
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    (result,) = json.loads(out.read_text())["results"]
+    generation = result["details"]["generation"]
+    # both sequences' 16 tokens held to the reference's tokens for the same two prompts
+    assert generation["tokens"]["compared"] == 2 * 16
+    assert generation["tokens"]["verdict"] in (IDENTICAL, NEAR_TIE)
+    summaries = result["details"]["processes"]["summaries"]
+    assert len(summaries) == 2 and all(s["status"] == "ok" for s in summaries)
+    # a rate of the merged result is the median (here: the mean) of its processes' rates
+    rates = [s["decode_tokens_per_s"] for s in summaries]
+    assert generation["decode_tokens_per_s"] == pytest.approx(sum(rates) / 2)
+
+
 def test_isl_and_osl_sweeps_plan_a_case_per_length_and_refuse_other_workloads():
     done = cli("run", "--dry-run", "-w", "llm-tiny", "-f", "torch", "--sweep", "isl=16,64",
                "--sweep", "osl=8,16")  # fmt: skip
