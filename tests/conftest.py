@@ -6,6 +6,7 @@ import contextlib
 import fcntl
 import io
 import os
+import signal
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -18,6 +19,12 @@ from dlbench.spec.case import Case, Settings
 from dlbench.worker.compile_cache import SHARED_CACHE_ENV
 
 SESSION_TEMP: list[Path] = []  # the session's folder, shared by its test processes
+
+# A shell without job control starts its background commands with SIGINT ignored, and
+# children inherit that: the Ctrl-C tests' SIGINT would then be lost on dlbench. Give the
+# processes the tests start the disposition a terminal gives them.
+if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 def session_folder(name: str) -> Path:
