@@ -57,8 +57,15 @@ def isolated_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Tests marked slow first (in their own order): on several test processes the
     long ones start at once and the short ones fill in behind them, rather than one
-    long test running on its own at the end while the others wait."""
-    items.sort(key=lambda item: item.get_closest_marker("slow") is None)
+    long test running on its own at the end while the others wait. Tests marked
+    `alone` last: each waits for every running test to end (below), and at the end
+    those are short; among the slow ones at the start, one waited for a minute-long
+    test while the cores it would not share stood idle."""
+    items.sort(key=lambda item: (is_alone(item), item.get_closest_marker("slow") is None))
+
+
+def is_alone(item: pytest.Item) -> bool:
+    return item.get_closest_marker("alone") is not None
 
 
 # The suite runs on several test processes (pytest-xdist's -n in addopts). A test
@@ -68,8 +75,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 # lets a waiting `alone` test in before tests that arrive after it.
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Any:
-    alone = item.get_closest_marker("alone") is not None
-    with cores_held(item.config, alone):
+    with cores_held(item.config, is_alone(item)):
         return (yield)
 
 
