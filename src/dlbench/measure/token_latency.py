@@ -31,6 +31,9 @@ class TokenTimes:
 
     started_s: float
     token_times_s: Sequence[float]
+    # Where a reading may cover several tokens (a server's streamed chunk), how many
+    # the output held in all; None: one token per reading.
+    output_tokens: int | None = None
 
     @property
     def ttft_s(self) -> float:
@@ -47,8 +50,9 @@ class TokenTimes:
 
     @property
     def tpot_s(self) -> float | None:
-        steps = len(self.token_times_s) - 1
-        return self.decode_s / steps if steps else None
+        tokens = self.output_tokens if self.output_tokens is not None else len(self.token_times_s)
+        steps = tokens - 1
+        return self.decode_s / steps if steps > 0 else None
 
     def gaps_s(self) -> list[float]:
         times = self.token_times_s

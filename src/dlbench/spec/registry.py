@@ -433,7 +433,7 @@ FRAMEWORKS: dict[str, FrameworkInfo] = {
             import_name="llama_cpp",
             distributions=("llama-cpp-python",),
             install_hint='pip install -e ".[llm-llama-cpp]" (llama-cpp-python builds llama.cpp '
-            "from source: about 25 minutes on 2 cores)",
+            "from source: about 4 minutes on 2 cores)",
             label="llama.cpp through llama-cpp-python (the gguf package writes the checkpoint)",
             support=LLM_ENGINE_MODELS,
             # its converter's: the gguf writer, reading the checkpoint's safetensors

@@ -1,0 +1,178 @@
+"""The OpenAI-compatible client and its load profiles, against a real server on the
+loopback address: llama-cpp-python's own server, serving llm-tiny's GGUF file."""
+
+from __future__ import annotations
+
+import asyncio
+import http.server
+import socket
+import subprocess
+import sys
+import threading
+import time
+
+import httpx
+import numpy as np
+import pytest
+
+from dlbench.measure.openai_stream import CHAT, COMPLETIONS, request_body, stream_request
+from dlbench.measure.token_latency import TokenTimes
+from dlbench.worker.endpoint_load import (
+    CONCURRENCY,
+    RATE,
+    SYNCHRONOUS,
+    LoadProfile,
+    arrival_offsets,
+    drive,
+)
+
+OSL = 8
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def llama_server():
+    """llama_cpp.server on 127.0.0.1 serving llm-tiny, until the module's tests end."""
+    pytest.importorskip("llama_cpp.server.app", reason="needs llama-cpp-python[server]")
+    from dlbench.backends.llama_cpp.gguf_export import CONVERTER, EXPORT, GGUF_FILE
+    from dlbench.reference.decoder import converted
+
+    folder, _ = converted("llama-cpp", "llm-tiny", 0, EXPORT, CONVERTER)
+    port = free_port()
+    server = subprocess.Popen(
+        [sys.executable, "-m", "llama_cpp.server", "--model", str(folder / GGUF_FILE),
+         "--model_alias", "llm-tiny", "--host", "127.0.0.1", "--port", str(port),
+         "--n_ctx", "256", "--n_threads", "1", "--n_threads_batch", "1"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        try:
+            if httpx.get(f"{url}/v1/models", timeout=1).status_code == 200:
+                break
+        except httpx.TransportError:
+            time.sleep(0.2)
+        if server.poll() is not None:
+            pytest.fail(f"llama_cpp.server exited: {server.stderr.read()[-2000:]}")
+    else:
+        server.kill()
+        pytest.fail("llama_cpp.server did not answer within 60 s")
+    yield url
+    server.terminate()
+    server.wait(timeout=30)
+
+
+def send_one(url: str, api: str, prompt: str = "abc def ghi", osl: int = OSL):
+    async def go():
+        async with httpx.AsyncClient(timeout=30) as client:
+            return await stream_request(client, url, api, request_body(api, "llm-tiny", prompt,
+                                                                       osl))  # fmt: skip
+
+    return asyncio.run(go())
+
+
+@pytest.mark.parametrize("api", [COMPLETIONS, CHAT])
+def test_a_streamed_request_is_timed_chunk_by_chunk(llama_server, api):
+    record = send_one(llama_server, api)
+    assert record.ok, record.error
+    # one chunk per token from this server; none may be lost or reordered
+    assert record.text and len(record.chunk_times_s) >= 2
+    assert record.sent_s < record.chunk_times_s[0]
+    assert record.chunk_times_s == sorted(record.chunk_times_s)
+    assert record.chunk_times_s[-1] <= record.done_s
+    times = TokenTimes(record.sent_s, record.chunk_times_s, output_tokens=OSL)
+    assert 0 < times.ttft_s <= times.e2e_s
+    assert times.tpot_s == pytest.approx(times.decode_s / (OSL - 1))
+
+
+def test_a_refused_connection_an_http_error_and_a_stream_cut_short_are_kept_as_errors(llama_server):
+    refused = send_one(f"http://127.0.0.1:{free_port()}", COMPLETIONS)
+    assert not refused.ok and refused.error.startswith("connection:")
+    assert refused.done_s >= refused.sent_s and refused.chunk_times_s == []
+    # a body the server rejects (max_tokens below 0): its status and its words are kept
+    # (this server answers its validation errors with 500)
+    invalid = send_one(llama_server, COMPLETIONS, osl=-1)
+    assert not invalid.ok and invalid.error.startswith("HTTP 500: "), invalid.error
+    assert "max_tokens" in invalid.error
+    # a prompt beyond the server's 256-token context: this server has already answered
+    # 200 and started the stream when it fails, and ends it with no [DONE]
+    too_long = send_one(llama_server, COMPLETIONS, prompt="word " * 400)
+    assert too_long.error == "the stream ended without [DONE]" and too_long.text == ""
+
+
+class JsonOnly(http.server.BaseHTTPRequestHandler):
+    """A server that answers a completion whole, never streaming it."""
+
+    def do_POST(self) -> None:
+        self.rfile.read(int(self.headers["Content-Length"]))
+        body = b'{"choices": [{"text": "whole"}]}'
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args: object) -> None:
+        return  # quiet: the test reads the client's record, not the server's log
+
+
+def test_a_server_that_does_not_stream_is_an_error_not_a_zero_latency():
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), JsonOnly)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        record = send_one(f"http://127.0.0.1:{server.server_address[1]}", COMPLETIONS)
+    finally:
+        server.shutdown()
+    assert not record.ok and "not a stream" in record.error
+
+
+def run_profile(url: str, profile: LoadProfile, count: int):
+    async def go():
+        async with httpx.AsyncClient(timeout=60) as client:
+
+            async def send(index: int):
+                body = request_body(COMPLETIONS, "llm-tiny", f"request {index} abc", OSL)
+                return await stream_request(client, url, COMPLETIONS, body)
+
+            return await drive(profile, send, count, seed=0)
+
+    return asyncio.run(go())
+
+
+def most_in_flight(requests) -> int:
+    events = sorted([(r.sent_s, 1) for r in requests] + [(r.done_s, -1) for r in requests])
+    level = peak = 0
+    for _, step in events:
+        level += step
+        peak = max(peak, level)
+    return peak
+
+
+def test_profiles_keep_the_number_in_flight_they_promise(llama_server):
+    synchronous = run_profile(llama_server, LoadProfile(SYNCHRONOUS), 3)
+    assert all(r.ok for r in synchronous.requests) and most_in_flight(synchronous.requests) == 1
+    closed = run_profile(llama_server, LoadProfile(CONCURRENCY, concurrency=2), 6)
+    assert all(r.ok for r in closed.requests) and len(closed.requests) == 6
+    assert most_in_flight(closed.requests) == 2
+    opened = run_profile(llama_server, LoadProfile(RATE, rate=20.0), 6)
+    assert all(r.ok for r in opened.requests) and len(opened.send_lag_s) == 6
+    # sent on schedule: the event loop is never the one that is late
+    assert max(opened.send_lag_s) < 0.05
+    assert opened.duration_s >= arrival_offsets(20.0, 1.0, 6, seed=0)[-1]
+
+
+@pytest.mark.parametrize("burstiness", [0.5, 1.0, 4.0])
+def test_arrivals_have_the_rate_and_the_burstiness_asked_for(burstiness):
+    offsets = arrival_offsets(50.0, burstiness, 20_000, seed=3)
+    gaps = np.diff(offsets)
+    assert offsets[0] == 0.0 and np.all(gaps >= 0)
+    assert gaps.mean() == pytest.approx(1 / 50.0, rel=0.03)
+    # a gamma gap of shape k has a coefficient of variation of 1/sqrt(k)
+    assert gaps.std() / gaps.mean() == pytest.approx(1 / np.sqrt(burstiness), rel=0.05)
+    np.testing.assert_array_equal(offsets, arrival_offsets(50.0, burstiness, 20_000, seed=3))
