@@ -91,6 +91,18 @@ def test_the_checkpoint_is_written_whole_as_fp32_gguf():
     assert len(field("tokenizer.ggml.merges")) == len(merges["model"]["merges"])
 
 
+def test_a_conversion_is_made_again_when_its_converter_changes():
+    from dlbench.backends.llama_cpp.gguf_export import CONVERTER, EXPORT
+    from dlbench.reference.decoder import conversion_key
+
+    key = conversion_key("llama-cpp", EXPORT, CONVERTER)
+    assert key.startswith("llama-cpp-") and key == conversion_key("llama-cpp", EXPORT, CONVERTER)
+    assert key != conversion_key("llama-cpp", [*EXPORT, "--another-option"], CONVERTER)
+    assert key != conversion_key("llama-cpp", EXPORT, "another converter")
+    # the interpreter's path is no part of it: the packages' versions are
+    assert key == conversion_key("llama-cpp", ["another-python", *EXPORT[1:]], CONVERTER)
+
+
 def test_llama_cpp_runs_one_sequence_at_a_time():
     done = cli("run", "--dry-run", "-w", "llm-tiny", "-f", "llama-cpp", "-b", "2")
     assert done.returncode == 2

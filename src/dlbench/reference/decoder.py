@@ -5,7 +5,8 @@ The checkpoint (transformers' folder: config, safetensors weights, tokenizer) an
 torch eager fp32's greedy tokens are made by `dlbench.backends.torch.decoder_builder`,
 so torch never enters another engine's worker. An engine converts the checkpoint
 with its own tool (onnxruntime-genai's model builder, optimum-intel's OpenVINO
-export); the command is the engine's, the caching and the timing are here. A
+export); the command is the engine's, the caching and the timing are here, and a
+conversion is keyed by its command and the versions of the packages that make it. A
 folder is written under a temporary name and renamed whole, so a reader never
 sees half of one, and two processes building the same one both end with it.
 """
@@ -27,6 +28,7 @@ from dlbench import __version__
 from dlbench.atomic import write_atomic
 from dlbench.errors import CaseError, ReferenceUnavailable
 from dlbench.reference.builtin import cache_dir, package_version
+from dlbench.spec.registry import framework_info
 
 # Bump when the checkpoint's construction changes (it is part of the cache key).
 CHECKPOINT_REVISION = 2
@@ -66,12 +68,23 @@ def converted(
 
     `command` converts; "{checkpoint}" and "{out}" in it stand for the folders."""
     source = checkpoint_folder(workload, seed)
-    folder = source / "engines" / engine
+    folder = source / "engines" / conversion_key(engine, command, converter)
     meta = folder / CONVERSION_META
     made_now = not meta.exists()
     if made_now:
         _convert(source, folder, command, converter)
     return folder, {**json.loads(meta.read_text(encoding="utf-8")), "made_now": made_now}
+
+
+def conversion_key(engine: str, command: Sequence[str], converter: str) -> str:
+    """The engine's folder name: its conversion is made again when the converter, its
+    command, or the version of the engine or of a package its converter needs changes
+    (a model builder's new release may write a different graph)."""
+    info = framework_info(engine)
+    made_by = {name: package_version(name) for name in (*info.distributions, *info.needs)}
+    key = json.dumps({"command": [*command[1:]], "converter": converter, **made_by},
+                     sort_keys=True)  # fmt: skip
+    return f"{engine}-{hashlib.sha256(key.encode()).hexdigest()[:12]}"
 
 
 def _keyed_folder(workload: str, seed: int) -> Path:
