@@ -90,7 +90,8 @@ measure(generate, lambda: last)
 """,
     "llama-cpp": r"""
 import llama_cpp
-llm = llama_cpp.Llama(sys.argv[6] + "/model-f32.gguf", n_ctx=isl + osl, n_threads=threads,
+from dlbench.backends.llama_cpp.gguf_export import GGUF_FILE
+llm = llama_cpp.Llama(sys.argv[6] + "/" + GGUF_FILE, n_ctx=isl + osl, n_threads=threads,
                       n_threads_batch=threads, type_k=llama_cpp.GGML_TYPE_F32,
                       type_v=llama_cpp.GGML_TYPE_F32, verbose=False)
 prompt = [int(t) for t in ids[0]]

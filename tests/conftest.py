@@ -21,8 +21,9 @@ from dlbench.worker.compile_cache import SHARED_CACHE_ENV
 SESSION_TEMP: list[Path] = []  # the session's folder, shared by its test processes
 
 # A shell without job control starts its background commands with SIGINT ignored, and
-# children inherit that: the Ctrl-C tests' SIGINT would then be lost on dlbench. Give the
-# processes the tests start the disposition a terminal gives them.
+# children inherit that: the Ctrl-C tests' SIGINT would then be lost on dlbench. The test
+# process takes Python's own handler back, so that it and the processes it starts (which
+# begin with the default disposition) answer SIGINT as under a terminal.
 if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
     signal.signal(signal.SIGINT, signal.default_int_handler)
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import http.server
+import re
 import socket
 import subprocess
 import sys
@@ -15,7 +16,13 @@ import httpx
 import numpy as np
 import pytest
 
-from dlbench.measure.openai_stream import CHAT, COMPLETIONS, request_body, stream_request
+from dlbench.measure.openai_stream import (
+    CHAT,
+    COMPLETIONS,
+    PATHS,
+    request_body,
+    stream_request,
+)
 from dlbench.measure.token_latency import TokenTimes
 from dlbench.worker.endpoint_load import (
     CONCURRENCY,
@@ -36,7 +43,7 @@ def free_port() -> int:
 
 
 @pytest.fixture(scope="module")
-def llama_server():
+def llama_server(tmp_path_factory):
     """llama_cpp.server on 127.0.0.1 serving llm-tiny, until the module's tests end."""
     pytest.importorskip("llama_cpp.server.app", reason="needs llama-cpp-python[server]")
     from dlbench.backends.llama_cpp.gguf_export import CONVERTER, EXPORT, GGUF_FILE
@@ -44,11 +51,12 @@ def llama_server():
 
     folder, _ = converted("llama-cpp", "llm-tiny", 0, EXPORT, CONVERTER)
     port = free_port()
+    log = tmp_path_factory.mktemp("llama-server") / "server.log"  # a file: a pipe could fill
     server = subprocess.Popen(
         [sys.executable, "-m", "llama_cpp.server", "--model", str(folder / GGUF_FILE),
          "--model_alias", "llm-tiny", "--host", "127.0.0.1", "--port", str(port),
          "--n_ctx", "256", "--n_threads", "1", "--n_threads_batch", "1"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+        stdout=subprocess.DEVNULL, stderr=log.open("w"),
     )  # fmt: skip
     url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 60
@@ -59,7 +67,7 @@ def llama_server():
         except httpx.TransportError:
             time.sleep(0.2)
         if server.poll() is not None:
-            pytest.fail(f"llama_cpp.server exited: {server.stderr.read()[-2000:]}")
+            pytest.fail(f"llama_cpp.server exited: {log.read_text()[-2000:]}")
     else:
         server.kill()
         pytest.fail("llama_cpp.server did not answer within 60 s")
@@ -81,8 +89,16 @@ def send_one(url: str, api: str, prompt: str = "abc def ghi", osl: int = OSL):
 def test_a_streamed_request_is_timed_chunk_by_chunk(llama_server, api):
     record = send_one(llama_server, api)
     assert record.ok, record.error
-    # one chunk per token from this server; none may be lost or reordered
-    assert record.text and len(record.chunk_times_s) >= 2
+    # nothing lost: the same greedy request unstreamed gives the same text, OSL tokens long
+    # (this server streams no usage, and holds a token back until its bytes make UTF-8,
+    # so a chunk may carry two)
+    whole = httpx.post(llama_server + PATHS[api],
+                       json={**request_body(api, "llm-tiny", "abc def ghi", OSL), "stream": False},
+                       timeout=30).json()  # fmt: skip
+    choice = whole["choices"][0]
+    assert record.text == (choice["message"]["content"] if api == CHAT else choice["text"])
+    assert whole["usage"]["completion_tokens"] == OSL
+    assert 2 <= len(record.chunk_times_s) <= OSL and record.output_tokens in (None, OSL)
     assert record.sent_s < record.chunk_times_s[0]
     assert record.chunk_times_s == sorted(record.chunk_times_s)
     assert record.chunk_times_s[-1] <= record.done_s
@@ -162,9 +178,23 @@ def test_profiles_keep_the_number_in_flight_they_promise(llama_server):
     assert most_in_flight(closed.requests) == 2
     opened = run_profile(llama_server, LoadProfile(RATE, rate=20.0), 6)
     assert all(r.ok for r in opened.requests) and len(opened.send_lag_s) == 6
-    # sent on schedule: the event loop is never the one that is late
-    assert max(opened.send_lag_s) < 0.05
-    assert opened.duration_s >= arrival_offsets(20.0, 1.0, 6, seed=0)[-1]
+    # never sent before its time (asyncio may wake within its clock's resolution), and late
+    # by no more than a busy machine's scheduling
+    assert min(opened.send_lag_s) > -1e-3 and max(opened.send_lag_s) < 0.25
+
+
+@pytest.mark.parametrize(
+    ("profile", "message"),
+    [
+        ({"kind": "poisson"}, "allowed: synchronous, concurrency, rate"),
+        ({"kind": CONCURRENCY, "concurrency": 0}, "allowed: 1 or more"),
+        ({"kind": RATE}, "allowed: a number of requests/s above 0"),
+        ({"kind": RATE, "rate": 2.0, "burstiness": 0.0}, "allowed: above 0 (1: Poisson)"),
+    ],
+)
+def test_a_profile_that_cannot_run_is_refused_saying_what_is_allowed(profile, message):
+    with pytest.raises(ValueError, match=re.escape(message)):
+        LoadProfile(**profile)
 
 
 @pytest.mark.parametrize("burstiness", [0.5, 1.0, 4.0])

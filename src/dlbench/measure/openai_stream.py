@@ -106,6 +106,8 @@ async def stream_request(
         record.error = f"timeout ({type(exc).__name__})"
     except httpx.TransportError as exc:
         record.error = f"connection: {type(exc).__name__}: {exc}"
+    except httpx.HTTPError as exc:  # a body it cannot decode, redirects without end
+        record.error = f"client: {type(exc).__name__}: {exc}"
     finally:
         record.done_s = time.perf_counter()
     return record
@@ -120,6 +122,8 @@ async def _read_events(api: str, reply: httpx.Response, record: StreamedRequest)
             continue  # comments, event names, keep-alives
         data = line[len("data:") :].strip()
         if data == DONE:
+            if not record.chunk_times_s:
+                record.error = "the stream ended with no output text"
             return
         try:
             chunk = json.loads(data)

@@ -112,7 +112,7 @@ def validate_case(case: Case) -> Case:
         if info.max_batch is not None and case.batch_size > info.max_batch:
             raise UserError(
                 f"batch size {case.batch_size} on {case.framework!r}: it runs at most "
-                f"{info.max_batch} at once; allowed: 1 to {info.max_batch}"
+                f"{info.max_batch} at once; allowed: up to {info.max_batch}"
             )
     if precision_info(case.precision).quantized:
         _validate_quantized(case, info)

@@ -20,6 +20,7 @@ import asyncio
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from typing import cast
 
 import numpy as np
 
@@ -38,6 +39,16 @@ class LoadProfile:
     rate: float | None = None  # requests per second (RATE)
     burstiness: float = 1.0
 
+    def __post_init__(self) -> None:
+        if self.kind not in PROFILES:
+            raise ValueError(f"unknown load profile {self.kind!r}; allowed: {', '.join(PROFILES)}")
+        if self.concurrency < 1:
+            raise ValueError(f"concurrency {self.concurrency}; allowed: 1 or more")
+        if self.kind == RATE and (self.rate is None or self.rate <= 0):
+            raise ValueError(f"rate {self.rate}; allowed: a number of requests/s above 0")
+        if self.burstiness <= 0:
+            raise ValueError(f"burstiness {self.burstiness:g}; allowed: above 0 (1: Poisson)")
+
     def describe(self) -> str:
         if self.kind == CONCURRENCY:
             return f"concurrency {self.concurrency}"
@@ -53,7 +64,7 @@ class LoadOutcome:
     requests: list[StreamedRequest]
     started_s: float
     ended_s: float
-    send_lag_s: list[float]  # RATE: how late each request went out; else empty
+    send_lag_s: list[float]  # RATE: how late each request went out (s); else empty
 
     @property
     def duration_s(self) -> float:
@@ -76,13 +87,10 @@ async def drive(profile: LoadProfile, send: Send, count: int, seed: int) -> Load
         requests = [await send(index) for index in range(count)]
     elif profile.kind == CONCURRENCY:
         requests = await _closed_loop(send, count, profile.concurrency)
-    elif profile.kind == RATE:
-        if profile.rate is None or profile.rate <= 0:
-            raise ValueError("a rate profile needs a rate above 0")
-        requests, lags = await _open_loop(send, arrival_offsets(profile.rate, profile.burstiness,
-                                                                count, seed))  # fmt: skip
     else:
-        raise ValueError(f"unknown load profile {profile.kind!r}; allowed: {', '.join(PROFILES)}")
+        assert profile.rate is not None  # LoadProfile checked it
+        offsets = arrival_offsets(profile.rate, profile.burstiness, count, seed)
+        requests, lags = await _open_loop(send, offsets)
     return LoadOutcome(requests, started, time.perf_counter(), lags)
 
 
@@ -95,16 +103,18 @@ async def _closed_loop(send: Send, count: int, concurrency: int) -> list[Streame
             results[index] = await send(index)
 
     await asyncio.gather(*(user() for _ in range(min(concurrency, count))))
-    return [r for r in results if r is not None]
+    return cast("list[StreamedRequest]", results)  # every index was taken
 
 
 async def _open_loop(send: Send, offsets: np.ndarray) -> tuple[list[StreamedRequest], list[float]]:
     loop_start = time.perf_counter()
-    tasks, lags = [], []
+    tasks = []
     for index, offset in enumerate(offsets):
         delay = loop_start + float(offset) - time.perf_counter()
         if delay > 0:
             await asyncio.sleep(delay)
-        lags.append(time.perf_counter() - loop_start - float(offset))
         tasks.append(asyncio.create_task(send(index)))
-    return list(await asyncio.gather(*tasks)), lags
+    requests = list(await asyncio.gather(*tasks))
+    # late as the request really went out: a task starts only when the loop runs it
+    lags = [r.sent_s - loop_start - float(o) for r, o in zip(requests, offsets, strict=True)]
+    return requests, lags

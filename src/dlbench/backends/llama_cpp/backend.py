@@ -57,7 +57,7 @@ class LlamaCppGenerator(Generator):
         }
         try:
             self.llm = llama_cpp.Llama(str(folder / GGUF_FILE), verbose=False, **self.settings)
-        except ValueError as exc:  # its only word: "Failed to load model from file"
+        except ValueError as exc:  # llama.cpp's own reason went to its log, silenced here
             raise load_failure("llama.cpp could not load the GGUF file", exc) from None
         self.device = "cpu"
         self.details = Details(
@@ -75,8 +75,8 @@ class LlamaCppGenerator(Generator):
 
     def generate(self, prompt_ids: Any, osl: int) -> GenerationTrace:
         prompt = [int(token) for token in prompt_ids[0]]
-        started = time.perf_counter()
         self.llm.reset()  # no prefix of the last generation is reused
+        started = time.perf_counter()
         tokens: list[int] = []
         times: list[float] = []
         for token in self.llm.generate(prompt, **GREEDY):

@@ -25,9 +25,12 @@ import numpy as np
 from safetensors import safe_open
 
 GGUF_FILE = "model-f32.gguf"
+# Bump when what this module writes changes: the converter's name is part of the
+# conversion's cache key (reference.decoder.conversion_key), and this module is dlbench's.
+WRITER_REVISION = 1
 # How dlbench.reference.decoder.converted runs it, and what the result records
 EXPORT = [sys.executable, "-m", "dlbench.backends.llama_cpp.gguf_export", "{checkpoint}", "{out}"]
-CONVERTER = "gguf GGUFWriter (fp32)"
+CONVERTER = f"gguf GGUFWriter (fp32; dlbench's writer, revision {WRITER_REVISION})"
 
 
 def rope_pairs(weight: np.ndarray, heads: int) -> np.ndarray:
@@ -52,6 +55,9 @@ def rope_theta(config: dict[str, Any]) -> float:
 def write_hyperparameters(writer: gguf.GGUFWriter, config: dict[str, Any]) -> None:
     heads = config["num_attention_heads"]
     head_dim = config.get("head_dim") or config["hidden_size"] // heads
+    if head_dim * heads != config["hidden_size"]:
+        # llama.cpp would need key_length and value_length; no workload has such a shape
+        raise SystemExit(f"head_dim {head_dim} x {heads} heads is not the hidden size")
     writer.add_context_length(config["max_position_embeddings"])
     writer.add_embedding_length(config["hidden_size"])
     writer.add_block_count(config["num_hidden_layers"])
@@ -67,24 +73,26 @@ def write_hyperparameters(writer: gguf.GGUFWriter, config: dict[str, Any]) -> No
 
 def write_tokenizer(writer: gguf.GGUFWriter, folder: Path, vocab_size: int) -> None:
     """The byte-level BPE vocabulary, its merges and special ids, as llama.cpp's gpt2 model."""
+    described = json.loads((folder / "tokenizer.json").read_text(encoding="utf-8"))
+    if (described.get("pre_tokenizer") or {}).get("type") != "ByteLevel":
+        raise SystemExit("only a ByteLevel pre-tokenizer (GPT-2's split pattern) is converted")
     vocab = gguf.BpeVocab(folder)
     tokens, types = [], []
     for text, _score, kind in vocab.all_tokens():
         tokens.append(text)
         types.append(kind)
-    special = json.loads((folder / "tokenizer.json").read_text(encoding="utf-8"))["added_tokens"]
-    for token in special:
-        if token.get("special"):
-            types[token["id"]] = gguf.TokenType.CONTROL
     if len(tokens) != vocab_size:
         raise SystemExit(f"the tokenizer has {len(tokens)} tokens, the model {vocab_size}")
+    for token in described["added_tokens"]:
+        if token.get("special"):
+            types[token["id"]] = gguf.TokenType.CONTROL
     writer.add_tokenizer_model("gpt2")
     writer.add_tokenizer_pre("gpt-2")  # ByteLevel with GPT-2's split pattern
     writer.add_token_list(tokens)
     writer.add_token_types(types)
     special_vocab = gguf.SpecialVocab(folder, load_merges=True, n_vocab=vocab_size)
+    special_vocab.add_special_token["bos"] = False  # prompts are token ids, given whole
     special_vocab.add_to_gguf(writer, quiet=True)
-    writer.add_add_bos_token(False)  # prompts are token ids, given whole
 
 
 def write_tensors(writer: gguf.GGUFWriter, folder: Path, config: dict[str, Any]) -> None:
