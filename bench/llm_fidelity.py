@@ -121,8 +121,7 @@ def engine_folder(framework: str, workload: str) -> list[str]:
     backend = importlib.import_module(f"dlbench.backends.{CONVERTED[framework]}.backend")
     from dlbench.reference.decoder import converted
 
-    command = getattr(backend, "BUILDER", None) or backend.EXPORT
-    return [str(converted(framework, workload, 0, command, backend.CONVERTER)[0])]
+    return [str(converted(framework, workload, 0, backend.EXPORT, backend.CONVERTER)[0])]
 
 
 def hand(framework: str, args: object) -> dict[str, float]:

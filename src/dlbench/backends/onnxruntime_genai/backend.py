@@ -28,14 +28,14 @@ from dlbench.backends.base import (
 from dlbench.reference.decoder import converted
 from dlbench.results.details import Details
 
-BUILDER = [sys.executable, "-m", "onnxruntime_genai.models.builder", "-i", "{checkpoint}",
+EXPORT = [sys.executable, "-m", "onnxruntime_genai.models.builder", "-i", "{checkpoint}",
            "-o", "{out}", "-p", "fp32", "-e", "cpu", "-c", "{out}/.builder-cache"]  # fmt: skip
 CONVERTER = "onnxruntime-genai model builder (fp32, cpu)"
 
 
 class OrtGenAiGenerator(Generator):
     def __init__(self, job: Job, threads: int) -> None:
-        folder, meta = converted("onnxruntime-genai", job.workload.name, job.seed, BUILDER,
+        folder, meta = converted("onnxruntime-genai", job.workload.name, job.seed, EXPORT,
                                  CONVERTER)  # fmt: skip
         config = og.Config(str(folder))
         options = {"intra_op_num_threads": threads, "inter_op_num_threads": 1}
