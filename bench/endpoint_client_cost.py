@@ -24,13 +24,10 @@ import time
 
 import httpx
 
-from dlbench.measure.openai_stream import (
-    COMPLETIONS,
-    StreamedRequest,
-    request_body,
-    stream_request,
-)
-from dlbench.worker.endpoint_load import CONCURRENCY, LoadProfile, drive
+from dlbench.measure.load_profile import CONCURRENCY, LoadProfile
+from dlbench.measure.openai_api import COMPLETIONS, request_body
+from dlbench.measure.openai_stream import StreamedRequest, stream_request
+from dlbench.worker.endpoint_load import Budget, drive
 
 
 def serve_instantly(port: int, tokens: int) -> None:
@@ -69,12 +66,13 @@ def measure(url: str, concurrency: int, requests: int, tokens: int) -> tuple[flo
         limits = httpx.Limits(max_connections=concurrency)
         async with httpx.AsyncClient(timeout=60, limits=limits) as client:
 
-            async def send(index: int) -> StreamedRequest:
+            async def send(index: int) -> list[StreamedRequest]:
                 body = request_body(COMPLETIONS, "instant", "hello", tokens)
-                return await stream_request(client, url, COMPLETIONS, body)
+                return [await stream_request(client, url, COMPLETIONS, body)]
 
             cpu = time.process_time()
-            outcome = await drive(LoadProfile(CONCURRENCY, concurrency), send, requests, 0)
+            budget = Budget(0.0, requests, requests)  # exactly `requests`
+            outcome = await drive(LoadProfile(CONCURRENCY, concurrency), send, budget, 0)
             cpu = time.process_time() - cpu
         chunks = sum(len(r.chunk_times_s) for r in outcome.requests)
         if not all(r.ok for r in outcome.requests) or chunks != requests * tokens:

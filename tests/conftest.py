@@ -4,11 +4,15 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import http.server
 import io
 import os
 import signal
+import socket
 import subprocess
 import sys
+import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -144,3 +148,86 @@ def cli(*args: str) -> subprocess.CompletedProcess[str]:
         except SystemExit as exit_:  # argparse's own errors and --help
             code = exit_.code if isinstance(exit_.code, int) else 2
     return subprocess.CompletedProcess([*DLBENCH, *args], code, out.getvalue(), err.getvalue())
+
+
+def free_port() -> int:
+    """A loopback port nothing listens on (now)."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+@pytest.fixture(scope="session")
+def llama_checkpoint() -> Path:
+    """llm-tiny's checkpoint folder (its tokenizer.json) and GGUF file's folder."""
+    pytest.importorskip("llama_cpp.server.app", reason="needs llama-cpp-python[server]")
+    from dlbench.reference.decoder import checkpoint_folder
+
+    return checkpoint_folder("llm-tiny", 0)
+
+
+@pytest.fixture(scope="session")
+def llama_server(llama_checkpoint: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """llama-cpp-python's OpenAI-compatible server on 127.0.0.1 serving llm-tiny's GGUF,
+    for the test process's session. It serves requests one after another
+    (interrupt_requests off: by default a new request cuts the one streaming)."""
+    import httpx
+
+    from dlbench.backends.llama_cpp.gguf_export import CONVERTER, EXPORT, GGUF_FILE
+    from dlbench.reference.decoder import converted
+
+    folder, _ = converted("llama-cpp", "llm-tiny", 0, EXPORT, CONVERTER)
+    port = free_port()
+    log = tmp_path_factory.mktemp("llama-server") / "server.log"  # a file: a pipe could fill
+    server = subprocess.Popen(
+        [sys.executable, "-m", "llama_cpp.server", "--model", str(folder / GGUF_FILE),
+         "--model_alias", "llm-tiny", "--host", "127.0.0.1", "--port", str(port),
+         "--n_ctx", "512", "--n_threads", "1", "--n_threads_batch", "1",
+         "--interrupt_requests", "False"],
+        stdout=subprocess.DEVNULL, stderr=log.open("w"),
+    )  # fmt: skip
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        try:
+            if httpx.get(f"{url}/v1/models", timeout=1).status_code == 200:
+                break
+        except httpx.TransportError:
+            time.sleep(0.2)
+        if server.poll() is not None:
+            pytest.fail(f"llama_cpp.server exited: {log.read_text()[-2000:]}")
+    else:
+        server.kill()
+        pytest.fail("llama_cpp.server did not answer within 60 s")
+    yield url
+    server.terminate()
+    server.wait(timeout=30)
+
+
+class JsonOnly(http.server.BaseHTTPRequestHandler):
+    """A server that lists one model and answers a completion whole, never streaming."""
+
+    def do_GET(self) -> None:
+        self._answer(b'{"object": "list", "data": [{"id": "whole", "object": "model"}]}')
+
+    def do_POST(self) -> None:
+        self.rfile.read(int(self.headers["Content-Length"]))
+        self._answer(b'{"choices": [{"text": "whole"}]}')
+
+    def _answer(self, body: bytes) -> None:
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args: object) -> None:
+        return  # quiet: the tests read the client's record, not the server's log
+
+
+@pytest.fixture
+def json_only_server() -> Iterator[str]:
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), JsonOnly)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{server.server_address[1]}"
+    server.shutdown()

@@ -4,76 +4,20 @@ loopback address: llama-cpp-python's own server, serving llm-tiny's GGUF file.""
 from __future__ import annotations
 
 import asyncio
-import http.server
 import re
-import socket
-import subprocess
-import sys
-import threading
-import time
 
 import httpx
 import numpy as np
 import pytest
+from conftest import free_port
 
-from dlbench.measure.openai_stream import (
-    CHAT,
-    COMPLETIONS,
-    PATHS,
-    request_body,
-    stream_request,
-)
+from dlbench.measure.load_profile import CONCURRENCY, RATE, SYNCHRONOUS, LoadProfile
+from dlbench.measure.openai_api import CHAT, COMPLETIONS, PATHS, request_body
+from dlbench.measure.openai_stream import CONNECTION, HTTP, STREAM, stream_request
 from dlbench.measure.token_latency import TokenTimes
-from dlbench.worker.endpoint_load import (
-    CONCURRENCY,
-    RATE,
-    SYNCHRONOUS,
-    LoadProfile,
-    arrival_offsets,
-    drive,
-)
+from dlbench.worker.endpoint_load import Budget, arrival_offsets, drive
 
 OSL = 8
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
-@pytest.fixture(scope="module")
-def llama_server(tmp_path_factory):
-    """llama_cpp.server on 127.0.0.1 serving llm-tiny, until the module's tests end."""
-    pytest.importorskip("llama_cpp.server.app", reason="needs llama-cpp-python[server]")
-    from dlbench.backends.llama_cpp.gguf_export import CONVERTER, EXPORT, GGUF_FILE
-    from dlbench.reference.decoder import converted
-
-    folder, _ = converted("llama-cpp", "llm-tiny", 0, EXPORT, CONVERTER)
-    port = free_port()
-    log = tmp_path_factory.mktemp("llama-server") / "server.log"  # a file: a pipe could fill
-    server = subprocess.Popen(
-        [sys.executable, "-m", "llama_cpp.server", "--model", str(folder / GGUF_FILE),
-         "--model_alias", "llm-tiny", "--host", "127.0.0.1", "--port", str(port),
-         "--n_ctx", "256", "--n_threads", "1", "--n_threads_batch", "1"],
-        stdout=subprocess.DEVNULL, stderr=log.open("w"),
-    )  # fmt: skip
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        try:
-            if httpx.get(f"{url}/v1/models", timeout=1).status_code == 200:
-                break
-        except httpx.TransportError:
-            time.sleep(0.2)
-        if server.poll() is not None:
-            pytest.fail(f"llama_cpp.server exited: {log.read_text()[-2000:]}")
-    else:
-        server.kill()
-        pytest.fail("llama_cpp.server did not answer within 60 s")
-    yield url
-    server.terminate()
-    server.wait(timeout=30)
 
 
 def send_one(url: str, api: str, prompt: str = "abc def ghi", osl: int = OSL):
@@ -110,42 +54,24 @@ def test_a_streamed_request_is_timed_chunk_by_chunk(llama_server, api):
 def test_a_refused_connection_an_http_error_and_a_stream_cut_short_are_kept_as_errors(llama_server):
     refused = send_one(f"http://127.0.0.1:{free_port()}", COMPLETIONS)
     assert not refused.ok and refused.error.startswith("connection:")
+    assert refused.error_kind == CONNECTION
     assert refused.done_s >= refused.sent_s and refused.chunk_times_s == []
     # a body the server rejects (max_tokens below 0): its status and its words are kept
     # (this server answers its validation errors with 500)
     invalid = send_one(llama_server, COMPLETIONS, osl=-1)
     assert not invalid.ok and invalid.error.startswith("HTTP 500: "), invalid.error
+    assert invalid.error_kind == HTTP
     assert "max_tokens" in invalid.error
     # a prompt beyond the server's 256-token context: this server has already answered
     # 200 and started the stream when it fails, and ends it with no [DONE]
     too_long = send_one(llama_server, COMPLETIONS, prompt="word " * 400)
     assert too_long.error == "the stream ended without [DONE]" and too_long.text == ""
+    assert too_long.error_kind == STREAM
 
 
-class JsonOnly(http.server.BaseHTTPRequestHandler):
-    """A server that answers a completion whole, never streaming it."""
-
-    def do_POST(self) -> None:
-        self.rfile.read(int(self.headers["Content-Length"]))
-        body = b'{"choices": [{"text": "whole"}]}'
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, *args: object) -> None:
-        return  # quiet: the test reads the client's record, not the server's log
-
-
-def test_a_server_that_does_not_stream_is_an_error_not_a_zero_latency():
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), JsonOnly)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        record = send_one(f"http://127.0.0.1:{server.server_address[1]}", COMPLETIONS)
-    finally:
-        server.shutdown()
-    assert not record.ok and "not a stream" in record.error
+def test_a_server_that_does_not_stream_is_an_error_not_a_zero_latency(json_only_server):
+    record = send_one(json_only_server, COMPLETIONS)
+    assert not record.ok and "not a stream" in record.error and record.error_kind == STREAM
 
 
 def run_profile(url: str, profile: LoadProfile, count: int):
@@ -154,9 +80,11 @@ def run_profile(url: str, profile: LoadProfile, count: int):
 
             async def send(index: int):
                 body = request_body(COMPLETIONS, "llm-tiny", f"request {index} abc", OSL)
-                return await stream_request(client, url, COMPLETIONS, body)
+                return [await stream_request(client, url, COMPLETIONS, body)]
 
-            return await drive(profile, send, count, seed=0)
+            # a closed loop starts `count` (min_time 0); an open loop the rate's worth of
+            # no time, at least `count`
+            return await drive(profile, send, Budget(0.0, count, count), seed=0)
 
     return asyncio.run(go())
 

@@ -161,6 +161,12 @@ RUN_GROUPS: dict[str, tuple[str, str | None]] = {
     "ddp": ("distributed training", None),
     "model": ("user model files", None),
     "serving": ("serving (MLPerf LoadGen; pip install 'dlbench[serving]')", None),
+    "endpoint": (
+        "LLM servers (pip install 'dlbench[llm-serving]')",
+        "--endpoint URL sends llm-requests' synthetic requests (--param isl=, osl=, "
+        "range_pct=, prefix_pct=, prefixes=, turns=) to an OpenAI-compatible server; "
+        "--find-peak searches the highest --request-rate (or --concurrency) whose SLOs hold",
+    ),
     "measurement": (
         "measurement",
         "how every case of the run is measured; a suite's settings may set these too "

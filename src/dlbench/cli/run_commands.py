@@ -19,6 +19,7 @@ from dlbench.cli.terminal import (
 )
 from dlbench.errors import RunBroken, RunInterrupted, UserError
 from dlbench.launch import session
+from dlbench.launch.endpoint_probe import check_endpoints
 from dlbench.launch.preflight import check_user_models
 from dlbench.plan.build import Plan, RunRequest, build_plan, given_options, request_from_options
 from dlbench.plan.resume import pending_cases
@@ -95,8 +96,10 @@ def _checked_plan(request: RunRequest, args: argparse.Namespace) -> Plan:
     for note in plan.skipped:
         say(f"skipping: {note}")
     # a user model's bad file or inputs end here, in exit 2, before the run is stored
-    check_user_models(plan.cases, plan.settings.seed, progress=None if args.quiet else say)
-    return plan
+    progress = None if args.quiet else say
+    check_user_models(plan.cases, plan.settings.seed, progress=progress)
+    # a server that cannot be measured ends here too; its cases get the model it serves
+    return replace(plan, cases=tuple(check_endpoints(plan.cases)))
 
 
 def _plan_line(plan: Plan) -> str:

@@ -96,6 +96,7 @@ def case_line(result: Result, run: Run) -> str:
     return (
         f"[green]ok[/green] {name}: median {fmt(result.latency_ms.median)} ms, "
         f"{fmt(result.throughput)} samples/s, {rate_column(result, run)}{_served(result)}"
+        f"{_endpoint(result)}"
         f"{noisy}{count}"
     )
 
@@ -114,6 +115,27 @@ def _served(result: Result) -> str:
         f"; LoadGen: {peak}p50 {fmt(latency.get('50'))} ms, p99 {fmt(latency.get('99'))} ms, "
         f"{escape_markup(str(loadgen.verdict))}"
     )
+
+
+def _endpoint(result: Result) -> str:
+    """A server's load: its rates, token latencies, SLO verdict and errors."""
+    load, tokens = result.details.endpoint, result.details.generation
+    if load is None:
+        return ""
+    parts = [f"{fmt(load.requests_per_s)} requests/s", f"{fmt(load.output_tokens_per_s)} tok/s"]
+    if tokens is not None:
+        parts.append(f"TTFT p50 {fmt(tokens.ttft_p50_ms)} / p99 {fmt(tokens.ttft_p99_ms)} ms")
+        parts.append(f"TPOT p50 {fmt(tokens.tpot_p50_ms)} / p99 {fmt(tokens.tpot_p99_ms)} ms")
+    if load.slo_holds is not None:
+        verdict = "held" if load.slo_holds else "missed"
+        parts.append(f"goodput {fmt(load.goodput_per_s)}/s (SLO {verdict})")
+    if load.peak_axis is not None:
+        found = "none held" if load.peak is None else f"{load.peak:g}"
+        parts.append(f"peak {load.peak_axis} {found}")
+    failed = sum(load.errors.values())
+    if failed:
+        parts.append(f"{failed} of {load.requests} requests failed")
+    return "; server: " + escape_markup(", ".join(parts))
 
 
 def print_run(run: Run) -> None:

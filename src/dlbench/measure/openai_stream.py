@@ -24,9 +24,16 @@ from typing import Any
 
 import httpx
 
-COMPLETIONS, CHAT = "completions", "chat"
-PATHS = {COMPLETIONS: "/v1/completions", CHAT: "/v1/chat/completions"}
+from dlbench.measure.openai_api import PATHS, chunk_text
+
 DONE = "[DONE]"
+# A server that does not accept a connection within this is down, not slow
+CONNECT_TIMEOUT_S = 10.0
+# What went wrong with a request, counted apart: the server refused or dropped the
+# connection, a read or connect timed out, it answered an HTTP error, its stream was
+# not one or broke off, or the client could not read the answer.
+CONNECTION, TIMEOUT, HTTP, STREAM, CLIENT = "connection", "timeout", "http", "stream", "client"
+ERROR_KINDS = (CONNECTION, TIMEOUT, HTTP, STREAM, CLIENT)
 
 
 @dataclass
@@ -41,40 +48,20 @@ class StreamedRequest:
     finish_reason: str | None = None
     done_s: float | None = None
     error: str | None = None  # None: the stream ended with [DONE]
+    error_kind: str | None = None  # one of ERROR_KINDS, beside the words
+    max_tokens: int | None = None  # as asked
+
+    @property
+    def ran_to_length(self) -> bool:
+        """The server says it stopped at max_tokens: it gave exactly that many."""
+        return self.finish_reason == "length" and self.max_tokens is not None
+
+    def fail(self, kind: str, error: str) -> None:
+        self.error_kind, self.error = kind, error
 
     @property
     def ok(self) -> bool:
         return self.error is None
-
-
-def request_body(api: str, model: str, prompt: str, max_tokens: int) -> dict[str, Any]:
-    """Greedy, exactly `max_tokens` tokens where the server honours min_tokens and
-    ignore_eos (vLLM, SGLang, llama.cpp's servers), usage in the stream."""
-    body: dict[str, Any] = {
-        "model": model,
-        "max_tokens": max_tokens,
-        "min_tokens": max_tokens,
-        "ignore_eos": True,
-        "temperature": 0.0,
-        "stream": True,
-        "stream_options": {"include_usage": True},
-    }
-    if api == CHAT:
-        body["messages"] = [{"role": "user", "content": prompt}]
-    else:
-        body["prompt"] = prompt
-    return body
-
-
-def chunk_text(api: str, chunk: dict[str, Any]) -> str:
-    """The output text a chunk carries ('' for a usage-only or role-only chunk)."""
-    parts = []
-    for choice in chunk.get("choices") or ():
-        if api == CHAT:
-            parts.append((choice.get("delta") or {}).get("content") or "")
-        else:
-            parts.append(choice.get("text") or "")
-    return "".join(parts)
 
 
 def _take_chunk(api: str, chunk: dict[str, Any], record: StreamedRequest) -> None:
@@ -94,20 +81,20 @@ async def stream_request(
     client: httpx.AsyncClient, base_url: str, api: str, body: dict[str, Any]
 ) -> StreamedRequest:
     """Send one streaming request and read its chunks to the end (or to its error)."""
-    record = StreamedRequest(sent_s=time.perf_counter())
+    record = StreamedRequest(sent_s=time.perf_counter(), max_tokens=body.get("max_tokens"))
     try:
         async with client.stream("POST", base_url.rstrip("/") + PATHS[api], json=body) as reply:
             if reply.status_code != 200:
                 detail = (await reply.aread()).decode("utf-8", "replace")[:200]
-                record.error = f"HTTP {reply.status_code}: {detail}"
+                record.fail(HTTP, f"HTTP {reply.status_code}: {detail}")
                 return record
             await _read_events(api, reply, record)
     except httpx.TimeoutException as exc:
-        record.error = f"timeout ({type(exc).__name__})"
+        record.fail(TIMEOUT, f"timeout ({type(exc).__name__})")
     except httpx.TransportError as exc:
-        record.error = f"connection: {type(exc).__name__}: {exc}"
+        record.fail(CONNECTION, f"connection: {type(exc).__name__}: {exc}")
     except httpx.HTTPError as exc:  # a body it cannot decode, redirects without end
-        record.error = f"client: {type(exc).__name__}: {exc}"
+        record.fail(CLIENT, f"client: {type(exc).__name__}: {exc}")
     finally:
         record.done_s = time.perf_counter()
     return record
@@ -115,7 +102,7 @@ async def stream_request(
 
 async def _read_events(api: str, reply: httpx.Response, record: StreamedRequest) -> None:
     if not reply.headers.get("content-type", "").startswith("text/event-stream"):
-        record.error = f"not a stream: content-type {reply.headers.get('content-type')!r}"
+        record.fail(STREAM, f"not a stream: content-type {reply.headers.get('content-type')!r}")
         return
     async for line in reply.aiter_lines():
         if not line.startswith("data:"):
@@ -123,15 +110,15 @@ async def _read_events(api: str, reply: httpx.Response, record: StreamedRequest)
         data = line[len("data:") :].strip()
         if data == DONE:
             if not record.chunk_times_s:
-                record.error = "the stream ended with no output text"
+                record.fail(STREAM, "the stream ended with no output text")
             return
         try:
             chunk = json.loads(data)
         except json.JSONDecodeError:
-            record.error = f"a chunk that is not JSON: {data[:80]!r}"
+            record.fail(STREAM, f"a chunk that is not JSON: {data[:80]!r}")
             return
         if "error" in chunk:
-            record.error = f"server error in the stream: {str(chunk['error'])[:200]}"
+            record.fail(HTTP, f"server error in the stream: {str(chunk['error'])[:200]}")
             return
         _take_chunk(api, chunk, record)
-    record.error = "the stream ended without [DONE]"
+    record.fail(STREAM, "the stream ended without [DONE]")

@@ -14,6 +14,7 @@ from dataclasses import Field, dataclass, field, fields
 from typing import Any
 
 from dlbench.errors import UserError
+from dlbench.plan.endpoint_cases import endpoint_entry
 from dlbench.plan.suites import SuiteSpec, load_suite
 from dlbench.plan.sweeps import Sweep, entry_sweep, param_variants
 from dlbench.plan.validate import (
@@ -37,7 +38,7 @@ from dlbench.spec.case import (
     available_cpus,
 )
 from dlbench.spec.cli_options import cli_options, option_flag
-from dlbench.spec.registry import framework_info, precision_info
+from dlbench.spec.registry import ENDPOINT_FRAMEWORK, framework_info, precision_info
 from dlbench.workloads import get_workload
 
 DEFAULT_SUITE = "quick"
@@ -172,8 +173,12 @@ def build_plan(request: RunRequest) -> Plan:
     _check_sweeps(request)
     if request.model is None and (request.inputs or request.input_data or request.trust_model):
         raise UserError(MODEL_OPTIONS)
+    endpoint = dict(request.axes).get("endpoint")
     if request.model is not None:
         spec = _model_suite(request)
+    elif endpoint is not None and request.suite is None:
+        entry = endpoint_entry(request.workloads, request.frameworks)
+        spec = SuiteSpec(f"endpoint:{endpoint}", f"requests to {endpoint}", {}, (entry,))
     elif request.suite is None and request.workloads:
         spec = SuiteSpec("adhoc", "from the command line", {}, (_adhoc_entry(request),))
     else:
@@ -227,6 +232,8 @@ def _check_sweeps(request: RunRequest) -> None:
 def _check_serving_options(request: RunRequest) -> None:
     """Server options need a server scenario; --samples-per-query is the multi-stream batch."""
     given = server_options_given(request)
+    if dict(request.axes).get("endpoint") is not None:  # --find-peak is the endpoint's too
+        given = [flag for flag in given if flag != SERVER_FIELDS["find_peak"]]
     if given and request.scenarios and "server" not in request.scenarios:
         refuse_server_options(given)
     if request.samples_per_query is None:
@@ -244,6 +251,8 @@ def _check_serving_options(request: RunRequest) -> None:
 def _check_serving_used(request: RunRequest, settings: Settings, cases: list[Case]) -> None:
     """Options that only LoadGen cases take must reach one, or they would be ignored."""
     given = server_options_given(request)
+    if any(c.framework == ENDPOINT_FRAMEWORK for c in cases):  # its own --find-peak
+        given = [flag for flag in given if flag != SERVER_FIELDS["find_peak"]]
     if given and not any(c.scenario == "server" for c in cases):
         refuse_server_options(given, "; no case of this run is one")
     if request.samples_per_query is not None and not any(
@@ -406,7 +415,7 @@ def _expand_entry(
                     batch_size=batch,
                     threads=threads,
                     scenario=scenario,
-                    **_serving_fields(scenario, entry, request),
+                    **_serving_fields(scenario, entry, request, framework),
                     precision=precision,
                     device=device,
                     **_training_fields(str(workload), params, request),
@@ -453,10 +462,14 @@ def _threads(
     return [_first_given(entry.get("threads"), suite_settings.get("threads"), default)]
 
 
-def _serving_fields(scenario: Any, entry: dict[str, Any], request: RunRequest) -> dict[str, Any]:
+def _serving_fields(scenario: Any, entry: dict[str, Any], request: RunRequest,
+                    framework: Any) -> dict[str, Any]:  # fmt: skip
     """--loadgen for every case; the server's options (from the command line, else
-    the suite entry) for server cases only, so one entry may list several scenarios."""
+    the suite entry) for server cases only, so one entry may list several scenarios;
+    --find-peak for an endpoint's case too (its own search)."""
     fields = {"loadgen": request.loadgen or entry.get("loadgen", False)}
+    if framework == ENDPOINT_FRAMEWORK:
+        fields["find_peak"] = request.find_peak or entry.get("find_peak", False)
     if scenario == "server":
         for name in SERVER_FIELDS:
             given = getattr(request, name)

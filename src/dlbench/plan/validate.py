@@ -18,6 +18,7 @@ from typing import Any, NoReturn
 
 from dlbench.errors import UserError
 from dlbench.measure.timer import MAX_ITERS  # also the most --min-iters can ask
+from dlbench.plan.endpoint_cases import validate_endpoint_case
 from dlbench.spec.case import (
     DEFAULT_LATENCY_BOUND_MS,
     DEFAULT_LATENCY_PERCENTILE,
@@ -42,7 +43,13 @@ from dlbench.spec.case import (
 )
 from dlbench.spec.cli_options import CliOption, option_flag
 from dlbench.spec.digest import files_digest, path_digest
-from dlbench.spec.registry import FRAMEWORKS, FrameworkInfo, framework_info, precision_info
+from dlbench.spec.registry import (
+    ENDPOINT_FRAMEWORK,
+    FRAMEWORKS,
+    FrameworkInfo,
+    framework_info,
+    precision_info,
+)
 from dlbench.workloads import get_workload
 from dlbench.workloads.base import Workload
 from dlbench.workloads.memory import check_case_memory, input_data_need, require_room
@@ -130,6 +137,7 @@ def validate_case(case: Case) -> Case:
     _validate_training_run(case, workload.epoch_based)
     _validate_distributed(case, workload.epoch_based, info.ddp_compiles)
     _validate_framework_axes(case, info, workload)
+    case = validate_endpoint_case(case)
     check_case_memory(case)  # sizes from --param, -b, --input and --input-data
     return replace(
         _validate_serving(case),
@@ -410,6 +418,8 @@ def _validate_serving(case: Case) -> Case:
         if not isinstance(getattr(case, name), bool):
             raise UserError(f"invalid {name} {getattr(case, name)!r}; expected true or false")
     given = server_options_given(case)
+    if case.framework == ENDPOINT_FRAMEWORK:  # --find-peak is the endpoint's own search
+        given = [flag for flag in given if flag != SERVER_FIELDS["find_peak"]]
     if case.scenario != "server" and given:
         refuse_server_options(given, f", not {case.scenario or 'the default'}")
     if not loadgen:

@@ -31,7 +31,7 @@ from dlbench.reference.builtin import cache_dir, package_version
 from dlbench.spec.registry import framework_info
 
 # Bump when the checkpoint's construction changes (it is part of the cache key).
-CHECKPOINT_REVISION = 2
+CHECKPOINT_REVISION = 3
 BUILDER_MODULE = "dlbench.backends.torch.decoder_builder"
 BUILD_TIMEOUT_S = 3600
 CONVERSION_META = "dlbench-conversion.json"

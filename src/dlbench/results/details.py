@@ -238,6 +238,67 @@ class Generation:
 
 
 @dataclass
+class LoadStep:
+    """One load --find-peak tried on a server: the rate or concurrency, and whether
+    its SLOs held."""
+
+    load: float
+    holds: bool
+    requests_per_s: float | None = None
+    goodput_per_s: float | None = None
+    ttft_ms: float | None = None  # at the SLO's percentile
+    tpot_ms: float | None = None
+    errors: int = 0
+    saturated: str | None = None
+
+
+@dataclass
+class EndpointLoad:
+    """An OpenAI-compatible server under load (worker.endpoint_run): what was sent,
+    what came back, and the SLOs (docs/guides/llm-serving.md). Its token latencies
+    are the result's Generation record."""
+
+    url: str = ""
+    served_model: str = ""
+    api: str = ""
+    profile: str = ""  # measure.load_profile's description
+    conversations: int = 0
+    requests: int = 0  # every turn sent
+    ok: int = 0
+    # error kind (connection, timeout, http, stream, client) -> requests
+    errors: dict[str, int] = field(default_factory=dict)
+    first_errors: list[str] = field(default_factory=list)  # a few, as the client kept them
+    # answered with fewer tokens than asked (the server stopped early or cut them off):
+    # their rates are of less work
+    short_answers: int = 0
+    duration_s: float | None = None
+    requests_per_s: float | None = None  # answered whole, over the run's duration
+    output_tokens_per_s: float | None = None  # their output tokens, over the duration
+    prompt_tokens_mean: float | None = None
+    output_tokens_mean: float | None = None
+    tokens_counted_by: str | None = None  # server usage, tokenizer or streamed chunks
+    send_lag_p99_ms: float | None = None  # an open loop's lateness against its schedule
+    saturated: str | None = None  # why an open loop stopped sending early
+    cancelled: int = 0  # conversations in flight when it did
+    # the SLOs: bounds at a percentile; goodput counts the requests within both bounds
+    slo_percentile: float | None = None
+    ttft_bound_ms: float | None = None
+    tpot_bound_ms: float | None = None
+    slo_met_share: float | None = None
+    goodput_per_s: float | None = None
+    slo_holds: bool | None = None  # both percentiles within bounds, no error, not saturated
+    dataset_file: str | None = None  # the requests sent, beside the run
+    dataset_digest: str | None = None
+    server_header: str | None = None
+    # --find-peak: every load tried, and the highest whose SLOs held (confirmed)
+    peak_axis: str | None = None  # rate or concurrency
+    peak: float | None = None
+    peak_confirmed: bool | None = None
+    peak_note: str | None = None
+    tries: list[LoadStep] | None = None
+
+
+@dataclass
 class ProcessSummary:
     """What a --repeat result keeps of one process (results.repeats): its bookkeeping
     and samples, and in `values` each metric that has a process_key in the metrics
@@ -313,6 +374,7 @@ class Details(Measured):
     loadgen: LoadGen | None = None
     training: Training | None = None
     generation: Generation | None = None
+    endpoint: EndpointLoad | None = None
     ddp: Ddp | None = None
     processes: Processes | None = None
     timeline: Timeline | None = None

@@ -28,6 +28,11 @@ report and CSV show the list; nothing else decides a flag.
   performance constraint), or --find-peak found no rate within it.
 - `loadgen-invalid`: LoadGen judged the run INVALID (too short for its early
   stopping, too few queries, a constraint missed: details.loadgen says which).
+- `request-errors`: an endpoint's requests failed (refused, timed out, an HTTP error,
+  a broken stream); details.endpoint counts them by kind and keeps the first ones.
+- `short-answers`: an endpoint answered requests with fewer tokens than asked.
+- `over-slo`: an endpoint missed its TTFT or TPOT bound at its percentile (or had a
+  failed request), or --find-peak found no load whose SLOs held.
 - `int8-no-vnni`: an int8 case on a CPU without int8 dot-product units (VNNI,
   AMX, Arm's dot product): measured all the same, and expect little gain.
 
@@ -79,11 +84,15 @@ def result_flags(result: Judged, cpus_available: int) -> list[str]:
     details = result.details
     measured = measured_points(details)
     found: list[str] = []
-    if _noisy(result.latency_ms, details):
+    # A server's requests under load differ by design (their spread is its latency
+    # distribution, not noise); its work is on the server (on this machine, its own
+    # processes), and the client waits idle on the network: none of these apply.
+    local = details.endpoint is None
+    if local and _noisy(result.latency_ms, details):
         found.append(NOISY)
-    if contended_share(details, result.case.threads_in_use) >= INTERFERENCE_COVER:
+    if local and contended_share(details, result.case.threads_in_use) >= INTERFERENCE_COVER:
         found.append("interference")
-    if measured and longest_stall_s(measured) > STALL_SECONDS:
+    if local and measured and longest_stall_s(measured) > STALL_SECONDS:
         found.append("stalled")
     if result.case.threads_in_use > cpus_available:
         found.append("oversubscribed")
@@ -92,12 +101,28 @@ def result_flags(result: Judged, cpus_available: int) -> list[str]:
         found.append(LOW_N_P99)
     if details.int8_dot_units == []:
         found.append("int8-no-vnni")
+    found += endpoint_flags(details)
     loadgen = details.loadgen
     if loadgen is not None:
         if loadgen.perf_constraints_met is False:
             found.append("over-bound")
         if loadgen.verdict == "INVALID":
             found.append("loadgen-invalid")
+    return found
+
+
+def endpoint_flags(details: Details) -> list[str]:
+    """A server's run: requests that failed, answers shorter than asked, SLOs missed."""
+    load = details.endpoint
+    if load is None:
+        return []
+    found = []
+    if load.errors:
+        found.append("request-errors")
+    if load.short_answers:
+        found.append("short-answers")
+    if load.slo_holds is False or (load.peak_axis is not None and load.peak is None):
+        found.append("over-slo")
     return found
 
 
@@ -113,7 +138,7 @@ def merged_flags(
     if len(process_flags) > 1:
         noisy = spread > NOISE_THRESHOLD
     else:
-        noisy = _noisy(result.latency_ms, details)
+        noisy = _noisy(result.latency_ms, details) and details.endpoint is None
     low_n = too_few_for_p99(result.latency_ms, details)
     return ([NOISY] if noisy else []) + kept + ([LOW_N_P99] if low_n else [])
 

@@ -195,6 +195,15 @@ def _put_into(part: str, name: str) -> Put:
     return put
 
 
+def _endpoint_metric(key: str, title: str, unit: str, column: str, field_name: str) -> Metric:
+    """A server's rate under load (details.endpoint): higher is better, and a --repeat
+    result takes the median of its processes'."""
+    return Metric(key, title, unit, column, True,
+                  lambda r: _number(getattr(r.details.endpoint, field_name, None)),
+                  process_key=field_name, merge=Merge.MEDIAN_OF_PROCESSES,
+                  put=_put_into("endpoint", field_name))  # fmt: skip
+
+
 METRICS: dict[str, Metric] = {
     m.key: m
     for m in (
@@ -485,6 +494,36 @@ METRICS: dict[str, Metric] = {
             False,
             "energy_per_output_token_j",
         ),
+        # An OpenAI-compatible server under load (details.endpoint)
+        _endpoint_metric(
+            "goodput",
+            "Goodput: requests/s within both SLO bounds",
+            "req/s",
+            "goodput/s",
+            "goodput_per_s",
+        ),
+        _endpoint_metric(
+            "request_rate",
+            "Requests answered whole per second",
+            "req/s",
+            "requests/s",
+            "requests_per_s",
+        ),
+        _endpoint_metric(
+            "server_tps",
+            "Output tokens per second, all requests",
+            "tok/s",
+            "server tok/s",
+            "output_tokens_per_s",
+        ),
+        Metric(
+            "peak_load",
+            "Highest load whose SLOs held (--find-peak)",
+            "load",
+            "peak load",
+            True,
+            lambda r: _number(r.details.endpoint.peak) if r.details.endpoint else None,
+        ),
         Metric(
             "load_avg",
             "Mean load average while measured",
@@ -519,7 +558,8 @@ METRICS: dict[str, Metric] = {
 # What `compare` and `rerun` offer: metrics a measured case has (energy where
 # the device has a counter; pairs without one are listed as not comparable).
 COMPARABLE = ("latency", "p99", "throughput", "cpu", "memory", "energy", "power",
-              "ttft", "tpot", "decode_tps", "output_tps")  # fmt: skip
+              "ttft", "tpot", "decode_tps", "output_tps", "goodput", "request_rate",
+              "server_tps")  # fmt: skip
 # CSV columns beyond the Result's own fields: metrics read from its details, and
 # those computed with its run.
 CSV_METRICS = (
@@ -546,6 +586,10 @@ CSV_METRICS = (
     "output_tps",
     "kv_cache",
     "energy_per_token",
+    "goodput",
+    "request_rate",
+    "server_tps",
+    "peak_load",
     "load_avg",
     "energy",
     "power",

@@ -14,13 +14,16 @@ from dataclasses import Field, asdict, dataclass, field, fields
 from types import MappingProxyType
 from typing import Any
 
+from dlbench.measure.openai_api import APIS, COMPLETIONS
 from dlbench.spec.cli_options import (
     cli,
+    endpoint_url,
     fraction,
     integer,
     non_negative_float,
     number_type,
     param_pair,
+    percentile_value,
     positive_float,
     positive_int,
     resolved_path,
@@ -58,7 +61,12 @@ MAX_TARGET_QPS = 1e7
 # MLPerf Inference's minimum test duration (mlperf.conf: *.*.min_duration = 600000)
 OFFICIAL_MIN_TIME_S = 600.0
 MAX_STREAMS = 1024
-DEVICE_PATTERN = re.compile(r"cpu|auto|mps|cuda(:\d+)?")
+# The percentile an endpoint's SLO bounds hold at, where none is given (MLPerf's LLM
+# benchmarks hold TTFT and TPOT at their 99th)
+DEFAULT_SLO_PERCENTILE = 99.0
+DEVICE_PATTERN = re.compile(r"cpu|auto|mps|cuda(:\d+)?|remote")
+# Where an endpoint case's work runs: its server, not this machine's devices
+REMOTE_DEVICE = "remote"
 DEVICE_HELP = "cpu, cuda, cuda:N, mps (Apple, torch) or auto"
 # Host-to-device copy of the inputs: before the clock (default) or in every step;
 # each value's meaning is quoted by the error that refuses it (a by_framework axis).
@@ -376,7 +384,8 @@ class Case:
             "--find-peak",
             switch=True,
             group="serving",
-            help="server: search for the highest rate whose latency percentile keeps the bound",
+            help="server: search for the highest rate whose latency percentile keeps the "
+            "bound; --endpoint: the highest rate (or concurrency) whose SLOs hold",
         ),
     )
     latency_bound_ms: float | None = field(
@@ -414,6 +423,126 @@ class Case:
             "(default: one single-threaded stream per CPU thread; 1 on a GPU)",
         ),
     )
+
+    # An OpenAI-compatible server (worker.endpoint_run): the llm-requests workload sent
+    # to `endpoint` (a launch detail: the same server at another address is the same
+    # case) for `served_model`, under a load profile (measure.load_profile), its
+    # latencies held to the SLO bounds at slo_percentile.
+    endpoint: str | None = field(
+        default=None,
+        metadata=LAUNCH_DETAIL
+        | cli(
+            "--endpoint",
+            parse=endpoint_url,
+            metavar="URL",
+            group="endpoint",
+            help="benchmark an OpenAI-compatible server at URL (http://host:port) through "
+            "its streaming API, with the llm-requests workload",
+        ),
+    )
+    served_model: str | None = field(
+        default=None,
+        metadata=SUITE_AXIS
+        | cli(
+            "--served-model",
+            metavar="NAME",
+            group="endpoint",
+            help="the model the requests name (default: the one the server lists)",
+        ),
+    )
+    api: str = field(
+        default=COMPLETIONS,
+        metadata=SUITE_AXIS
+        | cli(
+            "--api",
+            vocabulary=APIS,
+            group="endpoint",
+            help="/v1/completions (completions, default) or /v1/chat/completions (chat)",
+        ),
+    )
+    concurrency: int | None = field(
+        default=None,
+        metadata=SUITE_AXIS
+        | cli(
+            "--concurrency",
+            parse=positive_int,
+            metavar="N",
+            group="endpoint",
+            help="N users, each sending its next request when its last has ended",
+        ),
+    )
+    request_rate: float | None = field(
+        default=None,
+        metadata=SUITE_AXIS
+        | cli(
+            "--request-rate",
+            parse=positive_float,
+            metavar="R",
+            group="endpoint",
+            help="requests sent at seeded random times, R per second on average (an open "
+            "loop); neither this nor --concurrency: one request at a time",
+        ),
+    )
+    burstiness: float | None = field(
+        default=None,
+        metadata=SUITE_AXIS
+        | cli(
+            "--burstiness",
+            parse=positive_float,
+            metavar="B",
+            group="endpoint",
+            help="--request-rate's gaps: gamma of shape B (1: Poisson, default; below 1 burstier)",
+        ),
+    )
+    ttft_ms: float | None = field(
+        default=None,
+        metadata=SUITE_AXIS
+        | cli(
+            "--ttft-ms",
+            parse=positive_float,
+            metavar="MS",
+            group="endpoint",
+            help="SLO: time to first token at most MS at --slo-percentile",
+        ),
+    )
+    tpot_ms: float | None = field(
+        default=None,
+        metadata=SUITE_AXIS
+        | cli(
+            "--tpot-ms",
+            parse=positive_float,
+            metavar="MS",
+            group="endpoint",
+            help="SLO: time per output token after the first at most MS at --slo-percentile",
+        ),
+    )
+    slo_percentile: float | None = field(
+        default=None,
+        metadata=SUITE_AXIS
+        | cli(
+            "--slo-percentile",
+            parse=percentile_value,
+            metavar="P",
+            group="endpoint",
+            help=f"the percentile the SLO bounds hold at (default {DEFAULT_SLO_PERCENTILE:g}, "
+            "MLPerf's)",
+        ),
+    )
+    # the tokenizer that sizes prompts and counts output tokens where the server
+    # reports no usage (its content digest is the identity)
+    tokenizer: str | None = field(
+        default=None,
+        metadata=LAUNCH_DETAIL
+        | cli(
+            "--tokenizer",
+            parse=resolved_path,
+            metavar="PATH",
+            group="endpoint",
+            help="the served model's tokenizer.json (or its folder): prompts of exactly "
+            "isl tokens, and output counted where the server sends no usage",
+        ),
+    )
+    tokenizer_digest: str | None = None
 
     def effective_batch_size(self, default: int) -> int:
         """The batch the worker uses: a single-stream or server query is one sample,
@@ -506,6 +635,16 @@ class Case:
             ("find_peak", "find-peak" if self.find_peak else ""),
             ("latency_bound_ms", self._bound_label()),
             ("streams", f"streams={self.streams}" if self.streams is not None else ""),
+            ("served_model", f"model={self.served_model}" if self.served_model else ""),
+            ("api", "chat" if self.api != COMPLETIONS else ""),
+            ("concurrency", f"users={self.concurrency}" if self.concurrency else ""),
+            ("request_rate", f"rate={self.request_rate:g}/s" if self.request_rate else ""),
+            ("burstiness", f"burstiness={self.burstiness:g}" if self.burstiness else ""),
+            ("ttft_ms", self._slo_label()),
+            (
+                "tokenizer_digest",
+                f"tokenizer={_short(self.tokenizer_digest)}" if self.tokenizer_digest else "",
+            ),
             ("nproc", f"x{self.nproc} procs" if self.nproc > 1 else ""),
             ("ddp", "ddp" if self.ddp else ""),
             ("target_accuracy", f"target={self.target_accuracy:g}" if self.target_accuracy else ""),
@@ -524,6 +663,14 @@ class Case:
             return ""
         percentile = self.latency_percentile or DEFAULT_LATENCY_PERCENTILE
         return f"p{percentile:g}<={self.latency_bound_ms:g}ms"
+
+    def _slo_label(self) -> str:
+        named = (("ttft", self.ttft_ms), ("tpot", self.tpot_ms))
+        bounds = [f"{name}<={value:g}ms" for name, value in named if value is not None]
+        if not bounds:
+            return ""
+        percentile = self.slo_percentile or DEFAULT_SLO_PERCENTILE
+        return f"p{percentile:g} " + ",".join(bounds)
 
     def to_dict(self) -> dict[str, Any]:
         return {f.name: _jsonable(f.name, getattr(self, f.name)) for f in fields(self)}

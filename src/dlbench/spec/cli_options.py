@@ -20,6 +20,7 @@ from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 
 @dataclass(frozen=True)
@@ -108,6 +109,7 @@ integer = number_type(int, lambda v: True, "an integer")
 positive_int = number_type(int, lambda v: v > 0, "an integer > 0")
 non_negative_float = number_type(float, lambda v: v >= 0, "a number >= 0")
 positive_float = number_type(float, lambda v: 0 < v < math.inf, "a number > 0")
+percentile_value = number_type(float, lambda v: 0 < v < 100, "a percentile in (0, 100)")
 fraction = number_type(float, lambda v: 0 < v <= 1, "a fraction in (0, 1]")
 
 
@@ -117,6 +119,20 @@ def param_pair(text: str) -> tuple[str, int]:
     if not sep or not key:
         raise ValueError(f"expected KEY=INT, got {text!r}")
     return key, positive_int(value)
+
+
+def endpoint_url(text: str) -> str:
+    """An http(s) URL with a host: the server's root (a trailing /v1 or / dropped, as
+    the client adds the API's own path)."""
+    parsed = urlsplit(text.strip())
+    if parsed.scheme not in ("http", "https") or not parsed.hostname:
+        raise ValueError(f"expected an http:// or https:// URL with a host, got {text!r}")
+    try:
+        parsed.port  # noqa: B018  # raises on a port that is not a number in range
+    except ValueError:
+        raise ValueError(f"expected a port from 0 to 65535 in {text!r}") from None
+    root = text.strip().rstrip("/")
+    return root.removesuffix("/v1") if root.endswith("/v1") else root
 
 
 def shell_words(text: str) -> tuple[str, ...]:

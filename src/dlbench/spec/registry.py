@@ -186,6 +186,8 @@ class FrameworkInfo:
     def installed_version(self) -> str | None:
         """The installed version, read from package metadata (no import)."""
         if self.import_name is None:
+            if any(_distribution_version(name) is None for name in self.needs):
+                return None
             from dlbench import __version__
 
             return __version__
@@ -221,7 +223,10 @@ WORKLOADS: dict[str, str] = {
     "llm-tiny": "dlbench.workloads.decoder:LLM_TINY",
     "llm-135m": "dlbench.workloads.decoder:LLM_135M",
     "llama-3.1-8b": "dlbench.workloads.decoder:LLAMA_31_8B",
+    "llm-requests": "dlbench.workloads.requests:LLM_REQUESTS",
 }
+# Requests to an OpenAI-compatible server (--endpoint), by the endpoint client alone
+ENDPOINT_WORKLOAD, ENDPOINT_FRAMEWORK = "llm-requests", "endpoint"
 # Text generation (workloads.decoder): torch's transformers and the LLM engines
 LLM_WORKLOADS = ("llm-tiny", "llm-135m", "llama-3.1-8b")
 
@@ -262,7 +267,9 @@ FRAMEWORKS: dict[str, FrameworkInfo] = {
             # (and the epoch loop of time-to-train workloads is framework code)
             support=MappingProxyType(
                 dict.fromkeys(
-                    set(WORKLOADS) - {"user-model", "mnist-train", *LLM_WORKLOADS}, BOTH_MODES
+                    set(WORKLOADS)
+                    - {"user-model", "mnist-train", ENDPOINT_WORKLOAD, *LLM_WORKLOADS},
+                    BOTH_MODES,
                 )
             ),
             # Fault injection and a fixed per-step sleep, so the runner's failure
@@ -439,6 +446,20 @@ FRAMEWORKS: dict[str, FrameworkInfo] = {
             # its converter's: the gguf writer, reading the checkpoint's safetensors
             needs=("gguf", "safetensors"),
             max_batch=1,  # llama-cpp-python's Llama holds one sequence
+        ),
+        FrameworkInfo(
+            name=ENDPOINT_FRAMEWORK,
+            target="dlbench.backends.endpoint.backend:EndpointClient",
+            compile_modes=("default",),
+            default_compile="default",
+            # nothing to block in other workers: the client is httpx, no framework
+            import_name=None,
+            distributions=("httpx",),
+            install_hint='pip install "dlbench[llm-serving]" (httpx, tokenizers)',
+            label="an OpenAI-compatible server, through its streaming API (--endpoint)",
+            support=MappingProxyType({ENDPOINT_WORKLOAD: INFER_ONLY}),
+            needs=("httpx",),
+            max_batch=1,  # a request holds one prompt
         ),
     )
 }

@@ -1,70 +1,65 @@
-"""Load on an OpenAI-compatible server: when each request is sent, and what came back.
+"""Load on an OpenAI-compatible server: when each conversation starts, and what came back.
 
-Three profiles, as the peer clients (vLLM's `bench serve`, GuideLLM, AIPerf) name them:
-- synchronous: one request at a time, the next when the last has ended;
-- concurrency N: N requests always in flight (a closed loop);
-- rate R: requests sent at seeded random times, R per second on average, whatever
-  the server does (an open loop). The gaps are gamma-distributed with shape
-  `burstiness` and mean 1/R: a burstiness of 1 is a Poisson process, below 1
-  burstier, above 1 more even (vLLM's definition).
+The profiles are measure.load_profile's. A unit of load is a conversation: its
+turns go out one after another (the next once the last answer has ended), so a
+single-turn dataset sends one request per unit, as every peer client does.
 
 Every request is a coroutine of one event loop in this process: nothing spins
-while it waits, and the only work between chunks is parsing them. An open loop
-records how late each request went out against its scheduled time, so a client
-that cannot keep up says so instead of quietly lowering the rate.
+while it waits, and the only work between chunks is parsing them. A closed loop
+(synchronous, concurrency) keeps starting conversations until the budget's time
+and count are both reached; an open loop (rate) schedules as many as the rate
+gives over the budget's time. An open loop records how late each conversation
+went out against its schedule, so a client that cannot keep up says so instead
+of quietly lowering the rate, and stops sending once its queue only grows
+(measure.saturation): the requests still in flight are cancelled and counted.
 """
 
 from __future__ import annotations
 
 import asyncio
+import math
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
-from typing import cast
+from dataclasses import dataclass, field
 
 import numpy as np
 
+from dlbench.measure.load_profile import CONCURRENCY, SYNCHRONOUS, LoadProfile
 from dlbench.measure.openai_stream import StreamedRequest
+from dlbench.measure.saturation import queue_only_grows
 
-SYNCHRONOUS, CONCURRENCY, RATE = "synchronous", "concurrency", "rate"
-PROFILES = (SYNCHRONOUS, CONCURRENCY, RATE)
-
-Send = Callable[[int], Awaitable[StreamedRequest]]
+Send = Callable[[int], Awaitable[list[StreamedRequest]]]  # conversation i: its turns
+# The saturation test runs at every this many arrivals (it sorts what it has seen)
+SATURATION_EVERY = 10
 
 
 @dataclass(frozen=True)
-class LoadProfile:
-    kind: str
-    concurrency: int = 1
-    rate: float | None = None  # requests per second (RATE)
-    burstiness: float = 1.0
+class Budget:
+    """How much load: conversations until `min_time_s` has passed and `min_count`
+    were started (a closed loop), or the rate's worth of `min_time_s`, at least
+    `min_count` (an open loop); never more than `max_count`."""
 
-    def __post_init__(self) -> None:
-        if self.kind not in PROFILES:
-            raise ValueError(f"unknown load profile {self.kind!r}; allowed: {', '.join(PROFILES)}")
-        if self.concurrency < 1:
-            raise ValueError(f"concurrency {self.concurrency}; allowed: 1 or more")
-        if self.kind == RATE and (self.rate is None or self.rate <= 0):
-            raise ValueError(f"rate {self.rate}; allowed: a number of requests/s above 0")
-        if self.burstiness <= 0:
-            raise ValueError(f"burstiness {self.burstiness:g}; allowed: above 0 (1: Poisson)")
+    min_time_s: float
+    min_count: int
+    max_count: int
 
-    def describe(self) -> str:
-        if self.kind == CONCURRENCY:
-            return f"concurrency {self.concurrency}"
-        if self.kind == RATE:
-            return f"{self.rate:g} requests/s (burstiness {self.burstiness:g})"
-        return SYNCHRONOUS
+    def open_loop_count(self, rate: float) -> int:
+        wanted = max(self.min_count, math.ceil(rate * self.min_time_s))
+        return min(wanted, self.max_count)
 
 
 @dataclass
 class LoadOutcome:
-    """Each request's record, in request order, and the run's own clock."""
+    """Every request's record (conversation by conversation, turns in order), and
+    the run's own clock."""
 
     requests: list[StreamedRequest]
     started_s: float
     ended_s: float
-    send_lag_s: list[float]  # RATE: how late each request went out (s); else empty
+    conversations: int
+    send_lag_s: list[float] = field(default_factory=list)  # RATE: how late each went out
+    saturated: str | None = None  # why an open loop stopped sending early
+    cancelled: int = 0  # conversations in flight when it stopped
 
     @property
     def duration_s(self) -> float:
@@ -72,49 +67,85 @@ class LoadOutcome:
 
 
 def arrival_offsets(rate: float, burstiness: float, count: int, seed: int) -> np.ndarray:
-    """Seconds from the run's start at which each of `count` requests is due."""
+    """Seconds from the run's start at which each of `count` conversations is due."""
     rng = np.random.default_rng(seed)
     gaps = rng.gamma(shape=burstiness, scale=1.0 / (rate * burstiness), size=count)
     gaps[0] = 0.0  # the first request opens the run
     return np.cumsum(gaps)
 
 
-async def drive(profile: LoadProfile, send: Send, count: int, seed: int) -> LoadOutcome:
-    """Send `count` requests (send(i) makes and sends the i-th) under `profile`."""
+async def drive(profile: LoadProfile, send: Send, budget: Budget, seed: int) -> LoadOutcome:
+    """Start conversations (send(i) runs the i-th) under `profile` within `budget`."""
+    if profile.kind in (SYNCHRONOUS, CONCURRENCY):
+        users = 1 if profile.kind == SYNCHRONOUS else profile.concurrency
+        return await _closed_loop(send, budget, users)
+    assert profile.rate is not None  # LoadProfile checked it
+    count = budget.open_loop_count(profile.rate)
+    return await _open_loop(send, arrival_offsets(profile.rate, profile.burstiness, count, seed))
+
+
+async def _closed_loop(send: Send, budget: Budget, users: int) -> LoadOutcome:
     started = time.perf_counter()
-    lags: list[float] = []
-    if profile.kind == SYNCHRONOUS:
-        requests = [await send(index) for index in range(count)]
-    elif profile.kind == CONCURRENCY:
-        requests = await _closed_loop(send, count, profile.concurrency)
-    else:
-        assert profile.rate is not None  # LoadProfile checked it
-        offsets = arrival_offsets(profile.rate, profile.burstiness, count, seed)
-        requests, lags = await _open_loop(send, offsets)
-    return LoadOutcome(requests, started, time.perf_counter(), lags)
+    done: dict[int, list[StreamedRequest]] = {}
+    next_index = 0
 
-
-async def _closed_loop(send: Send, count: int, concurrency: int) -> list[StreamedRequest]:
-    results: list[StreamedRequest | None] = [None] * count
-    next_index = iter(range(count))
+    def take() -> int | None:
+        nonlocal next_index
+        enough = next_index >= budget.min_count and (
+            time.perf_counter() - started >= budget.min_time_s
+        )
+        if enough or next_index >= budget.max_count:
+            return None
+        next_index += 1
+        return next_index - 1
 
     async def user() -> None:
-        for index in next_index:  # shared: each index is taken once
-            results[index] = await send(index)
+        while (index := take()) is not None:
+            done[index] = await send(index)
 
-    await asyncio.gather(*(user() for _ in range(min(concurrency, count))))
-    return cast("list[StreamedRequest]", results)  # every index was taken
+    await asyncio.gather(*(user() for _ in range(users)))
+    ended = time.perf_counter()
+    requests = [turn for index in sorted(done) for turn in done[index]]
+    return LoadOutcome(requests, started, ended, conversations=len(done))
 
 
-async def _open_loop(send: Send, offsets: np.ndarray) -> tuple[list[StreamedRequest], list[float]]:
-    loop_start = time.perf_counter()
-    tasks = []
+async def _open_loop(send: Send, offsets: np.ndarray) -> LoadOutcome:
+    started = time.perf_counter()
+    tasks: list[asyncio.Task[list[StreamedRequest]]] = []
+    arrival_s: list[float] = []
+    in_flight: list[int] = []
+    finished = 0
+
+    def count_finished(_: asyncio.Task[list[StreamedRequest]]) -> None:
+        nonlocal finished
+        finished += 1
+
+    saturated = None
     for index, offset in enumerate(offsets):
-        delay = loop_start + float(offset) - time.perf_counter()
+        delay = started + float(offset) - time.perf_counter()
         if delay > 0:
             await asyncio.sleep(delay)
-        tasks.append(asyncio.create_task(send(index)))
-    requests = list(await asyncio.gather(*tasks))
-    # late as the request really went out: a task starts only when the loop runs it
-    lags = [r.sent_s - loop_start - float(o) for r, o in zip(requests, offsets, strict=True)]
-    return requests, lags
+        task = asyncio.create_task(send(index))
+        task.add_done_callback(count_finished)
+        tasks.append(task)
+        arrival_s.append(time.perf_counter() - started)
+        in_flight.append(len(tasks) - finished)
+        if len(tasks) % SATURATION_EVERY == 0:
+            saturated = queue_only_grows(arrival_s, in_flight)
+            if saturated:
+                break
+    cancelled = 0
+    if saturated:
+        for task in tasks:
+            cancelled += task.cancel()  # True where it had not finished
+    outcomes = await asyncio.gather(*tasks, return_exceptions=True)
+    ended = time.perf_counter()
+    for outcome in outcomes:  # the client keeps every request's own error: this is a bug
+        if isinstance(outcome, BaseException) and not isinstance(outcome, asyncio.CancelledError):
+            raise outcome
+    kept = [(offset, turns) for offset, turns in zip(offsets, outcomes, strict=False)
+            if isinstance(turns, list)]  # fmt: skip
+    requests = [turn for _, turns in kept for turn in turns]
+    # late as the conversation really went out: a task starts only when the loop runs it
+    lags = [turns[0].sent_s - started - float(o) for o, turns in kept if turns]
+    return LoadOutcome(requests, started, ended, len(kept), lags, saturated, cancelled)

@@ -66,7 +66,7 @@ def run_generation(backend: Backend, job: Job, settings: Settings) -> Result:
         warmup_s=timing.warmup_s,
     )
     times = [TokenTimes(trace.started_s, trace.token_times_s) for trace in timed]
-    generation = _generation_record(record, token_latencies(times), job.batch_size, isl, osl)
+    generation = generation_record(record, token_latencies(times), job.batch_size, isl, osl)
     joules = result.details.energy.joules_per_sample if result.details.energy else None
     generation.energy_per_output_token_j = joules / osl if joules is not None else None
     generation.tokens = _token_check(job, traces)
@@ -79,7 +79,7 @@ def run_generation(backend: Backend, job: Job, settings: Settings) -> Result:
     return result
 
 
-def _generation_record(
+def generation_record(
     record: Generation, latencies: TokenLatencies, batch: int, isl: int, osl: int
 ) -> Generation:
     """The backend's record (converter, KV cache) with the timed generations' numbers."""

@@ -42,7 +42,8 @@ def result_from(
     stats = summarize(list(samples_s)) if samples_s else None
     if rate is None and stats is not None:
         rate = throughput(batch, stats)
-    real_work = case.framework != "null"
+    # the null backend does no work; a server's is its own, unknown to the client
+    real_work = case.framework != "null" and not job.workload.served
     flops = job.workload.flops_per_sample(job.params, case.mode) if real_work else None
     moved = job.workload.bytes_per_sample(job.params, case.mode) if real_work else None
     usage = reading.usage
@@ -54,7 +55,10 @@ def result_from(
         batch_size=batch,
         params=job.params,
         # time-to-train serves no queries: its case keeps the scenario it was given
-        scenario=case.scenario if job.workload.epoch_based else case.effective_scenario(batch),
+        # nor does a server's load: its profile is the case's own fields
+        scenario=case.scenario
+        if job.workload.epoch_based or job.workload.served
+        else case.effective_scenario(batch),
         latency_ms=stats,
         throughput=rate,
         primary_metric=job.workload.primary_metric,

@@ -46,6 +46,10 @@ def execute(case: Case, settings: Settings) -> Result:
             from dlbench.worker.epochs import run_epochs
 
             result = run_epochs(backend, job)
+        elif job.workload.served:
+            from dlbench.worker.endpoint_run import run_endpoint
+
+            result = run_endpoint(backend, job, settings)
         elif job.workload.generative:
             from dlbench.worker.generation import run_generation
 

@@ -112,6 +112,9 @@ class Workload(ABC):
     # Text generation: the worker's generation loop (worker.generation) times whole
     # generations token by token instead of a step.
     generative: ClassVar[bool] = False
+    # Requests to a server (--endpoint): the worker's endpoint loop (worker.endpoint_run)
+    # sends them; nothing runs in the worker but the client.
+    served: ClassVar[bool] = False
     # framework -> the compile modes this workload runs in there (default: all of
     # the framework's modes except the epoch-loop-only ones).
     compile_modes: ClassVar[Mapping[str, tuple[str, ...]]] = MappingProxyType({})

@@ -9,7 +9,9 @@ A case generates `osl` tokens after a prompt of `isl` seeded token ids, for
 `batch` prompts at once. End-of-sequence is never produced (the checkpoint's
 output rows of the special tokens are zero, so their logit is 0 while the
 largest of thousands of others is positive), so every engine does the same
-work and greedy decoding picks the same token wherever the logits agree.
+work and greedy decoding picks the same token wherever the logits agree. Nor is
+a byte token that is no UTF-8 character alone (their rows are zero too), so a
+server streams every output token as text.
 """
 
 from __future__ import annotations

@@ -101,10 +101,29 @@ def build_decoder(shape: DecoderShape, seed: int, device: str = "cpu", dtype: An
 
 
 def save_checkpoint(workload: str, seed: int, folder: Path) -> None:
-    """The workload's checkpoint and tokenizer, in transformers' folder layout."""
+    """The workload's checkpoint and tokenizer, in transformers' folder layout.
+
+    The output rows of the byte tokens that are no text alone (UTF-8's lead and
+    continuation bytes, which the synthetic corpus never merges into characters) are
+    zero too: a random model would pick them often (a quarter of llm-tiny's vocabulary),
+    and a server streams no text for them, holding them back for bytes that never
+    come. Every token is then text, as a trained model's nearly always is."""
     shape = SHAPES[workload]
-    build_decoder(shape, seed).save_pretrained(folder)
-    build_tokenizer(shape.vocab, seed).save_pretrained(folder)
+    model = build_decoder(shape, seed)
+    tokenizer = build_tokenizer(shape.vocab, seed)
+    with torch.no_grad():
+        model.lm_head.weight[partial_utf8_tokens(tokenizer)] = 0
+    model.save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+
+
+def partial_utf8_tokens(tokenizer: Any) -> list[int]:
+    """The ids whose bytes are not whole UTF-8 characters on their own."""
+    return [
+        token_id
+        for token_id in range(len(tokenizer))
+        if "\ufffd" in tokenizer.decode([token_id], skip_special_tokens=False)
+    ]
 
 
 def greedy_kwargs(osl: int) -> dict[str, Any]:

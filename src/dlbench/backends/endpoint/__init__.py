@@ -1,0 +1,1 @@
+"""The endpoint client: dlbench's own client of an OpenAI-compatible server."""

@@ -1,0 +1,110 @@
+"""Endpoint cases (--endpoint URL): the llm-requests workload on the endpoint client.
+
+`--endpoint URL` alone makes the plan: one case of llm-requests on `endpoint` per
+load asked for (a sweep of --concurrency or --request-rate gives several). The
+options only such a case takes are refused anywhere else, and the ones that
+exclude each other are refused together, each in one line naming what is allowed.
+Whether the server answers, lists the model and streams is asked in the parent
+before the run is stored (launch.endpoint_probe): that needs the network, and
+this room has no side effects.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from dlbench.errors import UserError
+from dlbench.measure.load_profile import LoadProfile
+from dlbench.measure.openai_api import COMPLETIONS
+from dlbench.spec.case import REMOTE_DEVICE, Case
+from dlbench.spec.cli_options import option_flag
+from dlbench.spec.digest import path_digest
+from dlbench.spec.registry import ENDPOINT_FRAMEWORK, ENDPOINT_WORKLOAD
+from dlbench.workloads.requests import tokenizer_file
+
+INSTALL = 'pip install "dlbench[llm-serving]"'
+# The Case fields only an endpoint case takes, by the option that sets them
+ENDPOINT_FIELDS = {
+    name: option_flag(Case, name)
+    for name in ("endpoint", "served_model", "concurrency", "request_rate", "burstiness",
+                 "ttft_ms", "tpot_ms", "slo_percentile", "tokenizer")
+}  # fmt: skip
+
+
+def endpoint_options_given(source: object) -> list[str]:
+    """The endpoint-only options a Case sets (the API counts where not its default)."""
+    given = [flag for name, flag in ENDPOINT_FIELDS.items() if getattr(source, name) is not None]
+    if getattr(source, "api", COMPLETIONS) != COMPLETIONS:
+        given.append(option_flag(Case, "api"))
+    return given
+
+
+def endpoint_entry(workloads: tuple[str, ...], frameworks: tuple[str, ...]) -> dict[str, Any]:
+    """The one suite entry --endpoint makes; another workload or framework is refused."""
+    for given, allowed, flag in ((workloads, ENDPOINT_WORKLOAD, "--workload"),
+                                 (frameworks, ENDPOINT_FRAMEWORK, "--framework")):  # fmt: skip
+        other = [name for name in given if name != allowed]
+        if other:
+            raise UserError(f"--endpoint sends {ENDPOINT_WORKLOAD} through the endpoint client; "
+                            f"{flag} {other[0]} is not taken (allowed: {allowed})")  # fmt: skip
+    return {"workload": ENDPOINT_WORKLOAD, "framework": ENDPOINT_FRAMEWORK}
+
+
+def validate_endpoint_case(case: Case) -> Case:
+    """An endpoint case whole and consistent; the other cases free of its options.
+    Returns the case with its tokenizer's digest."""
+    if case.framework != ENDPOINT_FRAMEWORK:
+        given = endpoint_options_given(case)
+        if given:
+            raise UserError(f"{', '.join(given)} go with --endpoint URL (an OpenAI-compatible "
+                            f"server); {case.framework} runs its model here")  # fmt: skip
+        return case
+    if case.endpoint is None:
+        raise UserError(f"the {ENDPOINT_FRAMEWORK} framework needs --endpoint URL (the server)")
+    if case.device not in ("auto", REMOTE_DEVICE):
+        raise UserError(f"an endpoint's work runs on its server: --device {case.device} is not "
+                        f"this client's; allowed: auto or {REMOTE_DEVICE}")  # fmt: skip
+    if case.scenario is not None or case.loadgen:
+        raise UserError("--scenario and --loadgen are MLPerf LoadGen's, for models run here; an "
+                        "endpoint's load is --concurrency N or --request-rate R")  # fmt: skip
+    _validate_load(case)
+    if case.find_peak and case.ttft_ms is None and case.tpot_ms is None:
+        raise UserError("--find-peak with --endpoint searches for the load whose SLOs hold: "
+                        "give --ttft-ms, --tpot-ms or both")  # fmt: skip
+    if case.slo_percentile is not None and case.ttft_ms is None and case.tpot_ms is None:
+        raise UserError("--slo-percentile is the percentile of --ttft-ms and --tpot-ms: "
+                        "give one of them")  # fmt: skip
+    return replace(case, tokenizer_digest=_tokenizer_digest(case.tokenizer))
+
+
+def _validate_load(case: Case) -> None:
+    if case.concurrency is not None and case.request_rate is not None:
+        raise UserError("--concurrency (a closed loop) and --request-rate (an open loop) are "
+                        "two load profiles; give one")  # fmt: skip
+    if case.burstiness is not None and case.request_rate is None:
+        raise UserError("--burstiness shapes --request-rate's arrivals; give --request-rate")
+    try:
+        LoadProfile.of(case.concurrency, case.request_rate, case.burstiness)
+    except ValueError as exc:
+        raise UserError(f"--endpoint load: {exc}") from None
+
+
+def _tokenizer_digest(tokenizer: str | None) -> str | None:
+    if tokenizer is None:
+        return None
+    path = tokenizer_file(Path(tokenizer))
+    if not path.is_file():
+        raise UserError(f"--tokenizer {tokenizer}: no tokenizer.json there (a tokenizers file, "
+                        "or the model folder holding one)")  # fmt: skip
+    try:
+        from tokenizers import Tokenizer
+    except ImportError:
+        raise UserError(f"--tokenizer needs the tokenizers package: {INSTALL}") from None
+    try:
+        Tokenizer.from_file(str(path))
+    except Exception as exc:  # the library's own parse errors: the user's file
+        raise UserError(f"--tokenizer {tokenizer}: not a tokenizers file "
+                        f"({str(exc).splitlines()[0][:120]})") from None  # fmt: skip
+    return path_digest(path)

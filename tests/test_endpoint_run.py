@@ -1,0 +1,177 @@
+"""`dlbench run --endpoint URL`: a real OpenAI-compatible server (llama-cpp-python's,
+serving llm-tiny on the loopback address) under each load profile, its SLOs judged,
+the requests sent stored beside the run, and every bad input refused in one line."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from pathlib import Path
+
+import pytest
+from conftest import cli, dlbench, free_port
+
+from dlbench.measure.saturation import queue_only_grows
+from dlbench.workloads.requests import LLM_REQUESTS, RequestSet, TokenizerText, WordText
+
+SMALL = ["--param", "isl=16", "--param", "osl=8"]
+
+
+def run_endpoint(tmp_path: Path, url: str, *args: str) -> dict:
+    out = tmp_path / "run.json"
+    proc = dlbench("run", "--endpoint", url, *SMALL, "--json", str(out), "-q", *args)
+    assert proc.returncode in (0, 1), proc.stderr
+    return json.loads(out.read_text())["results"][0]
+
+
+def test_a_concurrency_run_measures_every_request_and_judges_its_slos(tmp_path, llama_server):
+    result = run_endpoint(tmp_path, llama_server, "--concurrency", "2", "--min-time", "0.5",
+                          "--min-iters", "8", "--ttft-ms", "30000",
+                          "--tpot-ms", "30000")  # fmt: skip
+    assert result["status"] == "ok", result["error"]
+    load, tokens = result["details"]["endpoint"], result["details"]["generation"]
+    # the model the server lists was filled in, and is part of the stored case
+    assert result["case"]["served_model"] == "llm-tiny" and load["served_model"] == "llm-tiny"
+    assert result["case"]["device"] == "remote" and load["profile"] == "concurrency 2"
+    assert load["requests"] == load["ok"] == load["conversations"] >= 8
+    assert not load.get("errors") and not load.get("short_answers")
+    # this server streams no usage: it says it stopped at max_tokens, so 8 tokens each
+    assert load["tokens_counted_by"] == "max_tokens (finish_reason length)"
+    assert load["output_tokens_mean"] == 8
+    assert load["output_tokens_per_s"] == pytest.approx(8 * load["requests_per_s"])
+    # bounds no request misses: every request is good, goodput is the answered rate
+    assert load["slo_holds"] is True and load["slo_met_share"] == 1.0
+    assert load["goodput_per_s"] == pytest.approx(load["requests_per_s"])
+    assert result["throughput"] == pytest.approx(load["requests_per_s"])
+    assert 0 < tokens["ttft_p50_ms"] <= tokens["e2e_p50_ms"] and tokens["tpot_p50_ms"] > 0
+    assert tokens["generations"] == load["ok"] and len(result["samples_ms"]) == load["ok"]
+    assert "over-slo" not in result["flags"] and "interference" not in result["flags"]
+    assert result["details"]["energy"]["unmeasurable"]  # the work is the server's
+    # the requests sent are kept beside the run, as the digest says
+    dataset = Path(load["dataset_file"]).read_bytes()
+    assert hashlib.sha256(dataset).hexdigest() == load["dataset_digest"]
+    lines = [json.loads(line) for line in dataset.decode().splitlines()]
+    assert [line["index"] for line in lines] == list(range(load["conversations"]))
+
+
+def test_bounds_no_request_keeps_give_no_goodput_and_a_flag(tmp_path, llama_server):
+    result = run_endpoint(tmp_path, llama_server, "--min-time", "0", "--min-iters", "4",
+                          "--ttft-ms", "0.001", "--slo-percentile", "50")  # fmt: skip
+    load = result["details"]["endpoint"]
+    assert result["status"] == "ok" and load["profile"] == "synchronous"
+    assert load["slo_holds"] is False and load["slo_met_share"] == 0.0
+    assert load["goodput_per_s"] == 0.0 and load["slo_percentile"] == 50.0
+    assert "over-slo" in result["flags"]
+
+
+def test_an_open_loop_sends_multi_turn_conversations_with_shared_prefixes(
+    tmp_path, llama_server, llama_checkpoint
+):
+    result = run_endpoint(
+        tmp_path, llama_server, "--api", "chat", "--request-rate", "40", "--burstiness", "2",
+        "--min-time", "0.25", "--min-iters", "6", "--tokenizer", str(llama_checkpoint),
+        "--param", "turns=2", "--param", "prefix_pct=50", "--param", "prefixes=2",
+        "--param", "range_pct=25",
+    )  # fmt: skip
+    assert result["status"] == "ok", result["error"]
+    load = result["details"]["endpoint"]
+    assert load["api"] == "chat" and load["profile"] == "40 requests/s (burstiness 2)"
+    # 40/s over 0.25 s is 10 conversations, of two turns each
+    assert load["conversations"] == 10 and load["requests"] == load["ok"] == 20
+    assert load["send_lag_p99_ms"] is not None and load["send_lag_p99_ms"] < 250
+    lines = [json.loads(x) for x in Path(load["dataset_file"]).read_text().splitlines()]
+    assert all(len(line["turns"]) == 2 for line in lines)
+    by_group: dict[int, list[str]] = {}
+    for line in lines:  # half of isl=16: an 8-token prefix per group
+        by_group.setdefault(line["prefix_group"], []).append(line["turns"][0]["text"])
+    shared = {group: os.path.commonprefix(texts) for group, texts in by_group.items()}  # noqa: RUF071
+    assert sorted(shared) == [0, 1] and all(len(prefix) >= 8 for prefix in shared.values())
+    assert not shared[0].startswith(shared[1][:8])
+    lengths = [turn["tokens"] for line in lines for turn in line["turns"]]
+    assert min(lengths) >= 12 and max(lengths) <= 20 and len(set(lengths)) > 1
+
+
+def test_a_rate_the_server_cannot_keep_is_stopped_and_said_so(tmp_path, llama_server):
+    result = run_endpoint(tmp_path, llama_server, "--request-rate", "500", "--min-time", "4",
+                          "--param", "osl=64")  # fmt: skip
+    load = result["details"]["endpoint"]
+    assert result["status"] == "failed" and result["error"].startswith("saturated: ")
+    assert "does not keep this rate" in result["error"] and load["cancelled"] > 0
+    assert load["conversations"] < 500 * 4  # it stopped sending long before the end
+
+
+def test_request_sets_are_seeded_and_sized_by_the_tokenizer(llama_checkpoint):
+    params = LLM_REQUESTS.resolve_params("cpu", {"isl": 24, "osl": 4, "range_pct": 50})
+    sized = RequestSet(params, 7, TokenizerText(llama_checkpoint))
+    again = RequestSet(params, 7, TokenizerText(llama_checkpoint))
+    assert sized.conversation(3) == again.conversation(3) != sized.conversation(4)
+    assert sized.conversation(3, warmup=True) != sized.conversation(3)
+    for index in range(20):
+        turn = sized.conversation(index).turns[0]
+        assert 12 <= turn.tokens <= 36 and 2 <= turn.output_tokens <= 6
+        # a prompt cut to its length in tokens re-encodes to about that length
+        assert abs(sized.text.count(turn.text) - turn.tokens) <= 2
+    words = RequestSet(params, 7, WordText()).conversation(0).turns[0]
+    assert len(words.text.split()) == words.tokens
+
+
+def test_a_queue_that_only_grows_is_saturation_and_a_steady_one_is_not():
+    times = [i * 0.01 for i in range(200)]
+    assert queue_only_grows(times, [1 + i // 4 for i in range(200)]) is not None
+    steady = [5 + (i * 7919) % 5 for i in range(200)]  # wanders between 5 and 9
+    assert queue_only_grows(times, steady) is None
+    # a ramp that settles (the first half is left out as the ramp)
+    assert queue_only_grows(times, [min(i, 30) for i in range(200)]) is None
+    assert queue_only_grows(times[:20], [i for i in range(20)]) is None  # too few to say
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--ttft-ms", "0"], "expected a number > 0, got 0"),
+        (["--tpot-ms", "-5"], "expected a number > 0, got -5"),
+        (["--concurrency", "2", "--request-rate", "3"], "two load profiles; give one"),
+        (["--burstiness", "0.5"], "--burstiness shapes --request-rate's arrivals"),
+        (["--find-peak"], "give --ttft-ms, --tpot-ms or both"),
+        (["--slo-percentile", "100", "--ttft-ms", "5"], "a percentile in (0, 100)"),
+        (["--slo-percentile", "90"], "--slo-percentile is the percentile of --ttft-ms"),
+        (["--scenario", "server"], "an endpoint's load is --concurrency N or --request-rate R"),
+        (["-w", "mlp"], "--workload mlp is not taken (allowed: llm-requests)"),
+        (["--device", "cuda"], "allowed: auto or remote"),
+        (["--param", "turns=65"], "parameter turns=65; allowed: up to 64"),
+        (["--tokenizer", "/no/such/tokenizer"], "no tokenizer.json there"),
+    ],
+)
+def test_bad_endpoint_options_exit_2_before_anything_is_sent(args, message):
+    proc = cli("run", "--endpoint", f"http://127.0.0.1:{free_port()}", *args)
+    assert proc.returncode == 2, proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and message in lines[0], proc.stderr
+
+
+def test_endpoint_options_elsewhere_and_bad_urls_exit_2():
+    for args, message in (
+        (["-w", "mlp", "-f", "null", "--concurrency", "4"], "--concurrency go with --endpoint"),
+        (["--endpoint", "ftp://host"], "expected an http:// or https:// URL with a host"),
+        (["--endpoint", "http://host:99999"], "expected a port from 0 to 65535"),
+    ):
+        proc = cli("run", *args)
+        assert proc.returncode == 2 and message in proc.stderr, proc.stderr
+        assert len(proc.stderr.strip().splitlines()) == 1
+
+
+def test_a_server_that_cannot_be_measured_exits_2_naming_why(
+    tmp_path, llama_server, json_only_server
+):
+    nothing = f"http://127.0.0.1:{free_port()}"
+    for args, message in (
+        ([nothing], f"--endpoint {nothing}: cannot connect (ConnectError"),
+        ([llama_server, "--served-model", "gpt-9"], "does not serve it; allowed: llm-tiny"),
+        ([json_only_server], "a one-token streamed request failed: not a stream"),
+    ):
+        proc = cli("run", "--endpoint", *args, "--db", str(tmp_path / "store.sqlite"))
+        assert proc.returncode == 2, proc.stderr
+        lines = proc.stderr.strip().splitlines()
+        assert len(lines) == 1 and message in lines[0], proc.stderr
+    assert not (tmp_path / "store.sqlite").exists()  # no run was stored for any of them
