@@ -64,7 +64,7 @@ def sample_text(option: CliOption) -> str:
     few texts that its reader takes (no table of fields: a new axis is covered too)."""
     if option.vocabulary is not None:
         return next(iter(option.vocabulary))
-    for text in ("1", "99", "size=1", "x"):
+    for text in ("1", "99", "size=1", "x", "http://localhost:8000"):
         try:
             option.parse(text) if option.parse is not None else text
         except ValueError:
@@ -154,7 +154,9 @@ def test_a_generic_axis_is_named_only_by_its_field_its_check_and_its_use():
             for path in (source / room).rglob("*.py")
             if pattern.search(path.read_text(encoding="utf-8"))
         )
-        assert named in ([], ["plan/validate.py"]), f"{name} is spelled in {named}"
+        # the validation of a case, and of an endpoint's (plan.endpoint_cases)
+        checks = {"plan/validate.py", "plan/endpoint_cases.py"}
+        assert set(named) <= checks, f"{name} is spelled in {named}"
 
 
 def test_transfer_is_a_per_framework_axis():
@@ -167,6 +169,9 @@ def plain_case(framework: str, **values: object) -> Case:
     workload = "mlp" if info.supports("mlp", "infer") else info.supported_workloads()[0]
     if info.max_batch is not None:  # llama-cpp: one sequence
         values.setdefault("batch_size", info.max_batch)
+    if framework == registry.ENDPOINT_FRAMEWORK:  # the client needs its server
+        values.setdefault("endpoint", "http://localhost:8000")
+        values.setdefault("device", "auto")
     return make_case(framework=framework, workload=workload, compile=info.default_compile,
                      **values)  # fmt: skip
 

@@ -130,7 +130,7 @@ def _endpoint(result: Result) -> str:
         verdict = "held" if load.slo_holds else "missed"
         parts.append(f"goodput {fmt(load.goodput_per_s)}/s (SLO {verdict})")
     if load.peak_axis is not None:
-        found = "none held" if load.peak is None else f"{load.peak:g}"
+        found = "none held" if load.peak is None else fmt(load.peak)
         parts.append(f"peak {load.peak_axis} {found}")
     failed = sum(load.errors.values())
     if failed:

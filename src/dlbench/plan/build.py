@@ -83,6 +83,7 @@ class RunRequest:
     # Settings field -> value, each from its own option
     settings: tuple[tuple[str, Any], ...] = ()
     model: str | None = None
+    endpoint: str | None = None  # --endpoint URL: its own case (plan.endpoint_cases)
     inputs: tuple[tuple[str, str], ...] = field(default=(), metadata={"flag": "--input"})
     input_data: str | None = None
     trust_model: bool = False
@@ -173,7 +174,7 @@ def build_plan(request: RunRequest) -> Plan:
     _check_sweeps(request)
     if request.model is None and (request.inputs or request.input_data or request.trust_model):
         raise UserError(MODEL_OPTIONS)
-    endpoint = dict(request.axes).get("endpoint")
+    endpoint = request.endpoint
     if request.model is not None:
         spec = _model_suite(request)
     elif endpoint is not None and request.suite is None:
@@ -232,7 +233,7 @@ def _check_sweeps(request: RunRequest) -> None:
 def _check_serving_options(request: RunRequest) -> None:
     """Server options need a server scenario; --samples-per-query is the multi-stream batch."""
     given = server_options_given(request)
-    if dict(request.axes).get("endpoint") is not None:  # --find-peak is the endpoint's too
+    if request.endpoint is not None:  # --find-peak is the endpoint's too
         given = [flag for flag in given if flag != SERVER_FIELDS["find_peak"]]
     if given and request.scenarios and "server" not in request.scenarios:
         refuse_server_options(given)
@@ -443,6 +444,7 @@ def _shared_fields(
             request.interop_threads, suite_settings.get("interop_threads")
         ),
         "options": tuple(sorted((k, str(v)) for k, v in options.items())),
+        **({"endpoint": request.endpoint} if request.endpoint is not None else {}),
     }
 
 

@@ -56,7 +56,7 @@ class LoadOutcome:
     requests: list[StreamedRequest]
     started_s: float
     ended_s: float
-    conversations: int
+    conversations: int  # started
     send_lag_s: list[float] = field(default_factory=list)  # RATE: how late each went out
     saturated: str | None = None  # why an open loop stopped sending early
     cancelled: int = 0  # conversations in flight when it stopped
@@ -148,4 +148,5 @@ async def _open_loop(send: Send, offsets: np.ndarray) -> LoadOutcome:
     requests = [turn for _, turns in kept for turn in turns]
     # late as the conversation really went out: a task starts only when the loop runs it
     lags = [turns[0].sent_s - started - float(o) for o, turns in kept if turns]
-    return LoadOutcome(requests, started, ended, len(kept), lags, saturated, cancelled)
+    # every conversation started counts, those cancelled too (they have no record)
+    return LoadOutcome(requests, started, ended, len(tasks), lags, saturated, cancelled)

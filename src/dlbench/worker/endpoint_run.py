@@ -26,13 +26,14 @@ import httpx
 
 from dlbench.backends.base import Backend, Job
 from dlbench.measure.instruments import Instruments, Reading
-from dlbench.measure.load_profile import LoadProfile
+from dlbench.measure.load_profile import CONCURRENCY, POISSON, RATE, LoadProfile
 from dlbench.measure.openai_api import request_body
 from dlbench.measure.openai_stream import CONNECT_TIMEOUT_S, StreamedRequest, stream_request
+from dlbench.measure.peak_search import Found, Search
 from dlbench.measure.stats import percentile
 from dlbench.measure.token_latency import TokenTimes, token_latencies
-from dlbench.results.details import Details, EndpointLoad, Generation
-from dlbench.results.records import STATUS_FAILED, Result
+from dlbench.results.details import Details, EndpointLoad, Generation, LoadStep
+from dlbench.results.records import STATUS_FAILED, STATUS_OK, Result
 from dlbench.spec.case import DEFAULT_SLO_PERCENTILE, Case, Settings
 from dlbench.worker.endpoint_load import Budget, LoadOutcome, drive
 from dlbench.worker.files import case_files_dir
@@ -59,20 +60,28 @@ COUNTED_BY = (USAGE, LENGTH, TOKENIZER, CHUNKS)
 
 @dataclass
 class Loaded:
-    """One load's outcome and its instruments' reading."""
+    """One load: its outcome, its instruments' reading, and what was judged of it."""
 
     outcome: LoadOutcome
     reading: Reading
+    profile: LoadProfile
+    offset: int  # the index of its first conversation
+    record: EndpointLoad
+    times: list[TokenTimes]  # the answered requests' clocks
+
+    @property
+    def holds(self) -> bool:
+        return bool(self.record.slo_holds)
 
 
 class Session:
     """The requests of one case, sent on one client."""
 
-    def __init__(self, case: Case, requests: RequestSet, client: httpx.AsyncClient) -> None:
+    def __init__(self, case: Case, requests: RequestSet, client: httpx.AsyncClient,
+                 device: str) -> None:  # fmt: skip
         assert case.endpoint is not None and case.served_model is not None  # the plan's
-        self.case, self.requests, self.client = case, requests, client
+        self.case, self.requests, self.client, self.device = case, requests, client, device
         self.url, self.model = case.endpoint, case.served_model
-        self.server_header: str | None = None
 
     async def conversation(self, conversation: Conversation) -> list[StreamedRequest]:
         """Its turns in order, each prompt the conversation so far; a failed turn
@@ -97,16 +106,21 @@ class Session:
         return records
 
     async def load(self, profile: LoadProfile, budget: Budget, seed: int,
-                   device: str) -> Loaded:  # fmt: skip
+                   offset: int = 0) -> Loaded:  # fmt: skip
+        """One load; its conversations start at `offset` (each try of a search sends
+        requests of its own: a server's prefix cache would serve repeats faster)."""
+
         async def send(index: int) -> list[StreamedRequest]:
-            return await self.conversation(self.requests.conversation(index))
+            return await self.conversation(self.requests.conversation(offset + index))
 
         # the device is the server's: energy is metered where the work runs, or said
         # to be unmeasurable from here
-        instruments = Instruments(device)
+        instruments = Instruments(self.device)
         instruments.start()
         outcome = await drive(profile, send, budget, seed)
-        return Loaded(outcome, instruments.stop())
+        reading = instruments.stop()
+        record, times = judged(self.case, outcome, profile, self.requests.text)
+        return Loaded(outcome, reading, profile, offset, record, times)
 
 
 def client_for(settings: Settings) -> httpx.AsyncClient:
@@ -122,30 +136,93 @@ def prompt_text(case: Case) -> PromptText:
 
 
 def run_endpoint(backend: Backend, job: Job, settings: Settings) -> Result:
-    """Warm the server up, put the case's load on it, and judge its SLOs."""
+    """Warm the server up, put the case's load on it (or search the highest load whose
+    SLOs hold), and judge its SLOs. One event loop and one client for it all, so
+    every load finds the connections the warm-up opened."""
     case = job.case
-    text = prompt_text(case)
-    requests = RequestSet(job.params, job.seed, text)
-    profile = LoadProfile.of(case.concurrency, case.request_rate, case.burstiness)
+    requests = RequestSet(job.params, job.seed, prompt_text(case))
     budget = Budget(settings.min_time_s, settings.min_iters, MAX_CONVERSATIONS)
-
-    async def measure() -> tuple[list[StreamedRequest], Loaded]:
-        async with client_for(settings) as client:
-            session = Session(case, requests, client)
-            warm = await session.warm_up(settings.warmup_iters)
-            report_progress(f"warmed up: {len(warm)} requests; {profile.describe()}")
-            return warm, await session.load(profile, budget, job.seed, job.device)
-
     setup_start = time.perf_counter()
-    warm, loaded = asyncio.run(measure())
-    return endpoint_result(job, loaded, warm, text, requests, profile, setup_start)
+    loop = asyncio.new_event_loop()
+    client = client_for(settings)
+    try:
+        session = Session(case, requests, client, job.device)
+        warm = loop.run_until_complete(session.warm_up(settings.warmup_iters))
+        report_progress(f"warmed up: {len(warm)} requests")
+        if case.find_peak:
+            found = find_peak(session, loop, budget, job.seed, warm)
+            loaded = found.reported
+        else:
+            profile = LoadProfile.of(case.concurrency, case.request_rate, case.burstiness)
+            loaded = loop.run_until_complete(session.load(profile, budget, job.seed))
+    finally:
+        loop.run_until_complete(client.aclose())
+        loop.close()
+    result = endpoint_result(job, loaded, warm, requests, setup_start)
+    if case.find_peak:
+        _record_search(result, found)
+        _fail_where_unusable(result, loaded.record, searched=True)
+    return result
 
 
-def endpoint_result(job: Job, loaded: Loaded, warm: list[StreamedRequest], text: PromptText,
-                    requests: RequestSet, profile: LoadProfile,
-                    setup_start: float) -> Result:  # fmt: skip
-    """The Result of one load: e2e latency samples, token latencies, the SLO verdict."""
-    case, outcome = job.case, loaded.outcome
+def find_peak(session: Session, loop: asyncio.AbstractEventLoop, budget: Budget, seed: int,
+              warm: list[StreamedRequest]) -> Found[Loaded]:  # fmt: skip
+    """The highest concurrency (where the case gives one to start from) or request
+    rate (from the case's, else from what one user got in the warm-up) whose SLOs
+    hold."""
+    case = session.case
+    if case.concurrency is not None:
+        search = Search(start=case.concurrency, floor=1, whole=True)
+    else:
+        start = case.request_rate or _one_user_rate(warm)
+        search = Search(start=start, floor=start / 64)
+    tries = 0
+
+    def try_at(load: float) -> Loaded:
+        nonlocal tries
+        if search.whole:
+            profile = LoadProfile(CONCURRENCY, concurrency=int(load))
+        else:
+            profile = LoadProfile(RATE, rate=load, burstiness=case.burstiness or POISSON)
+        loaded = loop.run_until_complete(
+            session.load(profile, budget, seed, offset=tries * MAX_CONVERSATIONS)
+        )
+        tries += 1
+        verdict = "holds" if loaded.holds else "misses"
+        report_progress(f"find-peak try {tries}: {profile.describe()}: {verdict} the SLOs")
+        return loaded
+
+    return search.run(try_at)
+
+
+def _one_user_rate(warm: list[StreamedRequest]) -> float:
+    """Requests a second one user got in the warm-up: where a rate search starts."""
+    spans = [r.done_s - r.sent_s for r in warm if r.ok and r.done_s is not None]
+    return 1.0 / (sum(spans) / len(spans)) if spans else 1.0
+
+
+def _record_search(result: Result, found: Found[Loaded]) -> None:
+    record = result.details.endpoint
+    assert record is not None
+    record.peak_axis = CONCURRENCY if found.reported.profile.kind == CONCURRENCY else RATE
+    record.peak = found.peak
+    record.peak_confirmed = found.note is None and found.peak is not None
+    record.peak_note = found.note
+    record.tries = [_step(load, loaded) for load, loaded in found.tries]
+
+
+def _step(load: float, loaded: Loaded) -> LoadStep:
+    record = loaded.record
+    ttft, tpot = slo_percentiles(loaded.times, record.slo_percentile or DEFAULT_SLO_PERCENTILE)
+    return LoadStep(load=load, holds=loaded.holds, requests_per_s=record.requests_per_s,
+                    goodput_per_s=record.goodput_per_s, ttft_ms=ttft, tpot_ms=tpot,
+                    errors=record.requests - record.ok, saturated=record.saturated)  # fmt: skip
+
+
+def judged(case: Case, outcome: LoadOutcome, profile: LoadProfile,
+           text: PromptText) -> tuple[EndpointLoad, list[TokenTimes]]:  # fmt: skip
+    """What a load did: counts, errors, rates, the SLO verdict; and the answered
+    requests' clocks."""
     done = [r for r in outcome.requests if r.ok]
     counted, counted_by = _output_tokens(done, text)
     times = [TokenTimes(r.sent_s, r.chunk_times_s, n) for r, n in zip(done, counted, strict=True)]
@@ -168,26 +245,34 @@ def endpoint_result(job: Job, loaded: Loaded, warm: list[StreamedRequest], text:
     )
     _rates(record, done, counted, outcome.duration_s)
     judge_slos(record, case, times, outcome.duration_s)
-    record.dataset_file, record.dataset_digest = _write_dataset(requests, outcome.conversations)
     if outcome.send_lag_s:
         record.send_lag_p99_ms = percentile(sorted(outcome.send_lag_s), 99) * 1000.0
-    samples_s = [t.e2e_s for t in times]
+    return record, times
+
+
+def endpoint_result(job: Job, loaded: Loaded, warm: list[StreamedRequest],
+                    requests: RequestSet, setup_start: float) -> Result:  # fmt: skip
+    """The Result of one load: e2e latency samples, token latencies, the SLO verdict,
+    and the requests it sent, kept beside the run."""
+    outcome, record, times = loaded.outcome, loaded.record, loaded.times
+    record.dataset_file, record.dataset_digest = _write_dataset(
+        requests, loaded.offset, outcome.conversations
+    )
     result = result_from(
         job,
         loaded.reading,
-        samples_s,
+        [t.e2e_s for t in times],
         device=job.device,
         batch=1,
-        samples_done=len(done),
+        samples_done=record.ok,
         details=Details(),
         rate=record.requests_per_s,
         warmup_s=[r.done_s - r.sent_s for r in warm if r.done_s is not None],
     )
-    isl = round(record.prompt_tokens_mean or job.params["isl"])
-    latencies = token_latencies(times) if times else None
-    if latencies is not None:
+    if times:
+        isl = round(record.prompt_tokens_mean or job.params["isl"])
         result.details.generation = generation_record(
-            Generation(), latencies, 1, isl, job.params["osl"]
+            Generation(), token_latencies(times), 1, isl, job.params["osl"]
         )
     result.details.endpoint = record
     result.details.loop_wall_s = outcome.duration_s
@@ -277,10 +362,10 @@ def _within(times: TokenTimes, case: Case) -> bool:
     return case.tpot_ms is None or tpot is None or tpot * 1000.0 <= case.tpot_ms
 
 
-def _write_dataset(requests: RequestSet, conversations: int) -> tuple[str, str]:
+def _write_dataset(requests: RequestSet, offset: int, conversations: int) -> tuple[str, str]:
     """The conversations sent, one JSON line each, beside the run; and their digest."""
     lines = []
-    for index in range(conversations):
+    for index in range(offset, offset + conversations):
         conversation = requests.conversation(index)
         lines.append(json.dumps(asdict(conversation), separators=(",", ":")))
     data = ("\n".join(lines) + "\n").encode("utf-8")
@@ -291,8 +376,16 @@ def _write_dataset(requests: RequestSet, conversations: int) -> tuple[str, str]:
     return str(path), hashlib.sha256(data).hexdigest()
 
 
-def _fail_where_unusable(result: Result, record: EndpointLoad) -> None:
-    """No answered request, or a saturated server: the numbers describe no steady load."""
+def _fail_where_unusable(result: Result, record: EndpointLoad, searched: bool = False) -> None:
+    """No answered request, or a saturated server: the numbers describe no steady load.
+    A search's result is its reported try: it fails only where no load held at all."""
+    if searched:
+        if record.peak is None:
+            result.status = STATUS_FAILED
+            result.error = f"no load kept the SLOs: {record.peak_note}"
+        else:
+            result.status, result.error = STATUS_OK, None
+        return
     if record.saturated:
         result.status, result.error = STATUS_FAILED, f"saturated: {record.saturated}"
     elif not record.ok:

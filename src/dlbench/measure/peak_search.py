@@ -1,0 +1,86 @@
+"""The highest load that still holds: a search by growth, then bisection, then a
+confirming run.
+
+Starting at `start`, the load grows by `growth` until a try fails; then the gap
+between the highest passing load and the lowest failing one is halved until it is
+within `precision` of the failing one (for whole loads, until they are adjacent);
+the load found must pass a second time (a short run's percentile hangs on a few
+slow requests), or the search goes on below it. With no passing load yet, the
+load halves until one passes, or it gives up below `floor`.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Generic, Protocol, TypeVar
+
+
+class Try(Protocol):
+    @property
+    def holds(self) -> bool: ...
+
+
+T = TypeVar("T", bound=Try)
+
+
+@dataclass
+class Found(Generic[T]):
+    tries: list[tuple[float, T]]  # every load tried, in order, with its outcome
+    peak: float | None  # the highest load that held, confirmed or not; None: none held
+    reported: T  # the confirming try, else the best passing, else the lowest tried
+    note: str | None  # why the peak is not confirmed, where it is not
+
+
+@dataclass(frozen=True)
+class Search:
+    start: float
+    floor: float
+    whole: bool = False  # loads are whole numbers (a concurrency)
+    growth: float = 2.0
+    precision: float = 0.05
+    max_tries: int = 12
+
+    def run(self, try_at: Callable[[float], T]) -> Found[T]:
+        tries: list[tuple[float, T]] = []
+        low: float | None = None
+        high: float | None = None
+        load, confirming = self._rounded(self.start), False
+        while len(tries) < self.max_tries:
+            outcome = try_at(load)
+            tries.append((load, outcome))
+            if outcome.holds and confirming:
+                return Found(tries, load, outcome, None)
+            if outcome.holds:
+                low = load
+            else:
+                high = load if high is None else min(high, load)
+                passed = [x for x, t in tries if t.holds and x < high]
+                low = max(passed, default=None)
+            if low is None and high is not None and load / 2 < self.floor:
+                return Found(tries, None, outcome, f"no load down to {load:g} held")
+            load, confirming = self._next(load, low, high)
+        return self._unconfirmed(tries, high)
+
+    def _next(self, load: float, low: float | None, high: float | None) -> tuple[float, bool]:
+        if high is None:
+            return self._rounded(load * self.growth), False
+        if low is None:
+            return self._rounded(high / 2), False
+        close = high - low <= 1 if self.whole else high - low <= self.precision * high
+        if close:
+            return low, True
+        return self._rounded((low + high) / 2), False
+
+    def _rounded(self, load: float) -> float:
+        return float(max(1, math.floor(load))) if self.whole else load
+
+    def _unconfirmed(self, tries: list[tuple[float, T]], high: float | None) -> Found[T]:
+        passing = [(x, t) for x, t in tries if t.holds and (high is None or x < high)]
+        if passing:
+            load, outcome = max(passing, key=lambda pair: pair[0])
+            return Found(tries, load, outcome, f"{load:g} held once, not confirmed in "
+                                               f"{len(tries)} tries")  # fmt: skip
+        load, outcome = min(tries, key=lambda pair: pair[0])
+        return Found(tries, None, outcome, f"no load tried (down to {load:g}) held")
