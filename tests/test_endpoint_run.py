@@ -124,6 +124,19 @@ def test_find_peak_searches_the_highest_concurrency_whose_slos_hold(tmp_path, ll
     assert result["case"]["find_peak"] is True and result["case"]["concurrency"] == 4
 
 
+def test_a_sweep_of_users_is_a_case_for_each(tmp_path, llama_server):
+    out = tmp_path / "sweep.json"
+    proc = dlbench("run", "--endpoint", llama_server, *SMALL, "--sweep", "concurrency=1,3",
+                   "--min-time", "0", "--min-iters", "6", "--json", str(out), "-q")  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    results = json.loads(out.read_text())["results"]
+    assert [r["case"]["concurrency"] for r in results] == [1, 3]
+    assert [r["details"]["endpoint"]["profile"] for r in results] == [
+        "concurrency 1", "concurrency 3",
+    ]  # fmt: skip
+    assert all(r["status"] == "ok" and r["details"]["endpoint"]["ok"] >= 6 for r in results)
+
+
 def test_request_sets_are_seeded_and_sized_by_the_tokenizer(llama_checkpoint):
     params = LLM_REQUESTS.resolve_params("cpu", {"isl": 24, "osl": 4, "range_pct": 50})
     sized = RequestSet(params, 7, TokenizerText(llama_checkpoint))
@@ -164,6 +177,8 @@ def test_a_queue_that_only_grows_is_saturation_and_a_steady_one_is_not():
         (["--device", "cuda"], "allowed: auto or remote"),
         (["--param", "turns=65"], "parameter turns=65; allowed: up to 64"),
         (["--tokenizer", "/no/such/tokenizer"], "no tokenizer.json there"),
+        (["--sweep", "rate=1,2", "--request-rate", "3"], "--sweep rate and --request-rate both"),
+        (["--sweep", "rate=1,2", "--sweep", "concurrency=2"], "two load profiles; give one"),
     ],
 )
 def test_bad_endpoint_options_exit_2_before_anything_is_sent(args, message):
@@ -177,6 +192,7 @@ def test_endpoint_options_elsewhere_and_bad_urls_exit_2():
     for args, message in (
         (["-w", "mlp", "-f", "null", "--concurrency", "4"], "--concurrency go with --endpoint"),
         (["--endpoint", "ftp://host"], "expected an http:// or https:// URL with a host"),
+        (["-w", "mlp", "-f", "null", "--sweep", "rate=1,2"], "an endpoint's load; give --endpoint"),
         (["--endpoint", "http://host:99999"], "expected a port from 0 to 65535"),
     ):
         proc = cli("run", *args)

@@ -251,8 +251,9 @@ def add_plan_options(groups: dict[str, argparse._ArgumentGroup]) -> None:
         default=[],
         type=sweep_spec,
         metavar="AXIS=V1,V2",
-        help="several values of an axis, for latency-throughput curves: batch=1,8,64,512 "
-        "or threads=1,all (repeatable, one per axis)",
+        help="several values of an axis, for latency-throughput curves: batch=1,8,64,512, "
+        "threads=1,all, or an endpoint's users or requests/s (docs/guides/llm-serving.md) "
+        "(repeatable, one per axis)",
     )
     groups["case"].add_argument(
         "--strict",

@@ -16,7 +16,14 @@ from typing import Any
 from dlbench.errors import UserError
 from dlbench.plan.endpoint_cases import endpoint_entry
 from dlbench.plan.suites import SuiteSpec, load_suite
-from dlbench.plan.sweeps import Sweep, entry_sweep, param_variants
+from dlbench.plan.sweeps import (
+    LOAD_SWEEPS,
+    SWEEP_AXES,
+    Sweep,
+    entry_sweep,
+    load_variants,
+    param_variants,
+)
 from dlbench.plan.validate import (
     MODEL_OPTIONS,
     SERVER_FIELDS,
@@ -228,6 +235,11 @@ def _check_sweeps(request: RunRequest) -> None:
         raise UserError("--sweep batch and --batch-size both set the batch sizes; give one")
     if "threads" in axes and request.threads is not None:
         raise UserError("--sweep threads and --threads both set the threads; give one")
+    given = dict(request.axes)
+    for axis in set(axes) & set(LOAD_SWEEPS):
+        flag = option_flag(Case, SWEEP_AXES[axis][0])
+        if given.get(SWEEP_AXES[axis][0]) is not None:
+            raise UserError(f"--sweep {axis} and {flag} both set the load; give one")
 
 
 def _check_serving_options(request: RunRequest) -> None:
@@ -404,8 +416,9 @@ def _expand_entry(
             batch = request.samples_per_query
         accepted = get_workload(str(workload)).cpu_params
         variants = param_variants(base_params, sweep, accepted, str(workload))
-        for compile_mode, params in itertools.product(
-            _compile_modes(entry, str(workload), str(framework), request, where), variants
+        loads = load_variants(sweep, str(framework))
+        for compile_mode, params, load in itertools.product(
+            _compile_modes(entry, str(workload), str(framework), request, where), variants, loads
         ):
             cases.append(
                 Case(
@@ -421,7 +434,7 @@ def _expand_entry(
                     device=device,
                     **_training_fields(str(workload), params, request),
                     **_model_fields(request),
-                    **shared,
+                    **{**shared, **load},
                 )
             )
     return cases

@@ -6,6 +6,8 @@ CPUs available to dlbench. A sweep is a product axis like several -b values;
 the latency-throughput charts (report.studies.sweeps) draw what it measured.
 `isl` and `osl` sweep a text-generation workload's prompt and output lengths
 (its parameters of those names); the LLM charts (report.studies.llm) draw them.
+`concurrency` and `rate` sweep an endpoint's load (--endpoint): users, or
+requests a second.
 """
 
 from __future__ import annotations
@@ -15,9 +17,12 @@ from typing import Any
 
 from dlbench.errors import UserError
 from dlbench.spec.case import MAX_BATCH, MAX_THREADS, available_cpus
+from dlbench.spec.registry import ENDPOINT_FRAMEWORK
 
 # The longest prompt or output a sweep may ask for (a workload's context is checked apart)
 MAX_TOKENS = 1 << 20
+# The most users, and requests a second, an endpoint sweep may ask for
+MAX_USERS, MAX_RATE = 1 << 16, 1 << 20
 # sweep axis -> the Case field it sets ("params": the workload parameter of its name),
 # and the largest value allowed
 SWEEP_AXES = {
@@ -25,7 +30,12 @@ SWEEP_AXES = {
     "threads": ("threads", MAX_THREADS),
     "isl": ("params", MAX_TOKENS),
     "osl": ("params", MAX_TOKENS),
+    # an endpoint's load (--endpoint): users, or requests a second
+    "concurrency": ("concurrency", MAX_USERS),
+    "rate": ("request_rate", MAX_RATE),
 }
+# The load axes: each value is a case of its own, for an endpoint's curves
+LOAD_SWEEPS = ("concurrency", "rate")
 PARAM_SWEEPS = tuple(axis for axis, (field, _) in SWEEP_AXES.items() if field == "params")
 ALL_CPUS = "all"
 
@@ -87,6 +97,21 @@ def param_variants(params: dict[str, Any], sweep: dict[str, tuple[int, ...]],
     names = [axis for axis, _ in swept]
     return [{**params, **dict(zip(names, combination, strict=True))}
             for combination in itertools.product(*(values for _, values in swept))]  # fmt: skip
+
+
+def load_variants(sweep: dict[str, tuple[int, ...]], framework: str) -> list[dict[str, Any]]:
+    """The load fields of each case an endpoint sweep makes (one case, no field, where
+    none is swept); a load sweep elsewhere is a UserError."""
+    swept = [(axis, values) for axis, values in sweep.items() if axis in LOAD_SWEEPS]
+    if not swept:
+        return [{}]
+    if framework != ENDPOINT_FRAMEWORK:
+        raise UserError(f"--sweep {swept[0][0]} is an endpoint's load; give --endpoint URL")
+    if len(swept) > 1:
+        raise UserError("--sweep concurrency and --sweep rate are two load profiles; give one")
+    axis, values = swept[0]
+    field = SWEEP_AXES[axis][0]
+    return [{field: float(v) if axis == "rate" else v} for v in values]
 
 
 def _integer(value: Any) -> int | None:
