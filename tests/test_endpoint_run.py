@@ -103,25 +103,25 @@ def test_a_rate_the_server_cannot_keep_is_stopped_and_said_so(tmp_path, llama_se
 
 def test_find_peak_searches_the_highest_concurrency_whose_slos_hold(tmp_path, llama_server):
     # this server answers one request at a time: TTFT grows with the users waiting
-    result = run_endpoint(tmp_path, llama_server, "--find-peak", "--concurrency", "4",
-                          "--ttft-ms", "40", "--min-time", "0.3", "--min-iters", "8")  # fmt: skip
+    result = run_endpoint(tmp_path, llama_server, "--find-peak", "--concurrency", "2",
+                          "--ttft-ms", "100", "--min-time", "0.3", "--min-iters", "8")  # fmt: skip
     load = result["details"]["endpoint"]
     tries = load["tries"]
     assert load["peak_axis"] == "concurrency" and len(tries) >= 2
     assert all(t["load"] == int(t["load"]) >= 1 for t in tries)  # whole users
     for each in tries:  # each verdict is its own percentile against the bound
-        kept = each["ttft_ms"] is not None and each["ttft_ms"] <= 40
+        kept = each.get("ttft_ms") is not None and each["ttft_ms"] <= 100
         assert each["holds"] == (kept and not each.get("errors") and not each.get("saturated"))
     held = [t["load"] for t in tries if t["holds"]]
-    if load["peak"] is None:
+    if load.get("peak") is None:  # a busy machine: not even one user within the bound
         assert not held and result["status"] == "failed" and "over-slo" in result["flags"]
     else:
         assert load["peak"] in held and result["status"] == "ok"
         failed_above = [t["load"] for t in tries if not t["holds"] and t["load"] > load["peak"]]
         assert failed_above or len(tries) == 12  # a failing load bounds it from above
-        if load["peak_confirmed"]:  # the last try ran the peak again, and it held
+        if load.get("peak_confirmed"):  # the last try ran the peak again, and it held
             assert tries[-1]["load"] == load["peak"] and tries[-1]["holds"]
-    assert result["case"]["find_peak"] is True and result["case"]["concurrency"] == 4
+    assert result["case"]["find_peak"] is True and result["case"]["concurrency"] == 2
 
 
 def test_a_sweep_of_users_is_a_case_for_each(tmp_path, llama_server):
