@@ -244,9 +244,7 @@ def _check_sweeps(request: RunRequest) -> None:
 
 def _check_serving_options(request: RunRequest) -> None:
     """Server options need a server scenario; --samples-per-query is the multi-stream batch."""
-    given = server_options_given(request)
-    if request.endpoint is not None:  # --find-peak is the endpoint's too
-        given = [flag for flag in given if flag != SERVER_FIELDS["find_peak"]]
+    given = server_options_given(request, endpoint=request.endpoint is not None)
     if given and request.scenarios and "server" not in request.scenarios:
         refuse_server_options(given)
     if request.samples_per_query is None:
@@ -263,9 +261,8 @@ def _check_serving_options(request: RunRequest) -> None:
 
 def _check_serving_used(request: RunRequest, settings: Settings, cases: list[Case]) -> None:
     """Options that only LoadGen cases take must reach one, or they would be ignored."""
-    given = server_options_given(request)
-    if any(c.framework == ENDPOINT_FRAMEWORK for c in cases):  # its own --find-peak
-        given = [flag for flag in given if flag != SERVER_FIELDS["find_peak"]]
+    endpoint = any(c.framework == ENDPOINT_FRAMEWORK for c in cases)
+    given = server_options_given(request, endpoint=endpoint)
     if given and not any(c.scenario == "server" for c in cases):
         refuse_server_options(given, "; no case of this run is one")
     if request.samples_per_query is not None and not any(

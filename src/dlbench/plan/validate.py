@@ -403,10 +403,13 @@ SERVER_FIELDS = {
 }
 
 
-def server_options_given(source: object) -> list[str]:
-    """The server options a Case or a RunRequest sets, by their command-line names."""
+def server_options_given(source: object, endpoint: bool = False) -> list[str]:
+    """The server options a Case or a RunRequest sets, by their command-line names;
+    for an endpoint's, without --find-peak (its own search, plan.endpoint_cases)."""
     return [
-        flag for name, flag in SERVER_FIELDS.items() if getattr(source, name) not in (None, False)
+        flag
+        for name, flag in SERVER_FIELDS.items()
+        if getattr(source, name) not in (None, False) and not (endpoint and name == "find_peak")
     ]
 
 
@@ -417,9 +420,7 @@ def _validate_serving(case: Case) -> Case:
     for name in ("loadgen", "find_peak"):
         if not isinstance(getattr(case, name), bool):
             raise UserError(f"invalid {name} {getattr(case, name)!r}; expected true or false")
-    given = server_options_given(case)
-    if case.framework == ENDPOINT_FRAMEWORK:  # --find-peak is the endpoint's own search
-        given = [flag for flag in given if flag != SERVER_FIELDS["find_peak"]]
+    given = server_options_given(case, endpoint=case.framework == ENDPOINT_FRAMEWORK)
     if case.scenario != "server" and given:
         refuse_server_options(given, f", not {case.scenario or 'the default'}")
     if not loadgen:

@@ -24,7 +24,7 @@ from pathlib import Path
 
 import httpx
 
-from dlbench.backends.base import Backend, Job
+from dlbench.backends.base import Job
 from dlbench.measure.instruments import Instruments, Reading
 from dlbench.measure.load_profile import CONCURRENCY, POISSON, RATE, LoadProfile
 from dlbench.measure.openai_api import request_body
@@ -33,7 +33,7 @@ from dlbench.measure.peak_search import Found, Search
 from dlbench.measure.stats import percentile
 from dlbench.measure.token_latency import TokenTimes, token_latencies
 from dlbench.results.details import Details, EndpointLoad, Generation, LoadStep
-from dlbench.results.records import STATUS_FAILED, STATUS_OK, Result
+from dlbench.results.records import STATUS_FAILED, Result
 from dlbench.spec.case import DEFAULT_SLO_PERCENTILE, Case, Settings
 from dlbench.worker.endpoint_load import Budget, LoadOutcome, drive
 from dlbench.worker.files import case_files_dir
@@ -135,7 +135,7 @@ def prompt_text(case: Case) -> PromptText:
     return TokenizerText(Path(case.tokenizer)) if case.tokenizer else WordText()
 
 
-def run_endpoint(backend: Backend, job: Job, settings: Settings) -> Result:
+def run_endpoint(job: Job, settings: Settings) -> Result:
     """Warm the server up, put the case's load on it (or search the highest load whose
     SLOs hold), and judge its SLOs. One event loop and one client for it all, so
     every load finds the connections the warm-up opened."""
@@ -161,7 +161,7 @@ def run_endpoint(backend: Backend, job: Job, settings: Settings) -> Result:
     result = endpoint_result(job, loaded, warm, requests, setup_start)
     if case.find_peak:
         _record_search(result, found)
-        _fail_where_unusable(result, loaded.record, searched=True)
+    _fail_where_unusable(result, loaded.record)
     return result
 
 
@@ -277,7 +277,6 @@ def endpoint_result(job: Job, loaded: Loaded, warm: list[StreamedRequest],
     result.details.endpoint = record
     result.details.loop_wall_s = outcome.duration_s
     result.setup_s = outcome.started_s - setup_start  # the warm-up, before the load
-    _fail_where_unusable(result, record)
     return result
 
 
@@ -376,15 +375,14 @@ def _write_dataset(requests: RequestSet, offset: int, conversations: int) -> tup
     return str(path), hashlib.sha256(data).hexdigest()
 
 
-def _fail_where_unusable(result: Result, record: EndpointLoad, searched: bool = False) -> None:
+def _fail_where_unusable(result: Result, record: EndpointLoad) -> None:
     """No answered request, or a saturated server: the numbers describe no steady load.
-    A search's result is its reported try: it fails only where no load held at all."""
-    if searched:
+    A search's result is its reported try (one that held, where any did): it fails
+    only where no load held at all."""
+    if record.peak_axis is not None:
         if record.peak is None:
             result.status = STATUS_FAILED
             result.error = f"no load kept the SLOs: {record.peak_note}"
-        else:
-            result.status, result.error = STATUS_OK, None
         return
     if record.saturated:
         result.status, result.error = STATUS_FAILED, f"saturated: {record.saturated}"

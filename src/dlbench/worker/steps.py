@@ -49,7 +49,7 @@ def execute(case: Case, settings: Settings) -> Result:
         elif job.workload.served:
             from dlbench.worker.endpoint_run import run_endpoint
 
-            result = run_endpoint(backend, job, settings)
+            result = run_endpoint(job, settings)  # no framework: the server's
         elif job.workload.generative:
             from dlbench.worker.generation import run_generation
 
