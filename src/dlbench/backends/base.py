@@ -15,6 +15,7 @@ from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
+from dlbench.backends.serving_engine import GeneratorStreams, ServingEngine
 from dlbench.errors import CaseError, ReferenceUnavailable, UntrustedModel, cause_summary
 from dlbench.results.details import Details, Generation, Placement, Quantization
 from dlbench.results.record_dict import from_dict
@@ -104,14 +105,18 @@ class Generator(ABC):
 
     `generate` returns only when every token exists on the host; its clock readings
     are taken as each step's tokens become available to the caller, the moment a
-    streaming client would see them.
+    streaming client would see them. A server (worker.token_serving) passes
+    `on_first_token`, called as the first step's tokens exist, so that its client
+    hears of them then, not when the generation ends.
     """
 
     details: Details
     device: str
 
     @abstractmethod
-    def generate(self, prompt_ids: Any, osl: int) -> GenerationTrace:
+    def generate(
+        self, prompt_ids: Any, osl: int, on_first_token: Callable[[], None] | None = None
+    ) -> GenerationTrace:
         """Greedy decoding of exactly `osl` tokens after each prompt ([batch, isl] ids)."""
 
 
@@ -146,6 +151,14 @@ class Backend(ABC):
     def prepare_generation(self, job: Job) -> Generator:
         """Load (converting once, cached) the workload's decoder for generation."""
         raise CaseError(f"{self.name} has no generation loop for {job.workload.name!r}")
+
+    def prepare_serving(self, job: Job, streams: int) -> ServingEngine:
+        """The decoder serving `streams` requests at once. Without a scheduler of the
+        engine's own, `streams` generators (each loaded apart) serve one request at a
+        time each; an engine that batches continuously overrides this."""
+        generators = [self.prepare_generation(job) for _ in range(streams)]
+        first = generators[0]
+        return GeneratorStreams(generators, first.device, first.details)
 
 
 def exported_onnx(job: Job) -> tuple[Any, dict[str, Any]]:

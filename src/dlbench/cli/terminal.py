@@ -23,7 +23,7 @@ from dlbench.report.leaderboard import Pivot
 from dlbench.report.table import escape_markup, flags, fmt, plain, rate_column, run_table
 from dlbench.results.records import STATUS_SKIPPED, Result, Run
 from dlbench.results.repeats import processes
-from dlbench.spec.case import Case
+from dlbench.spec.case import DEFAULT_SLO_PERCENTILE, Case
 
 # Wide enough for the results table when output goes to a file or a CI log.
 out = Console(width=None if sys.stdout.isatty() else 180)
@@ -111,10 +111,14 @@ def _served(result: Result) -> str:
     if loadgen.tries is not None:  # --find-peak
         found = loadgen.peak_qps
         peak = f"peak {fmt(found)} QPS, " if found is not None else "no peak within the bound, "
-    return (
-        f"; LoadGen: {peak}p50 {fmt(latency.get('50'))} ms, p99 {fmt(latency.get('99'))} ms, "
-        f"{escape_markup(str(loadgen.verdict))}"
-    )
+    first, rest = loadgen.ttft_percentiles_ms, loadgen.tpot_percentiles_ms
+    if first is not None and rest is not None:  # a generation server
+        held = f"{loadgen.percentile or DEFAULT_SLO_PERCENTILE:g}"
+        ttft, tpot = fmt(first.get(held)), fmt(rest.get(held))
+        spread = f"TTFT p{held} {ttft} ms, TPOT p{held} {tpot} ms"
+    else:
+        spread = f"p50 {fmt(latency.get('50'))} ms, p99 {fmt(latency.get('99'))} ms"
+    return f"; LoadGen: {peak}{spread}, {escape_markup(str(loadgen.verdict))}"
 
 
 def _endpoint(result: Result) -> str:

@@ -33,6 +33,10 @@ ENDPOINT_FIELDS = {
 }  # fmt: skip
 
 
+# The SLO's options, which a generation server under LoadGen takes too
+SLO_FLAGS = tuple(ENDPOINT_FIELDS[name] for name in ("ttft_ms", "tpot_ms", "slo_percentile"))
+
+
 def endpoint_options_given(source: object) -> list[str]:
     """The endpoint-only options a Case sets (the API counts where not its default)."""
     given = [flag for name, flag in ENDPOINT_FIELDS.items() if getattr(source, name) is not None]
@@ -52,14 +56,19 @@ def endpoint_entry(workloads: tuple[str, ...], frameworks: tuple[str, ...]) -> d
     return {"workload": ENDPOINT_WORKLOAD, "framework": ENDPOINT_FRAMEWORK}
 
 
-def validate_endpoint_case(case: Case) -> Case:
-    """An endpoint case whole and consistent; the other cases free of its options.
+def validate_endpoint_case(case: Case, slo_taken: bool = False) -> Case:
+    """An endpoint case whole and consistent; the other cases free of its options but
+    the SLO's where `slo_taken` (a generation server, plan.token_server_cases).
     Returns the case with its tokenizer's digest."""
     if case.framework != ENDPOINT_FRAMEWORK:
         given = endpoint_options_given(case)
+        if slo_taken:
+            given = [flag for flag in given if flag not in SLO_FLAGS]
         if given:
+            slo = " (the SLO's, or --scenario server on a generation workload)" if all(
+                flag in SLO_FLAGS for flag in given) else ""  # fmt: skip
             raise UserError(f"{', '.join(given)} go with --endpoint URL (an OpenAI-compatible "
-                            f"server); {case.framework} runs its model here")  # fmt: skip
+                            f"server){slo}; {case.framework} runs its model here")  # fmt: skip
         return case
     if case.endpoint is None:
         raise UserError(f"the {ENDPOINT_FRAMEWORK} framework needs --endpoint URL (the server)")

@@ -19,6 +19,7 @@ from typing import Any, NoReturn
 from dlbench.errors import UserError
 from dlbench.measure.timer import MAX_ITERS  # also the most --min-iters can ask
 from dlbench.plan.endpoint_cases import validate_endpoint_case
+from dlbench.plan.token_server_cases import validate_token_server
 from dlbench.spec.case import (
     DEFAULT_LATENCY_BOUND_MS,
     DEFAULT_LATENCY_PERCENTILE,
@@ -137,10 +138,11 @@ def validate_case(case: Case) -> Case:
     _validate_training_run(case, workload.epoch_based)
     _validate_distributed(case, workload.epoch_based, info.ddp_compiles)
     _validate_framework_axes(case, info, workload)
-    case = validate_endpoint_case(case)
+    token_server = workload.generative and (case.scenario is not None or case.loadgen is True)
+    case = validate_endpoint_case(case, slo_taken=token_server)
     check_case_memory(case)  # sizes from --param, -b, --input and --input-data
     return replace(
-        _validate_serving(case),
+        _validate_serving(case, info if token_server else None),
         model_digest=_digest(case.model) if case.model is not None else None,
         input_data_digest=_digest(case.input_data) if case.input_data is not None else None,
         data_digest=_mnist_digest(case.data_dir) if case.data_dir is not None else None,
@@ -413,13 +415,18 @@ def server_options_given(source: object, endpoint: bool = False) -> list[str]:
     ]
 
 
-def _validate_serving(case: Case) -> Case:
+def _validate_serving(case: Case, token_server: FrameworkInfo | None = None) -> Case:
     """LoadGen cases: inference only, LoadGen installed, the server's options
-    complete and in range; returns the case with the server's defaults filled in."""
+    complete and in range; returns the case with the server's defaults filled in.
+    `token_server`: a generation workload's framework (plan.token_server_cases)."""
     loadgen = case.loadgen or case.scenario in LOADGEN_SCENARIOS
     for name in ("loadgen", "find_peak"):
         if not isinstance(getattr(case, name), bool):
             raise UserError(f"invalid {name} {getattr(case, name)!r}; expected true or false")
+    if token_server is not None:
+        _require_loadgen()
+        cpu_streams = default_streams(case)
+        return validate_token_server(case, token_server.continuous_batching, cpu_streams)
     given = server_options_given(case, endpoint=case.framework == ENDPOINT_FRAMEWORK)
     if case.scenario != "server" and given:
         refuse_server_options(given, f", not {case.scenario or 'the default'}")

@@ -95,6 +95,9 @@ class LoadGenTry:
     invalid_reason: str | None = None
     over_bound: Any = None
     log_dir: str | None = None
+    # a generation server's (use_token_latencies): LoadGen's TTFT and TPOT percentiles
+    ttft_percentiles_ms: dict[str, float] | None = None
+    tpot_percentiles_ms: dict[str, float] | None = None
 
 
 @dataclass
@@ -127,6 +130,15 @@ class LoadGen:
     peak_qps: float | None = None
     peak_confirmed: bool | None = None
     peak_note: str | None = None
+    # A generation server (worker.token_serving): LoadGen's token latencies, TTFT from
+    # the query's arrival to its first token and TPOT over the rest, as percentiles
+    # (ms) with their bounds, its completed tokens/s, and how requests shared the engine.
+    ttft_percentiles_ms: dict[str, float] | None = None
+    tpot_percentiles_ms: dict[str, float] | None = None
+    ttft_bound_ms: float | None = None
+    tpot_bound_ms: float | None = None
+    tokens_per_s: float | None = None
+    batching: str | None = None
 
 
 @dataclass

@@ -84,15 +84,14 @@ def result_flags(result: Judged, cpus_available: int) -> list[str]:
     details = result.details
     measured = measured_points(details)
     found: list[str] = []
-    # A server's requests under load differ by design (their spread is its latency
-    # distribution, not noise); its work is on the server (on this machine, its own
-    # processes), and the client waits idle on the network: none of these apply.
+    # An endpoint's work is on its server (on this machine, its own processes), and
+    # the client waits idle on the network: contention and stalls are not its to judge.
     local = details.endpoint is None
-    if local and _noisy(result.latency_ms, details):
+    if not under_load(details) and _noisy(result.latency_ms, details):
         found.append(NOISY)
     if local and contended_share(details, result.case.threads_in_use) >= INTERFERENCE_COVER:
         found.append("interference")
-    if local and measured and longest_stall_s(measured) > STALL_SECONDS:
+    if not under_load(details) and measured and longest_stall_s(measured) > STALL_SECONDS:
         found.append("stalled")
     if result.case.threads_in_use > cpus_available:
         found.append("oversubscribed")
@@ -109,6 +108,14 @@ def result_flags(result: Judged, cpus_available: int) -> list[str]:
         if loadgen.verdict == "INVALID":
             found.append("loadgen-invalid")
     return found
+
+
+def under_load(details: Details) -> bool:
+    """Requests arriving at their own times (an endpoint, LoadGen's server scenario):
+    their latencies differ by design (the spread is the queue's, not noise), and the
+    server waits idle between arrivals at a low rate (no stall)."""
+    loadgen = details.loadgen
+    return details.endpoint is not None or (loadgen is not None and loadgen.scenario == "server")
 
 
 def endpoint_flags(details: Details) -> list[str]:
@@ -138,7 +145,7 @@ def merged_flags(
     if len(process_flags) > 1:
         noisy = spread > NOISE_THRESHOLD
     else:
-        noisy = _noisy(result.latency_ms, details) and details.endpoint is None
+        noisy = _noisy(result.latency_ms, details) and not under_load(details)
     low_n = too_few_for_p99(result.latency_ms, details)
     return ([NOISY] if noisy else []) + kept + ([LOW_N_P99] if low_n else [])
 

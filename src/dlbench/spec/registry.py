@@ -169,6 +169,10 @@ class FrameworkInfo:
     string_inputs: str | None = None
     # The most samples (sequences) it runs at once; None: as many as asked
     max_batch: int | None = None
+    # Serves concurrent generation requests by continuous batching (its own scheduler
+    # adds each to the running batch): a generation server's streams are its batch's
+    # sequences, not generators one request at a time each (backends.serving_engine)
+    continuous_batching: bool = False
 
     @property
     def precisions(self) -> tuple[str, ...]:
@@ -431,6 +435,7 @@ FRAMEWORKS: dict[str, FrameworkInfo] = {
             needs=("optimum-intel", "transformers", "torch"),
             # its package runs on OpenVINO's runtime, which it imports itself
             companions=("openvino",),
+            continuous_batching=True,  # ContinuousBatchingPipeline
         ),
         FrameworkInfo(
             name="llama-cpp",

@@ -16,6 +16,10 @@ DETAIL_LOG = "mlperf_log_detail.txt"
 PREFIX = ":::MLLOG "
 PERCENTILE_KEY = re.compile(r"result_(\d+\.\d+)_percentile_latency_ns")
 PER_QUERY_KEY = re.compile(r"result_(\d+\.\d+)_percentile_per_query_latency_ns")
+# use_token_latencies: first-token latency and time per output token (LoadGen's
+# names; its TPOT minimum, maximum and mean keys carry no unit)
+TTFT_KEY = re.compile(r"result_first_token_(\d+\.\d+)_percentile_latency_ns")
+TPOT_KEY = re.compile(r"result_time_per_output_token_(\d+\.\d+)_percentile_ns")
 # The samples-per-second figure LoadGen reports in each scenario.
 RATE_KEYS = {
     "single-stream": "result_qps_with_loadgen_overhead",
@@ -70,6 +74,12 @@ def loadgen_outcome(path: Path, scenario: str, batch_size: int) -> dict[str, Any
         outcome["per_query_latency_ms"] = _percentiles(
             entries, PER_QUERY_KEY, "result_{}_query_latency_ns"
         )
+    if scenario == "server" and "result_first_token_mean_latency_ns" in entries:
+        first, rest = "result_first_token_{}_latency_ns", "result_time_to_output_token_{}"
+        outcome["ttft_percentiles_ms"] = _percentiles(entries, TTFT_KEY, first)
+        outcome["tpot_percentiles_ms"] = _percentiles(entries, TPOT_KEY, rest)
+        tokens = entries.get("result_completed_tokens_per_second")
+        outcome["tokens_per_s"] = float(tokens) if _positive(tokens) else None
     return outcome
 
 

@@ -50,6 +50,10 @@ def execute(case: Case, settings: Settings) -> Result:
             from dlbench.worker.endpoint_run import run_endpoint
 
             result = run_endpoint(job, settings)  # no framework: the server's
+        elif job.workload.generative and case.scenario == "server":
+            from dlbench.worker.token_serving import run_token_serving
+
+            result = run_token_serving(backend, job, settings)
         elif job.workload.generative:
             from dlbench.worker.generation import run_generation
 

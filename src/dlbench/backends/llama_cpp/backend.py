@@ -16,6 +16,7 @@ case's batch is one (FrameworkInfo.max_batch).
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from typing import Any
 
 import llama_cpp
@@ -73,7 +74,9 @@ class LlamaCppGenerator(Generator):
         return {**self.settings, "type_k": "f32", "type_v": "f32", "n_batch": self.llm.n_batch,
                 "flash_attn": flash}  # fmt: skip
 
-    def generate(self, prompt_ids: Any, osl: int) -> GenerationTrace:
+    def generate(
+        self, prompt_ids: Any, osl: int, on_first_token: Callable[[], None] | None = None
+    ) -> GenerationTrace:
         prompt = [int(token) for token in prompt_ids[0]]
         self.llm.reset()  # no prefix of the last generation is reused
         started = time.perf_counter()
@@ -82,6 +85,8 @@ class LlamaCppGenerator(Generator):
         for token in self.llm.generate(prompt, **GREEDY):
             tokens.append(int(token))
             times.append(time.perf_counter())
+            if on_first_token is not None and len(tokens) == 1:
+                on_first_token()
             if len(tokens) == osl:
                 break
         return GenerationTrace(tokens=[tokens], started_s=started, token_times_s=times)

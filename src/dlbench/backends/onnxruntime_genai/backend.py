@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import sys
 import time
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -49,7 +50,9 @@ class OrtGenAiGenerator(Generator):
             extra={"engine": "onnxruntime-genai Generator", "session_options": options},
         )
 
-    def generate(self, prompt_ids: Any, osl: int) -> GenerationTrace:
+    def generate(
+        self, prompt_ids: Any, osl: int, on_first_token: Callable[[], None] | None = None
+    ) -> GenerationTrace:
         ids = np.asarray(prompt_ids, dtype=np.int32)
         batch, isl = ids.shape
         started = time.perf_counter()
@@ -65,6 +68,8 @@ class OrtGenAiGenerator(Generator):
             generator.generate_next_token()
             steps.append(generator.get_next_tokens())
             times.append(time.perf_counter())
+            if on_first_token is not None and len(times) == 1:
+                on_first_token()
         tokens = np.stack(steps, axis=1).tolist() if steps else [[] for _ in range(batch)]
         return GenerationTrace(tokens=tokens, started_s=started, token_times_s=times)
 

@@ -16,8 +16,8 @@ larger than one.
 
 from __future__ import annotations
 
-import sys
 import time
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -32,20 +32,21 @@ from dlbench.backends.base import (
     kv_cache_record,
     placement,
 )
+from dlbench.backends.openvino_genai.pipeline_config import (
+    CONVERTER,
+    EXPORT,
+    exact_length,
+    fp32_properties,
+)
+from dlbench.backends.serving_engine import ServingEngine
 from dlbench.reference.decoder import converted
 from dlbench.results.details import Details
-
-EXPORT = [sys.executable, "-m", "optimum.commands.optimum_cli", "export", "openvino",
-          "--model", "{checkpoint}", "--task", "text-generation-with-past",
-          "--weight-format", "fp32", "{out}"]  # fmt: skip
-CONVERTER = "optimum-intel export openvino (fp32)"
 
 
 class OvGenAiGenerator(Generator):
     def __init__(self, job: Job, threads: int) -> None:
         folder, meta = converted("openvino-genai", job.workload.name, job.seed, EXPORT, CONVERTER)
-        self.properties = {"INFERENCE_PRECISION_HINT": "f32", "KV_CACHE_PRECISION": "f32",
-                           "INFERENCE_NUM_THREADS": threads}  # fmt: skip
+        self.properties = fp32_properties(threads)
         # Its default scheduler caches prompt prefixes: the same prompt again skipped the
         # prefill (TTFT 26 ms against 160 ms cold for llm-135m's 128 tokens). Every
         # generation here repeats the case's prompts, so the cache is off: each one
@@ -64,18 +65,36 @@ class OvGenAiGenerator(Generator):
                    "token_clock": "LLMPipeline's perf_metrics new-token times"},
         )  # fmt: skip
 
-    def generate(self, prompt_ids: Any, osl: int) -> GenerationTrace:
+    def generate(
+        self, prompt_ids: Any, osl: int, on_first_token: Callable[[], None] | None = None
+    ) -> GenerationTrace:
         ids = np.asarray(prompt_ids, dtype=np.int64)
         inputs = ov_genai.TokenizedInputs(ov.Tensor(ids), ov.Tensor(np.ones_like(ids)))
-        # exactly osl tokens (no end-of-sequence is ever produced: workloads.decoder)
-        config = ov_genai.GenerationConfig(max_new_tokens=osl, min_new_tokens=osl,
-                                           ignore_eos=True, do_sample=False)  # fmt: skip
+        streamer = _FirstToken(on_first_token) if on_first_token is not None else None
         started = time.perf_counter()
-        result = self.pipeline.generate(inputs, config)
+        result = self.pipeline.generate(inputs, exact_length(osl), streamer)
         metrics = result.perf_metrics
         times = [t / 1000.0 for t in metrics.raw_metrics.m_new_token_times]
         tokens = [list(map(int, sequence)) for sequence in result.tokens]
         return GenerationTrace(tokens=tokens, started_s=started, token_times_s=times)
+
+
+class _FirstToken(ov_genai.StreamerBase):
+    """Tells a server's client of the first token as the pipeline hands it over; later
+    tokens pass untouched (their times are perf_metrics')."""
+
+    def __init__(self, on_first_token: Callable[[], None]) -> None:
+        super().__init__()
+        self._on_first_token: Callable[[], None] | None = on_first_token
+
+    def write(self, token: Any) -> ov_genai.StreamingStatus:
+        if self._on_first_token is not None:
+            self._on_first_token()
+            self._on_first_token = None
+        return ov_genai.StreamingStatus.RUNNING
+
+    def end(self) -> None:
+        return None
 
 
 class OvGenAiBackend(CpuEngineBackend):
@@ -89,3 +108,8 @@ class OvGenAiBackend(CpuEngineBackend):
 
     def prepare_generation(self, job: Job) -> Generator:
         return OvGenAiGenerator(job, self.threads)
+
+    def prepare_serving(self, job: Job, streams: int) -> ServingEngine:
+        from dlbench.backends.openvino_genai.serving import OvContinuousBatching
+
+        return OvContinuousBatching(job, self.threads, streams)

@@ -9,6 +9,7 @@ process of its own, and cached (dlbench.reference.decoder).
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -144,13 +145,16 @@ def greedy_kwargs(osl: int) -> dict[str, Any]:
 class _TokenClock:
     """transformers' streamer interface: `put` gets the prompt, then each step's tokens."""
 
-    def __init__(self) -> None:
+    def __init__(self, on_first_token: Callable[[], None] | None = None) -> None:
         self.times: list[float] = []
         self._prompt_seen = False
+        self._on_first_token = on_first_token
 
     def put(self, value: Any) -> None:
         if self._prompt_seen:
             self.times.append(time.perf_counter())  # the step's tokens are on the host
+            if self._on_first_token is not None and len(self.times) == 1:
+                self._on_first_token()
         self._prompt_seen = True
 
     def end(self) -> None:
@@ -181,9 +185,11 @@ class TorchGenerator(Generator):
             extra={"engine": "transformers generate", "cache": "static", "dtype": "float32"},
         )
 
-    def generate(self, prompt_ids: Any, osl: int) -> GenerationTrace:
+    def generate(
+        self, prompt_ids: Any, osl: int, on_first_token: Callable[[], None] | None = None
+    ) -> GenerationTrace:
         ids = torch.from_numpy(np.asarray(prompt_ids)).to(self.device)
-        clock = _TokenClock()
+        clock = _TokenClock(on_first_token)
         started = time.perf_counter()
         with torch.inference_mode():
             out = self.model.generate(

@@ -1,0 +1,81 @@
+"""Generation-server cases: a decoder workload served under MLPerf LoadGen's server
+scenario with token latencies (worker.token_serving).
+
+Such a case is judged as MLPerf judges its LLM servers: TTFT and TPOT at a
+percentile against --ttft-ms and --tpot-ms, not one latency bound for the whole
+query, so --latency-bound-ms and --latency-percentile are refused for it. Where no
+bound is given, MLPerf's Server bounds for Llama-3.1-8B apply (mlperf.conf:
+llama3_1-8b.Server ttft_latency 2000 ms, tpot_latency 100 ms). `streams` is the most
+requests served at once: generators one request at a time each, or the sequences
+a continuous-batching scheduler runs in a step.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from dlbench.errors import UserError
+from dlbench.spec.case import (
+    DEFAULT_SLO_PERCENTILE,
+    LOADGEN_PERCENTILES,
+    LOADGEN_PERCENTILES_TEXT,
+    MAX_STREAMS,
+    MAX_TARGET_QPS,
+    Case,
+)
+
+DEFAULT_TTFT_MS = 2000.0
+DEFAULT_TPOT_MS = 100.0
+# A continuous-batching engine's most sequences per step where none is given: enough
+# for the queue a CPU's peak rate builds, without a KV cache of GBs for small models
+DEFAULT_BATCHED_SEQUENCES = 32
+SERVER_HOW = "--scenario server with --target-qps Q or --find-peak"
+
+
+def validate_token_server(case: Case, continuous_batching: bool, cpu_streams: int) -> Case:
+    """A generation case under LoadGen: the server scenario, complete; returns it with
+    its bounds, percentile and streams filled in. `cpu_streams`: the streams an
+    engine without a scheduler of its own gets where none is given."""
+    if case.scenario != "server":
+        raise UserError(f"a generation workload runs under LoadGen in the server scenario only "
+                        f"({SERVER_HOW}); without --scenario its generations are timed one "
+                        "at a time")  # fmt: skip
+    if case.latency_bound_ms is not None or case.latency_percentile is not None:
+        raise UserError("a generation server is held to --ttft-ms and --tpot-ms at "
+                        "--slo-percentile; --latency-bound-ms and --latency-percentile bound "
+                        "a whole query")  # fmt: skip
+    if case.batch_size not in (None, 1):
+        raise UserError(f"a server query is one prompt; batch size {case.batch_size} is not "
+                        "taken (the engine batches requests itself: --streams)")  # fmt: skip
+    _validate_rate(case)
+    osl = dict(case.params).get("osl")
+    if isinstance(osl, int) and osl < 2:
+        raise UserError(f"--param osl={osl}: a server's TPOT needs at least 2 output tokens")
+    percentile = DEFAULT_SLO_PERCENTILE if case.slo_percentile is None else case.slo_percentile
+    if percentile not in LOADGEN_PERCENTILES:
+        raise UserError(f"invalid --slo-percentile {percentile:g} for LoadGen; it reports "
+                        f"{LOADGEN_PERCENTILES_TEXT}")  # fmt: skip
+    streams = case.streams
+    if streams is None:
+        streams = DEFAULT_BATCHED_SEQUENCES if continuous_batching else cpu_streams
+    if not 1 <= streams <= MAX_STREAMS:
+        raise UserError(f"invalid --streams {streams}; expected 1 to {MAX_STREAMS}")
+    return replace(
+        case,
+        loadgen=True,
+        ttft_ms=DEFAULT_TTFT_MS if case.ttft_ms is None else case.ttft_ms,
+        tpot_ms=DEFAULT_TPOT_MS if case.tpot_ms is None else case.tpot_ms,
+        slo_percentile=float(percentile),
+        streams=streams,
+    )
+
+
+def _validate_rate(case: Case) -> None:
+    if case.target_qps is None and not case.find_peak:
+        raise UserError("a generation server needs --target-qps Q (requests per second) or "
+                        "--find-peak (the highest rate whose TTFT and TPOT hold)")  # fmt: skip
+    if case.target_qps is not None and case.find_peak:
+        raise UserError("--find-peak searches for the rate itself; drop --target-qps")
+    if case.target_qps is not None and not 0 < case.target_qps <= MAX_TARGET_QPS:
+        raise UserError(f"invalid target QPS {case.target_qps!r}; expected a number > 0 "
+                        f"(up to {MAX_TARGET_QPS:g})")  # fmt: skip

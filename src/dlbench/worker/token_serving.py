@@ -1,0 +1,260 @@
+"""A generation engine as a server: MLPerf LoadGen's Server scenario with token latencies.
+
+Queries arrive as LoadGen's Poisson process at --target-qps; each is one of the
+case's seeded prompts, answered with exactly osl tokens by the backend's serving
+engine (backends.serving_engine: continuous batching where the engine has it,
+else `streams` generators one request at a time each). LoadGen judges TTFT and
+TPOT at the SLO percentile against --ttft-ms and --tpot-ms (use_token_latencies,
+FirstTokenComplete), as MLPerf's LLM benchmarks are judged; --find-peak searches
+(measure.peak_search) for the highest rate whose bounds hold, confirmed.
+
+Warm-up requests run one at a time first (the engine's first call and compilation
+apart). After the test, every answered request's tokens are held to the torch
+reference's for its prompt: a server that batches must still compute the same
+tokens. The result's Generation record is dlbench's own reading of the chosen
+test's requests, from each one's arrival; LoadGen's own percentiles are beside it.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from dlbench.backends.base import Backend, Job
+from dlbench.errors import CaseError, ReferenceUnavailable
+from dlbench.measure.instruments import Instruments, Reading
+from dlbench.measure.peak_search import Found, Search
+from dlbench.measure.token_latency import token_latencies
+from dlbench.reference.decoder import reference_tokens
+from dlbench.results.details import Generation, LoadGen, TokenCheck
+from dlbench.results.record_dict import from_dict
+from dlbench.results.records import STATUS_FAILED, Result
+from dlbench.spec.case import OFFICIAL_MIN_TIME_S, Settings
+from dlbench.spec.registry import precision_info
+from dlbench.worker.files import case_files_dir
+from dlbench.worker.generation import generation_record
+from dlbench.worker.loadgen_log import DETAIL_LOG, loadgen_outcome
+from dlbench.worker.placement import require_placement
+from dlbench.worker.progress import report_progress
+from dlbench.worker.result import result_from
+from dlbench.worker.token_check import check_tokens, failure
+from dlbench.worker.token_sut import Answered, TokenQueryServer
+
+# The QSL: this many seeded prompts, each checked against the reference's tokens
+PROMPTS = 8
+# A try at a low rate lasts min_iters / rate; never more than this many --min-time
+MAX_STRETCH = 4
+# LoadGen stops issuing past this many outstanding queries per stream (an overload
+# that can never keep its bounds would otherwise queue for minutes)
+OUTSTANDING_PER_STREAM = 32
+NOT_OFFICIAL = (
+    f"not an official MLPerf result: a short run (MLPerf's minimum is {OFFICIAL_MIN_TIME_S:g} s)"
+)
+
+
+@dataclass
+class TokenTest:
+    """One LoadGen test of the server: LoadGen's outcome and the requests answered."""
+
+    target_qps: float
+    outcome: dict[str, Any]
+    answered: list[Answered]
+    reading: Reading
+    log_dir: Path
+
+    @property
+    def holds(self) -> bool:
+        """LoadGen's TTFT and TPOT constraints held, and no query failed."""
+        return self.outcome.get("perf_constraints_met") is True and not self.outcome["errors"]
+
+    def brief(self) -> dict[str, Any]:
+        kept = (
+            "samples_per_s",
+            "latency_ms",
+            "verdict",
+            "invalid_reason",
+            "ttft_percentiles_ms",
+            "tpot_percentiles_ms",
+        )
+        return {"target_qps": self.target_qps, "keeps_bound": self.holds,
+                "log_dir": str(self.log_dir), **{k: self.outcome.get(k) for k in kept}}  # fmt: skip
+
+
+def run_token_serving(backend: Backend, job: Job, settings: Settings) -> Result:
+    """Serve the case's prompts under LoadGen; one Result (tokens checked)."""
+    import mlperf_loadgen as lg  # imported here: the generation loop never loads it
+
+    streams = int(job.case.streams or 1)
+    setup_start = time.perf_counter()
+    engine = backend.prepare_serving(job, streams)
+    record = engine.details.generation
+    converting_s = (record.convert_s or 0.0) if record and record.converted_now else 0.0
+    setup_s = time.perf_counter() - setup_start - converting_s
+    require_placement(job.device, engine.details)
+    isl, osl = job.params["isl"], job.params["osl"]
+    inputs = job.workload.make_inputs(PROMPTS, job.params, "infer", job.seed)["input_ids"]
+    prompts = [[int(t) for t in row] for row in inputs]
+    server = TokenQueryServer(lg, engine, prompts, osl)
+    try:
+        first = server.serve_alone(0)
+        warm = [server.serve_alone((i + 1) % PROMPTS) for i in range(settings.warmup_iters)]
+        tester = _Tester(lg, server, job, settings)
+        chosen, found = _measure(tester, warm or [first], settings)
+    finally:
+        server.close()
+    samples = [a.times.e2e_s for a in chosen.answered]
+    rate = chosen.outcome["samples_per_s"]
+    result = result_from(
+        job, chosen.reading, samples, device=engine.device, batch=1,
+        samples_done=len(samples), details=engine.details, rate=rate,
+        first_call_ms=first.times.e2e_s * 1000.0, warmup_s=[a.times.e2e_s for a in warm],
+    )  # fmt: skip
+    latencies = token_latencies([a.times for a in chosen.answered])
+    generation = generation_record(record or Generation(), latencies, 1, isl, osl)
+    joules = result.details.energy.joules_per_sample if result.details.energy else None
+    generation.energy_per_output_token_j = joules / osl if joules is not None else None
+    generation.tokens = _token_check(job, [first, *warm, *chosen.answered])
+    result.details.generation = generation
+    result.details.loadgen = _loadgen_record(job, settings, engine.batching, chosen, found)
+    result.setup_s = setup_s
+    usage = chosen.reading.usage
+    result.details.loop_wall_s = usage.wall_end_epoch_s - usage.wall_start_epoch_s
+    error = failure(generation.tokens)
+    if error:
+        result.status, result.error = STATUS_FAILED, error
+    return result
+
+
+def _measure(
+    tester: _Tester, warm: list[Answered], settings: Settings
+) -> tuple[TokenTest, Found[TokenTest] | None]:
+    """The test at --target-qps, or the search for the peak rate and its chosen test."""
+    case = tester.job.case
+    if not case.find_peak:
+        return tester.run(float(case.target_qps or 0.0)), None
+    e2e_s = statistics.median(a.times.e2e_s for a in warm)
+    # one request alone misses a bound: no rate can keep it; one try shows it
+    alone = _alone_misses(warm, case.ttft_ms, case.tpot_ms)
+    start = 0.8 * (case.streams or 1) / max(e2e_s, 1e-6)
+    if alone is not None:
+        test = tester.run(start / 4)
+        return test, Found([(start / 4, test)], None, test, alone)
+    floor = settings.min_iters / (MAX_STRETCH * max(settings.min_time_s, 1e-3))
+    found = Search(start=start, floor=floor).run(tester.run)
+    return found.reported, found
+
+
+def _alone_misses(warm: list[Answered], ttft_ms: float | None, tpot_ms: float | None) -> str | None:
+    ttft = 1000.0 * statistics.median(a.times.ttft_s for a in warm)
+    tpots = [a.times.tpot_s for a in warm if a.times.tpot_s is not None]
+    tpot = 1000.0 * statistics.median(tpots) if tpots else 0.0
+    if ttft_ms is not None and ttft > ttft_ms:
+        return (
+            f"a request alone has its first token in {ttft:.3g} ms, over the {ttft_ms:g} ms bound"
+        )
+    if tpot_ms is not None and tpot > tpot_ms:
+        return (
+            f"a request alone takes {tpot:.3g} ms per output token, over the {tpot_ms:g} ms bound"
+        )
+    return None
+
+
+class _Tester:
+    """Runs LoadGen server tests on one system under test, each logged apart."""
+
+    def __init__(self, lg: Any, server: TokenQueryServer, job: Job, settings: Settings) -> None:
+        self.lg, self.server, self.job, self.settings = lg, server, job, settings
+        self.count = 0
+        self.root = case_files_dir() / "loadgen"
+
+    def run(self, target_qps: float) -> TokenTest:
+        self.count += 1
+        folder = self.root / f"test-{self.count:02d}-qps-{target_qps:.6g}"
+        folder.mkdir(parents=True, exist_ok=True)
+        log = self.lg.LogSettings()
+        log.log_output.outdir = str(folder)
+        log.enable_trace = False
+        self.server.reset()
+        instruments = Instruments(self.job.device)
+        instruments.start()
+        # a path that does not exist: LoadGen would read ./audit.config from the user's folder
+        settings = self._settings(target_qps)
+        self.lg.StartTestWithLogSettings(self.server.sut, self.server.qsl, settings, log,
+                                         str(folder / "no-audit.config"))  # fmt: skip
+        reading = instruments.stop()
+        self.server.raise_if_failed()
+        detail = folder / DETAIL_LOG
+        if not detail.is_file():
+            raise CaseError(f"LoadGen wrote no {DETAIL_LOG} in {folder}")
+        test = TokenTest(target_qps, loadgen_outcome(detail, "server", 1),
+                         list(self.server.answered), reading, folder)  # fmt: skip
+        if self.job.case.find_peak:
+            _report_try(self.count, test, float(self.job.case.slo_percentile or 99.0))
+        return test
+
+    def _settings(self, target_qps: float) -> Any:
+        lg, case, settings = self.lg, self.job.case, self.settings
+        test = lg.TestSettings()
+        test.scenario = lg.TestScenario.Server
+        test.mode = lg.TestMode.PerformanceOnly
+        test.min_duration_ms = max(1, round(settings.min_time_s * 1000))
+        test.min_query_count = settings.min_iters
+        test.qsl_rng_seed = test.sample_index_rng_seed = settings.seed
+        test.schedule_rng_seed = settings.seed
+        test.server_target_qps = target_qps
+        test.use_token_latencies = True
+        ttft_ms, tpot_ms = float(case.ttft_ms or 0.0), float(case.tpot_ms or 0.0)
+        test.ttft_latency = round(ttft_ms * 1e6)  # ns
+        test.tpot_latency = round(tpot_ms * 1e6)
+        test.server_target_latency_percentile = float(case.slo_percentile or 99.0) / 100.0
+        # a whole request within both bounds: LoadGen's overall latency target
+        osl = self.job.params["osl"]
+        test.server_target_latency_ns = round((ttft_ms + tpot_ms * (osl - 1)) * 1e6)
+        test.server_max_async_queries = OUTSTANDING_PER_STREAM * max(1, case.streams or 1)
+        return test
+
+
+def _report_try(count: int, test: TokenTest, percentile: float) -> None:
+    held = f"{percentile:g}"
+    ttft = (test.outcome.get("ttft_percentiles_ms") or {}).get(held, math.nan)
+    tpot = (test.outcome.get("tpot_percentiles_ms") or {}).get(held, math.nan)
+    verdict = "holds" if test.holds else "misses"
+    report_progress(
+        f"find-peak try {count}: {test.target_qps:.4g} QPS, TTFT p{held} "
+        f"{ttft:.3g} ms, TPOT p{held} {tpot:.3g} ms ({verdict} the bounds)"
+    )
+
+
+def _loadgen_record(
+    job: Job, settings: Settings, batching: str, chosen: TokenTest, found: Found[TokenTest] | None
+) -> LoadGen:
+    case = job.case
+    details: dict[str, Any] = {
+        "scenario": "server", "note": NOT_OFFICIAL, "min_duration_s": settings.min_time_s,
+        **chosen.outcome, "log_dir": str(chosen.log_dir), "target_qps": chosen.target_qps,
+        "percentile": case.slo_percentile, "streams": case.streams,
+        "ttft_bound_ms": case.ttft_ms, "tpot_bound_ms": case.tpot_ms, "batching": batching,
+    }  # fmt: skip
+    if found is not None:
+        details["tries"] = [test.brief() for _, test in found.tries]
+        details["peak_qps"] = found.peak
+        details["peak_confirmed"] = found.note is None
+        details["peak_note"] = found.note
+    return from_dict(LoadGen, details)
+
+
+def _token_check(job: Job, answered: list[Answered]) -> TokenCheck:
+    """Every answered request's tokens against the reference's for its prompt."""
+    isl, osl = job.params["isl"], job.params["osl"]
+    try:
+        reference = reference_tokens(job.workload.name, job.seed, isl, osl, PROMPTS)
+    except ReferenceUnavailable as exc:
+        return TokenCheck(verdict=f"not checked: {exc}")
+    rows = [a.prompt_index for a in answered]
+    expected = {name: values[rows] for name, values in reference.items()}
+    tolerance = precision_info(job.case.precision).tolerance or 0.0
+    return check_tokens([a.tokens for a in answered], expected, tolerance)
