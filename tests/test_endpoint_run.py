@@ -55,6 +55,20 @@ def test_a_concurrency_run_measures_every_request_and_judges_its_slos(tmp_path, 
     assert [line["index"] for line in lines] == list(range(load["conversations"]))
 
 
+def test_repeated_processes_merge_the_servers_goodput_as_their_median(tmp_path, llama_server):
+    """--repeat on an endpoint: each process its own client and requests; the
+    merged goodput and request rate are the median of the processes' (here: the mean
+    of two), as every metric with a process key merges."""
+    result = run_endpoint(tmp_path, llama_server, "--repeat", "2", "--concurrency", "2",
+                          "--min-time", "0", "--min-iters", "6", "--ttft-ms", "30000")  # fmt: skip
+    assert result["status"] == "ok", result["error"]
+    summaries = result["details"]["processes"]["summaries"]
+    assert len(summaries) == 2 and all(s["status"] == "ok" for s in summaries)
+    goodputs = [s["goodput_per_s"] for s in summaries]  # each under its process key
+    assert all(value > 0 for value in goodputs)
+    assert result["details"]["endpoint"]["goodput_per_s"] == pytest.approx(sum(goodputs) / 2)
+
+
 def test_bounds_no_request_keeps_give_no_goodput_and_a_flag(tmp_path, llama_server):
     result = run_endpoint(tmp_path, llama_server, "--min-time", "0", "--min-iters", "4",
                           "--ttft-ms", "0.001", "--slo-percentile", "50")  # fmt: skip
