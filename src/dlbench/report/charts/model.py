@@ -76,5 +76,6 @@ class CurveChart:
 
 
 def slug(text: str) -> str:
-    """A label as part of a file name: what a file name may hold, dashes between."""
-    return re.sub(r"[^A-Za-z0-9._-]+", "-", text).strip("-")[:80]
+    """A label as part of a file name: what a file name may hold, dashes between (none
+    left at the end where the cut falls on one)."""
+    return re.sub(r"[^A-Za-z0-9._-]+", "-", text).strip("-")[:80].rstrip("-")

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import textwrap
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -111,9 +111,9 @@ def curve_chart(chart: CurveChart, path: Path) -> Path:
     if chart.limit is not None:
         axis.axhline(chart.limit, ls="--", color="#888", lw=1, label=chart.limit_label)
     if chart.log_y:
-        axis.set_yscale("log")
+        _log_scale(axis.yaxis, axis.set_yscale)
     if chart.log_x:
-        axis.set_xscale("log")
+        _log_scale(axis.xaxis, axis.set_xscale)
     axis.set_xlabel(chart.x_title)
     axis.set_ylabel(chart.y_title)
     axis.set_title("\n".join(textwrap.wrap(chart.title, 80)), fontsize=9)
@@ -124,3 +124,14 @@ def curve_chart(chart: CurveChart, path: Path) -> Path:
     axis.grid(alpha=0.3)
     figure.tight_layout()
     return save_png(figure, path)
+
+
+def _log_scale(scaled: Any, set_scale: Callable[[str], None]) -> None:
+    """A log axis whose ticks read 100 and 2000: matplotlib's own formatters write them
+    as mathtext, which pyplot() turns off (text.parse_math), so they would show as TeX.
+    The plain LogFormatter labels the same ticks."""
+    from matplotlib.ticker import LogFormatter
+
+    set_scale("log")
+    scaled.set_major_formatter(LogFormatter())
+    scaled.set_minor_formatter(LogFormatter())

@@ -8,6 +8,7 @@ file is data, never markup.
 from __future__ import annotations
 
 import math
+import textwrap
 from collections.abc import Callable, Sequence
 from html import escape
 
@@ -22,13 +23,32 @@ def _scale(values: Sequence[float]) -> float:
     return top * 1.1 if top > 0 else 1.0
 
 
+# The title's characters one line holds at 13 px; a longer title is two lines at 11 px
+TITLE_CHARS, TITLE_CHARS_SMALL = 90, 106
+
+
+def _title(title: str) -> list[str]:
+    """The chart's title across its top: one line, or two smaller ones where it would
+    run off the chart (a served model's name and SLOs make a long one)."""
+    if len(title) <= TITLE_CHARS:
+        lines, size, first_y = [title], 13, 18
+    else:
+        lines = textwrap.wrap(title, TITLE_CHARS_SMALL, max_lines=2, placeholder=" ...")
+        size, first_y = 11, 12
+    return [
+        f'<text x="{WIDTH / 2}" y="{first_y + 13 * index}" text-anchor="middle" '
+        f'font-size="{size}">{escape(line)}</text>'
+        for index, line in enumerate(lines)
+    ]
+
+
 def _frame(title: str, unit: str, top: float, ticks: bool = True) -> list[str]:
     plot_h = HEIGHT - TOP - BOTTOM
     parts = [
         f'<svg class="chart" role="img" width="{WIDTH}" height="{HEIGHT}" '
         f'viewBox="0 0 {WIDTH} {HEIGHT}" xmlns="http://www.w3.org/2000/svg">',
         f"<title>{escape(title)}</title>",
-        f'<text x="{WIDTH / 2}" y="18" text-anchor="middle" font-size="13">{escape(title)}</text>',
+        *_title(title),
         f'<line x1="{LEFT}" y1="{TOP}" x2="{LEFT}" y2="{HEIGHT - BOTTOM}" stroke="{WHISKER}"/>',
         f'<line x1="{LEFT}" y1="{HEIGHT - BOTTOM}" x2="{WIDTH - 10}" y2="{HEIGHT - BOTTOM}" '
         f'stroke="{WHISKER}"/>',

@@ -13,7 +13,8 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from dlbench.report.charts.model import Curve, CurveChart, Point, slug
-from dlbench.report.studies.study import Row, StudyTable, baseline_label, case_label
+from dlbench.report.studies.llm_serving import LOAD_FIELDS
+from dlbench.report.studies.study import ROW_AXES, Row, StudyTable, baseline_label, case_label
 from dlbench.report.studies.sweeps import pareto_front
 from dlbench.results.metrics import METRICS, read
 from dlbench.results.records import Result, Run
@@ -123,6 +124,12 @@ def llm_charts(run: Run) -> list[CurveChart]:
     return charts
 
 
+def _line_label(result: Result) -> str:
+    """A line of an isl or batch sweep: the engine, and a server's load (a line runs
+    along one load: a load sweep's points are report.studies.llm_serving's)."""
+    return result.case.label(only=(*ROW_AXES, *LOAD_FIELDS))
+
+
 def _lines(results: list[Result], name: LineName) -> dict[str, list[Result]]:
     lines: dict[str, list[Result]] = {}
     for result in results:
@@ -140,7 +147,7 @@ def _curves(lines: dict[str, list[Result]], x: Axis, y: Axis) -> tuple[Curve, ..
 
 
 def _ttft_by_isl(workload: str, results: list[Result]) -> CurveChart | None:
-    lines = _lines(results, lambda r: f"{case_label(r)}, batch {r.case.batch_size}")
+    lines = _lines(results, lambda r: f"{_line_label(r)}, batch {r.case.batch_size}")
     curves = _curves(lines, lambda r: r.details.generation.isl, _metric("ttft"))
     if not curves:
         return None
@@ -149,7 +156,7 @@ def _ttft_by_isl(workload: str, results: list[Result]) -> CurveChart | None:
 
 
 def _decode_by_batch(workload: str, results: list[Result]) -> CurveChart | None:
-    lines = _lines(results, lambda r: f"{case_label(r)}, isl {r.details.generation.isl}")
+    lines = _lines(results, lambda r: f"{_line_label(r)}, isl {r.details.generation.isl}")
     curves = _curves(lines, lambda r: r.case.batch_size, _metric("decode_tps"))
     if not curves:
         return None

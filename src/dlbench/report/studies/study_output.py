@@ -16,6 +16,7 @@ from dlbench.report.charts.model import CurveChart
 from dlbench.report.studies.cpu_inference import study_tables as cpu_inference_tables
 from dlbench.report.studies.hardware import seed_add_tables
 from dlbench.report.studies.llm import llm_charts, llm_tables
+from dlbench.report.studies.llm_serving import llm_serving_charts
 from dlbench.report.studies.serving import serving_charts, serving_tables
 from dlbench.report.studies.study import StudyTable
 from dlbench.report.studies.sweeps import sweep_charts
@@ -42,6 +43,7 @@ CURVE_BUILDERS: tuple[Callable[[Run], list[CurveChart]], ...] = (
     serving_charts,
     sweep_charts,
     llm_charts,
+    llm_serving_charts,
 )
 
 
