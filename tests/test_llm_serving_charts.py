@@ -10,7 +10,11 @@ from factories import make_result, make_run, timed_run
 from dlbench.report.charts.svg import curve_chart
 from dlbench.report.html import render
 from dlbench.report.studies.llm import llm_charts
-from dlbench.report.studies.llm_serving import llm_serving_charts, load_points
+from dlbench.report.studies.llm_serving import (
+    llm_serving_charts,
+    llm_serving_tables,
+    load_points,
+)
 from dlbench.report.studies.study_output import curve_charts, write_study_files
 
 MODEL = "meta-llama/Llama-3.1-8B-Instruct"
@@ -227,3 +231,27 @@ def test_an_engine_under_loadgen_is_drawn_from_loadgens_own_token_percentiles():
     ttft = chart_svg(page, "TTFT p99 against requests/s answered")
     assert ttft.count(RINGED) == 1 and "TTFT bound 500 ms" in ttft
     assert "TPOT bound 30 ms" in chart_svg(page, "TPOT p99 against requests/s answered")
+
+
+def test_the_llm_serving_study_ranks_each_engines_confirmed_peak():
+    def engine(framework: str, peak: float | None, batching: str):
+        loadgen = {"scenario": "server", "peak_qps": peak, "peak_confirmed": peak is not None,
+                   "peak_note": None if peak else "no load tried (down to 2) held",
+                   "ttft_percentiles_ms": {"99": 310}, "tpot_percentiles_ms": {"99": 26},
+                   "tries": [loadgen_try(peak or 2, peak is not None, 310, 26)],
+                   "batching": batching}  # fmt: skip
+        return make_result(workload="llm-135m", framework=framework, compile="default",
+                           scenario="server", loadgen=True, find_peak=True, ttft_ms=500.0,
+                           tpot_ms=30.0, details={"loadgen": loadgen,
+                                                  "generation": generation(310, 26)})  # fmt: skip
+
+    run = make_run([engine("torch", 4.0, "2 streams"),
+                    engine("openvino-genai", 10.0, "continuous batching: up to 32"),
+                    engine("llama-cpp", None, "2 streams")])  # fmt: skip
+    (table,) = llm_serving_tables(run)
+    assert "ttft<=500ms,tpot<=30ms" in table.title and "LoadGen" in table.title
+    rows = {row.label.split()[0]: row for row in table.rows}
+    assert rows["openvino-genai"].value == 10.0 and rows["openvino-genai"].relative == 2.5
+    assert "confirmed; continuous batching" in rows["openvino-genai"].note
+    assert rows["llama-cpp"].value is None and rows["llama-cpp"].note.startswith("none: no load")
+    assert rows["torch"].extra[0] == 310  # dlbench's own TTFT p99 beside the peak

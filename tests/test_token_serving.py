@@ -33,6 +33,7 @@ def served(tmp_path, framework: str, *args: str) -> dict:
     return result
 
 
+@pytest.mark.slow
 def test_continuous_batching_serves_requests_with_loadgens_token_latencies(tmp_path):
     """openvino-genai's continuous batching at a rate: LoadGen judges TTFT and TPOT at
     the SLO percentile, every request's tokens are the reference's, dlbench's own
@@ -61,6 +62,7 @@ def test_continuous_batching_serves_requests_with_loadgens_token_latencies(tmp_p
     assert scheduler["max_num_seqs"] == 4 and scheduler["enable_prefix_caching"] is False
 
 
+@pytest.mark.slow
 def test_find_peak_holds_ttft_and_tpot_on_an_engine_serving_a_request_per_stream(tmp_path):
     """llama.cpp has no continuous batching in llama-cpp-python: two streams, each its
     own Llama. --find-peak grows the rate, bisects, and confirms the peak it keeps."""

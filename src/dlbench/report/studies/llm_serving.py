@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from dlbench.measure.load_profile import CONCURRENCY, RATE
 from dlbench.report.charts.model import Curve, CurveChart, Point, slug
 from dlbench.report.studies.serving import finite
+from dlbench.report.studies.study import Row, StudyTable, case_label
 from dlbench.results.details import EndpointLoad, LoadGen
 from dlbench.results.metrics import METRICS, read
 from dlbench.results.records import Result, Run
@@ -234,3 +235,36 @@ def _swept_label(case: Case, points: list[LoadPoint]) -> str:
     shown = {p.percentile for p in points} - {slo_percentile(case)}
     nearest = ", ".join(f"p{p:g}" for p in sorted(shown))
     return "a case per load" + (f" ({nearest}: the nearest recorded)" if nearest else "")
+
+
+# the peak table's companion columns: dlbench's own TTFT and TPOT p99 at the rate
+# reported, and the worker's CPU use
+PEAK_COLUMNS = tuple(METRICS[key] for key in ("ttft_p99", "tpot_p99", "cpu"))
+
+
+def llm_serving_tables(run: Run, baseline: str = "torch") -> list[StudyTable]:
+    """The llm-serving study: per workload and SLO pair, each engine's peak rate under
+    LoadGen whose TTFT and TPOT held, confirmed; how it shares requests in the note."""
+    groups: dict[str, list[Result]] = {}
+    for name, results in run.inference_by_workload(loadgen=True).items():
+        for result in results:
+            loadgen = result.details.loadgen
+            if result.case.find_peak and loadgen and loadgen.ttft_percentiles_ms is not None:
+                slos = result.case.label(only=("ttft_ms",))
+                groups.setdefault(f"{name}: peak requests/s with {slos}", []).append(result)
+    return [_peak_table(title, results, baseline) for title, results in groups.items()]
+
+
+def _peak_table(title: str, results: list[Result], baseline: str) -> StudyTable:
+    metric = METRICS["peak_qps"]
+    base = next((read(metric, r) for r in results if r.case.framework == baseline), None)
+    rows = []
+    for result in results:
+        loadgen = result.details.loadgen or LoadGen()
+        peak = read(metric, result)
+        found = "confirmed" if loadgen.peak_confirmed else (loadgen.peak_note or "not confirmed")
+        note = f"{found}; {loadgen.batching or 'batching not recorded'}"
+        rows.append(Row(case_label(result), peak, peak / base if peak and base else None,
+                        note=note if peak is not None else f"none: {note}",
+                        extra=tuple(read(column, result) for column in PEAK_COLUMNS)))  # fmt: skip
+    return StudyTable(f"{title} (LoadGen, --find-peak)", metric, tuple(rows), PEAK_COLUMNS)

@@ -16,7 +16,7 @@ from dlbench.report.charts.model import CurveChart
 from dlbench.report.studies.cpu_inference import study_tables as cpu_inference_tables
 from dlbench.report.studies.hardware import seed_add_tables
 from dlbench.report.studies.llm import llm_charts, llm_tables
-from dlbench.report.studies.llm_serving import llm_serving_charts
+from dlbench.report.studies.llm_serving import llm_serving_charts, llm_serving_tables
 from dlbench.report.studies.serving import serving_charts, serving_tables
 from dlbench.report.studies.study import StudyTable
 from dlbench.report.studies.sweeps import sweep_charts
@@ -30,6 +30,7 @@ from dlbench.results.run_ids import inside
 STUDIES: dict[str, Callable[[Run, str], list[StudyTable]]] = {
     "cpu-inference": cpu_inference_tables,
     "llm": llm_tables,
+    "llm-serving": llm_serving_tables,
     "mnist": mnist_tables,
     "pt2-training": pt2_tables,
     "seed-add": seed_add_tables,
