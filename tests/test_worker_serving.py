@@ -78,7 +78,7 @@ def test_find_peak_finds_the_rate_a_sleeping_step_can_serve_and_confirms_it(tmp_
     if loadgen["peak_confirmed"]:
         assert passing.count(loadgen["peak_qps"]) == 2  # found, then confirmed by a second run
     else:  # a lucky short run early on can use up the tries (see the unit test below)
-        assert "passed once, not confirmed" in loadgen["peak_note"], loadgen["peak_note"]
+        assert "held once, not confirmed" in loadgen["peak_note"], loadgen["peak_note"]
     # the peak sits below every rate that missed; a rate above it that passed once was
     # outvoted by a lower rate's miss (a short run's p99 is noisy on a shared machine)
     lowest_miss = min((t["target_qps"] for t in tries if not t["keeps_bound"]), default=None)
@@ -247,7 +247,7 @@ def test_the_search_confirms_the_peak_and_stops_where_no_lower_rate_can_help():
     assert len(tries) <= 4 and "missed even at" in why and chosen.keeps_bound is False
     # the floor: LoadGen's minimum queries at a rate below it would take too long
     tries, _, why = search_peak(fake_server(lambda q: False), 150.0, 0.005, 10.0, 100.0, 2)
-    assert len(tries) == 1 and "no rate down to" in why  # 120 failed; 60 is under the floor
+    assert len(tries) == 1 and "no load down to 120 QPS" in why  # 60 is under the floor
 
 
 def test_a_rate_that_passed_once_is_dropped_when_a_lower_rate_misses():
@@ -264,7 +264,7 @@ def test_a_rate_that_passed_once_is_dropped_when_a_lower_rate_misses():
     # whether a second run confirmed it (ten runs may not be enough after a lucky one)
     assert tries[0].keeps_bound and tries[0].target_qps > 100
     assert chosen.keeps_bound and chosen.target_qps <= 100, [t.brief() for t in tries]
-    assert why is None or "passed once, not confirmed" in why
+    assert why is None or "held once, not confirmed" in why
     lowest_miss = min(t.target_qps for t in tries if not t.keeps_bound)
     assert chosen.target_qps < lowest_miss <= tries[0].target_qps
 

@@ -6,7 +6,8 @@ between the highest passing load and the lowest failing one is halved until it i
 within `precision` of the failing one (for whole loads, until they are adjacent);
 the load found must pass a second time (a short run's percentile hangs on a few
 slow requests), or the search goes on below it. With no passing load yet, the
-load halves until one passes, or it gives up below `floor`.
+load halves until one passes, or it gives up below `floor`, or where `give_up`
+says no lower load can hold (a caller's own evidence: LoadGen's idle CPUs).
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Generic, Protocol, TypeVar
+from typing import Any, Generic, Protocol, TypeVar
 
 
 class Try(Protocol):
@@ -41,6 +42,9 @@ class Search:
     growth: float = 2.0
     precision: float = 0.05
     max_tries: int = 12
+    unit: str = ""  # written after a load in the notes (" QPS")
+    # after a failed try with no load passed yet: why no lower load can hold, if none can
+    give_up: Callable[[float, Any], str | None] | None = None
 
     def run(self, try_at: Callable[[float], T]) -> Found[T]:
         tries: list[tuple[float, T]] = []
@@ -58,8 +62,10 @@ class Search:
                 high = load if high is None else min(high, load)
                 passed = [x for x, t in tries if t.holds and x < high]
                 low = max(passed, default=None)
-            if low is None and high is not None and load / 2 < self.floor:
-                return Found(tries, None, outcome, f"no load down to {load:g} held")
+            if low is None and high is not None:
+                why = self._hopeless(load, outcome)
+                if why is not None:
+                    return Found(tries, None, outcome, why)
             load, confirming = self._next(load, low, high)
         return self._unconfirmed(tries, high)
 
@@ -73,6 +79,12 @@ class Search:
             return low, True
         return self._rounded((low + high) / 2), False
 
+    def _hopeless(self, load: float, outcome: T) -> str | None:
+        why = self.give_up(load, outcome) if self.give_up is not None else None
+        if why is None and load / 2 < self.floor:
+            why = f"no load down to {load:g}{self.unit} held"
+        return why
+
     def _rounded(self, load: float) -> float:
         return float(max(1, math.floor(load))) if self.whole else load
 
@@ -80,7 +92,7 @@ class Search:
         passing = [(x, t) for x, t in tries if t.holds and (high is None or x < high)]
         if passing:
             load, outcome = max(passing, key=lambda pair: pair[0])
-            return Found(tries, load, outcome, f"{load:g} held once, not confirmed in "
-                                               f"{len(tries)} tries")  # fmt: skip
+            return Found(tries, load, outcome, f"{load:.4g}{self.unit} held once, not "
+                                               f"confirmed in {len(tries)} tries")  # fmt: skip
         load, outcome = min(tries, key=lambda pair: pair[0])
-        return Found(tries, None, outcome, f"no load tried (down to {load:g}) held")
+        return Found(tries, None, outcome, f"no load tried (down to {load:.3g}{self.unit}) held")

@@ -31,6 +31,7 @@ from typing import Any
 from dlbench.backends.base import Job, Prepared
 from dlbench.errors import CaseError
 from dlbench.measure.instruments import Instruments, Reading
+from dlbench.measure.peak_search import Search
 from dlbench.measure.timer import Timing, time_once
 from dlbench.results.details import LoadGen
 from dlbench.results.record_dict import from_dict
@@ -86,6 +87,10 @@ class ServedTest:
     latencies_s: list[float]
     reading: Reading
     log_dir: Path
+
+    @property
+    def holds(self) -> bool:  # measure.peak_search's name
+        return self.keeps_bound
 
     @property
     def keeps_bound(self) -> bool:
@@ -263,81 +268,48 @@ def search_peak(
     cpus: int,
     percentile: float = DEFAULT_LATENCY_PERCENTILE,
 ) -> tuple[list[ServedTest], ServedTest, str | None]:
-    """The highest server rate that keeps the bound, by bisection over LoadGen runs.
+    """The highest server rate that keeps the bound (measure.peak_search), over LoadGen runs.
 
-    Starts at 80% of the rate the warm-up suggests the streams can serve, grows
-    by half until a rate fails, halves until one passes, then halves the gap
-    until it is within PEAK_PRECISION. The rate found must pass a second run
-    (a short run's p99 hangs on a few slow queries): if it fails, the search
-    goes on below it. It gives up where no lower rate can help: a rate that
-    leaves the `cpus` mostly idle (IDLE_LOAD) and still misses the bound (a
-    query that arrives alone is slower than the bound: cold caches, sleeping
-    threads), or a rate below `floor_qps`. Returns every try, the one reported
-    (the confirming run, else the best passing rate, else the lowest tried)
-    and why, where no rate was confirmed.
+    Starts at 80% of the rate the warm-up suggests the streams can serve, grows by
+    half until a rate fails, halves until one passes, then bisects to PEAK_PRECISION;
+    the rate found must pass a second run. It gives up where no lower rate can help:
+    a rate that leaves the `cpus` mostly idle (IDLE_LOAD) and still misses the bound
+    (a query that arrives alone is slower than the bound: cold caches, sleeping
+    threads), or a rate below `floor_qps`. Returns every try, the one reported (the
+    confirming run, else the best passing rate, else the lowest tried) and why, where
+    no rate was confirmed.
     """
-    tries: list[ServedTest] = []
     if service_s * 1000.0 > bound_ms:
         # no arrival rate makes a query faster than it is: one run to show it
-        tries.append(_try(run_at, capacity_qps / 2, len(tries), bound_ms, percentile))
+        test = _try(run_at, capacity_qps / 2, 0, bound_ms, percentile)
         why = f"one query takes {service_s * 1000:.3g} ms, more than the {bound_ms:g} ms bound"
-        return tries, tries[0], why
-    low: float | None = None
-    high: float | None = None
-    qps, confirming = 0.8 * capacity_qps, False
-    while len(tries) < MAX_PEAK_TRIES:
-        test = _try(run_at, qps, len(tries), bound_ms, percentile)
-        tries.append(test)
-        if test.keeps_bound and confirming:
-            return tries, test, None
-        if test.keeps_bound:
-            low = qps
-        else:
-            high = qps if high is None else min(high, qps)
-            passed = [t.target_qps for t in tries if t.keeps_bound and t.target_qps < high]
-            low = max(passed, default=None)
-        if low is None and high is not None:
-            hopeless = _hopeless(test, cpus, floor_qps, bound_ms)
-            if hopeless is not None:
-                return tries, test, hopeless
-        qps, confirming = _next_rate(qps, low, high)
-    passing = [t for t in tries if t.keeps_bound and (high is None or t.target_qps < high)]
-    if passing:
-        best = max(passing, key=lambda t: t.target_qps or 0.0)
-        why = f"{best.target_qps:.4g} QPS passed once, not confirmed in {len(tries)} runs"
-        return tries, best, why
-    lowest = min(tries, key=lambda t: t.target_qps or 0.0)
-    return tries, lowest, f"no rate tried (down to {lowest.target_qps:.3g} QPS) kept the bound"
+        return [test], test, why
+    tried: list[ServedTest] = []
+
+    def try_at(qps: float) -> ServedTest:
+        tried.append(_try(run_at, qps, len(tried), bound_ms, percentile))
+        return tried[-1]
+
+    search = Search(start=0.8 * capacity_qps, floor=floor_qps, growth=1.5,
+                    precision=PEAK_PRECISION, max_tries=MAX_PEAK_TRIES, unit=" QPS",
+                    give_up=lambda qps, test: _idle_miss(test, cpus, bound_ms))  # fmt: skip
+    found = search.run(try_at)
+    return tried, found.reported, found.note
 
 
-def _next_rate(qps: float, low: float | None, high: float | None) -> tuple[float, bool]:
-    """The next rate to try, and whether it confirms a rate found."""
-    if high is None:
-        return qps * 1.5, False
-    if low is None:
-        return high / 2, False
-    if high - low <= PEAK_PRECISION * high:
-        return low, True
-    return (low + high) / 2, False
-
-
-def _hopeless(test: ServedTest, cpus: int, floor_qps: float, bound_ms: float) -> str | None:
-    """Why no rate below the test's (which missed the bound) can keep it, if none can.
-
-    The load is what the test kept busy of the case's CPUs, measured: the
-    warm-up's step time overrates what a tiny model's streams serve (each
-    query also pays the queue and LoadGen's calls from Python).
-    """
+def _idle_miss(test: ServedTest, cpus: int, bound_ms: float) -> str | None:
+    """Why no rate below the test's (which missed the bound) can keep it, where the
+    test kept the CPUs mostly idle. The load is measured: the warm-up's step time
+    overrates what a tiny model's streams serve (each query also pays the queue and
+    LoadGen's calls from Python)."""
     qps = float(test.target_qps or 0.0)
     load = test.reading.usage.cpu_percent / (100.0 * max(cpus, 1))
-    if load <= IDLE_LOAD:
-        return (
-            f"the {bound_ms:g} ms bound was missed even at {qps:.3g} QPS, with {load:.0%} of "
-            "the CPUs busy: a query arriving alone is slower than the bound"
-        )
-    if qps / 2 < floor_qps:
-        return f"no rate down to {qps:.3g} QPS kept the {bound_ms:g} ms bound"
-    return None
+    if load > IDLE_LOAD:
+        return None
+    return (
+        f"the {bound_ms:g} ms bound was missed even at {qps:.3g} QPS, with {load:.0%} of "
+        "the CPUs busy: a query arriving alone is slower than the bound"
+    )
 
 
 def _try(
