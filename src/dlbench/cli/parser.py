@@ -105,15 +105,27 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 DB_HELP = "store file (default: $DLBENCH_DB or user data dir)"
+CI_FORMATS = ("github-action-benchmark", "bmf")
 
 
 def add_results_parsers(commands: argparse._SubParsersAction) -> None:
     runs = commands.add_parser("runs", help="list the runs in the store")
     runs.add_argument("--db", type=Path, help=DB_HELP)
-    export = commands.add_parser("export", help="write a stored run as JSON and/or CSV")
+    export = commands.add_parser(
+        "export", help="write a stored run as JSON and/or CSV, or in a CI service's format"
+    )
     export.add_argument("run", help="run id (or a run JSON file)")
     export.add_argument("--json", type=Path, dest="json_path")
     export.add_argument("--csv", type=Path, dest="csv_path")
+    export.add_argument(
+        "--format",
+        choices=CI_FORMATS,
+        dest="ci_format",
+        help="each case's headline metrics for github-action-benchmark (two files, one "
+        "per direction: PATH's name with .bigger-is-better / .smaller-is-better) or "
+        "Bencher (BMF), into --out PATH",
+    )
+    export.add_argument("--out", type=Path, dest="ci_out", metavar="PATH")
     export.add_argument("--db", type=Path, help=DB_HELP)
     imported = commands.add_parser("import", help="add a run JSON file to the store")
     imported.add_argument("file", type=Path)

@@ -18,6 +18,7 @@ from dlbench.report.compare import (
 )
 from dlbench.report.leaderboard import pivot
 from dlbench.report.table import escape_markup
+from dlbench.results.ci_formats import write_ci_format
 from dlbench.results.files import read_json, write_csv, write_json
 from dlbench.results.lookup import load_run
 from dlbench.results.run_ids import run_path
@@ -46,13 +47,20 @@ def cmd_runs(args: argparse.Namespace) -> int:
 
 
 def cmd_export(args: argparse.Namespace) -> int:
-    if args.json_path is None and args.csv_path is None:
-        raise UserError("dlbench export: give --json FILE and/or --csv FILE")
+    if (args.ci_format is None) != (args.ci_out is None):
+        raise UserError("dlbench export: --format and --out go together (--format "
+                        "github-action-benchmark|bmf --out PATH)")  # fmt: skip
+    if args.json_path is None and args.csv_path is None and args.ci_format is None:
+        raise UserError("dlbench export: give --json FILE, --csv FILE and/or --format "
+                        "github-action-benchmark|bmf --out PATH")  # fmt: skip
     run = load_run(args.run, args.db, on_wait=say)
     if args.json_path is not None:
         write_json(run, args.json_path)
     if args.csv_path is not None:
         write_csv(run, args.csv_path)
+    if args.ci_format is not None:
+        for path, what in write_ci_format(run, args.ci_format, args.ci_out):
+            say(f"wrote {path}: {what}")
     say(f"exported run {run.id}")
     return 0
 
