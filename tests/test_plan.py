@@ -107,8 +107,8 @@ def test_batch_size_override_replaces_suite_values(tmp_path):
         ),
         (
             RunRequest(suite="nonesuch"),
-            "unknown suite 'nonesuch'; built-in: ceilings, cpu-inference, llm, mnist, "
-            "pt2-training, quick, seed-add",
+            "unknown suite 'nonesuch'; built-in: ceilings, cpu-inference, llm, llm-serving, "
+            "mnist, pt2-training, quick, seed-add",
         ),
         (RunRequest(settings=(("min_iters", 0),)), "invalid min-iters 0"),
         (RunRequest(settings=(("timeout_s", 0),)), "invalid timeout 0"),

@@ -138,7 +138,8 @@ def test_a_batch_is_checked_sequence_by_sequence_and_repeats_merge_the_token_rat
     # both sequences' 16 tokens held to the reference's tokens for the same two prompts
     assert generation["tokens"]["compared"] == 2 * 16
     assert generation["tokens"]["verdict"] in (IDENTICAL, NEAR_TIE)
-    summaries = result["details"]["processes"]["summaries"]
+    # two processes made the headline (a disturbed one is replaced by one more)
+    summaries = [s for s in result["details"]["processes"]["summaries"] if s.get("used")]
     assert len(summaries) == 2 and all(s["status"] == "ok" for s in summaries)
     # a rate of the merged result is the median (here: the mean) of its processes' rates
     rates = [s["decode_tokens_per_s"] for s in summaries]

@@ -116,9 +116,9 @@ class GeneratorStreams(ServingEngine):
             first = partial(sink.first_token, request.request_id)
             try:
                 trace = generator.generate(ids, request.osl, on_first_token=first)
+                tokens, times = [int(t) for t in trace.tokens[0]], list(trace.token_times_s)
             # BaseException too: the request must still be answered, or its caller waits
             except BaseException as exc:  # reported; the case fails once the test ends
                 sink.failed(request.request_id, exc)
                 continue
-            sink.finished(request.request_id, [int(t) for t in trace.tokens[0]],
-                          list(trace.token_times_s))  # fmt: skip
+            sink.finished(request.request_id, tokens, times)

@@ -12,6 +12,7 @@ a continuous-batching scheduler runs in a step.
 
 from __future__ import annotations
 
+import math
 from dataclasses import replace
 
 from dlbench.errors import UserError
@@ -30,6 +31,7 @@ DEFAULT_TPOT_MS = 100.0
 # for the queue a CPU's peak rate builds, without a KV cache of GBs for small models
 DEFAULT_BATCHED_SEQUENCES = 32
 SERVER_HOW = "--scenario server with --target-qps Q or --find-peak"
+MAX_BOUND_MS = 3_600_000.0
 
 
 def validate_token_server(case: Case, continuous_batching: bool, cpu_streams: int) -> Case:
@@ -51,9 +53,11 @@ def validate_token_server(case: Case, continuous_batching: bool, cpu_streams: in
     osl = dict(case.params).get("osl")
     if isinstance(osl, int) and osl < 2:
         raise UserError(f"--param osl={osl}: a server's TPOT needs at least 2 output tokens")
+    ttft = _bound("--ttft-ms", DEFAULT_TTFT_MS if case.ttft_ms is None else case.ttft_ms)
+    tpot = _bound("--tpot-ms", DEFAULT_TPOT_MS if case.tpot_ms is None else case.tpot_ms)
     percentile = DEFAULT_SLO_PERCENTILE if case.slo_percentile is None else case.slo_percentile
-    if percentile not in LOADGEN_PERCENTILES:
-        raise UserError(f"invalid --slo-percentile {percentile:g} for LoadGen; it reports "
+    if not _number(percentile) or percentile not in LOADGEN_PERCENTILES:
+        raise UserError(f"invalid --slo-percentile {percentile!r} for LoadGen; it reports "
                         f"{LOADGEN_PERCENTILES_TEXT}")  # fmt: skip
     streams = case.streams
     if streams is None:
@@ -63,11 +67,24 @@ def validate_token_server(case: Case, continuous_batching: bool, cpu_streams: in
     return replace(
         case,
         loadgen=True,
-        ttft_ms=DEFAULT_TTFT_MS if case.ttft_ms is None else case.ttft_ms,
-        tpot_ms=DEFAULT_TPOT_MS if case.tpot_ms is None else case.tpot_ms,
+        ttft_ms=ttft,
+        tpot_ms=tpot,
         slo_percentile=float(percentile),
         streams=streams,
     )
+
+
+def _bound(flag: str, value: object) -> float:
+    """A bound LoadGen can hold: a number of ms above 0, at most an hour (LoadGen keeps
+    it, and a whole query's ttft + tpot x osl, in integer nanoseconds)."""
+    if not _number(value) or not 0 < float(value) <= MAX_BOUND_MS:  # type: ignore[arg-type]
+        raise UserError(f"invalid {flag} {value!r}; expected a number of ms above 0, "
+                        f"up to {MAX_BOUND_MS:g}")  # fmt: skip
+    return float(value)  # type: ignore[arg-type]
+
+
+def _number(value: object) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
 
 
 def _validate_rate(case: Case) -> None:
@@ -76,6 +93,8 @@ def _validate_rate(case: Case) -> None:
                         "--find-peak (the highest rate whose TTFT and TPOT hold)")  # fmt: skip
     if case.target_qps is not None and case.find_peak:
         raise UserError("--find-peak searches for the rate itself; drop --target-qps")
-    if case.target_qps is not None and not 0 < case.target_qps <= MAX_TARGET_QPS:
+    if case.target_qps is not None and not (
+        _number(case.target_qps) and 0 < case.target_qps <= MAX_TARGET_QPS
+    ):
         raise UserError(f"invalid target QPS {case.target_qps!r}; expected a number > 0 "
                         f"(up to {MAX_TARGET_QPS:g})")  # fmt: skip

@@ -425,7 +425,7 @@ def _validate_serving(case: Case, token_server: FrameworkInfo | None = None) -> 
             raise UserError(f"invalid {name} {getattr(case, name)!r}; expected true or false")
     if token_server is not None:
         _require_loadgen()
-        cpu_streams = default_streams(case)
+        cpu_streams = case.threads if token_server.cpu_only else default_streams(case)
         return validate_token_server(case, token_server.continuous_batching, cpu_streams)
     given = server_options_given(case, endpoint=case.framework == ENDPOINT_FRAMEWORK)
     if case.scenario != "server" and given:

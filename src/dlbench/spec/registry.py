@@ -173,6 +173,9 @@ class FrameworkInfo:
     # adds each to the running batch): a generation server's streams are its batch's
     # sequences, not generators one request at a time each (backends.serving_engine)
     continuous_batching: bool = False
+    # Runs on the CPU only here (the LLM engines: backends.base.CpuEngineBackend), so its
+    # defaults are a CPU's whatever GPU the machine has
+    cpu_only: bool = False
 
     @property
     def precisions(self) -> tuple[str, ...]:
@@ -415,6 +418,7 @@ FRAMEWORKS: dict[str, FrameworkInfo] = {
             install_hint='pip install -e ".[llm-onnx]" (onnxruntime-genai and its model builder)',
             label="ONNX Runtime GenAI (its model builder converts the checkpoint)",
             support=LLM_ENGINE_MODELS,
+            cpu_only=True,
             # its model builder's (it also converts with torch and transformers)
             needs=("onnx-ir", "transformers", "torch"),
             # its package loads ONNX Runtime's, which it imports itself
@@ -431,6 +435,7 @@ FRAMEWORKS: dict[str, FrameworkInfo] = {
             'pip install --no-deps "optimum-intel>=2.2,<2.3" (its exporter)',
             label="OpenVINO GenAI (optimum-intel exports the checkpoint)",
             support=LLM_ENGINE_MODELS,
+            cpu_only=True,
             # the exporter, installed apart (README): optimum-intel, with torch and transformers
             needs=("optimum-intel", "transformers", "torch"),
             # its package runs on OpenVINO's runtime, which it imports itself
@@ -448,6 +453,7 @@ FRAMEWORKS: dict[str, FrameworkInfo] = {
             "from source: about 4 minutes on 2 cores)",
             label="llama.cpp through llama-cpp-python (the gguf package writes the checkpoint)",
             support=LLM_ENGINE_MODELS,
+            cpu_only=True,
             # its converter's: the gguf writer, reading the checkpoint's safetensors
             needs=("gguf", "safetensors"),
             max_batch=1,  # llama-cpp-python's Llama holds one sequence

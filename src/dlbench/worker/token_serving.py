@@ -12,7 +12,8 @@ Warm-up requests run one at a time first (the engine's first call and compilatio
 apart). After the test, every answered request's tokens are held to the torch
 reference's for its prompt: a server that batches must still compute the same
 tokens. The result's Generation record is dlbench's own reading of the chosen
-test's requests, from each one's arrival; LoadGen's own percentiles are beside it.
+test's requests, from LoadGen's issue callback for each (LoadGen's clock starts at the
+scheduled arrival, a little earlier); LoadGen's own percentiles are beside it.
 """
 
 from __future__ import annotations
@@ -46,8 +47,12 @@ from dlbench.worker.token_sut import Answered, TokenQueryServer
 
 # The QSL: this many seeded prompts, each checked against the reference's tokens
 PROMPTS = 8
-# A try at a low rate lasts min_iters / rate; never more than this many --min-time
+# A try at a low rate would last min_iters / rate: it takes fewer queries (never under
+# MIN_TRY_QUERIES), so that it lasts at most this many --min-time
 MAX_STRETCH = 4
+MIN_TRY_QUERIES = 8
+# --find-peak looks no lower than this fraction of the rate the warm-up suggests
+FLOOR_FRACTION = 1 / 64
 # LoadGen stops issuing past this many outstanding queries per stream (an overload
 # that can never keep its bounds would otherwise queue for minutes)
 OUTSTANDING_PER_STREAM = 32
@@ -101,9 +106,11 @@ def run_token_serving(backend: Backend, job: Job, settings: Settings) -> Result:
     server = TokenQueryServer(lg, engine, prompts, osl)
     try:
         first = server.serve_alone(0)
-        warm = [server.serve_alone((i + 1) % PROMPTS) for i in range(settings.warmup_iters)]
+        # a search starts from the warm-up's rate: never from the first call (compilation)
+        warmups = max(settings.warmup_iters, 1 if job.case.find_peak else 0)
+        warm = [server.serve_alone((i + 1) % PROMPTS) for i in range(warmups)]
         tester = _Tester(lg, server, job, settings)
-        chosen, found = _measure(tester, warm or [first], settings)
+        chosen, found = _measure(tester, warm or [first])
     finally:
         server.close()
     samples = [a.times.e2e_s for a in chosen.answered]
@@ -129,9 +136,7 @@ def run_token_serving(backend: Backend, job: Job, settings: Settings) -> Result:
     return result
 
 
-def _measure(
-    tester: _Tester, warm: list[Answered], settings: Settings
-) -> tuple[TokenTest, Found[TokenTest] | None]:
+def _measure(tester: _Tester, warm: list[Answered]) -> tuple[TokenTest, Found[TokenTest] | None]:
     """The test at --target-qps, or the search for the peak rate and its chosen test."""
     case = tester.job.case
     if not case.find_peak:
@@ -143,8 +148,7 @@ def _measure(
     if alone is not None:
         test = tester.run(start / 4)
         return test, Found([(start / 4, test)], None, test, alone)
-    floor = settings.min_iters / (MAX_STRETCH * max(settings.min_time_s, 1e-3))
-    found = Search(start=start, floor=floor).run(tester.run)
+    found = Search(start=start, floor=start * FLOOR_FRACTION, unit=" QPS").run(tester.run)
     return found.reported, found
 
 
@@ -202,7 +206,9 @@ class _Tester:
         test.scenario = lg.TestScenario.Server
         test.mode = lg.TestMode.PerformanceOnly
         test.min_duration_ms = max(1, round(settings.min_time_s * 1000))
-        test.min_query_count = settings.min_iters
+        longest_s = MAX_STRETCH * max(settings.min_time_s, 1.0)
+        affordable = max(MIN_TRY_QUERIES, math.ceil(target_qps * longest_s))
+        test.min_query_count = min(settings.min_iters, affordable)
         test.qsl_rng_seed = test.sample_index_rng_seed = settings.seed
         test.schedule_rng_seed = settings.seed
         test.server_target_qps = target_qps

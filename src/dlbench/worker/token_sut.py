@@ -9,9 +9,10 @@ a server's client would feel it. The QSL's samples are the case's seeded prompts
 made before the test; nothing is tokenised or allocated inside a query but the
 engine's own work.
 
-Beside LoadGen's numbers, every answered request keeps its arrival and token
-times (the result's Generation record) and its tokens (checked against the torch
-reference's after the test).
+Beside LoadGen's numbers, every answered request keeps the time LoadGen's issue
+callback ran for it (LoadGen's own clock starts at the scheduled arrival, a little
+earlier), its token times (the result's Generation record) and its tokens (checked
+against the torch reference's after the test).
 """
 
 from __future__ import annotations
@@ -28,6 +29,9 @@ import numpy as np
 from dlbench.backends.serving_engine import Request, ServingEngine
 from dlbench.errors import CaseError
 from dlbench.measure.token_latency import TokenTimes
+
+# A warm-up request alone that takes longer than this is an engine that stopped
+WARMUP_WAIT_S = 600.0
 
 
 @dataclass
@@ -84,7 +88,8 @@ class TokenQueryServer:
         with self._lock:
             self._pending[request_id] = _Pending(None, prompt_index, self.clock(), done=done)
         self.engine.submit(Request(request_id, self.prompts[prompt_index], self.osl))
-        done.wait()
+        if not done.wait(WARMUP_WAIT_S):
+            raise CaseError(f"a warm-up request had no answer in {WARMUP_WAIT_S:g} s")
         self.raise_if_failed()
         return self.answered.pop()
 
@@ -108,20 +113,26 @@ class TokenQueryServer:
         self.first_token_of(pending)
 
     def finished(self, request_id: int, tokens: list[int], token_times_s: list[float]) -> None:
+        if len(tokens) != self.osl or len(token_times_s) != len(tokens):
+            # fewer tokens would be less work timed as a whole answer
+            error = CaseError(f"the engine answered {len(tokens)} tokens ({len(token_times_s)} "
+                              f"token times) where {self.osl} were asked")  # fmt: skip
+            self.failed(request_id, error)
+            return
         pending = self._take(request_id)
+        if pending is None:
+            return
         if not pending.first_sent:  # LoadGen needs the first token before the query's end
             self.first_token_of(pending)
-        if tokens and token_times_s:
-            times = TokenTimes(pending.arrived_s, token_times_s)
-            self.answered.append(Answered(pending.prompt_index, times, tokens))
-        else:
-            self.error = self.error or CaseError("the engine answered a request with no token")
-        output = np.asarray(tokens, dtype=np.int32)
-        self._complete(pending, output, len(tokens))
+        times = TokenTimes(pending.arrived_s, token_times_s)
+        self.answered.append(Answered(pending.prompt_index, times, tokens))
+        self._complete(pending, np.asarray(tokens, dtype=np.int32), len(tokens))
 
     def failed(self, request_id: int, error: BaseException) -> None:
         self.error = self.error or error
         pending = self._take(request_id)
+        if pending is None:  # answered already (an engine reporting twice)
+            return
         if not pending.first_sent:
             self.first_token_of(pending)
         # LoadGen refuses fewer than 2 tokens; the case fails once the test ends
@@ -133,9 +144,9 @@ class TokenQueryServer:
             return
         self.loadgen.FirstTokenComplete([self.loadgen.QuerySampleResponse(pending.query_id, 0, 0)])
 
-    def _take(self, request_id: int) -> _Pending:
+    def _take(self, request_id: int) -> _Pending | None:
         with self._lock:
-            return self._pending.pop(request_id)
+            return self._pending.pop(request_id, None)
 
     def _complete(self, pending: _Pending, output: np.ndarray, n_tokens: int) -> None:
         if pending.done is not None:

@@ -107,12 +107,12 @@ class OvContinuousBatching(ServingEngine):
                 continue
             try:
                 self.pipeline.step()
+                self._read(running, sink, time.perf_counter())
+            # the thread must live on: a request left unanswered would hang its caller
             except BaseException as exc:  # every running request is answered, then dropped
                 for request_id in running:
                     sink.failed(request_id, exc)
                 running.clear()
-                continue
-            self._read(running, sink, time.perf_counter())
 
     def _admit(self, running: dict[int, _Running], sink: TokenSink, wait: bool) -> bool:
         """Add the arrived requests to the pipeline; True once close() was asked."""
@@ -123,8 +123,8 @@ class OvContinuousBatching(ServingEngine):
         while True:
             if item is None:
                 return True
-            ids = ov.Tensor(np.asarray([item.prompt], dtype=np.int64))
             try:
+                ids = ov.Tensor(np.asarray([item.prompt], dtype=np.int64))
                 handle = self.pipeline.add_request(item.request_id, ids, exact_length(item.osl))
                 running[item.request_id] = _Running(handle)
             except BaseException as exc:  # answered as failed; the case fails at the end
