@@ -25,8 +25,6 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Any, Protocol
 
-import numpy as np
-
 from dlbench.results.details import Details
 
 
@@ -111,6 +109,10 @@ class GeneratorStreams(ServingEngine):
         self._threads = []
 
     def _serve(self, generator: FirstTokenGenerator, sink: TokenSink) -> None:
+        # numpy here, not at import: backends.base imports this module in every worker,
+        # and numpy's import starts its BLAS pool (the null case's one core, measured)
+        import numpy as np
+
         while (request := self._queue.get()) is not None:
             ids = np.asarray([request.prompt], dtype=np.int64)
             first = partial(sink.first_token, request.request_id)
