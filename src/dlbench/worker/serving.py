@@ -292,23 +292,23 @@ def search_peak(
 
     search = Search(start=0.8 * capacity_qps, floor=floor_qps, growth=1.5,
                     precision=PEAK_PRECISION, max_tries=MAX_PEAK_TRIES, unit=" QPS",
-                    give_up=lambda qps, test: _idle_miss(test, cpus, bound_ms))  # fmt: skip
+                    give_up=lambda qps, test: idle_miss(qps, test.reading, cpus,
+                                                        f"the {bound_ms:g} ms bound"))  # fmt: skip
     found = search.run(try_at)
     return tried, found.reported, found.note
 
 
-def _idle_miss(test: ServedTest, cpus: int, bound_ms: float) -> str | None:
-    """Why no rate below the test's (which missed the bound) can keep it, where the
-    test kept the CPUs mostly idle. The load is measured: the warm-up's step time
-    overrates what a tiny model's streams serve (each query also pays the queue and
-    LoadGen's calls from Python)."""
-    qps = float(test.target_qps or 0.0)
-    load = test.reading.usage.cpu_percent / (100.0 * max(cpus, 1))
+def idle_miss(qps: float, reading: Reading, cpus: int, missed: str) -> str | None:
+    """Why no rate below `qps` (a try that missed `missed`) can keep it, where that try
+    kept the CPUs mostly idle: a query arriving alone is slower than the bound (cold
+    caches, sleeping threads). The load is measured: the warm-up's time overrates what
+    small models serve (each query also pays the queue and LoadGen's calls from Python)."""
+    load = reading.usage.cpu_percent / (100.0 * max(cpus, 1))
     if load > IDLE_LOAD:
         return None
     return (
-        f"the {bound_ms:g} ms bound was missed even at {qps:.3g} QPS, with {load:.0%} of "
-        "the CPUs busy: a query arriving alone is slower than the bound"
+        f"{missed} missed even at {qps:.3g} QPS, with {load:.0%} of the CPUs busy: "
+        "a query arriving alone is slower than the bound"
     )
 
 

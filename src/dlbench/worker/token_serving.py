@@ -42,6 +42,7 @@ from dlbench.worker.loadgen_log import DETAIL_LOG, loadgen_outcome
 from dlbench.worker.placement import require_placement
 from dlbench.worker.progress import report_progress
 from dlbench.worker.result import result_from
+from dlbench.worker.serving import idle_miss
 from dlbench.worker.token_check import check_tokens, failure
 from dlbench.worker.token_sut import Answered, TokenQueryServer
 
@@ -148,7 +149,11 @@ def _measure(tester: _Tester, warm: list[Answered]) -> tuple[TokenTest, Found[To
     if alone is not None:
         test = tester.run(start / 4)
         return test, Found([(start / 4, test)], None, test, alone)
-    found = Search(start=start, floor=start * FLOOR_FRACTION, unit=" QPS").run(tester.run)
+    cpus = case.threads
+    search = Search(start=start, floor=start * FLOOR_FRACTION, unit=" QPS",
+                    give_up=lambda qps, test: idle_miss(qps, test.reading, cpus,
+                                                        "the TTFT/TPOT bounds"))  # fmt: skip
+    found = search.run(tester.run)
     return found.reported, found
 
 
