@@ -69,7 +69,7 @@ def github_action_benchmark(run: Run) -> dict[str, list[dict[str, Any]]]:
         }
         if headline.bounds is not None:
             low, high = headline.bounds
-            entry["range"] = f"{low:.4g} - {high:.4g}"
+            entry["range"] = f"{low:.6g} - {high:.6g}"  # text: six digits, as printed
         entry["extra"] = f"run {run.id}, {_bounds_source(headline)}"
         by_tool[BIGGER if headline.metric.higher_is_better else SMALLER].append(entry)
     return by_tool
