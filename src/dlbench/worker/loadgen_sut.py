@@ -29,7 +29,22 @@ from dlbench.errors import CaseError
 Step = Callable[[], object]
 
 
-class QueryServer:
+class InMemorySamples:
+    """LoadGen's flush and sample-loading callbacks where there is nothing to do: the
+    QSL's samples (a prepared batch, seeded prompts) are in memory before the test, and
+    nothing is held back for a flush."""
+
+    def _flush(self) -> None:
+        return None
+
+    def _load(self, indices: list[int]) -> None:
+        return None
+
+    def _unload(self, indices: list[int]) -> None:
+        return None
+
+
+class QueryServer(InMemorySamples):
     """LoadGen's SUT and QSL callbacks around prepared steps.
 
     `latencies_s` holds, per query (per step in the offline scenario), the
@@ -125,15 +140,3 @@ class QueryServer:
             self._error = exc
         self.latencies_s.append(self._clock() - received)
         self._lg.QuerySamplesComplete([self._lg.QuerySampleResponse(i, 0, 0) for i in ids])
-
-    # Nothing to do in these three: every query is complete before its callback
-    # returns, and the prepared batch (the QSL's samples) is already in memory.
-
-    def _flush(self) -> None:
-        return None
-
-    def _load(self, indices: list[int]) -> None:
-        return None
-
-    def _unload(self, indices: list[int]) -> None:
-        return None

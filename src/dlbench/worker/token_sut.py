@@ -29,6 +29,7 @@ import numpy as np
 from dlbench.backends.serving_engine import Request, ServingEngine
 from dlbench.errors import CaseError
 from dlbench.measure.token_latency import TokenTimes
+from dlbench.worker.loadgen_sut import InMemorySamples
 
 # A warm-up request alone that takes longer than this is an engine that stopped
 WARMUP_WAIT_S = 600.0
@@ -53,7 +54,7 @@ class _Pending:
 
 
 @dataclass
-class TokenQueryServer:
+class TokenQueryServer(InMemorySamples):
     """LoadGen's SUT and QSL callbacks around a serving engine, and the engine's sink."""
 
     loadgen: Any
@@ -156,13 +157,3 @@ class TokenQueryServer:
             pending.query_id, output.ctypes.data, output.nbytes, n_tokens
         )
         self.loadgen.QuerySamplesComplete([response])
-
-    # Nothing to do: every prompt is in memory before the test.
-    def _flush(self) -> None:
-        return None
-
-    def _load(self, indices: list[int]) -> None:
-        return None
-
-    def _unload(self, indices: list[int]) -> None:
-        return None
