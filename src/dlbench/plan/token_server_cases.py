@@ -21,7 +21,6 @@ from dlbench.spec.case import (
     LOADGEN_PERCENTILES,
     LOADGEN_PERCENTILES_TEXT,
     MAX_STREAMS,
-    MAX_TARGET_QPS,
     Case,
 )
 
@@ -35,8 +34,9 @@ MAX_BOUND_MS = 3_600_000.0
 
 
 def validate_token_server(case: Case, continuous_batching: bool, cpu_streams: int) -> Case:
-    """A generation case under LoadGen: the server scenario, complete; returns it with
-    its bounds, percentile and streams filled in. `cpu_streams`: the streams an
+    """A generation case under LoadGen: the server scenario (its rate checked by
+    plan.validate, as every server case's); returns it with its bounds, percentile and
+    streams filled in. `cpu_streams`: the streams an
     engine without a scheduler of its own gets where none is given."""
     if case.scenario != "server":
         raise UserError(f"a generation workload runs under LoadGen in the server scenario only "
@@ -49,7 +49,6 @@ def validate_token_server(case: Case, continuous_batching: bool, cpu_streams: in
     if case.batch_size not in (None, 1):
         raise UserError(f"a server query is one prompt; batch size {case.batch_size} is not "
                         "taken (the engine batches requests itself: --streams)")  # fmt: skip
-    _validate_rate(case)
     osl = dict(case.params).get("osl")
     if isinstance(osl, int) and osl < 2:
         raise UserError(f"--param osl={osl}: a server's TPOT needs at least 2 output tokens")
@@ -85,16 +84,3 @@ def _bound(flag: str, value: object) -> float:
 
 def _number(value: object) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
-
-
-def _validate_rate(case: Case) -> None:
-    if case.target_qps is None and not case.find_peak:
-        raise UserError("a generation server needs --target-qps Q (requests per second) or "
-                        "--find-peak (the highest rate whose TTFT and TPOT hold)")  # fmt: skip
-    if case.target_qps is not None and case.find_peak:
-        raise UserError("--find-peak searches for the rate itself; drop --target-qps")
-    if case.target_qps is not None and not (
-        _number(case.target_qps) and 0 < case.target_qps <= MAX_TARGET_QPS
-    ):
-        raise UserError(f"invalid target QPS {case.target_qps!r}; expected a number > 0 "
-                        f"(up to {MAX_TARGET_QPS:g})")  # fmt: skip

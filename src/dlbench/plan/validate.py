@@ -425,6 +425,8 @@ def _validate_serving(case: Case, token_server: FrameworkInfo | None = None) -> 
             raise UserError(f"invalid {name} {getattr(case, name)!r}; expected true or false")
     if token_server is not None:
         _require_loadgen()
+        if case.scenario == "server":  # any other scenario is refused as such below
+            _require_rate(case, "its TTFT and TPOT bounds")
         cpu_streams = case.threads if token_server.cpu_only else default_streams(case)
         return validate_token_server(case, token_server.continuous_batching, cpu_streams)
     given = server_options_given(case, endpoint=case.framework == ENDPOINT_FRAMEWORK)
@@ -449,15 +451,7 @@ def _server_settings(case: Case) -> dict[str, Any]:
             f"a server query is one sample; batch size {case.batch_size} belongs to the "
             "offline or multi-stream scenario"
         )
-    if case.target_qps is None and not case.find_peak:
-        raise UserError(
-            "scenario server needs --target-qps Q (queries per second) or --find-peak "
-            "(the highest rate that keeps the latency bound)"
-        )
-    if case.target_qps is not None and case.find_peak:
-        raise UserError("--find-peak searches for the rate itself; drop --target-qps")
-    if case.target_qps is not None:
-        _require_positive("target QPS", case.target_qps, MAX_TARGET_QPS)
+    _require_rate(case, "the latency bound")
     bound = _first(case.latency_bound_ms, DEFAULT_LATENCY_BOUND_MS)
     _require_positive("latency bound (ms)", bound, MAX_MIN_TIME_S * 1000.0)
     percentile = _first(case.latency_percentile, DEFAULT_LATENCY_PERCENTILE)
@@ -470,6 +464,20 @@ def _server_settings(case: Case) -> dict[str, Any]:
     _require_int("streams", streams, 1, MAX_STREAMS)
     return {"latency_bound_ms": float(bound), "latency_percentile": float(percentile),
             "streams": streams}  # fmt: skip
+
+
+def _require_rate(case: Case, kept: str) -> None:
+    """A server case's arrival rate: --target-qps in range, or --find-peak (the highest
+    rate that keeps `kept`), one of the two."""
+    if case.target_qps is None and not case.find_peak:
+        raise UserError(
+            "scenario server needs --target-qps Q (queries per second) or --find-peak "
+            f"(the highest rate that keeps {kept})"
+        )
+    if case.target_qps is not None and case.find_peak:
+        raise UserError("--find-peak searches for the rate itself; drop --target-qps")
+    if case.target_qps is not None:
+        _require_positive("target QPS", case.target_qps, MAX_TARGET_QPS)
 
 
 def default_streams(case: Case) -> int:

@@ -24,7 +24,7 @@ from typing import Any
 
 from dlbench.atomic import write_atomic
 from dlbench.measure.stats import percentile
-from dlbench.results.metrics import METRICS, Metric, read
+from dlbench.results.metrics import METRICS, Metric, read, stored_number
 from dlbench.results.records import Result, Run
 
 # The metrics a CI service tracks per case, where the case has them
@@ -105,7 +105,8 @@ def write_ci_format(run: Run, ci_format: str, path: Path) -> list[tuple[Path, st
 def _bounds(metric: Metric, result: Result) -> tuple[float, float] | None:
     processes = result.details.processes
     if processes is not None and metric.process_key is not None:
-        values = [_number(s.values.get(metric.process_key, getattr(s, metric.process_key, None)))
+        key = metric.process_key
+        values = [stored_number(s.values.get(key, getattr(s, key, None)))
                   for s in processes.summaries if s.used is not False]  # fmt: skip
         kept = [v for v in values if v is not None]
         if len(kept) > 1:
@@ -122,8 +123,3 @@ def _bounds_source(headline: Headline) -> str:
     if headline.metric.key == "latency":
         return "range: the processes' lowest and highest, or the samples' quartiles"
     return "range: the processes' lowest and highest"
-
-
-def _number(value: object) -> float | None:
-    is_number = isinstance(value, int | float) and not isinstance(value, bool)
-    return float(value) if is_number else None

@@ -79,7 +79,7 @@ def _latency(statistic: str) -> Reader:
 
 def _training(name: str) -> Reader:
     """A number of a time-to-train result (details.training)."""
-    return lambda r: _number(getattr(r.details.training, name, None))
+    return lambda r: stored_number(getattr(r.details.training, name, None))
 
 
 def _timeline(key: str) -> Reader:
@@ -87,14 +87,15 @@ def _timeline(key: str) -> Reader:
 
     def read(result: Result) -> float | None:
         timeline = result.details.timeline
-        return _number(getattr(timeline.summary, key) if timeline and timeline.summary else None)
+        summary = timeline.summary if timeline else None
+        return stored_number(getattr(summary, key) if summary else None)
 
     return read
 
 
 def _energy(name: str) -> Reader:
     """A number of the result's energy reading (None where it was unmeasurable)."""
-    return lambda r: _number(getattr(r.details.energy, name, None))
+    return lambda r: stored_number(getattr(r.details.energy, name, None))
 
 
 def energy_unmeasurable(result: Result) -> str | None:
@@ -105,7 +106,7 @@ def energy_unmeasurable(result: Result) -> str | None:
 
 def _generation(name: str) -> Reader:
     """A number of a text-generation result (details.generation)."""
-    return lambda r: _number(getattr(r.details.generation, name, None))
+    return lambda r: stored_number(getattr(r.details.generation, name, None))
 
 
 def _generation_metric(key: str, title: str, unit: str, column: str, higher: bool,
@@ -124,22 +125,22 @@ def _loadgen_latency(percentile: str) -> Reader:
 
     def read(result: Result) -> float | None:
         loadgen = result.details.loadgen
-        return _number(loadgen.latency_ms.get(percentile) if loadgen else None)
+        return stored_number(loadgen.latency_ms.get(percentile) if loadgen else None)
 
     return read
 
 
 def _peak_qps(result: Result) -> float | None:
-    return _number(result.details.loadgen.peak_qps if result.details.loadgen else None)
+    return stored_number(result.details.loadgen.peak_qps if result.details.loadgen else None)
 
 
 def _check(name: str) -> Reader:
     """A number of the output check (details.check): an int8 result's against fp32
     (worker.quantized_check)."""
-    return lambda r: _number(getattr(r.details.check, name, None))
+    return lambda r: stored_number(getattr(r.details.check, name, None))
 
 
-def _number(value: Any) -> float | None:
+def stored_number(value: Any) -> float | None:
     """A float of a stored number; None for none."""
     return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
 
@@ -199,7 +200,7 @@ def _endpoint_metric(key: str, title: str, unit: str, column: str, field_name: s
     """A server's rate under load (details.endpoint): higher is better, and a --repeat
     result takes the median of its processes'."""
     return Metric(key, title, unit, column, True,
-                  lambda r: _number(getattr(r.details.endpoint, field_name, None)),
+                  lambda r: stored_number(getattr(r.details.endpoint, field_name, None)),
                   process_key=field_name, merge=Merge.MEDIAN_OF_PROCESSES,
                   put=_put_into("endpoint", field_name))  # fmt: skip
 
@@ -522,7 +523,7 @@ METRICS: dict[str, Metric] = {
             "load",
             "peak load",
             True,
-            lambda r: _number(r.details.endpoint.peak) if r.details.endpoint else None,
+            lambda r: stored_number(r.details.endpoint.peak) if r.details.endpoint else None,
         ),
         Metric(
             "load_avg",
