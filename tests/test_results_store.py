@@ -15,7 +15,8 @@ import pytest
 from factories import sample_run
 
 from dlbench.errors import UserError
-from dlbench.results.store import Store, default_db_path
+from dlbench.results.store import Store
+from dlbench.results.store_location import default_location
 
 
 def test_run_round_trips_through_the_store(tmp_path):
@@ -31,7 +32,7 @@ def test_run_round_trips_through_the_store(tmp_path):
 
 
 def test_default_path_follows_env(isolated_store):
-    assert default_db_path() == isolated_store
+    assert default_location() == isolated_store
 
 
 def test_newer_store_schema_is_refused(tmp_path):

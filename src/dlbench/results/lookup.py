@@ -8,14 +8,15 @@ from pathlib import Path
 from dlbench.errors import UserError
 from dlbench.results.files import read_json
 from dlbench.results.records import Run
-from dlbench.results.store import Store, default_db_path
+from dlbench.results.store import Store
+from dlbench.results.store_location import default_location
 
 
 def load_run(ref: str, db: Path | None, on_wait: Callable[[str], None] | None = None) -> Run:
     """A run from a JSON file path, else by id from the store (opened read-only)."""
     if Path(ref).is_file() or ref.endswith(".json"):
         return read_json(Path(ref))
-    path = db if db is not None else default_db_path()
+    path = db if db is not None else default_location()
     if not path.exists():  # a mistyped file name is as likely as a missing store: say both
         raise UserError(
             f"{ref!r} is neither a run file nor a run id: there is no store at {path}; "

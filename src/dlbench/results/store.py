@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import functools
 import json
-import os
 import sqlite3
 import time
 from collections.abc import Callable
@@ -38,9 +37,9 @@ from dlbench.results.store_faults import (
     primary_code,
     store_fault,
 )
+from dlbench.results.store_location import StoreLocation, default_location
 from dlbench.results.store_schema import MIGRATIONS, SCHEMA_V1, STORE_SCHEMA_VERSION
 
-DB_ENV_VAR = "DLBENCH_DB"
 # A lock held longer than this is worth a line saying what we wait for.
 LOCK_NOTICE_S = 1.0
 # How long each wait inside SQLite lasts once we wait longer than that.
@@ -64,15 +63,6 @@ class RunSummary:
     cases: int
     failures: int
     dlbench_version: str | None
-
-
-def default_db_path() -> Path:
-    """$DLBENCH_DB, else dlbench.sqlite in the user's data directory."""
-    if os.environ.get(DB_ENV_VAR):
-        return Path(os.environ[DB_ENV_VAR])
-    from platformdirs import user_data_dir
-
-    return Path(user_data_dir("dlbench", appauthor=False)) / "dlbench.sqlite"
 
 
 def _guarded(method: Callable[Concatenate[Store, P], T]) -> Callable[Concatenate[Store, P], T]:
@@ -99,7 +89,7 @@ class Store:
         read_only: bool = False,
         on_wait: Callable[[str], None] | None = None,
     ) -> None:
-        self.path = Path(path) if path is not None else default_db_path()
+        self.path = Path(path) if path is not None else default_location()
         self.read_only = read_only
         self._on_wait = on_wait
         self._timeout = lock_timeout()
@@ -406,6 +396,16 @@ class Store:
         }
         # The same checks as a file: a store can be old, hand-edited or from elsewhere.
         return Run.from_dict(data, where)
+
+
+def open_store(
+    location: StoreLocation | None = None,
+    *,
+    read_only: bool = False,
+    on_wait: Callable[[str], None] | None = None,
+) -> Store:
+    """The store at `location` (default: $DLBENCH_DB, else the user's data directory)."""
+    return Store(location, read_only=read_only, on_wait=on_wait)
 
 
 def _with_decoding(db: sqlite3.Connection) -> sqlite3.Connection:

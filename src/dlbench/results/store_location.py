@@ -1,0 +1,83 @@
+"""Where the store is: an SQLite file (the embedded default) or a PostgreSQL URL.
+
+`--db` and $DLBENCH_DB take either. A URL's credentials (its password, in the
+URL or its query) go to libpq and nowhere else: what dlbench prints or stores
+is `without_password(url)`, and libpq reads the password from $PGPASSWORD or
+~/.pgpass when the URL has none.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+
+DB_ENV_VAR = "DLBENCH_DB"
+POSTGRES_SCHEMES = ("postgresql", "postgres")
+
+
+@dataclass(frozen=True)
+class PostgresUrl:
+    """A PostgreSQL connection URL; printed (str, repr) without its password."""
+
+    url: str
+
+    def __str__(self) -> str:
+        return without_password(self.url)
+
+    def __repr__(self) -> str:
+        return f"PostgresUrl({without_password(self.url)!r})"
+
+
+StoreLocation = Path | PostgresUrl
+
+
+def is_postgres_url(text: str) -> bool:
+    return urlsplit(text.strip()).scheme.lower() in POSTGRES_SCHEMES and "://" in text
+
+
+def store_location(text: str | Path) -> StoreLocation:
+    """What `--db` or $DLBENCH_DB names: a postgresql:// URL, else a store file's path."""
+    if isinstance(text, Path):
+        return text
+    return PostgresUrl(text.strip()) if is_postgres_url(text) else Path(text)
+
+
+def default_location() -> StoreLocation:
+    """$DLBENCH_DB, else dlbench.sqlite in the user's data directory."""
+    if os.environ.get(DB_ENV_VAR):
+        return store_location(os.environ[DB_ENV_VAR])
+    return user_data_folder() / "dlbench.sqlite"
+
+
+def user_data_folder() -> Path:
+    from platformdirs import user_data_dir
+
+    return Path(user_data_dir("dlbench", appauthor=False))
+
+
+def without_password(url: str) -> str:
+    """The URL with any password removed, from its user part and from its query
+    (libpq takes `password=` there too); everything else is kept, so the result
+    still connects where the password comes from $PGPASSWORD or ~/.pgpass."""
+    parts = urlsplit(url)
+    netloc = parts.netloc
+    if "@" in netloc:
+        userinfo, hosts = netloc.rsplit("@", 1)
+        netloc = f"{userinfo.split(':', 1)[0]}@{hosts}"
+    query = urlencode([(k, v) for k, v in parse_qsl(parts.query) if k != "password"])
+    return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
+
+
+def redacted_argv(argv: list[str]) -> list[str]:
+    """A command line as stored with a run: every PostgreSQL URL in it without its
+    password (`--db URL` and `--db=URL` alike)."""
+    return [_redacted_word(word) for word in argv]
+
+
+def _redacted_word(word: str) -> str:
+    option, equals, value = word.partition("=")
+    if equals and option.startswith("--") and is_postgres_url(value):
+        return f"{option}={without_password(value)}"
+    return without_password(word) if is_postgres_url(word) else word
