@@ -11,6 +11,7 @@ from dlbench import __version__
 from dlbench.errors import UserError
 from dlbench.plan.build import TARGET_DEFAULT_EPOCHS
 from dlbench.results.metrics import COMPARABLE
+from dlbench.results.store_location import store_location
 from dlbench.spec import cli_options as spec_options
 from dlbench.spec.case import MULTI_STREAM_SAMPLES, Case, Settings
 from dlbench.spec.cli_options import CliOption, cli_options
@@ -78,7 +79,7 @@ def build_parser() -> argparse.ArgumentParser:
     roofline.add_argument("--timeout", type=non_negative_float, help="seconds per case")
     roofline.add_argument("--json", type=Path, dest="json_path", help="write the run as JSON")
     roofline.add_argument("--csv", type=Path, dest="csv_path", help="write the results as CSV")
-    roofline.add_argument("--db", type=Path, help=DB_HELP)
+    roofline.add_argument("--db", type=store_location, help=DB_HELP)
     roofline.add_argument("--quiet", "-q", action="store_true", help="no progress, table only")
     listing = commands.add_parser("list", help="workloads, frameworks or suites available here")
     listing.add_argument("topic", nargs="?", choices=LIST_TOPICS, default=None)
@@ -86,7 +87,7 @@ def build_parser() -> argparse.ArgumentParser:
     env.add_argument("--json", action="store_true", help="print as JSON")
     show = commands.add_parser("show", help="print a stored run as a table")
     show.add_argument("run", help="a run JSON file, or a run id in the store")
-    show.add_argument("--db", type=Path, help="store file (default: $DLBENCH_DB or user data dir)")
+    show.add_argument("--db", type=store_location, help=DB_HELP)
     add_study_options(show)
     inspect = commands.add_parser(
         "inspect",
@@ -104,13 +105,16 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-DB_HELP = "store file (default: $DLBENCH_DB or user data dir)"
+DB_HELP = (
+    "the store: an SQLite file, or a postgresql:// URL (default: $DLBENCH_DB, else "
+    "dlbench.sqlite in the user data dir)"
+)
 CI_FORMATS = ("github-action-benchmark", "bmf")
 
 
 def add_results_parsers(commands: argparse._SubParsersAction) -> None:
     runs = commands.add_parser("runs", help="list the runs in the store")
-    runs.add_argument("--db", type=Path, help=DB_HELP)
+    runs.add_argument("--db", type=store_location, help=DB_HELP)
     export = commands.add_parser(
         "export", help="write a stored run as JSON and/or CSV, or in a CI service's format"
     )
@@ -126,10 +130,10 @@ def add_results_parsers(commands: argparse._SubParsersAction) -> None:
         "Bencher (BMF), into --out PATH",
     )
     export.add_argument("--out", type=Path, dest="ci_out", metavar="PATH")
-    export.add_argument("--db", type=Path, help=DB_HELP)
+    export.add_argument("--db", type=store_location, help=DB_HELP)
     imported = commands.add_parser("import", help="add a run JSON file to the store")
     imported.add_argument("file", type=Path)
-    imported.add_argument("--db", type=Path, help=DB_HELP)
+    imported.add_argument("--db", type=store_location, help=DB_HELP)
     compare = commands.add_parser("compare", help="compare runs case by case, or pivot many")
     compare.add_argument("runs", nargs="+", help="run ids or run JSON files")
     compare.add_argument("--metric", default="latency", choices=COMPARABLE)
@@ -147,16 +151,16 @@ def add_results_parsers(commands: argparse._SubParsersAction) -> None:
         help="exit 1 if a case is significantly slower by more than PCT%%; exit 2 if "
         "the runs share no case (nothing to gate)",
     )
-    compare.add_argument("--db", type=Path, help=DB_HELP)
+    compare.add_argument("--db", type=store_location, help=DB_HELP)
     report = commands.add_parser("report", help="an HTML page and/or PNG charts of runs")
     report.add_argument("runs", nargs="+", help="run ids or run JSON files")
     report.add_argument("--html", type=Path, help="write one self-contained HTML page here")
     report.add_argument("--plots", type=Path, help="write the charts as PNG files here")
-    report.add_argument("--db", type=Path, help=DB_HELP)
+    report.add_argument("--db", type=store_location, help=DB_HELP)
     rerun = commands.add_parser("rerun", help="run a stored run's cases again and compare")
     rerun.add_argument("run", help="run id (or a run JSON file)")
     rerun.add_argument("--metric", default="latency", choices=COMPARABLE)
-    rerun.add_argument("--db", type=Path, help=DB_HELP)
+    rerun.add_argument("--db", type=store_location, help=DB_HELP)
 
 
 # The run command's --help sections, in order: (title, description). A Case or
@@ -203,7 +207,7 @@ def add_run_parser(commands: argparse._SubParsersAction) -> None:
     output = groups["output"]
     output.add_argument("--json", type=Path, dest="json_path", help="write the run as JSON")
     output.add_argument("--csv", type=Path, dest="csv_path", help="write the results as CSV")
-    output.add_argument("--db", type=Path, help=DB_HELP)
+    output.add_argument("--db", type=store_location, help=DB_HELP)
     output.add_argument("--quiet", "-q", action="store_true", help="no progress, table only")
     output.add_argument(
         "--resume",
