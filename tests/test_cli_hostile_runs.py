@@ -23,7 +23,7 @@ from dlbench.launch.session import Outputs, case_files
 from dlbench.report.compare import compare_runs
 from dlbench.results.files import read_json, run_json, write_json
 from dlbench.results.run_ids import RUN_ID, inside, new_run_id, run_path
-from dlbench.results.store import Store
+from dlbench.results.store import open_store
 
 MARKUP = "[bold red]x[/]"
 REPOSITORY = Path(__file__).parent.parent
@@ -137,7 +137,7 @@ def test_resuming_a_stored_run_whose_id_leaves_its_folder_is_refused(tmp_path, i
     logs outside run-files/; reading that run now refuses it before any case runs."""
     run = timed_run("x", 1.0, 1)
     run.plan, run.results = [run.results[0].case.to_dict()], []
-    with Store(isolated_store) as store:
+    with open_store(isolated_store) as store:
         store.import_run(run)
     with sqlite3.connect(isolated_store) as db:  # as an older dlbench stored it
         db.execute("UPDATE runs SET id='../../../somewhere'")
@@ -164,7 +164,7 @@ def test_every_path_named_after_a_run_stays_in_its_folder(tmp_path, isolated_sto
         run_path(folder, "linked")
     run = timed_run("ok", 1.0, 1)
     run.id = "../../../somewhere"
-    with Store(isolated_store) as store:
+    with open_store(isolated_store) as store:
         with pytest.raises(UserError, match="is not allowed"):
             case_files(run, Outputs(), store, 0, None)
         with pytest.raises(UserError, match="is not allowed: a run id is"):

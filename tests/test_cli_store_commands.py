@@ -11,7 +11,7 @@ from factories import timed_run
 
 from dlbench.errors import UserError
 from dlbench.results.files import write_json
-from dlbench.results.store import Store
+from dlbench.results.store import open_store
 from dlbench.results.store_schema import SCHEMA_V1, STORE_SCHEMA_VERSION
 
 
@@ -40,7 +40,7 @@ def v1_store(path) -> None:
 def test_a_v1_store_is_migrated_and_keeps_its_runs(tmp_path):
     path = tmp_path / "old.sqlite"
     v1_store(path)
-    with Store(path) as store:
+    with open_store(path) as store:
         [summary] = store.list_runs()
         run = store.load_run("old-run")
     assert (summary.cases, summary.failures, summary.dlbench_version) == (2, 1, "0.0.9")
@@ -107,7 +107,7 @@ def test_import_export_round_trip_and_duplicate_refused(tmp_path, isolated_store
 def test_store_import_is_atomic(tmp_path):
     run = timed_run("atomic", 1.0, 1)
     run.results.append(run.results[0])
-    with Store(tmp_path / "s.sqlite") as store:
+    with open_store(tmp_path / "s.sqlite") as store:
         store.import_run(run)
         with pytest.raises(UserError, match="already in store"):
             store.import_run(run)
@@ -118,7 +118,7 @@ def test_load_runs_gives_a_dataframe(tmp_path, isolated_store):
     pytest.importorskip("pandas")
     import dlbench
 
-    with Store(isolated_store) as store:
+    with open_store(isolated_store) as store:
         store.import_run(timed_run("r1", 1.0, 1))
         store.import_run(timed_run("r2", 2.0, 2))
     frame = dlbench.load_runs()
@@ -140,6 +140,6 @@ def test_rerun_replays_the_cases_and_compares(tmp_path, isolated_store):
     proc = dlbench("rerun", run_id)
     assert proc.returncode == 0, proc.stderr
     assert f"A = {run_id}" in proc.stdout and "mlp / null (harness) [default]" in proc.stdout
-    with Store(isolated_store) as store:
+    with open_store(isolated_store) as store:
         runs = store.list_runs()
     assert len(runs) == 2 and runs[1].cases == 1

@@ -299,14 +299,14 @@ def test_a_run_reads_its_efficiency_against_the_roofline_it_copied(tmp_path):
     from factories import make_case
 
     from dlbench.launch.session import run_plan
-    from dlbench.results.store import Store
+    from dlbench.results.store import open_store
     from dlbench.spec.case import Settings
 
     def runner(case, settings, on_note, files_dir):
         return replace(result(case.workload, gflops=100.0 if case.workload == "gemm" else 25.0,
                               primary_metric="gflops"), case=case)  # fmt: skip
 
-    with Store(tmp_path / "s.sqlite") as store:
+    with open_store(tmp_path / "s.sqlite") as store:
         roof = run_plan("ceilings", [make_case(workload="gemm")], Settings(), store, runner=runner)
         assert roof.env["ceilings"]["values"] == {"cpu|gflops|fp32": 100.0}
         run = run_plan("t", [make_case(workload="mlp")], Settings(), store, runner=runner)

@@ -17,7 +17,7 @@ from dlbench.measure.energy import EnergyUse
 from dlbench.measure.stats import summarize
 from dlbench.results.details import Details, Epoch, Training
 from dlbench.results.repeats import add_process, processes, slots_done
-from dlbench.results.store import Store
+from dlbench.results.store import open_store
 from dlbench.spec.case import Settings
 
 
@@ -155,7 +155,7 @@ class ScriptedRunner:
 def test_repeats_run_round_robin_and_a_disturbed_one_runs_again(tmp_path):
     cases = [make_case(workload="mlp"), make_case(workload="gemm")]
     runner = ScriptedRunner(flag_first_of="gemm")
-    with Store(tmp_path / "s.sqlite") as store:
+    with open_store(tmp_path / "s.sqlite") as store:
         run = run_plan("t", cases, Settings(repeat=3), store, Outputs(), runner=runner)
         stored = store.load_run(run.id)
     assert runner.order == ["mlp", "gemm", "mlp", "gemm", "mlp", "gemm", "gemm"]
@@ -173,7 +173,7 @@ def test_resume_continues_the_repeats_of_an_interrupted_run(tmp_path):
                 raise KeyboardInterrupt
             return super().__call__(case, settings, on_note, files_dir)
 
-    with Store(tmp_path / "s.sqlite") as store:
+    with open_store(tmp_path / "s.sqlite") as store:
         with pytest.raises(RunInterrupted) as stop:
             run_plan("t", cases, Settings(repeat=3), store, Outputs(), runner=Interrupting())
         run_id = stop.value.run.id

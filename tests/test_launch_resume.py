@@ -16,7 +16,7 @@ import pytest
 from conftest import cli, dlbench, spawn_dlbench
 from faults import fill, held_lock, read_only, refused, small_disk
 
-from dlbench.results.store import Store
+from dlbench.results.store import open_store
 from dlbench.results.store_faults import LOCK_TIMEOUT_ENV
 
 SUITE = """
@@ -56,7 +56,7 @@ def test_kill_9_then_resume_runs_each_case_exactly_once(tmp_path, isolated_store
     proc.wait()
     psutil.wait_procs(workers, timeout=10)
     run_id = first["id"]
-    with Store(isolated_store) as store:
+    with open_store(isolated_store) as store:
         interrupted = store.load_run(run_id)
     assert interrupted.finished_at is None and 1 <= len(interrupted.results) < 4
     kept = [r.started_at for r in interrupted.results]
@@ -64,7 +64,7 @@ def test_kill_9_then_resume_runs_each_case_exactly_once(tmp_path, isolated_store
     resumed = dlbench("run", "--resume", run_id, "--json", str(tmp_path / "r2.json"))
     assert resumed.returncode == 0, resumed.stderr
     assert f"resuming run {run_id}" in resumed.stderr
-    with Store(isolated_store) as store:
+    with open_store(isolated_store) as store:
         final = store.load_run(run_id)
         assert store.result_seqs(run_id) == [0, 1, 2, 3]
     assert final.finished_at is not None
@@ -99,12 +99,12 @@ def stopped(proc: subprocess.Popen[str]) -> subprocess.CompletedProcess[str]:
 
 def resumed_exactly_once(run_id: str, db, kept: int, *args: str) -> None:
     """`dlbench run --resume` finishes the run: the kept cases are not measured again."""
-    with Store(db, read_only=True) as store:
+    with open_store(db, read_only=True) as store:
         before = store.load_run(run_id)
     assert before.finished_at is None and len(before.results) == kept
     resumed = dlbench("run", "--resume", run_id, "--db", str(db), "--quiet", *args)
     assert resumed.returncode == 0, resumed.stderr
-    with Store(db, read_only=True) as store:
+    with open_store(db, read_only=True) as store:
         final = store.load_run(run_id)
         assert store.result_seqs(run_id) == [0, 1, 2, 3]
     assert final.finished_at is not None
@@ -183,7 +183,7 @@ def test_plots_that_cannot_be_written_after_the_run_say_the_run_is_stored(tmp_pa
     assert line.endswith(
         f"run {run_id} is stored: print its study again with `dlbench show {run_id} --plots DIR`"
     )
-    with Store(isolated_store, read_only=True) as store:
+    with open_store(isolated_store, read_only=True) as store:
         run = store.load_run(run_id)
     assert run.finished_at is not None and len(run.results) == 2
     assert not plots.exists()

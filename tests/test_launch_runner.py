@@ -9,7 +9,7 @@ from conftest import FAST, null_case
 
 from dlbench.launch.runner import describe_exit, run_case
 from dlbench.launch.session import run_plan
-from dlbench.results.store import Store
+from dlbench.results.store import open_store
 from dlbench.spec.case import Settings
 
 
@@ -90,7 +90,7 @@ def test_parent_sleeps_while_the_worker_runs():
 
 def test_a_suite_goes_on_after_failures_and_stores_everything(tmp_path):
     cases = [null_case(fault="raise"), null_case(), null_case(fault="abort"), null_case()]
-    with Store(tmp_path / "s.sqlite") as store:
+    with open_store(tmp_path / "s.sqlite") as store:
         run = run_plan("test", cases, FAST, store)
         stored = store.load_run(run.id)
     assert [r.status for r in run.results] == ["failed", "ok", "failed", "ok"]

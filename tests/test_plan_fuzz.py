@@ -26,7 +26,7 @@ from dlbench.errors import UserError
 from dlbench.plan.build import RunRequest, build_plan
 from dlbench.plan.suites import CASE_KEYS, SETTING_KEYS, TOP_KEYS
 from dlbench.results.records import run_from_json
-from dlbench.results.store import Store
+from dlbench.results.store import open_store
 
 FUZZ = settings(
     max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
@@ -194,7 +194,7 @@ PATHS = st.sampled_from(
 def test_mutated_run_files_import_or_fail_clearly_and_never_touch_the_store(path, value):
     with tempfile.TemporaryDirectory() as folder:
         db, file = Path(folder) / "s.sqlite", Path(folder) / "run.json"
-        with Store(db) as store:
+        with open_store(db) as store:
             store.import_run(timed_run("existing", 1.0, 1))
         file.write_text(json.dumps(mutated(VALID, path, value)), encoding="utf-8")
         done = cli("import", str(file), "--db", str(db))

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 from conftest import FAST, cli
 
-from dlbench.results.store import Store
+from dlbench.results.store import open_store
 
 
 def refused(proc: subprocess.CompletedProcess[str], message: str, db: Path) -> str:
@@ -24,7 +24,7 @@ def refused(proc: subprocess.CompletedProcess[str], message: str, db: Path) -> s
     assert len(errors) == 1 and message in errors[0], proc.stderr
     assert "Traceback" not in proc.stderr + proc.stdout
     if db.exists():
-        with Store(db) as store:
+        with open_store(db) as store:
             assert store.run_ids() == []
     return errors[0]
 

@@ -13,7 +13,7 @@ import pytest
 from dlbench.report.compare import compare_runs
 from dlbench.results.files import read_json, write_json
 from dlbench.results.records import SCHEMA_VERSION
-from dlbench.results.store import Store
+from dlbench.results.store import open_store
 from dlbench.results.store_schema import STORE_SCHEMA_VERSION
 
 FIXTURES = Path(__file__).parent / "fixtures" / "v0.1-runs"
@@ -36,7 +36,7 @@ def test_a_schema_1_run_file_loads_with_its_case_embedded(tmp_path):
 def test_a_schema_3_store_is_migrated_and_its_runs_compare(tmp_path):
     path = tmp_path / "old.sqlite"
     shutil.copy(FIXTURES / "store-schema3.sqlite", path)
-    with Store(path) as store:
+    with open_store(path) as store:
         runs = [store.load_run(run_id) for run_id in store.run_ids()]
     assert [len(r.results) for r in runs] == [2, 1, 1]
     with sqlite3.connect(path) as db:
@@ -52,7 +52,7 @@ def test_a_schema_3_store_is_migrated_and_its_runs_compare(tmp_path):
 def test_an_old_file_compares_with_the_same_case_from_an_upgraded_store(tmp_path):
     path = tmp_path / "old.sqlite"
     shutil.copy(FIXTURES / "store-schema3.sqlite", path)
-    with Store(path) as store:
+    with open_store(path) as store:
         stored = store.load_run(store.run_ids()[-1])
     comparison = compare_runs(read_json(FIXTURES / "torch-run.json"), stored)
     assert len(comparison.cases) == 1
@@ -103,7 +103,7 @@ def test_a_store_row_that_cannot_be_upgraded_is_a_user_error(tmp_path):
     with sqlite3.connect(path) as db:
         db.execute("UPDATE results SET data='[1, 2]' WHERE seq=0")
     with pytest.raises(UserError, match=r"store run .*, result 0: not a valid dlbench run"):
-        Store(path)
+        open_store(path)
 
 
 def test_the_noisy_field_of_0_1_runs_is_read_as_the_flag_and_written_back(tmp_path):
@@ -112,7 +112,7 @@ def test_the_noisy_field_of_0_1_runs_is_read_as_the_flag_and_written_back(tmp_pa
     assert read_json(FIXTURES / "torch-run.json").results[0].flags == []
     path = tmp_path / "old.sqlite"
     shutil.copy(FIXTURES / "store-schema3.sqlite", path)
-    with Store(path) as store:
+    with open_store(path) as store:
         stored = [r.noisy for run_id in store.run_ids() for r in store.load_run(run_id).results]
     assert stored == [True, True, False, True]
     write_json(run, tmp_path / "again.json")
@@ -183,7 +183,7 @@ def test_a_schema_4_store_is_migrated_to_typed_details(tmp_path):
     shutil.copy(SCHEMA_2 / "store-schema4.sqlite", path)
     with sqlite3.connect(path) as db:
         assert db.execute("SELECT value FROM meta").fetchone()[0] == "4"
-    with Store(path) as store:
+    with open_store(path) as store:
         runs = {run_id: store.load_run(run_id) for run_id in store.run_ids()}
     with sqlite3.connect(path) as db:
         assert db.execute("SELECT value FROM meta").fetchone()[0] == str(STORE_SCHEMA_VERSION)

@@ -15,13 +15,13 @@ import pytest
 from factories import sample_run
 
 from dlbench.errors import UserError
-from dlbench.results.store import Store
+from dlbench.results.store import open_store
 from dlbench.results.store_location import default_location
 
 
 def test_run_round_trips_through_the_store(tmp_path):
     run = sample_run()
-    with Store(tmp_path / "s.sqlite") as store:
+    with open_store(tmp_path / "s.sqlite") as store:
         store.begin_run(run)
         for seq, result in enumerate(run.results):
             store.add_result(run.id, seq, result)
@@ -37,31 +37,31 @@ def test_default_path_follows_env(isolated_store):
 
 def test_newer_store_schema_is_refused(tmp_path):
     path = tmp_path / "s.sqlite"
-    Store(path).close()
+    open_store(path).close()
     with sqlite3.connect(path) as db:
         db.execute("UPDATE meta SET value='99' WHERE key='schema_version'")
     with pytest.raises(UserError, match="newer than this dlbench"):
-        Store(path)
+        open_store(path)
 
 
 def test_a_file_that_is_not_a_store_is_refused(tmp_path):
     path = tmp_path / "s.sqlite"
     path.write_bytes(b"this is not sqlite" * 100)
     with pytest.raises(UserError, match="is not an SQLite database, or is damaged"):
-        Store(path)
+        open_store(path)
 
 
 def test_unknown_run_id_is_a_user_error(tmp_path):
-    with Store(tmp_path / "s.sqlite") as store, pytest.raises(UserError, match="no run 'x'"):
+    with open_store(tmp_path / "s.sqlite") as store, pytest.raises(UserError, match="no run 'x'"):
         store.load_run("x")
 
 
 WRITER = """
 import sys
-from dlbench.results.store import Store
+from dlbench.results.store import Store, open_store
 from factories import sample_run
 run = sample_run()
-store = Store(sys.argv[1])
+store = open_store(sys.argv[1])
 store.begin_run(run)
 result = run.results[0]
 result.samples_ms = [0.5] * 20000  # big rows: a kill lands mid-write often
@@ -96,5 +96,5 @@ def test_killing_a_writer_never_leaves_a_corrupt_store(tmp_path, delay):
     assert [seq for seq, _ in rows] == list(range(len(rows)))  # no gaps, no partial row
     for _, data in rows:
         assert len(json.loads(data)["samples_ms"]) == 20000
-    with Store(path) as store:
+    with open_store(path) as store:
         assert len(store.load_run("r1").results) == len(rows)

@@ -22,7 +22,7 @@ from test_cli_store_commands import v1_store
 from dlbench.errors import RunBroken, UserError
 from dlbench.launch.session import resume_run, run_plan
 from dlbench.results.files import write_json
-from dlbench.results.store import Store
+from dlbench.results.store import Store, open_store
 from dlbench.results.store_faults import LOCK_TIMEOUT_ENV
 from dlbench.results.store_schema import STORE_SCHEMA_VERSION
 from dlbench.spec.case import Settings
@@ -35,14 +35,14 @@ SUITE = (
 
 def stored(path: Path, *runs) -> Path:
     """A store at `path` holding `runs` (one run "kept" if none is given)."""
-    with Store(path) as store:
+    with open_store(path) as store:
         for run in runs or (timed_run("kept", 1.0, 1),):
             store.import_run(run)
     return path
 
 
 def run_ids(path: Path) -> list[str]:
-    with Store(path, read_only=True) as store:
+    with open_store(path, read_only=True) as store:
         return store.run_ids()
 
 
@@ -299,12 +299,12 @@ class FillingRunner:
 def test_a_store_full_in_the_middle_of_a_run_keeps_its_cases_and_resumes(tmp_path):
     cases = [make_case(workload=name) for name in ("mlp", "gemm", "add")]
     db = tmp_path / "s.sqlite"
-    with Store(db) as store:
+    with open_store(db) as store:
         with pytest.raises(RunBroken, match=f"store {db}: the disk is full") as broken:
             run_plan("t", cases, Settings(), store, runner=FillingRunner(store))
         run = broken.value.run
         assert [r.case.workload for r in run.results] == ["mlp"]  # what the store holds
-    with Store(db) as store:  # a new connection: the disk has room again
+    with open_store(db) as store:  # a new connection: the disk has room again
         kept = store.load_run(run.id)
         assert store.result_seqs(run.id) == [0] and kept.finished_at is None
         runner = FillingRunner()

@@ -9,23 +9,26 @@ from typing import Any
 from dlbench.errors import UserError
 from dlbench.results.files import csv_row
 from dlbench.results.lookup import load_run
-from dlbench.results.store import Store
+from dlbench.results.store import open_store
+from dlbench.results.store_location import store_location
 
 
 def load_runs(runs: Sequence[str] | None = None, db: str | Path | None = None) -> Any:
     """One row per result (stats as columns) of the given runs, or of every stored run.
 
     `runs` are run ids in the store, or paths of run JSON files; `db` is the
-    store (default: $DLBENCH_DB or the user data directory).
+    store: a file or a postgresql:// URL (default: $DLBENCH_DB or the user data
+    directory).
     """
     try:
         import pandas
     except ImportError:
         raise UserError("load_runs needs pandas: pip install pandas") from None
+    location = store_location(db) if db is not None else None
     if runs is None:
-        with Store(Path(db) if db is not None else None, read_only=True) as store:
+        with open_store(location, read_only=True) as store:
             runs = store.run_ids()
-    loaded = [load_run(str(ref), Path(db) if db is not None else None) for ref in runs]
+    loaded = [load_run(str(ref), location) for ref in runs]
     rows = [
         {**csv_row(run, result), "suite": run.suite, "started_at": run.started_at}
         for run in loaded

@@ -28,7 +28,7 @@ from dlbench.report.compare import compare_runs
 from dlbench.report.table import run_table
 from dlbench.results.lookup import load_run
 from dlbench.results.records import Run
-from dlbench.results.store import Store
+from dlbench.results.store import Store, open_store
 from dlbench.spec.case import Settings
 
 
@@ -112,8 +112,8 @@ def _plan_line(plan: Plan) -> str:
 def _run_request(request: RunRequest, args: argparse.Namespace) -> Run:
     plan = _checked_plan(request, args)
     outputs = session.Outputs(json_path=args.json_path, csv_path=args.csv_path)
-    with Store(args.db, on_wait=say) as store:
-        say(f"{_plan_line(plan)}; store {store.path}")
+    with open_store(args.db, on_wait=say) as store:
+        say(f"{_plan_line(plan)}; store {store.name}")
         run = _interruptible(
             store,
             lambda progress: session.run_plan(
@@ -127,9 +127,9 @@ def _run_request(request: RunRequest, args: argparse.Namespace) -> Run:
 
 def _resume(args: argparse.Namespace) -> int:
     outputs = session.Outputs(json_path=args.json_path, csv_path=args.csv_path)
-    with Store(args.db, on_wait=say) as store:
+    with open_store(args.db, on_wait=say) as store:
         if args.resume not in store.run_ids():
-            raise UserError(f"no run {args.resume!r} in store {store.path} (see dlbench runs)")
+            raise UserError(f"no run {args.resume!r} in store {store.name} (see dlbench runs)")
         previous = store.load_run(args.resume)
         cases, settings, pending = pending_cases(previous)
         say(
@@ -163,13 +163,13 @@ def _interruptible(
     except RunInterrupted as stop:
         say(
             f"interrupted; {len(stop.run.results)} finished case(s) of run {stop.run.id} are "
-            f"stored in {store.path}; resume with: {resume_command(stop.run.id, args)}"
+            f"stored in {store.name}; resume with: {resume_command(stop.run.id, args)}"
         )
         raise
     except RunBroken as broken:
         raise UserError(
             f"{broken}; {len(broken.run.results)} finished case(s) of run {broken.run.id} are "
-            f"stored in {store.path}; once that is fixed, resume with: "
+            f"stored in {store.name}; once that is fixed, resume with: "
             f"{resume_command(broken.run.id, args)}"
         ) from None
 
@@ -213,7 +213,7 @@ def cmd_rerun(args: argparse.Namespace) -> int:
     if not cases:
         raise UserError(f"run {original.id} has no results to rerun")
     settings = validate_settings(Settings.from_dict(original.settings))
-    with Store(args.db, on_wait=say) as store:
+    with open_store(args.db, on_wait=say) as store:
         run = _interruptible(
             store,
             lambda progress: session.run_plan(

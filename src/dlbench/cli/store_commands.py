@@ -22,13 +22,13 @@ from dlbench.results.ci_formats import write_ci_format
 from dlbench.results.files import read_json, write_csv, write_json
 from dlbench.results.lookup import load_run
 from dlbench.results.run_ids import run_path
-from dlbench.results.store import Store
+from dlbench.results.store import open_store
 
 
 def cmd_runs(args: argparse.Namespace) -> int:
-    with Store(args.db, read_only=True, on_wait=say) as store:
+    with open_store(args.db, read_only=True, on_wait=say) as store:
         summaries = store.list_runs()
-        table = Table(title=f"runs in {escape_markup(str(store.path))}")
+        table = Table(title=f"runs in {escape_markup(store.name)}")
     for name in ("id", "started", "machine", "suite", "cases", "failures", "state"):
         table.add_column(name, justify="right" if name in ("cases", "failures") else "left")
     for s in summaries:
@@ -67,9 +67,9 @@ def cmd_export(args: argparse.Namespace) -> int:
 
 def cmd_import(args: argparse.Namespace) -> int:
     run = read_json(args.file)  # validated: schema version and every field's type
-    with Store(args.db, on_wait=say) as store:
+    with open_store(args.db, on_wait=say) as store:
         store.import_run(run)
-        say(f"imported run {run.id} ({len(run.results)} results) into {store.path}")
+        say(f"imported run {run.id} ({len(run.results)} results) into {store.name}")
     return 0
 
 

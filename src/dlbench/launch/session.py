@@ -22,6 +22,7 @@ from dlbench.results.records import Result, Run, now_iso
 from dlbench.results.repeats import add_process, last_process_ok, processes, slots_done
 from dlbench.results.run_ids import new_run_id, run_path
 from dlbench.results.store import Store
+from dlbench.results.store_location import redacted_argv
 from dlbench.spec.case import Case, Settings
 
 
@@ -67,7 +68,7 @@ def run_plan(
         suite=suite,
         settings=settings.to_dict(),
         env=fingerprint(),
-        command=list(sys.argv),
+        command=redacted_argv(sys.argv),  # a store URL's password is never stored
         plan=[case.to_dict() for case in cases],  # what --resume needs to finish the run
     )
     ceilings = store.latest_ceilings(run.env.get("hostname"))
@@ -184,7 +185,7 @@ def case_files(
         root = outputs.json_path.with_name(f"{outputs.json_path.stem}-files")
     else:
         # the id may be an imported run's (--resume): checked, and kept inside run-files/
-        root = run_path(store.path.parent / "run-files", run.id)
+        root = run_path(store.files_root, run.id)
     done = (len(processes(earlier)) or 1) if earlier is not None else 0
     return root / f"case-{index + 1:03d}" / f"process-{done + 1}"
 

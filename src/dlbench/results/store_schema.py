@@ -20,15 +20,30 @@ History:
 from __future__ import annotations
 
 import json
-import sqlite3
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any, Protocol
 
 from dlbench.errors import UserError
 from dlbench.results.records import Result, upgrade_result_v1, upgrade_result_v2
 from dlbench.spec.case import Case
 
 STORE_SCHEMA_VERSION = 5
+
+
+class Rows(Protocol):
+    """What a statement returns, as both drivers' cursors give it."""
+
+    def fetchone(self) -> Any: ...
+    def fetchall(self) -> list[Any]: ...
+    def __iter__(self) -> Iterator[Any]: ...
+
+
+class Executes(Protocol):
+    """A connection taking SQL with `?` placeholders: sqlite3's, or the PostgreSQL
+    store's adapter (`results/store_postgres.py`), so one migration serves both."""
+
+    def execute(self, sql: str, parameters: Sequence[Any] = ..., /) -> Rows: ...
+
 
 SCHEMA_V1 = """
 CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -59,7 +74,7 @@ INSERT INTO meta VALUES ('schema_version', '1');
 Convert = Callable[[dict[str, Any], str, int], tuple[dict[str, Any], str | None]]
 
 
-def _rewrite_results(db: sqlite3.Connection, version: int, convert: Convert) -> None:
+def _rewrite_results(db: Executes, version: int, convert: Convert) -> None:
     """Rewrite every result of the runs below run schema `version` into it; the steps
     run in order, so those runs are all at the schema just below. One result that
     cannot be converted stops the migration."""
@@ -98,16 +113,31 @@ def _result_v2_to_v3(data: dict[str, Any], where: str, seq: int) -> tuple[dict[s
     return upgraded, None
 
 
-def _results_to_run_schema_2(db: sqlite3.Connection) -> None:
+def _results_to_run_schema_2(db: Executes) -> None:
     _rewrite_results(db, 2, _result_v1_to_v2)
 
 
-def _results_to_run_schema_3(db: sqlite3.Connection) -> None:
+def _results_to_run_schema_3(db: Executes) -> None:
     _rewrite_results(db, 3, _result_v2_to_v3)
 
 
-# A step is SQL, or a function for what SQL cannot do (rewriting result JSON).
-Step = str | Callable[[sqlite3.Connection], None]
+def _dlbench_version_from_env(db: Executes) -> None:
+    """Each run's dlbench version, read from its env JSON. In Python, not SQL: SQLite
+    spells JSON access json_extract and PostgreSQL ->>, and this step is both's."""
+    for run_id, env in db.execute("SELECT id, env FROM runs").fetchall():
+        try:
+            version = json.loads(env).get("dlbench")
+        except (AttributeError, TypeError, ValueError):  # not a JSON object: no version
+            version = None
+        db.execute(
+            "UPDATE runs SET dlbench_version=? WHERE id=?",
+            (None if version is None else str(version), run_id),
+        )
+
+
+# A step is SQL both databases speak, or a function for what that SQL cannot do
+# (reading and rewriting JSON).
+Step = str | Callable[[Executes], None]
 MIGRATIONS: dict[int, tuple[Step, ...]] = {
     1: (
         "ALTER TABLE runs ADD COLUMN dlbench_version TEXT",
@@ -116,8 +146,8 @@ MIGRATIONS: dict[int, tuple[Step, ...]] = {
         "UPDATE runs SET "
         "n_cases = (SELECT COUNT(*) FROM results WHERE results.run_id = runs.id), "
         "n_failed = (SELECT COUNT(*) FROM results WHERE results.run_id = runs.id "
-        "AND results.status = 'failed'), "
-        "dlbench_version = json_extract(env, '$.dlbench')",
+        "AND results.status = 'failed')",
+        _dlbench_version_from_env,
     ),
     2: ("ALTER TABLE runs ADD COLUMN plan TEXT",),
     3: (_results_to_run_schema_2,),
