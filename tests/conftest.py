@@ -150,6 +150,32 @@ def cli(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.CompletedProcess([*DLBENCH, *args], code, out.getvalue(), err.getvalue())
 
 
+# A PostgreSQL server's URL, password included (`.ci/postgres start` prints one, and
+# .ci/run passes it here): the shared-store tests run against it, and are skipped,
+# saying why, where it is not set.
+POSTGRES_ENV = "DLBENCH_TEST_POSTGRES"
+
+
+@pytest.fixture
+def postgres_url() -> Iterator[str]:
+    """A store URL in a schema of its own (made for the test, dropped after it), as a
+    team keeps dlbench beside other tables: `?options=-csearch_path%3DNAME`."""
+    url = os.environ.get(POSTGRES_ENV)
+    if not url:
+        pytest.skip(f"no PostgreSQL server: set {POSTGRES_ENV} (.ci/postgres start DIR)")
+    import psycopg
+
+    schema = f"test_{os.getpid()}_{time.monotonic_ns()}"
+    with psycopg.connect(url, autocommit=True) as admin:
+        admin.execute(f'CREATE SCHEMA "{schema}"')
+    joiner = "&" if "?" in url else "?"
+    try:
+        yield f"{url}{joiner}options=-csearch_path%3D{schema}"
+    finally:
+        with psycopg.connect(url, autocommit=True) as admin:
+            admin.execute(f'DROP SCHEMA "{schema}" CASCADE')
+
+
 def free_port() -> int:
     """A loopback port nothing listens on (now)."""
     with socket.socket() as probe:

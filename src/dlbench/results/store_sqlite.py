@@ -20,7 +20,7 @@ from typing import TypeVar
 from urllib.parse import quote
 
 from dlbench.errors import UserError
-from dlbench.results.store import Store, migrate
+from dlbench.results.store_base import Store, migrate
 from dlbench.results.store_faults import (
     CANTOPEN,
     IOERR,
