@@ -201,6 +201,20 @@ def test_a_suite_files_bounds_are_checked_as_the_options_are(tmp_path, bound):
     assert "tpot" in line, line
 
 
+def test_a_generation_servers_memory_need_grows_with_its_streams():
+    """A stream per request holds a model each; a continuous-batching pipeline one model
+    and a cache per sequence. 1000 streams of llm-135m (~0.6 GiB each) fit no machine
+    that runs these tests; 1000 sequences of llm-tiny in one pipeline fit any."""
+    refused = cli("run", "--dry-run", "-w", "llm-135m", "-f", "llama-cpp", "--scenario",
+                  "server", "--find-peak", "--streams", "1000")  # fmt: skip
+    assert refused.returncode == 2, refused.stdout + refused.stderr
+    (line,) = refused.stderr.strip().splitlines()
+    assert "served by 1000 streams (a model and its cache each" in line and "--streams" in line
+    taken = cli("run", "--dry-run", "-w", "llm-tiny", "-f", "openvino-genai", "--scenario",
+                "server", "--find-peak", "--streams", "1000")  # fmt: skip
+    assert taken.returncode == 0, taken.stderr
+
+
 def test_the_cpu_only_engines_are_the_registrys_cpu_only_frameworks():
     """A generation server's default streams read the registry's cpu_only: it names
     exactly the backends that run on the CPU only."""

@@ -23,6 +23,7 @@ from dlbench.spec.case import (
     MAX_STREAMS,
     Case,
 )
+from dlbench.workloads.memory import generation_server_need, require_room
 
 DEFAULT_TTFT_MS = 2000.0
 DEFAULT_TPOT_MS = 100.0
@@ -63,6 +64,7 @@ def validate_token_server(case: Case, continuous_batching: bool, cpu_streams: in
         streams = DEFAULT_BATCHED_SEQUENCES if continuous_batching else cpu_streams
     if not 1 <= streams <= MAX_STREAMS:
         raise UserError(f"invalid --streams {streams}; expected 1 to {MAX_STREAMS}")
+    require_room(generation_server_need(case, streams, continuous_batching))
     return replace(
         case,
         loadgen=True,

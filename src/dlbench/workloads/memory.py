@@ -8,15 +8,16 @@ the parent compares each case's need with the memory available first
 with one line naming the size, the memory, and what to lower.
 
 A need is a lower bound: a workload's weights and one batch of inputs
-(workloads.base.Workload.memory_bytes), an --input-data file's arrays from
-their headers, the elements of --input shapes. A case refused here cannot
+(workloads.base.Workload.memory_bytes), times a generation server's streams
+where each holds its own, an --input-data file's arrays from their headers,
+the elements of --input shapes. A case refused here cannot
 run; one that passes may still run out of memory, and then fails as a case.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import psutil
@@ -89,6 +90,26 @@ def workload_need(case: Case) -> Need:
         nbytes,
         f"{case.workload} {case.mode} at batch {batch}" + (f" with {shown}" if shown else ""),
         " or ".join(knobs),
+    )
+
+
+def generation_server_need(case: Case, streams: int, one_pipeline: bool) -> Need:
+    """A generation server's `streams`: one model holding a KV cache per sequence where
+    the engine batches them (continuous batching), else a model and its cache per
+    stream (a generator each, serving one request at a time)."""
+    if one_pipeline:
+        batched = workload_need(replace(case, batch_size=streams))
+        return Need(
+            batched.nbytes,
+            f"{case.workload} served by one pipeline of {streams} sequences",
+            "--streams or --param isl/osl",
+        )
+    one = workload_need(replace(case, batch_size=1))
+    return Need(
+        streams * one.nbytes,
+        f"{case.workload} served by {streams} streams (a model and its cache each, "
+        f"{size_text(one.nbytes)})",
+        "--streams or --param isl/osl",
     )
 
 
