@@ -145,7 +145,11 @@ def _measure(tester: _Tester, warm: list[Answered]) -> tuple[TokenTest, Found[To
     e2e_s = statistics.median(a.times.e2e_s for a in warm)
     # one request alone misses a bound: no rate can keep it; one try shows it
     alone = _alone_misses(warm, case.ttft_ms, case.tpot_ms)
-    start = 0.8 * (case.streams or 1) / max(e2e_s, 1e-6)
+    # The peak lies between one request at a time (1/e2e) and every stream as fast as one
+    # alone (streams/e2e), which no shared CPU reaches: a continuous-batching step of 32
+    # sequences is several times one's. Their geometric mean leaves the fewest tries
+    # either way, and a search that starts low spends its tries on rates that drain.
+    start = 0.8 * math.sqrt(case.streams or 1) / max(e2e_s, 1e-6)
     if alone is not None:
         test = tester.run(start / 4)
         return test, Found([(start / 4, test)], None, test, alone)
