@@ -64,6 +64,24 @@ def test_continuous_batching_serves_requests_with_loadgens_token_latencies(tmp_p
 
 
 @pytest.mark.slow
+def test_llama_cpps_parallel_slots_serve_requests_in_one_context(tmp_path):
+    """llama.cpp's slots, as llama-server runs them: requests share one context's decode
+    steps, and every request's tokens are still the reference's."""
+    pytest.importorskip("llama_cpp")
+    result = served(tmp_path, "llama-cpp", "--target-qps", "40", "--streams", "4",
+                    "--ttft-ms", "5000", "--tpot-ms", "500")  # fmt: skip
+    loadgen, generation = result["details"]["loadgen"], result["details"]["generation"]
+    assert loadgen["batching"].startswith("continuous batching: 4 parallel slots in one context")
+    assert loadgen["perf_constraints_met"] is True and loadgen["errors"] == []
+    assert result["details"]["extra"]["settings"]["n_seq_max"] == 4
+    tokens = generation["tokens"]
+    assert tokens["verdict"] in (IDENTICAL, NEAR_TIE)
+    assert tokens["compared"] == 16 * (generation["generations"] + 3)
+    # at 40 requests/s on one thread, requests overlap: steps held more than one
+    assert loadgen["tokens_per_s"] > 0 and generation["generations"] >= 20
+
+
+@pytest.mark.slow
 def test_find_peak_holds_ttft_and_tpot_on_an_engine_serving_a_request_per_stream(tmp_path):
     """llama.cpp has no continuous batching in llama-cpp-python: two streams, each its
     own Llama. --find-peak grows the rate, bisects, and confirms the peak it keeps."""
@@ -233,9 +251,11 @@ def test_the_cpu_only_engines_are_the_registrys_cpu_only_frameworks():
 
 def test_a_generation_server_takes_mlperfs_llama_bounds_where_none_are_given():
     done = cli("run", "--dry-run", "-w", "llm-tiny", "-f", "openvino-genai", "-f", "llama-cpp",
-               "--scenario", "server", "--target-qps", "3", "-t", "2")  # fmt: skip
+               "-f", "onnxruntime-genai", "--scenario", "server", "--target-qps", "3",
+               "-t", "2")  # fmt: skip
     assert done.returncode == 0, done.stderr
-    assert done.stdout.count("ttft<=2000ms,tpot<=100ms") == 2
-    # continuous batching runs up to 32 sequences; llama.cpp a stream per thread (-t 2)
+    assert done.stdout.count("ttft<=2000ms,tpot<=100ms") == 3
+    # continuous batching (openvino-genai, llama.cpp's slots) runs up to 32 sequences;
+    # onnxruntime-genai a generator per thread (-t 2)
     assert "openvino-genai [default] infer server" in done.stdout
-    assert "streams=32" in done.stdout and "streams=2" in done.stdout
+    assert done.stdout.count("streams=32") == 2 and "streams=2" in done.stdout

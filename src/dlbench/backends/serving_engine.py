@@ -7,10 +7,10 @@ does. How requests share the engine is the engine's, and is recorded:
 
 - GeneratorStreams, for an engine with no scheduler of its own: `streams` threads,
   each with its own loaded Generator, sleep on one queue and serve a request at a
-  time, as llama-cpp-python's Llama (one sequence per context) and a plain
-  transformers `generate` must;
-- a continuous-batching engine (openvino-genai's ContinuousBatchingPipeline) adds
-  each request to its running batch at the next step (backends.openvino_genai.serving).
+  time, as a plain transformers `generate` and onnxruntime-genai's Generator must;
+- a continuous-batching engine adds each request to its running batch at the next
+  step: openvino-genai's ContinuousBatchingPipeline (backends.openvino_genai.serving),
+  llama.cpp's parallel slots (backends.llama_cpp.slots).
 
 Nothing waits by spinning: idle threads sleep on a queue.
 """

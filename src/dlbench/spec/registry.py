@@ -454,6 +454,7 @@ FRAMEWORKS: dict[str, FrameworkInfo] = {
             label="llama.cpp through llama-cpp-python (the gguf package writes the checkpoint)",
             support=LLM_ENGINE_MODELS,
             cpu_only=True,
+            continuous_batching=True,  # parallel slots (backends.llama_cpp.slots)
             # its converter's: the gguf writer, reading the checkpoint's safetensors
             needs=("gguf", "safetensors"),
             max_batch=1,  # llama-cpp-python's Llama holds one sequence

@@ -10,7 +10,8 @@ matching prefix of the next prompt: every generation here repeats the case's
 prompt, so the state is reset before each one, and each does its whole prefill,
 as a new request does. Token times are taken as `generate` yields each token,
 the moment its caller has it. llama-cpp-python's Llama holds one sequence, so a
-case's batch is one (FrameworkInfo.max_batch).
+case's batch is one (FrameworkInfo.max_batch); a generation server runs parallel
+slots in a context of its own on the same weights (backends.llama_cpp.slots).
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from dlbench.backends.base import (
     placement,
 )
 from dlbench.backends.llama_cpp.gguf_export import CONVERTER, EXPORT, GGUF_FILE
+from dlbench.backends.serving_engine import ServingEngine
 from dlbench.reference.decoder import converted
 from dlbench.results.details import Details, Placement
 
@@ -102,3 +104,8 @@ class LlamaCppBackend(CpuEngineBackend):
 
     def prepare_generation(self, job: Job) -> Generator:
         return LlamaCppGenerator(job, self.threads)
+
+    def prepare_serving(self, job: Job, streams: int) -> ServingEngine:
+        from dlbench.backends.llama_cpp.slots import LlamaCppSlots
+
+        return LlamaCppSlots(job, self.threads, streams)
