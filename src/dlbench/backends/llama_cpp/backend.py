@@ -108,4 +108,4 @@ class LlamaCppBackend(CpuEngineBackend):
     def prepare_serving(self, job: Job, streams: int) -> ServingEngine:
         from dlbench.backends.llama_cpp.slots import LlamaCppSlots
 
-        return LlamaCppSlots(job, self.threads, streams)
+        return LlamaCppSlots(LlamaCppGenerator(job, self.threads), job, self.threads, streams)

@@ -22,12 +22,12 @@ import queue
 import threading
 import time
 from dataclasses import dataclass, field
+from typing import Any
 
 import llama_cpp
 import numpy as np
 
 from dlbench.backends.base import Job
-from dlbench.backends.llama_cpp.backend import LlamaCppGenerator, offload_placement
 from dlbench.backends.serving_engine import Request, ServingEngine, TokenSink
 from dlbench.errors import CaseError
 from dlbench.results.details import Details
@@ -51,11 +51,11 @@ class _Slot:
 
 
 class LlamaCppSlots(ServingEngine):
-    def __init__(self, job: Job, threads: int, streams: int) -> None:
-        # the loaded model of the generation loop, its context unused: a context with
-        # `streams` sequences is made on the same weights
-        self._loader = LlamaCppGenerator(job, threads)
-        llm = self._loader.llm
+    def __init__(self, loaded: Any, job: Job, threads: int, streams: int) -> None:
+        """`loaded`: the generation loop's LlamaCppGenerator, whose model this serves;
+        its own one-sequence context stays unused."""
+        self._loader = loaded
+        llm = loaded.llm
         sequence = job.params["isl"] + job.params["osl"]
         params = llama_cpp.llama_context_default_params()
         params.n_ctx = streams * sequence
@@ -77,7 +77,7 @@ class LlamaCppSlots(ServingEngine):
             f"{STEP_TOKENS} tokens a step (llama.cpp's llama_decode, as llama-server)"
         )
         self.details = Details(
-            placement=offload_placement(),
+            placement=loaded.details.placement,
             generation=self._loader.details.generation,  # one sequence's cache
             extra={"engine": "llama.cpp parallel slots (llama_decode, multi-sequence batch)",
                    "settings": {**self._loader.recorded(), "n_ctx": params.n_ctx,
