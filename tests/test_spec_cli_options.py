@@ -138,6 +138,8 @@ def test_a_suites_settings_keys_are_the_settings_option_names():
         "seed": "seed",
         "repeat": "repeat",
         "official": "official",
+        # in the map as every setting is, though no suite file may set it (SETTING_KEYS)
+        "label": "label",
     }
 
 

@@ -161,6 +161,13 @@ def add_results_parsers(commands: argparse._SubParsersAction) -> None:
     rerun.add_argument("run", help="run id (or a run JSON file)")
     rerun.add_argument("--metric", default="latency", choices=COMPARABLE)
     rerun.add_argument("--db", type=store_location, help=DB_HELP)
+    rerun.add_argument(
+        "--label",
+        type=argument_type(spec_options.run_label),
+        metavar="TEXT",
+        help="the new run's label (a commit, a version); the original's is not copied, "
+        "since the code measured now may differ",
+    )
 
 
 # The run command's --help sections, in order: (title, description). A Case or

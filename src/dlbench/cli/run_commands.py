@@ -213,6 +213,9 @@ def cmd_rerun(args: argparse.Namespace) -> int:
     if not cases:
         raise UserError(f"run {original.id} has no results to rerun")
     settings = validate_settings(Settings.from_dict(original.settings))
+    # A label names the code measured, which only the user knows: the original's would
+    # misname a rerun of other code, so the rerun carries only the one given here.
+    settings = replace(settings, label=args.label)
     with open_store(args.db, on_wait=say) as store:
         run = _interruptible(
             store,

@@ -27,6 +27,7 @@ from dlbench.spec.cli_options import (
     positive_float,
     positive_int,
     resolved_path,
+    run_label,
     shell_words,
 )
 from dlbench.spec.registry import FRAMEWORKS, PRECISIONS, WORKLOADS
@@ -789,6 +790,20 @@ class Settings:
             group="serving",
             help=f"LoadGen cases: MLPerf's minimum duration ({OFFICIAL_MIN_TIME_S:g} s) "
             "instead of short runs",
+        ),
+    )
+    # The user's name for the code measured (a commit, a version), which dlbench cannot
+    # know: `dlbench history --order label` orders runs by it. It changes no number, so
+    # a suite file cannot set it (plan.suites.SETTING_KEYS) and no case key holds it.
+    label: str | None = field(
+        default=None,
+        metadata=cli(
+            "--label",
+            parse=run_label,
+            metavar="TEXT",
+            group="output",
+            help="store this label with the run (a commit, a version); "
+            "`dlbench history --order label` orders runs by it",
         ),
     )
 

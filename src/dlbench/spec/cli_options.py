@@ -143,6 +143,20 @@ def shell_words(text: str) -> tuple[str, ...]:
         raise ValueError(f"{text!r}: {exc}") from None
 
 
+# A run's label is printed in one table cell and one message line: a commit hash, a
+# version or `git describe` fits with room to spare.
+LABEL_CHARS = 100
+
+
+def run_label(text: str) -> str:
+    """A run's label (a commit, a version): 1 to LABEL_CHARS printable characters, the
+    spaces around it dropped (`history --order label` sorts and prints it)."""
+    label = text.strip()
+    if not label or len(label) > LABEL_CHARS or not label.isprintable():
+        raise ValueError(f"expected 1 to {LABEL_CHARS} printable characters, got {text!r}")
+    return label
+
+
 def resolved_path(text: str) -> str:
     """A path made absolute now, so a worker started elsewhere finds the same files."""
     return str(Path(text).resolve())
