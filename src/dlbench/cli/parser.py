@@ -10,6 +10,12 @@ from typing import Any, NoReturn
 from dlbench import __version__
 from dlbench.errors import UserError
 from dlbench.plan.build import TARGET_DEFAULT_EPOCHS
+from dlbench.report.history import (
+    DEFAULT_MAX_PVALUE,
+    DEFAULT_MIN_CHANGE,
+    DEFAULT_WINDOW,
+)
+from dlbench.report.history import ORDERS as HISTORY_ORDERS
 from dlbench.results.metrics import COMPARABLE
 from dlbench.results.store_location import store_location
 from dlbench.spec import cli_options as spec_options
@@ -43,6 +49,8 @@ def argument_type(parse: Callable[[str], Any]) -> Callable[[str], Any]:
 positive_int = argument_type(spec_options.positive_int)
 non_negative_float = argument_type(spec_options.non_negative_float)
 positive_float = argument_type(spec_options.positive_float)
+fraction = argument_type(spec_options.fraction)
+at_least_two = argument_type(spec_options.number_type(int, lambda v: v >= 2, "an integer >= 2"))
 
 
 def input_spec(text: str) -> tuple[str, str]:
@@ -168,6 +176,52 @@ def add_results_parsers(commands: argparse._SubParsersAction) -> None:
         help="the new run's label (a commit, a version); the original's is not copied, "
         "since the code measured now may differ",
     )
+    add_history_parser(commands)
+
+
+def add_history_parser(commands: argparse._SubParsersAction) -> None:
+    history = commands.add_parser(
+        "history",
+        help="a metric over stored runs, in time or --label order, with its change points "
+        "(Apache Otava's E-divisive; pip install 'dlbench[history]')",
+    )
+    history.add_argument(
+        "target",
+        metavar="SUITE-OR-CASE",
+        help="a suite: each of its cases over its runs; or one case, by its label as "
+        "history prints it or its key, over every run holding it",
+    )
+    history.add_argument("--metric", default="latency", choices=COMPARABLE)
+    history.add_argument(
+        "--order",
+        choices=HISTORY_ORDERS,
+        default="time",
+        help="time: each run by its start; label: by run --label (digits as numbers), runs "
+        "sharing a label one point (their median), runs without one left out",
+    )
+    history.add_argument("--html", type=Path, metavar="PATH", help="write a page of charts here")
+    history.add_argument(
+        "--window",
+        type=at_least_two,
+        default=DEFAULT_WINDOW,
+        metavar="N",
+        help=f"points one E-divisive pass sees (default {DEFAULT_WINDOW}, Otava's)",
+    )
+    history.add_argument(
+        "--max-pvalue",
+        type=fraction,
+        default=DEFAULT_MAX_PVALUE,
+        metavar="P",
+        help=f"a change is kept below this p-value (default {DEFAULT_MAX_PVALUE:g}, Otava's)",
+    )
+    history.add_argument(
+        "--min-change",
+        type=non_negative_float,
+        default=100 * DEFAULT_MIN_CHANGE,
+        metavar="PCT",
+        help=f"smallest change kept, in %% (default {100 * DEFAULT_MIN_CHANGE:g}, compare's)",
+    )
+    history.add_argument("--db", type=store_location, help=DB_HELP)
 
 
 # The run command's --help sections, in order: (title, description). A Case or
