@@ -14,6 +14,7 @@ from factories import make_result, make_run
 from dlbench.cli.history_commands import sparkline
 from dlbench.cli.parser import build_parser
 from dlbench.cli.run_commands import request_from_args
+from dlbench.errors import UserError
 from dlbench.measure.stats import summarize
 from dlbench.report.history import ChangeMethod, build_history, case_matcher, label_order
 from dlbench.results.metrics import METRICS
@@ -240,13 +241,13 @@ def test_run_label_is_a_setting_that_lands_in_the_run_and_old_runs_load_without_
     args = build_parser().parse_args(["run", "--label", "  abc123 "])
     assert dict(request_from_args(args).settings)["label"] == "abc123"
     for bad in ("", "a\nb", "x" * 101):
-        with pytest.raises(Exception, match="printable characters"):
+        with pytest.raises(UserError, match="printable characters"):
             build_parser().parse_args(["run", "--label", bad])
     with_label = make_run(settings={"label": "abc123"}).to_dict()
     assert Run.from_dict(with_label).settings["label"] == "abc123"
     assert "label" not in Run.from_dict(make_run(settings={"seed": 0}).to_dict()).settings
     bad_type = make_run(settings={"label": 3}).to_dict()
-    with pytest.raises(Exception, match=r"settings\.label"):
+    with pytest.raises(UserError, match=r"settings\.label: unexpected int"):
         Run.from_dict(bad_type)
 
 
