@@ -12,7 +12,7 @@ deviation, relative), flat or with a step of 5% or 20% at the middle run, of 12,
 - flat: the share of flat series with any change point (false changes);
 - step: the share of stepped series whose only change is at the right run.
 
-Needs `pip install 'dlbench[history]'` (or `pip install --no-deps apache-otava`).
+Needs `pip install --no-deps apache-otava` (history's change points).
 The numbers docs/methodology.md quotes are this script's, with its defaults.
 """
 

@@ -189,7 +189,7 @@ def test_without_otava_the_command_names_the_extra(isolated_store, monkeypatch):
     store_runs(isolated_store, history_runs())
     monkeypatch.setitem(sys.modules, "otava.analysis", None)  # import fails
     proc = cli("history", SUITE)
-    assert proc.returncode == 2 and "pip install 'dlbench[history]'" in proc.stderr
+    assert proc.returncode == 2 and "pip install --no-deps 'apache-otava" in proc.stderr
 
 
 def test_the_html_page_has_a_chart_per_series_with_the_change_ringed(isolated_store, tmp_path):

@@ -183,7 +183,7 @@ def add_history_parser(commands: argparse._SubParsersAction) -> None:
     history = commands.add_parser(
         "history",
         help="a metric over stored runs, in time or --label order, with its change points "
-        "(Apache Otava's E-divisive; pip install 'dlbench[history]')",
+        "(Apache Otava's E-divisive; pip install --no-deps apache-otava)",
     )
     history.add_argument(
         "target",

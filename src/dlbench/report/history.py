@@ -10,7 +10,7 @@ Change points come from Apache Otava (`otava.analysis.compute_change_points`):
 E-divisive means (Matteson and James, 2014) split over sliding windows, then
 Hunter's merge step (Fleming et al., 2023) keeps a change only where Student's
 t-test between the segments on either side gives p below the max p-value and
-the change is larger than the minimum. Otava is an extra (`dlbench[history]`).
+the change is larger than the minimum. Otava is installed apart, with --no-deps (INSTALL).
 """
 
 from __future__ import annotations
@@ -36,7 +36,9 @@ DEFAULT_MAX_PVALUE = 0.001
 # Otava's min_magnitude is 0 by default; dlbench never calls a change under compare's
 # MIN_EFFECT (1%), the same bar as a verdict between two runs.
 DEFAULT_MIN_CHANGE = MIN_EFFECT
-INSTALL = "pip install 'dlbench[history]'"
+# --no-deps: Otava 0.8 pins numpy to 2.2.0, which would replace the frameworks' numpy;
+# otava.analysis needs only the numpy and scipy already installed
+INSTALL = "pip install --no-deps 'apache-otava>=0.8,<0.9'"
 
 
 @dataclass(frozen=True)
