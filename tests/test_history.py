@@ -21,6 +21,9 @@ from dlbench.results.metrics import METRICS
 from dlbench.results.records import Run
 from dlbench.results.store import open_store
 
+# Otava is installed apart, with --no-deps (.ci/run does; pyproject.toml says why)
+pytest.importorskip("otava.analysis", reason="pip install --no-deps apache-otava")
+
 SUITE = "nightly"
 RUNS = 12
 STEP_AT = 6  # the 7th run is the first at the new level
