@@ -30,12 +30,26 @@ class Pivot:
 
 
 def hardware(run: Run, result: Result) -> str:
-    """The device a result ran on, by name: the GPU's for CUDA cases, else the CPU's."""
+    """The device a result ran on, by name: the GPU's for CUDA cases, else the CPU's
+    with its machine's (a CPU's number depends on the machine around it)."""
+    name = device_model(run, result)
+    if is_gpu_result(run, result):
+        return name
+    return f"{name} ({run.env.get('hostname', '?')})"
+
+
+def device_model(run: Run, result: Result) -> str:
+    """The model of the device a result ran on: the GPU's name for CUDA cases, else
+    the CPU's; machines with the same model are peers (report.fleet_report)."""
     gpus = run.env.get("gpus") or []
-    if result.case.device.startswith("cuda") and gpus:
+    if is_gpu_result(run, result):
         index = int(result.case.device.partition(":")[2] or 0)
         return str(gpus[min(index, len(gpus) - 1)].get("name", "GPU"))
-    return f"{run.env.get('cpu_model', 'CPU')} ({run.env.get('hostname', '?')})"
+    return str(run.env.get("cpu_model", "CPU"))
+
+
+def is_gpu_result(run: Run, result: Result) -> bool:
+    return result.case.device.startswith("cuda") and bool(run.env.get("gpus"))
 
 
 # Axes that differ between machines by nature; a row names the machine instead.

@@ -66,6 +66,8 @@ STALL_SECONDS = 1.0
 GPU_BUSY_PERCENT = 5.0
 NOISY = "noisy"
 LOW_N_P99 = "low-n-p99"
+# the prefix of every GPU throttle flag (`throttled:thermal`, `throttled:power`)
+THROTTLED = "throttled:"
 # Judged again on a merged result's own numbers; its processes' other flags carry over.
 JUDGED_ON_MERGED = frozenset({NOISY, LOW_N_P99})
 
@@ -161,7 +163,7 @@ def throttle_flags(verdict: Any) -> list[str]:
     """`throttled:<reason>` for each reason of the timeline's verdict ("thermal, power")."""
     if not isinstance(verdict, str):
         return []
-    return [f"throttled:{name.strip()}" for name in verdict.split(",") if name.strip()]
+    return [f"{THROTTLED}{name.strip()}" for name in verdict.split(",") if name.strip()]
 
 
 def _noisy(stats: LatencyStats | None, details: Details) -> bool:

@@ -1,0 +1,472 @@
+"""Run one suite on every node of a Ray cluster and store each node's run.
+
+The cluster is an engine that already exists (`ray start` on each machine); dlbench
+brings no scheduler of its own. Each chosen node gets one Ray task, pinned to it
+(NodeAffinitySchedulingStrategy, soft=False: never moved to another node) and asking
+for all of the node's CPUs and GPUs, so Ray places nothing else of dlbench's there
+while it runs. The task starts `dlbench run SUITE` on the node as a subprocess, with
+a scratch store and a JSON file there, so the node measures exactly as `dlbench run`
+does: one fresh worker per case, one case at a time, and the node's own environment
+fingerprint. The task returns the run's JSON; this process, which waits in `ray.wait`
+without polling, adds the node's mark (results.fleet_marks) and imports the run into
+the store as it arrives.
+
+A node that dies, whose task crashes, or that runs past --node-timeout is recorded
+as failed: a run for that node whose planned cases are failed results naming the
+cause (as the runner records a crashed worker's case), and the other nodes go on.
+The timeout is kept on the node, where the task stops its `dlbench run` and sends
+back the cases that finished; this process gives a node up STOP_GRACE_S later
+(queued behind other work, or unreachable) and cancels its task.
+
+Ray is imported only here and only when a fleet runs: `pip install 'dlbench[fleet]'`.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+from urllib.parse import urlsplit
+
+import psutil
+
+from dlbench.errors import UserError
+from dlbench.results.env import THREAD_ENV_VARS
+from dlbench.results.fleet_marks import FLEET_KEY, FleetMark
+from dlbench.results.records import STATUS_FAILED, Run, base_result, now_iso
+from dlbench.results.run_ids import new_run_id
+from dlbench.results.store import Store
+from dlbench.results.store_location import redacted_argv
+from dlbench.spec.case import Case, Settings
+
+FLEET_EXTRA = "fleet"
+# How long a plain host:port address may take to answer before it is called wrong:
+# ray.init itself retries an address where nothing listens for minutes.
+CONNECT_PROBE_S = 5.0
+# How much longer than --node-timeout this process waits for a node's answer: the node
+# stops its run at the timeout and then sends what finished. Past it the node is given up.
+STOP_GRACE_S = 5.0
+# A node task's scratch folder (in the node's temporary folder): this, its process id, "-".
+SCRATCH_PREFIX = "dlbench-fleet-"
+# The last lines of a node's `dlbench run` output kept with its failure.
+OUTPUT_TAIL_LINES = 20
+# The node's `dlbench run`, killed (SIGKILL, Linux's parent-death signal) when the Ray
+# worker that started it dies: a cancelled task or a lost node's raylet takes its
+# workers down, and the run must not go on loading the machine with no one to report
+# to. Named as text, as the runner names the worker's entry: launch imports no CLI.
+NODE_ENTRY = (
+    "import sys\n"
+    "from dlbench.lifeline import die_with_parent\n"
+    "die_with_parent(int(sys.argv[1]))\n"
+    "from dlbench.cli.main import main\n"
+    "sys.argv = ['dlbench', *sys.argv[2:]]\n"
+    "sys.exit(main(sys.argv[1:]))\n"
+)
+
+
+@dataclass(frozen=True)
+class Node:
+    """An alive Ray node, as `ray.nodes()` describes it."""
+
+    id: str
+    ip: str
+    hostname: str | None
+    cpus: float
+    gpus: float
+
+    @property
+    def name(self) -> str:
+        return f"{self.ip} {self.id[:8]}"
+
+
+@dataclass(frozen=True)
+class FleetPlan:
+    """What every node runs: the suite (its text, where it is a file here, since the
+    nodes do not share this machine's files), the `dlbench run` options that carry the
+    settings, and the parent's own plan of it, whose cases a failed node's run holds."""
+
+    suite: str
+    suite_text: str | None
+    run_options: tuple[str, ...]
+    planned_suite: str
+    settings: Settings
+    cases: tuple[Case, ...]
+
+
+@dataclass
+class NodeOutcome:
+    node: Node
+    run: Run
+    failure: str | None = None
+    seconds: float = 0.0
+
+
+@dataclass
+class FleetOutcome:
+    fleet_id: str
+    started_at: str
+    outcomes: list[NodeOutcome] = field(default_factory=list)
+
+    def mark(self, node: Node, failure: str | None = None) -> FleetMark:
+        """What a node's run carries: this fleet, and the node it ran on."""
+        return FleetMark(self.fleet_id, self.started_at, node.id, node.ip, node.hostname, failure)
+
+    @property
+    def failed_nodes(self) -> list[NodeOutcome]:
+        return [o for o in self.outcomes if o.failure is not None]
+
+
+def import_ray() -> ModuleType:
+    try:
+        import ray
+    except ImportError:
+        raise UserError(
+            f"dlbench fleet needs Ray: pip install 'dlbench[{FLEET_EXTRA}]' (on every node too)"
+        ) from None
+    return ray
+
+
+def connect(address: str) -> ModuleType:
+    """Ray, connected to the cluster at `address` as a driver ("auto": the cluster
+    started on this machine, as Ray reads it)."""
+    ray = import_ray()
+    _probe(address)
+    try:
+        # WARNING: Ray's own INFO lines ("Connecting to existing Ray cluster") are not
+        # dlbench's; log_to_driver off: the nodes' output comes back with their runs.
+        ray.init(address=address, logging_level=logging.WARNING, log_to_driver=False)
+    except (ConnectionError, ValueError, RuntimeError) as exc:
+        raise UserError(f"--ray {address}: cannot connect ({_first_line(exc)})") from None
+    return ray
+
+
+def _probe(address: str) -> None:
+    """Refuse an address where nothing answers, in seconds: given one, ray.init
+    retries its connection for minutes before it gives up."""
+    if address == "auto":
+        return
+    parts = urlsplit(address if "://" in address else f"//{address}")
+    try:
+        host, port = parts.hostname, parts.port
+    except ValueError:
+        raise UserError(f"--ray {address}: expected HOST:PORT (or auto)") from None
+    if not host or port is None:
+        raise UserError(f"--ray {address}: expected HOST:PORT (or auto)")
+    try:
+        socket.create_connection((host, port), timeout=CONNECT_PROBE_S).close()
+    except OSError as exc:
+        raise UserError(
+            f"--ray {address}: no Ray cluster answers there ({exc.strerror or exc}); "
+            "give the head node's address (`ray status` on it shows it)"
+        ) from None
+
+
+def select_nodes(
+    described: Sequence[Mapping[str, Any]],
+    resource: str | None = None,
+    label: tuple[str, str] | None = None,
+    on_note: Callable[[str], None] = lambda line: None,
+) -> list[Node]:
+    """The alive nodes (of `ray.nodes()`) with `resource` and `label`, in IP order;
+    a node with neither CPUs nor GPUs in Ray's view (a head started with
+    --num-cpus=0, kept free of work on purpose) is left out, and said so."""
+    chosen = []
+    for info in described:
+        if not info.get("Alive"):
+            continue
+        resources = info.get("Resources") or {}
+        if resource is not None and not resources.get(resource):
+            continue
+        if label is not None and (info.get("Labels") or {}).get(label[0]) != label[1]:
+            continue
+        node = Node(
+            id=str(info["NodeID"]),
+            ip=str(info.get("NodeManagerAddress", "?")),
+            hostname=info.get("NodeManagerHostname"),
+            cpus=float(resources.get("CPU", 0)),
+            gpus=float(resources.get("GPU", 0)),
+        )
+        if node.cpus <= 0 and node.gpus <= 0:
+            on_note(f"leaving out node {node.name}: Ray gives it no CPUs or GPUs")
+            continue
+        chosen.append(node)
+    if not chosen:
+        wanted = [f"resource {resource!r}"] if resource is not None else []
+        wanted += [f"label {label[0]}={label[1]}"] if label is not None else []
+        with_what = f" with {' and '.join(wanted)}" if wanted else " with CPUs or GPUs"
+        raise UserError(f"no alive node{with_what} in the Ray cluster")
+    return sorted(chosen, key=lambda node: (node.ip, node.id))
+
+
+def run_fleet(
+    ray: ModuleType,
+    nodes: Sequence[Node],
+    plan: FleetPlan,
+    store: Store,
+    fleet_id: str,
+    node_timeout_s: float | None = None,
+    on_note: Callable[[str], None] = lambda line: None,
+) -> FleetOutcome:
+    """One task per node; each node's run stored as it arrives, failures included."""
+    outcome = FleetOutcome(fleet_id, now_iso())
+    pending = _dispatch(ray, nodes, plan, node_timeout_s)
+    give_up_s = None if node_timeout_s is None else node_timeout_s + STOP_GRACE_S
+    try:
+        while pending:
+            for ref in _wait(ray, pending, give_up_s):
+                node, began = pending.pop(ref)
+                _store(_collect(ray, ref, node, plan, outcome), began, store, outcome, on_note)
+            for ref, (node, began) in list(pending.items()):
+                if give_up_s is not None and time.monotonic() - began >= give_up_s:
+                    ray.cancel(ref, force=True)  # its worker killed, and its run with it
+                    del pending[ref]
+                    cause = (
+                        f"timed out after {node_timeout_s:g} s (--node-timeout), and its "
+                        f"task did not answer {STOP_GRACE_S:g} s later: given up"
+                    )
+                    _store(_failed(node, plan, outcome, cause), began, store, outcome, on_note)
+    finally:
+        for ref in pending:  # Ctrl-C or a store fault: nothing runs on for no one
+            ray.cancel(ref, force=True)
+    return outcome
+
+
+def _dispatch(
+    ray: ModuleType, nodes: Sequence[Node], plan: FleetPlan, node_timeout_s: float | None
+) -> dict[Any, tuple[Node, float]]:
+    """A task per node, pinned to it and holding all its CPUs and GPUs; by its ref,
+    the node and when it was sent."""
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+    task = ray.remote(node_task)
+    pending = {}
+    for node in nodes:
+        ref = task.options(
+            num_cpus=node.cpus,
+            num_gpus=node.gpus,
+            # soft=False: never moved to another node, failed where its node is gone
+            scheduling_strategy=NodeAffinitySchedulingStrategy(node.id, soft=False),
+            # a retry would run the suite twice, or wait for a node that is gone
+            max_retries=0,
+            name=f"dlbench-fleet {node.name}",
+        ).remote(plan.suite, plan.suite_text, list(plan.run_options), node_timeout_s)
+        pending[ref] = (node, time.monotonic())
+    return pending
+
+
+def _wait(
+    ray: ModuleType, pending: Mapping[Any, tuple[Node, float]], give_up_s: float | None
+) -> list[Any]:
+    """The tasks that ended, waiting in Ray (no polling) until one ends or the nearest
+    node is to be given up."""
+    wait_s = None
+    if give_up_s is not None:
+        nearest = min(began for _, began in pending.values()) + give_up_s
+        wait_s = max(0.0, nearest - time.monotonic())
+    ready, _ = ray.wait(list(pending), num_returns=1, timeout=wait_s)
+    return list(ready)
+
+
+def _collect(
+    ray: ModuleType, ref: Any, node: Node, plan: FleetPlan, fleet: FleetOutcome
+) -> NodeOutcome:
+    """The node's run from its task, or a failed one saying why there is none."""
+    from ray.exceptions import RayError
+
+    try:
+        answer = ray.get(ref)
+    except RayError as exc:
+        return _failed(node, plan, fleet, describe_ray_error(exc))
+    data, output = answer["run"], answer["output"]
+    partial: Run | None = None
+    if data is not None:
+        try:
+            partial = Run.from_dict(data, f"node {node.name}'s run")
+        except UserError as exc:
+            return _failed(node, plan, fleet, str(exc), output)
+        if partial.finished_at is not None:
+            return NodeOutcome(node, _marked(partial, fleet.mark(node)))
+    if answer["timed_out_s"] is not None:
+        cause = f"timed out after {answer['timed_out_s']:g} s (--node-timeout)"
+    else:
+        last = _first_line(output.strip().splitlines()[-1]) if output.strip() else "no output"
+        cause = f"dlbench run on the node exited with status {answer['returncode']}: {last}"
+    return _failed(node, plan, fleet, cause, output, partial)
+
+
+def _marked(run: Run, mark: FleetMark) -> Run:
+    run.env = {**run.env, FLEET_KEY: mark.to_dict()}
+    return run
+
+
+def _failed(
+    node: Node,
+    plan: FleetPlan,
+    fleet: FleetOutcome,
+    cause: str,
+    output: str | None = None,
+    partial: Run | None = None,
+) -> NodeOutcome:
+    """A run for a node without one of its own: every case it had not finished is a
+    failed result naming the cause (the node's output, where it has any, as the
+    detail), as the runner records a worker that crashed. A run the node began keeps
+    its finished cases (they are in plan order: the runner goes through the plan in
+    order, and --repeat's later rounds only replace results)."""
+    detail = "\n".join(output.splitlines()[-OUTPUT_TAIL_LINES:]) if output else None
+    if partial is not None:
+        planned = [Case.from_dict(case) for case in partial.plan]
+        done = partial.results
+        run = partial
+    else:
+        planned, done = list(plan.cases), []
+        run = Run(
+            id=new_run_id(),
+            started_at=now_iso(),
+            suite=plan.planned_suite,
+            settings=plan.settings.to_dict(),
+            env={"hostname": node.hostname} if node.hostname else {},
+            command=redacted_argv(list(sys.argv)),
+            plan=[case.to_dict() for case in planned],
+        )
+    error = f"node {node.name} {cause}"
+    failed = [
+        base_result(case, STATUS_FAILED, error=error, error_detail=detail)
+        for case in planned[len(done) :]
+    ]
+    run.results = [*done, *failed]
+    run.finished_at = now_iso()
+    return NodeOutcome(node, _marked(run, fleet.mark(node, cause)), failure=cause)
+
+
+def _store(
+    done: NodeOutcome,
+    began: float,
+    store: Store,
+    outcome: FleetOutcome,
+    on_note: Callable[[str], None],
+) -> None:
+    done.seconds = time.monotonic() - began
+    store.import_run(done.run)
+    outcome.outcomes.append(done)
+    failures = done.run.failures
+    counts = f"{len(done.run.results)} case(s), {failures} failed"
+    if done.failure is not None:
+        on_note(f"node {done.node.name}: FAILED: {done.failure}; run {done.run.id} stored")
+    else:
+        on_note(f"node {done.node.name}: run {done.run.id} stored ({counts}, {done.seconds:.1f} s)")
+
+
+def describe_ray_error(exc: BaseException) -> str:
+    """What Ray says went wrong with a node's task, in one line: the node died, its
+    worker crashed, the task was cancelled, or the code raised (its exception)."""
+    cause = getattr(exc, "cause", None)  # RayTaskError: what the task's code raised
+    if isinstance(cause, BaseException):
+        return f"the task raised {type(cause).__name__}: {_first_line(cause)}"
+    text = _first_line(exc)
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+def _first_line(what: object, limit: int = 300) -> str:
+    lines = str(what).strip().splitlines()
+    line = lines[0].strip() if lines else ""
+    return line if len(line) <= limit else line[: limit - 3] + "..."
+
+
+def node_task(
+    suite: str, suite_text: str | None, run_options: list[str], timeout_s: float | None
+) -> dict[str, Any]:
+    """On the node: `dlbench run` of the suite into a scratch store and JSON file, and
+    what came back: the run's JSON where it wrote one (after each case, so a run
+    stopped at `timeout_s` still holds the cases it finished), its exit status, its
+    output, and the timeout where it ran past it."""
+    remove_stale_scratch()
+    scratch = Path(tempfile.mkdtemp(prefix=f"{SCRATCH_PREFIX}{os.getpid()}-"))
+    try:
+        if suite_text is not None:  # a suite file of the parent's: written here, same name
+            path = scratch / "suite" / Path(suite).name
+            path.parent.mkdir()
+            path.write_text(suite_text, encoding="utf-8")
+            suite = str(path)
+        json_path = scratch / "run.json"
+        command = [
+            *(sys.executable, "-c", NODE_ENTRY, str(os.getpid()), "run", suite),
+            *("--json", str(json_path), "--db", str(scratch / "store.sqlite"), "--quiet"),
+            *run_options,
+        ]
+        answer: dict[str, Any] = {"run": None, "returncode": None, "timed_out_s": None}
+        try:
+            # waits in select() on the output pipe until the run ends or the timeout
+            done = subprocess.run(
+                command,
+                env=node_environment(),
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                text=True,
+                errors="replace",
+                timeout=timeout_s,
+                check=False,
+            )
+            answer |= {"returncode": done.returncode, "output": done.stdout}
+        except subprocess.TimeoutExpired as expired:  # the run was killed (SIGKILL)
+            output = expired.output
+            text = output.decode(errors="replace") if isinstance(output, bytes) else output
+            answer |= {"timed_out_s": timeout_s, "output": text or ""}
+        if json_path.exists():  # written atomically: complete where it exists
+            answer["run"] = json.loads(json_path.read_text(encoding="utf-8"))
+        return answer
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+def remove_stale_scratch(folder: Path | None = None) -> list[Path]:
+    """Remove the scratch folders of node tasks whose process is gone: a task killed
+    (its node given up, or its worker lost) cannot remove its own. Each folder names
+    its task's process; a folder whose process lives on is left alone."""
+    removed = []
+    for path in Path(folder or tempfile.gettempdir()).glob(f"{SCRATCH_PREFIX}*"):
+        pid = path.name.removeprefix(SCRATCH_PREFIX).split("-", 1)[0]
+        if pid.isdigit() and not psutil.pid_exists(int(pid)):
+            shutil.rmtree(path, ignore_errors=True)
+            removed.append(path)
+    return removed
+
+
+def node_environment() -> dict[str, str]:
+    """This worker's environment for the node's run, with the thread variables as the
+    node itself set them: Ray sets OMP_NUM_THREADS (to the task's CPUs) and
+    CUDA_VISIBLE_DEVICES (to its GPUs) inside its worker, and the run's fingerprint
+    records those variables, so its numbers would read as measured under settings
+    the node never had. The task holds all of the node's CPUs and GPUs, so what Ray
+    set restricts nothing. Linux keeps the environment a process started with in
+    /proc/self/environ; elsewhere the environment stays as Ray left it."""
+    env = dict(os.environ)
+    started = _starting_environment()
+    if started is None:
+        return env
+    for name in THREAD_ENV_VARS:
+        if name in started:
+            env[name] = started[name]
+        else:
+            env.pop(name, None)
+    return env
+
+
+def _starting_environment() -> dict[str, str] | None:
+    try:
+        raw = Path("/proc/self/environ").read_bytes()
+    except OSError:
+        return None
+    pairs = (entry.decode(errors="replace").partition("=") for entry in raw.split(b"\0"))
+    return {name: value for name, sep, value in pairs if sep}
