@@ -3,7 +3,8 @@
 MkDocs runs this file as a hook (`hooks:` in mkdocs.yml). `on_files` adds the
 page `reference/cli.md` to the site; its text is `render(build_parser())`:
 argparse's own help for `dlbench` and for each subcommand, one section each,
-so the page follows `src/dlbench/cli/parser.py` whenever the parser changes.
+so the page follows `src/dlbench/cli/parser.py` whenever the parser changes. A
+command with subcommands of its own (`dlbench fleet`) has one subsection each.
 
 The parser module imports no deep-learning framework, and neither does this
 file; MkDocs is imported only inside the hook, so the tests can call `render`
@@ -69,12 +70,21 @@ def render(parser: argparse.ArgumentParser) -> str:
     sections = [INTRO, f"Commands: {index}.\n"]
     sections += [f"## {parser.prog}\n", code_block(help_text(parser))]
     for name, (sub, summary) in commands.items():
-        sections.append(f"## {parser.prog} {name}\n")
-        line = summary.replace("%%", "%").rstrip(".")
-        if line:
-            sections.append(f"{line[0].upper()}{line[1:]}.\n")
-        sections.append(code_block(help_text(sub)))
+        sections += command_section(f"## {parser.prog} {name}", sub, summary)
+        # a command's own subcommands (`dlbench fleet run`), each a part of its section
+        for inner, (subsub, inner_summary) in subcommands(sub).items():
+            sections += command_section(f"### {parser.prog} {name} {inner}", subsub, inner_summary)
     return "\n".join(sections)
+
+
+def command_section(heading: str, parser: argparse.ArgumentParser, summary: str) -> list[str]:
+    """A command's heading, its one-line help as a sentence, and its --help."""
+    parts = [f"{heading}\n"]
+    line = summary.replace("%%", "%").rstrip(".")
+    if line:
+        parts.append(f"{line[0].upper()}{line[1:]}.\n")
+    parts.append(code_block(help_text(parser)))
+    return parts
 
 
 def on_files(files: Files, config: MkDocsConfig) -> Files:

@@ -12,7 +12,13 @@ import signal
 import threading
 from collections.abc import Callable, Sequence
 
-from dlbench.cli import history_commands, info_commands, run_commands, store_commands
+from dlbench.cli import (
+    fleet_commands,
+    history_commands,
+    info_commands,
+    run_commands,
+    store_commands,
+)
 from dlbench.cli.parser import build_parser
 from dlbench.cli.terminal import err
 from dlbench.errors import UserError
@@ -35,6 +41,7 @@ COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "compare": store_commands.cmd_compare,
     "report": store_commands.cmd_report,
     "history": history_commands.cmd_history,
+    "fleet": fleet_commands.cmd_fleet,
 }
 
 

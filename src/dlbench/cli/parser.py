@@ -9,6 +9,7 @@ from typing import Any, NoReturn
 
 from dlbench import __version__
 from dlbench.errors import UserError
+from dlbench.launch.fleet import STOP_GRACE_S
 from dlbench.plan.build import TARGET_DEFAULT_EPOCHS
 from dlbench.report.history import (
     DEFAULT_MAX_PVALUE,
@@ -110,6 +111,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     inspect.add_argument("--json", action="store_true", help="print as JSON")
     add_results_parsers(commands)
+    add_fleet_parser(commands)
     return parser
 
 
@@ -377,3 +379,60 @@ def add_study_options(parser: argparse._ActionsContainer) -> None:
         help="print, per workload, the configuration with the most samples/s whose p99 "
         "stays within MS (with its accuracy cost where it was quantized)",
     )
+
+
+def add_fleet_parser(commands: argparse._SubParsersAction) -> None:
+    fleet = commands.add_parser(
+        "fleet",
+        help="a suite on every node of a Ray cluster, and the nodes side by side with "
+        "their outliers (pip install 'dlbench[fleet]'; docs/guides/fleet.md)",
+    )
+    actions = fleet.add_subparsers(dest="fleet_command", required=True, parser_class=OneLineParser)
+    run = actions.add_parser(
+        "run",
+        help="run SUITE on each alive node (one Ray task per node, pinned to it and holding "
+        "all its CPUs and GPUs) and store each node's run; exit 1 if a node failed",
+    )
+    run.add_argument("suite", help="built-in suite name or a suite .yaml file (sent to the nodes)")
+    run.add_argument(
+        "--ray", required=True, metavar="ADDRESS", help="the Ray cluster: HOST:PORT of its "
+        "head (as `ray start --head` prints it), or auto (the cluster on this machine)",
+    )  # fmt: skip
+    run.add_argument(
+        "--resource", metavar="NAME", help="only the nodes with this custom Ray resource"
+    )
+    run.add_argument(
+        "--label",
+        type=argument_type(node_label),
+        metavar="KEY=VALUE",
+        help="only the nodes with this Ray node label",
+    )
+    run.add_argument(
+        "--node-timeout",
+        type=positive_float,
+        metavar="S",
+        help="seconds each node's run may take: the node stops it there, keeps the cases "
+        "that finished, and is recorded as failed; one that has not answered "
+        f"{STOP_GRACE_S:g} s later (queued behind other work, unreachable) is given up "
+        "(default: no limit)",
+    )
+    measurement = run.add_argument_group(*RUN_GROUPS["measurement"])
+    for name, option in cli_options(Settings):
+        if option.group == "measurement":  # how each node measures; passed to its run
+            add_field_option(measurement, name, option)
+    run.add_argument("--db", type=store_location, help=DB_HELP)
+    report = actions.add_parser(
+        "report",
+        help="the nodes of a fleet run side by side: ceilings, throughput per case, throttle "
+        "flags, and outliers among nodes of the same hardware (median and MAD)",
+    )
+    report.add_argument("fleet", nargs="?", help="a fleet id (default: the newest fleet run)")
+    report.add_argument("--db", type=store_location, help=DB_HELP)
+
+
+def node_label(text: str) -> tuple[str, str]:
+    """KEY=VALUE, a Ray node label (`ray start --labels`)."""
+    key, sep, value = text.partition("=")
+    if not sep or not key:
+        raise ValueError(f"expected KEY=VALUE, got {text!r}")
+    return key, value

@@ -1,0 +1,325 @@
+"""`dlbench fleet run` on a real Ray cluster, and `fleet report`'s outlier rule.
+
+The cluster is Ray's own multi-node test cluster (ray.cluster_utils.Cluster): a
+head and two worker nodes on this machine, each a raylet of its own with one CPU,
+started once. Its checks are steps of one test, in order, because pytest-xdist
+would give tests of this file to several test processes, each then starting a
+cluster of its own on two cores. The report's rule is tested on stored runs built
+here, where the numbers are ours.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import subprocess
+import sys
+import time
+from pathlib import Path
+from types import SimpleNamespace
+
+import psutil
+import pytest
+from conftest import DLBENCH, cli, dlbench, free_port
+from factories import make_result, make_run
+
+from dlbench.launch.fleet import (
+    SCRATCH_PREFIX,
+    describe_ray_error,
+    remove_stale_scratch,
+    select_nodes,
+)
+from dlbench.report.fleet_report import MIN_PEERS, OUTLIER_Z, judge
+from dlbench.results.fleet_marks import FLEET_KEY, FleetMark
+from dlbench.results.records import Run
+from dlbench.results.store import open_store
+
+TINY_SUITE = """
+name: tiny
+settings: {min_time: 0, min_iters: 3, warmup: 1}
+cases:
+  - {workload: mlp, framework: "null"}
+"""
+# Two seconds of measuring: long enough to lose a node in the middle of it.
+SLOW_SUITE = """
+name: slow
+settings: {min_time: 2, min_iters: 3, warmup: 1}
+cases:
+  - {workload: mlp, framework: "null", options: {sleep_ms: 50}}
+"""
+# A case that finishes, then one that never does: what a node's timeout keeps.
+HANGING_SUITE = """
+name: hanging
+settings: {min_time: 0, min_iters: 3, warmup: 1}
+cases:
+  - {workload: mlp, framework: "null"}
+  - {workload: mlp, framework: "null", options: {fault: hang}}
+"""
+
+
+# --- the outlier rule (Iglewicz-Hoaglin), on numbers we choose ---------------------------
+
+
+def test_the_modified_z_score_flags_the_node_far_from_its_peers():
+    verdicts = judge([100.0, 102.0, 98.0, 101.0, 99.0, 60.0])
+    # median 99.5, MAD 1.5: z = 0.6745 * (60 - 99.5) / 1.5 = -17.8
+    assert verdicts[-1].outlier and verdicts[-1].z == pytest.approx(-17.76, abs=0.01)
+    assert not any(v.outlier for v in verdicts[:-1])
+    assert all(abs(v.z) < OUTLIER_Z for v in verdicts[:-1])
+    # a node 3 MADs off is within the bound: |z| = 0.6745 * 3 = 2.0
+    assert not judge([97.0, 100.0, 103.0, 100.0, 106.0])[-1].outlier
+
+
+def test_too_few_peers_or_no_spread_is_not_judged():
+    few = judge([100.0, 10.0])
+    assert all(v.z is None and not v.outlier for v in few)
+    assert all(v.not_judged == "n=2" for v in few) and MIN_PEERS == 3
+    same = judge([100.0, 100.0, 100.0, 40.0])  # MAD 0: no spread to judge 40 against
+    assert all(v.not_judged == "MAD 0" and not v.outlier for v in same)
+
+
+def node_run(run_id: str, node: str, throughput: float | None, cpu: str, **mark: str):
+    """A stored fleet node's run of one mlp case at `throughput` samples/s."""
+    fleet_mark = FleetMark(
+        fleet_id=mark.get("fleet_id", "fleet-a"),
+        started_at="2026-01-01T00:00:00+00:00",
+        node_id=node * 8,
+        node_ip=f"10.0.0.{node}",
+        failure=mark.get("failure"),
+    )
+    if fleet_mark.failure is None:
+        result = make_result(throughput=throughput, flags=mark.get("flags", "").split() or [])
+    else:
+        result = make_result(status="failed", error=f"node {node} {fleet_mark.failure}")
+    env = {"cpu_model": cpu, "hostname": f"h{node}", FLEET_KEY: fleet_mark.to_dict()}
+    return make_run([result], id=run_id, env=env, finished_at="2026-01-01T00:01:00+00:00")
+
+
+def test_fleet_report_flags_an_outlier_and_lists_failed_nodes(isolated_store):
+    runs = [
+        node_run("r1", "1", 100.0, "CPU A"),
+        node_run("r2", "2", 102.0, "CPU A"),
+        node_run("r3", "3", 98.0, "CPU A", flags="throttled:thermal"),
+        node_run("r4", "4", 40.0, "CPU A"),
+        node_run("r5", "5", 500.0, "CPU B"),  # alone on its hardware: not judged
+        node_run("r6", "6", None, "CPU A", failure="NodeDiedError: the node is gone"),
+        node_run("r0", "7", 1.0, "CPU A", fleet_id="fleet-0"),  # another fleet's
+    ]
+    with open_store(isolated_store) as store:
+        for run in runs:
+            store.import_run(run)
+    proc = cli("fleet", "report", "fleet-a")
+    assert proc.returncode == 0, proc.stderr
+    table = proc.stdout
+    assert "6 node(s)" in table and "10.0.0.7" not in table
+    assert table.count("OUTLIER") == 1 and "throttled:thermal" in table
+    assert "not judged (n=1)" in table
+    assert "failed: NodeDiedError: the node is gone" in table
+    (line,) = [text for text in table.splitlines() if text.startswith("outlier: node")]
+    assert line.startswith("outlier: node 10.0.0.4 44444444 on mlp") and "4 CPU A nodes" in line
+    # without an id: the newest fleet's runs (fleet-a's were imported last)
+    assert "fleet fleet-a" in cli("fleet", "report").stdout
+    proc = cli("fleet", "report", "fleet-nope")
+    assert proc.returncode == 2 and "no fleet 'fleet-nope'" in proc.stderr
+
+
+def test_nodes_are_chosen_alive_by_resource_and_label():
+    def described(node_id, alive=True, cpus=1.0, **resources):
+        return {
+            "NodeID": node_id,
+            "Alive": alive,
+            "NodeManagerAddress": "10.0.0.1",
+            "Resources": {"CPU": cpus, **resources},
+            "Labels": {"tier": "gold"} if resources else {},
+        }
+
+    nodes = [
+        described("a"),
+        described("b", alive=False),
+        described("c", bench=1.0),
+        described("d", cpus=0.0),  # a head kept free of work
+    ]
+    notes: list[str] = []
+    assert [n.id for n in select_nodes(nodes, on_note=notes.append)] == ["a", "c"]
+    assert notes and "no CPUs or GPUs" in notes[0]
+    assert [n.id for n in select_nodes(nodes, resource="bench")] == ["c"]
+    assert [n.id for n in select_nodes(nodes, label=("tier", "gold"))] == ["c"]
+
+
+def test_a_ray_error_is_one_line_naming_its_cause():
+    class RayTaskError(Exception):
+        cause = ValueError("bad suite\nsecond line")
+
+    assert describe_ray_error(RayTaskError()) == "the task raised ValueError: bad suite"
+    assert describe_ray_error(KeyError()) == "KeyError"
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["nosuch"], "unknown suite 'nosuch'"),
+        (["tiny.yaml", "--ray", "bogus"], "--ray bogus: expected HOST:PORT"),
+        (["tiny.yaml", "--ray", "127.0.0.1:{port}"], "no Ray cluster answers there"),
+        (["tiny.yaml", "--label", "tier"], "expected KEY=VALUE"),
+    ],
+)
+def test_bad_input_is_one_line_and_exit_2(args, message, tmp_path, monkeypatch):
+    if "{port}" in args or "bogus" in args:  # read once the suite is checked
+        pytest.importorskip("ray", reason="needs dlbench[fleet]")
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "tiny.yaml").write_text(TINY_SUITE)
+    args = [arg.format(port=free_port()) for arg in args]
+    if "--ray" not in args:
+        args += ["--ray", "127.0.0.1:1"]
+    proc = cli("fleet", "run", *args)
+    assert proc.returncode == 2 and message in proc.stderr, proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1
+
+
+def test_without_ray_the_error_names_the_extra(tmp_path, monkeypatch):
+    monkeypatch.setitem(sys.modules, "ray", None)  # `import ray` raises ImportError
+    proc = cli("fleet", "run", "quick", "--ray", "127.0.0.1:1")
+    assert proc.returncode == 2 and "pip install 'dlbench[fleet]'" in proc.stderr
+
+
+# --- a real cluster ---------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    cluster_utils = pytest.importorskip("ray.cluster_utils", reason="needs dlbench[fleet]")
+    # Node deaths seen within a second or two, not Ray's default half a minute.
+    fast_health = {"health_check_period_ms": 500, "health_check_failure_threshold": 3}
+    made = cluster_utils.Cluster(
+        initialize_head=True, head_node_args={"num_cpus": 1, "_system_config": fast_health}
+    )
+    try:
+        first = made.add_node(num_cpus=1)
+        second = made.add_node(num_cpus=1, resources={"bench": 1})
+        made.wait_for_nodes()
+        yield SimpleNamespace(cluster=made, head=made.head_node, first=first, second=second)
+    finally:
+        made.shutdown()
+
+
+def fleet_runs_by_node(db: Path, fleet_id: str) -> dict[str, tuple[FleetMark, Run]]:
+    """The fleet's stored runs by the Ray node id each was marked with."""
+    with open_store(db, read_only=True) as store:
+        runs = [store.load_run(s.id) for s in store.list_runs()]
+    found = {}
+    for run in runs:
+        mark = FleetMark.of(run)
+        if mark is not None and mark.fleet_id == fleet_id:
+            found[mark.node_id] = (mark, run)
+    return found
+
+
+def fleet_id_of(stderr: str) -> str:
+    """The id in the line `fleet run` says as it sends the tasks."""
+    return stderr.split("fleet ", 1)[1].split(":", 1)[0]
+
+
+@contextlib.contextmanager
+def cpu_held(address: str, node_id: str, folder: Path):
+    """Other work on the node (a Ray task of another driver) holding its one CPU."""
+    import ray
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+    holding = folder / "holding"
+
+    def hold(seconds: float) -> None:  # nested: Ray sends it by value
+        holding.touch()
+        time.sleep(seconds)
+
+    ray.init(address=address, log_to_driver=False, logging_level="WARNING")
+    try:
+        pinned = NodeAffinitySchedulingStrategy(node_id, soft=False)
+        blocker = ray.remote(hold).options(num_cpus=1, scheduling_strategy=pinned).remote(120)
+        deadline = time.monotonic() + 30
+        while not holding.exists() and time.monotonic() < deadline:
+            time.sleep(0.05)  # until it runs, and so holds the CPU
+        yield
+        ray.cancel(blocker, force=True)
+    finally:
+        ray.shutdown()
+
+
+@pytest.mark.slow
+def test_a_fleet_on_a_ray_cluster(cluster, tmp_path):
+    tiny, slow, hanging = (tmp_path / f"{n}.yaml" for n in ("tiny", "slow", "hanging"))
+    tiny.write_text(TINY_SUITE)
+    slow.write_text(SLOW_SUITE)
+    hanging.write_text(HANGING_SUITE)
+    db = tmp_path / "fleet.sqlite"
+    address = cluster.cluster.address
+    head, first, second = (node.node_id for node in (cluster.head, cluster.first, cluster.second))
+
+    # Every node runs the suite and each node's run is stored with its node's mark.
+    proc = dlbench("fleet", "run", str(tiny), "--ray", address, "--db", str(db))
+    assert proc.returncode == 0, proc.stderr
+    every = fleet_runs_by_node(db, fleet_id_of(proc.stderr))
+    assert set(every) == {head, first, second}
+    for mark, run in every.values():
+        assert mark.failure is None and run.suite == "tiny" and run.results[0].ok
+        assert run.env["cpu_model"]  # the node's own fingerprint
+        # OMP_NUM_THREADS as the node has it (unset), not as Ray sets it for its task
+        assert "OMP_NUM_THREADS" not in run.env["thread_env"]
+    report = cli("fleet", "report", "--db", str(db))
+    assert report.returncode == 0, report.stderr
+    assert all(node[:8] in report.stdout for node in (head, first, second)), report.stdout
+
+    # --resource: only the node that has it. Its --node-timeout, kept on the node,
+    # stops the run there, and the case that finished is kept.
+    proc = dlbench(
+        "fleet", "run", str(hanging), "--ray", address, "--resource", "bench",
+        "--node-timeout", "4", "--db", str(db),
+    )  # fmt: skip
+    assert proc.returncode == 1, proc.stderr
+    ((node, (mark, run)),) = fleet_runs_by_node(db, fleet_id_of(proc.stderr)).items()
+    assert node == second and mark.failure == "timed out after 4 s (--node-timeout)"
+    assert [r.status for r in run.results] == ["ok", "failed"]
+    assert "timed out after 4 s" in run.results[1].error and run.env["cpu_model"]
+    proc = cli("fleet", "run", str(tiny), "--ray", address, "--resource", "gpu-a100")
+    assert proc.returncode == 2
+    assert proc.stderr.strip() == (
+        "dlbench: error: no alive node with resource 'gpu-a100' in the Ray cluster"
+    )
+
+    # A fleet where one node is busy with other work (its task cannot start: given up
+    # once the timeout and its grace are past), one node is lost while it measures,
+    # and the head goes on and is stored.
+    with cpu_held(address, first, tmp_path):
+        spawned = subprocess.Popen(
+            [*DLBENCH, "fleet", "run", str(slow), "--ray", address, "--node-timeout", "6",
+             "--db", str(db)],
+            stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True,
+        )  # fmt: skip
+        started = spawned.stderr.readline()  # said as the tasks are sent
+        time.sleep(1.5)
+        cluster.cluster.remove_node(cluster.second, allow_graceful=False)
+        rest = spawned.communicate(timeout=60)[1]
+    assert spawned.returncode == 1, started + rest
+    runs = fleet_runs_by_node(db, fleet_id_of(started))
+    assert runs[head][0].failure is None and runs[head][1].results[0].ok
+    assert "did not answer" in runs[first][0].failure
+    died = runs[second][0].failure
+    assert died and ("NodeDiedError" in died or "WorkerCrashedError" in died), died
+    for node in (first, second):
+        (result,) = runs[node][1].results
+        assert result.status == "failed" and result.error.startswith(f"node {runs[node][0].node} ")
+    # nothing of the lost node's run goes on (its `dlbench run` dies with its task)
+    time.sleep(0.5)
+    commands = [" ".join(p.info["cmdline"] or []) for p in psutil.process_iter(["cmdline"])]
+    assert not [command for command in commands if SCRATCH_PREFIX in command]
+    # its scratch folder is left: the next task on any node of this machine removes it
+    assert remove_stale_scratch()
+
+
+def test_the_cli_reference_has_the_fleet_subcommands():
+    from test_docs import load_generator
+
+    from dlbench.cli.parser import build_parser
+
+    page = load_generator().render(build_parser())
+    run = page.split("### dlbench fleet run\n", 1)[1].split("### dlbench fleet report\n")[0]
+    for option in ("--ray", "--resource", "--label", "--node-timeout", "--min-time", "--db"):
+        assert option in run
