@@ -159,7 +159,7 @@ def test_a_ray_error_is_one_line_naming_its_cause():
         (["nosuch"], "unknown suite 'nosuch'"),
         (["tiny.yaml", "--ray", "bogus"], "--ray bogus: expected HOST:PORT"),
         (["tiny.yaml", "--ray", "127.0.0.1:{port}"], "no Ray cluster answers there"),
-        (["tiny.yaml", "--label", "tier"], "expected KEY=VALUE"),
+        (["tiny.yaml", "--node-label", "tier"], "expected KEY=VALUE"),
     ],
 )
 def test_bad_input_is_one_line_and_exit_2(args, message, tmp_path, monkeypatch):
@@ -253,13 +253,18 @@ def test_a_fleet_on_a_ray_cluster(cluster, tmp_path):
     address = cluster.cluster.address
     head, first, second = (node.node_id for node in (cluster.head, cluster.first, cluster.second))
 
-    # Every node runs the suite and each node's run is stored with its node's mark.
-    proc = dlbench("fleet", "run", str(tiny), "--ray", address, "--db", str(db))
+    # Every node runs the suite and each node's run is stored with its node's mark;
+    # the settings given reach every node's run.
+    proc = dlbench(
+        "fleet", "run", str(tiny), "--ray", address, "--db", str(db),
+        "--min-iters", "4", "--label", "v1.2",
+    )  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     every = fleet_runs_by_node(db, fleet_id_of(proc.stderr))
     assert set(every) == {head, first, second}
     for mark, run in every.values():
         assert mark.failure is None and run.suite == "tiny" and run.results[0].ok
+        assert run.settings["min_iters"] == 4 and run.settings["label"] == "v1.2"
         assert run.env["cpu_model"]  # the node's own fingerprint
         # OMP_NUM_THREADS as the node has it (unset), not as Ray sets it for its task
         assert "OMP_NUM_THREADS" not in run.env["thread_env"]
@@ -321,5 +326,6 @@ def test_the_cli_reference_has_the_fleet_subcommands():
 
     page = load_generator().render(build_parser())
     run = page.split("### dlbench fleet run\n", 1)[1].split("### dlbench fleet report\n")[0]
-    for option in ("--ray", "--resource", "--label", "--node-timeout", "--min-time", "--db"):
+    options = ("--ray", "--resource", "--node-label", "--node-timeout", "--min-time", "--label")
+    for option in (*options, "--db"):
         assert option in run

@@ -28,7 +28,7 @@ def cmd_fleet_run(args: argparse.Namespace) -> int:
     with open_store(args.db, on_wait=say) as store:
         ray = fleet.connect(args.ray)
         try:
-            nodes = fleet.select_nodes(ray.nodes(), args.resource, args.label, on_note=say)
+            nodes = fleet.select_nodes(ray.nodes(), args.resource, args.node_label, on_note=say)
             fleet_id = new_fleet_id()
             names = ", ".join(node.name for node in nodes)
             say(
@@ -72,7 +72,8 @@ def _fleet_plan(args: argparse.Namespace) -> FleetPlan:
 
 
 def _settings_options(args: argparse.Namespace) -> list[str]:
-    """The measurement options given here, as each node's `dlbench run` takes them."""
+    """The settings given here (--min-time, --repeat, --label, ...), as each node's
+    `dlbench run` takes them."""
     words: list[str] = []
     for name, option in cli_options(Settings):
         value = getattr(args, name, None)

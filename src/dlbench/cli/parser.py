@@ -402,10 +402,10 @@ def add_fleet_parser(commands: argparse._SubParsersAction) -> None:
         "--resource", metavar="NAME", help="only the nodes with this custom Ray resource"
     )
     run.add_argument(
-        "--label",
+        "--node-label",
         type=argument_type(node_label),
         metavar="KEY=VALUE",
-        help="only the nodes with this Ray node label",
+        help="only the nodes with this Ray node label (`ray start --labels`)",
     )
     run.add_argument(
         "--node-timeout",
@@ -416,11 +416,15 @@ def add_fleet_parser(commands: argparse._SubParsersAction) -> None:
         f"{STOP_GRACE_S:g} s later (queued behind other work, unreachable) is given up "
         "(default: no limit)",
     )
-    measurement = run.add_argument_group(*RUN_GROUPS["measurement"])
+    # every setting of `dlbench run` (how it measures, its --label), passed to each node's
+    # run, in the sections `dlbench run --help` lists them in
+    groups: dict[str, argparse._ArgumentGroup] = {}
     for name, option in cli_options(Settings):
-        if option.group == "measurement":  # how each node measures; passed to its run
-            add_field_option(measurement, name, option)
-    run.add_argument("--db", type=store_location, help=DB_HELP)
+        if option.group not in groups:
+            groups[option.group] = run.add_argument_group(*RUN_GROUPS[option.group])
+        add_field_option(groups[option.group], name, option)
+    output = groups.get("output") or run.add_argument_group(*RUN_GROUPS["output"])
+    output.add_argument("--db", type=store_location, help=DB_HELP)
     report = actions.add_parser(
         "report",
         help="the nodes of a fleet run side by side: ceilings, throughput per case, throttle "
