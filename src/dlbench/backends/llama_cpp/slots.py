@@ -57,12 +57,12 @@ class LlamaCppSlots(ServingEngine):
         self._loader = loaded
         llm = loaded.llm
         sequence = job.params["isl"] + job.params["osl"]
-        params = llama_cpp.llama_context_default_params()
+        # the generation loop's context settings (threads, fp32 cache, flash attention
+        # as llama-cpp-python sets it), sized for `streams` sequences
+        params = type(llm.context_params).from_buffer_copy(llm.context_params)
         params.n_ctx = streams * sequence
         params.n_batch = params.n_ubatch = STEP_TOKENS
         params.n_seq_max = streams
-        params.n_threads = params.n_threads_batch = threads
-        params.type_k = params.type_v = llama_cpp.GGML_TYPE_F32
         params.kv_unified = True  # one cache shared by the slots, as llama-server's default
         self._ctx = llama_cpp.llama_init_from_model(llm.model, params)
         if not self._ctx:
