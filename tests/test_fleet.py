@@ -11,6 +11,7 @@ here, where the numbers are ours.
 from __future__ import annotations
 
 import contextlib
+import os
 import subprocess
 import sys
 import time
@@ -315,8 +316,22 @@ def test_a_fleet_on_a_ray_cluster(cluster, tmp_path):
     time.sleep(0.5)
     commands = [" ".join(p.info["cmdline"] or []) for p in psutil.process_iter(["cmdline"])]
     assert not [command for command in commands if SCRATCH_PREFIX in command]
-    # its scratch folder is left: the next task on any node of this machine removes it
-    assert remove_stale_scratch()
+    # a scratch folder left by a killed task goes with the next task on the machine
+    remove_stale_scratch()
+
+
+def test_only_the_scratch_folders_of_dead_tasks_are_removed(tmp_path):
+    """A killed node task cannot remove its scratch folder; the next one removes the
+    folders whose process is gone, and leaves those whose process lives."""
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    left = tmp_path / f"{SCRATCH_PREFIX}{dead.pid}-abc"
+    alive = tmp_path / f"{SCRATCH_PREFIX}{os.getpid()}-def"
+    other = tmp_path / "unrelated-folder"
+    for folder in (left, alive, other):
+        folder.mkdir()
+    assert remove_stale_scratch(tmp_path) == [left]
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([alive.name, other.name])
 
 
 def test_the_cli_reference_has_the_fleet_subcommands():

@@ -83,11 +83,11 @@ def test_llama_cpps_parallel_slots_serve_requests_in_one_context(tmp_path):
 
 @pytest.mark.slow
 def test_find_peak_holds_ttft_and_tpot_on_an_engine_serving_a_request_per_stream(tmp_path):
-    """llama.cpp has no continuous batching in llama-cpp-python: two streams, each its
-    own Llama. --find-peak grows the rate, bisects, and confirms the peak it keeps."""
-    pytest.importorskip("llama_cpp")
-    result = served(tmp_path, "llama-cpp", "--find-peak", "--streams", "2", "--ttft-ms", "60",
-                    "--tpot-ms", "5")  # fmt: skip
+    """onnxruntime-genai serves a request per stream (its Engine batches statically on
+    a CPU): two streams, each its own Generator. --find-peak grows the rate, bisects,
+    and confirms the peak it keeps."""
+    result = served(tmp_path, "onnxruntime-genai", "--find-peak", "--streams", "2",
+                    "--ttft-ms", "60", "--tpot-ms", "5")  # fmt: skip
     loadgen = result["details"]["loadgen"]
     assert loadgen["batching"].startswith("2 streams, one request at a time each")
     tries = loadgen["tries"]
@@ -223,7 +223,7 @@ def test_a_generation_servers_memory_need_grows_with_its_streams():
     """A stream per request holds a model each; a continuous-batching pipeline one model
     and a cache per sequence. 1000 streams of llm-135m (~0.6 GiB each) fit no machine
     that runs these tests; 1000 sequences of llm-tiny in one pipeline fit any."""
-    refused = cli("run", "--dry-run", "-w", "llm-135m", "-f", "llama-cpp", "--scenario",
+    refused = cli("run", "--dry-run", "-w", "llm-135m", "-f", "torch", "--scenario",
                   "server", "--find-peak", "--streams", "1000")  # fmt: skip
     assert refused.returncode == 2, refused.stdout + refused.stderr
     (line,) = refused.stderr.strip().splitlines()

@@ -21,7 +21,6 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-import numpy as np
 from rich.table import Table
 
 from dlbench.report.leaderboard import MACHINE_AXES, device_model
@@ -63,8 +62,9 @@ def judge(values: Sequence[float]) -> list[Verdict]:
     if peers < MIN_PEERS:
         why = f"n={peers}"  # the caption (RULE) says n counts the nodes of the model
         return [Verdict(peers, not_judged=why) for _ in values]
-    # here, not at the top: every command's start imports this module, and scipy.stats
-    # takes longer to import than most commands take to run
+    # here, not at the top: every command's start imports this module, and numpy and
+    # scipy.stats take longer to import than most commands take to run
+    import numpy as np
     from scipy.stats import median_abs_deviation
 
     median = float(np.median(values))
