@@ -5,6 +5,7 @@ credentials that are never stored or printed."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import subprocess
 import sys
@@ -67,6 +68,9 @@ def test_every_command_works_on_a_postgres_store(postgres_url, monkeypatch, tmp_
     assert page.returncode == 0 and "<svg" in (tmp_path / "page.html").read_text()
     again = dlbench("rerun", run_id)
     assert again.returncode == 0, again.stderr
+    if importlib.util.find_spec("otava") is not None:  # installed apart (.ci/run)
+        history = cli("history", "adhoc")
+        assert history.returncode == 0 and "in time order" in history.stdout, history.stderr
     # a run file moves between the two kinds of store, both ways
     sqlite_store = tmp_path / "local.sqlite"
     assert cli("export", run_id, "--json", str(tmp_path / "out.json")).returncode == 0
@@ -162,6 +166,19 @@ def test_passwords_are_cut_from_urls_and_command_lines():
     assert "s3cret" not in shown and "other" not in shown and "yz" not in shown
     assert shown.count("ana@db.example:5432/bench") == 2
     assert repr(PostgresUrl(url)).count("s3cret") == 0
+    # a URL urlsplit refuses (a bad IPv6 host) is still one line without its password
+    for where in ("--db", "DLBENCH_DB"):
+        bad = "postgresql://ana:s3cretPW@[::1/db?password=other"
+        refused = cli("runs", "--db", bad) if where == "--db" else _runs_with_env(bad)
+        assert refused.returncode == 2, refused.stderr
+        assert "not a URL" in refused.stderr and refused.stderr.count("\n") == 1
+        assert "s3cretPW" not in refused.stderr and "other" not in refused.stderr
+
+
+def _runs_with_env(db: str):
+    import os
+
+    return dlbench("runs", env={**os.environ, "DLBENCH_DB": db})
 
 
 def test_an_unreachable_server_is_one_line():

@@ -9,6 +9,7 @@ is `without_password(url)`, and libpq reads the password from $PGPASSWORD or
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
@@ -34,7 +35,9 @@ StoreLocation = Path | PostgresUrl
 
 
 def is_postgres_url(text: str) -> bool:
-    return urlsplit(text.strip()).scheme.lower() in POSTGRES_SCHEMES and "://" in text
+    # by its prefix, not urlsplit: a malformed URL must still be known for one, and so
+    # have its password cut out of what is printed
+    return text.strip().lower().startswith(tuple(f"{s}://" for s in POSTGRES_SCHEMES))
 
 
 def store_location(text: str | Path) -> StoreLocation:
@@ -61,13 +64,22 @@ def without_password(url: str) -> str:
     """The URL with any password removed, from its user part and from its query
     (libpq takes `password=` there too); everything else is kept, so the result
     still connects where the password comes from $PGPASSWORD or ~/.pgpass."""
-    parts = urlsplit(url)
+    try:
+        parts = urlsplit(url)
+    except ValueError:  # malformed (a bad IPv6 host): cut what could be a password
+        bare = _QUERY_PASSWORD.sub(lambda m: m.group(1), url).rstrip("?&")
+        return _USERINFO_PASSWORD.sub(r"\1@", bare)
     netloc = parts.netloc
     if "@" in netloc:
         userinfo, hosts = netloc.rsplit("@", 1)
         netloc = f"{userinfo.split(':', 1)[0]}@{hosts}"
     query = urlencode([(k, v) for k, v in parse_qsl(parts.query) if k != "password"])
     return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
+
+
+# `scheme://user:password@` and a `password=` query term, for a URL urlsplit refuses
+_USERINFO_PASSWORD = re.compile(r"(://[^:/@?#]*):[^@]*@")
+_QUERY_PASSWORD = re.compile(r"([?&])password=[^&#]*&?")
 
 
 def redacted_argv(argv: list[str]) -> list[str]:

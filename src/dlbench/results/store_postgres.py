@@ -25,7 +25,7 @@ from urllib.parse import parse_qsl, unquote, urlsplit
 from dlbench.errors import UserError
 from dlbench.results.store_base import Store
 from dlbench.results.store_faults import LOCK_TIMEOUT_ENV, lock_timeout
-from dlbench.results.store_location import PostgresUrl, user_data_folder
+from dlbench.results.store_location import PostgresUrl, user_data_folder, without_password
 from dlbench.results.store_schema import STORE_SCHEMA_VERSION, Rows
 
 if TYPE_CHECKING:
@@ -198,7 +198,13 @@ class PostgresStore(Store):
 def _passwords(url: str) -> list[str]:
     """The passwords in a URL (its user part, its query) and $PGPASSWORD, to cut from
     messages; libpq does not print them, and this makes sure of it."""
-    parts = urlsplit(url)
+    try:
+        parts = urlsplit(url)
+    except ValueError as exc:  # a bad IPv6 host: said without the URL's password
+        raise UserError(
+            f"--db {without_password(url)} is not a URL ({exc}); write it as "
+            "postgresql://USER@HOST:PORT/DATABASE"
+        ) from None
     found = [unquote(parts.password or "")]
     found += [value for key, value in parse_qsl(parts.query) if key == "password"]
     found.append(os.environ.get("PGPASSWORD", ""))
