@@ -15,6 +15,7 @@ import os
 import subprocess
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -26,10 +27,11 @@ from factories import make_result, make_run
 from dlbench.launch.fleet import (
     SCRATCH_PREFIX,
     describe_ray_error,
+    node_task,
     remove_stale_scratch,
     select_nodes,
 )
-from dlbench.report.fleet_report import MIN_PEERS, OUTLIER_Z, judge
+from dlbench.report.fleet_report import MIN_PEERS, OUTLIER_Z, fleet_columns, judge, outliers
 from dlbench.results.fleet_marks import FLEET_KEY, FleetMark
 from dlbench.results.records import Run
 from dlbench.results.store import open_store
@@ -123,6 +125,23 @@ def test_fleet_report_flags_an_outlier_and_lists_failed_nodes(isolated_store):
     assert proc.returncode == 2 and "no fleet 'fleet-nope'" in proc.stderr
 
 
+def test_cases_apart_only_in_their_threads_keep_a_row_each():
+    """A suite that runs a case at 1 thread and at all of them: the two line up across
+    nodes by their place in the suite, and neither hides the other."""
+    runs = []
+    for node, (one, all_) in enumerate([(10.0, 30.0), (11.0, 31.0), (9.0, 3.0)], start=1):
+        run = node_run(f"r{node}", str(node), None, "CPU A")
+        results = [make_result(threads=1, throughput=one), make_result(threads=4, throughput=all_)]
+        runs.append(replace(run, results=results))
+    columns = fleet_columns(runs)
+    assert [len(column.cells) for column in columns] == [2, 2, 2]
+    names = sorted(columns[0].cells)
+    assert names[0].endswith("(case 1)") and names[1].endswith("(case 2)")
+    assert [column.cells[names[0]].throughput for column in columns] == [10.0, 11.0, 9.0]
+    flagged = outliers(columns)
+    assert [(o.node, o.case) for o in flagged] == [(columns[2].mark.node, names[1])]
+
+
 def test_nodes_are_chosen_alive_by_resource_and_label():
     def described(node_id, alive=True, cpus=1.0, **resources):
         return {
@@ -147,10 +166,11 @@ def test_nodes_are_chosen_alive_by_resource_and_label():
 
 
 def test_a_ray_error_is_one_line_naming_its_cause():
-    class RayTaskError(Exception):
-        cause = ValueError("bad suite\nsecond line")
-
-    assert describe_ray_error(RayTaskError()) == "the task raised ValueError: bad suite"
+    exceptions = pytest.importorskip("ray.exceptions")
+    raised = exceptions.RayTaskError("node_task", "Traceback ...", ValueError("bad suite\nmore"))
+    assert describe_ray_error(raised) == "the task raised ValueError: bad suite"
+    died = exceptions.NodeDiedError("the node 1a2b died\nits raylet is gone")
+    assert describe_ray_error(died) == "NodeDiedError: the node 1a2b died"
     assert describe_ray_error(KeyError()) == "KeyError"
 
 
@@ -274,16 +294,17 @@ def test_a_fleet_on_a_ray_cluster(cluster, tmp_path):
     assert all(node[:8] in report.stdout for node in (head, first, second)), report.stdout
 
     # --resource: only the node that has it. Its --node-timeout, kept on the node,
-    # stops the run there, and the case that finished is kept.
+    # stops the run there, and the case that finished is kept. 8 s: the first case's
+    # start and run, on a machine busy with other tests, fit well within it.
     proc = dlbench(
         "fleet", "run", str(hanging), "--ray", address, "--resource", "bench",
-        "--node-timeout", "4", "--db", str(db),
+        "--node-timeout", "8", "--db", str(db),
     )  # fmt: skip
     assert proc.returncode == 1, proc.stderr
     ((node, (mark, run)),) = fleet_runs_by_node(db, fleet_id_of(proc.stderr)).items()
-    assert node == second and mark.failure == "timed out after 4 s (--node-timeout)"
+    assert node == second and mark.failure == "timed out after 8 s (--node-timeout)"
     assert [r.status for r in run.results] == ["ok", "failed"]
-    assert "timed out after 4 s" in run.results[1].error and run.env["cpu_model"]
+    assert "timed out after 8 s" in run.results[1].error and run.env["cpu_model"]
     proc = cli("fleet", "run", str(tiny), "--ray", address, "--resource", "gpu-a100")
     assert proc.returncode == 2
     assert proc.stderr.strip() == (
@@ -295,7 +316,7 @@ def test_a_fleet_on_a_ray_cluster(cluster, tmp_path):
     # and the head goes on and is stored.
     with cpu_held(address, first, tmp_path):
         spawned = subprocess.Popen(
-            [*DLBENCH, "fleet", "run", str(slow), "--ray", address, "--node-timeout", "6",
+            [*DLBENCH, "fleet", "run", str(slow), "--ray", address, "--node-timeout", "10",
              "--db", str(db)],
             stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True,
         )  # fmt: skip
@@ -318,6 +339,25 @@ def test_a_fleet_on_a_ray_cluster(cluster, tmp_path):
     assert not [command for command in commands if SCRATCH_PREFIX in command]
     # a scratch folder left by a killed task goes with the next task on the machine
     remove_stale_scratch()
+
+
+def test_a_node_measures_against_its_own_stored_ceilings(tmp_path):
+    """The node task, called as Ray calls it on the node: given the node's stored
+    `ceilings` run, its `dlbench run` carries those ceilings (efficiency is measured
+    against them), as a `dlbench run` on that machine would."""
+    from dlbench.results.env import fingerprint
+
+    here = fingerprint()["hostname"]
+    gemm = make_result(workload="gemm", device="cpu", gflops=50.0, primary_metric="gflops")
+    ceilings = make_run([gemm], id="ceil-1", suite="ceilings", env={"hostname": here},
+                        finished_at="2026-01-01T00:01:00+00:00")  # fmt: skip
+    suite = tmp_path / "tiny.yaml"
+    suite.write_text(TINY_SUITE)
+    answer = node_task(str(suite), TINY_SUITE, [], None, ceilings.to_dict())
+    assert answer["returncode"] == 0, answer["output"]
+    carried = answer["run"]["env"]["ceilings"]
+    assert carried["source_run"] == "ceil-1" and carried["values"] == {"cpu|gflops|fp32": 50.0}
+    assert node_task(str(suite), TINY_SUITE, [], None)["run"]["env"].get("ceilings") is None
 
 
 def test_only_the_scratch_folders_of_dead_tasks_are_removed(tmp_path):

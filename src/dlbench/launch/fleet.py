@@ -46,8 +46,8 @@ from dlbench.results.env import THREAD_ENV_VARS
 from dlbench.results.fleet_marks import FLEET_KEY, FleetMark
 from dlbench.results.records import STATUS_FAILED, Run, base_result, now_iso
 from dlbench.results.run_ids import new_run_id
-from dlbench.results.store import Store
-from dlbench.results.store_location import redacted_argv
+from dlbench.results.store import Store, open_store
+from dlbench.results.store_location import redacted_argv, user_data_folder
 from dlbench.spec.case import Case, Settings
 
 FLEET_EXTRA = "fleet"
@@ -117,6 +117,8 @@ class FleetOutcome:
     fleet_id: str
     started_at: str
     outcomes: list[NodeOutcome] = field(default_factory=list)
+    # node runs the store could not take, written as JSON files instead
+    kept_aside: list[Path] = field(default_factory=list)
 
     def mark(self, node: Node, failure: str | None = None) -> FleetMark:
         """What a node's run carries: this fleet, and the node it ran on."""
@@ -145,7 +147,13 @@ def connect(address: str) -> ModuleType:
     try:
         # WARNING: Ray's own INFO lines ("Connecting to existing Ray cluster") are not
         # dlbench's; log_to_driver off: the nodes' output comes back with their runs.
-        ray.init(address=address, logging_level=logging.WARNING, log_to_driver=False)
+        # Ray keeps the driver's command line as its job's entrypoint, shown to anyone
+        # who lists the cluster's jobs: a store URL's password must not be in it
+        given, sys.argv[:] = list(sys.argv), redacted_argv(sys.argv)
+        try:
+            ray.init(address=address, logging_level=logging.WARNING, log_to_driver=False)
+        finally:
+            sys.argv[:] = given
     except (ConnectionError, ValueError, RuntimeError) as exc:
         raise UserError(f"--ray {address}: cannot connect ({_first_line(exc)})") from None
     return ray
@@ -220,7 +228,8 @@ def run_fleet(
 ) -> FleetOutcome:
     """One task per node; each node's run stored as it arrives, failures included."""
     outcome = FleetOutcome(fleet_id, now_iso())
-    pending = _dispatch(ray, nodes, plan, node_timeout_s)
+    ceilings = {node.id: _ceilings_of(store, node) for node in nodes}
+    pending = _dispatch(ray, nodes, plan, node_timeout_s, ceilings)
     give_up_s = None if node_timeout_s is None else node_timeout_s + STOP_GRACE_S
     try:
         while pending:
@@ -242,8 +251,19 @@ def run_fleet(
     return outcome
 
 
+def _ceilings_of(store: Store, node: Node) -> dict[str, Any] | None:
+    """The node's newest stored `ceilings` run (by its host name), as JSON: its run
+    measures efficiency against them, as `dlbench run` on that machine would."""
+    run = store.latest_ceilings_run(node.hostname) if node.hostname else None
+    return run.to_dict() if run is not None else None
+
+
 def _dispatch(
-    ray: ModuleType, nodes: Sequence[Node], plan: FleetPlan, node_timeout_s: float | None
+    ray: ModuleType,
+    nodes: Sequence[Node],
+    plan: FleetPlan,
+    node_timeout_s: float | None,
+    ceilings: Mapping[str, dict[str, Any] | None],
 ) -> dict[Any, tuple[Node, float]]:
     """A task per node, pinned to it and holding all its CPUs and GPUs; by its ref,
     the node and when it was sent."""
@@ -260,7 +280,10 @@ def _dispatch(
             # a retry would run the suite twice, or wait for a node that is gone
             max_retries=0,
             name=f"dlbench-fleet {node.name}",
-        ).remote(plan.suite, plan.suite_text, list(plan.run_options), node_timeout_s)
+        ).remote(
+            plan.suite, plan.suite_text, list(plan.run_options), node_timeout_s,
+            ceilings.get(node.id),
+        )  # fmt: skip
         pending[ref] = (node, time.monotonic())
     return pending
 
@@ -357,14 +380,31 @@ def _store(
     on_note: Callable[[str], None],
 ) -> None:
     done.seconds = time.monotonic() - began
-    store.import_run(done.run)
     outcome.outcomes.append(done)
+    try:
+        store.import_run(done.run)
+    except UserError as exc:  # the store failed (a lost connection): keep the run, go on
+        kept = _keep_aside(done.run)
+        outcome.kept_aside.append(kept)
+        on_note(f"node {done.node.name}: its run could not be stored ({exc}); kept in "
+                f"{kept}: `dlbench import {kept}` once the store is back")  # fmt: skip
+        return
     failures = done.run.failures
     counts = f"{len(done.run.results)} case(s), {failures} failed"
     if done.failure is not None:
         on_note(f"node {done.node.name}: FAILED: {done.failure}; run {done.run.id} stored")
     else:
         on_note(f"node {done.node.name}: run {done.run.id} stored ({counts}, {done.seconds:.1f} s)")
+
+
+def _keep_aside(run: Run) -> Path:
+    """A node's run as a JSON file in the user's data folder, where the store failed."""
+    from dlbench.results.files import write_json
+
+    path = user_data_folder() / "fleet-runs" / f"{run.id}.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    write_json(run, path)
+    return path
 
 
 def describe_ray_error(exc: BaseException) -> str:
@@ -384,15 +424,23 @@ def _first_line(what: object, limit: int = 300) -> str:
 
 
 def node_task(
-    suite: str, suite_text: str | None, run_options: list[str], timeout_s: float | None
+    suite: str,
+    suite_text: str | None,
+    run_options: list[str],
+    timeout_s: float | None,
+    ceilings_run: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """On the node: `dlbench run` of the suite into a scratch store and JSON file, and
     what came back: the run's JSON where it wrote one (after each case, so a run
     stopped at `timeout_s` still holds the cases it finished), its exit status, its
-    output, and the timeout where it ran past it."""
+    output, and the timeout where it ran past it. `ceilings_run`: the node's stored
+    `ceilings` run, put in the scratch store so the run measures efficiency by it."""
     remove_stale_scratch()
     scratch = Path(tempfile.mkdtemp(prefix=f"{SCRATCH_PREFIX}{os.getpid()}-"))
     try:
+        if ceilings_run is not None:
+            with open_store(scratch / "store.sqlite") as store:
+                store.import_run(Run.from_dict(ceilings_run, "the node's ceilings run"))
         if suite_text is not None:  # a suite file of the parent's: written here, same name
             path = scratch / "suite" / Path(suite).name
             path.parent.mkdir()

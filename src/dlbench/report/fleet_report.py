@@ -114,9 +114,14 @@ def fleet_columns(runs: Sequence[Run]) -> list[NodeColumn]:
         if mark is None:
             continue
         cells = {}
-        for result in run.results:
+        names = [case_name(result) for result in run.results]
+        for position, (name, result) in enumerate(zip(names, run.results, strict=True)):
             value = read(THROUGHPUT, result) if result.ok else None
-            cells[case_name(result)] = Cell(result, value, device_model(run, result))
+            if names.count(name) > 1:
+                # cases apart only in what each machine resolves (threads 1 and all):
+                # every node runs the suite's cases in one order, so its place names it
+                name = f"{name} (case {position + 1})"
+            cells[name] = Cell(result, value, device_model(run, result))
         columns.append(NodeColumn(run, mark, cells))
     return _judged(columns)
 

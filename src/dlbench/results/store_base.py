@@ -205,10 +205,20 @@ class Store(ABC):
             if env is not None:
                 self._db.execute("UPDATE runs SET env=? WHERE id=?", (json.dumps(env), run_id))
 
-    @_guarded
     def latest_ceilings(self, hostname: str | None) -> dict[str, Any] | None:
         """The ceilings of this machine's newest complete `ceilings` run, if any."""
-        from dlbench.results.ceilings import CEILING_SUITE, ceilings_from_results
+        from dlbench.results.ceilings import ceilings_from_results
+
+        run = self.latest_ceilings_run(hostname)
+        if run is None:
+            return None
+        found = ceilings_from_results(run.results, run.id)
+        return found if found["values"] else None
+
+    @_guarded
+    def latest_ceilings_run(self, hostname: str | None) -> Run | None:
+        """This machine's newest complete `ceilings` run, if any."""
+        from dlbench.results.ceilings import CEILING_SUITE
 
         # `hostname IS ?` is SQLite's, `IS NOT DISTINCT FROM ?` PostgreSQL's (and new
         # SQLite's): a missing hostname is asked for in the SQL both speak.
@@ -220,9 +230,7 @@ class Store(ABC):
         ).fetchall()
         if not rows:
             return None
-        newest = max(rows)[1]  # ordered here: a server's text collation may differ
-        found = ceilings_from_results(self.load_run(newest).results, newest)
-        return found if found["values"] else None
+        return self.load_run(max(rows)[1])  # ordered here: a server's collation may differ
 
     @_guarded
     def import_run(self, run: Run) -> None:
