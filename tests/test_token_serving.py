@@ -198,6 +198,8 @@ def test_the_queue_of_an_engine_is_served_in_arrival_order_by_its_streams():
         (("--scenario", "server", "--find-peak", "--slo-percentile", "42"), "LoadGen; it reports"),
         (("--ttft-ms", "100"), "--scenario server"),
         (("--scenario", "server", "--find-peak", "--ttft-ms", "1e300"), "invalid --ttft-ms"),
+        (("-f", "llama-cpp", "--scenario", "server", "--find-peak", "--streams", "300"),
+         "on 'llama-cpp'; expected 1 to 256"),
     ],
 )  # fmt: skip
 def test_bad_generation_server_cases_are_one_line_user_errors(args, message):

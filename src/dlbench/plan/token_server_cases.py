@@ -34,11 +34,14 @@ SERVER_HOW = "--scenario server with --target-qps Q or --find-peak"
 MAX_BOUND_MS = 3_600_000.0
 
 
-def validate_token_server(case: Case, continuous_batching: bool, cpu_streams: int) -> Case:
+def validate_token_server(
+    case: Case, continuous_batching: bool, cpu_streams: int, max_streams: int = MAX_STREAMS
+) -> Case:
     """A generation case under LoadGen: the server scenario (its rate checked by
     plan.validate, as every server case's); returns it with its bounds, percentile and
     streams filled in. `cpu_streams`: the streams an
-    engine without a scheduler of its own gets where none is given."""
+    engine without a scheduler of its own gets where none is given; `max_streams`: the
+    most the engine holds."""
     if case.scenario != "server":
         raise UserError(f"a generation workload runs under LoadGen in the server scenario only "
                         f"({SERVER_HOW}); without --scenario its generations are timed one "
@@ -62,8 +65,9 @@ def validate_token_server(case: Case, continuous_batching: bool, cpu_streams: in
     streams = case.streams
     if streams is None:
         streams = DEFAULT_BATCHED_SEQUENCES if continuous_batching else cpu_streams
-    if not 1 <= streams <= MAX_STREAMS:
-        raise UserError(f"invalid --streams {streams}; expected 1 to {MAX_STREAMS}")
+    if not 1 <= streams <= max_streams:
+        engine = f" on {case.framework!r}" if max_streams < MAX_STREAMS else ""
+        raise UserError(f"invalid --streams {streams}{engine}; expected 1 to {max_streams}")
     require_room(generation_server_need(case, streams, continuous_batching))
     return replace(
         case,

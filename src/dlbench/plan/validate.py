@@ -428,7 +428,8 @@ def _validate_serving(case: Case, token_server: FrameworkInfo | None = None) -> 
         if case.scenario == "server":  # any other scenario is refused as such below
             _require_rate(case, "its TTFT and TPOT bounds")
         cpu_streams = case.threads if token_server.cpu_only else default_streams(case)
-        return validate_token_server(case, token_server.continuous_batching, cpu_streams)
+        most = token_server.max_streams or MAX_STREAMS
+        return validate_token_server(case, token_server.continuous_batching, cpu_streams, most)
     given = server_options_given(case, endpoint=case.framework == ENDPOINT_FRAMEWORK)
     if case.scenario != "server" and given:
         refuse_server_options(given, f", not {case.scenario or 'the default'}")

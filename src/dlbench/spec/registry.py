@@ -169,6 +169,9 @@ class FrameworkInfo:
     string_inputs: str | None = None
     # The most samples (sequences) it runs at once; None: as many as asked
     max_batch: int | None = None
+    # The most sequences a generation server's engine holds at once (--streams), where
+    # it has a limit of its own below spec.case.MAX_STREAMS
+    max_streams: int | None = None
     # Serves concurrent generation requests by continuous batching (its own scheduler
     # adds each to the running batch): a generation server's streams are its batch's
     # sequences, not generators one request at a time each (backends.serving_engine)
@@ -457,6 +460,7 @@ FRAMEWORKS: dict[str, FrameworkInfo] = {
             continuous_batching=True,  # parallel slots (backends.llama_cpp.slots)
             # its converter's: the gguf writer, reading the checkpoint's safetensors
             needs=("gguf", "safetensors"),
+            max_streams=256,  # llama.cpp's LLAMA_MAX_SEQ: sequences in one context
             max_batch=1,  # llama-cpp-python's Llama holds one sequence
         ),
         FrameworkInfo(

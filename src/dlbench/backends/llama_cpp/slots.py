@@ -35,6 +35,9 @@ from dlbench.results.details import Details
 # Tokens one decode may hold (llama-server's default --batch-size): prompts longer than
 # what is left of it after the generating slots' tokens are read over several steps.
 STEP_TOKENS = 2048
+# What llama.cpp computes at once inside a step (llama-server's default --ubatch-size):
+# its attention buffers are sized for this many tokens over the whole cache.
+MICRO_BATCH_TOKENS = 512
 
 
 @dataclass
@@ -61,7 +64,7 @@ class LlamaCppSlots(ServingEngine):
         # as llama-cpp-python sets it), sized for `streams` sequences
         params = type(llm.context_params).from_buffer_copy(llm.context_params)
         params.n_ctx = streams * sequence
-        params.n_batch = params.n_ubatch = STEP_TOKENS
+        params.n_batch, params.n_ubatch = STEP_TOKENS, MICRO_BATCH_TOKENS
         params.n_seq_max = streams
         params.kv_unified = True  # one cache shared by the slots, as llama-server's default
         self._ctx = llama_cpp.llama_init_from_model(llm.model, params)
@@ -81,7 +84,8 @@ class LlamaCppSlots(ServingEngine):
             generation=self._loader.details.generation,  # one sequence's cache
             extra={"engine": "llama.cpp parallel slots (llama_decode, multi-sequence batch)",
                    "settings": {**self._loader.recorded(), "n_ctx": params.n_ctx,
-                                "n_seq_max": streams, "n_batch": STEP_TOKENS, "kv_unified": True},
+                                "n_seq_max": streams, "n_batch": STEP_TOKENS,
+                                "n_ubatch": MICRO_BATCH_TOKENS, "kv_unified": True},
                    "token_clock": "the end of the step that made the token"},
         )  # fmt: skip
         self._arrivals: queue.SimpleQueue[Request | None] = queue.SimpleQueue()
