@@ -158,11 +158,18 @@ POSTGRES_ENV = "DLBENCH_TEST_POSTGRES"
 
 @pytest.fixture
 def postgres_url() -> Iterator[str]:
-    """A store URL in a schema of its own (made for the test, dropped after it), as a
-    team keeps dlbench beside other tables: `?options=-csearch_path%3DNAME`."""
+    """A store URL in a schema of its own (made for the test, dropped after it)."""
     url = os.environ.get(POSTGRES_ENV)
     if not url:
         pytest.skip(f"no PostgreSQL server: set {POSTGRES_ENV} (.ci/postgres start DIR)")
+    with postgres_schema(url) as scoped:
+        yield scoped
+
+
+@contextlib.contextmanager
+def postgres_schema(url: str) -> Iterator[str]:
+    """`url` in a schema made for the caller and dropped after, as a team keeps dlbench
+    beside other tables: `?options=-csearch_path%3DNAME`."""
     import psycopg
 
     schema = f"test_{os.getpid()}_{time.monotonic_ns()}"

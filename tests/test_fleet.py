@@ -11,6 +11,7 @@ here, where the numbers are ours.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import subprocess
 import sys
@@ -18,10 +19,11 @@ import time
 from dataclasses import replace
 from pathlib import Path
 from types import SimpleNamespace
+from urllib.parse import urlsplit
 
 import psutil
 import pytest
-from conftest import DLBENCH, cli, dlbench, free_port
+from conftest import DLBENCH, POSTGRES_ENV, cli, dlbench, free_port, postgres_schema
 from factories import make_result, make_run
 
 from dlbench.launch.fleet import (
@@ -35,6 +37,7 @@ from dlbench.report.fleet_report import MIN_PEERS, OUTLIER_Z, fleet_columns, jud
 from dlbench.results.fleet_marks import FLEET_KEY, FleetMark
 from dlbench.results.records import Run
 from dlbench.results.store import open_store
+from dlbench.results.store_location import PostgresUrl, store_location
 
 TINY_SUITE = """
 name: tiny
@@ -222,7 +225,7 @@ def cluster():
         made.shutdown()
 
 
-def fleet_runs_by_node(db: Path, fleet_id: str) -> dict[str, tuple[FleetMark, Run]]:
+def fleet_runs_by_node(db: Path | PostgresUrl, fleet_id: str) -> dict[str, tuple[FleetMark, Run]]:
     """The fleet's stored runs by the Ray node id each was marked with."""
     with open_store(db, read_only=True) as store:
         runs = [store.load_run(s.id) for s in store.list_runs()]
@@ -305,6 +308,19 @@ def test_a_fleet_on_a_ray_cluster(cluster, tmp_path):
     assert node == second and mark.failure == "timed out after 8 s (--node-timeout)"
     assert [r.status for r in run.results] == ["ok", "failed"]
     assert "timed out after 8 s" in run.results[1].error and run.env["cpu_model"]
+    # Into a team's PostgreSQL store (where the tests have a server): the node's run is
+    # stored there, and the URL's password is neither printed nor stored.
+    if os.environ.get(POSTGRES_ENV):
+        with postgres_schema(os.environ[POSTGRES_ENV]) as url:
+            proc = dlbench("fleet", "run", str(tiny), "--ray", address, "--resource", "bench",
+                           "--db", url)  # fmt: skip
+            assert proc.returncode == 0, proc.stderr
+            password = urlsplit(url).password
+            assert password and password not in proc.stdout + proc.stderr
+            ((node, (_, run)),) = fleet_runs_by_node(store_location(url), fleet_id_of(
+                proc.stderr)).items()  # fmt: skip
+            assert node == second and run.results[0].ok
+            assert password not in json.dumps(run.to_dict())
     proc = cli("fleet", "run", str(tiny), "--ray", address, "--resource", "gpu-a100")
     assert proc.returncode == 2
     assert proc.stderr.strip() == (
