@@ -212,9 +212,17 @@ def test_without_ray_the_error_names_the_extra(tmp_path, monkeypatch):
 def cluster():
     cluster_utils = pytest.importorskip("ray.cluster_utils", reason="needs dlbench[fleet]")
     # Node deaths seen within a second or two, not Ray's default half a minute.
-    fast_health = {"health_check_period_ms": 500, "health_check_failure_threshold": 3}
+    system = {
+        # a lost node is known in seconds
+        "health_check_period_ms": 500,
+        "health_check_failure_threshold": 3,
+        # no idle workers started ahead for each driver (every fleet run is one): a
+        # node's task starts the one worker it needs, and the test's CPU goes to tests
+        "enable_worker_prestart": False,
+        "prestart_worker_first_driver": False,
+    }
     made = cluster_utils.Cluster(
-        initialize_head=True, head_node_args={"num_cpus": 1, "_system_config": fast_health}
+        initialize_head=True, head_node_args={"num_cpus": 1, "_system_config": system}
     )
     try:
         first = made.add_node(num_cpus=1)
