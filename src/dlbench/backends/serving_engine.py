@@ -74,6 +74,56 @@ class ServingEngine(ABC):
         """Finish the requests under way, then stop."""
 
 
+class SteppingEngine(ServingEngine):
+    """An engine one thread owns and steps (a continuous-batching scheduler): requests
+    arrive on a queue, and the thread takes them in between its steps."""
+
+    thread_name = "serving-engine"
+
+    def __init__(self) -> None:
+        self._arrivals: queue.SimpleQueue[Request | None] = queue.SimpleQueue()
+        self._thread: threading.Thread | None = None
+
+    def start(self, sink: TokenSink) -> None:
+        self._thread = threading.Thread(
+            target=self._serve, args=(sink,), daemon=True, name=self.thread_name
+        )
+        self._thread.start()
+
+    def submit(self, request: Request) -> None:
+        self._arrivals.put(request)
+
+    def close(self) -> None:
+        if self._thread is not None:
+            self._arrivals.put(None)  # the thread finishes what runs, then ends
+            self._thread.join()
+            self._thread = None
+        self._release()
+
+    def _release(self) -> None:
+        """Free what the engine holds outside Python, once its thread has ended."""
+
+    @abstractmethod
+    def _serve(self, sink: TokenSink) -> None:
+        """The owning thread: take arrivals, step, report tokens, until close()."""
+
+    def _arrived(self, wait: bool) -> tuple[list[Request], bool]:
+        """The requests that arrived (sleeping on the queue for one if `wait`), and
+        whether close() was asked."""
+        try:
+            item = self._arrivals.get() if wait else self._arrivals.get_nowait()
+        except queue.Empty:
+            return [], False
+        arrived = []
+        while item is not None:
+            arrived.append(item)
+            try:
+                item = self._arrivals.get_nowait()
+            except queue.Empty:
+                return arrived, False
+        return arrived, True
+
+
 class GeneratorStreams(ServingEngine):
     """`streams` generators, each serving one request at a time on a thread of its own."""
 

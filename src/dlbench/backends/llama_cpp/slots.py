@@ -18,8 +18,6 @@ loop (backends.llama_cpp.backend); the cache holds `streams` whole sequences.
 from __future__ import annotations
 
 import collections
-import queue
-import threading
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -28,7 +26,7 @@ import llama_cpp
 import numpy as np
 
 from dlbench.backends.base import Job
-from dlbench.backends.serving_engine import Request, ServingEngine, TokenSink
+from dlbench.backends.serving_engine import Request, SteppingEngine, TokenSink
 from dlbench.errors import CaseError
 from dlbench.results.details import Details
 
@@ -53,8 +51,11 @@ class _Slot:
         return self.fed + max(0, len(self.tokens) - 1)
 
 
-class LlamaCppSlots(ServingEngine):
+class LlamaCppSlots(SteppingEngine):
+    thread_name = "llama-slots"
+
     def __init__(self, loaded: Any, job: Job, threads: int, streams: int) -> None:
+        super().__init__()
         """`loaded`: the generation loop's LlamaCppGenerator, whose model this serves;
         its own one-sequence context stays unused."""
         self._loader = loaded
@@ -88,22 +89,8 @@ class LlamaCppSlots(ServingEngine):
                                 "n_ubatch": MICRO_BATCH_TOKENS, "kv_unified": True},
                    "token_clock": "the end of the step that made the token"},
         )  # fmt: skip
-        self._arrivals: queue.SimpleQueue[Request | None] = queue.SimpleQueue()
-        self._thread: threading.Thread | None = None
 
-    def start(self, sink: TokenSink) -> None:
-        self._thread = threading.Thread(target=self._serve, args=(sink,), daemon=True,
-                                        name="llama-slots")  # fmt: skip
-        self._thread.start()
-
-    def submit(self, request: Request) -> None:
-        self._arrivals.put(request)
-
-    def close(self) -> None:
-        if self._thread is not None:
-            self._arrivals.put(None)
-            self._thread.join()
-            self._thread = None
+    def _release(self) -> None:
         llama_cpp.llama_batch_free(self._batch)
         llama_cpp.llama_free(self._ctx)
 
@@ -113,7 +100,9 @@ class LlamaCppSlots(ServingEngine):
         closing = False
         while not (closing and not slots and not waiting):
             idle = not slots and not waiting and not closing
-            closing |= self._admit(waiting, wait=idle)
+            arrived, closed = self._arrived(wait=idle)
+            waiting.extend(arrived)
+            closing |= closed
             free = [s for s in range(self.streams) if s not in slots]
             while waiting and free:
                 slots[free.pop(0)] = _Slot(waiting.popleft())
@@ -127,20 +116,6 @@ class LlamaCppSlots(ServingEngine):
                     sink.failed(slot.request.request_id, exc)
                     llama_cpp.llama_memory_seq_rm(self._memory, seq, -1, -1)
                 slots.clear()
-
-    def _admit(self, waiting: collections.deque[Request], wait: bool) -> bool:
-        """Queue what arrived; True once close() was asked."""
-        try:
-            item = self._arrivals.get() if wait else self._arrivals.get_nowait()
-        except queue.Empty:
-            return False
-        while item is not None:
-            waiting.append(item)
-            try:
-                item = self._arrivals.get_nowait()
-            except queue.Empty:
-                return False
-        return True
 
     def _step(self, slots: dict[int, _Slot], sink: TokenSink) -> None:
         """One decode: each generating slot's last token, then prompt chunks in the room

@@ -16,8 +16,6 @@ is sized for `streams` whole sequences, the most the scheduler runs at once.
 from __future__ import annotations
 
 import math
-import queue
-import threading
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -33,7 +31,7 @@ from dlbench.backends.openvino_genai.pipeline_config import (
     exact_length,
     fp32_properties,
 )
-from dlbench.backends.serving_engine import Request, ServingEngine, TokenSink
+from dlbench.backends.serving_engine import SteppingEngine, TokenSink
 from dlbench.errors import CaseError
 from dlbench.reference.decoder import converted
 from dlbench.results.details import Details
@@ -49,8 +47,11 @@ class _Running:
     times: list[float] = field(default_factory=list)
 
 
-class OvContinuousBatching(ServingEngine):
+class OvContinuousBatching(SteppingEngine):
+    thread_name = "continuous-batching"
+
     def __init__(self, job: Job, threads: int, streams: int) -> None:
+        super().__init__()
         folder, meta = converted("openvino-genai", job.workload.name, job.seed, EXPORT, CONVERTER)
         record = kv_cache_record(job, "float32", meta)
         self.scheduler = ov_genai.SchedulerConfig()
@@ -74,28 +75,12 @@ class OvContinuousBatching(ServingEngine):
                    "properties": properties, "scheduler": self._scheduler_record(),
                    "token_clock": "the end of the step that made the token"},
         )  # fmt: skip
-        self._arrivals: queue.SimpleQueue[Request | None] = queue.SimpleQueue()
-        self._thread: threading.Thread | None = None
 
     def _scheduler_record(self) -> dict[str, Any]:
         s = self.scheduler
         return {"max_num_seqs": s.max_num_seqs, "max_num_batched_tokens": s.max_num_batched_tokens,
                 "cache_size_gb": s.cache_size, "dynamic_split_fuse": s.dynamic_split_fuse,
                 "enable_prefix_caching": s.enable_prefix_caching}  # fmt: skip
-
-    def start(self, sink: TokenSink) -> None:
-        self._thread = threading.Thread(target=self._serve, args=(sink,), daemon=True,
-                                        name="continuous-batching")  # fmt: skip
-        self._thread.start()
-
-    def submit(self, request: Request) -> None:
-        self._arrivals.put(request)
-
-    def close(self) -> None:
-        if self._thread is not None:
-            self._arrivals.put(None)
-            self._thread.join()
-            self._thread = None
 
     def _serve(self, sink: TokenSink) -> None:
         running: dict[int, _Running] = {}
@@ -116,23 +101,15 @@ class OvContinuousBatching(ServingEngine):
 
     def _admit(self, running: dict[int, _Running], sink: TokenSink, wait: bool) -> bool:
         """Add the arrived requests to the pipeline; True once close() was asked."""
-        try:
-            item = self._arrivals.get() if wait else self._arrivals.get_nowait()
-        except queue.Empty:
-            return False
-        while True:
-            if item is None:
-                return True
+        arrived, closing = self._arrived(wait)
+        for item in arrived:
             try:
                 ids = ov.Tensor(np.asarray([item.prompt], dtype=np.int64))
                 handle = self.pipeline.add_request(item.request_id, ids, exact_length(item.osl))
                 running[item.request_id] = _Running(handle)
             except BaseException as exc:  # answered as failed; the case fails at the end
                 sink.failed(item.request_id, exc)
-            try:
-                item = self._arrivals.get_nowait()
-            except queue.Empty:
-                return False
+        return closing
 
     def _read(self, running: dict[int, _Running], sink: TokenSink, stamp: float) -> None:
         for request_id, state in list(running.items()):
