@@ -15,6 +15,7 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -250,6 +251,11 @@ def fleet_id_of(stderr: str) -> str:
     return stderr.split("fleet ", 1)[1].split(":", 1)[0]
 
 
+def scratch_folders() -> list[Path]:
+    """The node tasks' scratch folders on this machine (every test node is on it)."""
+    return list(Path(tempfile.gettempdir()).glob(f"{SCRATCH_PREFIX}*"))
+
+
 @contextlib.contextmanager
 def cpu_held(address: str, node_id: str, folder: Path):
     """Other work on the node (a Ray task of another driver) holding its one CPU."""
@@ -339,13 +345,19 @@ def test_a_fleet_on_a_ray_cluster(cluster, tmp_path):
     # once the timeout and its grace are past), one node is lost while it measures,
     # and the head goes on and is stored.
     with cpu_held(address, first, tmp_path):
+        before = set(scratch_folders())
         spawned = subprocess.Popen(
             [*DLBENCH, "fleet", "run", str(slow), "--ray", address, "--node-timeout", "10",
              "--db", str(db)],
             stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True,
         )  # fmt: skip
         started = spawned.stderr.readline()  # said as the tasks are sent
-        time.sleep(1.5)
+        # lost while it measures: once the head's and its tasks have begun (each makes
+        # its scratch folder first; the busy node's cannot start), not before
+        deadline = time.monotonic() + 60
+        while len(set(scratch_folders()) - before) < 2 and time.monotonic() < deadline:
+            time.sleep(0.1)
+        time.sleep(1.0)  # into its run
         cluster.cluster.remove_node(cluster.second, allow_graceful=False)
         rest = spawned.communicate(timeout=60)[1]
     assert spawned.returncode == 1, started + rest
