@@ -28,6 +28,7 @@ from dlbench.errors import UserError
 from dlbench.results.record_dict import finite
 from dlbench.results.records import STATUS_FAILED, Result, Run
 from dlbench.results.run_ids import run_id_problem, shown
+from dlbench.results.store_faults import lock_timeout
 from dlbench.results.store_schema import (
     MIGRATIONS,
     SCHEMA_V1,
@@ -87,6 +88,31 @@ class Store(ABC):
 
     @abstractmethod
     def close(self) -> None: ...
+
+    @abstractmethod
+    def _connect_store(self) -> None:
+        """Open the kind's connection (self._db)."""
+
+    @abstractmethod
+    def _prepare_for_reading(self) -> None:
+        """Check the schema for a command that only reads; never write."""
+
+    @abstractmethod
+    def _prepare_for_writing(self) -> None:
+        """Create the schema in a new store, or bring an older one up to date."""
+
+    def _open(self, read_only: bool, on_wait: Callable[[str], None] | None) -> None:
+        """Connect, then check the schema (a reader) or create and migrate it (a
+        writer), each kind its own way; the connection is closed again if that fails."""
+        self.read_only = read_only
+        self._on_wait = on_wait
+        self._timeout = lock_timeout()
+        self._connect_store()
+        try:
+            self._patiently(self._prepare_for_reading if read_only else self._prepare_for_writing)
+        except BaseException:
+            self.close()
+            raise
 
     # what the store's database is, for the line refusing a foreign one
     KIND = "a database"

@@ -24,7 +24,7 @@ from urllib.parse import parse_qsl, unquote, urlsplit
 
 from dlbench.errors import UserError
 from dlbench.results.store_base import Store
-from dlbench.results.store_faults import LOCK_TIMEOUT_ENV, lock_timeout
+from dlbench.results.store_faults import LOCK_TIMEOUT_ENV
 from dlbench.results.store_location import PostgresUrl, user_data_folder, without_password
 from dlbench.results.store_schema import STORE_SCHEMA_VERSION, Rows
 
@@ -64,19 +64,15 @@ class PostgresStore(Store):
         on_wait: Callable[[str], None] | None = None,
     ) -> None:
         self.name = str(url)  # without its password
-        self.read_only = read_only
         # run files (LoadGen logs) stay on the machine that ran the case
         self.files_root = user_data_folder() / "run-files"
         self._secrets = _passwords(url.url)
-        self._on_wait = on_wait
-        self._timeout = lock_timeout()
-        self._connection = self._connect(url)
+        self._url = url
+        self._open(read_only, on_wait)
+
+    def _connect_store(self) -> None:
+        self._connection = self._connect(self._url)
         self._db = _QmarkConnection(self._connection)
-        try:
-            self._patiently(self._prepare_for_reading if read_only else self._prepare_for_writing)
-        except BaseException:
-            self._connection.close()
-            raise
 
     def _connect(self, url: PostgresUrl) -> psycopg.Connection[Any]:
         psycopg = _psycopg()

@@ -26,7 +26,6 @@ from dlbench.results.store_faults import (
     IOERR,
     READONLY,
     is_locked,
-    lock_timeout,
     primary_code,
     store_fault,
 )
@@ -57,15 +56,10 @@ class SqliteStore(Store):
         self.path = Path(path)
         self.name = str(self.path)
         self.files_root = self.path.parent / "run-files"
-        self.read_only = read_only
-        self._on_wait = on_wait
-        self._timeout = lock_timeout()
+        self._open(read_only, on_wait)
+
+    def _connect_store(self) -> None:
         self._db = self._connect()
-        try:
-            self._patiently(self._prepare_for_reading if read_only else self._prepare_for_writing)
-        except BaseException:
-            self._db.close()
-            raise
 
     def _connect(self, immutable: bool = False) -> sqlite3.Connection:
         if self.path.is_dir():
