@@ -138,12 +138,16 @@ def test_a_batch_is_checked_sequence_by_sequence_and_repeats_merge_the_token_rat
     # both sequences' 16 tokens held to the reference's tokens for the same two prompts
     assert generation["tokens"]["compared"] == 2 * 16
     assert generation["tokens"]["verdict"] in (IDENTICAL, NEAR_TIE)
-    # two processes made the headline (a disturbed one is replaced by one more)
-    summaries = [s for s in result["details"]["processes"]["summaries"] if s.get("used")]
-    assert len(summaries) == 2 and all(s["status"] == "ok" for s in summaries)
-    # a rate of the merged result is the median (here: the mean) of its processes' rates
-    rates = [s["decode_tokens_per_s"] for s in summaries]
-    assert generation["decode_tokens_per_s"] == pytest.approx(sum(rates) / 2)
+    # the clean processes made the headline (a disturbed one is run again; on a machine
+    # so busy that none was clean, all of them did)
+    every = result["details"]["processes"]["summaries"]
+    used = [s for s in every if s.get("used")]
+    clean = [s for s in every if not s.get("disturbed")]
+    assert used == (clean or every) and len(every) >= 2 and len(clean) <= 2
+    assert all(s["status"] == "ok" for s in every)
+    # a rate of the merged result is the median of its processes' rates
+    rates = [s["decode_tokens_per_s"] for s in used]
+    assert generation["decode_tokens_per_s"] == pytest.approx(float(np.median(rates)))
 
 
 def test_isl_and_osl_sweeps_plan_a_case_per_length_and_refuse_other_workloads():
