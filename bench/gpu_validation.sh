@@ -14,6 +14,11 @@
 #   bert-compile-base        BERT-base compile at fp32, tf32, fp16 (bf16 is in pt2-bert)
 #   bert-compile-large-amp   BERT-large compile at amp-bf16 and amp-fp16
 #   bert-compile-large-fp32  BERT-large compile at tf32 and strict fp32  (~7-9 min each)
+#   llm-prep  Llama-3.1-8B's seeded checkpoint (fp32, 32 GB on disk) and the CPU fp32
+#             reference tokens of the GPU defaults (isl 1024, osl 128, batch 8), cached
+#             in DLBENCH_CACHE for the next phase on the same machine       (~6-8 min)
+#   llm       the LLM GPU tests, then transformers on CUDA at the 8B shape in bf16:
+#             eager and compile, the defaults, with the tokens checked      (~8 min)
 #   all       every phase in turn (a machine without a time limit per command)
 # PT2_FAST="--min-time 3 --warmup 3" shortens the pt2 phases to fit a short lease.
 #
@@ -137,6 +142,19 @@ bert_compile_large_fp32() {
         -p fp32 -d cuda ${PT2_FAST:+$PT2_FAST} --json "$work/bert-large-compile-fp32.json"
 }
 
+# The 8B reference is torch eager fp32 on the host (as for every case): built once
+llm_prep() {
+    step llm-8b-reference 580 python3 -c "from dlbench.reference.decoder import \
+reference_tokens as r; print({k: v.shape for k, v in r('llama-3.1-8b', 0, 1024, 128, 8).items()})"
+}
+
+llm() {
+    step pytest-gpu-llm 200 python3 -m pytest -m gpu -q -p no:cacheprovider tests/test_gpu.py \
+        -k text_generation
+    step llm-8b-bf16 480 dl run -w llama-3.1-8b -f torch -c eager -c compile -p bf16 -d cuda \
+        --min-time 10 --json "$work/llm-8b-bf16.json"
+}
+
 install
 # ceilings measured earlier (a store carried in .gpu-in/): efficiencies need them
 if [[ -f .gpu-in/store.sqlite && ! -f "$DLBENCH_DB" ]]; then
@@ -150,10 +168,13 @@ case "$phase" in
     bert-compile-base) bert_compile_base ;;
     bert-compile-large-amp) bert_compile_large_amp ;;
     bert-compile-large-fp32) bert_compile_large_fp32 ;;
+    llm-prep) llm_prep ;;
+    llm) llm ;;
     all) smoke; verify; pt2_resnet; pt2_bert; bert_compile_base; bert_compile_large_amp
-        bert_compile_large_fp32 ;;
+        bert_compile_large_fp32; llm_prep; llm ;;
     *) echo "unknown phase $phase; allowed: smoke, verify, pt2-resnet, pt2-bert," \
-        "bert-compile-base, bert-compile-large-amp, bert-compile-large-fp32, all" >&2; exit 2 ;;
+        "bert-compile-base, bert-compile-large-amp, bert-compile-large-fp32, llm-prep," \
+        "llm, all" >&2; exit 2 ;;
 esac
 rm -rf "$work"
 cat "$summary"

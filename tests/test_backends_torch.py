@@ -67,6 +67,20 @@ def test_every_workload_mode_and_compile_mode_runs(workload, mode, compile_mode)
         assert result.gbps > 0
 
 
+def test_a_kernel_at_an_amp_precision_counts_the_bytes_of_its_half_precision_operands():
+    """At amp-bf16 a kernel's operands are stored in bf16: GB/s counts 2 bytes a value."""
+    size = 256
+    case = Case("add", "torch", "eager", device="cpu", precision="amp-bf16", threads=1,
+                params=(("size", size),))  # fmt: skip
+    result = run_case(case, FAST)
+    if result.status == "skipped":  # a CPU without native bf16 measures none
+        assert "would be emulated" in str(result.error)
+        return
+    assert result.ok, result.error
+    assert result.bytes_per_sample == 3 * 2 * size**2  # read x and y, write z
+    assert result.gbps == pytest.approx(result.throughput * result.bytes_per_sample / 1e9)
+
+
 @pytest.mark.slow
 def test_every_compile_is_cold_in_a_private_cache_the_users_own_never_sees(tmp_path, monkeypatch):
     """A compile's first call is cold, so two identical runs agree on compile time.

@@ -176,3 +176,20 @@ def test_jax_runs_on_the_gpu(tmp_path):
     run = run_json(tmp_path, "-w", "mlp", "-f", "jax", "-d", "cuda", *FAST)
     (result,) = map(ok, run["results"])
     assert result["details"]["placement"]["kind"] == "cuda"
+
+
+def test_text_generation_runs_on_the_gpu_in_bf16_with_its_tokens_checked(tmp_path):
+    """transformers on CUDA: the model held in bf16 (and fp32), its tokens held to the
+    CPU fp32 reference, its GPU memory counted beside the KV cache."""
+    run = run_json(tmp_path, "run", "-w", "llm-tiny", "-f", "torch", "-d", "cuda",
+                   "-c", "eager", "-c", "compile", "-p", "bf16", "-p", "fp32", *FAST)  # fmt: skip
+    assert len(run["results"]) == 4
+    for result in map(ok, run["results"]):
+        generation = result["details"]["generation"]
+        assert result["details"]["placement"]["kind"] == "cuda"
+        dtype = {"bf16": "bfloat16", "fp32": "float32"}[result["case"]["precision"]]
+        assert generation["kv_cache_dtype"] == result["details"]["extra"]["dtype"] == dtype
+        assert result["details"]["extra"]["matmul_tf32"] is False
+        assert generation["device_peak_mb"] > generation["kv_cache_mb"] > 0
+        assert generation["tokens"]["verdict"] in ("identical", "near tie"), generation["tokens"]
+        assert 0 < generation["ttft_p50_ms"] < generation["e2e_p50_ms"]

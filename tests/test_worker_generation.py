@@ -68,6 +68,9 @@ def test_tokens_agree_diverge_at_a_near_tie_or_fail_at_a_clear_margin():
         (("-w", "llm-tiny", "--param", "osl=1000"), "beyond its context of 1024 tokens"),
         (("-w", "llm-tiny", "-c", "script"), "compile mode"),
         (("-w", "llm-tiny", "-f", "onnxruntime-genai", "-p", "amp-bf16"), "precision"),
+        (("-w", "llm-tiny", "-f", "openvino-genai", "-p", "bf16"), "allowed there: fp32"),
+        (("-w", "llm-tiny", "-f", "torch", "-p", "amp-bf16"), "is autocast; text generation"),
+        (("-w", "mlp", "-f", "torch", "-p", "bf16"), "for mlp, amp-bf16 autocasts"),
         (("-w", "mlp", "-f", "openvino-genai"), "not supported on 'openvino-genai'"),
         (("-w", "llm-tiny", "-f", "null"), "not supported on 'null'"),
         (("-w", "llm-tiny", "--transfer", "inside"), "not llm-tiny on torch"),
@@ -124,6 +127,29 @@ def test_engines_generate_the_reference_tokens_from_the_same_weights(tmp_path):
     (engines_table, picks) = tables
     assert len(engines_table.rows) == len(by_engine)
     assert picks.rows[0].label.startswith("most output tokens/s within TTFT <= 500 ms")
+
+
+def test_torch_generates_with_its_model_held_in_bf16_and_its_tokens_checked(tmp_path):
+    """bf16 is the model's dtype (weights, KV cache), not autocast; its bytes are counted
+    at 2 a value, and its tokens are held to the fp32 reference, not taken as it."""
+    pytest.importorskip("transformers")
+    out = tmp_path / "run.json"
+    done = dlbench("run", "-w", "llm-tiny", "-f", "torch", "-p", "bf16", "-p", "fp32",
+                   "-t", "1", *FAST, "--json", str(out), timeout=600)  # fmt: skip
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    by_precision = {r["case"]["precision"]: r for r in json.loads(out.read_text())["results"]}
+    bf16, fp32 = by_precision["bf16"], by_precision["fp32"]
+    if bf16["status"] == "skipped":  # a CPU without AVX512-BF16 or AMX: never emulated
+        assert "would be emulated" in bf16["error"], bf16["error"]
+        return
+    assert bf16["status"] == "ok", bf16["error"]
+    generation = bf16["details"]["generation"]
+    assert bf16["details"]["extra"]["dtype"] == generation["kv_cache_dtype"] == "bfloat16"
+    assert generation["kv_cache_mb"] * 2 == fp32["details"]["generation"]["kv_cache_mb"]
+    assert bf16["bytes_per_sample"] * 2 == fp32["bytes_per_sample"]
+    assert generation["tokens"]["verdict"] in (IDENTICAL, NEAR_TIE), generation["tokens"]
+    assert generation["tokens"]["compared"] == 16
+    assert fp32["details"]["generation"]["tokens"]["verdict"].startswith("the reference itself")
 
 
 def test_a_batch_is_checked_sequence_by_sequence_and_repeats_merge_the_token_rates(tmp_path):

@@ -119,6 +119,12 @@ class Generator(ABC):
     ) -> GenerationTrace:
         """Greedy decoding of exactly `osl` tokens after each prompt ([batch, isl] ids)."""
 
+    def peak_device_memory_mb(self) -> float | None:
+        """The most the device's own allocator held since the engine was prepared
+        (weights, KV cache, activations): a GPU's. None where the memory is the host's,
+        which the worker reads as the process's peak RSS."""
+        return None
+
 
 class Backend(ABC):
     name: ClassVar[str]

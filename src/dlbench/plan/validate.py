@@ -47,6 +47,8 @@ from dlbench.spec.digest import files_digest, path_digest
 from dlbench.spec.registry import (
     ENDPOINT_FRAMEWORK,
     FRAMEWORKS,
+    LLM_WORKLOADS,
+    PRECISIONS,
     FrameworkInfo,
     framework_info,
     precision_info,
@@ -129,6 +131,7 @@ def validate_case(case: Case) -> Case:
             f"precision {case.precision!r} is not available on {case.framework!r}; "
             f"allowed there: {', '.join(info.precisions)}"
         )
+    _validate_precision_scope(case.precision, workload, info)
     _require_int("threads", case.threads, 1, MAX_THREADS)
     if case.interop_threads is not None:
         _require_int("interop threads", case.interop_threads, 1, MAX_THREADS)
@@ -147,6 +150,27 @@ def validate_case(case: Case) -> Case:
         input_data_digest=_digest(case.input_data) if case.input_data is not None else None,
         data_digest=_mnist_digest(case.data_dir) if case.data_dir is not None else None,
     )
+
+
+def _validate_precision_scope(precision: str, workload: Workload, info: FrameworkInfo) -> None:
+    """Text generation holds its whole model in one dtype (autocast is no LLM engine's
+    way), and only text generation runs with its model cast whole."""
+    held = precision_info(precision)
+    if held.quantized:
+        return  # refused or allowed by its quantization path (_validate_quantized)
+    if workload.generative and held.generation_dtype is None:
+        allowed = [name for name in info.float_precisions if PRECISIONS[name].generation_dtype]
+        raise UserError(
+            f"precision {precision} is autocast; text generation ({workload.name}) holds its "
+            f"whole model in one type, as LLM engines do; allowed: {', '.join(allowed)}"
+        )
+    if held.generation_only and not workload.generative:
+        autocast = f"amp-{precision}"
+        instead = f"; for {workload.name}, {autocast} autocasts" if autocast in PRECISIONS else ""
+        raise UserError(
+            f"precision {precision} (the whole model in {held.generation_dtype}) is for text "
+            f"generation: {', '.join(LLM_WORKLOADS)}{instead}"
+        )
 
 
 def _validate_compile(case: Case, info: FrameworkInfo, workload: Workload) -> None:

@@ -241,6 +241,9 @@ class Generation:
     # the KV cache of isl + osl positions at the engine's cache precision
     kv_cache_mb: float | None = None
     kv_cache_dtype: str | None = None
+    # the most a GPU's allocator held while generating (weights, KV cache, activations);
+    # None on a CPU, where the result's peak RSS holds them
+    device_peak_mb: float | None = None
     energy_per_output_token_j: float | None = None
     # converting the shared checkpoint to the engine's format (cached, timed apart)
     converter: str | None = None

@@ -488,6 +488,14 @@ METRICS: dict[str, Metric] = {
             "kv_cache_mb",
         ),
         _generation_metric(
+            "gpu_memory",
+            "Peak GPU memory while generating (weights, KV cache, activations)",
+            "MB",
+            "GPU MB",
+            False,
+            "device_peak_mb",
+        ),
+        _generation_metric(
             "energy_per_token",
             "Energy per output token (NVML or RAPL)",
             "J",
@@ -586,6 +594,7 @@ CSV_METRICS = (
     "decode_tps",
     "output_tps",
     "kv_cache",
+    "gpu_memory",
     "energy_per_token",
     "goodput",
     "request_rate",

@@ -195,7 +195,8 @@ class Case:
             repeat=True,
             vocabulary=PRECISIONS,
             metavar="PRECISION",
-            help="fp32 (strict, default), tf32, amp-fp16, amp-bf16 (torch), int8 or "
+            help="fp32 (strict, default), tf32, amp-fp16, amp-bf16 (torch), bf16 or fp16 "
+            "(torch text generation: the whole model in that type), int8 or "
             "int8-dynamic (post-training quantization: onnxruntime, openvino, torch)",
         ),
     )

@@ -35,11 +35,21 @@ class Precision:
     # A quantized precision's pass bound: the least SQNR, in dB, of its outputs against
     # fp32's (worker.quantized_check). Why this number: docs/guides/int8.md.
     min_sqnr_db: float | None = None
+    # Bytes one value is stored in: a kernel's operands, a generating model's weights
+    # and KV cache (what GB/s and the memory check count)
+    value_bytes: int = 4
+    # The dtype text generation holds its whole model in (weights, activations, KV
+    # cache), as an LLM engine's dtype does; None: generation does not run at it
+    generation_dtype: str | None = None
+    # Only text generation runs at it: other workloads keep fp32 weights and autocast
+    generation_only: bool = False
 
 
 # fp32 is strict IEEE fp32 (TF32 tensor cores off); tf32 lets CUDA matmuls and
 # convolutions use TF32; amp-* is torch.autocast to that type (with a gradient
 # scaler for fp16 training), the "automatic mixed precision" of the articles.
+# bf16 and fp16 hold a generating model whole in that type, as LLM engines run
+# (transformers' and vLLM's dtype); their near-tie bound is amp's for the same type.
 # int8 is post-training static quantization calibrated on seeded data (ONNX Runtime's
 # QDQ, OpenVINO's NNCF, torch's PT2E X86 Inductor quantizer); int8-dynamic quantizes
 # weights ahead and activations as they come (Linear-only models).
@@ -50,12 +60,26 @@ INT8_MIN_SQNR_DB = 10.0
 PRECISIONS: dict[str, Precision] = {
     p.name: p
     for p in (
-        Precision("fp32", tolerance=1e-3),
-        Precision("tf32", tolerance=1e-2),
-        Precision("amp-fp16", tolerance=1e-2),
-        Precision("amp-bf16", tolerance=5e-2),
-        Precision("int8", tolerance=None, quantized=True, min_sqnr_db=INT8_MIN_SQNR_DB),
-        Precision("int8-dynamic", tolerance=None, quantized=True, min_sqnr_db=INT8_MIN_SQNR_DB),
+        Precision("fp32", tolerance=1e-3, generation_dtype="float32"),
+        Precision("tf32", tolerance=1e-2, generation_dtype="float32"),
+        Precision("amp-fp16", tolerance=1e-2, value_bytes=2),
+        Precision("amp-bf16", tolerance=5e-2, value_bytes=2),
+        Precision(
+            "bf16", tolerance=5e-2, value_bytes=2, generation_dtype="bfloat16", generation_only=True
+        ),
+        Precision(
+            "fp16", tolerance=1e-2, value_bytes=2, generation_dtype="float16", generation_only=True
+        ),
+        Precision(
+            "int8", tolerance=None, quantized=True, min_sqnr_db=INT8_MIN_SQNR_DB, value_bytes=1
+        ),
+        Precision(
+            "int8-dynamic",
+            tolerance=None,
+            quantized=True,
+            min_sqnr_db=INT8_MIN_SQNR_DB,
+            value_bytes=1,
+        ),
     )
 }
 QUANTIZED_PRECISIONS = tuple(name for name, p in PRECISIONS.items() if p.quantized)
@@ -303,7 +327,7 @@ FRAMEWORKS: dict[str, FrameworkInfo] = {
             distributions=("torch",),
             install_hint="pip install torch==2.13.0 (before any extra that depends on it)",
             label="PyTorch",
-            float_precisions=("fp32", "tf32", "amp-fp16", "amp-bf16"),
+            float_precisions=("fp32", "tf32", "amp-fp16", "amp-bf16", "bf16", "fp16"),
             # int8: PT2E with the X86 Inductor quantizer (torchao); int8-dynamic: torchao's
             # dynamic int8 activations and weights
             quantized=MappingProxyType(

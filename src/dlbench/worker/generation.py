@@ -69,6 +69,7 @@ def run_generation(backend: Backend, job: Job, settings: Settings) -> Result:
     generation = generation_record(record, token_latencies(times), job.batch_size, isl, osl)
     joules = result.details.energy.joules_per_sample if result.details.energy else None
     generation.energy_per_output_token_j = joules / osl if joules is not None else None
+    generation.device_peak_mb = generator.peak_device_memory_mb()
     generation.tokens = _token_check(job, traces)
     result.details.generation = generation
     result.details.loop_wall_s = timing.loop_wall_s
@@ -100,7 +101,9 @@ def _token_check(job: Job, traces: list[GenerationTrace]) -> TokenCheck:
     first = traces[0].tokens
     if any(trace.tokens != first for trace in traces[1:]):
         return TokenCheck(verdict="diverged: the engine's own generations disagree")
-    if job.case.framework == "torch" and job.case.compile == "eager" and job.device == "cpu":
+    if (job.case.framework, job.case.compile, job.device, job.case.precision) == (
+        "torch", "eager", "cpu", "fp32",
+    ):  # fmt: skip
         return TokenCheck(verdict="the reference itself (torch eager fp32 on the CPU)")
     try:
         reference = reference_tokens(

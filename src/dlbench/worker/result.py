@@ -18,6 +18,7 @@ from dlbench.measure.stats import summarize, throughput
 from dlbench.results.details import Details
 from dlbench.results.metrics import with_rates
 from dlbench.results.records import STATUS_OK, Result, base_result
+from dlbench.spec.registry import precision_info
 
 
 def result_from(
@@ -45,7 +46,8 @@ def result_from(
     # the null backend does no work; a server's is its own, unknown to the client
     real_work = case.framework != "null" and not job.workload.served
     flops = job.workload.flops_per_sample(job.params, case.mode) if real_work else None
-    moved = job.workload.bytes_per_sample(job.params, case.mode) if real_work else None
+    value_bytes = precision_info(case.precision).value_bytes
+    moved = job.workload.bytes_per_sample(job.params, case.mode, value_bytes) if real_work else None
     usage = reading.usage
     result = base_result(
         case,

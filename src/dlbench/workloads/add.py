@@ -34,9 +34,9 @@ class AddWorkload(Workload):
     def flops_per_sample(self, params: Mapping[str, int], mode: str) -> float:
         return float(params["size"] ** 2)
 
-    def bytes_per_sample(self, params: Mapping[str, int], mode: str) -> float:
+    def bytes_per_sample(self, params: Mapping[str, int], mode: str, value_bytes: int) -> float:
         # read x, read y, write z
-        return 3.0 * FLOAT32_BYTES * params["size"] ** 2
+        return 3.0 * value_bytes * params["size"] ** 2
 
     def input_bytes_per_sample(self, params: Mapping[str, int], mode: str) -> float:
         return 2.0 * FLOAT32_BYTES * params["size"] ** 2  # x and y

@@ -68,8 +68,11 @@ class Workload(ABC):
         approximation (backward computes gradients for inputs and weights).
         """
 
-    def bytes_per_sample(self, params: Mapping[str, int], mode: str) -> float | None:
-        """Bytes moved to and from memory per sample, for memory-bound workloads."""
+    def bytes_per_sample(
+        self, params: Mapping[str, int], mode: str, value_bytes: int
+    ) -> float | None:
+        """Bytes moved to and from memory per sample, for memory-bound workloads, with
+        each value stored in `value_bytes` (the case's precision: spec.registry.Precision)."""
         return None
 
     # The model's weights (counted from the torch reference); 0 for a kernel.
@@ -81,10 +84,16 @@ class Workload(ABC):
         makes them: every framework's worker holds them in NumPy first."""
 
     def memory_bytes(
-        self, batch_size: int, params: Mapping[str, int], mode: str, data_files: bool = False
+        self,
+        batch_size: int,
+        params: Mapping[str, int],
+        mode: str,
+        value_bytes: int,
+        data_files: bool = False,
     ) -> float:
         """A lower bound on the memory a case holds at once (plan.memory checks it
-        before a run): the weights as float32 and one batch of inputs.
+        before a run): the weights as float32 (autocast keeps them so, whatever
+        `value_bytes` its precision stores operands in) and one batch of inputs.
 
         Activations, gradients, optimizer state, the framework's own copies and the
         framework itself come on top: a case within it may still run out of memory

@@ -49,16 +49,16 @@ class CopyWorkload(_BandwidthKernel):
     name = "copy"
     description = "copy a float32 NxN tensor into another on the device (memory bandwidth ceiling)"
 
-    def bytes_per_sample(self, params: Mapping[str, int], mode: str) -> float:
-        return 2.0 * FLOAT32_BYTES * params["size"] ** 2  # read + write
+    def bytes_per_sample(self, params: Mapping[str, int], mode: str, value_bytes: int) -> float:
+        return 2.0 * value_bytes * params["size"] ** 2  # read + write
 
 
 class HostToDeviceWorkload(_BandwidthKernel):
     name = "h2d"
     description = "copy a pinned float32 NxN host tensor to the GPU (transfer bandwidth ceiling)"
 
-    def bytes_per_sample(self, params: Mapping[str, int], mode: str) -> float:
-        return 1.0 * FLOAT32_BYTES * params["size"] ** 2  # crosses the bus once
+    def bytes_per_sample(self, params: Mapping[str, int], mode: str, value_bytes: int) -> float:
+        return 1.0 * value_bytes * params["size"] ** 2  # crosses the bus once
 
 
 COPY, H2D = CopyWorkload(), HostToDeviceWorkload()

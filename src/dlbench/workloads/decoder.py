@@ -29,6 +29,8 @@ from dlbench.workloads.base import WeightDict, Workload
 # The tokenizer's special tokens, in id order (ids 0, 1, 2); prompts never hold them.
 SPECIAL_TOKENS = ("<|endoftext|>", "<|begin_of_text|>", "<|pad|>")
 EOS_ID, BOS_ID, PAD_ID = 0, 1, 2
+# The checkpoint and the reference tokens are torch eager fp32's (reference.decoder)
+REFERENCE_VALUE_BYTES = 4
 
 
 @dataclass(frozen=True)
@@ -118,20 +120,30 @@ class DecoderWorkload(Workload):
         attention = 4.0 * shape.layers * shape.hidden * tokens * tokens / 2.0
         return dense + attention
 
-    def bytes_per_sample(self, params: Mapping[str, int], mode: str) -> float | None:
-        """fp32 weights read once for the prompt and once per further output token."""
-        return 4.0 * self.parameter_count * params["osl"]
+    def bytes_per_sample(
+        self, params: Mapping[str, int], mode: str, value_bytes: int
+    ) -> float | None:
+        """The weights read once for the prompt and once per further output token."""
+        return float(value_bytes * self.parameter_count * params["osl"])
 
     def input_bytes_per_sample(self, params: Mapping[str, int], mode: str) -> float:
         return 8.0 * params["isl"]  # int64 token ids
 
     def memory_bytes(
-        self, batch_size: int, params: Mapping[str, int], mode: str, data_files: bool = False
+        self,
+        batch_size: int,
+        params: Mapping[str, int],
+        mode: str,
+        value_bytes: int,
+        data_files: bool = False,
     ) -> float:
-        """fp32 weights and the fp32 KV cache of every position."""
+        """The weights and the KV cache of every position, in the model's dtype; and at
+        least the fp32 weights, which the checkpoint and the reference tokens the case
+        is checked against are built with, in host memory, whatever it runs in."""
         tokens = params["isl"] + params["osl"]
-        cache = kv_cache_bytes(self.shape, batch_size, tokens, 4)
-        return 4.0 * self.parameter_count + cache
+        cache = kv_cache_bytes(self.shape, batch_size, tokens, value_bytes)
+        running = value_bytes * self.parameter_count + cache
+        return float(max(running, REFERENCE_VALUE_BYTES * self.parameter_count))
 
     def make_inputs(
         self, batch_size: int, params: Mapping[str, int], mode: str, seed: int

@@ -27,9 +27,9 @@ class GemmWorkload(Workload):
         n = params["size"]
         return 2.0 * n**3
 
-    def bytes_per_sample(self, params: Mapping[str, int], mode: str) -> float:
+    def bytes_per_sample(self, params: Mapping[str, int], mode: str, value_bytes: int) -> float:
         # A and B read once, C written once: the minimum traffic.
-        return 3.0 * 4 * params["size"] ** 2
+        return 3.0 * value_bytes * params["size"] ** 2
 
     def input_bytes_per_sample(self, params: Mapping[str, int], mode: str) -> float:
         return 2.0 * 4 * params["size"] ** 2  # A and B, float32

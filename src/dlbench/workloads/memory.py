@@ -27,6 +27,7 @@ import psutil
 
 from dlbench.errors import UserError
 from dlbench.spec.case import Case
+from dlbench.spec.registry import precision_info
 from dlbench.workloads import get_workload
 
 # What a worker holds besides the case's arrays, at the least: the interpreter,
@@ -97,11 +98,14 @@ def workload_need(case: Case) -> Need:
     workload = get_workload(case.workload)
     devices = {"cpu": ("cpu",), "auto": ("cpu", "cuda")}.get(case.device, ("cuda",))
     given = dict(case.params)
+    value_bytes = precision_info(case.precision).value_bytes
     options = []
     for device in devices:
         batch = case.batch_size or workload.default_batch_size(device)
         params = workload.resolve_params(device, given)
-        nbytes = workload.memory_bytes(batch, params, case.mode, case.data_dir is not None)
+        nbytes = workload.memory_bytes(
+            batch, params, case.mode, value_bytes, data_files=case.data_dir is not None
+        )
         options.append((nbytes, batch, params))
     nbytes, batch, params = min(options, key=lambda option: option[0])
     shown = ", ".join(f"{key}={value}" for key, value in params.items())

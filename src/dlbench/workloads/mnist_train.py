@@ -47,12 +47,17 @@ class MnistTrainWorkload(MnistCnnWorkload):
     )
 
     def memory_bytes(
-        self, batch_size: int, params: Mapping[str, int], mode: str, data_files: bool = False
+        self,
+        batch_size: int,
+        params: Mapping[str, int],
+        mode: str,
+        value_bytes: int,
+        data_files: bool = False,
     ) -> float:
         """The network and a batch, and the synthetic data set: every sample as made
         (uint8 image, int64 label) and normalised to float32 for the trainer. Read
         from --data-dir, the set is the files' (at most their samples are kept)."""
-        held = super().memory_bytes(batch_size, params, mode)
+        held = super().memory_bytes(batch_size, params, mode, value_bytes)
         if data_files:
             return held
         samples = params["train_samples"] + params["test_samples"]

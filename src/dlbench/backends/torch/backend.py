@@ -32,7 +32,7 @@ from dlbench.backends.torch.quantized import quantized_model
 from dlbench.backends.torch.user_model import call_arguments, load_torch_model
 from dlbench.errors import CaseError, CaseSkipped
 from dlbench.results.details import Details, Quantization
-from dlbench.spec.registry import QUANTIZED_PRECISIONS
+from dlbench.spec.registry import QUANTIZED_PRECISIONS, precision_info
 from dlbench.workloads.model_format import model_format
 from dlbench.workloads.user_model import model_inputs
 
@@ -148,11 +148,17 @@ class TorchBackend(Backend):
         )
 
     def prepare_generation(self, job: Job) -> Generator:
-        from dlbench.backends.torch.decoder import TorchGenerator
+        from dlbench.backends.torch.decoder import TorchGenerator, dtype_name
         from dlbench.reference.decoder import checkpoint_folder
 
-        generator = TorchGenerator(job, checkpoint_folder(job.workload.name, job.seed))
-        generator.details.generation = kv_cache_record(job, "float32")
+        device = torch.device(job.device)
+        # its switches (TF32 off unless asked) and its hardware check (CaseSkipped)
+        precision = precision_plan(job.case.precision, device, training=False)
+        dtype = getattr(torch, str(precision_info(job.case.precision).generation_dtype))
+        checkpoint = checkpoint_folder(job.workload.name, job.seed)
+        generator = TorchGenerator(job, checkpoint, dtype)
+        generator.details.extra.update(device_facts(device), **precision.details)
+        generator.details.generation = kv_cache_record(job, dtype_name(dtype))
         return generator
 
     def _user_model(self, job: Job) -> Prepared:

@@ -127,6 +127,11 @@ def partial_utf8_tokens(tokenizer: Any) -> list[int]:
     ]
 
 
+def dtype_name(dtype: torch.dtype) -> str:
+    """ "bfloat16" for torch.bfloat16: how results name a dtype."""
+    return str(dtype).removeprefix("torch.")
+
+
 def greedy_kwargs(osl: int) -> dict[str, Any]:
     """transformers' generate: exactly `osl` greedy tokens with a static KV cache.
 
@@ -163,13 +168,14 @@ class _TokenClock:
 
 class TorchGenerator(Generator):
     """transformers' `generate` on the shared checkpoint: eager, or its forward under
-    torch.compile; fp32, greedy, static cache."""
+    torch.compile; greedy, static cache, the model (and so its cache) held in `dtype`."""
 
-    def __init__(self, job: Job, checkpoint: Path) -> None:
+    def __init__(self, job: Job, checkpoint: Path, dtype: torch.dtype) -> None:
         from transformers import LlamaForCausalLM
 
         self.device = job.device
-        model = LlamaForCausalLM.from_pretrained(checkpoint, dtype=torch.float32)
+        # loaded in its dtype: an 8B model is never held in fp32 on its way to bf16
+        model = LlamaForCausalLM.from_pretrained(checkpoint, dtype=dtype)
         self.model = model.to(job.device).eval()
         if job.case.compile == "compile":
             # torch.compile's defaults, as a user writes it: with dynamic=False the
@@ -182,8 +188,20 @@ class TorchGenerator(Generator):
         placed = next(self.model.parameters()).device
         self.details = Details(
             placement=placement("torch parameters", str(placed), placed.type),
-            extra={"engine": "transformers generate", "cache": "static", "dtype": "float32"},
+            extra={
+                "engine": "transformers generate",
+                "cache": "static",
+                "dtype": dtype_name(dtype),
+            },
         )
+        if placed.type == "cuda":
+            torch.cuda.reset_peak_memory_stats(placed)  # the peak of generating, weights held
+
+    def peak_device_memory_mb(self) -> float | None:
+        placed = next(self.model.parameters()).device
+        if placed.type != "cuda":
+            return None
+        return torch.cuda.max_memory_allocated(placed) / 2**20
 
     def generate(
         self, prompt_ids: Any, osl: int, on_first_token: Callable[[], None] | None = None

@@ -1,4 +1,5 @@
-"""Numeric precision for torch cases: strict fp32, TF32, or autocast (AMP).
+"""Numeric precision for torch cases: strict fp32, TF32, autocast (AMP), or a generating
+model held whole in bf16 or fp16 (backends.torch.decoder).
 
 Every switch is set explicitly, because torch's defaults are mixed (TF32 is
 off for matmuls but on for cuDNN convolutions): an "fp32" number measured
@@ -19,6 +20,9 @@ import torch
 from dlbench.errors import CaseSkipped
 
 AUTOCAST_DTYPES = {"amp-fp16": torch.float16, "amp-bf16": torch.bfloat16}
+# The half-precision type each precision computes in: autocast's, or (bf16, fp16) that
+# of a generating model held whole in it. The hardware it needs is the same.
+HALF_DTYPES = {**AUTOCAST_DTYPES, "fp16": torch.float16, "bf16": torch.bfloat16}
 
 
 @dataclass
@@ -76,9 +80,9 @@ def _require_cuda(precision: str, device: torch.device) -> None:
         )
     # is_bf16_supported() also says yes where bf16 is emulated (pre-Ampere), and
     # asks about the current device, not this one: the capability is the answer
-    if precision == "amp-bf16" and major < 8:
+    if HALF_DTYPES.get(precision) is torch.bfloat16 and major < 8:
         raise CaseSkipped(
-            f"amp-bf16 needs bf16 tensor cores (compute capability 8.0+); {name} is "
+            f"{precision} needs bf16 tensor cores (compute capability 8.0+); {name} is "
             f"{major}.{minor}, where bf16 would be emulated"
         )
 
@@ -90,14 +94,15 @@ def _require_cpu(precision: str) -> None:
     # native bf16 means the AVX512-BF16 or AMX instructions
     cpu = torch.cpu
     native_bf16 = cpu._is_avx512_bf16_supported() or cpu._is_amx_tile_supported()
-    if precision == "amp-bf16" and not native_bf16:
+    half = HALF_DTYPES.get(precision)
+    if half is torch.bfloat16 and not native_bf16:
         raise CaseSkipped(
-            "amp-bf16 on this CPU would be emulated: it has no native bf16 "
+            f"{precision} on this CPU would be emulated: it has no native bf16 "
             "(needs AVX512-BF16 or AMX); an emulated number would mislead"
         )
     # oneDNN reports fp16 only where it is native (AVX512-FP16 or AMX-FP16)
-    if precision == "amp-fp16" and not torch.ops.mkldnn._is_mkldnn_fp16_supported():
+    if half is torch.float16 and not torch.ops.mkldnn._is_mkldnn_fp16_supported():
         raise CaseSkipped(
-            "amp-fp16 on this CPU would be emulated: it has no native fp16 "
+            f"{precision} on this CPU would be emulated: it has no native fp16 "
             "arithmetic (needs AVX512-FP16 or AMX-FP16); an emulated number would mislead"
         )
