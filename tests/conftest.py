@@ -52,7 +52,7 @@ def isolated_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
     cache.mkdir(exist_ok=True)
     os.environ["DLBENCH_CACHE"] = str(cache)
     # torch.compile's caches shared by every worker of the session: the same small
-    # graphs compile once (test_every_compile_is_cold... unsets it and proves cold).
+    # graphs compile once (test_cli_quick_suite unsets it and proves cold).
     compile_cache = session_temp / "compile-cache"
     compile_cache.mkdir(exist_ok=True)
     os.environ[SHARED_CACHE_ENV] = str(compile_cache)

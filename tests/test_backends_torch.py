@@ -8,7 +8,6 @@ from conftest import FAST
 
 from dlbench.launch.runner import run_case
 from dlbench.spec.case import Case
-from dlbench.worker.compile_cache import SHARED_CACHE_ENV
 from dlbench.workloads import get_workload
 
 torch = pytest.importorskip("torch")
@@ -25,9 +24,9 @@ SMALL = {
 }
 # Every builder in eager and TorchScript. torch.compile wraps the module the same
 # way for all of them, at 15-20 s of Inductor each, so it compiles once per kind of
-# graph elsewhere: dense inference in the cold-compile test below, a convolutional
-# training graph (backward included) in test_worker_training's MNIST, a transformer
-# in test_worker_generation's decoder.
+# graph elsewhere: dense inference in the quick suite (test_cli_quick_suite, cold), a
+# convolutional training graph (backward included) in test_worker_training's MNIST, a
+# transformer in test_worker_generation's decoder.
 COMPILED: set[tuple[str, str]] = set()
 MATRIX = [
     (workload, mode, compile_mode)
@@ -79,32 +78,6 @@ def test_a_kernel_at_an_amp_precision_counts_the_bytes_of_its_half_precision_ope
     assert result.ok, result.error
     assert result.bytes_per_sample == 3 * 2 * size**2  # read x and y, write z
     assert result.gbps == pytest.approx(result.throughput * result.bytes_per_sample / 1e9)
-
-
-@pytest.mark.slow
-def test_every_compile_is_cold_in_a_private_cache_the_users_own_never_sees(tmp_path, monkeypatch):
-    """A compile's first call is cold, so two identical runs agree on compile time.
-
-    One compile proves it: were the worker to use the caches the user already has
-    (here named by TORCHINDUCTOR_CACHE_DIR, as a user may set it), a second run would
-    hit what this one wrote there. Nothing is written there, this run misses, and the
-    worker's private folder is gone when it ends. It is also the matrix's dense
-    inference graph under torch.compile (the rest of the suite shares a test cache).
-    """
-    monkeypatch.delenv(SHARED_CACHE_ENV)
-    users_cache = tmp_path / "users-inductor-cache"
-    users_cache.mkdir()
-    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(users_cache))
-    monkeypatch.setenv("TMPDIR", str(tmp_path))  # where the private folder is made
-    case = Case("mlp", "torch", "compile", device="cpu", batch_size=SMALL["mlp"][1], threads=1)
-    result = run_case(case, FAST)
-    assert_ran_on_the_cpu(result)
-    assert result.details.compile_cache.startswith("cold")
-    counters = result.details.extra["compile_counters"]
-    assert counters["fxgraph_cache_miss"] >= 1 and counters["fxgraph_cache_hit"] == 0
-    assert counters["graphs"] >= 1
-    assert list(users_cache.iterdir()) == []
-    assert not list(tmp_path.glob("dlbench-compile-*"))
 
 
 def test_cuda_request_without_cuda_fails_clearly():

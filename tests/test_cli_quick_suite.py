@@ -7,11 +7,26 @@ import json
 import pytest
 from conftest import dlbench
 
+from dlbench.worker.compile_cache import SHARED_CACHE_ENV
+
 pytest.importorskip("torch")
 
 
 @pytest.mark.slow
-def test_quick_suite_passes_every_case(tmp_path):
+def test_quick_suite_passes_every_case_and_compiles_cold_in_a_private_cache(tmp_path, monkeypatch):
+    """The README's command; and its torch.compile case's first call is cold, so two
+    identical runs agree on compile time.
+
+    One compile proves it: were the worker to use the caches the user already has
+    (here named by TORCHINDUCTOR_CACHE_DIR, as a user may set it), a second run would
+    hit what this one wrote there. Nothing is written there, this run misses, and the
+    worker's private folder is gone when it ends (the rest of the test suite shares
+    one compile cache; this test leaves it, as a user's run does)."""
+    monkeypatch.delenv(SHARED_CACHE_ENV)
+    users_cache = tmp_path / "users-inductor-cache"
+    users_cache.mkdir()
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(users_cache))
+    monkeypatch.setenv("TMPDIR", str(tmp_path))  # where the private folder is made
     proc = dlbench("run", "--json", str(tmp_path / "quick.json"), timeout=600)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     run = json.loads((tmp_path / "quick.json").read_text())
@@ -30,3 +45,10 @@ def test_quick_suite_passes_every_case(tmp_path):
     assert ("mnist-cnn", "torch", "eager", "train") in kinds
     add = next(r for r in run["results"] if r["case"]["workload"] == "add")
     assert add["gbps"] > 0 and add["case"]["params"] == {"size": 4096}
+    (compiled,) = [r for r in run["results"] if r["case"]["compile"] == "compile"]
+    assert compiled["details"]["compile_cache"].startswith("cold")
+    counters = compiled["details"]["extra"]["compile_counters"]
+    assert counters["fxgraph_cache_miss"] >= 1 and counters["fxgraph_cache_hit"] == 0
+    assert counters["graphs"] >= 1
+    assert list(users_cache.iterdir()) == []
+    assert not list(tmp_path.glob("dlbench-compile-*"))
