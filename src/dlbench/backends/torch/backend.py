@@ -148,17 +148,17 @@ class TorchBackend(Backend):
         )
 
     def prepare_generation(self, job: Job) -> Generator:
-        from dlbench.backends.torch.decoder import TorchGenerator, dtype_name
+        from dlbench.backends.torch.decoder import TorchGenerator
         from dlbench.reference.decoder import checkpoint_folder
 
         device = torch.device(job.device)
         # its switches (TF32 off unless asked) and its hardware check (CaseSkipped)
         precision = precision_plan(job.case.precision, device, training=False)
-        dtype = getattr(torch, str(precision_info(job.case.precision).generation_dtype))
+        dtype = str(precision_info(job.case.precision).generation_dtype)
         checkpoint = checkpoint_folder(job.workload.name, job.seed)
-        generator = TorchGenerator(job, checkpoint, dtype)
+        generator = TorchGenerator(job, checkpoint, getattr(torch, dtype))
         generator.details.extra.update(device_facts(device), **precision.details)
-        generator.details.generation = kv_cache_record(job, dtype_name(dtype))
+        generator.details.generation = kv_cache_record(job, dtype)
         return generator
 
     def _user_model(self, job: Job) -> Prepared:

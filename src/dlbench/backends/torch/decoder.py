@@ -17,6 +17,7 @@ import numpy as np
 import torch
 
 from dlbench.backends.base import GenerationTrace, Generator, Job, placement
+from dlbench.backends.torch.precision import dtype_name
 from dlbench.results.details import Details
 from dlbench.workloads.decoder import (
     BOS_ID,
@@ -127,11 +128,6 @@ def partial_utf8_tokens(tokenizer: Any) -> list[int]:
     ]
 
 
-def dtype_name(dtype: torch.dtype) -> str:
-    """ "bfloat16" for torch.bfloat16: how results name a dtype."""
-    return str(dtype).removeprefix("torch.")
-
-
 def greedy_kwargs(osl: int) -> dict[str, Any]:
     """transformers' generate: exactly `osl` greedy tokens with a static KV cache.
 
@@ -185,7 +181,7 @@ class TorchGenerator(Generator):
             # dynamic=True compiled llm-tiny faster (36 s against 53 s) but took
             # llm-135m's first call from 77 s to 158 s and its TPOT from 58 to 66 ms.
             self.model.forward = torch.compile(self.model.forward)
-        placed = next(self.model.parameters()).device
+        placed = self._placed = next(self.model.parameters()).device
         self.details = Details(
             placement=placement("torch parameters", str(placed), placed.type),
             extra={
@@ -198,10 +194,9 @@ class TorchGenerator(Generator):
             torch.cuda.reset_peak_memory_stats(placed)  # the peak of generating, weights held
 
     def peak_device_memory_mb(self) -> float | None:
-        placed = next(self.model.parameters()).device
-        if placed.type != "cuda":
+        if self._placed.type != "cuda":
             return None
-        return torch.cuda.max_memory_allocated(placed) / 2**20
+        return torch.cuda.max_memory_allocated(self._placed) / 2**20
 
     def generate(
         self, prompt_ids: Any, osl: int, on_first_token: Callable[[], None] | None = None

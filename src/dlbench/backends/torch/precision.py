@@ -25,6 +25,11 @@ AUTOCAST_DTYPES = {"amp-fp16": torch.float16, "amp-bf16": torch.bfloat16}
 HALF_DTYPES = {**AUTOCAST_DTYPES, "fp16": torch.float16, "bf16": torch.bfloat16}
 
 
+def dtype_name(dtype: torch.dtype) -> str:
+    """ "bfloat16" for torch.bfloat16: how results name a dtype."""
+    return str(dtype).removeprefix("torch.")
+
+
 @dataclass
 class PrecisionPlan:
     """How a step runs at the case's precision."""
@@ -51,7 +56,7 @@ def precision_plan(precision: str, device: torch.device, training: bool) -> Prec
     dtype = AUTOCAST_DTYPES.get(precision)
     if dtype is None:
         return PrecisionPlan(nullcontext, None, details)
-    details["autocast_dtype"] = str(dtype).replace("torch.", "")
+    details["autocast_dtype"] = dtype_name(dtype)
     scaler = None
     if training and dtype is torch.float16:
         scaler = torch.amp.GradScaler(device.type)

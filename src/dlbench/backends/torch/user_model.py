@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from dlbench.backends.base import load_failure, refused
+from dlbench.backends.torch.precision import dtype_name
 from dlbench.errors import CaseError
 from dlbench.workloads.user_model import InputSpec
 
@@ -120,7 +121,7 @@ def exported_signature(program: Any) -> list[InputSpec]:
         value = node.meta.get("val")
         if isinstance(value, torch.Tensor):
             dims = tuple(d if isinstance(d, int) else None for d in value.shape)
-            specs.append(InputSpec(node.name, dims, str(value.dtype).removeprefix("torch.")))
+            specs.append(InputSpec(node.name, dims, dtype_name(value.dtype)))
         elif isinstance(value, int | float | bool):
             kind = "bool" if isinstance(value, bool) else SCALAR_TYPES[type(value).__name__]
             specs.append(InputSpec(node.name, (), kind, scalar=True))
@@ -173,7 +174,7 @@ def _exported_outputs(program: Any) -> list[InputSpec]:
     values = [getattr(arg, "meta", {}).get("val") for arg in node.args[0][-len(names) :]]
     return [
         InputSpec(name, tuple(d if isinstance(d, int) else None for d in value.shape),
-                  str(value.dtype).removeprefix("torch."))
+                  dtype_name(value.dtype))
         if isinstance(value, torch.Tensor) else InputSpec(name, None, type(value).__name__)
         for name, value in zip(names, values, strict=True)
     ]  # fmt: skip
