@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -115,9 +116,10 @@ def test_env_json_has_the_fingerprint(capsys):
         "python",
         "frameworks",
         "thread_env",
+        "niceness",
     ):
         assert key in env
-    assert env["cpu_logical"] >= 1
+    assert env["cpu_logical"] >= 1 and env["niceness"] == os.getpriority(os.PRIO_PROCESS, 0)
 
 
 def test_importing_dlbench_imports_no_framework():

@@ -211,6 +211,9 @@ FACTS: dict[str, Callable[[], Any]] = {
     "dlbench": lambda: __version__,
     "frameworks": framework_versions,
     "thread_env": _thread_env,
+    # the process's scheduling niceness: beside other work, a run at 15 (as a Ray task
+    # would be) gets a small share of the CPU
+    "niceness": lambda: os.getpriority(os.PRIO_PROCESS, 0),
 }
 # Installed versions of every framework; compare reads the version of each framework
 # its cases use from the results instead (what the worker imported).
