@@ -412,9 +412,9 @@ def add_fleet_parser(commands: argparse._SubParsersAction) -> None:
         type=positive_float,
         metavar="S",
         help="seconds each node's run may take: the node stops it there, keeps the cases "
-        "that finished, and is recorded as failed; one that has not answered "
-        f"{STOP_GRACE_S:g} s later (queued behind other work, unreachable) is given up "
-        "(default: no limit)",
+        "that finished, and is recorded as failed; one whose task has not answered "
+        f"{STOP_GRACE_S:g} s later (counted from when it began), or has not begun by "
+        "then (queued behind other work, unreachable), is given up (default: no limit)",
     )
     # every setting of `dlbench run` (how it measures, its --label), passed to each node's
     # run, in the sections `dlbench run --help` lists them in

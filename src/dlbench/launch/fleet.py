@@ -15,8 +15,13 @@ A node that dies, whose task crashes, or that runs past --node-timeout is record
 as failed: a run for that node whose planned cases are failed results naming the
 cause (as the runner records a crashed worker's case), and the other nodes go on.
 The timeout is kept on the node, where the task stops its `dlbench run` and sends
-back the cases that finished; this process gives a node up STOP_GRACE_S later
-(queued behind other work, or unreachable) and cancels its task.
+back the cases that finished. The task first says it has begun (a streaming Ray
+task: its first item), and this process gives a node up STOP_GRACE_S past the
+timeout counted from then: counted from when the task was sent, a node whose worker
+was slow to start (a loaded machine, a runtime_env being built) would be given up
+before its own timeout, and the cases it finished lost. A task that has not begun by
+the timeout and its grace (queued behind other work, or the node unreachable) is
+given up too. A node given up has its task cancelled.
 
 Ray is imported only here and only when a fleet runs: `pip install 'dlbench[fleet]'`.
 """
@@ -32,7 +37,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
@@ -54,9 +59,18 @@ FLEET_EXTRA = "fleet"
 # How long a plain host:port address may take to answer before it is called wrong:
 # ray.init itself retries an address where nothing listens for minutes.
 CONNECT_PROBE_S = 5.0
-# How much longer than --node-timeout this process waits for a node's answer: the node
-# stops its run at the timeout and then sends what finished. Past it the node is given up.
+# How much longer than --node-timeout this process waits for a node's answer, from when
+# its task began: the node stops its run at the timeout and then sends what finished.
+# Past it the node is given up.
 STOP_GRACE_S = 5.0
+# A node task's first item: it runs (its worker is up), and its timeout starts.
+TASK_BEGAN = "began"
+# Ray starts a task's worker at niceness 15 unless the task's environment sets this
+# (Ray's own job supervisor sets it to 0): the node's run would inherit it, and beside
+# any other work on the node a niced run gets a sliver of the CPU (a one-case suite on
+# three Ray nodes of one 2-core machine beside 6 busy processes: 100 s at niceness 15,
+# 10 s at 0).
+RAY_WORKER_NICENESS_ENV = "RAY_worker_niceness"
 # A node task's scratch folder (in the node's temporary folder): this, its process id, "-".
 SCRATCH_PREFIX = "dlbench-fleet-"
 # The last lines of a node's `dlbench run` output kept with its failure.
@@ -102,6 +116,20 @@ class FleetPlan:
     planned_suite: str
     settings: Settings
     cases: tuple[Case, ...]
+
+
+@dataclass
+class SentTask:
+    """A node's task in flight: when it was sent, and when it said it had begun."""
+
+    node: Node
+    sent_at: float
+    began_at: float | None = None
+
+    def give_up_at(self, give_up_s: float) -> float:
+        """Its run's timeout and grace, from when it began; or, until it begins, from
+        when it was sent (it waits for the node, or the node does not answer)."""
+        return (self.sent_at if self.began_at is None else self.began_at) + give_up_s
 
 
 @dataclass
@@ -233,22 +261,38 @@ def run_fleet(
     give_up_s = None if node_timeout_s is None else node_timeout_s + STOP_GRACE_S
     try:
         while pending:
-            for ref in _wait(ray, pending, give_up_s):
-                node, began = pending.pop(ref)
-                _store(_collect(ray, ref, node, plan, outcome), began, store, outcome, on_note)
-            for ref, (node, began) in list(pending.items()):
-                if give_up_s is not None and time.monotonic() - began >= give_up_s:
-                    ray.cancel(ref, force=True)  # its worker killed, and its run with it
-                    del pending[ref]
-                    cause = (
-                        f"timed out after {node_timeout_s:g} s (--node-timeout), and its "
-                        f"task did not answer {STOP_GRACE_S:g} s later: given up"
-                    )
-                    _store(_failed(node, plan, outcome, cause), began, store, outcome, on_note)
+            for task in _wait(ray, pending, give_up_s):
+                sent = pending[task]
+                item = _next_item(ray, task)
+                if item == TASK_BEGAN:
+                    sent.began_at = time.monotonic()
+                    continue
+                del pending[task]
+                done = _collect(item, sent.node, plan, outcome)
+                _store(done, sent.sent_at, store, outcome, on_note)
+            for task, sent in list(pending.items()):
+                if give_up_s is not None and time.monotonic() >= sent.give_up_at(give_up_s):
+                    ray.cancel(task, force=True)  # its worker killed, and its run with it
+                    del pending[task]
+                    cause = given_up_cause(sent, node_timeout_s, give_up_s)
+                    done = _failed(sent.node, plan, outcome, cause)
+                    _store(done, sent.sent_at, store, outcome, on_note)
     finally:
-        for ref in pending:  # Ctrl-C or a store fault: nothing runs on for no one
-            ray.cancel(ref, force=True)
+        for task in pending:  # Ctrl-C or a store fault: nothing runs on for no one
+            ray.cancel(task, force=True)
     return outcome
+
+
+def given_up_cause(sent: SentTask, node_timeout_s: float | None, give_up_s: float) -> str:
+    if sent.began_at is None:
+        return (
+            f"did not start its task within {give_up_s:g} s of it being sent "
+            "(busy with other work, or unreachable): given up"
+        )
+    return (
+        f"timed out after {node_timeout_s:g} s (--node-timeout), and its task did not "
+        f"answer {STOP_GRACE_S:g} s later: given up"
+    )
 
 
 def _ceilings_of(store: Store, node: Node) -> dict[str, Any] | None:
@@ -265,11 +309,12 @@ def _dispatch(
     node_timeout_s: float | None,
     ceilings: Mapping[str, dict[str, Any] | None],
 ) -> dict[Any, tuple[Node, float]]:
-    """A task per node, pinned to it and holding all its CPUs and GPUs; by its ref,
-    the node and when it was sent."""
+    """A task per node, pinned to it and holding all its CPUs and GPUs; by its
+    streamed answers (first TASK_BEGAN, then the node's answer), the node and when it
+    was sent."""
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-    task = ray.remote(node_task)
+    task = ray.remote(streamed_node_task)
     pending = {}
     for node in nodes:
         ref = task.options(
@@ -279,38 +324,47 @@ def _dispatch(
             scheduling_strategy=NodeAffinitySchedulingStrategy(node.id, soft=False),
             # a retry would run the suite twice, or wait for a node that is gone
             max_retries=0,
+            num_returns="streaming",
+            # the node's run measures at the priority `dlbench run` has on the node
+            runtime_env={"env_vars": {RAY_WORKER_NICENESS_ENV: "0"}},
             name=f"dlbench-fleet {node.name}",
         ).remote(
             plan.suite, plan.suite_text, list(plan.run_options), node_timeout_s,
             ceilings.get(node.id),
         )  # fmt: skip
-        pending[ref] = (node, time.monotonic())
+        pending[ref] = SentTask(node, time.monotonic())
     return pending
 
 
-def _wait(
-    ray: ModuleType, pending: Mapping[Any, tuple[Node, float]], give_up_s: float | None
-) -> list[Any]:
-    """The tasks that ended, waiting in Ray (no polling) until one ends or the nearest
-    node is to be given up."""
+def _wait(ray: ModuleType, pending: Mapping[Any, SentTask], give_up_s: float | None) -> list[Any]:
+    """The tasks with an item to read (begun, or ended), waiting in Ray (no polling)
+    until one has or the nearest node is to be given up."""
     wait_s = None
     if give_up_s is not None:
-        nearest = min(began for _, began in pending.values()) + give_up_s
+        nearest = min(sent.give_up_at(give_up_s) for sent in pending.values())
         wait_s = max(0.0, nearest - time.monotonic())
     ready, _ = ray.wait(list(pending), num_returns=1, timeout=wait_s)
     return list(ready)
 
 
-def _collect(
-    ray: ModuleType, ref: Any, node: Node, plan: FleetPlan, fleet: FleetOutcome
-) -> NodeOutcome:
-    """The node's run from its task, or a failed one saying why there is none."""
+def _next_item(ray: ModuleType, task: Any) -> Any:
+    """A task's next streamed item (ray.wait said it is there), or the RayError that
+    ended the task (its node died, its worker crashed, its code raised)."""
     from ray.exceptions import RayError
 
     try:
-        answer = ray.get(ref)
+        return ray.get(next(task))
     except RayError as exc:
-        return _failed(node, plan, fleet, describe_ray_error(exc))
+        return exc
+
+
+def _collect(item: Any, node: Node, plan: FleetPlan, fleet: FleetOutcome) -> NodeOutcome:
+    """The node's run from its task's answer, or a failed one saying why there is none."""
+    from ray.exceptions import RayError
+
+    if isinstance(item, RayError):
+        return _failed(node, plan, fleet, describe_ray_error(item))
+    answer: dict[str, Any] = item
     data, output = answer["run"], answer["output"]
     partial: Run | None = None
     if data is not None:
@@ -374,12 +428,12 @@ def _failed(
 
 def _store(
     done: NodeOutcome,
-    began: float,
+    sent_at: float,
     store: Store,
     outcome: FleetOutcome,
     on_note: Callable[[str], None],
 ) -> None:
-    done.seconds = time.monotonic() - began
+    done.seconds = time.monotonic() - sent_at
     outcome.outcomes.append(done)
     try:
         store.import_run(done.run)
@@ -421,6 +475,13 @@ def _first_line(what: object, limit: int = 300) -> str:
     lines = str(what).strip().splitlines()
     line = lines[0].strip() if lines else ""
     return line if len(line) <= limit else line[: limit - 3] + "..."
+
+
+def streamed_node_task(*args: Any) -> Iterator[Any]:
+    """node_task as Ray runs it on the node: first TASK_BEGAN, once the node's worker
+    runs it and before the run's timeout starts, then node_task's answer."""
+    yield TASK_BEGAN
+    yield node_task(*args)
 
 
 def node_task(
