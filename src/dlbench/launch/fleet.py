@@ -284,6 +284,7 @@ def run_fleet(
 
 
 def given_up_cause(sent: SentTask, node_timeout_s: float | None, give_up_s: float) -> str:
+    """Why a node was given up: its task never began, or began and never answered."""
     if sent.began_at is None:
         return (
             f"did not start its task within {give_up_s:g} s of it being sent "
@@ -308,7 +309,7 @@ def _dispatch(
     plan: FleetPlan,
     node_timeout_s: float | None,
     ceilings: Mapping[str, dict[str, Any] | None],
-) -> dict[Any, tuple[Node, float]]:
+) -> dict[Any, SentTask]:
     """A task per node, pinned to it and holding all its CPUs and GPUs; by its
     streamed answers (first TASK_BEGAN, then the node's answer), the node and when it
     was sent."""
