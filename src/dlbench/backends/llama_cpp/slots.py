@@ -55,9 +55,9 @@ class LlamaCppSlots(SteppingEngine):
     thread_name = "llama-slots"
 
     def __init__(self, loaded: Any, job: Job, threads: int, streams: int) -> None:
-        super().__init__()
         """`loaded`: the generation loop's LlamaCppGenerator, whose model this serves;
         its own one-sequence context stays unused."""
+        super().__init__()
         self._loader = loaded
         llm = loaded.llm
         sequence = job.params["isl"] + job.params["osl"]
