@@ -218,6 +218,28 @@ def test_throttle_bits_map_to_names():
     ]
 
 
+def test_throttle_bits_are_the_clock_event_reasons_nvml_defines():
+    """Each named bit is the binding's nvmlClocksEventReason* value and inside
+    nvmlClocksEventReasonAll: a bit NVML does not define is never named."""
+    pynvml = pytest.importorskip("pynvml")
+    binding = {
+        "power": "SwPowerCap",
+        "hw-slowdown": "HwSlowdown",
+        "sync-boost": "SyncBoost",
+        "thermal": "SwThermalSlowdown",
+        "hw-thermal": "HwThermalSlowdown",
+        "hw-power-brake": "HwPowerBrakeSlowdown",
+        "display-clock": "DisplayClockSetting",
+    }
+    named = {name: bit for bit, name in gpu_telemetry.THROTTLE_REASONS.items()}
+    assert set(named) == set(binding)
+    for name, reason in binding.items():
+        assert named[name] == getattr(pynvml, f"nvmlClocksEventReason{reason}"), name
+    defined = pynvml.nvmlClocksEventReasonAll
+    assert all(bit & defined == bit for bit in gpu_telemetry.THROTTLE_REASONS)
+    assert throttle_names(0x200 | 0x400) == []  # pynvml's deprecated extras only
+
+
 def test_throttle_verdict_needs_more_than_a_tenth_of_the_samples():
     def points(flags_per_point: list[list[str]]) -> list[dict]:
         return [gpu_point(float(i), flags) for i, flags in enumerate(flags_per_point)]

@@ -14,20 +14,21 @@ import os
 from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import Any
 
-# Clock-event ("throttle") reason bits, as nvml.h defines them. Written out so
-# the mapping works (and is testable) without pynvml. GPU idle (0x1) and the
-# applications-clocks setting (0x2) are left out: they are not limits a
-# benchmark ran into.
+# Clock-event ("throttle") reason bits: the nvmlClocksEventReason* values of nvml.h
+# (and of pynvml, named in each comment), whose nvmlClocksEventReasonAll is 0x1FF.
+# Written out so the mapping works without pynvml; the test holds each to the
+# binding. GPU idle (0x1) and the applications-clocks setting (0x2) are left out:
+# they are not limits a benchmark ran into. (pynvml also carries 0x200 and 0x400
+# under the deprecated nvmlClocksThrottleReason* names only; nvml.h defines
+# neither, so no driver sets them and they are not named here.)
 THROTTLE_REASONS: dict[int, str] = {
-    0x4: "power",  # software power cap
-    0x8: "hw-slowdown",  # hardware slowdown: over temperature, power brake or fast trigger
-    0x10: "sync-boost",  # held to the clocks of other GPUs in a sync-boost group
-    0x20: "thermal",  # software thermal slowdown
-    0x40: "hw-thermal",  # hardware thermal slowdown
-    0x80: "hw-power-brake",  # external power brake
-    0x100: "display-clock",
-    0x200: "board-limit",
-    0x400: "reliability",
+    0x4: "power",  # SwPowerCap: software power cap
+    0x8: "hw-slowdown",  # HwSlowdown: over temperature, power brake or fast trigger
+    0x10: "sync-boost",  # SyncBoost: held to the clocks of other GPUs in its group
+    0x20: "thermal",  # SwThermalSlowdown
+    0x40: "hw-thermal",  # HwThermalSlowdown
+    0x80: "hw-power-brake",  # HwPowerBrakeSlowdown: external power brake
+    0x100: "display-clock",  # DisplayClockSetting
 }
 # Which flags count as "a limit held the clocks down" in the verdict, and as what.
 VERDICT_GROUPS: dict[str, frozenset[str]] = {
