@@ -289,3 +289,22 @@ def test_a_result_written_before_flags_reads_its_noisy_field_and_throttle_as_fla
     hot = {"timeline": {"throttle": "power"}}
     shown = make_result(flags=["interference", "low-n-p99"], details=hot)
     assert flags(shown) == "interference, low-n-p99" and not shown.noisy
+
+
+@pytest.mark.parametrize(
+    ("pipelined", "expected"),
+    [
+        # kernels filled 95% of each step's interval: the device was the limit
+        ({"marker": "cuda-events", "interval_ms": 10.0, "device_busy": 0.95}, False),
+        # kernels filled 60%: the device waited for the host the rest
+        ({"marker": "cuda-events", "interval_ms": 10.0, "device_busy": 0.6}, True),
+        # no profiler: the host needs nearly the whole interval to issue one step
+        ({"marker": "window-mean", "interval_ms": 10.0, "host_issue_ms": 9.5}, True),
+        ({"marker": "window-mean", "interval_ms": 10.0, "host_issue_ms": 2.0}, False),
+        # a synchronous device is its own host: never judged
+        ({"marker": "host-clock", "interval_ms": 10.0, "host_issue_ms": 10.0}, False),
+    ],
+)
+def test_a_pipelined_device_waiting_for_its_host_is_host_bound(pipelined, expected):
+    result = with_timeline([], details={"pipelined": pipelined, "timing_mode": "throughput"})
+    assert ("host-bound" in result_flags(result, CPUS)) is expected

@@ -17,6 +17,7 @@ from typing import Any, ClassVar
 
 from dlbench.backends.serving_engine import GeneratorStreams, ServingEngine
 from dlbench.errors import CaseError, ReferenceUnavailable, UntrustedModel, cause_summary
+from dlbench.measure.pipeline import DevicePipeline
 from dlbench.results.details import Details, Generation, Placement, Quantization
 from dlbench.results.record_dict import from_dict
 from dlbench.spec.case import Case
@@ -60,8 +61,14 @@ class Prepared:
     # Training: runs one more step after measurement and returns its loss as a
     # float, so a diverged (NaN) training run fails instead of reporting speed.
     fetch_loss: Callable[[], float] | None = None
+    # Run as the measured loop starts, after warm-up (GPU memory peaks reset there, so
+    # they are of the measured steps, not of compilation or autotuning).
+    before_measure: Callable[[], None] | None = None
     # Read right after measurement (GPU memory peaks); merged into the details' extra.
     after_measure: Callable[[], dict[str, Any]] | None = None
+    # The step split for the throughput mode (measure.pipeline) where the device runs
+    # it asynchronously (a CUDA stream); None: the synchronised `step` is timed as is.
+    pipeline: DevicePipeline | None = None
     # A step over the same model with request state of its own, for each query a
     # server (LoadGen's server scenario) serves at once; None: `step` may run in
     # several threads at once.

@@ -183,6 +183,36 @@ class Training:
 
 
 @dataclass
+class Pipelined:
+    """A throughput-mode result's timing (measure.pipeline): steps issued back to back
+    in windows with one wait each; its samples are inter-completion times. What
+    limits it: the host's time to issue a step against the step's interval, the
+    share of that interval the device spent in kernels, and the synchronisations a
+    step makes on its own."""
+
+    marker: str = ""  # cuda-events, host-clock or window-mean (measure.pipeline)
+    window_s: float = 0.0  # the windows' target length
+    windows: int = 0
+    steps: int = 0
+    wall_s: float = 0.0  # the windows' wall time, which the headline divides by
+    # the least, over the windows, of the intervals' sum over the window's wall time
+    min_cover: float | None = None
+    interval_ms: float | None = None  # median inter-completion time
+    # median host time to issue one step onto an empty queue (warm-up)
+    host_issue_ms: float | None = None
+    # host time inside the step calls per step in the windows (back-pressure included)
+    window_issue_ms: float | None = None
+    # kernel time of one profiled step (after measuring) over the median interval
+    device_busy: float | None = None
+    # synchronisations one step makes on its own (torch's sync debug mode)
+    hidden_syncs: int | None = None
+    # the same steps each waited for (after measuring): what the latency mode gets
+    synced_samples_per_s: float | None = None
+    # why a figure above is missing (no profiler, a synchronous device)
+    notes: list[str] = field(default_factory=list)
+
+
+@dataclass
 class Ddp:
     """A DistributedDataParallel case's ranks."""
 
@@ -388,6 +418,9 @@ class Details(Measured):
     quantization: Quantization | None = None
     loadgen: LoadGen | None = None
     training: Training | None = None
+    # latency (each step waited for) or throughput (pipelined windows: measure.pipeline)
+    timing_mode: str | None = None
+    pipelined: Pipelined | None = None
     generation: Generation | None = None
     endpoint: EndpointLoad | None = None
     ddp: Ddp | None = None

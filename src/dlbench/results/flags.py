@@ -35,6 +35,12 @@ report and CSV show the list; nothing else decides a flag.
   failed request), or --find-peak found no load whose SLOs held.
 - `int8-no-vnni`: an int8 case on a CPU without int8 dot-product units (VNNI,
   AMX, Arm's dot product): measured all the same, and expect little gain.
+- `host-bound`: a throughput-mode result on an asynchronous device (a GPU) whose
+  device sat idle waiting for the host: its kernels took under DEVICE_BUSY_FLOOR
+  of a step's interval (one profiled step), or, where no profiler could time
+  them, the host took HOST_ISSUE_SHARE of the interval to issue a step onto an
+  empty queue. The device, not the harness or the host, must be the limit for a
+  figure to be the hardware's.
 
 A result written before flags were recorded kept `noisy` as a field of its
 own and the GPU's throttle verdict in its details (details.timeline.throttle
@@ -64,6 +70,13 @@ STALL_CPU_PERCENT = 5.0
 STALL_SECONDS = 1.0
 # A GPU this busy is working for the worker while its CPU waits.
 GPU_BUSY_PERCENT = 5.0
+# A device busy for less of each step than this waited for the host the rest of it
+# (a GPU-bound step keeps its queue full: the gaps between kernels are launch
+# latency, a few microseconds each, well under 5% of a millisecond-scale step).
+DEVICE_BUSY_FLOOR = 0.85
+# Without a kernel time: the host needs this share of the interval to issue a step.
+HOST_ISSUE_SHARE = 0.9
+HOST_BOUND = "host-bound"
 NOISY = "noisy"
 LOW_N_P99 = "low-n-p99"
 # the prefix of every GPU throttle flag (`throttled:thermal`, `throttled:power`)
@@ -102,6 +115,8 @@ def result_flags(result: Judged, cpus_available: int) -> list[str]:
         found.append(LOW_N_P99)
     if details.int8_dot_units == []:
         found.append("int8-no-vnni")
+    if host_bound(details):
+        found.append(HOST_BOUND)
     found += endpoint_flags(details)
     loadgen = details.loadgen
     if loadgen is not None:
@@ -110,6 +125,18 @@ def result_flags(result: Judged, cpus_available: int) -> list[str]:
         if loadgen.verdict == "INVALID":
             found.append("loadgen-invalid")
     return found
+
+
+def host_bound(details: Details) -> bool:
+    """Whether a pipelined result's device waited for its host (HOST_BOUND above). A
+    synchronous device (host-clock markers) is its host: never judged."""
+    pipelined = details.pipelined
+    if pipelined is None or pipelined.marker == "host-clock" or not pipelined.interval_ms:
+        return False
+    if pipelined.device_busy is not None:
+        return pipelined.device_busy < DEVICE_BUSY_FLOOR
+    issue = pipelined.host_issue_ms
+    return issue is not None and issue >= HOST_ISSUE_SHARE * pipelined.interval_ms
 
 
 def under_load(details: Details) -> bool:

@@ -23,6 +23,7 @@ from dlbench.results.records import STATUS_FAILED, Result, base_result
 from dlbench.spec.case import Case, Settings
 from dlbench.spec.registry import QUANTIZED_PRECISIONS
 from dlbench.worker.check import check_output
+from dlbench.worker.pipelined import THROUGHPUT, measure_pipelined, pipelined_result, timing_mode
 from dlbench.worker.placement import require_device_kind, require_placement
 from dlbench.worker.quantized_check import quantized_agreement
 from dlbench.worker.result import result_from
@@ -79,6 +80,8 @@ def _run_steps(backend: Backend, job: Job, settings: Settings) -> Result:
     if job.case.precision in QUANTIZED_PRECISIONS:
         # measured all the same where the CPU has none, and said so (results.flags)
         prepared.details.int8_dot_units = int8_dot_units()
+    mode = timing_mode(job, prepared.batch_size or job.batch_size)
+    pipelined = None
     if job.case.loadgen:
         from dlbench.worker.serving import measure_served
 
@@ -87,16 +90,24 @@ def _run_steps(backend: Backend, job: Job, settings: Settings) -> Result:
         # LoadGen's own rate: a server's queries overlap, so batch / mean latency is not it
         result = measured_result(job, prepared, timing, reading, rate=served.samples_per_s)
         result.details.loadgen = served.details
+        loop_wall_s = timing.loop_wall_s
+    elif mode == THROUGHPUT:
+        measured = measure_pipelined(prepared, settings, prepared.batch_size or job.batch_size)
+        result = pipelined_result(job, prepared, measured)
+        loop_wall_s, pipelined = measured.timing.loop_wall_s, measured.record
     else:
         timing, reading = measure(prepared, settings)
         result = measured_result(job, prepared, timing, reading)
+        loop_wall_s = timing.loop_wall_s
     _apply_check(result, job, prepared)
     _apply_loss_check(result, prepared)
     result.setup_s = setup_s
     after = prepared.after_measure() if prepared.after_measure else {}
     result.details = replace(
         result.details,  # the backend's, with what the loop measured and the checks
-        loop_wall_s=timing.loop_wall_s,
+        loop_wall_s=loop_wall_s,
+        timing_mode=mode,
+        pipelined=pipelined,
         extra={**after, **result.details.extra},
     )
     return result
@@ -154,8 +165,14 @@ def measure(prepared: Prepared, settings: Settings) -> tuple[Timing, Reading]:
     steady state, read outside the timed steps."""
     rule = StopRule(settings.min_time_s, settings.min_iters, settings.warmup_iters)
     instruments = Instruments(prepared.device)
+
+    def loop_start() -> None:
+        if prepared.before_measure is not None:
+            prepared.before_measure()  # peaks of the measured steps, not of compiling
+        instruments.start()
+
     with prepared.context():
-        timing = run_timed(prepared.step, rule, on_loop_start=instruments.start)
+        timing = run_timed(prepared.step, rule, on_loop_start=loop_start)
         reading = instruments.stop()
     return timing, reading
 

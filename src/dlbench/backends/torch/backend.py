@@ -27,6 +27,7 @@ from dlbench.backends.torch.models import (
     reference_module,
     training_module,
 )
+from dlbench.backends.torch.pipeline import CudaEventPipeline
 from dlbench.backends.torch.precision import AUTOCAST_DTYPES, PrecisionPlan, precision_plan
 from dlbench.backends.torch.quantized import quantized_model
 from dlbench.backends.torch.user_model import call_arguments, load_torch_model
@@ -110,13 +111,16 @@ class TorchBackend(Backend):
             sum(t.nbytes for t in inputs.values()) if transfer.startswith("inside") else None
         )
         synced = _synchronised(step, device)
-        if device.type == "cuda":
-            # peaks of the measured work, not of building the model
+        cuda = device.type == "cuda"
+        if cuda:
             torch.cuda.synchronize(device)
-            torch.cuda.reset_peak_memory_stats(device)
         return Prepared(
             step=synced,
             device=job.device,
+            # the throughput mode's windows: the step unsynchronised, CUDA events between
+            pipeline=CudaEventPipeline(step, device) if cuda else None,
+            # peaks of the measured steps, not of building, compiling or autotuning
+            before_measure=(lambda: torch.cuda.reset_peak_memory_stats(device)) if cuda else None,
             context=torch.inference_mode if inference else torch.enable_grad,
             details=Details(
                 # where the data really is, checked against the case's device
