@@ -21,6 +21,8 @@ pytestmark = [
     pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU"),
 ]
 FAST = ("--min-time", "0.2", "--min-iters", "5", "--warmup", "2")
+# NVML's energy counter needs a region of a second (measure.energy.NVML_MIN_REGION_S)
+METERED = ("--min-time", "1.5", "--min-iters", "5", "--warmup", "2")
 NVML_FIELDS = ("gpu_util_percent", "sm_clock_mhz", "power_w", "temperature_c", "throttle")
 
 
@@ -118,7 +120,7 @@ def test_autocast_runs_matmuls_in_the_low_precision_and_fp32_is_strict():
 def test_amp_training_and_compile_run_on_the_gpu_with_telemetry(tmp_path):
     run = run_json(
         tmp_path, "-w", "mlp", "-m", "train", "-d", "cuda", "-p", "amp-fp16",
-        "-c", "eager", "-c", "compile", "-b", "512", *FAST,
+        "-c", "eager", "-c", "compile", "-b", "512", *METERED,
     )  # fmt: skip
     for result in map(ok, run["results"]):
         details = result["details"]
@@ -149,10 +151,7 @@ def test_compiled_inference_on_the_gpu_passes_the_output_check(tmp_path):
 
 
 def test_ddp_with_one_process_uses_nccl_on_the_gpu(tmp_path):
-    # a second of steps: the energy counters need more than the 0.2 s of FAST
-    run = run_json(
-        tmp_path, "-w", "mlp", "-m", "train", "-d", "cuda", "--nproc", "1", "--min-time", "1"
-    )
+    run = run_json(tmp_path, "-w", "mlp", "-m", "train", "-d", "cuda", "--nproc", "1", *METERED)
     plain, ddp = map(ok, run["results"])
     assert (plain["case"]["ddp"], ddp["case"]["ddp"]) == (False, True)
     assert ddp["details"]["ddp"]["backend"] == "nccl"

@@ -10,7 +10,7 @@ import pytest
 from conftest import dlbench
 from factories import make_result, make_run
 
-from dlbench.measure import energy
+from dlbench.measure import energy, gpu_telemetry
 from dlbench.measure.energy import (
     EnergyMeter,
     EnergyReading,
@@ -54,13 +54,13 @@ def test_a_meter_reports_joules_per_sample_or_why_not(monkeypatch):
     clock = iter([0.0, 2.0, 0.0, 1.0])
     monkeypatch.setattr(energy.time, "perf_counter", lambda: next(clock))
     joules = iter([100.0, 150.0])
-    meter = EnergyMeter("test counter", lambda: next(joules), None)
+    meter = EnergyMeter("test counter", lambda: next(joules), None, min_region_s=0.2)
     meter.start()
     details = meter.stop().to_details(samples=25)
     assert details.joules == 50.0 and details.seconds == 2.0
     assert details.mean_power_w == 25.0 and details.joules_per_sample == 2.0
 
-    unmetered = EnergyMeter(None, None, "no counter here")
+    unmetered = EnergyMeter(None, None, "no counter here", min_region_s=0)
     unmetered.start()
     assert unmetered.stop().to_details(10) == EnergyUse(unmeasurable="no counter here")
 
@@ -68,13 +68,45 @@ def test_a_meter_reports_joules_per_sample_or_why_not(monkeypatch):
 def test_a_region_too_short_or_a_stuck_counter_is_unmeasurable_not_zero(monkeypatch):
     clock = iter([0.0, 0.01, 0.0, 5.0])
     monkeypatch.setattr(energy.time, "perf_counter", lambda: next(clock))
-    short = EnergyMeter("c", lambda: 1.0, None)
+    short = EnergyMeter("c", lambda: 1.0, None, min_region_s=0.2)
     short.start()
     assert "shorter" in short.stop().unmeasurable
-    stuck = EnergyMeter("c", lambda: 1.0, None)
+    stuck = EnergyMeter("c", lambda: 1.0, None, min_region_s=0.2)
     stuck.start()
     assert "did not advance" in stuck.stop().unmeasurable
     assert EnergyReading(unmeasurable="x").to_details(3) == EnergyUse(unmeasurable="x")
+
+
+class SteadyGpu:
+    """NVML's part the meter reads: a total-energy counter of a GPU drawing 300 W."""
+
+    def __init__(self, clock: list[float]) -> None:
+        self._clock = clock
+
+    def total_energy_j(self) -> float:
+        return 300.0 * self._clock[0]
+
+    def close(self) -> None:
+        pass
+
+
+@pytest.mark.parametrize(("region_s", "joules"), [(0.5, None), (0.99, None), (1.5, 450.0)])
+def test_gpu_energy_needs_a_region_of_a_second(monkeypatch, region_s, joules):
+    """NVML's energy counter advances in steps of up to ~100 ms: below 1 s a region's
+    joules could be 10% off or more, so the reading says why it has none."""
+    clock = [0.0]
+    monkeypatch.setattr(energy.time, "perf_counter", lambda: clock[0])
+    monkeypatch.setattr(
+        gpu_telemetry.GpuTelemetry, "open", classmethod(lambda cls, i: (SteadyGpu(clock), None))
+    )
+    meter = EnergyMeter.for_device("cuda:0")
+    meter.start()
+    clock[0] = region_s
+    reading = meter.stop()
+    assert reading.joules == (pytest.approx(joules) if joules else None)
+    if joules is None:
+        assert f"shorter than the {energy.NVML_MIN_REGION_S} s" in (reading.unmeasurable or "")
+        assert "nvml" in (reading.unmeasurable or "")
 
 
 def test_a_reading_records_its_window_and_energy_as_the_details_own_keys():

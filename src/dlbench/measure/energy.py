@@ -9,7 +9,8 @@ and the machine's load are recorded beside it. Where no counter can be read
 why, and is never 0.
 
 The counters are read just before the timed loop and just after it, never
-inside: reading them costs tens of microseconds.
+inside: reading them costs tens of microseconds. A region shorter than its
+counter resolves (MIN_REGION_S) has no joules, and says so.
 """
 
 from __future__ import annotations
@@ -20,9 +21,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 POWERCAP = Path("/sys/class/powercap")
-# NVML refreshes its energy counter every few tens of milliseconds: a shorter
-# region would be mostly rounding.
-MIN_REGION_S = 0.2
+# The shortest region each counter gives meaningful joules for. NVML's total-energy
+# counter advances in steps of up to ~100 ms (A100 and H100 sample their power for
+# 25 ms of every 100 ms and integrate that; older GPUs update less often), so each
+# end of a region may lag by one update: the joules cover a window off by up to
+# 100 ms, at most 10% of a 1 s region. RAPL's counters update about every
+# millisecond, so 0.2 s keeps that error near 0.5%.
+NVML_MIN_REGION_S = 1.0
+RAPL_MIN_REGION_S = 0.2
 
 
 @dataclass(frozen=True)
@@ -65,7 +71,11 @@ Counter = Callable[[], float]  # cumulative joules
 
 
 class EnergyMeter:
-    """start() just before the region, stop() just after; build it with `for_device`."""
+    """start() just before the region, stop() just after; build it with `for_device`.
+
+    A region shorter than `min_region_s`, the least its counter resolves, is
+    unmeasurable (see NVML_MIN_REGION_S).
+    """
 
     def __init__(
         self,
@@ -73,9 +83,12 @@ class EnergyMeter:
         counter: Counter | None,
         reason: str | None,
         close: Callable[[], None] | None = None,
+        *,
+        min_region_s: float,
     ) -> None:
         self._source, self._counter, self._reason = source, counter, reason
         self._close = close
+        self._min_region_s = min_region_s
         self._start_j = 0.0
         self._start_s = 0.0
 
@@ -86,7 +99,7 @@ class EnergyMeter:
             return cls._nvml(device)
         if device == "cpu":
             return cls._rapl()
-        return cls(None, None, f"no energy counter is read on {device} devices")
+        return cls(None, None, f"no energy counter is read on {device} devices", min_region_s=0)
 
     @classmethod
     def _nvml(cls, device: str) -> EnergyMeter:
@@ -94,23 +107,31 @@ class EnergyMeter:
 
         telemetry, reason = GpuTelemetry.open(device_indices(device))
         if telemetry is None:
-            return cls(None, None, reason or "NVML unavailable")
+            return cls(None, None, reason or "NVML unavailable", min_region_s=0)
         try:
             telemetry.total_energy_j()
         except Exception as exc:  # pre-Volta GPUs and some drivers have no energy counter
             telemetry.close()
-            return cls(None, None, f"NVML has no total-energy counter here ({exc})")
-        return cls("nvml total energy (whole GPU)", telemetry.total_energy_j, None, telemetry.close)
+            reason = f"NVML has no total-energy counter here ({exc})"
+            return cls(None, None, reason, min_region_s=0)
+        return cls(
+            "nvml total energy (whole GPU)",
+            telemetry.total_energy_j,
+            None,
+            telemetry.close,
+            min_region_s=NVML_MIN_REGION_S,
+        )
 
     @classmethod
     def _rapl(cls) -> EnergyMeter:
         zones, reason = rapl_package_zones()
         if not zones:
-            return cls(None, None, reason)
+            return cls(None, None, reason, min_region_s=0)
         return cls(
             f"rapl package energy ({len(zones)} socket(s), whole package)",
             RaplCounter(zones),
             None,
+            min_region_s=RAPL_MIN_REGION_S,
         )
 
     def start(self) -> None:
@@ -127,10 +148,10 @@ class EnergyMeter:
         finally:
             if self._close is not None:
                 self._close()
-        if seconds < MIN_REGION_S:
+        if seconds < self._min_region_s:
             return EnergyReading(
                 unmeasurable=f"measured region {seconds:.3f} s is shorter than the "
-                f"{MIN_REGION_S} s the counters resolve"
+                f"{self._min_region_s} s its energy counter resolves ({self._source})"
             )
         if joules <= 0:
             return EnergyReading(unmeasurable="the energy counter did not advance")
