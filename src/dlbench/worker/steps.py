@@ -150,12 +150,13 @@ def make_job(case: Case, settings: Settings, device: str) -> Job:
     """Resolve the workload's defaults for the device the case actually landed on."""
     workload = get_workload(case.workload)
     kind = device_kind(device)
+    params = workload.resolve_params(kind, dict(case.params))
     return Job(
         case=case,
         workload=workload,
         device=device,
-        batch_size=case.effective_batch_size(workload.default_batch_size(kind)),
-        params=workload.resolve_params(kind, dict(case.params)),
+        batch_size=case.effective_batch_size(workload.default_batch_size(kind, params)),
+        params=params,
         seed=settings.seed,
     )
 

@@ -39,7 +39,9 @@ class Workload(ABC):
     optimizer: ClassVar[str] = "sgd"
     learning_rate: ClassVar[float] = 0.01
 
-    def default_batch_size(self, device: str) -> int:
+    def default_batch_size(self, device: str, params: Mapping[str, int] | None = None) -> int:
+        """The batch a case gets where none is given, on a device kind ("cpu" or a
+        GPU's) at its resolved parameters (a workload may size it by them)."""
         return self.cpu_batch_size if device == "cpu" else self.gpu_batch_size
 
     def resolve_params(self, device: str, given: Mapping[str, int]) -> dict[str, int]:

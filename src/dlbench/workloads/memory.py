@@ -101,8 +101,8 @@ def workload_need(case: Case) -> Need:
     value_bytes = precision_info(case.precision).value_bytes
     options = []
     for device in devices:
-        batch = case.batch_size or workload.default_batch_size(device)
         params = workload.resolve_params(device, given)
+        batch = case.batch_size or workload.default_batch_size(device, params)
         nbytes = workload.memory_bytes(
             batch, params, case.mode, value_bytes, data_files=case.data_dir is not None
         )
