@@ -154,3 +154,17 @@ def test_training_steps_update_the_weights_and_lower_the_loss():
         losses = [prepared.step().item() for _ in range(10)]
     assert all(np.isfinite(losses))
     assert max(losses[-3:]) < losses[0]  # dropout makes single steps noisy
+
+
+def test_the_fused_optimizer_is_a_labelled_variant_that_trains_and_is_recorded():
+    fused = (("optimizer", "fused"),)
+    case = Case("mlp", "torch", "eager", mode="train", device="cpu", batch_size=8, threads=1,
+                options=fused)  # fmt: skip
+    result = run_case(case, FAST)
+    assert result.ok, result.error
+    assert "optimizer=fused" in result.case.label()
+    optimizer = get_workload("mlp").optimizer
+    assert result.details.extra["optimizer"].lower().startswith(optimizer)
+    assert result.details.extra["optimizer"].endswith("(fused)")
+    plain = Case("mlp", "torch", "eager", mode="train", device="cpu", batch_size=8, threads=1)
+    assert plain.key() != result.case.key()

@@ -7,6 +7,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from conftest import cli
 from factories import make_case
 
 from dlbench.errors import UserError
@@ -376,3 +377,13 @@ def test_a_mistake_reads_the_same_in_a_request_and_in_a_case(tmp_path):
         with pytest.raises(UserError) as from_case:
             validate_case(case)
         assert str(from_request.value) == str(from_case.value)
+
+
+def test_an_option_reaches_the_case_and_an_unknown_one_exits_2():
+    done = cli("run", "-w", "mlp", "-f", "torch", "-m", "train", "--option", "optimizer=fused",
+               "--dry-run")  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert "optimizer=fused" in done.stdout
+    for bad in ("optimizer=slow", "colour=red", "optimizer"):
+        done = cli("run", "-w", "mlp", "-f", "torch", "--option", bad, "--dry-run")
+        assert done.returncode == 2 and len(done.stderr.strip().splitlines()) == 1, done.stderr

@@ -442,8 +442,12 @@ def _shared_fields(
 ) -> dict[str, Any]:
     """The Case fields every case of one suite entry shares. A generic axis takes the
     command line's value, else the entry's, else the Case default."""
-    options = _mapping(entry.get("options"), f"{where}.options")
     given = dict(request.axes)
+    # the command line's --option KEY=VALUE over the entry's options, key by key
+    options = {
+        **_mapping(entry.get("options"), f"{where}.options"),
+        **dict(given.pop("options", ())),
+    }
     generic = {name: _first_given(given.get(name), entry.get(name)) for name in GENERIC_AXES}
     return {
         **{name: value for name, value in generic.items() if value is not None},

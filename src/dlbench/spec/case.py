@@ -22,6 +22,7 @@ from dlbench.spec.cli_options import (
     integer,
     non_negative_float,
     number_type,
+    option_pair,
     param_pair,
     percentile_value,
     positive_float,
@@ -230,7 +231,18 @@ class Case:
             help="workload parameter, e.g. size=2048",
         ),
     )
-    options: tuple[tuple[str, str], ...] = field(default=(), metadata=SUITE_AXIS)
+    options: tuple[tuple[str, str], ...] = field(
+        default=(),
+        metadata=SUITE_AXIS
+        | cli(
+            "--option",
+            repeat=True,
+            parse=option_pair,
+            metavar="KEY=VALUE",
+            help="a framework's own option, part of the case's label, e.g. optimizer=fused "
+            "(torch's fused AdamW); `dlbench list support` names each framework's",
+        ),
+    )
     scenario: str | None = field(
         default=None,
         metadata=SUITE_AXIS

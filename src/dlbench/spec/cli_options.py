@@ -121,6 +121,14 @@ def param_pair(text: str) -> tuple[str, int]:
     return key, positive_int(value)
 
 
+def option_pair(text: str) -> tuple[str, str]:
+    """KEY=VALUE, a framework's own option."""
+    key, sep, value = text.partition("=")
+    if not sep or not key or not value:
+        raise ValueError(f"expected KEY=VALUE, got {text!r}")
+    return key, value
+
+
 def endpoint_url(text: str) -> str:
     """An http(s) URL with a host: the server's root (a trailing /v1 or / dropped, as
     the client adds the API's own path)."""

@@ -320,8 +320,11 @@ FRAMEWORKS: dict[str, FrameworkInfo] = {
             name="torch",
             target="dlbench.backends.torch.backend:TorchBackend",
             # script: TorchScript (deprecated in torch 2.13, kept for comparison);
-            # export: torch.export + AOTInductor, the deployment path that replaces it
-            compile_modes=("eager", "compile", "script", "export"),
+            # export: torch.export + AOTInductor, the deployment path that replaces it;
+            # reduce-overhead: torch.compile(mode="reduce-overhead"), which replays CUDA
+            # graphs (one launch a step where the host would launch each kernel; on a
+            # CPU it compiles as compile does), a labelled variant, never the default
+            compile_modes=("eager", "compile", "reduce-overhead", "script", "export"),
             default_compile="eager",
             import_name="torch",
             distributions=("torch",),
@@ -370,6 +373,10 @@ FRAMEWORKS: dict[str, FrameworkInfo] = {
             ),
             # the DDP wrapper runs eagerly or under torch.compile; TorchScript cannot script it
             ddp_compiles=("eager", "compile"),
+            # optimizer=fused: the training optimizer's fused CUDA kernel (AdamW(fused=True))
+            # where torch's default on a GPU is its multi-tensor (foreach) one: a labelled
+            # variant, never a silent default
+            options=MappingProxyType({"optimizer": ("fused",)}),
         ),
         FrameworkInfo(
             name="tensorflow",

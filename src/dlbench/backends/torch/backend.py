@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -89,6 +90,7 @@ class TorchBackend(Backend):
         inference = job.case.mode == "infer"
         precision = precision_plan(job.case.precision, device, training=not inference)
         layout = memory_format(job.workload.name, device)
+        tuned = tune_convolutions(job.workload.name, device)
         inputs = {
             name: _laid_out(torch.from_numpy(array).to(device), layout)
             for name, array in job.workload.make_inputs(
@@ -131,6 +133,8 @@ class TorchBackend(Backend):
                 extra={
                     "dtype": "float32",
                     "memory_format": str(layout).replace("torch.", ""),
+                    **tuned,
+                    **optimizer_facts(job),
                     **device_facts(device),
                     **precision.details,
                     **({"script": "traced"} if _traced(job) else {}),
@@ -266,13 +270,13 @@ class TorchBackend(Backend):
             wrapped = DistributedDataParallel(module, device_ids=ids)
         model = _compiled(wrapped, job.case.compile, job.workload.torch_scriptable, args)
         loss_fn = LOSSES[job.workload.loss]
-        optimizer = OPTIMIZERS[job.workload.optimizer](
-            module.parameters(), lr=job.workload.learning_rate
-        )
+        optimizer = training_optimizer(job, module)
         target = next(inputs[name] for name in TARGET_NAMES if name in inputs)
         autocast, scaler = precision.autocast, precision.scaler
+        new_graph_step = _graph_step_marker(job.case.compile)
 
         def step() -> torch.Tensor:
+            new_graph_step()
             optimizer.zero_grad(set_to_none=True)
             with autocast():
                 output = model(*args)
@@ -292,6 +296,50 @@ class TorchBackend(Backend):
 
 
 TARGET_NAMES = ("target", "labels")
+
+
+def training_optimizer(job: Job, module: torch.nn.Module) -> torch.optim.Optimizer:
+    """The workload's optimizer; with the option optimizer=fused, its fused kernel (one
+    launch for every parameter's update) where torch's default on a GPU is the
+    multi-tensor (foreach) one."""
+    kind = OPTIMIZERS[job.workload.optimizer]
+    if dict(job.case.options).get("optimizer") != "fused":
+        return kind(module.parameters(), lr=job.workload.learning_rate)
+    if "fused" not in inspect.signature(kind).parameters:
+        raise CaseError(
+            f"optimizer=fused: {kind.__name__} ({job.workload.name}'s optimizer) has no "
+            "fused kernel in torch; it runs without the option"
+        )
+    return kind(module.parameters(), lr=job.workload.learning_rate, fused=True)
+
+
+def optimizer_facts(job: Job) -> dict[str, Any]:
+    """Which optimizer the training step runs, and which of torch's implementations."""
+    if job.case.mode != "train" or job.workload.name in KERNELS:
+        return {}
+    fused = dict(job.case.options).get("optimizer") == "fused"
+    name = OPTIMIZERS[job.workload.optimizer].__name__
+    return {"optimizer": f"{name} ({'fused' if fused else 'torch default: foreach on a GPU'})"}
+
+
+def _graph_step_marker(compile_mode: str) -> Callable[[], None]:
+    """reduce-overhead replays CUDA graphs whose outputs the next replay overwrites:
+    each step tells torch a new iteration begins, as its documentation asks of a loop."""
+    if compile_mode != "reduce-overhead":
+        return lambda: None
+    return torch.compiler.cudagraph_mark_step_begin
+
+
+def tune_convolutions(workload: str, device: torch.device) -> dict[str, Any]:
+    """cuDNN's autotuner for a convolutional net on a GPU: it times each convolution's
+    algorithms at its first call (outside the measured steps) and keeps the fastest,
+    as NVIDIA's training recipes set it; recorded, since it changes the kernels run."""
+    from dlbench.backends.torch.vision import VISION_MODELS
+
+    if device.type != "cuda" or workload not in {*VISION_MODELS, "mnist-cnn"}:
+        return {}
+    torch.backends.cudnn.benchmark = True
+    return {"cudnn_benchmark": True}
 
 
 def memory_format(workload: str, device: torch.device) -> torch.memory_format:
@@ -350,6 +398,8 @@ def _compiled(
         return fn
     if mode == "compile":
         return torch.compile(fn)
+    if mode == "reduce-overhead":
+        return torch.compile(fn, mode="reduce-overhead")
     if mode == "script":
         if scriptable:
             return torch.jit.script(fn)
@@ -417,9 +467,13 @@ def compile_counters() -> dict[str, int]:
     }
 
 
+# the compile modes that run torch.compile
+COMPILES = ("compile", "reduce-overhead")
+
+
 def _after_measure(device: torch.device, compile_mode: str) -> dict[str, Any]:
     facts: dict[str, Any] = gpu_memory(device) if device.type == "cuda" else {}
-    if compile_mode == "compile":
+    if compile_mode in COMPILES:
         facts["compile_counters"] = compile_counters()
     return facts
 
