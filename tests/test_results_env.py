@@ -69,3 +69,19 @@ def test_the_context_is_every_fact_but_the_installed_frameworks_unknown_where_mi
     assert set(context({})) == set(FACTS) - {"frameworks"}
     assert set(context({}).values()) == {UNKNOWN}
     assert context({"cpu_available": 1, "ceilings": {}})["cpu_available"] == 1
+
+
+def test_the_model_libraries_versions_are_read_without_importing_them():
+    import importlib.metadata
+    import subprocess
+    import sys
+
+    from dlbench.results.env import model_library_versions
+
+    versions = model_library_versions()
+    assert versions["transformers"] == importlib.metadata.version("transformers")
+    assert set(versions) == {"transformers", "tokenizers", "triton"}
+    code = ("import sys; from dlbench.results.env import fingerprint; fingerprint(); "
+            "print(sorted({'transformers', 'triton', 'torch'} & set(sys.modules)))")  # fmt: skip
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.stdout.strip() == "[]", done.stderr

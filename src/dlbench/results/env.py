@@ -16,6 +16,7 @@ import socket
 import subprocess
 import sys
 from collections.abc import Callable, Mapping
+from importlib import metadata
 from pathlib import Path
 from typing import Any
 
@@ -83,6 +84,24 @@ def gpus() -> list[dict[str, Any]]:
         except ValueError:
             memory_mb = None  # e.g. "[N/A]"
         found.append({"name": name, "memory_mb": memory_mb, "driver": driver})
+    return found
+
+
+# Libraries that build the models or compile them, whose version changes the work a
+# step does: transformers' BERT and Llama code (its attention path, its generate
+# loop), the tokenizers library, and Triton (torch.compile's GPU kernels).
+MODEL_LIBRARIES = ("transformers", "tokenizers", "triton")
+
+
+def model_library_versions() -> dict[str, str | None]:
+    """The installed version of each model library (None: not installed), from package
+    metadata, without importing it."""
+    found: dict[str, str | None] = {}
+    for name in MODEL_LIBRARIES:
+        try:
+            found[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            found[name] = None
     return found
 
 
@@ -210,6 +229,7 @@ FACTS: dict[str, Callable[[], Any]] = {
     "python_implementation": platform.python_implementation,
     "dlbench": lambda: __version__,
     "frameworks": framework_versions,
+    "model_libraries": model_library_versions,
     "thread_env": _thread_env,
     # the process's scheduling niceness: beside other work, a run at 15 (as a Ray task
     # would be) gets a small share of the CPU
