@@ -15,12 +15,14 @@ from conftest import cli, dlbench
 from factories import make_result, make_run
 
 from dlbench.backends.base import placement
+from dlbench.errors import CaseError
 from dlbench.plan.build import RunRequest, build_plan
 from dlbench.report.table import flags
 from dlbench.results.ceilings import ceilings_from_results, efficiency, efficiency_in_run
 from dlbench.results.details import Details
 from dlbench.results.files import read_json
 from dlbench.results.records import Result
+from dlbench.worker.ddp_rank import group_throughput
 from dlbench.worker.placement import placement_error
 
 torch = pytest.importorskip("torch")
@@ -46,8 +48,15 @@ def test_ddp_with_gloo_on_two_processes_reports_scaling(tmp_path):
     assert single["status"] == double["status"] == "ok", (single["error"], double["error"])
     ddp = double["details"]["ddp"]
     assert ddp["world_size"] == 2 and ddp["backend"] == "gloo"
-    assert len(ddp["per_rank_throughput"]) == 2
-    assert double["throughput"] == pytest.approx(sum(ddp["per_rank_throughput"]))
+    assert len(ddp["per_rank_throughput"]) == len(ddp["per_rank_wall_s"]) == 2
+    # the group's rate: every rank's agreed steps over the slowest rank's measured time
+    samples = 2 * double["case"]["batch_size"] * ddp["iterations_per_rank"]
+    assert double["throughput"] == pytest.approx(samples / max(ddp["per_rank_wall_s"]))
+    # each rank's own loop held the agreed steps: rank 0's samples are its steps
+    assert len(double["samples_ms"]) == ddp["iterations_per_rank"]
+    assert max(ddp["per_rank_wall_s"]) >= sum(double["samples_ms"]) / 1000.0
+    # the agreed count is paced by the ranks' steady steps: about --min-time is timed
+    assert max(ddp["per_rank_wall_s"]) >= 0.8 * 0.5
     expected = double["throughput"] / (2 * single["throughput"])
     # computed when read (results.scaling), written beside the result, never into it
     assert "scaling_efficiency" not in ddp
@@ -58,6 +67,20 @@ def test_ddp_with_gloo_on_two_processes_reports_scaling(tmp_path):
     assert single["case"]["threads"] == double["case"]["threads"]
     # the parent sampled the whole process tree (torchrun and its ranks)
     assert double["details"]["timeline"]["points"]
+
+
+def rank(steps: int, wall_s: float, batch: int = 10) -> dict:
+    return {"steps": steps, "samples": steps * batch, "wall_s": wall_s}
+
+
+def test_a_ddp_group_rate_is_its_samples_over_the_slowest_rank():
+    """Two ranks of 100 steps of 10 samples, one taking 2 s: the group did 2000
+    samples in 2 s (1000/s), not the 1000 + 500 its ranks' own rates add to."""
+    assert group_throughput([rank(100, 1.0), rank(100, 2.0)], agreed=100) == 1000.0
+    with pytest.raises(CaseError, match=r"timed \[100, 99\] steps, not the 100"):
+        group_throughput([rank(100, 1.0), rank(99, 1.0)], agreed=100)
+    with pytest.raises(CaseError, match="measured no time"):
+        group_throughput([rank(100, 0.0)], agreed=100)
 
 
 @pytest.mark.parametrize(

@@ -7,7 +7,8 @@ launcher. Each rank builds the same model, wraps it in DDP (NCCL on GPUs,
 gloo on CPUs) and times the same number of steps: the ranks agree on it
 before timing (a rank that stopped early would leave the others waiting in
 an all-reduce); that side is dlbench.worker.ddp_rank. Rank 0 gathers the
-per-rank rates and writes the Result; aggregate throughput is their sum.
+ranks' samples and wall times and writes the Result: the group's throughput is
+every rank's samples over the slowest rank's measured wall time.
 Its scaling efficiency, T_N / (N x T_1) against the 1-process run of the same
 case, is computed when the run is read (results.scaling).
 """

@@ -222,6 +222,8 @@ class Ddp:
     per_rank_throughput: list[float | None] = field(default_factory=list)
     per_rank_median_ms: list[float | None] = field(default_factory=list)
     per_rank_device: list[str] = field(default_factory=list)
+    # each rank's measured loop; the group's rate divides by the longest (worker.ddp_rank)
+    per_rank_wall_s: list[float] = field(default_factory=list)
     # Scaling as results written before it was computed on read kept it (results.scaling)
     stored_scaling: dict[str, Any] | None = None
 

@@ -1,5 +1,7 @@
 """DDP scaling: an N-process result's throughput against N times the throughput of
-the same case in one plain process of the same run, T_N / (N x T_1).
+the same case in one plain process of the same run, T_N / (N x T_1). T_N is the
+group's rate as worker.ddp_rank records it: every rank's samples over the slowest
+rank's measured wall time.
 
 Computed when a result is read, from its run's results as they stand, so a
 --repeat run compares the merged throughputs of both cases. Results written

@@ -4,8 +4,10 @@ Each rank builds the same model, wraps it in DDP (NCCL on GPUs, gloo on
 CPUs) and times its steps with the worker's own timer loop
 (measure.timer.run_timed); after warm-up the ranks agree on one step count
 (a rank that stopped early would leave the others waiting in an all-reduce).
-Rank 0 gathers the per-rank rates and writes the Result; the launcher's
-side is dlbench.launch.torchrun.
+Rank 0 gathers every rank's samples and measured wall time and writes the
+Result: the group's rate is every rank's samples over the slowest rank's wall
+time (`group_throughput`), the time the group took to do that work. The
+launcher's side is dlbench.launch.torchrun.
 """
 
 from __future__ import annotations
@@ -35,11 +37,16 @@ from dlbench.worker.steps import failed_from_exception, make_job, measured_resul
 
 
 def _agreed_iterations(settings: Settings, warmup_s: list[float], dist: Any, device: str) -> int:
-    """Steps every rank times: enough for --min-time at the slowest rank's pace."""
+    """Steps every rank times: enough for --min-time at the slowest rank's pace.
+
+    A rank's pace is its fastest warm-up step, the nearest to its steady state: the
+    first warm-up steps run slower, and pacing by them timed a third of --min-time
+    (and left too short a region for a GPU's energy counter).
+    """
     import torch
 
     # on the rank's device: NCCL reduces CUDA tensors only (gloo takes CPU ones)
-    pace = torch.tensor([max(warmup_s) if warmup_s else 0.0], dtype=torch.float64, device=device)
+    pace = torch.tensor([min(warmup_s) if warmup_s else 0.0], dtype=torch.float64, device=device)
     dist.all_reduce(pace, op=dist.ReduceOp.MAX)
     step_s = float(pace.item())
     wanted = math.ceil(settings.min_time_s / step_s) if step_s > 0 else settings.min_iters
@@ -120,22 +127,24 @@ def _measure_rank(case: Case, settings: Settings) -> Result | None:
         setup_start = time.perf_counter()
         prepared = backend.prepare(job)
         setup_s = time.perf_counter() - setup_start
-        mine, iterations, reading = _timed_together(job, prepared, settings, where, dist)
+        mine, iterations, reading, wall_s = _timed_together(job, prepared, settings, where, dist)
         gathered: list[Any] = [None] * where.world
         own = {
             "throughput": mine.throughput,
             "median_ms": mine.latency_ms.median if mine.latency_ms else None,
             "device": where.device,
             "energy": reading.energy,
+            "steps": len(mine.samples_ms),
             "samples": len(mine.samples_ms) * job.batch_size,
+            "wall_s": wall_s,
         }
         dist.all_gather_object(gathered, own)
     finally:
         dist.destroy_process_group()
     if where.rank != 0:
         return None
-    # the group's rate: every rank's samples; its compute and memory rates follow it
-    mine.throughput = sum(g["throughput"] for g in gathered)
+    # the group's rate; its compute and memory rates follow it
+    mine.throughput = group_throughput(gathered, iterations)
     mine = with_rates(mine)
     mine.setup_s = setup_s
     mine.framework_version = torch.__version__
@@ -146,16 +155,36 @@ def _measure_rank(case: Case, settings: Settings) -> Result | None:
         per_rank_throughput=[g["throughput"] for g in gathered],
         per_rank_median_ms=[g["median_ms"] for g in gathered],
         per_rank_device=[g["device"] for g in gathered],
+        per_rank_wall_s=[g["wall_s"] for g in gathered],
     )
     # the rank's own details (the backend's, its measured window) with every rank's energy
     mine.details = replace(mine.details, threads=threads, ddp=ddp, energy=_total_energy(gathered))
     return mine
 
 
+def group_throughput(gathered: list[dict[str, Any]], agreed: int) -> float:
+    """Samples per second of the whole group: every rank's samples over the slowest
+    rank's measured wall time.
+
+    Summing the ranks' own rates would credit each rank with its own time, so a
+    rank that finished early would add samples the group had not finished yet.
+    Every rank must have timed the agreed step count; one that did not means the
+    ranks measured different work, and no group rate is honest.
+    """
+    steps = [g["steps"] for g in gathered]
+    if any(count != agreed for count in steps):
+        raise CaseError(f"the DDP ranks timed {steps} steps, not the {agreed} they agreed on")
+    slowest_s = max(g["wall_s"] for g in gathered)
+    if slowest_s <= 0:
+        raise CaseError(f"a DDP rank measured no time ({slowest_s} s) for {agreed} steps")
+    return sum(g["samples"] for g in gathered) / slowest_s
+
+
 def _timed_together(
     job: Job, prepared: Prepared, settings: Settings, where: _Rank, dist: Any
-) -> tuple[Result, int, Reading]:
-    """The rank's timed steps: after warm-up every rank times the same step count."""
+) -> tuple[Result, int, Reading, float]:
+    """The rank's timed steps, after warm-up every rank the same step count: its
+    Result, the agreed count, the instruments' reading and the loop's wall time."""
     # each rank meters its own GPU; on a CPU the ranks share the package, so rank 0 alone
     instruments = Instruments(where.device, meter_energy=where.on_gpu or where.rank == 0)
     agreed: list[int] = []
@@ -167,12 +196,18 @@ def _timed_together(
         prepared.step()  # untimed: absorbs the ranks' skew in leaving the barrier
         return StopRule(0.0, agreed[0], 0)
 
+    def loop_start() -> None:
+        if prepared.before_measure is not None:
+            prepared.before_measure()  # peaks of the measured steps, not of compiling
+        instruments.start()
+
     # at least one warm-up step: the agreed count is paced by the warm-up steps
     rule = StopRule(settings.min_time_s, settings.min_iters, max(1, settings.warmup_iters))
     with prepared.context():
-        timing = run_timed(prepared.step, rule, on_loop_start=instruments.start, settle=settle)
+        timing = run_timed(prepared.step, rule, on_loop_start=loop_start, settle=settle)
         reading = instruments.stop()
-    return measured_result(job, prepared, timing, reading), agreed[0], reading
+    result = measured_result(job, prepared, timing, reading)
+    return result, agreed[0], reading, timing.loop_wall_s
 
 
 def _total_energy(gathered: list[Any]) -> EnergyUse:
