@@ -4,6 +4,13 @@
 #   bench/gpu_validation.sh PHASE [OUT_DIR]
 #
 # PHASE is one of:
+#   reference the GPU figures the docs quote, in at most 9 minutes (BUDGET_S=540) on one
+#             H100 or H200: burst and sustained ceilings, BERT-large amp-bf16 training at
+#             sequence 128 (batch 256) and 512 (batch 32), Llama-3.1-8B-shape bf16 text
+#             generation (weights made on the GPU, tokens held to an fp32 reference made
+#             on the same GPU), ResNet-50 amp-bf16 training eager and compiled (batch
+#             256), seed-add outside and inside, BERT-large compiled if time is left;
+#             every training case pipelined, with its synchronised rate beside it
 #   smoke     facts, `pytest -m gpu`, roofline, seed-add (outside and inside),
 #             mnist on cuda (torch eager/compile, JAX), DDP --nproc 1 (NCCL),
 #             one ResNet-50 and one BERT training case              (~8 min)
@@ -34,6 +41,7 @@ set -u -o pipefail
 phase="${1:?usage: bench/gpu_validation.sh PHASE [OUT_DIR]; phases are listed at the top}"
 out="${2:-${OUT:-./.gpu-out}}"
 work="$out/$phase"
+export work
 mkdir -p "$work"
 export PYTHONUNBUFFERED=1
 export DLBENCH_DB="$work/store.sqlite"
@@ -52,10 +60,23 @@ install() {
     export PYTHONPATH="$site${PYTHONPATH:+:$PYTHONPATH}"
 }
 
+# BUDGET_S: the whole phase's seconds; a step gets at most what is left of it (less
+# a margin for the archive), and a step with under MIN_STEP_S left is skipped, so a
+# phase cut short still ends by itself with everything it measured archived.
+if [[ "$phase" == reference ]]; then BUDGET_S="${BUDGET_S:-540}"; else BUDGET_S="${BUDGET_S:-100000}"; fi
+MIN_STEP_S=20
+
 # step NAME SECONDS COMMAND...: run one step with a time limit; log and summarise it
 step() {
     local name="$1" limit="$2"
     shift 2
+    local left=$((BUDGET_S - SECONDS - 10))
+    if ((left < MIN_STEP_S)); then
+        printf '%-28s skipped: %ss of the %ss budget left\n' "$name" "$left" "$BUDGET_S" |
+            tee -a "$summary"
+        return 0
+    fi
+    ((limit > left)) && limit=$left
     local start=$SECONDS
     # through bash -c, so that a step may be one of the functions below
     timeout --kill-after=10 "$limit" bash -c '"$@"' step "$@" >"$work/$name.log" 2>&1
@@ -68,7 +89,20 @@ step() {
     tar -czf "$out/$phase.tar.gz" -C "$out" "$phase"
 }
 
-dl() { python3 -m dlbench "$@"; }
+# REHEARSE=1 (on a machine without a GPU): every `run` plans its cases and stops
+# (--dry-run: the command lines, workloads, options and precisions are checked), and
+# `roofline` measures the CPU briefly, so a phase's commands and its bookkeeping
+# (budget, logs, archive, summary) run before any GPU time is spent on them.
+dl() {
+    if [[ -z "${REHEARSE:-}" ]]; then
+        python3 -m dlbench "$@"
+    elif [[ "$1" == run ]]; then
+        python3 -m dlbench "$@" --dry-run
+    else
+        local args=("${@/cuda/cpu}")
+        python3 -m dlbench "${args[@]}" --min-time 0.1
+    fi
+}
 export -f dl
 
 facts() {
@@ -155,12 +189,43 @@ llm() {
         --min-time 10 --json "$work/llm-8b-bf16.json"
 }
 
+# training at the reference's length: 3 s of windows after 3 warm-up steps
+TRAIN=(-f torch -m train -d cuda -p amp-bf16 --min-time 3 --warmup 3 --min-iters 10)
+
+# One line per result of every run file so far: rate, efficiency, the synchronised
+# rate beside the pipelined one, the kernels' share of a step, hidden syncs, flags
+results_summary() {
+    shopt -s nullglob
+    python3 bench/gpu_summary.py "$work"/*.json
+}
+export -f results_summary
+
+reference() {
+    step facts 30 facts
+    step roofline 90 dl roofline -d cuda --json "$work/roofline.json"
+    step bert-large-128 70 dl run -w bert-large "${TRAIN[@]}" --param seq=128 \
+        --json "$work/bert-large-128.json"
+    step bert-large-512 60 dl run -w bert-large "${TRAIN[@]}" --param seq=512 \
+        --json "$work/bert-large-512.json"
+    step llm-8b 170 dl run -w llama-3.1-8b -f torch -p bf16 -d cuda ${LLM_ARGS:-} \
+        --json "$work/llm-8b.json"
+    step resnet50 130 dl run -w resnet50 "${TRAIN[@]}" -c eager -c compile -b 256 \
+        --json "$work/resnet50.json"
+    step seed-add 30 dl run seed-add -d cuda --json "$work/seed-add.json"
+    step seed-add-inside 30 dl run seed-add -d cuda --transfer inside \
+        --json "$work/seed-add-inside.json"
+    step bert-large-128-compile 120 dl run -w bert-large "${TRAIN[@]}" --param seq=128 \
+        -c compile --json "$work/bert-large-128-compile.json"
+    step results 30 results_summary
+}
+
 install
 # ceilings measured earlier (a store carried in .gpu-in/): efficiencies need them
 if [[ -f .gpu-in/store.sqlite && ! -f "$DLBENCH_DB" ]]; then
     cp .gpu-in/store.sqlite "$DLBENCH_DB"
 fi
 case "$phase" in
+    reference) reference ;;
     smoke) smoke ;;
     verify) verify ;;
     pt2-resnet) pt2_resnet ;;
@@ -172,7 +237,7 @@ case "$phase" in
     llm) llm ;;
     all) smoke; verify; pt2_resnet; pt2_bert; bert_compile_base; bert_compile_large_amp
         bert_compile_large_fp32; llm_prep; llm ;;
-    *) echo "unknown phase $phase; allowed: smoke, verify, pt2-resnet, pt2-bert," \
+    *) echo "unknown phase $phase; allowed: reference, smoke, verify, pt2-resnet, pt2-bert," \
         "bert-compile-base, bert-compile-large-amp, bert-compile-large-fp32, llm-prep," \
         "llm, all" >&2; exit 2 ;;
 esac
