@@ -192,3 +192,49 @@ def test_text_generation_runs_on_the_gpu_in_bf16_with_its_tokens_checked(tmp_pat
         assert generation["device_peak_mb"] > generation["kv_cache_mb"] > 0
         assert generation["tokens"]["verdict"] in ("identical", "near tie"), generation["tokens"]
         assert 0 < generation["ttft_p50_ms"] < generation["e2e_p50_ms"]
+
+
+def test_gpu_training_is_pipelined_timed_by_events_and_diagnosed(tmp_path):
+    """The throughput mode on a GPU: CUDA events cover each window's wall time, the
+    rate is not below the per-step-synchronised one, GradScaler's check for infinities
+    is the amp-fp16 step's one hidden synchronisation, and a profiled step's kernels
+    fill part of its interval."""
+    run = run_json(
+        tmp_path, "-w", "mlp", "-m", "train", "-d", "cuda", "-p", "amp-bf16",
+        "-p", "amp-fp16", "-b", "4096", *METERED,
+    )  # fmt: skip
+    by = {r["case"]["precision"]: ok(r) for r in run["results"]}
+    for precision, result in by.items():
+        details = result["details"]
+        assert details["timing_mode"] == "throughput"
+        pipelined = details["pipelined"]
+        assert pipelined["marker"] == "cuda-events"
+        assert pipelined["min_cover"] >= 0.98, pipelined  # intervals sum to the window
+        assert pipelined["steps"] == len(result["samples_ms"])
+        assert result["throughput"] == pytest.approx(
+            pipelined["steps"] * 4096 / pipelined["wall_s"], rel=1e-6
+        )
+        # waiting after every step can only lose the overlap, never gain
+        assert pipelined["synced_samples_per_s"] <= 1.05 * result["throughput"], pipelined
+        assert 0 < pipelined["device_busy"] <= 1.05, pipelined
+        expected_syncs = 1 if precision == "amp-fp16" else 0
+        assert pipelined["hidden_syncs"] >= expected_syncs, (precision, pipelined)
+        # a small MLP at amp launches more than it computes: the verdict says so
+        assert ("host-bound" in result["flags"]) == (pipelined["device_busy"] < 0.85)
+
+
+def test_reduce_overhead_and_the_fused_optimizer_train_on_the_gpu(tmp_path):
+    run = run_json(
+        tmp_path, "-w", "mlp", "-m", "train", "-d", "cuda", "-p", "amp-bf16",
+        "-c", "reduce-overhead", "--option", "optimizer=fused", "-b", "1024", *FAST,
+    )  # fmt: skip
+    result = ok(run["results"][0])
+    assert result["details"]["extra"]["optimizer"].endswith("(fused)")
+    assert result["details"]["extra"]["compile_counters"]["graphs"] >= 1
+    assert result["details"]["pipelined"]["marker"] == "cuda-events"
+
+
+def test_a_convolutional_net_on_the_gpu_runs_with_cudnns_autotuner(tmp_path):
+    run = run_json(tmp_path, "-w", "mnist-cnn", "-m", "train", "-d", "cuda", "-b", "256", *FAST)
+    result = ok(run["results"][0])
+    assert result["details"]["extra"]["cudnn_benchmark"] is True

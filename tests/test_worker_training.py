@@ -308,8 +308,19 @@ def test_training_suites_plan_as_the_articles_ran_them(monkeypatch):
     monkeypatch.setattr("dlbench.measure.devices.gpu_visible", lambda: True)
     assert len(build_plan(RunRequest(suite="mnist")).cases) == 4
     pt2 = build_plan(RunRequest(suite="pt2-training"))
-    # ResNet-50, and BERT base/large at two sequence lengths; 4 precisions, eager and compile
-    assert len(pt2.cases) == (1 + 2 * 2) * 4 * 2
+    # ResNet-50, and BERT base/large at two sequence lengths; 4 precisions, eager and
+    # compile; and BERT's small batches of earlier runs, eager at amp-bf16
+    assert len(pt2.cases) == (1 + 2 * 2) * 4 * 2 + 2 * 2
+    small = {(c.workload, dict(c.params)["seq"], c.batch_size) for c in pt2.cases
+             if c.batch_size in (32, 8) and "bert" in c.workload}  # fmt: skip
+    assert small == {
+        (m, s, b) for m in ("bert-base", "bert-large") for s, b in ((128, 32), (512, 8))
+    }
+    # the others at the GPU defaults (DeepLearningExamples' batches), fp32 and tf32 at
+    # sequence 128 at half of it
+    defaults = [c for c in pt2.cases if "bert" in c.workload and c.batch_size is None]
+    assert {c.precision for c in defaults} == {"fp32", "tf32", "amp-fp16", "amp-bf16"}
+    assert {c.batch_size for c in pt2.cases if c.precision in ("fp32", "tf32")} == {None, 128}
     assert {c.precision for c in pt2.cases} == {"fp32", "tf32", "amp-fp16", "amp-bf16"}
     assert {c.mode for c in pt2.cases} == {"train"}
     bert_seqs = {(c.workload, dict(c.params)["seq"]) for c in pt2.cases if "bert" in c.workload}
@@ -370,3 +381,13 @@ def test_per_epoch_table_and_study_tables_from_stored_results():
     }
     compile_times = next(t for t in pt2_tables(pt2) if t.metric.key == "first_step")
     assert max(row.value for row in compile_times.rows) == pytest.approx(9.0)
+
+
+def test_bert_on_a_gpu_defaults_to_deeplearningexamples_batches_and_the_cpu_keeps_its_own():
+    from dlbench.workloads import get_workload
+
+    for name in ("bert-base", "bert-large"):
+        bert = get_workload(name)
+        assert bert.default_batch_size("cuda", {"seq": 128}) == 256
+        assert bert.default_batch_size("cuda", {"seq": 512}) == 32
+        assert bert.default_batch_size("cpu", {"seq": 512}) == bert.cpu_batch_size
