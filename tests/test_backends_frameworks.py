@@ -9,6 +9,7 @@ from dlbench.errors import UserError
 from dlbench.launch.runner import run_case
 from dlbench.plan.validate import validate_case
 from dlbench.spec.case import Case
+from dlbench.workloads import get_workload
 
 FRAMEWORK_MODES = [
     ("tensorflow", "eager"),
@@ -52,6 +53,15 @@ def test_outputs_match_the_reference(framework, compile_mode, workload):
     # One framework per process: torch made the reference elsewhere.
     assert result.details.frameworks_in_process == [framework]
     assert result.framework_version
+    placed = result.details.placement
+    assert placed is not None and placed.kind == "cpu", placed
+    if framework in ("tensorflow", "jax"):
+        # every weight and the input asked where it is, not the input alone (Keras
+        # adds its dropout layers' seed states)
+        ported = get_workload(workload)
+        weights = ported.reference_weights(ported.resolve_params("cpu", {}), FAST.seed)
+        count, _, _ = placed.reported.partition(" on ")
+        assert int(count) >= len(weights) + 1, placed
 
 
 @pytest.mark.slow
@@ -83,6 +93,11 @@ def test_onnxruntime_records_providers_and_opset():
     assert result.ok, result.error
     assert result.details.extra["providers"] == ["CPUExecutionProvider"]
     assert result.details.extra["onnx_opset"] == 17
+    # each node's provider, from the probe session's profile
+    nodes = result.details.extra["nodes_by_provider"]
+    assert list(nodes) == ["CPUExecutionProvider"] and nodes["CPUExecutionProvider"] > 0
+    placed = result.details.placement
+    assert placed is not None and placed.by == "ONNX Runtime nodes" and placed.kind == "cpu"
 
 
 @pytest.mark.slow

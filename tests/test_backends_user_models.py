@@ -221,6 +221,15 @@ def test_torchscript_with_an_odd_extension_and_a_plain_int_argument(tmp_path):
     assert "ValueError: unsupported sample rate" in results[0]["error"]  # the cause, shown
 
 
+def assert_every_input_and_variable_placed(result: dict, inputs: int) -> None:
+    """TensorFlow's placement counts each input and variable, all on the CPU here (the
+    model's weights are variables: more pieces than inputs)."""
+    placed = result["details"]["placement"]
+    count, _, device = placed["reported"].partition(" on ")
+    assert placed["kind"] == "cpu" and device.endswith("CPU:0"), placed
+    assert int(count) > inputs, placed
+
+
 @pytest.mark.slow
 def test_keras2_hdf5_file_runs_with_its_batch_filled_in(tmp_path):
     pytest.importorskip("tensorflow")
@@ -229,6 +238,7 @@ def test_keras2_hdf5_file_runs_with_its_batch_filled_in(tmp_path):
     assert code == 0, text
     assert results[0]["details"]["extra"]["model_kind"] == "keras-h5"
     assert results[0]["details"]["extra"]["inputs"] == {"input_1": [2, 64, 64, 1]}
+    assert_every_input_and_variable_placed(results[0], inputs=1)
 
 
 @pytest.mark.slow
@@ -240,6 +250,7 @@ def test_savedmodel_through_its_serving_signature_with_every_output(tmp_path):
     assert results[0]["details"]["extra"]["model_kind"] == "savedmodel"
     assert results[0]["details"]["extra"]["loader"] == "tf.saved_model.load"
     assert results[0]["details"]["extra"]["outputs"] == ["label", "logits"]
+    assert_every_input_and_variable_placed(results[0], inputs=1)
 
 
 @pytest.mark.slow
@@ -304,6 +315,7 @@ def test_keras_model_and_its_unsafe_lambda_sibling(tmp_path):
     assert status == 0, text
     assert results[0]["details"]["extra"]["model_kind"] == "keras"
     assert results[0]["case"]["batch_size"] == 3
+    assert_every_input_and_variable_placed(results[0], inputs=1)
     status, results, text = dlbench_run(tmp_path, "--model", str(risky), "--input", "features:3x8")
     # the loader refuses it in the pre-run check: exit 2, no run stored
     assert status == 2 and results == [], text

@@ -177,6 +177,20 @@ def test_jax_runs_on_the_gpu(tmp_path):
     assert result["details"]["placement"]["kind"] == "cuda"
 
 
+def test_onnxruntime_runs_every_node_on_the_gpu(tmp_path):
+    """Each node's provider, from the probe's profile: the CUDA provider's, bar ONNX
+    Runtime's own small shape computations on the CPU."""
+    ort = pytest.importorskip("onnxruntime")
+    if "CUDAExecutionProvider" not in ort.get_available_providers():
+        pytest.skip(f"onnxruntime {ort.__version__} has no CUDA provider (onnxruntime-gpu has)")
+    run = run_json(tmp_path, "-w", "mlp", "-w", "mnist-cnn", "-f", "onnxruntime", "-d", "cuda",
+                   *FAST)  # fmt: skip
+    for result in map(ok, run["results"]):
+        placed, extra = result["details"]["placement"], result["details"]["extra"]
+        assert placed["by"] == "ONNX Runtime nodes" and placed["kind"] == "cuda", placed
+        assert extra["nodes_by_provider"].get("CUDAExecutionProvider", 0) > 0, extra
+
+
 def test_text_generation_runs_on_the_gpu_in_bf16_with_its_tokens_checked(tmp_path):
     """transformers on CUDA: the model held in bf16 (and fp32), its tokens held to the
     CPU fp32 reference, its GPU memory counted beside the KV cache."""

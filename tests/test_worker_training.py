@@ -65,6 +65,9 @@ def test_mnist_trains_in_tensorflow_with_decreasing_loss(tmp_path):
         # the parent's resource timeline covers the training
         assert result["details"]["timeline"]["points"]
         assert result["details"]["timeline"]["summary"]["window"] == "measured"
+        # the data, the loss sum and the network's 8 weights, each asked where it is
+        placed = result["details"]["placement"]
+        assert placed["kind"] == "cpu" and int(placed["reported"].split(" on ")[0]) >= 13
 
 
 @pytest.mark.slow

@@ -1,13 +1,16 @@
 """Did the framework run the case where it was asked to? Checked, never assumed.
 
 Each backend records where its tensors or sessions actually landed, in the
-framework's own words and as a device kind (backends.base.placement). A
-case that asked for a GPU and ran on the CPU, or the reverse, fails with
-both facts in the message instead of reporting the wrong device.
+framework's own words and as a device kind (backends.base.placement, or
+backends.placement.placement_of_each over every input, variable, output or
+node). A case that asked for a GPU and ran on the CPU, or the reverse, or put
+part of its work on each, fails with the facts in the message instead of
+reporting the wrong device.
 """
 
 from __future__ import annotations
 
+from dlbench.backends.placement import MIXED
 from dlbench.errors import CaseError
 from dlbench.results.details import Details
 
@@ -18,6 +21,11 @@ def placement_error(asked: str, details: Details) -> str | None:
     if placed is None:
         return None  # nothing placed anywhere (the null backend)
     wanted = asked.split(":")[0]
+    if placed.kind == MIXED:
+        return (
+            f"asked for {asked}, but {placed.by} put part of the work on another device "
+            f"({placed.reported}): refusing a mislabelled number"
+        )
     if placed.kind != wanted:
         return (
             f"asked for {asked}, but {placed.by} ran on {placed.kind} "

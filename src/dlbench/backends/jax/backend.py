@@ -8,8 +8,9 @@ from typing import Any
 import jax
 import numpy as np
 
-from dlbench.backends.base import Backend, Job, Prepared, placement
+from dlbench.backends.base import Backend, Job, Prepared
 from dlbench.backends.jax.models import FORWARDS
+from dlbench.backends.placement import placement_of_each
 from dlbench.errors import CaseError
 from dlbench.results.details import Details
 
@@ -71,15 +72,23 @@ class JaxBackend(Backend):
         def step() -> Any:
             return forward(params, x).block_until_ready()
 
+        # every weight and the input, where JAX really holds each
+        placed = {f"param {name}": _devices(value) for name, value in params.items()}
+        placed["input x"] = _devices(x)
         return Prepared(
             step=step,
             device=job.device,
             details=Details(
-                placement=placement("JAX", str(device), _device_kind(str(device))),
+                placement=placement_of_each("JAX arrays", placed, _device_kind),
                 extra={"backend": jax.default_backend(), "dtype": "float32"},
             ),
             fetch_output=lambda: np.asarray(step()),
         )
+
+
+def _devices(array: Any) -> str:
+    """The device(s) a JAX array is on ("cuda:0")."""
+    return ", ".join(sorted(str(d) for d in array.devices()))
 
 
 def _device_kind(placed: str) -> str:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -15,10 +16,10 @@ from dlbench.backends.base import (
     input_shapes,
     leading_dim,
     load_failure,
-    placement,
     quantized,
     string_inputs,
 )
+from dlbench.backends.onnxruntime.placement import NodePlacement, probe_placement
 from dlbench.backends.onnxruntime.user_model import ort_signature
 from dlbench.errors import CaseError
 from dlbench.results.details import Details
@@ -59,14 +60,13 @@ class OnnxRuntimeBackend(Backend):
         quantization = None
         if job.case.precision in QUANTIZED_PRECISIONS:
             path, quantization = quantized(job)
-        session = ort.InferenceSession(
-            str(path), sess_options=self._session_options(), providers=self._providers(job.device)
-        )
         arrays = job.workload.make_inputs(job.batch_size, job.params, "infer", job.seed)
-        feeds = {spec.name: arrays[spec.name] for spec in session.get_inputs()}
+        nodes, feeds = probe_placement(
+            lambda change: self._session(path, job.device, change),
+            lambda probe: {spec.name: arrays[spec.name] for spec in probe.get_inputs()},
+        )
+        session = self._session(path, job.device)
         used = session.get_providers()
-        if job.device != "cpu" and used[0] != "CUDAExecutionProvider":
-            raise CaseError(f"asked for {job.device} but onnxruntime used {used}")
 
         def step() -> Any:
             return session.run(None, feeds)  # returns NumPy arrays: complete on return
@@ -75,10 +75,11 @@ class OnnxRuntimeBackend(Backend):
             step=step,
             device=job.device,
             details=Details(
-                placement=placement("ONNX Runtime", used[0], _kind(used)),
+                placement=nodes.placement(),
                 quantization=quantization,
                 extra={
                     "providers": used,
+                    **nodes.facts(),
                     "onnx_opset": meta["opset"],
                     "onnx_exporter": meta["exporter"],
                     "graph_optimization": "ORT_ENABLE_ALL",
@@ -92,17 +93,8 @@ class OnnxRuntimeBackend(Backend):
         path, quantization = Path(str(job.case.model)), None
         if job.case.precision in QUANTIZED_PRECISIONS:
             path, quantization = quantized(job)
-        try:
-            session = ort.InferenceSession(
-                str(path),
-                sess_options=self._session_options(),
-                providers=self._providers(job.device),
-            )
-        except Exception as exc:
-            raise load_failure(
-                f"onnxruntime {ort.__version__} cannot load {Path(str(job.case.model)).name}", exc
-            ) from None
-        feeds = model_inputs(job.case, ort_signature(session), job.seed)
+        nodes, feeds = self._user_probe(path, job)
+        session = self._session(path, job.device)
 
         def step() -> Any:
             return session.run(None, feeds)  # every output, as NumPy arrays
@@ -114,16 +106,43 @@ class OnnxRuntimeBackend(Backend):
             fetch_output=step,
             batch_size=leading_dim(feeds),
             details=Details(
-                placement=placement("ONNX Runtime", providers[0], _kind(providers)),
+                placement=nodes.placement(),
                 quantization=quantization,
                 extra={
                     "providers": providers,
+                    **nodes.facts(),
                     "inputs": input_shapes(feeds),
                     **string_inputs(feeds),
                     "outputs": [output.name for output in session.get_outputs()],
                 },
             ),
             infer=lambda inputs: session.run(None, inputs),
+        )
+
+    def _user_probe(self, path: Path, job: Job) -> tuple[NodePlacement, dict[str, Any]]:
+        """The probe's node placement and the model's feeds; a file ONNX Runtime cannot
+        load fails the case with its cause (the probe is the first session made)."""
+        try:
+            return probe_placement(
+                lambda change: self._session(path, job.device, change),
+                lambda probe: model_inputs(job.case, ort_signature(probe), job.seed),
+            )
+        except CaseError:
+            raise
+        except Exception as exc:
+            raise load_failure(
+                f"onnxruntime {ort.__version__} cannot load {Path(str(job.case.model)).name}", exc
+            ) from None
+
+    def _session(
+        self, path: Path, device: str, change: Callable[[Any], None] | None = None
+    ) -> ort.InferenceSession:
+        """A session of the case's options and providers (`change` applied to its options)."""
+        options = self._session_options()
+        if change is not None:
+            change(options)
+        return ort.InferenceSession(
+            str(path), sess_options=options, providers=self._providers(device)
         )
 
     def _session_options(self) -> ort.SessionOptions:
@@ -139,8 +158,3 @@ class OnnxRuntimeBackend(Backend):
             return ["CPUExecutionProvider"]
         index = int(device.partition(":")[2] or 0)
         return [("CUDAExecutionProvider", {"device_id": index}), "CPUExecutionProvider"]
-
-
-def _kind(providers: list[str]) -> str:
-    """The device kind of the provider a session tries first."""
-    return "cuda" if providers and providers[0].startswith("CUDA") else "cpu"

@@ -20,10 +20,11 @@ from dlbench.backends.base import (
     leading_dim,
     string_inputs,
 )
-from dlbench.backends.tensorflow.models import BUILDERS, tf_placement, to_framework_layout
+from dlbench.backends.tensorflow.models import BUILDERS, to_framework_layout
+from dlbench.backends.tensorflow.placement import by_name, require_outputs_placed, tf_placement
 from dlbench.backends.tensorflow.user_model import LoadedModel, load_user_model
 from dlbench.errors import CaseError
-from dlbench.results.details import Details
+from dlbench.results.details import Details, Placement
 from dlbench.workloads.model_format import model_format
 from dlbench.workloads.user_model import model_inputs
 
@@ -83,16 +84,23 @@ class TensorFlowBackend(Backend):
             # .numpy() waits for the result and materialises it (fairness rule 4).
             return forward(x).numpy()
 
-        placed = x.device
+        # every input and variable; the output on the check's call (fetch)
+        placed = tf_placement({"input x": x, **by_name(model.variables)})
+
+        def fetch() -> Any:
+            output = forward(x)
+            require_outputs_placed(placed, [output])
+            return output.numpy()
+
         return Prepared(
             step=step,
             device=job.device,
             context=lambda: tf.device(tf_device),
             details=Details(
-                placement=tf_placement(placed),
+                placement=placed,
                 extra={"keras": _keras_version(), "dtype": "float32"},
             ),
-            fetch_output=step,
+            fetch_output=fetch,
         )
 
 
@@ -103,9 +111,11 @@ def _tf_device(device: str) -> str:
 def _user_prepare(job: Job) -> Prepared:
     path = Path(str(job.case.model))
     kind = model_format(path)
-    loaded = load_user_model(str(path), kind, job.case.trust_model, _tf_device(job.device))
-    arrays = model_inputs(job.case, loaded.inputs, job.seed)
-    step = _user_step(loaded, arrays, job.case.compile, path.name)
+    tf_device = _tf_device(job.device)
+    with tf.device(tf_device):  # the variables a Keras file or SavedModel makes, too
+        loaded = load_user_model(str(path), kind, job.case.trust_model, tf_device)
+        arrays = model_inputs(job.case, loaded.inputs, job.seed)
+        step, fetch, placed = _user_step(loaded, arrays, job.case.compile, path.name)
     extra: dict[str, Any] = {
         "model_kind": kind,
         "loader": loaded.loader,
@@ -118,16 +128,24 @@ def _user_prepare(job: Job) -> Prepared:
     return Prepared(
         step=step,
         device=job.device,
-        fetch_output=step,
+        context=lambda: tf.device(tf_device),
+        fetch_output=fetch,
         batch_size=leading_dim(arrays),
-        details=Details(extra=extra),
+        details=Details(placement=placed, extra=extra),
     )
+
+
+UserStep = Callable[[], list[Any]]
 
 
 def _user_step(
     loaded: LoadedModel, arrays: dict[str, Any], mode: str, file_name: str
-) -> Callable[[], list[Any]]:
-    """One call of the model on `arrays`, its outputs as NumPy arrays (fairness rule 4)."""
+) -> tuple[UserStep, UserStep, Placement | None]:
+    """One call of the model on `arrays`, its outputs as NumPy arrays (fairness rule 4);
+    the same call for the output check, which also holds every output to where the
+    inputs and variables are; and that placement (None for a TF1 graph, whose session
+    places its ops where no tensor of ours can be asked, and for a model of string
+    inputs and no variables)."""
     if loaded.graph is not None:
         # a TF1 session runs the graph: tf.function's graph mode, and nothing else
         if mode != "function":
@@ -136,17 +154,27 @@ def _user_step(
                 f"function: tf.saved_model.load cannot restore {loaded.fallback_cause}; "
                 f"compile mode {mode} needs that loader"
             )
-        return loaded.graph.runner(arrays)
+        run = loaded.graph.runner(arrays)
+        return run, run, None
     assert loaded.call is not None
-    feeds = {name: tf.constant(array) for name, array in arrays.items()}  # before the clock
+    # before the clock, in the case's device scope (a constant made outside it stays
+    # on the host, and every step would copy it over)
+    feeds = {name: tf.constant(array) for name, array in arrays.items()}
     forward = (
         loaded.call if mode == "eager" else tf.function(loaded.call, jit_compile=mode == "xla")
     )
+    inputs = {f"input {name}": tensor for name, tensor in feeds.items()}
+    placed = tf_placement({**inputs, **by_name(loaded.variables)})
 
     def step() -> list[Any]:
         return [tensor.numpy() for tensor in forward(feeds)]  # every output, materialised
 
-    return step
+    def fetch() -> list[Any]:
+        outputs = forward(feeds)
+        require_outputs_placed(placed, outputs)
+        return [tensor.numpy() for tensor in outputs]
+
+    return step, fetch, placed
 
 
 def _compiled(model: Any, mode: str) -> Callable[[Any], Any]:

@@ -13,8 +13,6 @@ from collections.abc import Mapping
 import keras
 import numpy as np
 
-from dlbench.backends.base import placement
-from dlbench.results.details import Placement
 from dlbench.workloads.mlp import LAYER_SIZES
 
 FC1_CHANNELS, FC1_SIDE = 64, 12
@@ -68,8 +66,3 @@ BUILDERS = {"mlp": mlp, "mnist-cnn": mnist_cnn}
 def to_framework_layout(workload: str, x: np.ndarray) -> np.ndarray:
     """Inputs in the layout the Keras model takes (NHWC images)."""
     return np.ascontiguousarray(x.transpose(0, 2, 3, 1)) if workload == "mnist-cnn" else x
-
-
-def tf_placement(placed: str) -> Placement:
-    """Where TensorFlow put a tensor (its device string), as the placement check reads it."""
-    return placement("TensorFlow", placed, "cuda" if "GPU" in placed.upper() else "cpu")

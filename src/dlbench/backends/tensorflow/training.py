@@ -16,7 +16,8 @@ import keras
 import tensorflow as tf
 
 from dlbench.backends.base import EpochTrainer, Job
-from dlbench.backends.tensorflow.models import mnist_cnn, tf_placement, to_framework_layout
+from dlbench.backends.tensorflow.models import mnist_cnn, to_framework_layout
+from dlbench.backends.tensorflow.placement import by_name, tf_placement
 from dlbench.results.details import Details
 from dlbench.workloads.mnist_train import (
     ADADELTA_EPS,
@@ -51,9 +52,13 @@ class TfMnistTrainer(EpochTrainer):
             learning_rate=self.base_lr, rho=ADADELTA_RHO, epsilon=ADADELTA_EPS
         )
         self.loss_fn = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
-        # where TensorFlow really placed the data, checked against the case's device
+        # where TensorFlow really placed the data and the weights, each of them,
+        # checked against the case's device
+        data = {"train x": self.x, "train y": self.y, "test x": self.test_x,
+                "test y": self.test_y, "loss sum": self.loss_sum}  # fmt: skip
         self.details = Details(
-            placement=tf_placement(self.x.device), extra={"keras": keras.__version__}
+            placement=tf_placement({**data, **by_name(self.model.variables)}),
+            extra={"keras": keras.__version__},
         )
         if self.mode == "fit":
             # Keras's "auto" turns XLA on wherever a GPU exists; `fit` is the plain

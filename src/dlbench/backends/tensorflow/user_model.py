@@ -39,6 +39,9 @@ class LoadedModel:
     call: ModelCall | None = None  # Keras, tf.saved_model.load: run eagerly or in tf.function
     graph: GraphSignature | None = None  # TF1's loader: a session runs the signature
     fallback_cause: str | None = None  # why tf.saved_model.load could not restore it
+    # the weights `call` reads (Keras's, or those the signature captures): where
+    # they are is part of the case's placement
+    variables: tuple[Any, ...] = ()
 
 
 def load_user_model(path: str, kind: str, trust: bool, device: str | None = None) -> LoadedModel:
@@ -62,7 +65,7 @@ def load_user_model(path: str, kind: str, trust: bool, device: str | None = None
         for i, t in enumerate(model.outputs)
     ]
     loader = "keras legacy HDF5" if kind == "keras-h5" else "keras"
-    return LoadedModel(signature, outputs, loader, call=call)
+    return LoadedModel(signature, outputs, loader, call=call, variables=tuple(model.variables))
 
 
 def _savedmodel(path: str, device: str | None) -> LoadedModel:
@@ -95,7 +98,8 @@ def _savedmodel(path: str, device: str | None) -> LoadedModel:
 
     # keep the loaded object alive: the signature's variables belong to it
     call.loaded = loaded  # type: ignore[attr-defined]
-    return LoadedModel(signature, outputs, SAVED_MODEL_LOADER, call=call)
+    variables = tuple(function.variables)
+    return LoadedModel(signature, outputs, SAVED_MODEL_LOADER, call=call, variables=variables)
 
 
 def restore_failure(exc: BaseException) -> str:
