@@ -158,3 +158,24 @@ def test_openvino_refuses_a_precision_it_has_no_hint_for():
     ] == ("f32")
     with pytest.raises(CaseError, match="unsupported precision 'amp-bf16'"):
         plugin_config(Case("mlp", "openvino", "default", precision="amp-bf16"), 1, False)
+
+
+@pytest.mark.slow
+def test_jax_records_its_step_memory_without_preallocation():
+    """XLA's preallocation is off (a GPU's used memory is then the model's), and the
+    step's memory is XLA's own buffer assignment: at least its weights and input."""
+    if not installed("jax"):
+        pytest.skip("jax is not installed")
+    case = Case("mlp", "jax", "jit", device="cpu", batch_size=4, threads=1)
+    result = run_case(validate_case(case), FAST)
+    assert result.ok, result.error
+    extra = result.details.extra
+    assert extra["xla_python_client_preallocate"] == "false"
+    mlp = get_workload("mlp")
+    params = mlp.resolve_params("cpu", {})
+    weights = sum(w.nbytes for w in mlp.reference_weights(params, FAST.seed).values())
+    inputs = sum(x.nbytes for x in mlp.make_inputs(4, params, "infer", FAST.seed).values())
+    assert extra["xla_step_peak_mb"] * 2**20 >= weights + inputs
+    assert extra["xla_step_temp_mb"] >= 0
+    # the CPU client keeps no allocator statistics, so no peak is claimed for it
+    assert "xla_allocator_peak_since_start_mb" not in extra

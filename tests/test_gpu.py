@@ -170,11 +170,45 @@ def test_mnist_trains_on_the_gpu_with_per_epoch_times(tmp_path):
     assert result["details"]["energy"]["joules_per_sample"] > 0
 
 
-def test_jax_runs_on_the_gpu(tmp_path):
+def test_jax_runs_on_the_gpu_without_preallocating_its_memory(tmp_path):
+    """Every weight and the input on the GPU; XLA's 75% preallocation off, so the
+    process's GPU memory and the allocator's peak are the model's; the step's memory
+    from XLA's buffer assignment; and a 0.2 s region gets no joules, with the reason."""
     pytest.importorskip("jax")
     run = run_json(tmp_path, "-w", "mlp", "-f", "jax", "-d", "cuda", *FAST)
     (result,) = map(ok, run["results"])
-    assert result["details"]["placement"]["kind"] == "cuda"
+    details, extra = result["details"], result["details"]["extra"]
+    assert details["placement"]["kind"] == "cuda", details["placement"]
+    assert extra["xla_python_client_preallocate"] == "false"
+    half_gpu_mb = torch.cuda.get_device_properties(0).total_memory / 2**20 / 2
+    assert 0 < extra["xla_allocator_peak_since_start_mb"] < half_gpu_mb, extra
+    assert 0 < extra["xla_step_peak_mb"] <= extra["xla_allocator_peak_since_start_mb"], extra
+    process_mb = [g["gpu_process_mem_mb"] for p in details["timeline"]["points"]
+                  for g in p.get("gpu") or () if "gpu_process_mem_mb" in g]  # fmt: skip
+    assert max(process_mb, default=0.0) < half_gpu_mb, "XLA preallocated the GPU"
+    energy = details["energy"]
+    assert "joules" not in energy and "shorter than the 1.0 s" in energy["unmeasurable"]
+
+
+def test_tensorflow_grows_its_gpu_memory_and_peaks_over_the_measured_steps(tmp_path):
+    """Growth on instead of TensorFlow mapping the whole GPU, and its allocator's peak
+    reset as the measured loop starts: the model's memory, well under half the GPU."""
+    import importlib.util
+
+    if importlib.util.find_spec("tensorflow") is None:
+        pytest.skip("tensorflow is not installed")
+    out = tmp_path / "run.json"
+    done = dlbench("run", "-w", "mlp", "-f", "tensorflow", "-d", "cuda", *FAST,
+                   "--json", str(out), "-q", timeout=900)  # fmt: skip
+    (result,) = json.loads(out.read_text())["results"]
+    if "sees 0 GPU" in (result["error"] or ""):
+        pytest.skip("this TensorFlow has no GPU support")
+    assert done.returncode == 0, done.stderr[-3000:]
+    extra = ok(result)["details"]["extra"]
+    assert extra["tf_force_gpu_allow_growth"] == "true"
+    half_gpu_mb = torch.cuda.get_device_properties(0).total_memory / 2**20 / 2
+    assert 0 < extra["tf_peak_memory_mb"] < half_gpu_mb, extra
+    assert result["details"]["placement"]["kind"] == "cuda", result["details"]["placement"]
 
 
 def test_onnxruntime_runs_every_node_on_the_gpu(tmp_path):

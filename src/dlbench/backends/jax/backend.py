@@ -5,7 +5,14 @@ from __future__ import annotations
 import os
 from typing import Any
 
-import jax
+from dlbench.backends.jax.memory import PREALLOCATE, allocator_peak, step_memory
+
+# Before JAX starts its client (at first use): XLA would take 75% of a GPU's memory
+# at once, and the device's used memory would say nothing of the model's (see
+# backends.jax.memory). A value the user set is kept, and recorded either way.
+os.environ.setdefault(PREALLOCATE, "false")
+
+import jax  # after the allocator setting above
 import numpy as np
 
 from dlbench.backends.base import Backend, Job, Prepared
@@ -80,9 +87,14 @@ class JaxBackend(Backend):
             device=job.device,
             details=Details(
                 placement=placement_of_each("JAX arrays", placed, _device_kind),
-                extra={"backend": jax.default_backend(), "dtype": "float32"},
+                extra={
+                    "backend": jax.default_backend(),
+                    "dtype": "float32",
+                    "xla_python_client_preallocate": os.environ.get(PREALLOCATE),
+                },
             ),
             fetch_output=lambda: np.asarray(step()),
+            after_measure=lambda: {**step_memory(forward, params, x), **allocator_peak(device)},
         )
 
 

@@ -7,7 +7,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from dlbench.backends.tensorflow.memory import ALLOW_GROWTH, peak_reading, peak_reset
+
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # keep the case log readable
+# before TensorFlow starts: grow GPU memory as used instead of mapping it all, so the
+# device's used memory is the model's (backends.tensorflow.memory); a user's value holds
+os.environ.setdefault(ALLOW_GROWTH, "true")
 
 import tensorflow as tf
 
@@ -98,9 +103,11 @@ class TensorFlowBackend(Backend):
             context=lambda: tf.device(tf_device),
             details=Details(
                 placement=placed,
-                extra={"keras": _keras_version(), "dtype": "float32"},
+                extra={"keras": _keras_version(), "dtype": "float32", **_memory_setting()},
             ),
             fetch_output=fetch,
+            before_measure=peak_reset(job.device),
+            after_measure=peak_reading(job.device),
         )
 
 
@@ -131,8 +138,14 @@ def _user_prepare(job: Job) -> Prepared:
         context=lambda: tf.device(tf_device),
         fetch_output=fetch,
         batch_size=leading_dim(arrays),
-        details=Details(placement=placed, extra=extra),
+        details=Details(placement=placed, extra={**extra, **_memory_setting()}),
+        before_measure=peak_reset(job.device),
+        after_measure=peak_reading(job.device),
     )
+
+
+def _memory_setting() -> dict[str, Any]:
+    return {"tf_force_gpu_allow_growth": os.environ.get(ALLOW_GROWTH)}
 
 
 UserStep = Callable[[], list[Any]]
