@@ -18,6 +18,7 @@ from typing import Any, ClassVar
 from dlbench.backends.serving_engine import GeneratorStreams, ServingEngine
 from dlbench.errors import CaseError, ReferenceUnavailable, UntrustedModel, cause_summary
 from dlbench.measure.pipeline import DevicePipeline
+from dlbench.reference.decoder import OwnReference
 from dlbench.results.details import Details, Generation, Placement, Quantization
 from dlbench.results.record_dict import from_dict
 from dlbench.spec.case import Case
@@ -119,12 +120,21 @@ class Generator(ABC):
 
     details: Details
     device: str
+    # The reference its tokens are held to where its weights are not the shared
+    # checkpoint's (torch building its model from the seed on a GPU makes it there,
+    # from the same weights); None: the shared reference (reference.decoder).
+    own_reference: OwnReference | None = None
 
     @abstractmethod
     def generate(
         self, prompt_ids: Any, osl: int, on_first_token: Callable[[], None] | None = None
     ) -> GenerationTrace:
         """Greedy decoding of exactly `osl` tokens after each prompt ([batch, isl] ids)."""
+
+    def after_generations(self) -> dict[str, Any]:
+        """Facts read once the timed generations are done (what torch.compile built),
+        merged into the details' `extra`."""
+        return {}
 
     def peak_device_memory_mb(self) -> float | None:
         """The most the device's own allocator held since the engine was prepared

@@ -9,6 +9,11 @@ export); the command is the engine's, the caching and the timing are here, and a
 conversion is keyed by its command and the versions of the packages that make it. A
 folder is written under a temporary name and renamed whole, so a reader never
 sees half of one, and two processes building the same one both end with it.
+
+Where torch builds its model from the seed on the case's own device (a GPU: no
+checkpoint on disk), the weights are not the checkpoint's (a GPU's random numbers
+are not the CPU's), so the reference is made in that worker from the same weights,
+on the same device, and cached here by `own_reference` (an `OwnReference`).
 """
 
 from __future__ import annotations
@@ -20,7 +25,8 @@ import shutil
 import subprocess
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +41,23 @@ CHECKPOINT_REVISION = 3
 BUILDER_MODULE = "dlbench.backends.torch.decoder_builder"
 BUILD_TIMEOUT_S = 3600
 CONVERSION_META = "dlbench-conversion.json"
+# Bump when how an engine makes its own reference changes (it is part of the cache key).
+OWN_REFERENCE_REVISION = 1
+OWN_REFERENCES = "decoder-own-references"
+# Where `reference_tokens` come from, as a result records it
+SHARED_REFERENCE = "torch eager fp32 on the CPU, from the shared checkpoint"
+
+
+@dataclass(frozen=True)
+class OwnReference:
+    """Reference tokens an engine made from its own weights on its own device, where
+    they are not the shared checkpoint's: what `reference_tokens` gives (tokens, top1,
+    top2), where it was made, and the seconds this case spent making it (None: found
+    in the cache)."""
+
+    arrays: Mapping[str, Any]
+    origin: str
+    made_s: float | None
 
 
 def checkpoint_folder(workload: str, seed: int) -> Path:
@@ -58,6 +81,27 @@ def reference_tokens(workload: str, seed: int, isl: int, osl: int, batch: int) -
                       "osl": osl, "batch": batch, "path": str(path)})  # fmt: skip
     with np.load(path) as arrays:
         return {name: arrays[name] for name in arrays.files}
+
+
+def own_reference(
+    key: Mapping[str, Any], origin: str, make: Callable[[], dict[str, Any]]
+) -> OwnReference:
+    """The reference `make` computes in this process, cached under `key` (workload,
+    seed, lengths, batch, the device's name, the versions that compute it), so the
+    cases of a run that share them (eager and compiled) make it once."""
+    import numpy as np
+
+    whole = {**key, "dlbench": __version__, "revision": OWN_REFERENCE_REVISION}
+    digest = hashlib.sha256(json.dumps(whole, sort_keys=True).encode()).hexdigest()[:16]
+    path = cache_dir() / OWN_REFERENCES / f"{key['workload']}-{digest}.npz"
+    if path.exists():
+        with np.load(path) as arrays:
+            return OwnReference({name: arrays[name] for name in arrays.files}, origin, None)
+    started = time.perf_counter()
+    made = make()
+    made_s = time.perf_counter() - started
+    write_atomic(path, lambda temp: np.savez(temp, **made))
+    return OwnReference(made, origin, made_s)
 
 
 def converted(

@@ -241,6 +241,9 @@ class TokenCheck:
     margin_there: float | None = None  # the reference's top-1 minus top-2 logit there
     near_tie_bound: float | None = None  # a margin at most this is a near tie
     verdict: str | None = None  # "identical", "near tie", "diverged", or why unchecked
+    # where the reference was made: the shared checkpoint's on the CPU, or the engine's
+    # own weights on its device (torch building its model from the seed on a GPU)
+    reference: str | None = None
 
 
 @dataclass
@@ -273,6 +276,10 @@ class Generation:
     # the KV cache of isl + osl positions at the engine's cache precision
     kv_cache_mb: float | None = None
     kv_cache_dtype: str | None = None
+    # the bytes one decode step must read: the weights at their stored precision (of the
+    # embedding table only the batch's rows) and the KV cache at the decode steps' mean
+    # context (workloads.decoder.decode_step_bytes); results.decode_bound reads it
+    decode_bytes_per_step: float | None = None
     # the most a GPU's allocator held while generating (weights, KV cache, activations);
     # None on a CPU, where the result's peak RSS holds them
     device_peak_mb: float | None = None

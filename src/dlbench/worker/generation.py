@@ -12,8 +12,9 @@ gives the samples, so a result's latency is the end-to-end latency.
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 
-from dlbench.backends.base import Backend, GenerationTrace, Job
+from dlbench.backends.base import KV_CACHE_BYTES, Backend, GenerationTrace, Generator, Job
 from dlbench.errors import ReferenceUnavailable
 from dlbench.measure.instruments import Instruments
 from dlbench.measure.timer import StopRule, run_timed
@@ -24,14 +25,16 @@ from dlbench.measure.token_latency import (
     percentiles_ms,
     token_latencies,
 )
-from dlbench.reference.decoder import reference_tokens
+from dlbench.reference.decoder import SHARED_REFERENCE, OwnReference, reference_tokens
 from dlbench.results.details import Generation, TokenCheck
+from dlbench.results.metrics import with_rates
 from dlbench.results.records import STATUS_FAILED, Result
 from dlbench.spec.case import Settings
 from dlbench.spec.registry import precision_info
 from dlbench.worker.placement import require_placement
 from dlbench.worker.result import result_from
 from dlbench.worker.token_check import check_tokens, failure
+from dlbench.workloads.decoder import DecoderWorkload, decode_step_bytes
 
 
 def run_generation(backend: Backend, job: Job, settings: Settings) -> Result:
@@ -41,6 +44,14 @@ def run_generation(backend: Backend, job: Job, settings: Settings) -> Result:
     record = generator.details.generation or Generation()
     converting_s = (record.convert_s or 0.0) if record.converted_now else 0.0
     setup_s = time.perf_counter() - setup_start - converting_s  # conversion reported apart
+    return measure_generation(generator, job, settings, setup_s)
+
+
+def measure_generation(
+    generator: Generator, job: Job, settings: Settings, setup_s: float
+) -> Result:
+    """Time a prepared engine's generations and check its tokens; one Result."""
+    record = generator.details.generation or Generation()
     require_placement(job.device, generator.details)
     isl, osl = job.params["isl"], job.params["osl"]
     prompts = job.workload.make_inputs(job.batch_size, job.params, "infer", job.seed)["input_ids"]
@@ -65,13 +76,16 @@ def run_generation(backend: Backend, job: Job, settings: Settings) -> Result:
         first_call_ms=timing.first_call_s * 1000.0,
         warmup_s=timing.warmup_s,
     )
+    result = _batch_shares_the_weights(result, job.batch_size)
     times = [TokenTimes(trace.started_s, trace.token_times_s) for trace in timed]
     generation = generation_record(record, token_latencies(times), job.batch_size, isl, osl)
     joules = result.details.energy.joules_per_sample if result.details.energy else None
     generation.energy_per_output_token_j = joules / osl if joules is not None else None
     generation.device_peak_mb = generator.peak_device_memory_mb()
-    generation.tokens = _token_check(job, traces)
+    generation.decode_bytes_per_step = _decode_bytes(job, record.kv_cache_dtype)
+    generation.tokens = _token_check(job, traces, generator.own_reference)
     result.details.generation = generation
+    result.details.extra.update(generator.after_generations())
     result.details.loop_wall_s = timing.loop_wall_s
     result.setup_s = setup_s
     error = failure(generation.tokens)
@@ -95,21 +109,46 @@ def generation_record(
     return record
 
 
-def _token_check(job: Job, traces: list[GenerationTrace]) -> TokenCheck:
+def _batch_shares_the_weights(result: Result, batch: int) -> Result:
+    """The result with its bytes per sequence (and so its GB/s) as the batch's share:
+    each step reads the weights once for all of its sequences, where the workload's
+    bytes per sample are a batch of one's (workloads.decoder)."""
+    if result.bytes_per_sample is None or batch == 1:
+        return result
+    return with_rates(replace(result, bytes_per_sample=result.bytes_per_sample / batch))
+
+
+def _decode_bytes(job: Job, kv_cache_dtype: str | None) -> float | None:
+    """What one decode step must read (workloads.decoder.decode_step_bytes), at the
+    precision the weights are held in and the engine's KV cache precision."""
+    if kv_cache_dtype not in KV_CACHE_BYTES or not isinstance(job.workload, DecoderWorkload):
+        return None
+    weight_bytes = precision_info(job.case.precision).value_bytes
+    isl, osl = job.params["isl"], job.params["osl"]
+    kv_bytes = KV_CACHE_BYTES[kv_cache_dtype]
+    return decode_step_bytes(job.workload.shape, job.batch_size, isl, osl, weight_bytes, kv_bytes)
+
+
+def _token_check(job: Job, traces: list[GenerationTrace], own: OwnReference | None) -> TokenCheck:
     """Every generation gives the same tokens (greedy is deterministic), and they are
-    held to torch eager fp32's."""
+    held to torch eager fp32's: the engine's own (made from its weights on its device)
+    where it has one, else the shared checkpoint's."""
     first = traces[0].tokens
     if any(trace.tokens != first for trace in traces[1:]):
         return TokenCheck(verdict="diverged: the engine's own generations disagree")
-    if (job.case.framework, job.case.compile, job.device, job.case.precision) == (
-        "torch", "eager", "cpu", "fp32",
-    ):  # fmt: skip
-        return TokenCheck(verdict="the reference itself (torch eager fp32 on the CPU)")
-    try:
-        reference = reference_tokens(
-            job.workload.name, job.seed, job.params["isl"], job.params["osl"], job.batch_size
-        )
-    except ReferenceUnavailable as exc:
-        return TokenCheck(verdict=f"not checked: {exc}")
+    if own is None and (job.case.framework, job.case.compile, job.device,
+                        job.case.precision) == ("torch", "eager", "cpu", "fp32"):  # fmt: skip
+        return TokenCheck(verdict="the reference itself (torch eager fp32 on the CPU)",
+                          reference=SHARED_REFERENCE)  # fmt: skip
+    if own is not None:
+        reference, origin = own.arrays, own.origin
+    else:
+        origin = SHARED_REFERENCE
+        try:
+            reference = reference_tokens(
+                job.workload.name, job.seed, job.params["isl"], job.params["osl"], job.batch_size
+            )
+        except ReferenceUnavailable as exc:
+            return TokenCheck(verdict=f"not checked: {exc}", reference=origin)
     tolerance = precision_info(job.case.precision).tolerance or 0.0
-    return check_tokens(first, reference, tolerance)
+    return replace(check_tokens(first, reference, tolerance), reference=origin)

@@ -74,6 +74,26 @@ def kv_cache_bytes(shape: DecoderShape, batch: int, tokens: int, bytes_per_value
     return 2 * shape.layers * shape.kv_heads * shape.head_dim * tokens * batch * bytes_per_value
 
 
+def mean_decode_context(isl: int, osl: int) -> float:
+    """The positions a decode step attends to, on average over a generation's decode
+    steps: the step giving output token k (2 to osl) attends to isl + k - 1 of them."""
+    return isl + osl / 2
+
+
+def decode_step_bytes(
+    shape: DecoderShape, batch: int, isl: int, osl: int, weight_bytes: int, kv_bytes: int
+) -> float:
+    """The bytes one decode step must read from memory, the least any engine can read:
+    every weight at its stored precision but the embedding table, of which a step reads
+    only its batch's rows (the output head is untied, so it is read whole); and the KV
+    cache of every sequence at the steps' mean context. Activations, logits and the
+    cache's one new position are kilobytes to megabytes beside gigabytes, and left out."""
+    embedding = shape.vocab * shape.hidden
+    weights = (shape.parameter_count() - embedding + batch * shape.hidden) * weight_bytes
+    cache = kv_cache_bytes(shape, batch, 1, kv_bytes) * mean_decode_context(isl, osl)
+    return float(weights + cache)
+
+
 class DecoderWorkload(Workload):
     """Greedy generation of `osl` tokens after an `isl`-token prompt, per sequence."""
 
@@ -92,9 +112,10 @@ class DecoderWorkload(Workload):
     def shape(self) -> DecoderShape:
         return SHAPES[self.name]
 
-    # transformers generate runs eagerly or with its forward under torch.compile
+    # transformers generate runs eagerly, with its forward under torch.compile, or with
+    # its decoding step compiled by transformers in CUDA graphs (reduce-overhead)
     compile_modes: ClassVar[Mapping[str, tuple[str, ...]]] = MappingProxyType(
-        {"torch": ("eager", "compile")}
+        {"torch": ("eager", "compile", "reduce-overhead")}
     )
 
     def validate_params(self, given: Mapping[str, int]) -> None:
@@ -123,7 +144,9 @@ class DecoderWorkload(Workload):
     def bytes_per_sample(
         self, params: Mapping[str, int], mode: str, value_bytes: int
     ) -> float | None:
-        """The weights read once for the prompt and once per further output token."""
+        """The weights read once for the prompt and once per further output token, by
+        a batch of one: a batch's sequences share each step's reads, so the generation
+        loop divides them among its sequences (worker.generation)."""
         return float(value_bytes * self.parameter_count * params["osl"])
 
     def input_bytes_per_sample(self, params: Mapping[str, int], mode: str) -> float:

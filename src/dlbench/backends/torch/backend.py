@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import inspect
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -155,17 +156,27 @@ class TorchBackend(Backend):
             job, data, device, precision_plan(job.case.precision, device, True)
         )
 
-    def prepare_generation(self, job: Job) -> Generator:
-        from dlbench.backends.torch.decoder import TorchGenerator
-        from dlbench.reference.decoder import checkpoint_folder
+    def prepare_generation(self, job: Job, seeded: bool | None = None) -> Generator:
+        """The decoder from the shared checkpoint, or built from the seed on the case's
+        device with its reference made there (`seeded`; None: decoder.seeds_on_device
+        decides, so a test can run the GPU's way on the CPU)."""
+        from dlbench.backends.torch import decoder
 
         device = torch.device(job.device)
         # its switches (TF32 off unless asked) and its hardware check (CaseSkipped)
         precision = precision_plan(job.case.precision, device, training=False)
         dtype = str(precision_info(job.case.precision).generation_dtype)
-        checkpoint = checkpoint_folder(job.workload.name, job.seed)
-        generator = TorchGenerator(job, checkpoint, getattr(torch, dtype))
+        started = time.perf_counter()
+        seeded = decoder.seeds_on_device(job) if seeded is None else seeded
+        model, weights, reference = decoder.generation_model(job, getattr(torch, dtype), seeded)
+        generator = decoder.TorchGenerator(
+            job, model, getattr(torch, dtype), weights, compile_counters
+        )
+        generator.own_reference = reference
         generator.details.extra.update(device_facts(device), **precision.details)
+        generator.details.extra["weights_s"] = time.perf_counter() - started
+        if reference is not None:  # its time is inside weights_s where it was made
+            generator.details.extra["reference_made_s"] = reference.made_s
         generator.details.generation = kv_cache_record(job, dtype)
         return generator
 

@@ -1,0 +1,138 @@
+"""torch's decoder built from the seed on the case's device, its fp32 reference made
+there from the same weights: what a GPU case does, run here on the CPU at llm-tiny
+with real torch and transformers (backends.torch.decoder.seeded_model)."""
+
+from __future__ import annotations
+
+import pytest
+
+from dlbench.backends.base import Job, kv_cache_record
+from dlbench.reference.decoder import OWN_REFERENCES, SHARED_REFERENCE
+from dlbench.results.env import cpu_model
+from dlbench.results.records import STATUS_OK
+from dlbench.spec.case import Case, Settings
+from dlbench.worker.token_check import IDENTICAL, NEAR_TIE
+from dlbench.workloads import get_workload
+from dlbench.workloads.decoder import SHAPES, decode_step_bytes
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("transformers")
+
+QUICK = Settings(min_time_s=0.0, min_iters=3, warmup_iters=1)
+
+
+@pytest.fixture
+def own_cache(tmp_path, monkeypatch):
+    """A cache of this test's own: what a case makes there is its doing."""
+    monkeypatch.setenv("DLBENCH_CACHE", str(tmp_path / "cache"))
+    return tmp_path / "cache"
+
+
+def job(compile_mode: str = "eager", precision: str = "fp32", batch: int = 2) -> Job:
+    case = Case("llm-tiny", "torch", compile_mode, device="cpu", batch_size=batch,
+                threads=1, precision=precision)  # fmt: skip
+    spec = get_workload("llm-tiny")
+    return Job(case, spec, "cpu", batch, spec.resolve_params("cpu", {}), seed=0)
+
+
+def test_the_seeded_weights_are_the_same_every_build_and_a_cast_only_rounds_them():
+    from dlbench.backends.torch.decoder import build_decoder
+
+    shape = SHAPES["llm-tiny"]
+    first, again = build_decoder(shape, seed=0), build_decoder(shape, seed=0)
+    other = build_decoder(shape, seed=1)
+    bf16 = build_decoder(shape, seed=0, dtype=torch.bfloat16)
+    weights = dict(first.named_parameters())
+    assert all(torch.equal(weights[n], p) for n, p in again.named_parameters())
+    assert not all(torch.equal(weights[n], p) for n, p in other.named_parameters())
+    for name, parameter in bf16.named_parameters():
+        assert parameter.dtype == torch.bfloat16
+        assert torch.equal(parameter, weights[name].to(torch.bfloat16)), name
+    # the rotary frequencies stay fp32, as from_pretrained(dtype=bfloat16) keeps them
+    assert {b.dtype for b in bf16.buffers()} == {torch.float32}
+    assert not bf16.lm_head.weight[:3].any()  # no special token is ever the largest logit
+
+
+def test_a_seeded_case_makes_its_reference_once_beside_its_weights_and_is_held_to_it(
+    own_cache,
+):
+    """Eager makes the reference; the reduce-overhead case with the same key loads it,
+    compiles its decoding step (transformers' own compilation, asked for on the CPU)
+    and gives the same tokens. No checkpoint or tokenizer is made."""
+    from dlbench.backends.torch.backend import TorchBackend
+    from dlbench.worker.generation import measure_generation
+
+    results = []
+    for compile_mode in ("eager", "reduce-overhead"):
+        case_job = job(compile_mode)
+        generator = TorchBackend().prepare_generation(case_job, seeded=True)
+        results.append(measure_generation(generator, case_job, QUICK, setup_s=0.0))
+    eager, compiled = results
+    for result in results:
+        assert result.status == STATUS_OK, result.error
+        extra, tokens = result.details.extra, result.details.generation.tokens
+        assert extra["weights"] == "seeded on cpu in fp32" and extra["weights_s"] > 0
+        assert tokens.verdict == IDENTICAL and tokens.compared == 2 * 16
+        assert cpu_model() in tokens.reference and "same seeded weights" in tokens.reference
+        assert tokens.reference != SHARED_REFERENCE
+    assert eager.details.extra["reference_made_s"] > 0
+    assert compiled.details.extra["reference_made_s"] is None  # found in the cache
+    assert len(list((own_cache / OWN_REFERENCES).glob("llm-tiny-*.npz"))) == 1
+    counters = compiled.details.extra["compile_counters"]
+    assert counters["graphs"] >= 1 and counters["graph_breaks"] == 0
+    assert "compile_counters" not in eager.details.extra
+    assert not checkpoint_folder_made(own_cache)
+    # a batch of two shares each step's weight reads: a sequence's share of the bytes
+    one = get_workload("llm-tiny").bytes_per_sample({"isl": 32, "osl": 16}, "infer", 4)
+    assert eager.bytes_per_sample == pytest.approx(one / 2)
+    assert eager.gbps == pytest.approx(eager.throughput * one / 2 / 1e9)
+    shape = SHAPES["llm-tiny"]
+    step = decode_step_bytes(shape, 2, 32, 16, 4, 4)
+    assert eager.details.generation.decode_bytes_per_step == pytest.approx(step)
+
+
+def checkpoint_folder_made(cache) -> bool:
+    """Whether anything of the shared checkpoint is in `cache` (asking for its folder's
+    name makes nothing when its parent is not there)."""
+    return any(path.name.startswith("llm-tiny-seed") for path in cache.glob("*"))
+
+
+def test_a_bf16_case_runs_the_seeded_weights_cast_and_is_held_to_their_fp32_reference(
+    own_cache,
+):
+    """The generator a bf16 case gets on a GPU, assembled as prepare_generation does
+    but for the precision's hardware check: this CPU may have no bf16 units, and the
+    check refuses an emulated speed, not the numbers this test holds."""
+    from dlbench.backends.torch.backend import compile_counters
+    from dlbench.backends.torch.decoder import TorchGenerator, build_decoder, seeded_model
+    from dlbench.worker.generation import measure_generation
+
+    case_job = job(precision="bf16")
+    model, reference = seeded_model(case_job, torch.bfloat16)
+    fp32 = dict(build_decoder(SHAPES["llm-tiny"], seed=0).named_parameters())
+    for name, parameter in model.named_parameters():
+        assert torch.equal(parameter, fp32[name].to(torch.bfloat16)), name
+    generator = TorchGenerator(case_job, model, torch.bfloat16, "seeded", compile_counters)
+    generator.own_reference = reference
+    generator.details.generation = kv_cache_record(case_job, "bfloat16")
+    result = measure_generation(generator, case_job, QUICK, setup_s=0.0)
+    assert result.status == STATUS_OK, result.error
+    tokens = result.details.generation.tokens
+    assert tokens.verdict in (IDENTICAL, NEAR_TIE), tokens
+    assert tokens.reference == reference.origin and reference.made_s is not None
+    # the reference is fp32's: its tokens are not the bf16 generation's own
+    assert reference.arrays["top1"].dtype.name == "float32"
+    step = decode_step_bytes(SHAPES["llm-tiny"], 2, 32, 16, 2, 2)
+    assert result.details.generation.decode_bytes_per_step == pytest.approx(step)
+
+
+def test_only_a_gpu_generation_case_is_seeded_on_its_device():
+    from dlbench.backends.torch.decoder import seeds_on_device
+
+    def on(device: str, **case: object) -> Job:
+        built = Case("llm-tiny", "torch", "eager", device=device, threads=1, **case)
+        return Job(built, get_workload("llm-tiny"), device, 1, {"isl": 32, "osl": 16}, 0)
+
+    assert seeds_on_device(on("cuda:0")) and not seeds_on_device(on("cpu"))
+    # a LoadGen server is held to the shared reference of its prompts, made apart
+    assert not seeds_on_device(on("cuda:0", loadgen=True))
