@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from dlbench.measure.instruments import Measured
+from dlbench.measure.power_regime import PowerRegimes
 from dlbench.measure.timeline import TimelineSummary
 from dlbench.results.record_dict import REST_FIELD, from_dict, to_dict
 
@@ -430,6 +431,8 @@ class Details(Measured):
     # latency (each step waited for) or throughput (pipelined windows: measure.pipeline)
     timing_mode: str | None = None
     pipelined: Pipelined | None = None
+    # a ceiling case (option ceiling): its burst and sustained rates, clocks and power
+    power_regimes: PowerRegimes | None = None
     generation: Generation | None = None
     endpoint: EndpointLoad | None = None
     ddp: Ddp | None = None
