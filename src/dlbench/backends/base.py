@@ -18,6 +18,7 @@ from typing import Any, ClassVar
 from dlbench.backends.serving_engine import GeneratorStreams, ServingEngine
 from dlbench.errors import CaseError, ReferenceUnavailable, UntrustedModel, cause_summary
 from dlbench.measure.pipeline import DevicePipeline
+from dlbench.measure.power_regime import WindowQueue
 from dlbench.reference.decoder import OwnReference
 from dlbench.results.details import Details, Generation, Placement, Quantization
 from dlbench.results.record_dict import from_dict
@@ -174,6 +175,11 @@ class Backend(ABC):
     def prepare_generation(self, job: Job) -> Generator:
         """Load (converting once, cached) the workload's decoder for generation."""
         raise CaseError(f"{self.name} has no generation loop for {job.workload.name!r}")
+
+    def window_queue(self, job: Job, prepared: Prepared) -> WindowQueue:
+        """A ceiling case's kernels (`prepared`'s step, and for copy the memory
+        ceiling's others) queued window by window and timed on the device."""
+        raise CaseError(f"{self.name} has no ceiling windows (option ceiling) to run")
 
     def prepare_serving(self, job: Job, streams: int) -> ServingEngine:
         """The decoder serving `streams` requests at once. Without a scheduler of the

@@ -34,6 +34,7 @@ from dlbench.backends.torch.precision import AUTOCAST_DTYPES, PrecisionPlan, pre
 from dlbench.backends.torch.quantized import quantized_model
 from dlbench.backends.torch.user_model import call_arguments, load_torch_model
 from dlbench.errors import CaseError, CaseSkipped
+from dlbench.measure.power_regime import WindowQueue
 from dlbench.results.details import Details, Quantization
 from dlbench.spec.registry import QUANTIZED_PRECISIONS, precision_info
 from dlbench.workloads.model_format import model_format
@@ -147,6 +148,11 @@ class TorchBackend(Backend):
             fetch_loss=None if inference else lambda: _as_float(synced()),
             after_measure=lambda: _after_measure(device, job.case.compile),
         )
+
+    def window_queue(self, job: Job, prepared: Prepared) -> WindowQueue:
+        from dlbench.backends.torch.windows import window_queue
+
+        return window_queue(job, prepared)
 
     def prepare_training(self, job: Job, data: Any) -> EpochTrainer:
         from dlbench.backends.torch.training import TorchMnistTrainer
