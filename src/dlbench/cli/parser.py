@@ -84,7 +84,15 @@ def build_parser() -> argparse.ArgumentParser:
     )
     roofline.add_argument("--device", "-d", help="cpu, cuda, cuda:N or auto (default: auto)")
     roofline.add_argument("--threads", "-t", type=positive_int, help="intra-op threads")
-    roofline.add_argument("--min-time", type=non_negative_float, help="seconds per ceiling")
+    roofline.add_argument(
+        "--min-time", type=non_negative_float, help="seconds of windows per ceiling figure"
+    )
+    roofline.add_argument(
+        "--sustain",
+        type=non_negative_float,
+        help="seconds of continuous work before the sustained figures of the bf16 GEMM and "
+        "copy (default: 10 on a GPU, 0 on a CPU)",
+    )
     roofline.add_argument("--timeout", type=non_negative_float, help="seconds per case")
     roofline.add_argument("--json", type=Path, dest="json_path", help="write the run as JSON")
     roofline.add_argument("--csv", type=Path, dest="csv_path", help="write the results as CSV")

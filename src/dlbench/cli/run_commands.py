@@ -73,7 +73,7 @@ def _dry_run(request: RunRequest, args: argparse.Namespace) -> int:
 
 def cmd_roofline(args: argparse.Namespace) -> int:
     """The `ceilings` suite; later runs on this machine report efficiency against it."""
-    settings = {"min_time_s": args.min_time, "timeout_s": args.timeout}
+    settings = {"min_time_s": args.min_time, "timeout_s": args.timeout, "sustain_s": args.sustain}
     request = RunRequest(
         suite="ceilings",
         device=args.device,

@@ -805,6 +805,10 @@ class Settings:
             "instead of short runs",
         ),
     )
+    # Seconds of continuous work before a ceiling case's sustained windows (option
+    # ceiling=sustained, worker.ceiling_windows); None: 10 on a GPU, 0 on a CPU. Set by
+    # `dlbench roofline --sustain`, whose option it is: no `run` option declares it.
+    sustain_s: float | None = None
     # The user's name for the code measured (a commit, a version), which dlbench cannot
     # know: `dlbench history --order label` orders runs by it. It changes no number, so
     # a suite file cannot set it (plan.suites.SETTING_KEYS) and no case key holds it.

@@ -375,8 +375,9 @@ FRAMEWORKS: dict[str, FrameworkInfo] = {
             ddp_compiles=("eager", "compile"),
             # optimizer=fused: the training optimizer's fused CUDA kernel (AdamW(fused=True))
             # where torch's default on a GPU is its multi-tensor (foreach) one: a labelled
-            # variant, never a silent default
-            options=MappingProxyType({"optimizer": ("fused",)}),
+            # variant, never a silent default. ceiling: a kernel's burst and sustained
+            # windows, `dlbench roofline`'s (worker.ceiling_windows)
+            options=MappingProxyType({"optimizer": ("fused",), "ceiling": ("burst", "sustained")}),
         ),
         FrameworkInfo(
             name="tensorflow",

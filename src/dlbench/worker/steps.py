@@ -22,6 +22,7 @@ from dlbench.results.details import Details, OutputCheck
 from dlbench.results.records import STATUS_FAILED, Result, base_result
 from dlbench.spec.case import Case, Settings
 from dlbench.spec.registry import QUANTIZED_PRECISIONS
+from dlbench.worker.ceiling_windows import is_ceiling_case, run_ceiling
 from dlbench.worker.check import check_output
 from dlbench.worker.pipelined import THROUGHPUT, measure_pipelined, pipelined_result, timing_mode
 from dlbench.worker.placement import require_device_kind, require_placement
@@ -59,6 +60,8 @@ def execute(case: Case, settings: Settings) -> Result:
             from dlbench.worker.generation import run_generation
 
             result = run_generation(backend, job, settings)
+        elif is_ceiling_case(case):  # `dlbench roofline`'s burst and sustained windows
+            result = run_ceiling(backend, job, settings)
         else:
             result = _run_steps(backend, job, settings)
     except CaseSkipped as skip:
