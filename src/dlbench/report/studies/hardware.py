@@ -4,20 +4,24 @@ The article listed "hardware, it/s" for an add it timed together with
 allocation and a host-to-device copy, unsynchronised, and could not say why
 one GPU ran at a fifth of its speed. Here each row is one machine's device
 with it/s, GB/s, the fraction of that machine's measured memory bandwidth,
-and the throttle verdict of its GPU telemetry.
+and the throttle verdict of its GPU telemetry. The ceilings table shows a GPU's
+burst and sustained figures (results.ceilings) with the SM clock and power
+seen during each.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from rich.table import Table
 
+from dlbench.measure.power_regime import BURST_S
 from dlbench.report.leaderboard import hardware
 from dlbench.report.studies.study import StudyTable, relative_rows
 from dlbench.report.table import escape_markup, fmt
-from dlbench.results.ceilings import efficiency_in_run
+from dlbench.results.ceilings import BURST, SUSTAINED, CeilingKey, efficiency_in_run
 from dlbench.results.metrics import METRICS
 from dlbench.results.records import Run
 
@@ -82,18 +86,47 @@ def hardware_table(runs: Sequence[Run], workload: str = ADD_WORKLOAD) -> Table:
 
 
 def ceilings_table(run: Run) -> Table:
-    """The ceilings a run holds (measured in it, or copied from the newest roofline)."""
+    """The ceilings a run holds (measured in it, or copied from the newest roofline):
+    a GPU's burst and sustained figures each with the SM clock and power seen during
+    it; a CPU's (or an older run's) one figure."""
     ceilings = run.env.get("ceilings") or {}
+    conditions = ceilings.get("conditions") or {}
     source = escape_markup(str(ceilings.get("source_run", "-")))  # an imported run's env
     table = Table(title=f"ceilings (from run {source})", title_justify="left")
-    for name in ("device", "ceiling", "value"):
-        table.add_column(name, justify="right" if name == "value" else "left")
+    for name in ("device", "ceiling", "regime", "value", "SM clock", "power", "measured"):
+        table.add_column(name, justify="right" if name in NUMBER_COLUMNS else "left")
     for key, value in sorted((ceilings.get("values") or {}).items()):
-        device, kind, *precision = key.split("|")
-        unit = "GFLOP/s" if kind == "gflops" else "GB/s"
-        what = f"gemm {precision[0]}" if precision else f"{kind} bandwidth"
-        table.add_row(escape_markup(device), escape_markup(what), f"{fmt(value)} {unit}")
+        parsed = CeilingKey.parse(key)
+        seen = conditions.get(key) or {}
+        unit = "GFLOP/s" if parsed.kind == "gflops" else "GB/s"
+        clock, power = seen.get("sm_clock_mhz"), seen.get("power_w")
+        table.add_row(
+            escape_markup(parsed.device),
+            escape_markup(parsed.what()),
+            escape_markup(parsed.regime or "one figure"),
+            f"{fmt(value)} {unit}",
+            f"{clock:.0f} MHz" if clock is not None else "-",
+            f"{power:.0f} W" if power is not None else "-",
+            escape_markup(_how_measured(parsed, seen)),
+        )
     return table
+
+
+NUMBER_COLUMNS = ("value", "SM clock", "power")
+
+
+def _how_measured(key: CeilingKey, seen: dict[str, Any]) -> str:
+    """When in the run a figure was taken, from a cool start or not, and (memory, the
+    best of several kernels) by which kernel."""
+    if key.regime == BURST:
+        start = {True: ", cool start", False: ", not a cool start (a clock limit held)"}
+        when = f"first {1000 * BURST_S:.0f} ms{start.get(seen.get('cool_start'), '')}"
+    elif key.regime == SUSTAINED:
+        when = f"median window after {seen.get('after_s', 0.0):.0f} s"
+    else:
+        return "-"
+    kernel = seen.get("kernel")
+    return f"{when}; best of kernels: {kernel}" if key.kind == "memory" and kernel else when
 
 
 def seed_add_tables(run: Run, baseline: str = "torch") -> list[StudyTable]:
