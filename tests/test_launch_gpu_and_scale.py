@@ -168,12 +168,26 @@ def test_throttled_results_are_flagged_in_the_table():
 
 @pytest.mark.slow
 def test_roofline_then_every_result_carries_its_efficiency(tmp_path):
-    roof = run_json(tmp_path, "roofline", "-d", "cpu", "--min-time", "0.2", name="roof.json")
+    roof = run_json(
+        tmp_path, "roofline", "-d", "cpu", "--min-time", "0.2", "--sustain", "0.3", name="roof.json"
+    )
     by_case = {(r["case"]["workload"], r["case"]["precision"]): r for r in roof["results"]}
     assert by_case[("gemm", "fp32")]["status"] == "ok"
     assert by_case[("gemm", "tf32")]["status"] == "skipped"
     assert by_case[("h2d", "fp32")]["status"] == "skipped"  # no transfer on a CPU
     assert by_case[("copy", "fp32")]["gbps"] > 0
+    # windows on the CPU too: copy (ceiling=sustained) runs past --sustain, and the best
+    # of its kernels is its one ceiling figure; the fp32 GEMM (burst) stops after its
+    # windows, with a sustained figure only where they ran past --sustain
+    copy = by_case[("copy", "fp32")]["details"]["power_regimes"]
+    assert copy["sustained"]["after_s"] == 0.3 and copy["timed_by"] == "host-clock"
+    assert set(copy["sustained"]["by_kernel"]) == {"copy", "add", "sum"}
+    gemm = by_case[("gemm", "fp32")]["details"]["power_regimes"]
+    assert gemm["burst"]["rate"] > 0 and gemm["burst"]["after_s"] == 0.0
+    assert roof["env"]["ceilings"]["values"] == {
+        "cpu|gflops|fp32": (gemm.get("sustained") or gemm["burst"])["rate"],
+        "cpu|memory": max(copy["sustained"]["by_kernel"].values()),
+    }
     run = run_json(
         tmp_path, "run", "-w", "add", "-w", "mlp", "-d", "cpu", "--param", "size=1024", *FAST
     )
