@@ -21,6 +21,7 @@ from dlbench.launch import session
 from dlbench.report.compare import RunComparison, shown
 from dlbench.report.leaderboard import Pivot
 from dlbench.report.table import escape_markup, flags, fmt, plain, rate_column, run_table
+from dlbench.results.decode_bound import decode_bound
 from dlbench.results.records import STATUS_SKIPPED, Result, Run
 from dlbench.results.repeats import processes
 from dlbench.spec.case import DEFAULT_SLO_PERCENTILE, Case
@@ -96,9 +97,26 @@ def case_line(result: Result, run: Run) -> str:
     return (
         f"[green]ok[/green] {name}: median {fmt(result.latency_ms.median)} ms, "
         f"{fmt(result.throughput)} samples/s, {rate_column(result, run)}{_served(result)}"
-        f"{_endpoint(result)}"
+        f"{_endpoint(result)}{_decode(result, run)}"
         f"{noisy}{count}"
     )
+
+
+def _decode(result: Result, run: Run) -> str:
+    """A generation's decode against the memory-bandwidth bound (results.decode_bound)."""
+    bound = decode_bound(result, run)
+    if bound is None or bound.achieved_gbps is None:
+        return ""
+    text = f"; decode {fmt(bound.achieved_gbps)} GB/s"
+    if bound.ceiling is not None:
+        text += (f", {100 * (bound.mbu or 0.0):.0f}% of the {fmt(bound.ceiling.gbps)} GB/s "
+                 f"ceiling ({bound.ceiling.source}): bound {fmt(bound.bound_tokens_per_s)} "
+                 "tokens/s a sequence")  # fmt: skip
+    note = bound.note(result.case.device)
+    if note is None:
+        return escape_markup(text)
+    style = "red" if bound.above_bound else "dim"
+    return f"{escape_markup(text)} [{style}]({escape_markup(note)})[/{style}]"
 
 
 def _served(result: Result) -> str:

@@ -18,6 +18,7 @@ from dlbench.atomic import write_atomic
 from dlbench.errors import UserError
 from dlbench.measure.stats import LatencyStats
 from dlbench.results.ceilings import efficiency_in_run
+from dlbench.results.decode_bound import decode_bound
 from dlbench.results.metrics import CSV_METRICS, METRICS, read
 from dlbench.results.record_dict import finite
 from dlbench.results.records import Result, Run, result_keys, run_from_json
@@ -42,8 +43,14 @@ def run_json(run: Run) -> dict[str, Any]:
 
 
 def derived(result: Result, run: Run) -> dict[str, Any]:
-    """The result's efficiency against the run's ceilings and its DDP scaling, where it has them."""
-    found = {"efficiency": efficiency_in_run(result, run), "scaling": scaling_in_run(result, run)}
+    """The result's efficiency against the run's ceilings, its DDP scaling, and a
+    generation's decode against the memory-bandwidth bound, where it has them."""
+    bound = decode_bound(result, run)
+    found = {
+        "efficiency": efficiency_in_run(result, run),
+        "scaling": scaling_in_run(result, run),
+        "decode_bound": bound.as_dict(result.case.device) if bound is not None else None,
+    }
     return {name: value for name, value in found.items() if value is not None}
 
 

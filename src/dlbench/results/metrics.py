@@ -16,6 +16,7 @@ from typing import Any
 
 from dlbench.errors import UserError
 from dlbench.results.ceilings import efficiency_in_run
+from dlbench.results.decode_bound import achieved_decode_gbps, decode_bound
 from dlbench.results.records import TIME_TO_TRAIN_KEY, Result, Run
 from dlbench.results.scaling import scaling_in_run
 
@@ -149,6 +150,16 @@ def _efficiency(result: Result, run: Run) -> float | None:
     found = efficiency_in_run(result, run) or {}
     value = found.get("fraction")
     return float(value) if isinstance(value, int | float) else None
+
+
+def _decode_bound(name: str) -> RunReader:
+    """A figure of the result's decode against the memory-bandwidth bound."""
+
+    def read(result: Result, run: Run) -> float | None:
+        bound = decode_bound(result, run)
+        return stored_number(getattr(bound, name)) if bound is not None else None
+
+    return read
 
 
 def _scaling(result: Result, run: Run) -> float | None:
@@ -503,6 +514,31 @@ METRICS: dict[str, Metric] = {
             False,
             "energy_per_output_token_j",
         ),
+        # Decode against the memory-bandwidth bound (results.decode_bound)
+        Metric(
+            "decode_gbps",
+            "Decode bandwidth: the bytes a step must read over the median TPOT",
+            "GB/s",
+            "decode GB/s",
+            True,
+            achieved_decode_gbps,
+        ),
+        Metric(
+            "mbu",
+            "Decode's share of the memory ceiling (measured, else the datasheet's)",
+            "fraction",
+            "MBU",
+            True,
+            in_run=_decode_bound("mbu"),
+        ),
+        Metric(
+            "decode_bound",
+            "Decode bound: the memory ceiling over a step's bytes, times the batch",
+            "tokens/s",
+            "decode bound tok/s",
+            True,
+            in_run=_decode_bound("batch_bound_tokens_per_s"),
+        ),
         # An OpenAI-compatible server under load (details.endpoint)
         _endpoint_metric(
             "goodput",
@@ -596,6 +632,9 @@ CSV_METRICS = (
     "kv_cache",
     "gpu_memory",
     "energy_per_token",
+    "decode_gbps",
+    "mbu",
+    "decode_bound",
     "goodput",
     "request_rate",
     "server_tps",
