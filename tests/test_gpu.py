@@ -225,21 +225,63 @@ def test_onnxruntime_runs_every_node_on_the_gpu(tmp_path):
         assert extra["nodes_by_provider"].get("CUDAExecutionProvider", 0) > 0, extra
 
 
-def test_text_generation_runs_on_the_gpu_in_bf16_with_its_tokens_checked(tmp_path):
-    """transformers on CUDA: the model held in bf16 (and fp32), its tokens held to the
-    CPU fp32 reference, its GPU memory counted beside the KV cache."""
-    run = run_json(tmp_path, "run", "-w", "llm-tiny", "-f", "torch", "-d", "cuda",
-                   "-c", "eager", "-c", "compile", "-p", "bf16", "-p", "fp32", *FAST)  # fmt: skip
+def test_the_decoder_seeded_on_the_gpu_is_the_same_every_build_and_a_cast_only_rounds_it():
+    from dlbench.backends.torch.decoder import build_decoder, greedy_reference
+    from dlbench.workloads.decoder import SHAPES
+
+    shape = SHAPES["llm-tiny"]
+    first, again = (build_decoder(shape, seed=0, device="cuda:0") for _ in range(2))
+    bf16 = build_decoder(shape, seed=0, device="cuda:0", dtype=torch.bfloat16)
+    weights = dict(first.named_parameters())
+    for name, parameter in again.named_parameters():
+        assert parameter.device.type == "cuda" and torch.equal(parameter, weights[name]), name
+    for name, parameter in bf16.named_parameters():
+        assert torch.equal(parameter, weights[name].to(torch.bfloat16)), name
+    assert {b.dtype for b in bf16.buffers()} == {torch.float32}  # the rotary frequencies
+    prompts = torch.randint(3, shape.vocab, (2, 32)).numpy()
+    reference = greedy_reference(first, prompts, 8)
+    assert reference["tokens"].shape == reference["top1"].shape == (2, 8)
+    assert (reference["top1"] >= reference["top2"]).all()
+
+
+def test_text_generation_on_the_gpu_is_seeded_there_and_held_to_a_reference_made_there(
+    tmp_path,
+):
+    """transformers on CUDA, its model built from the seed on the GPU (no checkpoint),
+    in bf16 and fp32, eager and with its decoding step in CUDA graphs: each held to the
+    fp32 reference made once on the same GPU from the same weights, its decode held to
+    the memory-bandwidth bound, its GPU memory counted beside the KV cache."""
+    run = run_json(tmp_path, "-w", "llm-tiny", "-f", "torch", "-d", "cuda", "-b", "2",
+                   "-c", "eager", "-c", "reduce-overhead", "-p", "bf16", "-p", "fp32",
+                   *FAST)  # fmt: skip
     assert len(run["results"]) == 4
+    origin = f"torch eager fp32 on {torch.cuda.get_device_name(0)}, TF32 off, from the same"
+    made = []
     for result in map(ok, run["results"]):
-        generation = result["details"]["generation"]
+        generation, extra = result["details"]["generation"], result["details"]["extra"]
+        precision, mode = result["case"]["precision"], result["case"]["compile"]
         assert result["details"]["placement"]["kind"] == "cuda"
-        dtype = {"bf16": "bfloat16", "fp32": "float32"}[result["case"]["precision"]]
-        assert generation["kv_cache_dtype"] == result["details"]["extra"]["dtype"] == dtype
-        assert result["details"]["extra"]["matmul_tf32"] is False
+        dtype = {"bf16": "bfloat16", "fp32": "float32"}[precision]
+        assert generation["kv_cache_dtype"] == extra["dtype"] == dtype
+        assert extra["weights"].startswith("seeded on cuda:0 in fp32"), extra["weights"]
+        assert extra["matmul_tf32"] is False
         assert generation["device_peak_mb"] > generation["kv_cache_mb"] > 0
-        assert generation["tokens"]["verdict"] in ("identical", "near tie"), generation["tokens"]
+        tokens = generation["tokens"]
+        assert tokens["reference"] == f"{origin} seeded weights", tokens
+        # fp32 eager is the reference's own computation: nothing may round differently
+        exact = (precision, mode) == ("fp32", "eager")
+        expected = ("identical",) if exact else ("identical", "near tie")
+        assert tokens["verdict"] in expected, (precision, mode, tokens)
         assert 0 < generation["ttft_p50_ms"] < generation["e2e_p50_ms"]
+        made.append(extra["reference_made_s"])
+        if mode == "reduce-overhead":
+            counters = extra["compile_counters"]
+            assert counters["graphs"] >= 1 and counters["graph_breaks"] == 0, counters
+        bound = result["derived"]["decode_bound"]
+        assert bound["ceiling_gbps"] and bound["note"] is None, bound  # a known GPU
+        assert 0 < bound["mbu"] <= 1.05, bound
+    # one key (workload, seed, lengths, batch, GPU, versions): made by the first case
+    assert made[0] > 0 and made[1:] == [None, None, None], made
 
 
 def test_gpu_training_is_pipelined_timed_by_events_and_diagnosed(tmp_path):
