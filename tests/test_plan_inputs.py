@@ -273,3 +273,20 @@ def test_a_device_resolved_to_another_kind_fails_the_case():
         require_device_kind("tensorflow", "mps", "cuda:0")  # what it did on a CUDA machine
     require_device_kind("torch", "cuda", "cuda:0")
     require_device_kind("jax", "auto", "cpu")
+
+
+def test_an_8b_generation_on_a_gpu_asks_the_host_for_its_prompts_only():
+    """torch builds the 8B model from the seed on the GPU, its reference there too: the
+    host holds the prompts, where on the CPU it must hold the fp32 weights."""
+    from dlbench.spec.case import Case
+    from dlbench.workloads.memory import workload_need
+
+    def need(device: str, **fields: object) -> float:
+        case = Case("llama-3.1-8b", "torch", "eager", device=device, precision="bf16",
+                    batch_size=8, **fields)  # fmt: skip
+        return workload_need(case).nbytes
+
+    assert need("cuda") == 8 * 8 * 1024  # int64 token ids of 8 prompts of 1024 tokens
+    assert need("cpu") >= 4 * 8e9  # the fp32 weights the reference is made from
+    # a LoadGen server loads the shared checkpoint: its host holds the weights
+    assert need("cuda", loadgen=True, scenario="server") >= 4 * 8e9

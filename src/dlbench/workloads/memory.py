@@ -29,6 +29,7 @@ from dlbench.errors import UserError
 from dlbench.spec.case import Case
 from dlbench.spec.registry import precision_info
 from dlbench.workloads import get_workload
+from dlbench.workloads.decoder import seeded_on_device
 
 # What a worker holds besides the case's arrays, at the least: the interpreter,
 # NumPy and the lightest framework (ONNX Runtime or OpenVINO: ~50 MB resident
@@ -103,9 +104,13 @@ def workload_need(case: Case) -> Need:
     for device in devices:
         params = workload.resolve_params(device, given)
         batch = case.batch_size or workload.default_batch_size(device, params)
-        nbytes = workload.memory_bytes(
-            batch, params, case.mode, value_bytes, data_files=case.data_dir is not None
-        )
+        if workload.generative and seeded_on_device(case.framework, device, case.loadgen):
+            # its weights, cache and reference live on the GPU: the host holds prompts
+            nbytes = batch * workload.input_bytes_per_sample(params, case.mode)
+        else:
+            nbytes = workload.memory_bytes(
+                batch, params, case.mode, value_bytes, data_files=case.data_dir is not None
+            )
         options.append((nbytes, batch, params))
     nbytes, batch, params = min(options, key=lambda option: option[0])
     shown = ", ".join(f"{key}={value}" for key, value in params.items())

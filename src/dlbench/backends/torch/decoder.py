@@ -34,6 +34,7 @@ from dlbench.workloads.decoder import (
     SHAPES,
     SPECIAL_TOKENS,
     DecoderShape,
+    seeded_on_device,
 )
 
 # The synthetic corpus the tokenizer is trained on: words drawn from a seeded
@@ -273,7 +274,7 @@ def seeds_on_device(job: Job) -> bool:
     would be 32 GB written on the host and read back), for the generation loop. A
     LoadGen server is held to the shared reference of its prompts, made apart, so it
     loads the shared checkpoint as every CPU case does."""
-    return torch.device(job.device).type == "cuda" and not job.case.loadgen
+    return seeded_on_device("torch", torch.device(job.device).type, job.case.loadgen)
 
 
 def generation_model(
