@@ -160,7 +160,7 @@ def test_bad_requests_name_the_problem(request_, message):
         ("cases: [{workload: mlp, framework: torch, device: [1]}]\n", "unknown device"),
         (
             "cases: [{workload: mlp, framework: torch, options: {fault: raise}}]\n",
-            "only for the null backend",
+            "unknown torch-backend option 'fault'; allowed: optimizer",
         ),
         (
             "cases: [{workload: mlp, framework: 'null', options: {fault: melt}}]\n",
@@ -265,7 +265,7 @@ cases:
         ),
         (
             {"options": {"fault": "raise"}},
-            "options {'fault': 'raise'} are only for the null backend (harness tests), not 'torch'",
+            "unknown torch-backend option 'fault'; allowed: optimizer, ceiling",
         ),
         (
             {"framework": "null", "compile": "default", "options": {"melt": "1"}},
@@ -387,3 +387,10 @@ def test_an_option_reaches_the_case_and_an_unknown_one_exits_2():
     for bad in ("optimizer=slow", "colour=red", "optimizer"):
         done = cli("run", "-w", "mlp", "-f", "torch", "--option", bad, "--dry-run")
         assert done.returncode == 2 and len(done.stderr.strip().splitlines()) == 1, done.stderr
+
+
+def test_an_option_on_a_framework_without_options_names_those_with_them():
+    done = cli("run", "-w", "mlp", "-f", "jax", "--option", "optimizer=fused", "--dry-run")
+    assert done.returncode == 2
+    assert "'jax' takes none; frameworks with options of their own" in done.stderr
+    assert "torch" in done.stderr

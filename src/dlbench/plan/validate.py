@@ -537,8 +537,8 @@ def _validate_options(case: Case, info: FrameworkInfo) -> None:
     """Options belong to the backend whose entry lists them (the null backend's faults)."""
     if case.options and not info.options:
         raise UserError(
-            f"options {dict(case.options)} are only for the {_having('options')} backend "
-            f"(harness tests), not {case.framework!r}"
+            f"options {dict(case.options)}: {case.framework!r} takes none; frameworks "
+            f"with options of their own (--option KEY=VALUE): {_having('options')}"
         )
     for key, value in case.options:
         require_known(f"{case.framework}-backend option", key, tuple(info.options))
