@@ -261,3 +261,9 @@ class WindowMeanPipeline:
 
     def wait(self) -> None:
         self._block(self._last)
+
+    def count_hidden_syncs(self) -> int | None:
+        return None  # no framework-neutral way to count a JAX or TensorFlow step's waits
+
+    def kernel_time_s(self) -> tuple[float | None, str | None]:
+        return None, "no kernel time: read from torch's profiler only"

@@ -29,6 +29,7 @@ from dlbench.backends.tensorflow.models import BUILDERS, to_framework_layout
 from dlbench.backends.tensorflow.placement import by_name, require_outputs_placed, tf_placement
 from dlbench.backends.tensorflow.user_model import LoadedModel, load_user_model
 from dlbench.errors import CaseError
+from dlbench.measure.pipeline import WindowMeanPipeline
 from dlbench.results.details import Details, Placement
 from dlbench.workloads.model_format import model_format
 from dlbench.workloads.user_model import model_inputs
@@ -97,10 +98,18 @@ class TensorFlowBackend(Backend):
             require_outputs_placed(placed, [output])
             return output.numpy()
 
+        # throughput mode on a GPU: ops are queued on the device's stream and return;
+        # one host copy a window waits for them all
+        pipeline = (
+            WindowMeanPipeline(lambda: forward(x), lambda out: out.numpy())
+            if tf_device.startswith("/GPU")
+            else None
+        )
         return Prepared(
             step=step,
             device=job.device,
             context=lambda: tf.device(tf_device),
+            pipeline=pipeline,
             details=Details(
                 placement=placed,
                 extra={"keras": _keras_version(), "dtype": "float32", **_memory_setting()},
