@@ -24,11 +24,12 @@ from dlbench.backends.base import (
     input_shapes,
     leading_dim,
     load_failure,
+    placement,
     quantized,
 )
 from dlbench.backends.openvino.user_model import ov_signature
 from dlbench.errors import CaseError
-from dlbench.results.details import Details
+from dlbench.results.details import Details, Placement
 from dlbench.spec.case import Case
 from dlbench.spec.registry import QUANTIZED_PRECISIONS
 from dlbench.workloads.user_model import model_inputs
@@ -96,6 +97,7 @@ class OpenVinoBackend(Backend):
             )
         }
         details = Details(
+            placement=executed_on(compiled),
             quantization=quantization,
             extra={"onnx_opset": meta["opset"], "infer_requests": requests, **hints},
         )
@@ -134,6 +136,7 @@ class OpenVinoBackend(Backend):
             fetch_output=lambda: [array.copy() for array in list(step().values())[:count]],
             batch_size=leading_dim(feeds),
             details=Details(
+                placement=executed_on(compiled),
                 quantization=quantization,
                 extra={
                     "inputs": input_shapes(feeds),
@@ -156,6 +159,16 @@ class OpenVinoBackend(Backend):
 
 
 HINT_KEYS = ("PERFORMANCE_HINT", "NUM_STREAMS")
+
+
+def executed_on(compiled: Any) -> Placement:
+    """Where the compiled model really runs: OpenVINO's EXECUTION_DEVICES, the devices
+    its plugin put the work on (an AUTO or HETERO compile may differ from the one
+    asked for). dlbench compiles for the CPU plugin alone, so anything else is mixed."""
+    devices = [str(device) for device in compiled.get_property("EXECUTION_DEVICES")]
+    kinds = {"cpu" if device.upper().startswith("CPU") else "other" for device in devices}
+    kind = kinds.pop() if len(kinds) == 1 else "mixed"
+    return placement("OpenVINO EXECUTION_DEVICES", ", ".join(devices), kind)
 
 
 def _precision_hint(precision: str) -> str:
