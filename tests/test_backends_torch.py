@@ -168,3 +168,15 @@ def test_the_fused_optimizer_is_a_labelled_variant_that_trains_and_is_recorded()
     assert result.details.extra["optimizer"].endswith("(fused)")
     plain = Case("mlp", "torch", "eager", mode="train", device="cpu", batch_size=8, threads=1)
     assert plain.key() != result.case.key()
+
+
+def test_every_input_parameter_and_buffer_of_a_torch_case_is_placed():
+    from dlbench.backends.torch.backend import tensor_placement
+
+    module = torch.nn.BatchNorm1d(4)  # two parameters, three buffers
+    inputs = {"x": torch.zeros(2, 4)}
+    placed = tensor_placement(inputs, module)
+    assert placed.kind == "cpu" and placed.reported == "6 on cpu"
+    module.running_mean = torch.zeros(4, device="meta")  # a buffer left elsewhere
+    stray = tensor_placement(inputs, module)
+    assert stray.kind == "mixed" and "buffer running_mean" in stray.reported

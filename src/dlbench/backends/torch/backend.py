@@ -19,8 +19,8 @@ from dlbench.backends.base import (
     input_shapes,
     kv_cache_record,
     leading_dim,
-    placement,
 )
+from dlbench.backends.placement import placement_of_each
 from dlbench.backends.torch.export import aoti_runner
 from dlbench.backends.torch.models import (
     KERNELS,
@@ -35,7 +35,7 @@ from dlbench.backends.torch.quantized import quantized_model
 from dlbench.backends.torch.user_model import call_arguments, load_torch_model
 from dlbench.errors import CaseError, CaseSkipped
 from dlbench.measure.power_regime import WindowQueue
-from dlbench.results.details import Details, Quantization
+from dlbench.results.details import Details, Placement, Quantization
 from dlbench.spec.registry import QUANTIZED_PRECISIONS, precision_info
 from dlbench.workloads.model_format import model_format
 from dlbench.workloads.user_model import model_inputs
@@ -47,6 +47,8 @@ class TorchBackend(Backend):
     export_details: dict[str, Any] | None = None
     # set when an int8 case loads or makes its quantized model (method, seconds)
     quantization: Quantization | None = None
+    # set when a case builds its model: its parameters and buffers are placed too
+    module: torch.nn.Module | None = None
 
     def version(self) -> str:
         return torch.__version__
@@ -109,7 +111,7 @@ class TorchBackend(Backend):
             args = _model_args(inputs)
             step = lambda: call(*args)  # noqa: E731  # the model on the case's inputs
             infer = _array_call(call, device, layout)
-        placed = next(iter(inputs.values()))
+        placed = tensor_placement(inputs, self.module)
         step, transfer = _with_transfer(step, inputs, job.case.transfer, device)
         transfer_bytes = (
             sum(t.nbytes for t in inputs.values()) if transfer.startswith("inside") else None
@@ -128,7 +130,7 @@ class TorchBackend(Backend):
             context=torch.inference_mode if inference else torch.enable_grad,
             details=Details(
                 # where the data really is, checked against the case's device
-                placement=placement("torch tensors", str(placed.device), placed.device.type),
+                placement=placed,
                 transfer=transfer,
                 transfer_bytes_per_step=transfer_bytes,
                 quantization=self.quantization,
@@ -249,7 +251,7 @@ class TorchBackend(Backend):
             model, self.quantization = quantized_model(job, device)
             return model
         module = reference_module(job.workload.name, job.params, job.seed)
-        module = module.to(device, memory_format=layout).eval()
+        module = self.module = module.to(device, memory_format=layout).eval()
         if job.case.compile == "export":
             identity = {"workload": job.workload.name, "params": job.params, "seed": job.seed,
                         "layout": str(layout)}  # fmt: skip
@@ -276,7 +278,7 @@ class TorchBackend(Backend):
         layout: torch.memory_format,
     ) -> Callable[[], object]:
         module = training_module(job.workload.name, job.params, job.seed)
-        module = module.to(device, memory_format=layout).train()
+        module = self.module = module.to(device, memory_format=layout).train()
         args = _model_args(inputs)
         wrapped: torch.nn.Module = module
         if job.world_size > 1:
@@ -313,6 +315,17 @@ class TorchBackend(Backend):
 
 
 TARGET_NAMES = ("target", "labels")
+
+
+def tensor_placement(inputs: dict[str, torch.Tensor], module: torch.nn.Module | None) -> Placement:
+    """Where every input and, where a model was built, every parameter and buffer is:
+    a weight left on the host would run the model there, or fail, whatever one
+    input's device says."""
+    pieces = {f"input {name}": str(tensor.device) for name, tensor in inputs.items()}
+    if module is not None:
+        pieces |= {f"param {n}": str(t.device) for n, t in module.named_parameters()}
+        pieces |= {f"buffer {n}": str(t.device) for n, t in module.named_buffers()}
+    return placement_of_each("torch tensors", pieces, lambda device: device.split(":")[0])
 
 
 def training_optimizer(job: Job, module: torch.nn.Module) -> torch.optim.Optimizer:
