@@ -85,6 +85,8 @@ class RunRequest:
     threads: int | None = None
     interop_threads: int | None = None
     params: tuple[tuple[str, int], ...] = ()
+    # --option KEY=VALUE: each one set, over a suite entry's options (not a product)
+    options: tuple[tuple[str, str], ...] = ()
     # Case field -> value, for every other axis given (GENERIC_AXES)
     axes: tuple[tuple[str, Any], ...] = ()
     # Settings field -> value, each from its own option
@@ -444,10 +446,7 @@ def _shared_fields(
     command line's value, else the entry's, else the Case default."""
     given = dict(request.axes)
     # the command line's --option KEY=VALUE over the entry's options, key by key
-    options = {
-        **_mapping(entry.get("options"), f"{where}.options"),
-        **dict(given.pop("options", ())),
-    }
+    options = {**_mapping(entry.get("options"), f"{where}.options"), **dict(request.options)}
     generic = {name: _first_given(given.get(name), entry.get(name)) for name in GENERIC_AXES}
     return {
         **{name: value for name, value in generic.items() if value is not None},

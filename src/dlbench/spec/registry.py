@@ -196,6 +196,11 @@ class FrameworkInfo:
     # The most sequences a generation server's engine holds at once (--streams), where
     # it has a limit of its own below spec.case.MAX_STREAMS
     max_streams: int | None = None
+    # Device kinds on which it builds a generation model from the seed on the device
+    # itself, and makes its fp32 reference there (no checkpoint, nothing on the host);
+    # a LoadGen server still loads the shared checkpoint (its tokens are held to the
+    # shared reference of its prompts)
+    seeds_generation_on: tuple[str, ...] = ()
     # Serves concurrent generation requests by continuous batching (its own scheduler
     # adds each to the running batch): a generation server's streams are its batch's
     # sequences, not generators one request at a time each (backends.serving_engine)
@@ -378,6 +383,8 @@ FRAMEWORKS: dict[str, FrameworkInfo] = {
             # variant, never a silent default. ceiling: a kernel's burst and sustained
             # windows, `dlbench roofline`'s (worker.ceiling_windows)
             options=MappingProxyType({"optimizer": ("fused",), "ceiling": ("burst", "sustained")}),
+            # an 8B checkpoint would be 32 GB written on the host and read back
+            seeds_generation_on=("cuda",),
         ),
         FrameworkInfo(
             name="tensorflow",
@@ -511,6 +518,14 @@ FRAMEWORKS: dict[str, FrameworkInfo] = {
         ),
     )
 }
+
+
+def seeded_on_device(framework: str, device_kind: str, loadgen: bool) -> bool:
+    """Whether a generation case builds its model from the seed on its own device, its
+    fp32 reference made there too (FrameworkInfo.seeds_generation_on), and so holds
+    no weights in host memory: not a LoadGen server, held to the shared reference."""
+    info = FRAMEWORKS.get(framework)
+    return info is not None and device_kind in info.seeds_generation_on and not loadgen
 
 
 def framework_info(name: str) -> FrameworkInfo:

@@ -69,15 +69,6 @@ SHAPES = {
 }
 
 
-def seeded_on_device(framework: str, device_kind: str, loadgen: bool) -> bool:
-    """Whether a generation case builds its model from the seed on its own device, with
-    its fp32 reference made there too (backends.torch.decoder): torch on a GPU, but for
-    a LoadGen server (held to the shared reference of its prompts, so it loads the
-    shared checkpoint, as every CPU case and every other engine does). Such a case
-    holds no weights in host memory."""
-    return framework == "torch" and device_kind == "cuda" and not loadgen
-
-
 def kv_cache_bytes(shape: DecoderShape, batch: int, tokens: int, bytes_per_value: int) -> int:
     """The KV cache of `tokens` positions: keys and values, every layer, every KV head."""
     return 2 * shape.layers * shape.kv_heads * shape.head_dim * tokens * batch * bytes_per_value

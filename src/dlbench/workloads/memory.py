@@ -27,9 +27,8 @@ import psutil
 
 from dlbench.errors import UserError
 from dlbench.spec.case import Case
-from dlbench.spec.registry import precision_info
+from dlbench.spec.registry import precision_info, seeded_on_device
 from dlbench.workloads import get_workload
-from dlbench.workloads.decoder import seeded_on_device
 
 # What a worker holds besides the case's arrays, at the least: the interpreter,
 # NumPy and the lightest framework (ONNX Runtime or OpenVINO: ~50 MB resident
@@ -126,6 +125,7 @@ def generation_server_need(case: Case, streams: int, one_pipeline: bool) -> Need
     """A generation server's `streams`: one model holding a KV cache per sequence where
     the engine batches them (continuous batching), else a model and its cache per
     stream (a generator each, serving one request at a time)."""
+    case = replace(case, loadgen=True)  # a server runs under LoadGen, on the shared checkpoint
     if one_pipeline:
         batched = workload_need(replace(case, batch_size=streams))
         return Need(

@@ -27,6 +27,7 @@ from dlbench.reference.builtin import package_version
 from dlbench.reference.decoder import OwnReference, checkpoint_folder, own_reference
 from dlbench.results.details import Details
 from dlbench.results.env import cpu_model
+from dlbench.spec.registry import seeded_on_device
 from dlbench.workloads.decoder import (
     BOS_ID,
     EOS_ID,
@@ -34,7 +35,6 @@ from dlbench.workloads.decoder import (
     SHAPES,
     SPECIAL_TOKENS,
     DecoderShape,
-    seeded_on_device,
 )
 
 # The synthetic corpus the tokenizer is trained on: words drawn from a seeded
