@@ -17,7 +17,6 @@ from dlbench.reference.decoder import SHARED_REFERENCE
 from dlbench.results.decode_bound import datasheet_memory_ceiling, decode_bound
 from dlbench.results.files import run_json, write_csv
 from dlbench.results.metrics import METRICS, read
-from dlbench.worker.token_check import IDENTICAL, NEAR_TIE
 from dlbench.workloads.decoder import SHAPES, decode_step_bytes, kv_cache_bytes
 
 
@@ -142,18 +141,18 @@ def test_a_cpu_case_loads_the_shared_checkpoint_and_shows_its_decode_bandwidth(t
     """The CPU path as before (the shared checkpoint, its reference made apart), with
     the decode's bytes, bandwidth and a hint to measure the ceiling on its line."""
     out = tmp_path / "run.json"
-    done = dlbench("run", "-w", "llm-tiny", "-f", "torch", "-c", "eager", "-c", "compile",
+    # eager alone: a compiled decoder's tokens are held to the same reference in
+    # test_worker_generation, and its compile would cost this test 45 s more
+    done = dlbench("run", "-w", "llm-tiny", "-f", "torch", "-c", "eager",
                    "-t", "1", "--min-time", "0", "--min-iters", "3", "--warmup", "1",
                    "--json", str(out), timeout=900)  # fmt: skip
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    eager, compiled = json.loads(out.read_text())["results"]
-    for result in (eager, compiled):
-        assert result["status"] == "ok", result["error"]
-        assert result["details"]["extra"]["weights"].startswith("the shared checkpoint")
-        assert result["details"]["generation"]["tokens"]["reference"] == SHARED_REFERENCE
-        bound = result["derived"]["decode_bound"]
-        assert bound["achieved_gbps"] > 0 and "dlbench roofline" in bound["note"]
-    assert compiled["details"]["generation"]["tokens"]["verdict"] in (IDENTICAL, NEAR_TIE)
+    (eager,) = json.loads(out.read_text())["results"]
+    assert eager["status"] == "ok", eager["error"]
+    assert eager["details"]["extra"]["weights"].startswith("the shared checkpoint")
+    assert eager["details"]["generation"]["tokens"]["reference"] == SHARED_REFERENCE
+    bound = eager["derived"]["decode_bound"]
+    assert bound["achieved_gbps"] > 0 and "dlbench roofline" in bound["note"]
     assert eager["details"]["generation"]["tokens"]["verdict"].startswith("the reference itself")
     shown = " ".join(done.stderr.split())  # the line as printed, unwrapped
     assert "; decode " in shown and "no memory ceiling for cpu: run `dlbench roofline`" in shown

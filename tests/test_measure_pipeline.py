@@ -78,7 +78,7 @@ def test_a_host_bound_step_is_timed_at_the_hosts_pace():
 
 def test_the_stop_rule_counts_steps_and_window_time_and_max_iters_caps_a_window():
     device = SimulatedDevice(issue_s=0.0, device_s=0.001)
-    rule = StopRule(min_time_s=0.0, min_iters=1, warmup_iters=0, max_iters=7)
+    rule = StopRule(min_time_s=5.0, min_iters=1, warmup_iters=0, max_iters=7)
     timing = run_pipelined(device, rule, window_s=10.0, clock=device.clock)
     assert timing.steps == 7 and len(timing.intervals_s) == 7 and len(timing.windows) == 1
 
@@ -150,3 +150,12 @@ def test_single_stream_inference_stays_in_the_latency_mode(tmp_path):
     result = run_case(case, Settings(min_time_s=0.1, min_iters=5, warmup_iters=1))
     assert result.ok and result.details.timing_mode == "latency"
     assert result.details.pipelined is None
+
+
+def test_a_short_min_time_makes_short_windows_and_zero_makes_one_step_windows():
+    device = SimulatedDevice(issue_s=0.0001, device_s=0.001)
+    timing = run_pipelined(device, StopRule(0.05, 5, 1), window_s=0.5, clock=device.clock)
+    assert timing.windows_wall_s < 0.1  # not stretched to half a second
+    device = SimulatedDevice(issue_s=0.0, device_s=0.001)
+    timing = run_pipelined(device, StopRule(0.0, 4, 0), window_s=0.5, clock=device.clock)
+    assert [w.steps for w in timing.windows] == [1, 1, 1, 1]

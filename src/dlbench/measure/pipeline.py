@@ -140,6 +140,9 @@ def run_pipelined(
         total, issued = _waited(pipeline, clock)
         timing.warmup_s.append(total)
         timing.warmup_issue_s.append(issued)
+    # no window longer than the whole measurement asked for: a short --min-time (a
+    # test's, a smoke run's) is not stretched to window_s; 0 makes one-step windows
+    window_s = min(window_s, rule.min_time_s)
     per_window = _steps_per_window(timing.warmup_s, window_s)
     if on_loop_start is not None:
         on_loop_start()
@@ -159,7 +162,7 @@ def _steps_per_window(warmup_s: list[float], window_s: float) -> int:
     a thousand launches), so a window ended on the host's clock alone would queue
     seconds of work."""
     if not warmup_s:
-        return MAX_ITERS
+        return MAX_ITERS if window_s > 0 else 1
     return max(1, int(window_s / max(statistics.median(warmup_s), 1e-9)))
 
 
