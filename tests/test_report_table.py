@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 
 from factories import sample_run
 from rich.console import Console
@@ -43,3 +44,100 @@ def test_table_shows_failures_in_full_and_escapes_markup():
     text = console.export_text()
     assert "[bold red]not markup[/bold red] boom" in text
     assert "failed: gemm size=64 / torch [script] infer" in text
+
+
+def busy_run():
+    """A run whose rows hold long labels, big numbers and several flags: what squeezed
+    the 13-column table to a 6-character case column at 120 columns."""
+    from factories import make_result, make_run
+
+    from dlbench.measure.stats import summarize
+
+    results = [
+        make_result(
+            workload="bert-large", framework="torch", compile=compile_mode, mode="train",
+            device="cuda:0", precision="amp-bf16", batch_size=256, threads=16,
+            params=(("seq", 128),), latency_ms=summarize([0.238] * 20), throughput=170_412.5,
+            gflops=279_669.0, first_call_ms=2_224.0, cpu_percent=100.0, peak_rss_mb=2_311.0,
+            flags=["throttled:power", "low-n-p99", "interference"],
+        )
+        for compile_mode in ("eager", "reduce-overhead")
+    ]  # fmt: skip
+    return make_run(results, id="20261127-181237-afba25", env={"hostname": "h100-reference"})
+
+
+def rendered(run, width, wide=False) -> str:
+    from dlbench.cli.terminal import PIPED_WIDTH
+
+    console = Console(width=width or PIPED_WIDTH, record=True)
+    console.print(run_table(run, width, wide))
+    return console.export_text()
+
+
+def test_the_table_fits_100_and_120_columns_with_nothing_cut():
+    run = busy_run()
+    for width in (100, 120):
+        text = rendered(run, width)
+        assert "…" not in text, text
+        assert max(map(len, text.splitlines())) <= width
+        for whole in ("170,412", "238", "throttled:power,", "low-n-p99", "interference",
+                      "median ms", "samples/s", "reduce-overhead]"):  # fmt: skip
+            assert whole in text, (width, whole, text)
+        table, more = text.split("more columns")
+        # the wide columns are named under the table, those holding nothing nowhere
+        assert "p99 ms" not in table and "p99 ms" in more and "J/sample" not in text
+        assert "dlbench show 20261127-181237-afba25 --wide" in " ".join(more.split())
+    # at 60 columns the rate goes, then the device all rows share (named in the title)
+    narrow = rendered(run, 60)
+    assert "GFLOP/s" not in narrow and "device cuda:0" in narrow and "…" not in narrow
+    assert max(map(len, narrow.splitlines())) <= 60
+
+
+def test_piped_output_keeps_every_column_one_row_per_case():
+    run = busy_run()
+    text = rendered(run, None)
+    table_rows = [line for line in text.splitlines() if line.startswith("│")]
+    assert len(table_rows) == len(run.results)
+    for header in ("p99 ms", "IQR/med", "CPU %", "RSS MB", "1st call ms", "rate"):
+        assert header in text
+
+
+def test_every_flag_shown_is_explained_under_the_table():
+    from dlbench.results.flags import MEANINGS
+
+    text = rendered(busy_run(), 120)
+    for flag in ("throttled:power", "low-n-p99", "interference"):
+        assert f"{flag}: " in text
+    assert MEANINGS["interference"].split()[0] in text
+
+
+def test_every_flag_the_rules_can_set_has_a_meaning():
+    import inspect
+
+    from dlbench.results import flags
+
+    source = inspect.getsource(flags)
+    for name in re.findall(r'found\.append\("([a-z0-9:-]+)"\)', source):
+        assert name in flags.MEANINGS, name
+    for constant in ("NOISY", "LOW_N_P99", "HOST_BOUND"):
+        assert getattr(flags, constant) in flags.MEANINGS
+
+
+def test_list_support_and_frameworks_fit_100_columns_with_every_name_whole():
+    from dlbench.cli.info_commands import frameworks_table, support_table
+    from dlbench.spec.registry import FRAMEWORKS
+
+    for table in (support_table(), frameworks_table()):
+        console = Console(width=100, record=True)
+        console.print(table)
+        text = console.export_text()
+        assert "…" not in text
+        words = set(re.findall(r"[\w.-]+", text))
+        assert set(FRAMEWORKS) <= words, set(FRAMEWORKS) - words
+    # an install hint's extras are text, not markup swallowed whole
+    console = Console(width=100, record=True)
+    console.print(frameworks_table())
+    assert (
+        '.[llm-llama-cpp]"' in console.export_text().replace("\n", "")
+        or FRAMEWORKS["llama-cpp"].installed_version()
+    )

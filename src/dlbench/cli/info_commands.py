@@ -12,6 +12,7 @@ from dlbench.cli.terminal import out, print_json, print_run, print_study, say
 from dlbench.errors import UserError
 from dlbench.report.table import escape_markup
 from dlbench.results.lookup import load_run
+from dlbench.spec.case import MODES
 from dlbench.spec.registry import FRAMEWORKS, WORKLOADS
 from dlbench.workloads import get_workload
 
@@ -29,31 +30,37 @@ def cmd_list(args: argparse.Namespace) -> int:
 
 
 def support_table() -> Table:
-    """Which framework runs which workload, in which modes ('-': not supported)."""
-    table = Table(title="support matrix (modes per workload and framework)")
-    table.add_column("workload")
-    for name in FRAMEWORKS:
-        table.add_column(name)
+    """Which frameworks run each workload, by mode ('-': none). A row a workload and the
+    frameworks listed in its cells, which wrap between names: a framework a column
+    made eleven columns that a terminal cut to `onnxrun…`."""
+    table = Table(title="support (frameworks per workload and mode)")
+    table.add_column("workload", no_wrap=True)
+    for mode in MODES:
+        table.add_column(mode, overflow="fold")
     for workload in WORKLOADS:
-        modes = get_workload(workload).modes
+        own = get_workload(workload).modes
         cells = [
-            ", ".join(m for m in modes if info.supports(workload, m)) or "-"
-            for info in FRAMEWORKS.values()
+            ", ".join(name for name, info in FRAMEWORKS.items() if info.supports(workload, mode))
+            if mode in own
+            else ""
+            for mode in MODES
         ]
+        cells = [cell or "-" for cell in cells]
         table.add_row(workload, *cells)
     return table
 
 
 def frameworks_table() -> Table:
     table = Table(title="frameworks")
-    for name in ("name", "installed", "compile modes", "about"):
-        table.add_column(name)
+    table.add_column("name", no_wrap=True)
+    for name in ("installed", "compile modes", "about"):
+        table.add_column(name, overflow="fold")
     for info in FRAMEWORKS.values():
         version = info.installed_version()
         status = (
             f"[green]{escape_markup(version)}[/green]"  # as the installed package says
             if version
-            else f"[red]no[/red] ({info.install_hint})"
+            else f"[red]no[/red] ({escape_markup(info.install_hint)})"
         )
         table.add_row(info.name, status, ", ".join(info.compile_modes), info.label)
     return table
@@ -61,8 +68,9 @@ def frameworks_table() -> Table:
 
 def workloads_table() -> Table:
     table = Table(title="workloads")
-    for name in ("name", "modes", "default batch (cpu/gpu)", "params (cpu / gpu)", "about"):
-        table.add_column(name)
+    table.add_column("name", no_wrap=True)
+    for name in ("modes", "default batch (cpu/gpu)", "params (cpu / gpu)", "about"):
+        table.add_column(name, overflow="fold")
     for name in WORKLOADS:
         w = get_workload(name)
         params = f"{_pairs(w.cpu_params)} / {_pairs(w.gpu_params)}"
@@ -84,8 +92,8 @@ def suites_table() -> Table:
     from dlbench.plan.suites import builtin_suite_names, load_suite
 
     table = Table(title="suites")
-    table.add_column("name")
-    table.add_column("about")
+    table.add_column("name", no_wrap=True)
+    table.add_column("about", overflow="fold")
     for name in builtin_suite_names():
         table.add_row(name, load_suite(name).description)
     return table
@@ -111,7 +119,7 @@ def cmd_show(args: argparse.Namespace) -> int:
     if args.plots is not None:
         check_output_folder(args.plots, "--plots")
     run = load_run(args.run, args.db, on_wait=say)
-    print_run(run)
+    print_run(run, args.wide)
     print_study(run, args.baseline, args.plots, args.latency_budget_ms)
     return 0
 

@@ -105,6 +105,12 @@ def build_parser() -> argparse.ArgumentParser:
     show = commands.add_parser("show", help="print a stored run as a table")
     show.add_argument("run", help="a run JSON file, or a run id in the store")
     show.add_argument("--db", type=store_location, help=DB_HELP)
+    show.add_argument(
+        "--wide",
+        action="store_true",
+        help="every column of the results table (p99, IQR, energy, CPU, memory, first call); "
+        "piped output has them all",
+    )
     add_study_options(show)
     inspect = commands.add_parser(
         "inspect",
@@ -280,6 +286,12 @@ def add_run_parser(commands: argparse._SubParsersAction) -> None:
     output.add_argument("--csv", type=Path, dest="csv_path", help="write the results as CSV")
     output.add_argument("--db", type=store_location, help=DB_HELP)
     output.add_argument("--quiet", "-q", action="store_true", help="no progress, table only")
+    output.add_argument(
+        "--wide",
+        action="store_true",
+        help="every column of the results table (p99, IQR, energy, CPU, memory, first call); "
+        "piped output has them all",
+    )
     output.add_argument(
         "--resume",
         metavar="RUN",

@@ -16,6 +16,7 @@ from dlbench.cli.terminal import (
     print_run,
     print_study,
     say,
+    table_width,
 )
 from dlbench.errors import RunBroken, RunInterrupted, UserError
 from dlbench.launch import session
@@ -81,7 +82,7 @@ def cmd_roofline(args: argparse.Namespace) -> int:
         settings=tuple((k, v) for k, v in settings.items() if v is not None),
     )
     run = _run_request(request, args)
-    out.print(run_table(run))
+    out.print(run_table(run, table_width()))
     from dlbench.report.studies.hardware import ceilings_table
 
     out.print(ceilings_table(run))
@@ -185,7 +186,7 @@ def resume_command(run_id: str, args: argparse.Namespace) -> str:
 
 
 def _finish(run: Run, args: argparse.Namespace) -> int:
-    print_run(run)
+    print_run(run, getattr(args, "wide", False))
     try:
         print_study(run, args.baseline, args.plots, args.latency_budget_ms)
     except UserError as exc:

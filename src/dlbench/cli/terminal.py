@@ -22,13 +22,21 @@ from dlbench.report.compare import RunComparison, shown
 from dlbench.report.leaderboard import Pivot
 from dlbench.report.table import escape_markup, flags, fmt, plain, rate_column, run_table
 from dlbench.results.decode_bound import decode_bound
+from dlbench.results.flags import disturbed
 from dlbench.results.records import STATUS_SKIPPED, Result, Run
 from dlbench.results.repeats import processes
 from dlbench.spec.case import DEFAULT_SLO_PERCENTILE, Case
 
-# Wide enough for the results table when output goes to a file or a CI log.
-out = Console(width=None if sys.stdout.isatty() else 180)
+# Output to a file, a pipe or a CI log keeps every column of a table on one line a row
+# (report.table sizes tables for a terminal only); status lines wrap at 180.
+PIPED_WIDTH = 1000
+out = Console(width=None if sys.stdout.isatty() else PIPED_WIDTH)
 err = Console(stderr=True, width=None if sys.stderr.isatty() else 180)
+
+
+def table_width() -> int | None:
+    """The terminal's columns a results table must fit, or None where output is piped."""
+    return out.width if out.is_terminal else None
 
 
 class RichProgress(session.Progress):
@@ -160,14 +168,37 @@ def _endpoint(result: Result) -> str:
     return "; server: " + escape_markup(", ".join(parts))
 
 
-def print_run(run: Run) -> None:
-    """The results table, and the per-epoch table where the run trained to a target."""
+def print_run(run: Run, wide: bool = False) -> None:
+    """The results table, the per-epoch table where the run trained to a target, and a
+    closing line where results were flagged as disturbed."""
     from dlbench.report.studies.training_studies import epochs_table
 
-    out.print(run_table(run))
+    out.print(run_table(run, table_width(), wide))
     epochs = epochs_table(run)
     if epochs is not None:
         out.print(epochs)
+    closing = disturbed_line(run)
+    if closing:
+        say(closing)
+
+
+def disturbed_line(run: Run) -> str | None:
+    """One line when results were flagged as disturbed: how many, by what, what to do."""
+    counts: dict[str, int] = {}
+    flagged = 0
+    for result in run.results:
+        marks = [mark for mark in result.flags if disturbed(mark)]
+        flagged += bool(marks)
+        for mark in marks:
+            counts[mark] = counts.get(mark, 0) + 1
+    if not flagged:
+        return None
+    why = ", ".join(f"{mark} {count}" for mark, count in counts.items())
+    return (
+        f"{flagged} of {len(run.results)} result(s) were disturbed while measured ({why}): "
+        "read them with care, or measure again on a quiet machine, with fewer --threads, "
+        "or with --repeat 3 to see how far they move"
+    )
 
 
 def print_study(

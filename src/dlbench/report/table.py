@@ -12,6 +12,7 @@ from rich.table import Table
 from rich.text import Text
 
 from dlbench.results.ceilings import efficiency_in_run
+from dlbench.results.flags import meaning
 from dlbench.results.metrics import METRICS, energy_unmeasurable, read
 from dlbench.results.records import STATUS_SKIPPED, Result, Run
 from dlbench.results.repeats import headline_spread
@@ -93,8 +94,11 @@ DERIVED: dict[str, tuple[str, Callable[[Result, Run], str]]] = {
     "iqr": ("IQR/med", lambda result, _run: iqr_percent(result)),
     "rate": ("rate", rate_column),
 }
-# The numbers of a results table row: metric keys (results.metrics) or DERIVED.
-TERMINAL_LAYOUT = (
+# The numbers of a results table row: metric keys (results.metrics) or DERIVED. A
+# terminal shows the first three; --wide (and piped output, which keeps every column)
+# shows them all.
+TERMINAL_LAYOUT = ("latency", "throughput", "rate")
+WIDE_LAYOUT = (
     "latency",
     "p99",
     "iqr",
@@ -105,6 +109,8 @@ TERMINAL_LAYOUT = (
     "memory",
     "first_call",
 )
+# Dropped first where a terminal is too narrow for the default columns.
+DROPPABLE = ("rate", "device")
 
 
 def number_header(name: str) -> str:
@@ -118,18 +124,92 @@ def number_cell(name: str, result: Result, run: Run) -> str:
     return fmt(read(METRICS[name], result, run))
 
 
-COLUMNS = ("case", "device", "batch", *map(number_header, TERMINAL_LAYOUT), "status")
-NUMERIC = frozenset(map(number_header, TERMINAL_LAYOUT))
+COLUMNS = ("case", "device", "batch", *map(number_header, WIDE_LAYOUT), "status")
+NUMERIC = frozenset(map(number_header, WIDE_LAYOUT))
+# a rich table's border and padding: one border a column and one more, a space each side
+BORDER, PADDING = 1, 2
 
 
-def run_table(run: Run) -> RenderableType:
-    """The results table, with each failure's error listed under it in full."""
+def run_table(run: Run, width: int | None = None, wide: bool = False) -> RenderableType:
+    """The results table, with each failure's error listed under it in full.
+
+    `width`: the terminal's columns. The table then holds the default columns (all
+    with `wide`), drops those that hold nothing in this run, and where it is still
+    too wide drops the rate, then a device column every case shares (named in the
+    title), so that no number, header or flag is cut; the case's label wraps on its
+    own parts. None (output to a file or a pipe): every column, a row per case."""
+    layout = WIDE_LAYOUT if wide or width is None else TERMINAL_LAYOUT
+    every = ["case", "device", "batch", *map(number_header, layout), "status"]
+    rows = [dict(zip(every, result_row(r, run, layout), strict=True)) for r in run.results]
+    names = [n for n in every if n in ("case", "status") or _holds_something(rows, n)]
     title = f"run {run.id} - suite {run.suite} - {run.env.get('hostname', '?')}"
+    if width is not None:
+        names, title = _fitted(names, rows, width, title)
     table = Table(title=escape_markup(title))
-    for name in COLUMNS:
-        table.add_column(name, justify="right" if name in NUMERIC else "left")
-    for result in run.results:
-        table.add_row(*result_row(result, run))
+    for name in names:
+        table.add_column(
+            name,
+            justify="right" if name in NUMERIC else "left",
+            no_wrap=name not in ("case", "status"),
+            overflow="fold",
+        )
+    for cells in rows:
+        table.add_row(*(cells[name] for name in names))
+    return Group(table, *_notes(run, _hidden(run, names) if width is not None else []))
+
+
+def _hidden(run: Run, shown: list[str]) -> list[str]:
+    """The columns --wide would add that hold something in this run."""
+    cells = {name: [number_cell(name, r, run) for r in run.results if r.ok] for name in WIDE_LAYOUT}
+    return [
+        number_header(name)
+        for name, column in cells.items()
+        if number_header(name) not in shown and any(cell != "-" for cell in column)
+    ]
+
+
+def _holds_something(rows: list[dict[str, str]], name: str) -> bool:
+    return any(cells[name] not in ("-", "") for cells in rows)
+
+
+def _fitted(
+    names: list[str], rows: list[dict[str, str]], width: int, title: str
+) -> tuple[list[str], str]:
+    """The columns that fit `width` whole, and the title (naming a dropped device)."""
+    names = list(names)
+    for droppable in DROPPABLE:
+        if _needed_width(names, rows) <= width:
+            break
+        if droppable not in names:
+            continue
+        if droppable == "device":
+            devices = {cells["device"] for cells in rows}
+            if len(devices) != 1:
+                continue
+            title += f" - device {devices.pop()}"
+        names.remove(droppable)
+    return names, title
+
+
+def _needed_width(names: list[str], rows: list[dict[str, str]]) -> int:
+    """The least width the table takes with each column unbroken, the case's label and
+    the flags wrapped at their spaces."""
+    total = BORDER
+    for name in names:
+        cells = [Text.from_markup(cells[name]).plain for cells in rows]
+        if name in ("case", "status"):
+            words = [word for cell in [name, *cells] for word in cell.split()]
+            least = max(map(len, words), default=1)
+        else:
+            least = max(max(map(len, name.split())), *(len(cell) for cell in cells))
+        total += least + PADDING + BORDER
+    return total
+
+
+def _notes(run: Run, hidden: list[str]) -> list[RenderableType]:
+    """Under the table: each failure's error in full, each flag shown and what it
+    means, where throughput and the median disagree, energy not measured, and the
+    columns --wide adds."""
     failures = [
         Text(
             plain(f"{r.status}: {case_name(r)}: {r.error or 'no reason recorded'}"),
@@ -138,8 +218,37 @@ def run_table(run: Run) -> RenderableType:
         for r in run.results
         if not r.ok
     ]
-    notes = [Text(plain(f"energy: unmeasurable ({why})"), style="dim") for why in no_energy(run)]
-    return Group(table, *failures, *notes)
+    legend = [
+        Text(plain(f"{mark}: {meaning(mark)}"), style="dim")
+        for mark in dict.fromkeys(mark for r in run.results if r.ok for mark in r.flags)
+    ]
+    uneven = [case_name(r) for r in run.results if r.ok and uneven_steps(r)]
+    spread = [Text(plain(UNEVEN_NOTE + "; ".join(uneven)), style="dim")] if uneven else []
+    energy = [Text(plain(f"energy: unmeasurable ({why})"), style="dim") for why in no_energy(run)]
+    more = (
+        [Text(f"more columns ({', '.join(hidden)}): dlbench show {run.id} --wide", style="dim")]
+        if hidden and any(r.ok for r in run.results)
+        else []
+    )
+    return [*failures, *legend, *spread, *energy, *more]
+
+
+# samples/s counts every step; the median is the middle one: a tenth apart, say why
+UNEVEN_SHARE = 0.1
+UNEVEN_NOTE = (
+    "samples/s counts every step (batch over their mean, or over the windows' time) and "
+    "median ms is the middle step; they disagree by over 10%, the steps' times uneven, in: "
+)
+
+
+def uneven_steps(result: Result) -> bool:
+    """Whether the rate implied by the median step and the reported rate disagree by
+    more than UNEVEN_SHARE (a few slow steps, or a throughput-mode overlap)."""
+    stats, rate, batch = result.latency_ms, result.throughput, result.case.batch_size
+    if stats is None or not rate or not batch or stats.median <= 0:
+        return False
+    from_median = batch / (stats.median / 1000.0)
+    return abs(from_median / rate - 1.0) > UNEVEN_SHARE
 
 
 def no_energy(run: Run) -> list[str]:
@@ -148,14 +257,14 @@ def no_energy(run: Run) -> list[str]:
     return list(dict.fromkeys(reason for reason in reasons if reason))
 
 
-def result_row(result: Result, run: Run) -> list[str]:
+def result_row(result: Result, run: Run, layout: tuple[str, ...] = WIDE_LAYOUT) -> list[str]:
     batch = result.case.batch_size if result.case.batch_size is not None else "default"
     identity = [escape_markup(str(c)) for c in (case_name(result), result.case.device, batch)]
     stats = result.latency_ms
     if result.status == STATUS_SKIPPED:
-        return [*identity, *["-"] * len(TERMINAL_LAYOUT), "[yellow]skipped[/yellow]"]
+        return [*identity, *["-"] * len(layout), "[yellow]skipped[/yellow]"]
     if not result.ok or stats is None:
-        return [*identity, *["-"] * len(TERMINAL_LAYOUT), "[red]failed[/red]"]
+        return [*identity, *["-"] * len(layout), "[red]failed[/red]"]
     marks = flags(result)
     status = f"[yellow]{escape_markup(marks)}[/yellow]" if marks else "ok"
-    return [*identity, *(number_cell(name, result, run) for name in TERMINAL_LAYOUT), status]
+    return [*identity, *(number_cell(name, result, run) for name in layout), status]

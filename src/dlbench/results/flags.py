@@ -322,3 +322,44 @@ def _t(point: Mapping[str, Any]) -> float:
 
 def _number(value: Any) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+# What each flag means, in the line a legend gives it (under the terminal table, in
+# the HTML report); the module's docstring and docs/methodology.md say it in full. A
+# `throttled:` flag is read by its prefix.
+MEANINGS: dict[str, str] = {
+    NOISY: "the steps' spread (IQR) is over 10% of their median: the figure moved while "
+    "it was measured",
+    "interference": "other processes used this case's CPUs during at least a tenth of its "
+    "measurement",
+    "stalled": "the case did nothing for over a second inside its measurement (a machine or "
+    "I/O stall the timing holds)",
+    "oversubscribed": "more threads than the CPUs available to the case",
+    THROTTLED: "the GPU held its clocks down (the reason follows the colon) in over a tenth "
+    "of the measurement",
+    LOW_N_P99: "fewer samples than a 99th percentile needs (662, MLPerf's rule): its p99 "
+    "is a rough estimate",
+    "over-bound": "a served run's latency percentile exceeded its bound",
+    "loadgen-invalid": "LoadGen judged the run invalid (details.loadgen says why)",
+    "request-errors": "some of the server's requests failed (counted by kind in the result)",
+    "short-answers": "the server answered some requests with fewer tokens than asked",
+    "over-slo": "the server missed its TTFT or TPOT bound at its percentile",
+    "int8-no-vnni": "an int8 case on a CPU without int8 dot-product units: expect little gain",
+    HOST_BOUND: "the GPU waited for the host: its kernels filled under 85% of a step",
+}
+# The flags that say a figure was disturbed while it was measured (the run's closing
+# line names them and what to do), rather than describing the case or its server.
+DISTURBED = frozenset({NOISY, "interference", "stalled", "oversubscribed"})
+
+
+def meaning(flag: str) -> str:
+    """A flag's one-line meaning (a throttle flag's by its prefix)."""
+    if flag.startswith(THROTTLED):
+        return MEANINGS[THROTTLED]
+    return MEANINGS.get(flag, "see docs/methodology.md#flags")
+
+
+def disturbed(flag: str) -> bool:
+    """A figure disturbed while measured: something a quiet rerun would change (a GPU's
+    power or thermal limit is the hardware's own regime, not a disturbance)."""
+    return flag in DISTURBED

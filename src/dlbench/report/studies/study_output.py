@@ -55,12 +55,19 @@ def curve_charts(run: Run) -> list[CurveChart]:
 
 def rich_table(table: StudyTable, baseline: str) -> Table:
     out = Table(title=escape_markup(table.title), title_justify="left")
-    out.add_column("case")
-    out.add_column(table.metric.unit, justify="right")
-    out.add_column(escape_markup(f"relative to {baseline}"), justify="right")  # as typed
+    # numbers are never cut (no_wrap: a narrow terminal wraps the case and the note,
+    # at their spaces, instead); a header wraps between its words
+    out.add_column("case", overflow="fold")
+    out.add_column(table.metric.unit, justify="right", no_wrap=True)
+    direction = "higher" if table.metric.higher_is_better else "lower"
+    out.add_column(
+        escape_markup(f"relative to {baseline} ({direction} is better)"),  # as typed
+        justify="right",
+        no_wrap=True,
+    )
     for column in table.columns:
-        out.add_column(column.column, justify="right")
-    out.add_column("note")
+        out.add_column(column.column, justify="right", no_wrap=True)
+    out.add_column("note", overflow="fold")
     for row in table.rows:
         relative = f"{row.relative:.2f}x" if row.relative is not None else "-"
         extra = [fmt(value) for value in row.extra]
@@ -73,7 +80,8 @@ def startup_table(run: Run) -> Table:
     """Import, load/compile and first-call costs, kept apart from steady state."""
     out = Table(title="Start-up costs (not part of any latency above)", title_justify="left")
     for name in ("case", "scenario", "import s", "load+compile s", "1st call ms", "median ms"):
-        out.add_column(name, justify="left" if name in ("case", "scenario") else "right")
+        text = name in ("case", "scenario")
+        out.add_column(name, justify="left" if text else "right", no_wrap=not text)
     for r in run.results:
         if r.ok and r.latency_ms is not None:
             out.add_row(
