@@ -235,3 +235,17 @@ def test_env_survives_an_odd_nvidia_smi(tmp_path):
     assert json.loads(proc.stdout)["gpus"] == [
         {"name": "Odd GPU", "memory_mb": None, "driver": "550.1"}
     ]
+
+
+def test_a_single_valued_option_given_twice_is_refused_not_overridden():
+    done = cli("run", "-w", "mlp", "-f", "torch", "-t", "1", "-t", "2", "--dry-run")
+    assert done.returncode == 2 and len(done.stderr.strip().splitlines()) == 1
+    assert "--threads/-t takes one value, given 1 and 2: for several, --sweep threads=" in (
+        done.stderr
+    )
+    # the same value twice says nothing new: it stands; a repeatable one builds a matrix
+    assert cli("run", "-w", "mlp", "-f", "torch", "-t", "1", "-t", "1", "--dry-run").returncode == 0
+    matrix = cli("run", "-w", "mlp", "-f", "torch", "-b", "1", "-b", "2", "--dry-run")
+    assert matrix.returncode == 0 and matrix.stdout.count("mlp /") == 2
+    shown = cli("show", "a", "--db", "x.sqlite", "--db", "y.sqlite")
+    assert shown.returncode == 2 and "--db takes one value" in shown.stderr

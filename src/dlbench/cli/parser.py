@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import argparse
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 
 from dlbench import __version__
 from dlbench.errors import UserError
 from dlbench.launch.fleet import STOP_GRACE_S
+from dlbench.measure.openai_auth import API_KEY_ENV, API_KEY_OPTION
 from dlbench.plan.build import TARGET_DEFAULT_EPOCHS
 from dlbench.report.history import (
     DEFAULT_MAX_PVALUE,
@@ -28,7 +29,21 @@ DESCRIPTION = "dlbench: fair, reproducible deep-learning benchmarks"
 
 
 class OneLineParser(argparse.ArgumentParser):
-    """argparse, but a usage error is one line and exit code 2."""
+    """argparse, but a usage error is one line and exit code 2, and an option that takes
+    one value refuses a second (StoreOnce: every plain store action is one)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.register("action", None, StoreOnce)
+        self.register("action", "store", StoreOnce)
+
+    def parse_known_args(  # type: ignore[override]
+        self, args: Sequence[str] | None = None, namespace: argparse.Namespace | None = None
+    ) -> tuple[argparse.Namespace, list[str]]:
+        parsed, rest = super().parse_known_args(args, namespace)
+        if hasattr(parsed, StoreOnce.GIVEN):
+            delattr(parsed, StoreOnce.GIVEN)  # the options seen, kept only while parsing
+        return parsed, rest
 
     def error(self, message: str) -> NoReturn:
         raise UserError(f"{self.prog}: {message} (see --help)")
@@ -325,6 +340,39 @@ def add_field_option(group: argparse._ArgumentGroup, name: str, option: CliOptio
     )
 
 
+class StoreOnce(argparse.Action):
+    """A single-valued option given twice is refused, not overridden by its last value
+    (`-t 1 -t 2` measured t=2 alone, where -w, -f and -b each build a matrix)."""
+
+    # the namespace attribute naming the options given so far in this parse
+    GIVEN = "_dlbench_given_once"
+
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: Any,
+        option_string: str | None = None,
+    ) -> None:
+        given: set[str] = getattr(namespace, self.GIVEN, set())
+        earlier = getattr(namespace, self.dest, None)
+        if self.dest in given and earlier != values:
+            flags = "/".join(self.option_strings)
+            parser.error(
+                f"{flags} takes one value, given {earlier} and {values}{_sweep_hint(self.dest)}"
+            )
+        setattr(namespace, self.GIVEN, given | {self.dest})
+        setattr(namespace, self.dest, values)
+
+
+def _sweep_hint(field: str) -> str:
+    """Where --sweep builds the matrix a repeated option cannot: how to ask for it."""
+    from dlbench.plan.sweeps import SWEEP_AXES
+
+    axes = [axis for axis, (target, _) in SWEEP_AXES.items() if target == field]
+    return f": for several, --sweep {axes[0]}=V1,V2" if axes else ""
+
+
 def field_type(option: CliOption, noun: str) -> Callable[[str], Any]:
     """A field option's argparse type: its reader, then its vocabulary, refusing a name
     outside it as the plan does (`unknown compile mode 'x'; allowed: ...`), not with
@@ -374,6 +422,13 @@ def add_plan_options(groups: dict[str, argparse._ArgumentGroup]) -> None:
         metavar="NAME:SHAPE[:DTYPE]",
         help="shape of a model input, e.g. pixels:8x3x32x32:float32; NAME may hold colons "
         "(serving_default_x:0:1x224x224x3). A dynamic first dimension takes --batch-size",
+    )
+    groups["endpoint"].add_argument(
+        API_KEY_OPTION,
+        dest="api_key",
+        metavar="KEY",
+        help=f"sent as Authorization: Bearer KEY to a server started with an API key "
+        f"(default: ${API_KEY_ENV}); never printed or stored",
     )
     groups["serving"].add_argument(
         "--samples-per-query",
