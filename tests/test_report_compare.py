@@ -248,3 +248,22 @@ def test_compare_cli_pivot_over_files(tmp_path):
     assert proc.returncode == 0, proc.stderr
     assert "CPU h2 (h2)" in proc.stdout and "(2.00x)" in proc.stdout
     json.loads((tmp_path / "a.json").read_text())  # the files are untouched run files
+
+
+def test_a_verdict_and_a_gate_on_a_disturbed_side_name_it(tmp_path):
+    """A 106 ms -> 0.688 ms change was called faster without saying one side was
+    flagged interference: the verdict and the gate now name the flagged side."""
+    a, b = timed_run("a", 1.0, 1, processes=5), timed_run("b", 1.3, 2, processes=5)
+    b.results[0].flags = ["interference"]
+    case = compare_runs(a, b).cases[0]
+    assert case.verdict == "slower" and case.flagged == "B: interference"
+    done = gate(tmp_path, a, b)
+    assert done.returncode == 1
+    assert "regression: mlp" in done.stderr
+    assert "disturbed while measured (B: interference): measure again to confirm" in (
+        " ".join(done.stderr.split())
+    )
+    assert "B: interference" in " ".join(done.stdout.split())  # beside the verdict
+    # a flag that is no disturbance (low-n-p99) names nothing
+    b.results[0].flags = ["low-n-p99"]
+    assert compare_runs(a, b).cases[0].flagged == ""

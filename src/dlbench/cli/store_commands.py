@@ -12,6 +12,7 @@ from dlbench.errors import UserError
 from dlbench.report.compare import (
     RunComparison,
     compare_runs,
+    flagged_text,
     gate_warnings,
     nothing_to_gate,
     regressions,
@@ -102,9 +103,10 @@ def _gate(comparison: RunComparison, percent: float) -> int:
         say(line)
     slower = regressions(comparison, percent)
     for case in slower:
+        disturbed = f"; {flagged_text(case)}" if case.flagged else ""
         say(
             f"regression: {case.label}: {100 * case.slowdown:+.1f}% "
-            f"(at least {100 * case.slowdown_low:+.1f}%)"
+            f"(at least {100 * case.slowdown_low:+.1f}%){disturbed}"
         )
     return 1 if slower else 0
 

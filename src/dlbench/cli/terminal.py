@@ -18,7 +18,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from dlbench.launch import session
-from dlbench.report.compare import RunComparison, shown
+from dlbench.report.compare import RunComparison, flagged_text, shown
 from dlbench.report.leaderboard import Pivot
 from dlbench.report.table import escape_markup, flags, fmt, plain, rate_column, run_table
 from dlbench.results.decode_bound import decode_bound
@@ -251,6 +251,8 @@ def comparison_table(c: RunComparison, metric: str, id_a: str, id_b: str) -> Tab
         style = VERDICT_STYLE.get(case.verdict.split(" ")[0])
         verdict = escape_markup(case.verdict)
         verdict = f"[{style}]{verdict}[/{style}]" if style else verdict
+        if case.flagged:  # never a clean-looking verdict on a disturbed side
+            verdict += f"\n[yellow]{escape_markup(flagged_text(case))}[/yellow]"
         ratio = "-" if math.isnan(case.ratio) else f"{case.ratio:.3f}"
         table.add_row(
             escape_markup(case.label),

@@ -30,11 +30,12 @@ import json
 import math
 import statistics
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from dlbench.results.env import FRAMEWORKS_FACT, UNKNOWN
 from dlbench.results.env import context as env_context
+from dlbench.results.flags import disturbed
 from dlbench.results.metrics import Metric, metric, read
 from dlbench.results.records import Result, Run
 from dlbench.results.repeats import processes
@@ -62,6 +63,9 @@ class CaseComparison:
     processes_a: int = 1
     processes_b: int = 1
     p_value: float | None = None
+    # the sides whose result was disturbed while measured ("A: interference"), so that
+    # no verdict or gate decision reads as clean where it is not
+    flagged: str = ""
 
     @property
     def replicated(self) -> bool:
@@ -91,6 +95,21 @@ def process_values(result: Result, chosen: Metric) -> list[float]:
 
 
 def compare_case(a: Result, b: Result, chosen: Metric) -> CaseComparison:
+    """The case's comparison, with the side(s) flagged as disturbed named on it."""
+    return replace(_compared(a, b, chosen), flagged=disturbed_sides(a, b))
+
+
+def disturbed_sides(a: Result, b: Result) -> str:
+    """ "A: interference; B: noisy": each side whose result was disturbed as measured."""
+    sides = []
+    for side, result in (("A", a), ("B", b)):
+        marks = [mark for mark in result.flags if disturbed(mark)]
+        if marks:
+            sides.append(f"{side}: {', '.join(marks)}")
+    return "; ".join(sides)
+
+
+def _compared(a: Result, b: Result, chosen: Metric) -> CaseComparison:
     label = a.case.label()
     values_a, values_b = process_values(a, chosen), process_values(b, chosen)
     if not values_a or not values_b:
@@ -342,6 +361,11 @@ def nothing_to_gate(comparison: RunComparison) -> str | None:
     )
 
 
+def flagged_text(case: CaseComparison) -> str:
+    """What a verdict or a gate decision must say beside it where a side was disturbed."""
+    return f"disturbed while measured ({case.flagged}): measure again to confirm"
+
+
 def gate_warnings(comparison: RunComparison) -> list[str]:
     """What a gate that judged some cases leaves out: the unmatched cases, and the
     matched ones it cannot fail on (too few processes). Said, not failed: a suite
@@ -365,4 +389,11 @@ def gate_warnings(comparison: RunComparison) -> list[str]:
                 f"warning: --fail-on-regression cannot fail on {len(labels)} of "
                 f"{len(comparison.cases)} matched case(s), {reason}: {listed(labels)}"
             )
+    flagged = [c for c in comparison.cases if c.flagged]
+    if flagged:
+        named = listed([f"{c.label} ({c.flagged})" for c in flagged])
+        found.append(
+            f"warning: --fail-on-regression judged {len(flagged)} case(s) whose results "
+            f"were disturbed while measured: {named}"
+        )
     return found
