@@ -204,6 +204,25 @@ def llama_server(llama_checkpoint: Path, tmp_path_factory: pytest.TempPathFactor
     """llama-cpp-python's OpenAI-compatible server on 127.0.0.1 serving llm-tiny's GGUF,
     for the test process's session. It serves requests one after another
     (interrupt_requests off: by default a new request cuts the one streaming)."""
+    with served_llm_tiny(tmp_path_factory) as url:
+        yield url
+
+
+# The API key the keyed server wants (a test's own, no secret)
+LLAMA_API_KEY = "test-key-9f2c1e"
+
+
+@pytest.fixture(scope="session")
+def keyed_llama_server(
+    llama_checkpoint: Path, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[str]:
+    """The same server started with an API key, as a user's server may be."""
+    with served_llm_tiny(tmp_path_factory, "--api_key", LLAMA_API_KEY) as url:
+        yield url
+
+
+@contextlib.contextmanager
+def served_llm_tiny(tmp_path_factory: pytest.TempPathFactory, *options: str) -> Iterator[str]:
     import httpx
 
     from dlbench.backends.llama_cpp.gguf_export import CONVERTER, EXPORT, GGUF_FILE
@@ -216,14 +235,14 @@ def llama_server(llama_checkpoint: Path, tmp_path_factory: pytest.TempPathFactor
         [sys.executable, "-m", "llama_cpp.server", "--model", str(folder / GGUF_FILE),
          "--model_alias", "llm-tiny", "--host", "127.0.0.1", "--port", str(port),
          "--n_ctx", "512", "--n_threads", "1", "--n_threads_batch", "1",
-         "--interrupt_requests", "False"],
+         "--interrupt_requests", "False", *options],
         stdout=subprocess.DEVNULL, stderr=log.open("w"),
     )  # fmt: skip
     url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
-        try:
-            if httpx.get(f"{url}/v1/models", timeout=1).status_code == 200:
+        try:  # a keyed server answers 401: it is up
+            if httpx.get(f"{url}/v1/models", timeout=1).status_code in (200, 401):
                 break
         except httpx.TransportError:
             time.sleep(0.2)
@@ -264,3 +283,16 @@ def json_only_server() -> Iterator[str]:
     threading.Thread(target=server.serve_forever, daemon=True).start()
     yield f"http://127.0.0.1:{server.server_address[1]}"
     server.shutdown()
+
+
+def require_ready(*frameworks: str) -> None:
+    """Skip, naming what is missing, where a framework is not ready here (its package, or
+    a piece it needs: openvino-genai without optimum-intel). The README's test command
+    installs the dev extras only; CI installs every piece, so nothing skips there."""
+    from dlbench.spec.registry import FRAMEWORKS
+
+    for name in frameworks:
+        missing = FRAMEWORKS[name].missing()
+        if missing:
+            pytest.skip(f"{name} is not ready here: {', '.join(missing)} missing "
+                        f"({FRAMEWORKS[name].install_hint})")  # fmt: skip

@@ -199,7 +199,26 @@ def uninstalled_framework(monkeypatch):
 
 
 def test_explicit_framework_that_is_not_installed_is_an_error(uninstalled_framework):
-    with pytest.raises(UserError, match="'ghost' is not installed here; install it with: pip"):
+    with pytest.raises(
+        UserError,
+        match="'ghost' is not ready here: dlbench-no-such-dist missing; install it with: pip",
+    ):
+        build_plan(RunRequest(workloads=("mlp",), frameworks=("ghost",)))
+
+
+def test_a_framework_installed_without_a_piece_it_needs_names_that_piece(
+    uninstalled_framework, monkeypatch
+):
+    """openvino-genai installed without optimum-intel, its exporter, was said to be not
+    installed; the line names what is missing instead."""
+    from dataclasses import replace
+
+    from dlbench.spec import registry
+
+    half = replace(uninstalled_framework, import_name="json", needs=("dlbench-no-exporter",))
+    monkeypatch.setitem(registry.FRAMEWORKS, "ghost", half)
+    assert half.missing() == ["dlbench-no-exporter"]
+    with pytest.raises(UserError, match="'ghost' is not ready here: dlbench-no-exporter missing"):
         build_plan(RunRequest(workloads=("mlp",), frameworks=("ghost",)))
 
 

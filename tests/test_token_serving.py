@@ -9,7 +9,7 @@ import threading
 
 import numpy as np
 import pytest
-from conftest import cli, dlbench
+from conftest import cli, dlbench, require_ready
 
 from dlbench.backends.base import GenerationTrace, Generator
 from dlbench.backends.serving_engine import GeneratorStreams
@@ -24,7 +24,7 @@ SHORT = ("--min-time", "1", "--min-iters", "20", "--warmup", "2", "-t", "1")
 
 
 def served(tmp_path, framework: str, *args: str) -> dict:
-    pytest.importorskip(framework.replace("-", "_").replace("llama_cpp", "llama_cpp"))
+    require_ready(framework)
     out = tmp_path / "run.json"
     done = dlbench("run", "-w", "llm-tiny", "-f", framework, "--scenario", "server", *SHORT,
                    *args, "--json", str(out), timeout=600)  # fmt: skip
@@ -39,7 +39,6 @@ def test_continuous_batching_serves_requests_with_loadgens_token_latencies(tmp_p
     """openvino-genai's continuous batching at a rate: LoadGen judges TTFT and TPOT at
     the SLO percentile, every request's tokens are the reference's, dlbench's own
     token clock agrees with LoadGen's."""
-    pytest.importorskip("openvino_genai")
     result = served(tmp_path, "openvino-genai", "--target-qps", "40", "--streams", "4",
                     "--ttft-ms", "5000", "--tpot-ms", "500")  # fmt: skip
     loadgen, generation = result["details"]["loadgen"], result["details"]["generation"]
@@ -67,7 +66,6 @@ def test_continuous_batching_serves_requests_with_loadgens_token_latencies(tmp_p
 def test_llama_cpps_parallel_slots_serve_requests_in_one_context(tmp_path):
     """llama.cpp's slots, as llama-server runs them: requests share one context's decode
     steps, and every request's tokens are still the reference's."""
-    pytest.importorskip("llama_cpp")
     result = served(tmp_path, "llama-cpp", "--target-qps", "40", "--streams", "4",
                     "--ttft-ms", "5000", "--tpot-ms", "500")  # fmt: skip
     loadgen, generation = result["details"]["loadgen"], result["details"]["generation"]
@@ -252,6 +250,7 @@ def test_the_cpu_only_engines_are_the_registrys_cpu_only_frameworks():
 
 
 def test_a_generation_server_takes_mlperfs_llama_bounds_where_none_are_given():
+    require_ready("openvino-genai", "llama-cpp", "onnxruntime-genai")
     done = cli("run", "--dry-run", "-w", "llm-tiny", "-f", "openvino-genai", "-f", "llama-cpp",
                "-f", "onnxruntime-genai", "--scenario", "server", "--target-qps", "3",
                "-t", "2")  # fmt: skip

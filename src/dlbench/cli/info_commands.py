@@ -57,11 +57,16 @@ def frameworks_table() -> Table:
         table.add_column(name, overflow="fold")
     for info in FRAMEWORKS.values():
         version = info.installed_version()
-        status = (
-            f"[green]{escape_markup(version)}[/green]"  # as the installed package says
-            if version
-            else f"[red]no[/red] ({escape_markup(info.install_hint)})"
-        )
+        missing = info.missing()
+        if version:
+            status = f"[green]{escape_markup(version)}[/green]"  # as the package says
+        elif missing and missing[0] not in info.distributions:  # itself here, a piece not
+            status = (
+                f"[yellow]not ready[/yellow]: {escape_markup(', '.join(missing))} missing "
+                f"({escape_markup(info.install_hint)})"
+            )
+        else:
+            status = f"[red]no[/red] ({escape_markup(info.install_hint)})"
         table.add_row(info.name, status, ", ".join(info.compile_modes), info.label)
     return table
 

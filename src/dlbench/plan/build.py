@@ -638,8 +638,8 @@ def _installed_only(cases: list[Case], strict: bool) -> tuple[list[Case], list[s
         c.framework for c in cases if framework_info(c.framework).installed_version() is None
     }
     notes = [
-        f"framework {name!r} is not installed here; install it with: "
-        f"{framework_info(name).install_hint}"
+        f"framework {name!r} is not ready here: {', '.join(framework_info(name).missing())} "
+        f"missing; install it with: {framework_info(name).install_hint}"
         for name in sorted(missing)
     ]
     if missing and strict:

@@ -222,6 +222,15 @@ class FrameworkInfo:
     def supported_workloads(self) -> list[str]:
         return list(WORKLOADS) if self.support is None else list(self.support)
 
+    def missing(self) -> list[str]:
+        """What this framework lacks here: its own package (by its import name) or a
+        distribution it also needs (a converter's), each named; [] when it is ready."""
+        absent = []
+        if self.import_name is not None and importlib.util.find_spec(self.import_name) is None:
+            absent.append(self.distributions[0] if self.distributions else self.import_name)
+        absent += [name for name in self.needs if _distribution_version(name) is None]
+        return absent
+
     def installed_version(self) -> str | None:
         """The installed version, read from package metadata (no import)."""
         if self.import_name is None:
