@@ -104,7 +104,11 @@ def test_batch_size_override_replaces_suite_values(tmp_path):
         (RunRequest(workloads=("mlp",), batch_sizes=(0,)), "invalid batch size 0"),
         (
             RunRequest(workloads=("mlp",), params=(("size", 8),)),
-            "--param size: no workload of this run \\(mlp\\)",
+            "--param size: no workload of this run \\(mlp\\) has it; their parameters: none",
+        ),
+        (
+            RunRequest(workloads=("add",), params=(("sise", 8),)),
+            "--param sise: no workload of this run \\(add\\) has it; their parameters: size",
         ),
         (
             RunRequest(suite="nonesuch"),

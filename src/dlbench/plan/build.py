@@ -567,8 +567,12 @@ def _check_training_options(request: RunRequest, cases: list[Case]) -> None:
 def _check_cli_params(request: RunRequest, cases: list[Case]) -> None:
     for key, _ in request.params:
         if not any(key in get_workload(c.workload).cpu_params for c in cases):
-            names = ", ".join(sorted({c.workload for c in cases}))
-            raise UserError(f"--param {key}: no workload of this run ({names}) has it")
+            names = sorted({c.workload for c in cases})
+            own = ", ".join(sorted({p for n in names for p in get_workload(n).cpu_params}))
+            raise UserError(
+                f"--param {key}: no workload of this run ({', '.join(names)}) has it; "
+                f"their parameters: {own or 'none'}"
+            )
 
 
 def _scenarios(entry: dict[str, Any], request: RunRequest, where: str) -> list[Any]:
