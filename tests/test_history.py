@@ -104,6 +104,18 @@ def test_a_level_series_has_no_change_point(isolated_store):
     flat = lines_of(proc.stdout, measured(1.0, **FLAT).case.label())
     assert flat[-1] == "  no change point"
     assert f"({RUNS} runs)" in flat[0]
+    # the blocks run oldest first: the first and last values say so beside them
+    assert "oldest first: first " in flat[1] and ", last " in flat[1] and "; lowest " in flat[1]
+
+
+def test_a_series_of_one_run_says_one_run():
+    from dlbench.cli.history_commands import series_lines
+
+    history = build_history(
+        history_runs()[:1], "suite", case_matcher(stepped_label()), METRICS["latency"]
+    )
+    [series] = history.series
+    assert "(1 run)" in series_lines(history, series)[0]
 
 
 def test_a_higher_bar_for_the_p_value_or_the_size_drops_the_change(isolated_store):

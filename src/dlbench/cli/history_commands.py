@@ -98,13 +98,18 @@ def series_lines(history: History, series: Series) -> list[str]:
     """A series' name, its values as blocks with each change's start marked under
     them, and one line per change."""
     values = [p.value for p in series.points]
-    count = "point" if history.order == "label" else "run"
+    noun = "point" if history.order == "label" else "run"
+    count = f"{len(values)} {noun}" + ("" if len(values) == 1 else "s")
     machines = f"; machines: {', '.join(series.machines)}" if len(series.machines) > 1 else ""
     blocks, marks = sparkline(values, [c.index for c in series.changes])
     unit = history.metric.unit
+    order = "by label" if history.order == "label" else "oldest first"
     lines = [
-        f"{series.name}  ({len(values)} {count}s{machines})",
-        f"  {blocks}  {fmt(min(values))} to {fmt(max(values))} {unit}",
+        f"{series.name}  ({count}{machines})",
+        # the blocks run in time (or label) order; the first and last values say so,
+        # where a min-to-max range beside them read as the same order
+        f"  {blocks}  {order}: first {fmt(values[0])}, last {fmt(values[-1])} {unit}; "
+        f"lowest {fmt(min(values))}, highest {fmt(max(values))}",
     ]
     if series.changes:
         lines.append(f"  {marks}")
