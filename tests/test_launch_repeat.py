@@ -164,6 +164,28 @@ def test_repeats_run_round_robin_and_a_disturbed_one_runs_again(tmp_path):
     assert [p.used for p in processes(gemm)] == [False, True, True, True]
 
 
+def test_the_progress_is_told_of_each_process_a_disturbed_repeat_adds(tmp_path):
+    """The bar's total was the plan's cases x repeats: a disturbed process's re-run went
+    past it (--resume said '9 of 9 left' and stopped at 6/9)."""
+    from dlbench.launch.session import Progress
+
+    class Counting(Progress):
+        finished = added = 0
+
+        def case_finished(self, index, total, result, run) -> None:
+            self.finished += 1
+
+        def process_added(self) -> None:
+            self.added += 1
+
+    cases = [make_case(workload="mlp"), make_case(workload="gemm")]
+    progress = Counting()
+    with open_store(tmp_path / "s.sqlite") as store:
+        run_plan("t", cases, Settings(repeat=3), store, Outputs(), progress,
+                 runner=ScriptedRunner(flag_first_of="gemm"))  # fmt: skip
+    assert progress.added == 1 and progress.finished == len(cases) * 3 + progress.added
+
+
 def test_resume_continues_the_repeats_of_an_interrupted_run(tmp_path):
     cases = [make_case(workload="mlp"), make_case(workload="gemm")]
 

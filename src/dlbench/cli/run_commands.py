@@ -20,7 +20,7 @@ from dlbench.cli.terminal import (
 )
 from dlbench.errors import RunBroken, RunInterrupted, UserError
 from dlbench.launch import session
-from dlbench.launch.endpoint_probe import check_endpoints
+from dlbench.launch.endpoint_probe import check_endpoints, take_credentials
 from dlbench.launch.preflight import check_user_models
 from dlbench.plan.build import Plan, RunRequest, build_plan, given_options, request_from_options
 from dlbench.plan.resume import pending_cases
@@ -52,6 +52,8 @@ def request_from_args(args: argparse.Namespace) -> RunRequest:
 def cmd_run(args: argparse.Namespace) -> int:
     if args.plots is not None:  # before the run, not after it is stored
         check_output_folder(args.plots, "--plots")
+    # before anything sees the URL: its credentials are sent, never printed or stored
+    args.endpoint = take_credentials(args.endpoint, args.api_key, resuming=args.resume is not None)
     if args.resume is not None:
         given = given_options(request_from_args(args))
         if given:
@@ -100,7 +102,7 @@ def _checked_plan(request: RunRequest, args: argparse.Namespace) -> Plan:
     progress = None if args.quiet else say
     check_user_models(plan.cases, plan.settings.seed, progress=progress)
     # a server that cannot be measured ends here too; its cases get the model it serves
-    return replace(plan, cases=tuple(check_endpoints(plan.cases)))
+    return replace(plan, cases=tuple(check_endpoints(plan.cases, plan.settings)))
 
 
 def _plan_line(plan: Plan) -> str:
@@ -133,10 +135,9 @@ def _resume(args: argparse.Namespace) -> int:
             raise UserError(f"no run {args.resume!r} in store {store.name} (see dlbench runs)")
         previous = store.load_run(args.resume)
         cases, settings, pending = pending_cases(previous)
-        say(
-            f"resuming run {previous.id}: {pending} of "
-            f"{len(previous.plan) * settings.repeat} process(es) left"
-        )
+        left = f"{pending} of {len(previous.plan) * settings.repeat}"
+        rerun = "; a process disturbed while measured runs again" if settings.repeat > 1 else ""
+        say(f"resuming run {previous.id}: {left} process(es) left{rerun}")
         run = _interruptible(
             store,
             lambda progress: session.resume_run(

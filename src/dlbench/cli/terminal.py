@@ -78,6 +78,11 @@ class RichProgress(session.Progress):
     def case_finished(self, index: int, total: int, result: Result, run: Run) -> None:
         self._bar.console.print(case_line(result, run), highlight=False)
         self._bar.advance(self._task)
+
+    def process_added(self) -> None:
+        # a disturbed --repeat process runs again: the bar's end moves with it
+        task = self._bar.tasks[self._task]
+        self._bar.update(self._task, total=(task.total or 0) + 1)
         self._bar.refresh()
 
 

@@ -51,6 +51,10 @@ class Progress:
         """Called once the case's result is stored in `run` (which its derived values,
         efficiency and scaling, are read with)."""
 
+    def process_added(self) -> None:
+        """A --repeat process was disturbed and its repeat runs again: one more process
+        than the plan counted."""
+
 
 def run_plan(
     suite: str,
@@ -163,6 +167,8 @@ def _run_cases(
             except KeyboardInterrupt:
                 raise RunInterrupted(run) from None
             result = process if settings.repeat == 1 else add_process(earlier, process)
+            if _rerun_added(earlier, result, settings):
+                progress.process_added()
             add_measured_ceilings(run, result)
             if earlier is None:
                 store.add_result(run.id, index, result)
@@ -188,6 +194,13 @@ def case_files(
         root = run_path(store.files_root, run.id)
     done = (len(processes(earlier)) or 1) if earlier is not None else 0
     return root / f"case-{index + 1:03d}" / f"process-{done + 1}"
+
+
+def _rerun_added(earlier: Result | None, result: Result, settings: Settings) -> bool:
+    """Whether the process just added left its repeat open (disturbed): the case then
+    needs one process more than the plan counted."""
+    before = slots_done(earlier) if earlier is not None else 0
+    return _needs_process(result, settings) and slots_done(result) == before
 
 
 def _needs_process(result: Result | None, settings: Settings) -> bool:
