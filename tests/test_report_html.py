@@ -51,16 +51,18 @@ def test_page_is_self_contained():
 def test_flags_and_timelines_are_shown():
     page = render([hostile_run()])
     assert "throttled:thermal" in page
-    assert "CPU % over time" in page and "memory over time" in page
+    assert "CPU over time" in page and "memory over time" in page
+    # one scale with the PNG timeline's: 100 is every core busy
+    assert "CPU busy, % of all cores" in page and "% of one core" not in page
 
 
 def test_short_inference_timelines_are_left_out_long_ones_drawn():
     run = hostile_run()
     run.results[0].case = replace(run.results[0].case, mode="infer")
-    assert "CPU % over time" not in render([run])
+    assert "CPU over time" not in render([run])
     points = [{"t": float(i), "cpu_percent": 90, "rss_mb": 100} for i in range(40)]
     run.results[0].details.timeline.points = points
-    assert "CPU % over time" in render([run])
+    assert "CPU over time" in render([run])
 
 
 CHROMIUM_FLAGS = [
@@ -116,3 +118,31 @@ def test_report_renders_in_headless_chromium(tmp_path):
     assert not console, console
     shot = (tmp_path / "shot.png").read_bytes()
     assert shot.startswith(b"\x89PNG") and len(shot) > 20_000
+
+
+def test_environment_values_read_as_text_not_python():
+    run = timed_run("a", 1.0, 1)
+    run.env.update(
+        {"frameworks": {"torch": "2.13.0", "openvino-genai": None}, "thread_env": {},
+         "gpus": [], "smt": False, "ram_gb": 23.456}
+    )  # fmt: skip
+    page = render([run])
+    environment = page[page.index("<h3>Environment</h3>") :]
+    for python in ("{'", "None", "[]", "False"):
+        assert python not in environment, python
+    assert "torch: 2.13.0<br>openvino-genai: none" in environment
+    assert "<td>no</td>" in environment and "<td>23.5</td>" in environment
+
+
+def test_chart_ticks_are_written_as_the_tables_write_numbers():
+    from dlbench.report.charts.png import plain_numbers, pyplot
+
+    plt = pyplot()
+    figure, axis = plt.subplots()
+    axis.plot([0, 1], [0, 28_800])
+    plain_numbers(axis.yaxis)
+    figure.canvas.draw()
+    labels = [tick.get_text() for tick in axis.get_yticklabels()]
+    plt.close(figure)
+    assert any("," in label for label in labels), labels
+    assert not any("e+" in label for label in labels), labels

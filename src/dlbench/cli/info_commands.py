@@ -10,7 +10,7 @@ from rich.table import Table
 from dlbench.atomic import check_output_folder
 from dlbench.cli.terminal import out, print_json, print_run, print_study, say
 from dlbench.errors import UserError
-from dlbench.report.table import escape_markup
+from dlbench.report.table import escape_markup, readable
 from dlbench.results.lookup import load_run
 from dlbench.spec.case import MODES
 from dlbench.spec.registry import FRAMEWORKS, WORKLOADS
@@ -115,7 +115,7 @@ def cmd_env(args: argparse.Namespace) -> int:
     table.add_column("key")
     table.add_column("value")
     for key, value in data.items():
-        table.add_row(escape_markup(key), escape_markup(str(value)))
+        table.add_row(escape_markup(key), escape_markup(readable(value)))
     out.print(table)
     return 0
 

@@ -17,9 +17,23 @@ from dlbench.atomic import write_atomic
 from dlbench.measure.stats import NOISE_THRESHOLD
 from dlbench.report.charts.model import BarChart
 from dlbench.report.charts.svg import bar_chart, box_plot, curve_chart, line_chart
-from dlbench.report.run_charts import CHART_AXES, groups, latency_bars, timeline_worth_drawing
+from dlbench.report.run_charts import (
+    CHART_AXES,
+    CPU_AXIS,
+    groups,
+    latency_bars,
+    timeline_worth_drawing,
+    worker_share_of_all_cores,
+)
 from dlbench.report.studies.study_output import curve_charts
-from dlbench.report.table import case_name, flags, no_energy, number_cell, number_header
+from dlbench.report.table import (
+    case_name,
+    flags,
+    no_energy,
+    number_cell,
+    number_header,
+    readable,
+)
 from dlbench.results.metrics import METRICS
 from dlbench.results.records import Run
 
@@ -45,10 +59,15 @@ def _td(value: object, numeric: bool = False) -> str:
 
 
 def env_table(run: Run) -> str:
-    rows = "".join(f"<tr><th>{escape(str(k))}</th>{_td(v)}</tr>" for k, v in run.env.items())
-    settings = "".join(
-        f"<tr><th>{escape(str(k))}</th>{_td(v)}</tr>" for k, v in run.settings.items()
-    )
+    """The machine and the settings, each value as people read it (report.table.readable),
+    one line per entry of a mapping."""
+
+    def row(key: object, value: object) -> str:
+        lines = "<br>".join(escape(line) for line in readable(value).splitlines())
+        return f"<tr><th>{escape(str(key))}</th><td>{lines}</td></tr>"
+
+    rows = "".join(row(k, v) for k, v in run.env.items())
+    settings = "".join(row(k, v) for k, v in run.settings.items())
     return f"<h3>Environment</h3><table>{rows}</table><h3>Settings</h3><table>{settings}</table>"
 
 
@@ -117,11 +136,10 @@ def timelines(run: Run) -> str:
         if not timeline_worth_drawing(r):
             continue
         timeline = r.details.timeline.points if r.details.timeline else []
-        cpu = [(p["t"], p["cpu_percent"]) for p in timeline if "t" in p and "cpu_percent" in p]
+        shares = [(p.get("t"), worker_share_of_all_cores(p)) for p in timeline]
+        cpu = [(t, share) for t, share in shares if t is not None and share is not None]
         rss = [(p["t"], p["rss_mb"]) for p in timeline if "t" in p and "rss_mb" in p]
-        parts.append(
-            line_chart(f"CPU % over time - {case_name(r)}", "% of one core", [("cpu %", cpu)])
-        )
+        parts.append(line_chart(f"CPU over time - {case_name(r)}", CPU_AXIS, [("worker", cpu)]))
         parts.append(line_chart(f"memory over time - {case_name(r)}", "MB", [("rss", rss)]))
     return "\n".join(p for p in parts if p)
 

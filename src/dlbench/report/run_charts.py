@@ -10,6 +10,8 @@ change under it.
 
 from __future__ import annotations
 
+from typing import Any
+
 from dlbench.measure.stats import percentile
 from dlbench.report.charts.model import Bar
 from dlbench.results.metrics import METRICS, read
@@ -59,3 +61,17 @@ def timeline_worth_drawing(result: Result) -> bool:
     if timeline is None or not timeline.points:
         return False
     return result.case.mode == "train" or len(timeline.points) >= TIMELINE_MIN_POINTS
+
+
+# One scale for every CPU line of a timeline, in the PNG and in the page: 100 is every
+# core busy (the worker's own percent, of one core, divided by the cores)
+CPU_AXIS = "CPU busy, % of all cores"
+
+
+def worker_share_of_all_cores(point: dict[str, Any]) -> float | None:
+    """A timeline point's worker CPU on CPU_AXIS's scale, or None where unread."""
+    busy, cores = point.get("cpu_percent"), point.get("cpu_cores")
+    if not isinstance(busy, int | float) or isinstance(busy, bool):
+        return None
+    count = len(cores) if isinstance(cores, list) and cores else 1
+    return float(busy) / count

@@ -33,6 +33,23 @@ def fmt(value: float | None, digits: int = 3) -> str:
     return f"{value:.{decimals}f}"
 
 
+def readable(value: object) -> str:
+    """A run's env or settings value as people read it, not as Python writes it: a
+    mapping as "key: value" lines, a list comma-separated, None and [] as "none",
+    booleans as yes and no, numbers as fmt() writes them."""
+    if value is None or value == [] or value == {}:
+        return "none"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, float):
+        return fmt(value)
+    if isinstance(value, dict):
+        return "\n".join(f"{key}: {readable(item)}" for key, item in value.items())
+    if isinstance(value, list | tuple):
+        return ", ".join(readable(item) for item in value)
+    return str(value)
+
+
 # C0 and C1 control characters but tab and newline. Rich passes them to the terminal,
 # and ESC begins its escape sequences: colours, cursor moves, clearing, the window title.
 CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")

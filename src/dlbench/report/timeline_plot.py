@@ -15,8 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from dlbench.report.charts.model import slug
-from dlbench.report.charts.png import pyplot, save_png
-from dlbench.report.run_charts import timeline_worth_drawing
+from dlbench.report.charts.png import pyplot, save_png, wrapped
+from dlbench.report.run_charts import CPU_AXIS, timeline_worth_drawing, worker_share_of_all_cores
 from dlbench.report.table import case_name
 from dlbench.results.details import Details
 from dlbench.results.records import Result, Run
@@ -69,7 +69,7 @@ def write_timeline_png(result: Result, path: Path, title: str | None = None) -> 
     _memory_panel(axes[-1], points, times)
     axes[-1].set_xlabel("seconds since the worker started")
     _mark_phases(list(axes), result.details)
-    figure.suptitle(title or case_name(result), fontsize=10)
+    figure.suptitle(wrapped(title or case_name(result), 110), fontsize=10)
     figure.tight_layout()
     return save_png(figure, path)
 
@@ -105,10 +105,10 @@ def _cpu_panel(axis: Any, points: list[dict[str, Any]], times: list[float]) -> N
     if count:
         # The worker's percent is of one core; divided by the core count it
         # shares the 0..100 scale of the system line it is part of.
-        worker = [_scaled(p.get("cpu_percent"), count) for p in points]
+        worker = [worker_share_of_all_cores(p) for p in points]
         axis.plot(times, worker, color=WORKER_COLOR, linewidth=1.4, linestyle="--", label="worker")
     axis.set_ylim(0, 105)
-    axis.set_ylabel("CPU busy %")
+    axis.set_ylabel(CPU_AXIS)
     axis.legend(**LEGEND, ncol=3)
     axis.grid(alpha=0.3)
 
@@ -197,9 +197,12 @@ def _mark_phases(axes: list[Any], details: Details) -> None:
     window = details.measured_wall
     if window is not None and len(window) == 2:
         start, end = window
-        for axis in axes:
-            axis.axvspan(start - origin, end - origin, color=WINDOW_COLOR, alpha=0.4, lw=0)
-        axes[0].text(start - origin, 103, " measured", fontsize=7, va="top")
+        for index, axis in enumerate(axes):
+            label = "measured" if index == 0 else None
+            axis.axvspan(start - origin, end - origin, color=WINDOW_COLOR, alpha=0.4, lw=0,
+                         label=label)  # fmt: skip
+        # named in the panel's legend, above it: a label in the panel crossed its lines
+        axes[0].legend(**LEGEND, ncol=4)
     for epoch in details.training.epochs if details.training else ():
         end = epoch.end_epoch_s
         if end is not None:
@@ -216,11 +219,6 @@ def _device(point: dict[str, Any], index: int) -> dict[str, Any] | None:
 
 def _at(values: Any, index: int) -> float | None:
     return _number(values[index]) if isinstance(values, list) and index < len(values) else None
-
-
-def _scaled(value: Any, cores: int) -> float | None:
-    number = _number(value)
-    return None if number is None else number / cores
 
 
 def _number(value: Any) -> float | None:

@@ -39,6 +39,28 @@ def save_png(figure: Any, path: Path) -> Path:
     return path
 
 
+# Titles wrap at this many characters: a longer line ran past the figure's edge.
+TITLE_CHARS = 60
+
+
+def wrapped(title: str, width: int = TITLE_CHARS) -> str:
+    return "\n".join(textwrap.wrap(title, width))
+
+
+def plain_numbers(axis: Any) -> None:
+    """Tick labels as the tables write numbers (28,800; 0.0123), where matplotlib's own
+    would write 2.88e+04 or an offset above the axis."""
+    from matplotlib.ticker import FuncFormatter
+
+    from dlbench.report.table import fmt
+
+    def tick(value: float, _position: int) -> str:
+        text = fmt(value)  # three significant digits: 50.0 on a tick reads as 50
+        return text.rstrip("0").rstrip(".") if "." in text else text
+
+    axis.set_major_formatter(FuncFormatter(tick))
+
+
 def _error_bars(chart: BarChart) -> list[list[float]]:
     """Each bar's distance down and up to its error bar's ends (0 where it has none)."""
     bars = chart.bars
@@ -57,7 +79,8 @@ def bar_chart(chart: BarChart, path: Path) -> Path:
     axis.bar(range(len(labels)), values, yerr=_error_bars(chart), capsize=4, color=BAR_COLOR)
     axis.set_xticks(range(len(labels)), labels, rotation=35, ha="right", fontsize=8)
     axis.set_ylabel(chart.unit)
-    axis.set_title(chart.title, fontsize=9)
+    plain_numbers(axis.yaxis)
+    axis.set_title(wrapped(chart.title), fontsize=9)
     figure.tight_layout()
     return save_png(figure, path)
 
@@ -80,11 +103,12 @@ def bar_panels(charts: Sequence[BarChart], path: Path, title: str) -> Path:
         labels = [bar.label for bar in chart.bars]
         axis.set_xticks(range(len(labels)), labels, rotation=35, ha="right", fontsize=8)
         axis.set_ylabel(chart.unit)
-        axis.set_title("\n".join(textwrap.wrap(chart.title, 60)), fontsize=8)
+        plain_numbers(axis.yaxis)
+        axis.set_title(wrapped(chart.title), fontsize=8)
         for index, bar in enumerate(chart.bars):
             if bar.mark is not None:
                 axis.annotate(bar.mark, (index, bar.value), ha="center", va="bottom", fontsize=7)
-    figure.suptitle(title)
+    figure.suptitle(wrapped(title, TITLE_CHARS * len(charts)))
     figure.tight_layout()
     return save_png(figure, path)
 
@@ -112,11 +136,15 @@ def curve_chart(chart: CurveChart, path: Path) -> Path:
         axis.axhline(chart.limit, ls="--", color="#888", lw=1, label=chart.limit_label)
     if chart.log_y:
         _log_scale(axis.yaxis, axis.set_yscale)
+    else:
+        plain_numbers(axis.yaxis)
     if chart.log_x:
         _log_scale(axis.xaxis, axis.set_xscale)
+    else:
+        plain_numbers(axis.xaxis)
     axis.set_xlabel(chart.x_title)
     axis.set_ylabel(chart.y_title)
-    axis.set_title("\n".join(textwrap.wrap(chart.title, 80)), fontsize=9)
+    axis.set_title(wrapped(chart.title, 80), fontsize=9)
     if crowded:
         axis.legend(fontsize=6, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)
     else:
@@ -133,5 +161,5 @@ def _log_scale(scaled: Any, set_scale: Callable[[str], None]) -> None:
     from matplotlib.ticker import LogFormatter
 
     set_scale("log")
-    scaled.set_major_formatter(LogFormatter())
-    scaled.set_minor_formatter(LogFormatter())
+    plain_numbers(scaled)  # the decades, as 100 and 20,000, not 1e+02 or 2e+04
+    scaled.set_minor_formatter(LogFormatter(labelOnlyBase=False, minor_thresholds=(2, 0.5)))
