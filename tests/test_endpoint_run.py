@@ -7,13 +7,23 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 from conftest import cli, dlbench, free_port
 
+from dlbench.errors import UserError
+from dlbench.measure.client_limits import connection_limit
+from dlbench.measure.peak_search import Search
 from dlbench.measure.saturation import queue_only_grows
-from dlbench.workloads.requests import LLM_REQUESTS, RequestSet, TokenizerText, WordText
+from dlbench.workloads.requests import (
+    LLM_REQUESTS,
+    SALT_TOKENS,
+    RequestSet,
+    TokenizerText,
+    WordText,
+)
 
 SMALL = ["--param", "isl=16", "--param", "osl=8"]
 
@@ -221,10 +231,79 @@ def test_a_server_that_cannot_be_measured_exits_2_naming_why(
     for args, message in (
         ([nothing], f"--endpoint {nothing}: cannot connect (ConnectError"),
         ([llama_server, "--served-model", "gpt-9"], "does not serve it; allowed: llm-tiny"),
-        ([json_only_server], "a one-token streamed request failed: not a stream"),
+        (
+            [json_only_server],
+            "a streamed request like the run's (128 prompt tokens, 4 asked) failed: not a stream",
+        ),
     ):
         proc = cli("run", "--endpoint", *args, "--db", str(tmp_path / "store.sqlite"))
         assert proc.returncode == 2, proc.stderr
         lines = proc.stderr.strip().splitlines()
         assert len(lines) == 1 and message in lines[0], proc.stderr
     assert not (tmp_path / "store.sqlite").exists()  # no run was stored for any of them
+
+
+def test_each_run_salts_its_prompts_and_keeps_the_sharing_it_designs():
+    params = LLM_REQUESTS.resolve_params("cpu", {"isl": 16, "osl": 4})
+    plain, one, other = (RequestSet(params, 7, WordText(), salt) for salt in (None, "0a1b", "ffee"))
+    first = [
+        [s.conversation(i).turns[0].text.split() for i in range(40)] for s in (plain, one, other)
+    ]
+    # a run's salt changes every prompt's start, its length kept; the rest is the seed's
+    again = RequestSet(params, 7, WordText(), "0a1b")
+    assert [again.conversation(i).turns[0].text.split() for i in range(40)] == first[1]
+    assert all(len(words) == 16 for run in first for words in run)
+    assert all(a[:SALT_TOKENS] != b[:SALT_TOKENS] for a, b in zip(first[0], first[1], strict=True))
+    starts = [{tuple(words[:SALT_TOKENS]) for words in run} for run in first]
+    assert len(starts[1]) == len(starts[2]) == 40  # the salt is no prefix shared by design
+    assert not starts[1] & starts[2]  # nor one another run's prompts could have warmed
+    assert all(a[SALT_TOKENS:] == b[SALT_TOKENS:] for a, b in zip(first[1], first[2], strict=True))
+    # unsalted: the prompts the seed makes, whatever salt is passed
+    unsalted = LLM_REQUESTS.resolve_params("cpu", {"isl": 16, "osl": 4, "unsalted": 1})
+    assert RequestSet(unsalted, 7, WordText(), "0a1b").conversation(3) == plain.conversation(3)
+    assert "unsalted" not in params and unsalted["unsalted"] == 1  # in the label where set
+    # a prefix shared by design stays shared within the run (its salt is the group's) and
+    # is another run's own
+    shared = LLM_REQUESTS.resolve_params("cpu", {"isl": 16, "osl": 4, "prefix_pct": 50,
+                                                 "prefixes": 2})  # fmt: skip
+    runs = [RequestSet(shared, 7, WordText(), salt) for salt in ("0a1b", "ffee")]
+    for group in (0, 1):
+        prefixes = [[r.conversation(i).turns[0].text.split()[:8] for i in (group, group + 2)]
+                    for r in runs]  # fmt: skip
+        assert prefixes[0][0] == prefixes[0][1] and prefixes[1][0] == prefixes[1][1]
+        assert prefixes[0][0][:SALT_TOKENS] != prefixes[1][0][:SALT_TOKENS]
+    with pytest.raises(UserError, match="unsalted=2; allowed: up to 1"):
+        LLM_REQUESTS.validate_params({"unsalted": 2})
+
+
+def test_more_users_than_the_client_can_hold_open_are_refused_naming_the_limit():
+    limit = connection_limit()
+    if limit is None:
+        pytest.skip("no open-file limit nor port range known on this system")
+    url = f"http://127.0.0.1:{free_port()}"
+    over = cli("run", "--endpoint", url, "--concurrency", str(limit.most + 1))
+    assert over.returncode == 2
+    lines = over.stderr.strip().splitlines()
+    assert len(lines) == 1 and f"allowed: 1 to {limit.most}" in lines[0], lines
+    assert f"holds at most {limit.most} requests open at once ({limit.why})" in lines[0]
+    at = cli("run", "--endpoint", url, "--concurrency", str(limit.most))  # planned, then checked
+    assert at.returncode == 2 and "cannot connect" in at.stderr, at.stderr
+
+
+def test_a_search_stops_growing_at_the_clients_limit_and_says_so():
+    @dataclass
+    class Held:
+        holds: bool
+
+    tried: list[float] = []
+
+    def try_at(load: float) -> Held:
+        tried.append(load)
+        return Held(load <= 1000)  # a server that would hold more than the client can send
+
+    found = Search(start=8, floor=1, whole=True, ceiling=100, ceiling_why="the limit").run(try_at)
+    assert tried == [8, 16, 32, 64, 100] and found.peak == 100
+    assert found.note == "100 held; no higher load can be tried: the limit"
+    # below the ceiling, the search is as before
+    unbounded = Search(start=8, floor=1, whole=True, ceiling=10_000).run(lambda x: Held(x <= 20))
+    assert unbounded.peak == 20 and unbounded.note is None

@@ -45,6 +45,10 @@ class Search:
     unit: str = ""  # written after a load in the notes (" QPS")
     # after a failed try with no load passed yet: why no lower load can hold, if none can
     give_up: Callable[[float, Any], str | None] | None = None
+    # the highest load that can be tried (a client's own limit), and why: growth stops
+    # there, and a load that holds there is the peak found, said to be that limit's
+    ceiling: float | None = None
+    ceiling_why: str = ""
 
     def run(self, try_at: Callable[[float], T]) -> Found[T]:
         tries: list[tuple[float, T]] = []
@@ -56,6 +60,9 @@ class Search:
             tries.append((load, outcome))
             if outcome.holds and confirming:
                 return Found(tries, load, outcome, None)
+            if outcome.holds and high is None and self._at_ceiling(load):
+                return Found(tries, load, outcome, f"{load:.4g}{self.unit} held; no higher load "
+                                                   f"can be tried: {self.ceiling_why}")  # fmt: skip
             if outcome.holds:
                 low = load
             else:
@@ -71,13 +78,17 @@ class Search:
 
     def _next(self, load: float, low: float | None, high: float | None) -> tuple[float, bool]:
         if high is None:
-            return self._rounded(load * self.growth), False
+            grown = load * self.growth
+            return self._rounded(grown if self.ceiling is None else min(grown, self.ceiling)), False
         if low is None:
             return self._rounded(high / 2), False
         close = high - low <= 1 if self.whole else high - low <= self.precision * high
         if close:
             return low, True
         return self._rounded((low + high) / 2), False
+
+    def _at_ceiling(self, load: float) -> bool:
+        return self.ceiling is not None and load >= self._rounded(self.ceiling)
 
     def _hopeless(self, load: float, outcome: T) -> str | None:
         why = self.give_up(load, outcome) if self.give_up is not None else None

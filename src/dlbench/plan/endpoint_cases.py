@@ -16,8 +16,10 @@ from pathlib import Path
 from typing import Any
 
 from dlbench.errors import UserError
+from dlbench.measure.client_limits import connection_limit
 from dlbench.measure.load_profile import LoadProfile
 from dlbench.measure.openai_api import COMPLETIONS
+from dlbench.measure.openai_auth import without_credentials
 from dlbench.spec.case import REMOTE_DEVICE, Case
 from dlbench.spec.cli_options import option_flag
 from dlbench.spec.digest import path_digest
@@ -72,13 +74,16 @@ def validate_endpoint_case(case: Case, slo_taken: bool = False) -> Case:
         return case
     if case.endpoint is None:
         raise UserError(f"the {ENDPOINT_FRAMEWORK} framework needs --endpoint URL (the server)")
+    if without_credentials(case.endpoint) != case.endpoint:  # the CLI takes them out first
+        raise UserError("an endpoint URL with credentials reached the plan, which keeps and "
+                        "stores its URL: give them with --api-key or $OPENAI_API_KEY")  # fmt: skip
     if case.device not in ("auto", REMOTE_DEVICE):
         raise UserError(f"an endpoint's work runs on its server: --device {case.device} is not "
                         f"this client's; allowed: auto or {REMOTE_DEVICE}")  # fmt: skip
     if case.scenario is not None or case.loadgen:
         raise UserError("--scenario and --loadgen are MLPerf LoadGen's, for models run here; an "
                         "endpoint's load is --concurrency N or --request-rate R")  # fmt: skip
-    _validate_load(case)
+    validate_load(case)
     if case.find_peak and case.ttft_ms is None and case.tpot_ms is None:
         raise UserError("--find-peak with --endpoint searches for the load whose SLOs hold: "
                         "give --ttft-ms, --tpot-ms or both")  # fmt: skip
@@ -88,7 +93,10 @@ def validate_endpoint_case(case: Case, slo_taken: bool = False) -> Case:
     return replace(case, tokenizer_digest=_tokenizer_digest(case.tokenizer))
 
 
-def _validate_load(case: Case) -> None:
+def validate_load(case: Case) -> None:
+    """The load a case of the endpoint client asks for (an endpoint's, or a server
+    dlbench starts: plan.served_engine_cases): one profile, valid, with no more users
+    than the client can hold open."""
     if case.concurrency is not None and case.request_rate is not None:
         raise UserError("--concurrency (a closed loop) and --request-rate (an open loop) are "
                         "two load profiles; give one")  # fmt: skip
@@ -98,6 +106,17 @@ def _validate_load(case: Case) -> None:
         LoadProfile.of(case.concurrency, case.request_rate, case.burstiness)
     except ValueError as exc:
         raise UserError(f"--endpoint load: {exc}") from None
+    _require_users_held(case.concurrency)
+
+
+def _require_users_held(users: int | None) -> None:
+    """Refused, not capped: a case is the load it names, and a capped one would run,
+    and be stored as, another (two capped sweep points would be the same load)."""
+    limit = connection_limit()
+    if users is None or limit is None or users <= limit.most:
+        return
+    raise UserError(f"--concurrency {users}: one client process holds at most {limit.most} "
+                    f"requests open at once ({limit.why}); allowed: 1 to {limit.most}")  # fmt: skip
 
 
 def _tokenizer_digest(tokenizer: str | None) -> str | None:

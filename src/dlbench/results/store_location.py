@@ -14,6 +14,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
+from dlbench.measure.openai_auth import API_KEY_OPTION, without_credentials
+
 DB_ENV_VAR = "DLBENCH_DB"
 POSTGRES_SCHEMES = ("postgresql", "postgres")
 
@@ -84,12 +86,40 @@ _QUERY_PASSWORD = re.compile(r"([?&])password=[^&#]*&?")
 
 def redacted_argv(argv: list[str]) -> list[str]:
     """A command line as stored with a run: every PostgreSQL URL in it without its
-    password (`--db URL` and `--db=URL` alike)."""
-    return [_redacted_word(word) for word in argv]
+    password (`--db URL` and `--db=URL` alike), every http(s) URL without its
+    credentials (--endpoint's), and --api-key's value hidden."""
+    words: list[str] = []
+    for word in argv:
+        option, equals, _ = word.partition("=")
+        if words and _is_api_key_option(words[-1]):  # the word after --api-key: its value
+            words.append(HIDDEN)
+        elif _is_api_key_option(option):
+            words.append(f"{option}={HIDDEN}" if equals else option)
+        else:
+            words.append(_redacted_word(word))
+    return words
+
+
+HIDDEN = "***"
+
+
+def _is_api_key_option(word: str) -> bool:
+    # argparse takes any unambiguous prefix of an option: --api-k is --api-key
+    return len(word) > len("--api-") and API_KEY_OPTION.startswith(word)
 
 
 def _redacted_word(word: str) -> str:
     option, equals, value = word.partition("=")
-    if equals and option.startswith("--") and is_postgres_url(value):
-        return f"{option}={without_password(value)}"
-    return without_password(word) if is_postgres_url(word) else word
+    if equals and option.startswith("--") and _has_secret(value):
+        return f"{option}={_redacted_word(value)}"
+    if is_postgres_url(word):
+        return without_password(word)
+    return without_credentials(word) if _is_http_url(word) else word
+
+
+def _has_secret(text: str) -> bool:
+    return is_postgres_url(text) or _is_http_url(text)
+
+
+def _is_http_url(text: str) -> bool:
+    return text.strip().lower().startswith(("http://", "https://"))

@@ -22,6 +22,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+from dlbench.measure.openai_auth import without_credentials
+
 
 @dataclass(frozen=True)
 class CliOption:
@@ -131,14 +133,20 @@ def option_pair(text: str) -> tuple[str, str]:
 
 def endpoint_url(text: str) -> str:
     """An http(s) URL with a host: the server's root (a trailing /v1 or / dropped, as
-    the client adds the API's own path)."""
-    parsed = urlsplit(text.strip())
+    the client adds the API's own path). Its credentials are kept (the CLI takes them
+    out before anything else sees the URL) and never shown."""
+    shown = without_credentials(text)
+    not_a_url = ValueError(f"expected an http:// or https:// URL with a host, got {shown!r}")
+    try:
+        parsed = urlsplit(text.strip())
+    except ValueError:  # a bad IPv6 host
+        raise not_a_url from None
     if parsed.scheme not in ("http", "https") or not parsed.hostname:
-        raise ValueError(f"expected an http:// or https:// URL with a host, got {text!r}")
+        raise not_a_url
     try:
         parsed.port  # noqa: B018  # raises on a port that is not a number in range
     except ValueError:
-        raise ValueError(f"expected a port from 0 to 65535 in {text!r}") from None
+        raise ValueError(f"expected a port from 0 to 65535 in {shown!r}") from None
     root = text.strip().rstrip("/")
     return root.removesuffix("/v1") if root.endswith("/v1") else root
 

@@ -11,7 +11,13 @@ text. Its parameters (all integers):
   conversations of its group, one of `prefixes` groups (a system prompt, a
   document asked about: what a server's prefix cache is for);
 - turns: each conversation's turns; a turn's prompt is the whole conversation so
-  far (the earlier prompts and the server's answers) and a new message.
+  far (the earlier prompts and the server's answers) and a new message;
+- unsalted: 1 sends the prompts as the seed makes them. By default each conversation's
+  first prompt begins with a salt (SALT_TOKENS words drawn from the run's random salt
+  and the conversation, or its prefix group where the workload shares a prefix by
+  design), so a server's prefix cache that an earlier run warmed cannot serve this one,
+  while the sharing the parameters design holds within the run. The salt is part of
+  the prompt's length.
 
 Prompt text is words of plain English. With the served model's tokenizer
 (--tokenizer), a prompt is cut to exactly its length in that tokenizer's tokens;
@@ -21,6 +27,7 @@ models), and the server's usage report gives the real count, recorded beside.
 
 from __future__ import annotations
 
+import secrets
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -53,6 +60,12 @@ WORDS = tuple(WORD_TEXT.split())
 TOKENIZER_FILE = "tokenizer.json"
 MAX_TURNS = 64
 MAX_PREFIXES = 1_000_000
+# Words of salt a first prompt begins with (at most half its length): one of about
+# 10**10 sequences, so two runs' salts of a conversation all but never meet
+SALT_TOKENS = 4
+# The random streams of numpy's generator, by what they make (a conversation's own
+# stream is [seed, warm-up, index])
+PREFIX_STREAM, SALT_STREAM = 2, 3
 
 
 @dataclass(frozen=True)
@@ -113,13 +126,21 @@ def tokenizer_file(path: Path) -> Path:
     return path / TOKENIZER_FILE if path.is_dir() else path
 
 
-class RequestSet:
-    """The conversations of a run, each made from (seed, index) alone."""
+def new_salt() -> str:
+    """A run's salt: 32 random bits, as hex."""
+    return secrets.token_hex(4)
 
-    def __init__(self, params: Mapping[str, int], seed: int, text: PromptText) -> None:
+
+class RequestSet:
+    """The conversations of a run, each made from (seed, index) alone, and the run's
+    salt where it has one (None: the params say unsalted)."""
+
+    def __init__(self, params: Mapping[str, int], seed: int, text: PromptText,
+                 salt: str | None = None) -> None:  # fmt: skip
         # the parameters left off (0) are absent from a resolved case's
         self.params = {**dict.fromkeys(LlmRequests.cpu_params, 0), **params}
         self.seed, self.text = seed, text
+        self.salt = None if self.params["unsalted"] else salt
 
     def conversation(self, index: int, warmup: bool = False) -> Conversation:
         """Conversation `index` (warm-up ones are a stream of their own)."""
@@ -131,18 +152,35 @@ class RequestSet:
         turns = []
         for turn in range(p["turns"]):
             isl, osl = _drawn(rng, p["isl"], p["range_pct"]), _drawn(rng, p["osl"], p["range_pct"])
-            shared = (
-                round(p["isl"] * p["prefix_pct"] / 100) if group is not None and turn == 0 else 0
-            )
-            own = self.text.make(rng, max(1, isl - shared))
-            text = f"{self._prefix(group, shared)} {own}" if shared else own
-            turns.append(Turn(text, isl if shared else max(1, isl - shared), osl))
+            if turn:
+                turns.append(Turn(self.text.make(rng, isl), isl, osl))
+                continue
+            shared = round(p["isl"] * p["prefix_pct"] / 100) if group is not None else 0
+            salted = min(SALT_TOKENS, isl // 2, shared if shared else isl) if self.salt else 0
+            # the salt of a group's prefix is the group's (the design shares it); else
+            # the conversation's own, so that it adds no sharing of its own
+            unit = [0, group] if shared else [1 + int(warmup), index]
+            parts = [
+                self._salt(unit, salted),
+                self._prefix(group, shared - salted) if shared else "",
+                self.text.make(rng, max(1, isl - max(shared, salted))),
+            ]
+            turns.append(Turn(" ".join(part for part in parts if part), max(1, isl), osl))
         return Conversation(index, tuple(turns), group)
 
     def _prefix(self, group: int | None, tokens: int) -> str:
         import numpy as np
 
-        return self.text.make(np.random.default_rng([self.seed, 2, group or 0]), tokens)
+        rng = np.random.default_rng([self.seed, PREFIX_STREAM, group or 0])
+        return self.text.make(rng, tokens) if tokens > 0 else ""
+
+    def _salt(self, unit: list[int | None], tokens: int) -> str:
+        import numpy as np
+
+        if self.salt is None or tokens <= 0:
+            return ""
+        rng = np.random.default_rng([int(self.salt, 16), SALT_STREAM, *(u or 0 for u in unit)])
+        return self.text.make(rng, tokens)
 
 
 def _drawn(rng: np.random.Generator, mean: int, range_pct: int) -> int:
@@ -162,7 +200,7 @@ class LlmRequests(Workload):
     modes = ("infer",)
     served = True
     cpu_params: ClassVar[Mapping[str, int]] = MappingProxyType(
-        {"isl": 128, "osl": 32, "range_pct": 0, "prefix_pct": 0, "prefixes": 1, "turns": 1}
+        dict(isl=128, osl=32, range_pct=0, prefix_pct=0, prefixes=1, turns=1, unsalted=0)
     )
     gpu_params = cpu_params
     primary_metric = "gflops"  # none: the server's model is unknown here
@@ -176,7 +214,7 @@ class LlmRequests(Workload):
         super().validate_params(given)
         params = {**self.cpu_params, **given}
         for name, most in (("range_pct", 99), ("prefix_pct", 99), ("turns", MAX_TURNS),
-                           ("prefixes", MAX_PREFIXES)):  # fmt: skip
+                           ("prefixes", MAX_PREFIXES), ("unsalted", 1)):  # fmt: skip
             if params[name] > most:
                 raise UserError(
                     f"workload {self.name!r} parameter {name}={params[name]}; allowed: up to {most}"
