@@ -46,6 +46,7 @@ class ChunkOutput(NamedTuple):
     prompt_tokens: int | None = None  # the server's usage report, where this chunk has it
     completion_tokens: int | None = None
     id_fields: tuple[str, ...] = ()  # the TOKEN_ID_FIELDS whose answers it holds
+    ids: tuple[int, ...] = ()  # the ids themselves, in order
 
     @property
     def carries_output(self) -> bool:
@@ -109,7 +110,8 @@ def read_chunk(api: str, chunk: object, id_fields: Collection[str] = ()) -> Chun
     prompt, completion = _usage(chunk.get("usage"))
     if ids is None:
         return ChunkOutput(text, None, logprobs, finish, prompt, completion)
-    return ChunkOutput(text, ids.count, logprobs, finish, prompt, completion, tuple(ids.answered))
+    return ChunkOutput(text, ids.count, logprobs, finish, prompt, completion, tuple(ids.answered),
+                       tuple(ids.values))  # fmt: skip
 
 
 _LIST_OR_NONE = (list, type(None))
@@ -123,6 +125,7 @@ class _TokenIds:
     def __init__(self, asked: Collection[str], chunk: dict[str, Any]) -> None:
         self.where = [(name, TOKEN_ID_FIELDS[name]) for name in asked]
         self.count: int | None = None
+        self.values: list[int] = []
         self.answered: list[str] = []
         self.read(chunk, IN_CHUNK)
 
@@ -134,6 +137,7 @@ class _TokenIds:
             if not isinstance(ids, list) or not all(type(i) is int for i in ids):
                 raise MalformedChunk(f"{key} that are not token ids: {_shown(ids)}")
             self.count = (self.count or 0) + len(ids)
+            self.values += ids
             if name not in self.answered:
                 self.answered.append(name)
 

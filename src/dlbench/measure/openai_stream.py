@@ -61,6 +61,8 @@ class StreamedRequest:
     # would copy it at every chunk)
     pieces: list[str] = field(default_factory=list)
     token_ids: int | None = None  # ids the server sent (None: it sent none)
+    # the ids themselves, in order (a served engine's are held to the reference's tokens)
+    output_ids: list[int] | None = None
     prompt_tokens: int | None = None  # the server's usage report, where it sent one
     output_tokens: int | None = None
     finish_reason: str | None = None
@@ -178,6 +180,9 @@ def _take_chunk(api: str, data: bytes, id_fields: list[str],
         record.pieces.append(output.text)
     if output.token_ids is not None:
         record.token_ids = (record.token_ids or 0) + output.token_ids
+        if record.output_ids is None:
+            record.output_ids = []
+        record.output_ids += output.ids  # in place: no copy per chunk
         record.id_fields.extend(f for f in output.id_fields if f not in record.id_fields)
     record.finish_reason = output.finish_reason or record.finish_reason
     if output.prompt_tokens is not None:
