@@ -22,6 +22,7 @@ from typing import Any
 
 from dlbench.measure.instruments import Measured
 from dlbench.measure.power_regime import PowerRegimes
+from dlbench.measure.server_counters import ServerCounters
 from dlbench.measure.timeline import TimelineSummary
 from dlbench.results.record_dict import REST_FIELD, from_dict, to_dict
 
@@ -320,7 +321,8 @@ class EndpointLoad:
     conversations: int = 0
     requests: int = 0  # every turn sent
     ok: int = 0
-    # error kind (connection, timeout, http, stream, client) -> requests
+    # error kind (measure.openai_stream.ERROR_KINDS: connection, timeout, http, stream,
+    # malformed, client) -> requests
     errors: dict[str, int] = field(default_factory=dict)
     first_errors: list[str] = field(default_factory=list)  # a few, as the client kept them
     # answered with fewer tokens than asked (the server stopped early or cut them off):
@@ -331,7 +333,13 @@ class EndpointLoad:
     output_tokens_per_s: float | None = None  # their output tokens, over the duration
     prompt_tokens_mean: float | None = None
     output_tokens_mean: float | None = None
-    tokens_counted_by: str | None = None  # server usage, tokenizer or streamed chunks
+    # token ids, server usage, max_tokens, tokenizer or streamed chunks (the least exact
+    # any answer needed)
+    tokens_counted_by: str | None = None
+    # the request field that asked for token ids (None: the server answered none)
+    token_ids_field: str | None = None
+    # the run's random salt, drawn into each prompt's start (None: --param unsalted=1)
+    salt: str | None = None
     send_lag_p99_ms: float | None = None  # an open loop's lateness against its schedule
     saturated: str | None = None  # why an open loop stopped sending early
     cancelled: int = 0  # conversations in flight when it did
@@ -351,6 +359,8 @@ class EndpointLoad:
     peak_confirmed: bool | None = None
     peak_note: str | None = None
     tries: list[LoadStep] | None = None
+    # the server's own counters over the same window (its /metrics), or why none
+    server: ServerCounters | None = None
 
 
 @dataclass

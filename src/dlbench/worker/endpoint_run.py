@@ -19,17 +19,27 @@ import hashlib
 import json
 import time
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import httpx
 
 from dlbench.backends.base import Job
+from dlbench.measure.client_limits import connection_limit, raise_open_files
 from dlbench.measure.instruments import Instruments, Reading
 from dlbench.measure.load_profile import CONCURRENCY, POISSON, RATE, LoadProfile
 from dlbench.measure.openai_api import request_body
-from dlbench.measure.openai_stream import CONNECT_TIMEOUT_S, StreamedRequest, stream_request
+from dlbench.measure.openai_auth import auth_headers, redacted
+from dlbench.measure.openai_stream import (
+    CONNECT_TIMEOUT_S,
+    FEW_TOKENS,
+    StreamedRequest,
+    negotiate,
+    stream_request,
+)
 from dlbench.measure.peak_search import Found, Search
+from dlbench.measure.server_metrics import ServerWindow, client_means
 from dlbench.measure.stats import percentile
 from dlbench.measure.token_latency import TokenTimes, token_latencies
 from dlbench.results.details import Details, EndpointLoad, Generation, LoadStep
@@ -46,6 +56,7 @@ from dlbench.workloads.requests import (
     RequestSet,
     TokenizerText,
     WordText,
+    new_salt,
 )
 
 # The most conversations one load may start (a closed loop at a fast server)
@@ -53,9 +64,9 @@ MAX_CONVERSATIONS = 1_000_000
 FIRST_ERRORS = 5
 DATASET_FILE = "requests.jsonl"
 # How an answer's output tokens were counted, most exact first
-USAGE, LENGTH = "server usage", "max_tokens (finish_reason length)"
+TOKEN_IDS, USAGE, LENGTH = "token ids", "server usage", "max_tokens (finish_reason length)"
 TOKENIZER, CHUNKS = "tokenizer", "streamed chunks"
-COUNTED_BY = (USAGE, LENGTH, TOKENIZER, CHUNKS)
+COUNTED_BY = (TOKEN_IDS, USAGE, LENGTH, TOKENIZER, CHUNKS)
 
 
 @dataclass
@@ -82,6 +93,16 @@ class Session:
         assert case.endpoint is not None and case.served_model is not None  # the plan's
         self.case, self.requests, self.client, self.device = case, requests, client, device
         self.url, self.model = case.endpoint, case.served_model
+        self.token_ids_field: str | None = None  # as negotiate found the server answers
+
+    async def negotiate(self) -> None:
+        """Whether, and how, the server sends token ids: asked as the check before the
+        run asked (measure.openai_stream.negotiate), outside the measured region."""
+        turn = self.requests.conversation(0, warmup=True).turns[0]
+        body = request_body(self.case.api, self.model, turn.text,
+                            min(FEW_TOKENS, turn.output_tokens))  # fmt: skip
+        found = await negotiate(self.client, self.url, self.case.api, body)
+        self.token_ids_field = found.token_ids_field
 
     async def conversation(self, conversation: Conversation) -> list[StreamedRequest]:
         """Its turns in order, each prompt the conversation so far; a failed turn
@@ -91,7 +112,8 @@ class Session:
         for turn in conversation.turns:
             history.append({"role": "user", "content": turn.text})
             prompt = turn.text if len(history) == 1 else list(history)
-            body = request_body(self.case.api, self.model, prompt, turn.output_tokens)
+            body = request_body(self.case.api, self.model, prompt, turn.output_tokens,
+                                self.token_ids_field)  # fmt: skip
             record = await stream_request(self.client, self.url, self.case.api, body)
             records.append(record)
             if not record.ok:
@@ -116,10 +138,15 @@ class Session:
         # the device is the server's: energy is metered where the work runs, or said
         # to be unmeasurable from here
         instruments = Instruments(self.device)
+        # the server's own counters over the same window, read just outside it
+        server = ServerWindow(self.client, self.url, self.model)
+        await server.open()
         instruments.start()
         outcome = await drive(profile, send, budget, seed)
         reading = instruments.stop()
+        counters = await server.close(answered=sum(r.ok for r in outcome.requests))
         record, times = judged(self.case, outcome, profile, self.requests.text)
+        record.server = client_means(counters, times)
         return Loaded(outcome, reading, profile, offset, record, times)
 
 
@@ -128,25 +155,32 @@ def client_for(settings: Settings) -> httpx.AsyncClient:
     as long as the case may run."""
     timeout = httpx.Timeout(settings.timeout_s or None, connect=CONNECT_TIMEOUT_S)
     limits = httpx.Limits(max_connections=None, max_keepalive_connections=None)
-    return httpx.AsyncClient(timeout=timeout, limits=limits)
+    return httpx.AsyncClient(timeout=timeout, limits=limits, headers=auth_headers())
 
 
 def prompt_text(case: Case) -> PromptText:
     return TokenizerText(Path(case.tokenizer)) if case.tokenizer else WordText()
 
 
-def run_endpoint(job: Job, settings: Settings) -> Result:
+def run_endpoint(job: Job, settings: Settings, requests: RequestSet | None = None,
+                 new_session: Callable[..., Session] = Session) -> Result:  # fmt: skip
     """Warm the server up, put the case's load on it (or search the highest load whose
     SLOs hold), and judge its SLOs. One event loop and one client for it all, so
-    every load finds the connections the warm-up opened."""
+    every load finds the connections the warm-up opened. `requests` and `new_session`:
+    an engine dlbench serves sends its workload's own prompts (worker.served_engine)."""
     case = job.case
-    requests = RequestSet(job.params, job.seed, prompt_text(case))
+    if requests is None:
+        # a salt of this process's own: no earlier run, nor another case of this one,
+        # warmed a cache for its prompts (workloads.requests)
+        requests = RequestSet(job.params, job.seed, prompt_text(case), new_salt())
+    raise_open_files()  # the users the plan allowed (measure.client_limits)
     budget = Budget(settings.min_time_s, settings.min_iters, MAX_CONVERSATIONS)
     setup_start = time.perf_counter()
     loop = asyncio.new_event_loop()
     client = client_for(settings)
     try:
-        session = Session(case, requests, client, job.device)
+        session = new_session(case, requests, client, job.device)
+        loop.run_until_complete(session.negotiate())
         warm = loop.run_until_complete(session.warm_up(settings.warmup_iters))
         report_progress(f"warmed up: {len(warm)} requests")
         if case.find_peak:
@@ -159,6 +193,8 @@ def run_endpoint(job: Job, settings: Settings) -> Result:
         loop.run_until_complete(client.aclose())
         loop.close()
     result = endpoint_result(job, loaded, warm, requests, setup_start)
+    assert result.details.endpoint is not None
+    result.details.endpoint.token_ids_field = session.token_ids_field
     if case.find_peak:
         _record_search(result, found)
     _fail_where_unusable(result, loaded.record)
@@ -172,7 +208,12 @@ def find_peak(session: Session, loop: asyncio.AbstractEventLoop, budget: Budget,
     hold."""
     case = session.case
     if case.concurrency is not None:
-        search = Search(start=case.concurrency, floor=1, whole=True)
+        # no more users than this process can hold open (as the plan checked --concurrency)
+        limit = connection_limit()
+        search = Search(start=case.concurrency, floor=1, whole=True,
+                        ceiling=limit.most if limit else None,
+                        ceiling_why=f"one client process holds at most {limit.most} requests "
+                                    f"open ({limit.why})" if limit else "")  # fmt: skip
     else:
         start = case.request_rate or _one_user_rate(warm)
         search = Search(start=start, floor=start / 64)
@@ -258,6 +299,7 @@ def endpoint_result(job: Job, loaded: Loaded, warm: list[StreamedRequest],
     record.dataset_file, record.dataset_digest = _write_dataset(
         requests, loaded.offset, outcome.conversations
     )
+    record.salt = requests.salt
     result = result_from(
         job,
         loaded.reading,
@@ -295,6 +337,8 @@ def _output_tokens(done: list[StreamedRequest], text: PromptText) -> tuple[list[
 
 
 def _counted(record: StreamedRequest, text: PromptText) -> tuple[int, str]:
+    if record.token_ids is not None:
+        return record.token_ids, TOKEN_IDS
     if record.output_tokens is not None:
         return record.output_tokens, USAGE
     if record.ran_to_length:
@@ -309,7 +353,8 @@ def _counted(record: StreamedRequest, text: PromptText) -> tuple[int, str]:
 def _count_errors(record: EndpointLoad, sent: list[StreamedRequest]) -> None:
     failed = [r for r in sent if not r.ok]
     record.errors = dict(Counter(r.error_kind or "client" for r in failed))
-    record.first_errors = [r.error or "" for r in failed[:FIRST_ERRORS]]
+    # a server's words may echo what it was sent: the credentials are cut out
+    record.first_errors = [redacted(r.error or "") for r in failed[:FIRST_ERRORS]]
 
 
 def _rates(record: EndpointLoad, done: list[StreamedRequest], counted: list[int],
