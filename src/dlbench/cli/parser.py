@@ -272,7 +272,7 @@ RUN_GROUPS: dict[str, tuple[str, str | None]] = {
     "endpoint": (
         "LLM servers (pip install 'dlbench[llm-serving]')",
         "--endpoint URL sends llm-requests' synthetic requests (--param isl=, osl=, "
-        "range_pct=, prefix_pct=, prefixes=, turns=) to an OpenAI-compatible server; "
+        "range_pct=, prefix_pct=, prefixes=, turns=, unsalted=) to an OpenAI-compatible server; "
         "--find-peak searches the highest load whose SLOs hold (docs/guides/llm-serving.md)",
     ),
     "measurement": (
