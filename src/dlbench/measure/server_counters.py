@@ -101,3 +101,26 @@ class ServerCounters:
         if self.prefix_cache_queries and self.prefix_cache_hits is not None:
             return self.prefix_cache_hits / self.prefix_cache_queries
         return None
+
+    def timing(self, part: str) -> ServerTiming | None:
+        """One of LATENCIES' figures on the server's clock."""
+        return {"ttft": self.ttft, "per_token": self.per_token, "e2e": self.e2e,
+                "queue": self.queue}[part]  # fmt: skip
+
+    def client_mean_ms(self, part: str) -> float | None:
+        """The client's mean of one of LATENCIES over the same requests (queue: none)."""
+        return {"ttft": self.client_ttft_mean_ms, "per_token": self.client_per_token_mean_ms,
+                "e2e": self.client_e2e_mean_ms}.get(part)  # fmt: skip
+
+    def outside_ms(self, part: str) -> float | None:
+        """The client's mean minus the server's, over the same requests: what the
+        server's clock leaves out (the network, the client, the server's HTTP front end
+        before it stamps a request's arrival and after it has a token)."""
+        timing, client = self.timing(part), self.client_mean_ms(part)
+        if timing is None or timing.mean_ms is None or client is None:
+            return None
+        return client - timing.mean_ms
+
+
+# The server's latencies a result keeps, by field, with the name a reader is shown
+LATENCIES = {"ttft": "TTFT", "per_token": "TPOT", "e2e": "end-to-end", "queue": "queue"}

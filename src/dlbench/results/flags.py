@@ -33,6 +33,11 @@ report and CSV show the list; nothing else decides a flag.
 - `short-answers`: an endpoint answered requests with fewer tokens than asked.
 - `over-slo`: an endpoint missed its TTFT or TPOT bound at its percentile (or had a
   failed request), or --find-peak found no load whose SLOs held.
+- `prefix-cache-warm`: an endpoint run not designed to share prefixes (no --param
+  prefix_pct, one turn) whose server's prefix cache served more than
+  PREFIX_WARM_SHARE of its prompt tokens (beyond CHAT_HEAD_TOKENS a request on the
+  chat API): a cache warmed before the run (an earlier run's prompts) served it, and
+  its TTFT and throughput are of less work than asked.
 - `int8-no-vnni`: an int8 case on a CPU without int8 dot-product units (VNNI,
   AMX, Arm's dot product): measured all the same, and expect little gain.
 - `host-bound`: a throughput-mode result on an asynchronous device (a GPU) whose
@@ -52,6 +57,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Protocol
 
+from dlbench.measure.openai_api import CHAT
 from dlbench.measure.stats import NOISE_THRESHOLD, LatencyStats
 from dlbench.results.details import Details
 from dlbench.spec.case import MIN_P99_QUERIES, Case
@@ -81,6 +87,19 @@ NOISY = "noisy"
 LOW_N_P99 = "low-n-p99"
 # the prefix of every GPU throttle flag (`throttled:thermal`, `throttled:power`)
 THROTTLED = "throttled:"
+# An endpoint run whose prompts share nothing by design (distinct seeded text, salted per
+# run by default) hits a server's prefix cache only where every request starts alike: on
+# the chat API, the chat template's head (role tags, a default system prompt: 20-30
+# tokens in Llama 3's and ChatML's), cached in whole blocks (16 tokens on a GPU's vLLM,
+# 128 on its CPU build), so at most CHAT_HEAD_TOKENS a request; on the completions API
+# nothing (a BOS token fills no block). A share served beyond that above
+# PREFIX_WARM_SHARE was cached before the run: an earlier run of the same prompts leaves
+# every whole block of each but the one holding its last token (which is always
+# computed), 112 of a 128-token prompt in 16-token blocks (87%), and one of a tenth as
+# many requests still 9%.
+CHAT_HEAD_TOKENS = 32
+PREFIX_WARM_SHARE = 0.05
+PREFIX_CACHE_WARM = "prefix-cache-warm"
 # Judged again on a merged result's own numbers; its processes' other flags carry over.
 JUDGED_ON_MERGED = frozenset({NOISY, LOW_N_P99})
 
@@ -118,6 +137,8 @@ def result_flags(result: Judged, cpus_available: int) -> list[str]:
     if host_bound(details):
         found.append(HOST_BOUND)
     found += endpoint_flags(details)
+    if prefix_cache_warm(details, result.case):
+        found.append(PREFIX_CACHE_WARM)
     loadgen = details.loadgen
     if loadgen is not None:
         if loadgen.perf_constraints_met is False:
@@ -160,6 +181,21 @@ def endpoint_flags(details: Details) -> list[str]:
     if load.slo_holds is False or (load.peak_axis is not None and load.peak is None):
         found.append("over-slo")
     return found
+
+
+def prefix_cache_warm(details: Details, case: Case) -> bool:
+    """A run not designed to share prefixes (PREFIX_CACHE_WARM above) that its server's
+    prefix cache served beyond a chat template's head."""
+    load = details.endpoint
+    server = load.server if load is not None else None
+    if server is None or not server.prefix_cache_queries or server.prefix_cache_hits is None:
+        return False
+    params = dict(case.params)
+    if params.get("prefix_pct", 0) > 0 or params.get("turns", 1) > 1:
+        return False  # shared prefixes, or a conversation's history: served by design
+    head = CHAT_HEAD_TOKENS if case.api == CHAT else 0
+    beyond_head = server.prefix_cache_hits - head * load.requests
+    return beyond_head > PREFIX_WARM_SHARE * server.prefix_cache_queries
 
 
 def merged_flags(
@@ -344,6 +380,8 @@ MEANINGS: dict[str, str] = {
     "request-errors": "some of the server's requests failed (counted by kind in the result)",
     "short-answers": "the server answered some requests with fewer tokens than asked",
     "over-slo": "the server missed its TTFT or TPOT bound at its percentile",
+    PREFIX_CACHE_WARM: "the server's prefix cache served prompts this run did not share by "
+    "design: a cache warm from before the run, so less work than asked",
     "int8-no-vnni": "an int8 case on a CPU without int8 dot-product units: expect little gain",
     HOST_BOUND: "the GPU waited for the host: its kernels filled under 85% of a step",
 }

@@ -15,6 +15,7 @@ from enum import Enum
 from typing import Any
 
 from dlbench.errors import UserError
+from dlbench.measure.server_counters import ServerCounters
 from dlbench.results.ceilings import efficiency_in_run
 from dlbench.results.decode_bound import achieved_decode_gbps, decode_bound
 from dlbench.results.records import TIME_TO_TRAIN_KEY, Result, Run
@@ -205,6 +206,28 @@ def _put_into(part: str, name: str) -> Put:
         return replace(result, details=details)
 
     return put
+
+
+def server_counters(result: Result) -> ServerCounters | None:
+    """The server's own counters over the result's window, where they were read."""
+    load = result.details.endpoint
+    server = load.server if load is not None else None
+    return server if server is not None and server.unread is None else None
+
+
+def _server(read_value: Callable[[ServerCounters], float | None]) -> Reader:
+    """A figure of the server's own counters (details.endpoint.server)."""
+
+    def read(result: Result) -> float | None:
+        server = server_counters(result)
+        return stored_number(read_value(server)) if server is not None else None
+
+    return read
+
+
+def _server_mean(part: str) -> Callable[[ServerCounters], float | None]:
+    """The window's exact mean of one of the server's latencies (ttft, per_token, ...)."""
+    return lambda server: getattr(server.timing(part), "mean_ms", None)
 
 
 def _endpoint_metric(key: str, title: str, unit: str, column: str, field_name: str) -> Metric:
@@ -569,6 +592,71 @@ METRICS: dict[str, Metric] = {
             True,
             lambda r: stored_number(r.details.endpoint.peak) if r.details.endpoint else None,
         ),
+        # The server's own counters over the window (details.endpoint.server)
+        Metric(
+            "server_ttft",
+            "Time to first token, mean, on the server's clock (its /metrics)",
+            "ms",
+            "server TTFT ms",
+            False,
+            _server(_server_mean("ttft")),
+        ),
+        Metric(
+            "server_tpot",
+            "Time per output token, mean, on the server's clock (its /metrics)",
+            "ms",
+            "server TPOT ms",
+            False,
+            _server(_server_mean("per_token")),
+        ),
+        Metric(
+            "server_e2e",
+            "End-to-end request latency, mean, on the server's clock (its /metrics)",
+            "ms",
+            "server e2e ms",
+            False,
+            _server(_server_mean("e2e")),
+        ),
+        Metric(
+            "server_queue",
+            "Time waiting in the server's queue, mean (its /metrics)",
+            "ms",
+            "queue ms",
+            False,
+            _server(_server_mean("queue")),
+        ),
+        Metric(
+            "ttft_outside_server",
+            "Client TTFT minus the server's, means: transport, client, HTTP front end",
+            "ms",
+            "TTFT outside ms",
+            False,
+            _server(lambda server: server.outside_ms("ttft")),
+        ),
+        Metric(
+            "prefix_hit_rate",
+            "Share of prompt tokens the server's prefix cache served",
+            "fraction",
+            "prefix hits",
+            True,
+            _server(lambda server: server.prefix_cache_hit_rate),
+        ),
+        Metric(
+            "kv_cache_peak",
+            "Peak KV-cache use, as a fraction of the server's cache (sampled)",
+            "fraction",
+            "KV peak",
+            False,
+            _server(lambda server: server.kv_cache.peak if server.kv_cache else None),
+        ),
+        Metric(
+            "preemptions",
+            "Requests the server preempted to make room in its KV cache",
+            "requests",
+            "preemptions",
+            False,
+            _server(lambda server: server.preemptions),
+        ),
         Metric(
             "load_avg",
             "Mean load average while measured",
@@ -604,7 +692,8 @@ METRICS: dict[str, Metric] = {
 # the device has a counter; pairs without one are listed as not comparable).
 COMPARABLE = ("latency", "p99", "throughput", "cpu", "memory", "energy", "power",
               "ttft", "tpot", "decode_tps", "output_tps", "goodput", "request_rate",
-              "server_tps")  # fmt: skip
+              "server_tps", "server_ttft", "server_tpot", "server_e2e",
+              "ttft_outside_server")  # fmt: skip
 # CSV columns beyond the Result's own fields: metrics read from its details, and
 # those computed with its run.
 CSV_METRICS = (
@@ -639,6 +728,14 @@ CSV_METRICS = (
     "request_rate",
     "server_tps",
     "peak_load",
+    "server_ttft",
+    "server_tpot",
+    "server_e2e",
+    "server_queue",
+    "ttft_outside_server",
+    "prefix_hit_rate",
+    "kv_cache_peak",
+    "preemptions",
     "load_avg",
     "energy",
     "power",
