@@ -12,7 +12,12 @@ from pathlib import Path
 import pytest
 from conftest import LLAMA_API_KEY, cli, dlbench, free_port
 
-from dlbench.measure.openai_auth import basic_authorization, redacted, without_credentials
+from dlbench.measure.openai_auth import (
+    AUTHORIZATION_ENV,
+    basic_authorization,
+    redacted,
+    without_credentials,
+)
 from dlbench.results.store_location import redacted_argv
 
 SMALL = ["--param", "isl=8", "--param", "osl=4", "--min-time", "0", "--min-iters", "2",
@@ -56,6 +61,8 @@ def test_an_api_key_is_sent_to_a_server_that_wants_one_and_kept_nowhere(
     tmp_path, keyed_llama_server, monkeypatch
 ):
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    # what the in-process command leaves for its workers goes with the test
+    monkeypatch.delenv(AUTHORIZATION_ENV, raising=False)
     # without it: one line, saying how to give it
     refused = cli("run", "--endpoint", keyed_llama_server, *SMALL,
                   "--db", str(tmp_path / "refused.sqlite"))  # fmt: skip
@@ -118,7 +125,7 @@ def test_credentials_are_cut_from_urls_command_lines_and_echoed_words():
     shown = " ".join(redacted_argv(argv))
     assert not any(secret in shown for secret in ("pw1", "pw2", "key3", "key4", "pw5", "u:")), shown
     assert "--api chat" in shown and "--endpoint http://h:1" in shown
-    environ = {"DLBENCH_ENDPOINT_AUTHORIZATION": header}
+    environ = {AUTHORIZATION_ENV: header}
     assert redacted("echoed ana@corp:p:w and p:w", environ) == "echoed ana@corp:*** and ***"
     bearer = {"OPENAI_API_KEY": "sk-abc"}
     assert redacted("Bearer sk-abc refused", bearer) == "Bearer *** refused"
