@@ -10,6 +10,7 @@ from rich.table import Table
 from dlbench.atomic import check_output_folder
 from dlbench.cli.terminal import out, print_json, print_run, print_study, say
 from dlbench.errors import UserError
+from dlbench.report.server_side import server_table
 from dlbench.report.table import escape_markup, readable
 from dlbench.results.lookup import load_run
 from dlbench.spec.case import MODES
@@ -125,6 +126,9 @@ def cmd_show(args: argparse.Namespace) -> int:
         check_output_folder(args.plots, "--plots")
     run = load_run(args.run, args.db, on_wait=say)
     print_run(run, args.wide)
+    server = server_table(run)  # an endpoint's server's own counters, beside the client's
+    if server is not None:
+        out.print(server)
     print_study(run, args.baseline, args.plots, args.latency_budget_ms)
     return 0
 

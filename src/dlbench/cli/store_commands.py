@@ -18,6 +18,7 @@ from dlbench.report.compare import (
     regressions,
 )
 from dlbench.report.leaderboard import pivot
+from dlbench.report.server_side import server_comparison_table
 from dlbench.report.table import escape_markup
 from dlbench.results.ci_formats import write_ci_format
 from dlbench.results.files import read_json, write_csv, write_json
@@ -90,6 +91,9 @@ def cmd_compare(args: argparse.Namespace) -> int:
         raise UserError("dlbench compare: give two runs (A B), or --by with any number of runs")
     comparison = compare_runs(runs[0], runs[1], args.metric)
     out.print(comparison_table(comparison, args.metric, runs[0].id, runs[1].id))
+    server = server_comparison_table(runs[0], runs[1])  # endpoints' own counters
+    if server is not None:
+        out.print(server)
     return 0 if args.fail_on_regression is None else _gate(comparison, args.fail_on_regression)
 
 

@@ -67,8 +67,9 @@ class ServerCounters:
       and those it served, over the window; preemptions: requests the server evicted
       to make room (vLLM's preemptions, SGLang's retractions).
     - kv_cache (a fraction of the cache, 0-1), running and waiting: sampled every
-      `sample_interval_s`; each scrape took `scrape_ms` on average, off the clock of
-      no request (it runs between their chunks on the client's event loop).
+      `sample_interval_s`; a reading took `scrape_ms` of wall time on average (mostly
+      the server's time to answer: the client's loop serves the requests' chunks
+      meanwhile, and its own CPU per reading is a few ms, bench/server_metrics_cost.py).
     - client_*_mean_ms: the client's means over the load's answered requests,
       request sent to first chunk, per token after the first, sent to last chunk.
     """
