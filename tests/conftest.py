@@ -7,10 +7,12 @@ import fcntl
 import http.server
 import io
 import os
+import shutil
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Iterator
@@ -296,3 +298,68 @@ def require_ready(*frameworks: str) -> None:
         if missing:
             pytest.skip(f"{name} is not ready here: {', '.join(missing)} missing "
                         f"({FRAMEWORKS[name].install_hint})")  # fmt: skip
+
+
+CHROMIUM_FLAGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+
+
+def chromium(*args: str) -> subprocess.CompletedProcess[str]:
+    browser = shutil.which("chromium") or shutil.which("chromium-browser")
+    if browser is None:
+        pytest.skip("needs Debian's chromium (installed by .ci/run)")
+    # Chromium makes its singleton socket under $TMPDIR: a test's own long one (pytest's
+    # tmp_path) passes the 108 bytes a socket path may hold, and Chromium dies
+    short = "/tmp" if os.path.isdir("/tmp") else None
+    with tempfile.TemporaryDirectory(dir=short) as profile:
+        return subprocess.run(
+            [browser, *CHROMIUM_FLAGS, f"--user-data-dir={profile}", *args],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            env={**os.environ, **({"TMPDIR": short} if short else {})},
+        )
+
+
+# Appended to a copy of a report by the layout test (never to the product's page): it
+# writes onto <body> whether the page is wider than the window, and every chart label
+# that runs past its chart's box.
+LAYOUT_PROBE = """<script>
+const page = document.documentElement;
+const clipped = [];
+for (const svg of document.querySelectorAll('svg.chart')) {
+  const box = svg.getBoundingClientRect();  // both on the screen: rotations applied
+  for (const text of svg.querySelectorAll('text')) {
+    const b = text.getBoundingClientRect();
+    if (b.left < box.left - 1 || b.top < box.top - 1 || b.right > box.right + 1 ||
+        b.bottom > box.bottom + 1)
+      clipped.push(text.textContent.slice(0, 40));
+  }
+}
+document.body.dataset.overflow = String(page.scrollWidth > window.innerWidth);
+document.body.dataset.clipped = JSON.stringify(clipped);
+</script>"""
+
+
+def assert_page_fits(page: str, width: int, folder: Path) -> None:
+    """The page, in headless Chromium at `width` px: no wider than the window, and no
+    chart label past its chart's edge."""
+    import re
+    from html import unescape
+
+    probed = folder / f"probed-{width}.html"
+    probed.write_text(page.replace("</body>", LAYOUT_PROBE + "</body>"))
+    shown = chromium(f"--window-size={width},900", "--dump-dom", probed.as_uri())
+    dom = shown.stdout
+    assert dom, f"chromium showed nothing: {shown.stderr[-2000:]}"
+    assert 'data-overflow="false"' in dom, f"the page is wider than {width} px"
+    clipped = re.search(r'data-clipped="([^"]*)"', dom)
+    assert clipped is not None and unescape(clipped.group(1)) == "[]", clipped

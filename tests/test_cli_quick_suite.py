@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from conftest import dlbench
+from conftest import assert_page_fits, dlbench
 
 from dlbench.worker.compile_cache import SHARED_CACHE_ENV
 
@@ -52,3 +52,8 @@ def test_quick_suite_passes_every_case_and_compiles_cold_in_a_private_cache(tmp_
     assert counters["graphs"] >= 1
     assert list(users_cache.iterdir()) == []
     assert not list(tmp_path.glob("dlbench-compile-*"))
+    # its HTML report fits a phone's screen, every chart label whole
+    from dlbench.report.html import render
+    from dlbench.results.files import read_json
+
+    assert_page_fits(render([read_json(tmp_path / "quick.json")]), 390, tmp_path)

@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-import shutil
-import subprocess
-import tempfile
 from dataclasses import replace
 
 import pytest
-from conftest import dlbench
+from conftest import assert_page_fits, chromium, dlbench
 from factories import timed_run
 
+from dlbench.measure.stats import summarize
 from dlbench.report.html import render
 from dlbench.results.details import Details, Timeline
 from dlbench.results.files import write_json
@@ -63,31 +61,6 @@ def test_short_inference_timelines_are_left_out_long_ones_drawn():
     points = [{"t": float(i), "cpu_percent": 90, "rss_mb": 100} for i in range(40)]
     run.results[0].details.timeline.points = points
     assert "CPU over time" in render([run])
-
-
-CHROMIUM_FLAGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
-
-
-def chromium(*args: str) -> subprocess.CompletedProcess[str]:
-    browser = shutil.which("chromium") or shutil.which("chromium-browser")
-    if browser is None:
-        pytest.skip("needs Debian's chromium (installed by .ci/run)")
-    with tempfile.TemporaryDirectory() as profile:
-        return subprocess.run(
-            [browser, *CHROMIUM_FLAGS, f"--user-data-dir={profile}", *args],
-            capture_output=True,
-            text=True,
-            timeout=120,
-        )
 
 
 @pytest.mark.slow
@@ -146,3 +119,29 @@ def test_chart_ticks_are_written_as_the_tables_write_numbers():
     plt.close(figure)
     assert any("," in label for label in labels), labels
     assert not any("e+" in label for label in labels), labels
+
+
+def llm_run():
+    """A run of text generation across engines, as the llm suite's study reads it."""
+    from factories import make_result, make_run
+
+    def generated(framework: str, batch: int, ttft: float, decode: float):
+        record = {"isl": 128, "osl": 32, "ttft_p50_ms": ttft, "tpot_p50_ms": 1000 / decode,
+                  "decode_tokens_per_s": decode, "output_tokens_per_s": decode * 0.9,
+                  "e2e_p50_ms": ttft + 31000 / decode, "generations": 5}  # fmt: skip
+        return make_result(workload="llm-135m", framework=framework, batch_size=batch,
+                           params={"isl": 128, "osl": 32}, details={"generation": record},
+                           throughput=decode, latency_ms=summarize([0.5] * 5))  # fmt: skip
+
+    engines = ("torch", "onnxruntime-genai", "openvino-genai", "llama-cpp")
+    results = [generated(e, b, 40.0 * b + i, 30.0 * b + 5 * i)
+               for i, e in enumerate(engines) for b in (1, 4)]  # fmt: skip
+    return make_run(results, id="20261127-190000-abcdef", suite="llm", env={"hostname": "h"})
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("width", [390, 1400], ids=["phone", "desktop"])
+def test_a_report_fits_a_phone_and_a_desktop_with_no_label_clipped(tmp_path, width):
+    page = render([hostile_run(), timed_run("r2", 1.3, 2), llm_run()])
+    assert "Text generation: llm-135m" in page and "Which to pick" in page
+    assert_page_fits(page, width, tmp_path)

@@ -213,13 +213,13 @@ def print_study(
     under a latency budget (if asked), and with --plots their charts and the run's
     latency-throughput and serving curves."""
     from dlbench.report.studies.study_output import (
-        STUDIES,
         rich_table,
         startup_table,
+        studies_for,
         write_study_files,
     )
 
-    tables = STUDIES[run.suite](run, baseline) if run.suite in STUDIES else []
+    tables = studies_for(run, baseline)
     for table in tables:
         out.print(rich_table(table, baseline))
     if tables:

@@ -25,15 +25,19 @@ from dlbench.report.run_charts import (
     timeline_worth_drawing,
     worker_share_of_all_cores,
 )
-from dlbench.report.studies.study_output import curve_charts
+from dlbench.report.server_side import server_html
+from dlbench.report.studies.study import StudyTable
+from dlbench.report.studies.study_output import DEFAULT_BASELINE, curve_charts, studies_for
 from dlbench.report.table import (
     case_name,
     flags,
+    fmt,
     no_energy,
     number_cell,
     number_header,
     readable,
 )
+from dlbench.results.flags import meaning
 from dlbench.results.metrics import METRICS
 from dlbench.results.records import Run
 
@@ -44,7 +48,11 @@ th, td { border: 1px solid #ccc; padding: 3px 8px; text-align: left; }
 td.num { text-align: right; }
 .flag { color: #b35900; font-weight: bold; }
 .failed { color: #b00020; }
-svg.chart { display: block; margin: 1em 0; }
+svg.chart { display: block; margin: 1em 0; max-width: 100%; height: auto; }
+div.wide { max-width: 100%; overflow-x: auto; }
+dl.legend { font-size: 13px; } dl.legend dt { font-weight: bold; color: #b35900; }
+dl.legend dd { margin: 0 0 0.4em 1.5em; }
+@media (max-width: 600px) { body { margin: 0.5em; } table { font-size: 11px; } }
 """
 # Counts the charts once the page has loaded; the browser test reads it.
 COUNT_SCRIPT = (
@@ -68,7 +76,10 @@ def env_table(run: Run) -> str:
 
     rows = "".join(row(k, v) for k, v in run.env.items())
     settings = "".join(row(k, v) for k, v in run.settings.items())
-    return f"<h3>Environment</h3><table>{rows}</table><h3>Settings</h3><table>{settings}</table>"
+    return (
+        f'<h3>Environment</h3><div class="wide"><table>{rows}</table></div>'
+        f'<h3>Settings</h3><div class="wide"><table>{settings}</table></div>'
+    )
 
 
 # The numbers of an HTML results row: metric keys (results.metrics) or table.DERIVED.
@@ -114,7 +125,48 @@ def results_table(run: Run) -> str:
     notes = "".join(
         f'<p class="note">energy: unmeasurable ({escape(reason)})</p>' for reason in no_energy(run)
     )
-    return f"<table><tr>{header}</tr>{''.join(rows)}</table>{notes}"
+    # a wide table scrolls inside the page, never widens it (a phone's screen)
+    return f'<div class="wide"><table><tr>{header}</tr>{"".join(rows)}</table></div>{notes}'
+
+
+def flag_legend(run: Run) -> str:
+    """What each flag shown in the run's table means (results.flags.MEANINGS)."""
+    shown = dict.fromkeys(mark for r in run.results for mark in r.flags)
+    if not shown:
+        return ""
+    items = "".join(f"<dt>{escape(mark)}</dt><dd>{escape(meaning(mark))}</dd>" for mark in shown)
+    return f'<dl class="legend">{items}</dl>'
+
+
+def study_section(run: Run) -> str:
+    """The run's study tables (its suite's; an LLM run's engines and which to pick),
+    each with its quantity and unit in the header and which way is better."""
+    tables = studies_for(run)
+    return "".join(study_table(table) for table in tables)
+
+
+def study_table(table: StudyTable) -> str:
+    metric = table.metric
+    direction = "higher is better" if metric.higher_is_better else "lower is better"
+    head = [
+        "case",
+        f"{metric.title} ({metric.unit})",
+        f"relative to {DEFAULT_BASELINE} ({direction})",
+        *(f"{column.title} ({column.unit})" for column in table.columns),
+        "note",
+    ]
+    rows = []
+    for row in table.rows:
+        relative = f"{row.relative:.2f}x" if row.relative is not None else "-"
+        cells = [_td(row.label), _td(fmt(row.value), True), _td(relative, True)]
+        cells += [_td(fmt(value), True) for value in row.extra]
+        cells.append(_td(row.note))
+        rows.append("<tr>" + "".join(cells) + "</tr>")
+    header = "".join(f"<th>{escape(h)}</th>" for h in head)
+    return (
+        f'<h3>{escape(table.title)}</h3><div class="wide"><table><tr>{header}</tr>'
+        f"{''.join(rows)}</table></div>"
+    )
 
 
 def charts(run: Run) -> str:
@@ -150,7 +202,8 @@ def run_section(run: Run) -> str:
         f"<section><h2>{escape(title)}</h2>"
         f"<p>started {escape(run.started_at)}, finished {escape(str(run.finished_at))}; "
         f"{len(run.results)} cases, {run.failures} failed</p>"
-        f"{results_table(run)}{charts(run)}{timelines(run)}{env_table(run)}</section>"
+        f"{results_table(run)}{flag_legend(run)}{server_html(run)}{study_section(run)}{charts(run)}"
+        f"{timelines(run)}{env_table(run)}</section>"
     )
 
 

@@ -245,9 +245,13 @@ def _curve(
             f"</title></circle>"
         )
         if p.label:
+            # in the plot's right half a label runs left of its point: to the right, the
+            # last point's ran past the chart's edge
+            right_half = x_of(p.x) > (LEFT + WIDTH) / 2
+            anchor, dx = ("end", -4) if right_half else ("start", 4)
             parts.append(
-                f'<text x="{x_of(p.x) + 4:.1f}" y="{y_of(p.y) - 4:.1f}" font-size="9">'
-                f"{escape(p.label)}</text>"
+                f'<text x="{x_of(p.x) + dx:.1f}" y="{y_of(p.y) - 4:.1f}" font-size="9" '
+                f'text-anchor="{anchor}">{escape(p.label)}</text>'
             )
     parts.append(
         f'<text x="{LEFT + 8}" y="{HEIGHT - BOTTOM + 42 + 12 * index}" font-size="10" '

@@ -48,6 +48,19 @@ CURVE_BUILDERS: tuple[Callable[[Run], list[CurveChart]], ...] = (
 )
 
 
+# the framework the relative columns divide by, where the reader names none
+DEFAULT_BASELINE = "torch"
+
+
+def studies_for(run: Run, baseline: str = DEFAULT_BASELINE) -> list[StudyTable]:
+    """The run's study tables: its suite's, or, for a run of no study's suite that
+    generated text (an ad-hoc -w llm-* run), the engines side by side and which to
+    pick, as the llm suite's."""
+    if run.suite in STUDIES:
+        return STUDIES[run.suite](run, baseline)
+    return llm_tables(run, baseline)
+
+
 def curve_charts(run: Run) -> list[CurveChart]:
     """The run's curve charts, from every builder."""
     return [chart for build in CURVE_BUILDERS for chart in build(run)]
