@@ -9,10 +9,13 @@ from __future__ import annotations
 import asyncio
 import json
 import math
+from dataclasses import replace
+from html import escape as html_escape
 from pathlib import Path
 
 import pytest
-from factories import make_result
+from conftest import cli
+from factories import make_result, make_run
 
 from dlbench.measure.exposition import (
     CountersWentBack,
@@ -31,7 +34,12 @@ from dlbench.measure.server_metrics import (
     gauge,
     window_figures,
 )
+from dlbench.measure.stats import summarize
 from dlbench.measure.token_latency import TokenTimes
+from dlbench.report.html import render
+from dlbench.report.server_side import estimate_text
+from dlbench.report.table import fmt
+from dlbench.results.files import write_json
 from dlbench.results.flags import (
     CHAT_HEAD_TOKENS,
     PREFIX_CACHE_WARM,
@@ -221,3 +229,49 @@ def test_a_metrics_answer_that_never_ends_is_given_up_at_its_deadline():
 
     counters = asyncio.run(asyncio.wait_for(scenario(), 10))
     assert counters.family is None and "did not answer whole within 0.3 s" in counters.unread
+
+
+def endpoint_run(server: ServerCounters | dict, run_id: str = "a") -> object:
+    """A stored run of one endpoint result whose server's counters are `server`."""
+    result = make_result(workload="llm-requests", framework="endpoint", endpoint="http://h:1",
+                         served_model=MODEL, device="remote", samples_ms=[1.0] * 10,
+                         latency_ms=summarize([1.0] * 10), throughput=1.0,
+                         details={"endpoint": {"requests": 7, "ok": 7}})  # fmt: skip
+    if isinstance(server, dict):
+        server = ServerCounters(**server)
+    result.details.endpoint.server = server
+    return make_run([result], id=run_id)
+
+
+def test_show_compare_and_the_page_put_the_servers_figures_beside_the_clients(tmp_path):
+    cold = window("cold")
+    # the client's means a known 12.5 ms above the server's: the difference shown
+    assert cold.ttft is not None and cold.e2e is not None
+    offset = 12.5
+    server = replace(cold, client_ttft_mean_ms=cold.ttft.mean_ms + offset,
+                     client_e2e_mean_ms=cold.e2e.mean_ms + offset)  # fmt: skip
+    path = tmp_path / "a.json"
+    write_json(endpoint_run(server), path)
+    shown = cli("show", str(path))
+    assert shown.returncode == 0, shown.stderr
+    text = " ".join(shown.stdout.split())
+    assert "The server's own counters" in text and "vLLM" in text
+    row = next(line for line in shown.stdout.splitlines() if " TTFT " in line)
+    cells = [cell.strip() for cell in row.split("│")]
+    # client, server, client - server; then the p50, a bucket estimate with its bounds
+    assert cells[4:8] == [fmt(cold.ttft.mean_ms + offset), fmt(cold.ttft.mean_ms), fmt(offset),
+                          estimate_text(cold.ttft.p50)]  # fmt: skip
+    assert "outside the server's clock" in text and "prefix cache 24.4% (512/2,100)" in text
+    compared = cli("compare", str(path), str(path), "--metric", "server_ttft")
+    assert compared.returncode == 0, compared.stderr
+    assert "The servers' own counters" in compared.stdout
+    page = render([endpoint_run(server)])
+    assert "own counters" in page and html_escape(estimate_text(cold.e2e.p99)) in page
+    assert f"{fmt(offset)}</td>" in page
+
+
+def test_a_server_without_counters_says_why_in_one_line(tmp_path):
+    path = tmp_path / "a.json"
+    write_json(endpoint_run({"unread": "the server has no /metrics (HTTP 404)"}), path)
+    shown = cli("show", str(path))
+    assert "no server counters: the server has no /metrics (HTTP 404)" in shown.stdout
