@@ -239,3 +239,37 @@ def test_a_run_keeps_its_measurements_through_malformed_chunks_and_counts_tokens
         salted.conversation(i).turns[0].text for i in range(len(sent))
     ]
     assert all(salted.conversation(i) != plain.conversation(i) for i in range(len(sent)))
+
+
+def test_a_failed_answers_body_is_one_readable_line():
+    from dlbench.measure.openai_api import error_summary
+
+    page = b'<!DOCTYPE HTML>\n<html>\n<head><title>Error response</title></head>\n<body>\n' \
+        b"<h1>Error response</h1>\n<p>Error code: 501</p>\n</body></html>"  # fmt: skip
+    assert error_summary(page, "text/html") == "an HTML page: Error response; Error code: 501"
+    api = json.dumps({"error": {"message": "model 'x' not found", "code": 404}}).encode()
+    assert error_summary(api, "application/json") == "model 'x' not found"
+    assert error_summary(b"  plain\n  words  ") == "plain words"
+    assert len(error_summary(b"x" * 5000)) == 200
+
+
+def test_a_plain_web_server_as_an_endpoint_is_named_so_in_one_line(tmp_path):
+    """Python's own HTTP server, no OpenAI API: the model list's 404 says so, and with
+    --served-model its 501 page is summed up, not dumped with literal newlines."""
+    class Quiet(http.server.SimpleHTTPRequestHandler):
+        def log_message(self, format: str, *args: object) -> None:
+            return None  # its access log would share stderr with the command's
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Quiet)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    url = f"http://127.0.0.1:{server.server_address[1]}"
+    try:
+        listed = cli("run", "--endpoint", url, "--dry-run")
+        assert listed.returncode == 2 and listed.stderr.count("\n") == 1
+        assert "no OpenAI-compatible API lists its models at this URL" in listed.stderr
+        named = cli("run", "--endpoint", url, "--served-model", "x", "--dry-run")
+        assert named.returncode == 2 and named.stderr.count("\n") == 1
+        assert "HTTP 501: an HTML page: Error response" in named.stderr
+        assert "<html" not in named.stderr.lower() and "\\n" not in named.stderr
+    finally:
+        server.shutdown()

@@ -133,7 +133,9 @@ def _listed_models(url: str, required: bool, deadline_s: float) -> list[str]:
         if not required:
             return []  # a server without the list: the name given is taken as it is
         raise UserError(f"--endpoint {url}: GET {MODELS_PATH} answered HTTP {reply.status_code}"
-                        "; name the model with --served-model")  # fmt: skip
+                        ": no OpenAI-compatible API lists its models at this URL (check its "
+                        "address and port); a server that serves one without the list takes "
+                        "its name from --served-model")  # fmt: skip
     return _model_ids(url, reply)
 
 

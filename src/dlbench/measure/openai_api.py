@@ -179,3 +179,36 @@ def _usage(usage: object) -> tuple[int | None, int | None]:
 def _shown(value: object) -> str:
     text = repr(value)
     return text if len(text) <= 80 else text[:80] + "..."
+
+
+# An error's detail in a request's record or a message: one line, this long at most.
+ERROR_DETAIL_CHARS = 200
+
+
+def error_summary(body: bytes, content_type: str = "") -> str:
+    """A failed answer's body as one line a person reads: the API's error message where
+    it is JSON, an HTML page's title or first heading (a plain web server's 501 page,
+    not its markup with literal newlines), else its first text, cut short."""
+    import html
+    import json
+    import re
+
+    text = body.decode("utf-8", "replace").strip()
+    if "json" in content_type or text.startswith("{"):
+        try:
+            data = json.loads(text)
+        except ValueError:
+            data = None
+        if isinstance(data, dict):
+            found = data.get("error", data.get("detail", data.get("message")))
+            if isinstance(found, dict):
+                found = found.get("message", found)
+            if found is not None:
+                text = str(found)
+    elif "html" in content_type or text.lower().startswith(("<!doctype html", "<html")):
+        heading = re.search(r"<(title|h1)[^>]*>(.*?)</\1>", text, re.I | re.S)
+        paragraph = re.search(r"<p[^>]*>(.*?)</p>", text, re.I | re.S)
+        parts = [m for m in (heading and heading.group(2), paragraph and paragraph.group(1)) if m]
+        text = "; ".join(html.unescape(re.sub(r"<[^>]+>", "", part)) for part in parts)
+        text = f"an HTML page: {text}" if text else "an HTML page"
+    return " ".join(text.split())[:ERROR_DETAIL_CHARS]

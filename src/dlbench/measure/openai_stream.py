@@ -30,7 +30,13 @@ from typing import Any
 
 import httpx
 
-from dlbench.measure.openai_api import PATHS, TOKEN_ID_FIELDS, MalformedChunk, read_chunk
+from dlbench.measure.openai_api import (
+    PATHS,
+    TOKEN_ID_FIELDS,
+    MalformedChunk,
+    error_summary,
+    read_chunk,
+)
 
 DONE = b"[DONE]"
 # A server that does not accept a connection within this is down, not slow
@@ -119,7 +125,8 @@ async def _exchange(client: httpx.AsyncClient, url: str, api: str, body: dict[st
     async with client.stream("POST", url, json=body) as reply:
         record.status = reply.status_code
         if reply.status_code != 200:
-            detail = (await reply.aread()).decode("utf-8", "replace")[:200]
+            body = await reply.aread()
+            detail = error_summary(body, reply.headers.get("content-type", ""))
             record.fail(HTTP, f"HTTP {reply.status_code}: {detail}")
             return
         await _read_events(api, reply, id_fields, record)
