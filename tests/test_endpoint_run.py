@@ -58,6 +58,8 @@ def test_a_concurrency_run_measures_every_request_and_judges_its_slos(tmp_path, 
     assert tokens["generations"] == load["ok"] and len(result["samples_ms"]) == load["ok"]
     assert "over-slo" not in result["flags"] and "interference" not in result["flags"]
     assert result["details"]["energy"]["unmeasurable"]  # the work is the server's
+    # llama-cpp-python's server keeps no /metrics: said in one line, the case measured
+    assert load["server"] == {"unread": "the server has no /metrics (HTTP 404)"}
     # the requests sent are kept beside the run, as the digest says
     dataset = Path(load["dataset_file"]).read_bytes()
     assert hashlib.sha256(dataset).hexdigest() == load["dataset_digest"]

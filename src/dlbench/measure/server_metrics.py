@@ -202,8 +202,9 @@ def gauge(samples: Sequence[Scrape], names: tuple[str, ...],
 def client_means(counters: ServerCounters, times: Sequence[TokenTimes]) -> ServerCounters:
     """`counters` with the client's means over the same answered requests: TTFT, the
     time per token after the first (every request's tokens weighted alike, as a
-    server's per-token histogram counts them) and end-to-end, in ms."""
-    if not times:
+    server's per-token histogram counts them) and end-to-end, in ms; none beside no
+    server figures."""
+    if not times or counters.unread is not None:
         return counters
     decode = [(t.decode_s, (t.output_tokens or len(t.token_times_s)) - 1) for t in times]
     tokens_after_first = sum(steps for _, steps in decode if steps > 0)
