@@ -264,8 +264,7 @@ class ServerWindow:
             return ServerCounters(unread=self._unread or "not read")
         try:
             end, note = await self._settled_end(self._family, self._start, answered)
-            samples = [parse_scrape(text, self.model) for text in self._texts]
-            figures = window_figures(self._family, self._start, end, samples)
+            figures = window_figures(self._family, self._start, end, self._samples())
         except Unreadable as why:
             return ServerCounters(family=self._family.name, unread=str(why))
         except (NotExposition, CountersWentBack) as why:
@@ -277,6 +276,17 @@ class ServerWindow:
             scrape_ms=1000.0 * statistics.fmean(self._scrape_s) if self._scrape_s else None,
             note=note,
         )
+
+    def _samples(self) -> list[Scrape]:
+        """The readings kept during the window, parsed; one that is not exposition text
+        is left out (its gauges are missing one reading, never the window's figures)."""
+        samples = []
+        for text in self._texts:
+            try:
+                samples.append(parse_scrape(text, self.model))
+            except NotExposition:
+                continue
+        return samples
 
     async def _settled_end(self, family: Family, start: Scrape,
                            answered: int) -> tuple[Scrape, str | None]:  # fmt: skip
