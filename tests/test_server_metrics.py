@@ -14,7 +14,7 @@ from html import escape as html_escape
 from pathlib import Path
 
 import pytest
-from conftest import cli
+from conftest import cli, dlbench
 from factories import make_result, make_run
 
 from dlbench.measure.exposition import (
@@ -39,6 +39,7 @@ from dlbench.measure.token_latency import TokenTimes
 from dlbench.report.html import render
 from dlbench.report.server_side import estimate_text
 from dlbench.report.table import fmt
+from dlbench.results.details import Details
 from dlbench.results.files import write_json
 from dlbench.results.flags import (
     CHAT_HEAD_TOKENS,
@@ -275,3 +276,35 @@ def test_a_server_without_counters_says_why_in_one_line(tmp_path):
     write_json(endpoint_run({"unread": "the server has no /metrics (HTTP 404)"}), path)
     shown = cli("show", str(path))
     assert "no server counters: the server has no /metrics (HTTP 404)" in shown.stdout
+
+
+@pytest.fixture(scope="module")
+def vllm_url(request: pytest.FixtureRequest) -> str:
+    """The session's real vLLM server (tests/conftest.py's `vllm_server`, started once
+    where vLLM is installed); skipped with the reason where there is none."""
+    try:
+        return request.getfixturevalue("vllm_server")
+    except pytest.FixtureLookupError:
+        pytest.skip("no vLLM server in this test session (conftest's vllm_server fixture)")
+
+
+def test_a_run_against_vllm_holds_the_servers_counters_for_exactly_its_requests(tmp_path, vllm_url):
+    out = tmp_path / "run.json"
+    proc = dlbench("run", "--endpoint", vllm_url, "--param", "isl=64", "--param", "osl=8",
+                   "--concurrency", "2", "--min-iters", "4", "--min-time", "0",
+                   "--warmup", "1", "-q", "--json", str(out))  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    result = json.loads(out.read_text())["results"][0]
+    load = result["details"]["endpoint"]
+    server = Details.from_dict(result["details"]).endpoint.server
+    assert server is not None and server.unread is None and server.family == "vLLM"
+    assert server.note is None  # the server had counted every answered request
+    # the window holds this load's requests, none of the warm-up's
+    assert server.ttft.count == server.e2e.count == load["ok"]
+    assert server.per_token.count == round(load["ok"] * (load["output_tokens_mean"] - 1))
+    assert server.prefix_cache_queries == round(load["ok"] * load["prompt_tokens_mean"])
+    # the server's clock runs inside the client's: arrival after sending, token before reading
+    assert server.client_ttft_mean_ms >= server.ttft.mean_ms
+    assert server.client_e2e_mean_ms >= server.e2e.mean_ms
+    assert PREFIX_CACHE_WARM not in result["flags"]  # salted prompts: nothing cached before
+    assert server.running is None or server.running.peak <= 2
