@@ -332,8 +332,10 @@ class ServerWindow:
 
     async def _fetch(self) -> str:
         async with self.client.stream("GET", self.url) as reply:
+            if reply.status_code == 404:
+                raise Unreadable(f"the server has no {METRICS_PATH} (HTTP 404)")
             if reply.status_code != 200:
-                raise Unreadable(f"the server has no {METRICS_PATH} (HTTP {reply.status_code})")
+                raise Unreadable(f"its {METRICS_PATH} answered HTTP {reply.status_code}")
             data = bytearray()
             async for chunk in reply.aiter_bytes():
                 data += chunk
