@@ -78,7 +78,8 @@ def parse_scrape(text: str, model: str | None = None) -> Scrape:
                 else:
                     values[sample.name].append(sample.value)
     except ValueError as exc:  # the parser's one error for text it cannot read
-        raise NotExposition(str(exc)[:120]) from None
+        # its words quote the text: kept to one short line
+        raise NotExposition(" ".join(str(exc).split())[:120]) from None
     kept = {name: tuple(found) for name, found in values.items()}
     return Scrape(kept, {name: dict(bounds) for name, bounds in buckets.items()})
 
