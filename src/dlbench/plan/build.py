@@ -45,7 +45,7 @@ from dlbench.spec.case import (
     available_cpus,
 )
 from dlbench.spec.cli_options import cli_options, option_flag
-from dlbench.spec.registry import ENDPOINT_FRAMEWORK, framework_info, precision_info
+from dlbench.spec.registry import ENDPOINT_FRAMEWORK, FRAMEWORKS, framework_info, precision_info
 from dlbench.workloads import get_workload
 
 DEFAULT_SUITE = "quick"
@@ -265,7 +265,10 @@ def _check_serving_used(request: RunRequest, settings: Settings, cases: list[Cas
     """Options that only LoadGen cases take must reach one, or they would be ignored."""
     endpoint = any(c.framework == ENDPOINT_FRAMEWORK for c in cases)
     given = server_options_given(request, endpoint=endpoint)
-    if given and not any(c.scenario == "server" for c in cases):
+    # an engine dlbench serves (vLLM) takes --find-peak and --streams too
+    if given and not any(
+        c.scenario == "server" or framework_info(c.framework).serves_openai for c in cases
+    ):
         refuse_server_options(given, "; no case of this run is one")
     if request.samples_per_query is not None and not any(
         c.scenario == "multi-stream" for c in cases
@@ -481,11 +484,14 @@ def _serving_fields(scenario: Any, entry: dict[str, Any], request: RunRequest,
                     framework: Any) -> dict[str, Any]:  # fmt: skip
     """--loadgen for every case; the server's options (from the command line, else
     the suite entry) for server cases only, so one entry may list several scenarios;
-    --find-peak for an endpoint's case too (its own search)."""
+    --find-peak for an endpoint's case too (its own search), and all of them for an
+    engine dlbench serves (its --streams and search; the others it refuses)."""
     fields = {"loadgen": request.loadgen or entry.get("loadgen", False)}
     if framework == ENDPOINT_FRAMEWORK:
         fields["find_peak"] = request.find_peak or entry.get("find_peak", False)
-    if scenario == "server":
+    served = isinstance(framework, str) and framework in FRAMEWORKS and (
+        FRAMEWORKS[framework].serves_openai)  # fmt: skip
+    if scenario == "server" or served:
         for name in SERVER_FIELDS:
             given = getattr(request, name)
             fields[name] = _first_given(None if given is False else given, entry.get(name))

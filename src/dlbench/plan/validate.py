@@ -19,6 +19,7 @@ from typing import Any, NoReturn
 from dlbench.errors import UserError
 from dlbench.measure.timer import MAX_ITERS  # also the most --min-iters can ask
 from dlbench.plan.endpoint_cases import validate_endpoint_case
+from dlbench.plan.served_engine_cases import validate_served_engine
 from dlbench.plan.token_server_cases import validate_token_server
 from dlbench.spec.case import (
     DEFAULT_LATENCY_BOUND_MS,
@@ -141,6 +142,8 @@ def validate_case(case: Case) -> Case:
     _validate_training_run(case, workload.epoch_based)
     _validate_distributed(case, workload.epoch_based, info.ddp_compiles)
     _validate_framework_axes(case, info, workload)
+    if info.serves_openai:  # its own server under the endpoint client's load
+        return validate_served_engine(case, info)
     token_server = workload.generative and (case.scenario is not None or case.loadgen is True)
     case = validate_endpoint_case(case, slo_taken=token_server)
     check_case_memory(case)  # sizes from --param, -b, --input and --input-data

@@ -13,6 +13,7 @@ from dataclasses import replace
 
 from dlbench.backends import load_backend
 from dlbench.backends.base import Backend, Job, Prepared, device_kind
+from dlbench.backends.openai_server import OpenAIServerBackend
 from dlbench.errors import CaseError, CaseSkipped, ReferenceUnavailable, cause_summary, first_line
 from dlbench.measure.cpu_features import int8_dot_units
 from dlbench.measure.instruments import Instruments, Reading
@@ -52,6 +53,10 @@ def execute(case: Case, settings: Settings) -> Result:
             from dlbench.worker.endpoint_run import run_endpoint
 
             result = run_endpoint(job, settings)  # no framework: the server's
+        elif isinstance(backend, OpenAIServerBackend):  # its own server, dlbench's load
+            from dlbench.worker.served_engine import run_served_engine
+
+            result = run_served_engine(backend, job, settings)
         elif job.workload.generative and case.scenario == "server":
             from dlbench.worker.token_serving import run_token_serving
 

@@ -1,0 +1,1 @@
+"""vLLM as a dlbench engine: its server, started and measured by the worker."""

@@ -1,0 +1,63 @@
+"""Cases of an engine dlbench serves as a server of its own (vLLM:
+FrameworkInfo.serves_openai).
+
+Such a case is a decoder workload on the engine, measured as an endpoint is
+(worker.served_engine): its load is the endpoint's (--concurrency N, --request-rate R
+with --burstiness, --find-peak with --ttft-ms and --tpot-ms at --slo-percentile;
+none: one request at a time), not a LoadGen scenario. The options that point at a
+server someone else runs (--endpoint, --served-model, --tokenizer) are refused: dlbench
+starts this one on the workload's checkpoint and sends its seeded prompts as token ids,
+through the completions API. --streams is the engine's batch: the most sequences it
+runs at once (32 by default, as the other continuous-batching engines here).
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from dlbench.errors import UserError
+from dlbench.measure.openai_api import COMPLETIONS
+from dlbench.plan.endpoint_cases import validate_load
+from dlbench.plan.token_server_cases import DEFAULT_BATCHED_SEQUENCES
+from dlbench.spec.case import MAX_STREAMS, Case
+from dlbench.spec.cli_options import option_flag
+from dlbench.spec.registry import FrameworkInfo
+from dlbench.workloads.memory import generation_server_need, require_room
+
+# Fields of a server someone else runs, or of MLPerf LoadGen's scenarios, by their option
+NOT_TAKEN = {
+    name: option_flag(Case, name)
+    for name in ("endpoint", "served_model", "tokenizer", "scenario", "target_qps",
+                 "latency_bound_ms", "latency_percentile")
+}  # fmt: skip
+LOAD_HOW = "its load is --concurrency N or --request-rate R (with --find-peak and the SLOs)"
+
+
+def validate_served_engine(case: Case, info: FrameworkInfo) -> Case:
+    """The case whole and consistent; returns it with its streams filled in."""
+    given = [flag for name, flag in NOT_TAKEN.items() if getattr(case, name) is not None]
+    if case.loadgen:
+        given.append(option_flag(Case, "loadgen"))
+    if given:
+        raise UserError(f"{', '.join(given)}: not taken by {case.framework}, whose server "
+                        f"dlbench starts on the workload's checkpoint; {LOAD_HOW}")  # fmt: skip
+    if case.api != COMPLETIONS:
+        raise UserError(f"--api {case.api}: {case.framework} is sent the workload's seeded "
+                        "prompts as token ids, which the completions API takes; allowed: "
+                        f"{COMPLETIONS}")  # fmt: skip
+    if not isinstance(case.find_peak, bool):
+        raise UserError(f"invalid find_peak {case.find_peak!r}; expected true or false")
+    validate_load(case)
+    if case.find_peak and case.ttft_ms is None and case.tpot_ms is None:
+        raise UserError(f"--find-peak on {case.framework} searches for the load whose SLOs "
+                        "hold: give --ttft-ms, --tpot-ms or both")  # fmt: skip
+    if case.slo_percentile is not None and case.ttft_ms is None and case.tpot_ms is None:
+        raise UserError("--slo-percentile is the percentile of --ttft-ms and --tpot-ms: "
+                        "give one of them")  # fmt: skip
+    streams = DEFAULT_BATCHED_SEQUENCES if case.streams is None else case.streams
+    most = info.max_streams or MAX_STREAMS
+    if not isinstance(streams, int) or isinstance(streams, bool) or not 1 <= streams <= most:
+        raise UserError(f"invalid --streams {streams!r} on {case.framework!r} (the most "
+                        f"sequences its batch holds); expected 1 to {most}")  # fmt: skip
+    require_room(generation_server_need(case, streams, one_pipeline=True))
+    return replace(case, streams=streams)
