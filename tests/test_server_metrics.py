@@ -14,8 +14,9 @@ from html import escape as html_escape
 from pathlib import Path
 
 import pytest
-from conftest import cli, dlbench
+from conftest import cli
 from factories import make_result, make_run
+from test_vllm import MEASURED, PARAMS, vllm_run  # noqa: F401  (the session's one vLLM run)
 
 from dlbench.measure.exposition import (
     CountersWentBack,
@@ -278,33 +279,21 @@ def test_a_server_without_counters_says_why_in_one_line(tmp_path):
     assert "no server counters: the server has no /metrics (HTTP 404)" in shown.stdout
 
 
-@pytest.fixture(scope="module")
-def vllm_url(request: pytest.FixtureRequest) -> str:
-    """The session's real vLLM server (tests/conftest.py's `vllm_server`, started once
-    where vLLM is installed); skipped with the reason where there is none."""
-    try:
-        return request.getfixturevalue("vllm_server")
-    except pytest.FixtureLookupError:
-        pytest.skip("no vLLM server in this test session (conftest's vllm_server fixture)")
-
-
-def test_a_run_against_vllm_holds_the_servers_counters_for_exactly_its_requests(tmp_path, vllm_url):
-    out = tmp_path / "run.json"
-    proc = dlbench("run", "--endpoint", vllm_url, "--param", "isl=64", "--param", "osl=8",
-                   "--concurrency", "2", "--min-iters", "4", "--min-time", "0",
-                   "--warmup", "1", "-q", "--json", str(out))  # fmt: skip
-    assert proc.returncode == 0, proc.stderr
-    result = json.loads(out.read_text())["results"][0]
+@pytest.mark.slow
+def test_a_vllm_case_keeps_its_servers_counters_for_exactly_its_requests(vllm_run):  # noqa: F811
+    """The session's one vLLM run (tests/test_vllm.py makes it once, skipped naming the
+    install step where vLLM is absent): its measured case's counters."""
+    result = vllm_run["results"][MEASURED]
+    assert result["status"] == "ok", result.get("error")
     load = result["details"]["endpoint"]
     server = Details.from_dict(result["details"]).endpoint.server
     assert server is not None and server.unread is None and server.family == "vLLM"
     assert server.note is None  # the server had counted every answered request
-    # the window holds this load's requests, none of the warm-up's
+    # the window holds the load's requests, none of the warm-up's, each osl tokens long
     assert server.ttft.count == server.e2e.count == load["ok"]
-    assert server.per_token.count == round(load["ok"] * (load["output_tokens_mean"] - 1))
-    assert server.prefix_cache_queries == round(load["ok"] * load["prompt_tokens_mean"])
+    assert server.per_token.count == load["ok"] * (PARAMS["osl"] - 1)
     # the server's clock runs inside the client's: arrival after sending, token before reading
     assert server.client_ttft_mean_ms >= server.ttft.mean_ms
     assert server.client_e2e_mean_ms >= server.e2e.mean_ms
-    assert PREFIX_CACHE_WARM not in result["flags"]  # salted prompts: nothing cached before
-    assert server.running is None or server.running.peak <= 2
+    assert server.running is not None and 0 < server.running.peak <= 2  # 2 users
+    assert PREFIX_CACHE_WARM not in result["flags"]
