@@ -31,6 +31,8 @@ class ServerLaunch:
     url: str  # its root: http://127.0.0.1:PORT
     served_model: str  # the model name requests give
     health_path: str = "/health"  # answers 200 once it serves
+    # the CPUs it may run on (its affinity, which its children inherit); None: any
+    cpus: tuple[int, ...] | None = None
 
 
 class OpenAIServerBackend(Backend):

@@ -26,6 +26,7 @@ import httpx
 
 from dlbench.backends.openai_server import LOOPBACK, ServerLaunch
 from dlbench.errors import CaseError
+from dlbench.worker.thread_vars import THREAD_VARS
 
 # Lines of the server's log a failure keeps (its error_detail)
 LOG_TAIL_LINES = 30
@@ -68,11 +69,15 @@ class EngineServer:
 
     def __enter__(self) -> EngineServer:
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        # the worker's thread variables are its own: the server's are the backend's
+        inherited = {k: v for k, v in os.environ.items() if k not in THREAD_VARS}
         with open(self.log_path, "ab") as log:  # a file: a pipe nobody reads would fill
             self.process = subprocess.Popen(
                 self.launch.argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                env={**os.environ, **self.launch.env}, process_group=0,
+                env={**inherited, **self.launch.env}, process_group=0,
             )  # fmt: skip
+        if self.launch.cpus is not None:  # before it starts its engine: they inherit it
+            os.sched_setaffinity(self.process.pid, self.launch.cpus)
         return self
 
     def __exit__(self, kind: type[BaseException] | None, error: BaseException | None,

@@ -32,10 +32,7 @@ from dlbench.worker.compile_cache import compile_cache_detail, private_compile_c
 from dlbench.worker.files import FILES_ENV
 from dlbench.worker.progress import PROGRESS_ENV
 from dlbench.worker.steps import execute, failed_from_exception
-
-# Read by OpenMP, MKL, OpenBLAS and friends when they load: set before import.
-THREAD_VARS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
-
+from dlbench.worker.thread_vars import THREAD_VARS  # set before import
 
 # Every framework's top-level module, from the registry: a new backend is blocked too.
 FRAMEWORK_MODULES = tuple(info.import_name for info in FRAMEWORKS.values() if info.import_name)

@@ -52,8 +52,9 @@ class VllmBackend(OpenAIServerBackend):
         return f"{version} ({self.build})"
 
     def configure_threads(self, intra_op: int, inter_op: int) -> dict[str, Any]:
-        self.threads = intra_op  # the server's (OMP_NUM_THREADS on a CPU: server.serve_env)
-        return {"intra_op": intra_op, "inter_op": "n/a", "set_in": "the server's environment"}
+        self.threads = intra_op  # the CPUs a CPU server may use (server.server_cpus)
+        return {"intra_op": intra_op, "inter_op": "n/a",
+                "set_in": "the server's CPUs; vLLM places its threads within them"}  # fmt: skip
 
     def resolve_device(self, requested: str) -> str:
         """The CPU build runs on the CPU; a `vllm` install on a GPU (vLLM has no CPU
@@ -73,9 +74,10 @@ class VllmBackend(OpenAIServerBackend):
         streams = int(job.case.streams or 1)
         checkpoint = checkpoint_folder(job.workload.name, job.seed)
         argv = server.serve_argv(self.python, checkpoint, job, port, streams)
-        env = server.serve_env(job.device, self.threads, cache_dir() / "vllm")
+        env = server.serve_env(job.device, cache_dir() / "vllm")
         url = f"http://{server.LOOPBACK}:{port}"
-        return ServerLaunch("vLLM", tuple(argv), env, url, job.workload.name)
+        cpus = server.server_cpus(job.device, self.threads)
+        return ServerLaunch("vLLM", tuple(argv), env, url, job.workload.name, cpus=cpus)
 
     def cause_in_log(self, log: str) -> str | None:
         return server.cause_in_log(log)
@@ -96,10 +98,21 @@ class VllmBackend(OpenAIServerBackend):
             placement=placement("vLLM /server_info device_config", device, device),
             generation=generation,
             extra={"engine": f"vLLM OpenAI-compatible server ({self.build})",
+                   "batching": _batching(settings),
                    "server_command": list(launch.argv), "server_env": dict(launch.env),
-                   "server_settings": settings,
+                   "server_settings": settings, "server_cpus": list(launch.cpus or ()),
+                   "server_threads": server.omp_binding(log),
                    "server_settings_from": "the running server's /server_info"},
         )  # fmt: skip
+
+
+def _batching(settings: dict[str, Any]) -> str:
+    """How the running server shares concurrent requests, in the words the other
+    engines' records use (the llm-serving study's note)."""
+    chunked = "chunked" if settings.get("chunked_prefill") else "whole"
+    return (f"continuous batching: up to {settings.get('max_num_seqs')} sequences a step "
+            f"(vLLM's scheduler, {settings.get('max_num_batched_tokens')} tokens a step, "
+            f"{chunked} prefills)")  # fmt: skip
 
 
 def _get(client: httpx.Client, path: str) -> dict[str, Any]:
