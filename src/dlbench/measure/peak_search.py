@@ -107,3 +107,17 @@ class Search:
                                                f"confirmed in {len(tries)} tries")  # fmt: skip
         load, outcome = min(tries, key=lambda pair: pair[0])
         return Found(tries, None, outcome, f"no load tried (down to {load:.3g}{self.unit}) held")
+
+
+def alone_misses(ttft_ms: float | None, tpot_ms: float | None, ttft_bound_ms: float | None,
+                 tpot_bound_ms: float | None) -> str | None:  # fmt: skip
+    """Why no load can keep the SLOs where a request served alone (a warm-up's, one at a
+    time: its TTFT and TPOT) already misses a bound; None where it keeps both. A
+    search then needs one try to show it, not a descent to its floor."""
+    if ttft_bound_ms is not None and ttft_ms is not None and ttft_ms > ttft_bound_ms:
+        return (f"a request alone has its first token in {ttft_ms:.3g} ms, over the "
+                f"{ttft_bound_ms:g} ms bound")  # fmt: skip
+    if tpot_bound_ms is not None and tpot_ms is not None and tpot_ms > tpot_bound_ms:
+        return (f"a request alone takes {tpot_ms:.3g} ms per output token, over the "
+                f"{tpot_bound_ms:g} ms bound")  # fmt: skip
+    return None

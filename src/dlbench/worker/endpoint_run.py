@@ -9,7 +9,13 @@ server's first-request costs paid. The instruments bracket the loaded region.
 Tokens are counted from the server's usage report, else with --tokenizer, else
 as streamed chunks (said in the record). A request's TTFT, TPOT and inter-token
 gaps come from its chunks (measure.token_latency); the SLOs judge each request
-(goodput) and the run's percentiles (the verdict --find-peak searches on).
+(goodput) and the run's percentiles (the verdict --find-peak searches on). An open
+loop's TTFT and end-to-end latency count from each request's scheduled arrival
+(measure.load_profile), the client's own health is kept beside them
+(measure.client_health), and --client-processes N spreads the load over N client
+processes (worker.client_processes). The model's work per step, for the roofline,
+comes from the workload dlbench serves, else the served model's config.json
+(results.roofline_bound).
 """
 
 from __future__ import annotations
@@ -21,14 +27,23 @@ import time
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
+from multiprocessing.connection import Connection
 from pathlib import Path
 
 import httpx
 
 from dlbench.backends.base import Job
+from dlbench.measure.client_health import health_of
 from dlbench.measure.client_limits import connection_limit, raise_open_files
 from dlbench.measure.instruments import Instruments, Reading
-from dlbench.measure.load_profile import CONCURRENCY, POISSON, RATE, LoadProfile
+from dlbench.measure.load_profile import (
+    CONCURRENCY,
+    POISSON,
+    RATE,
+    SCHEDULE,
+    LoadProfile,
+    latency_clock,
+)
 from dlbench.measure.openai_api import request_body
 from dlbench.measure.openai_auth import auth_headers, redacted
 from dlbench.measure.openai_stream import (
@@ -38,16 +53,18 @@ from dlbench.measure.openai_stream import (
     negotiate,
     stream_request,
 )
-from dlbench.measure.peak_search import Found, Search
+from dlbench.measure.peak_search import Found, Search, alone_misses
 from dlbench.measure.server_metrics import ServerWindow, client_means
 from dlbench.measure.stats import percentile
 from dlbench.measure.token_latency import TokenTimes, token_latencies
 from dlbench.results.details import Details, EndpointLoad, Generation, LoadStep
 from dlbench.results.records import STATUS_FAILED, Result
 from dlbench.spec.case import DEFAULT_SLO_PERCENTILE, Case, Settings
-from dlbench.worker.endpoint_load import Budget, LoadOutcome, drive
+from dlbench.worker.client_processes import spread, wait_for_start
+from dlbench.worker.endpoint_load import Budget, LoadOutcome, Send, Share, StopSignal, drive
 from dlbench.worker.files import case_files_dir
 from dlbench.worker.generation import generation_record
+from dlbench.worker.model_work import endpoint_work
 from dlbench.worker.progress import report_progress
 from dlbench.worker.result import result_from
 from dlbench.workloads.requests import (
@@ -89,9 +106,10 @@ class Session:
     """The requests of one case, sent on one client."""
 
     def __init__(self, case: Case, requests: RequestSet, client: httpx.AsyncClient,
-                 device: str) -> None:  # fmt: skip
+                 device: str, timeout_s: float | None = None) -> None:  # fmt: skip
         assert case.endpoint is not None and case.served_model is not None  # the plan's
         self.case, self.requests, self.client, self.device = case, requests, client, device
+        self.timeout_s = timeout_s  # the client's deadline, for its client processes
         self.url, self.model = case.endpoint, case.served_model
         self.token_ids_field: str | None = None  # as negotiate found the server answers
 
@@ -127,14 +145,18 @@ class Session:
             records += await self.conversation(self.requests.conversation(index, warmup=True))
         return records
 
-    async def load(self, profile: LoadProfile, budget: Budget, seed: int,
-                   offset: int = 0) -> Loaded:  # fmt: skip
-        """One load; its conversations start at `offset` (each try of a search sends
-        requests of its own: a server's prefix cache would serve repeats faster)."""
+    def sender(self, offset: int) -> Send:
+        """Conversation i of a load whose conversations start at `offset`."""
 
         async def send(index: int) -> list[StreamedRequest]:
             return await self.conversation(self.requests.conversation(offset + index))
 
+        return send
+
+    async def load(self, profile: LoadProfile, budget: Budget, seed: int,
+                   offset: int = 0) -> Loaded:  # fmt: skip
+        """One load; its conversations start at `offset` (each try of a search sends
+        requests of its own: a server's prefix cache would serve repeats faster)."""
         # the device is the server's: energy is metered where the work runs, or said
         # to be unmeasurable from here
         instruments = Instruments(self.device)
@@ -142,7 +164,14 @@ class Session:
         server = ServerWindow(self.client, self.url, self.model)
         await server.open()
         instruments.start()
-        outcome = await drive(profile, send, budget, seed)
+        processes = self.case.client_processes or 1
+        if processes > 1:
+            share = ClientShare(self.case, self.requests.params, self.requests.seed,
+                                self.requests.salt, self.token_ids_field, self.timeout_s,
+                                self.device, profile, budget, seed, offset)  # fmt: skip
+            outcome = await spread(client_process, share, processes)
+        else:
+            outcome = await drive(profile, self.sender(offset), budget, seed)
         reading = instruments.stop()
         counters = await server.close(answered=sum(r.ok for r in outcome.requests))
         record, times = judged(self.case, outcome, profile, self.requests.text)
@@ -150,10 +179,49 @@ class Session:
         return Loaded(outcome, reading, profile, offset, record, times)
 
 
-def client_for(settings: Settings) -> httpx.AsyncClient:
+@dataclass(frozen=True)
+class ClientShare:
+    """What a client process needs to rebuild the session and run its share of a load
+    (worker.client_processes): the same requests (seed and salt), the token-id field
+    negotiated, the client's deadline."""
+
+    case: Case
+    params: dict[str, int]
+    seed: int
+    salt: str | None
+    token_ids_field: str | None
+    timeout_s: float | None
+    device: str
+    profile: LoadProfile
+    budget: Budget
+    load_seed: int
+    offset: int
+
+
+def client_process(job: ClientShare, share: Share, stop: StopSignal,
+                   connection: Connection) -> None:  # fmt: skip
+    """A client process's share of a load (worker.client_processes' target)."""
+    raise_open_files()
+    requests = RequestSet(job.params, job.seed, prompt_text(job.case), job.salt)
+    loop = asyncio.new_event_loop()
+    client = client_for(job.timeout_s)
+    try:
+        session = Session(job.case, requests, client, job.device, job.timeout_s)
+        session.token_ids_field = job.token_ids_field
+        share = wait_for_start(connection, share)
+        outcome = loop.run_until_complete(
+            drive(job.profile, session.sender(job.offset), job.budget, job.load_seed, share, stop)
+        )
+    finally:
+        loop.run_until_complete(client.aclose())
+        loop.close()
+    connection.send(outcome)
+
+
+def client_for(timeout_s: float | None) -> httpx.AsyncClient:
     """No cap on connections (a capped pool queues in the client); a read may wait
     as long as the case may run."""
-    timeout = httpx.Timeout(settings.timeout_s or None, connect=CONNECT_TIMEOUT_S)
+    timeout = httpx.Timeout(timeout_s or None, connect=CONNECT_TIMEOUT_S)
     limits = httpx.Limits(max_connections=None, max_keepalive_connections=None)
     return httpx.AsyncClient(timeout=timeout, limits=limits, headers=auth_headers())
 
@@ -177,9 +245,9 @@ def run_endpoint(job: Job, settings: Settings, requests: RequestSet | None = Non
     budget = Budget(settings.min_time_s, settings.min_iters, MAX_CONVERSATIONS)
     setup_start = time.perf_counter()
     loop = asyncio.new_event_loop()
-    client = client_for(settings)
+    client = client_for(settings.timeout_s)
     try:
-        session = new_session(case, requests, client, job.device)
+        session = new_session(case, requests, client, job.device, settings.timeout_s)
         loop.run_until_complete(session.negotiate())
         warm = loop.run_until_complete(session.warm_up(settings.warmup_iters))
         report_progress(f"warmed up: {len(warm)} requests")
@@ -217,6 +285,9 @@ def find_peak(session: Session, loop: asyncio.AbstractEventLoop, budget: Budget,
     else:
         start = case.request_rate or _one_user_rate(warm)
         search = Search(start=start, floor=start / 64)
+    # a request alone (the warm-up's best) already misses a bound: no load can keep the
+    # SLOs, which one try shows (a descent to the floor would take hours at low rates)
+    alone = _alone_misses(session, warm)
     tries = 0
 
     def try_at(load: float) -> Loaded:
@@ -233,7 +304,24 @@ def find_peak(session: Session, loop: asyncio.AbstractEventLoop, budget: Budget,
         report_progress(f"find-peak try {tries}: {profile.describe()}: {verdict} the SLOs")
         return loaded
 
+    if alone is not None:
+        loaded = try_at(search.start)
+        return Found([(search.start, loaded)], None, loaded, alone)
     return search.run(try_at)
+
+
+def _alone_misses(session: Session, warm: list[StreamedRequest]) -> str | None:
+    """Why no load can hold, where the warm-up's best request (one at a time: the
+    least any load can give) misses a bound."""
+    done = [r for r in warm if r.ok]
+    if not done:
+        return None
+    times = [TokenTimes(r.sent_s, r.chunk_times_s, _counted(r, session.requests.text)[0])
+             for r in done]  # fmt: skip
+    tpots = [t.tpot_s * 1000.0 for t in times if t.tpot_s is not None]
+    case = session.case
+    return alone_misses(min(t.ttft_s for t in times) * 1000.0, min(tpots) if tpots else None,
+                        case.ttft_ms, case.tpot_ms)  # fmt: skip
 
 
 def _one_user_rate(warm: list[StreamedRequest]) -> float:
@@ -266,7 +354,9 @@ def judged(case: Case, outcome: LoadOutcome, profile: LoadProfile,
     requests' clocks."""
     done = [r for r in outcome.requests if r.ok]
     counted, counted_by = _output_tokens(done, text)
-    times = [TokenTimes(r.sent_s, r.chunk_times_s, n) for r, n in zip(done, counted, strict=True)]
+    clock = latency_clock(profile, case.latency_clock)
+    times = [TokenTimes(_start(r, clock), r.chunk_times_s, n)
+             for r, n in zip(done, counted, strict=True)]  # fmt: skip
     record = EndpointLoad(
         url=case.endpoint or "",
         served_model=case.served_model or "",
@@ -279,6 +369,8 @@ def judged(case: Case, outcome: LoadOutcome, profile: LoadProfile,
         tokens_counted_by=counted_by if done else None,
         saturated=outcome.saturated,
         cancelled=outcome.cancelled,
+        latency_clock=clock,
+        client=health_of(outcome.client, outcome.duration_s),
     )
     _count_errors(record, outcome.requests)
     record.short_answers = sum(
@@ -291,13 +383,21 @@ def judged(case: Case, outcome: LoadOutcome, profile: LoadProfile,
     return record, times
 
 
+def _start(request: StreamedRequest, clock: str) -> float:
+    """Where a request's TTFT and end-to-end latency count from: when it was due on the
+    schedule clock (where something scheduled it), else when it was sent."""
+    if clock == SCHEDULE and request.due_s is not None:
+        return request.due_s
+    return request.sent_s
+
+
 def endpoint_result(job: Job, loaded: Loaded, warm: list[StreamedRequest],
                     requests: RequestSet, setup_start: float) -> Result:  # fmt: skip
     """The Result of one load: e2e latency samples, token latencies, the SLO verdict,
     and the requests it sent, kept beside the run."""
     outcome, record, times = loaded.outcome, loaded.record, loaded.times
     record.dataset_file, record.dataset_digest = _write_dataset(
-        requests, loaded.offset, outcome.conversations
+        requests, [loaded.offset + index for index in outcome.indices]
     )
     record.salt = requests.salt
     result = result_from(
@@ -313,9 +413,10 @@ def endpoint_result(job: Job, loaded: Loaded, warm: list[StreamedRequest],
     )
     if times:
         isl = round(record.prompt_tokens_mean or job.params["isl"])
-        result.details.generation = generation_record(
-            Generation(), token_latencies(times), 1, isl, job.params["osl"]
-        )
+        osl = round(record.output_tokens_mean or job.params["osl"])
+        generation = generation_record(Generation(), token_latencies(times), 1, isl,
+                                       job.params["osl"])  # fmt: skip
+        result.details.generation = endpoint_work(generation, job, isl, osl, record.server)
     result.details.endpoint = record
     result.details.loop_wall_s = outcome.duration_s
     result.setup_s = outcome.started_s - setup_start  # the warm-up, before the load
@@ -406,10 +507,10 @@ def _within(times: TokenTimes, case: Case) -> bool:
     return case.tpot_ms is None or tpot is None or tpot * 1000.0 <= case.tpot_ms
 
 
-def _write_dataset(requests: RequestSet, offset: int, conversations: int) -> tuple[str, str]:
+def _write_dataset(requests: RequestSet, indices: list[int]) -> tuple[str, str]:
     """The conversations sent, one JSON line each, beside the run; and their digest."""
     lines = []
-    for index in range(offset, offset + conversations):
+    for index in indices:
         conversation = requests.conversation(index)
         lines.append(json.dumps(asdict(conversation), separators=(",", ":")))
     data = ("\n".join(lines) + "\n").encode("utf-8")

@@ -28,7 +28,7 @@ from typing import Any
 from dlbench.backends.base import Backend, Job
 from dlbench.errors import CaseError, ReferenceUnavailable
 from dlbench.measure.instruments import Instruments, Reading
-from dlbench.measure.peak_search import Found, Search
+from dlbench.measure.peak_search import Found, Search, alone_misses
 from dlbench.measure.token_latency import token_latencies
 from dlbench.reference.decoder import reference_tokens
 from dlbench.results.details import Generation, LoadGen, TokenCheck
@@ -164,16 +164,8 @@ def _measure(tester: _Tester, warm: list[Answered]) -> tuple[TokenTest, Found[To
 def _alone_misses(warm: list[Answered], ttft_ms: float | None, tpot_ms: float | None) -> str | None:
     ttft = 1000.0 * statistics.median(a.times.ttft_s for a in warm)
     tpots = [a.times.tpot_s for a in warm if a.times.tpot_s is not None]
-    tpot = 1000.0 * statistics.median(tpots) if tpots else 0.0
-    if ttft_ms is not None and ttft > ttft_ms:
-        return (
-            f"a request alone has its first token in {ttft:.3g} ms, over the {ttft_ms:g} ms bound"
-        )
-    if tpot_ms is not None and tpot > tpot_ms:
-        return (
-            f"a request alone takes {tpot:.3g} ms per output token, over the {tpot_ms:g} ms bound"
-        )
-    return None
+    tpot = 1000.0 * statistics.median(tpots) if tpots else None
+    return alone_misses(ttft, tpot, ttft_ms, tpot_ms)
 
 
 class _Tester:
