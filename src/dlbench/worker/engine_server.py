@@ -71,7 +71,7 @@ class EngineServer:
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         # the worker's thread variables are its own: the server's are the backend's
         inherited = {k: v for k, v in os.environ.items() if k not in THREAD_VARS}
-        with open(self.log_path, "ab") as log:  # a file: a pipe nobody reads would fill
+        with open(self.log_path, "wb") as log:  # a file: a pipe nobody reads would fill
             self.process = subprocess.Popen(
                 self.launch.argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
                 env={**inherited, **self.launch.env}, process_group=0,
