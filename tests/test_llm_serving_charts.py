@@ -248,8 +248,10 @@ def test_the_llm_serving_study_ranks_each_engines_confirmed_peak():
     run = make_run([engine("torch", 4.0, "2 streams"),
                     engine("openvino-genai", 10.0, "continuous batching: up to 32"),
                     engine("llama-cpp", None, "2 streams")])  # fmt: skip
-    (table,) = llm_serving_tables(run)
+    table, pick = llm_serving_tables(run)
     assert "ttft<=500ms,tpot<=30ms" in table.title and "LoadGen" in table.title
+    assert "openvino-genai" in pick.rows[0].label and pick.rows[0].value == 10
+    assert pick.rows[1].label.startswith("no rate held: llama-cpp")
     rows = {row.label.split()[0]: row for row in table.rows}
     assert rows["openvino-genai"].value == 10.0 and rows["openvino-genai"].relative == 2.5
     assert "confirmed; continuous batching" in rows["openvino-genai"].note

@@ -245,6 +245,34 @@ def test_vllm_not_installed_is_one_line_at_planning_naming_the_install_step(monk
     assert "scripts/install-vllm-cpu" in line and VLLM_ENV in line and "pip install vllm" in line
 
 
+def test_the_llm_serving_study_puts_vllm_beside_the_loadgen_engines_and_picks():
+    """vLLM's peak is its endpoint search's (a rate of Poisson arrivals); the LoadGen
+    engines' their own. Its CPU column is empty: its worker is the client alone."""
+    from factories import make_result, make_run
+
+    from dlbench.report.studies.llm_serving import llm_serving_tables
+
+    slos = {"workload": "llm-135m", "find_peak": True, "ttft_ms": 500.0, "tpot_ms": 30.0,
+            "params": (("isl", 128), ("osl", 32)), "device": "cpu"}  # fmt: skip
+    loadgen = {"scenario": "server", "peak_qps": 0.8, "peak_confirmed": True,
+               "ttft_percentiles_ms": {"99": 170.0}, "tpot_percentiles_ms": {"99": 28.0},
+               "batching": "continuous batching: up to 32"}  # fmt: skip
+    openvino = make_result(framework="openvino-genai", compile="default", scenario="server",
+                           loadgen=True, details={"loadgen": loadgen}, cpu_percent=180.0,
+                           **slos)  # fmt: skip
+    tries = [{"load": 1.0, "holds": True}, {"load": 2.0, "holds": False},
+             {"load": 1.5, "holds": True}, {"load": 1.5, "holds": True}]  # fmt: skip
+    endpoint = {"peak_axis": "rate", "peak": 1.5, "peak_confirmed": True, "tries": tries}
+    vllm = make_result(framework="vllm", compile="default", cpu_percent=9.0, **slos,
+                       details={"endpoint": endpoint, "extra": {"batching": "vLLM's"}})  # fmt: skip
+    table, pick = llm_serving_tables(make_run([openvino, vllm]))
+    rows = {row.label.split()[0]: row for row in table.rows}
+    assert rows["vllm"].value == 1.5 and rows["openvino-genai"].value == 0.8
+    assert rows["vllm"].note == "confirmed; vLLM's" and rows["vllm"].extra[-1] is None
+    assert rows["openvino-genai"].extra[-1] == 180.0
+    assert "vllm" in pick.rows[0].label and pick.rows[0].value == 1.5
+
+
 # --- one dlbench run with a real vLLM server ------------------------------------------
 
 

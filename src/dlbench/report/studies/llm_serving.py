@@ -242,29 +242,91 @@ def _swept_label(case: Case, points: list[LoadPoint]) -> str:
 PEAK_COLUMNS = tuple(METRICS[key] for key in ("ttft_p99", "tpot_p99", "cpu"))
 
 
-def llm_serving_tables(run: Run, baseline: str = "torch") -> list[StudyTable]:
-    """The llm-serving study: per workload and SLO pair, each engine's peak rate under
-    LoadGen whose TTFT and TPOT held, confirmed; how it shares requests in the note."""
-    groups: dict[str, list[Result]] = {}
-    for name, results in run.inference_by_workload(loadgen=True).items():
-        for result in results:
-            loadgen = result.details.loadgen
-            if result.case.find_peak and loadgen and loadgen.ttft_percentiles_ms is not None:
-                slos = result.case.label(only=("ttft_ms",))
-                groups.setdefault(f"{name}: peak requests/s with {slos}", []).append(result)
-    return [_peak_table(title, results, baseline) for title, results in groups.items()]
+@dataclass(frozen=True)
+class Peak:
+    """A --find-peak's outcome, whichever loop searched: the highest rate (requests/s)
+    whose SLOs held (None: none held), whether it was confirmed (or why not), and how
+    the engine shares concurrent requests."""
+
+    rate: float | None
+    found: str
+    batching: str
 
 
-def _peak_table(title: str, results: list[Result], baseline: str) -> StudyTable:
-    metric = METRICS["peak_qps"]
-    base = next((read(metric, r) for r in results if r.case.framework == baseline), None)
-    rows = []
-    for result in results:
-        loadgen = result.details.loadgen or LoadGen()
-        peak = read(metric, result)
+def peak_of(result: Result) -> Peak | None:
+    """A rate search's outcome: a generation engine's under LoadGen (details.loadgen),
+    or an engine dlbench serves (vLLM) searched by the endpoint client's Poisson
+    arrivals (details.endpoint, its axis the rate). None for any other result, or one
+    that failed for another reason than that no rate held (its tokens diverged)."""
+    if not result.case.find_peak or result.case.mode != "infer":
+        return None
+    loadgen, endpoint = result.details.loadgen, result.details.endpoint
+    if loadgen is not None and loadgen.ttft_percentiles_ms is not None:
+        if not result.ok:
+            return None
         found = "confirmed" if loadgen.peak_confirmed else (loadgen.peak_note or "not confirmed")
-        note = f"{found}; {loadgen.batching or 'batching not recorded'}"
-        rows.append(Row(case_label(result), peak, peak / base if peak and base else None,
-                        note=note if peak is not None else f"none: {note}",
-                        extra=tuple(read(column, result) for column in PEAK_COLUMNS)))  # fmt: skip
-    return StudyTable(f"{title} (LoadGen, --find-peak)", metric, tuple(rows), PEAK_COLUMNS)
+        return Peak(loadgen.peak_qps, found, loadgen.batching or "batching not recorded")
+    if endpoint is None or endpoint.peak_axis != RATE or not endpoint.tries:
+        return None
+    if not result.ok and endpoint.peak is not None:
+        return None
+    found = "confirmed" if endpoint.peak_confirmed else (endpoint.peak_note or "not confirmed")
+    batching = result.details.extra.get("batching")
+    return Peak(endpoint.peak, found, str(batching or "batching not recorded"))
+
+
+def llm_serving_tables(run: Run, baseline: str = "torch") -> list[StudyTable]:
+    """The llm-serving study: per workload and SLO pair, each engine's peak rate whose
+    TTFT and TPOT held, confirmed; how it shares requests in the note. Then which to
+    pick: the engine that served the most requests/s within the bounds."""
+    groups: dict[str, list[tuple[Result, Peak]]] = {}
+    for result in run.results:
+        peak = peak_of(result)
+        if peak is not None:
+            name = result.case.label(only=("workload", "params", "device"))
+            slos = result.case.label(only=("ttft_ms",))
+            groups.setdefault(f"{name}: peak requests/s with {slos}", []).append((result, peak))
+    tables = [_peak_table(title, found, baseline) for title, found in groups.items()]
+    return tables + [_pick_table(title, found) for title, found in groups.items()]
+
+
+def _peak_table(title: str, found: list[tuple[Result, Peak]], baseline: str) -> StudyTable:
+    metric = METRICS["peak_qps"]
+    base = next((peak.rate for r, peak in found if r.case.framework == baseline), None)
+    rows = []
+    for result, peak in found:
+        note = f"{peak.found}; {peak.batching}"
+        rows.append(Row(case_label(result), peak.rate,
+                        peak.rate / base if peak.rate and base else None,
+                        note=note if peak.rate is not None else f"none: {note}",
+                        extra=_peak_columns(result)))  # fmt: skip
+    return StudyTable(f"{title} (--find-peak: LoadGen's Poisson arrivals, or the endpoint "
+                      "client's for a server dlbench starts)", metric, tuple(rows),
+                      PEAK_COLUMNS)  # fmt: skip
+
+
+def _peak_columns(result: Result) -> tuple[float | None, ...]:
+    """TTFT and TPOT p99 at the rate reported, and the CPU use: the worker's, where the
+    engine runs in it. A served engine's worker is its client alone (its server's
+    processes are not the worker's), so that column is left empty for it."""
+    served = result.details.loadgen is None
+    return tuple(None if served and column.key == "cpu" else read(column, result)
+                 for column in PEAK_COLUMNS)  # fmt: skip
+
+
+def _pick_table(title: str, found: list[tuple[Result, Peak]]) -> StudyTable:
+    """The engine with the highest peak within the bounds (a confirmed one first), and
+    those where no rate held."""
+    metric = METRICS["peak_qps"]
+    held = [(result, peak) for result, peak in found if peak.rate is not None]
+    rows = []
+    if held:
+        best, peak = max(held, key=lambda pair: (pair[1].found == "confirmed", pair[1].rate))
+        rows.append(Row(f"the most requests/s within the bounds: {case_label(best)}", peak.rate,
+                        None, note=f"{peak.found}; {peak.batching}", metric=metric))  # fmt: skip
+    else:
+        rows.append(Row("no engine kept the bounds at any rate", None, None, metric=metric))
+    missed = [case_label(result) for result, peak in found if peak.rate is None]
+    if missed:
+        rows.append(Row(f"no rate held: {', '.join(missed)}", None, None, metric=metric))
+    return StudyTable(f"Which to pick: {title}", METRICS["pick"], tuple(rows))
