@@ -9,6 +9,14 @@
   `burstiness` and mean 1/R: 1 is a Poisson process, below 1 burstier, above 1 more
   even (vLLM's definition).
 
+An open loop's TTFT and end-to-end latency count from each request's scheduled
+arrival (the `schedule` clock), as MLPerf LoadGen times its queries: a client that
+sends late adds its own delay to what a user arriving on time would wait, instead
+of hiding it (coordinated omission); how late each went out is kept apart (the send
+lag). `--latency-clock send` counts from the send instead, as vLLM's `bench serve`
+does. A closed loop has no schedule: a user sends when its last answer ends, and its
+latencies count from the send.
+
 Plain data: the parent checks a case's profile with it, the worker drives it
 (worker.endpoint_load).
 """
@@ -19,6 +27,8 @@ from dataclasses import dataclass
 
 SYNCHRONOUS, CONCURRENCY, RATE = "synchronous", "concurrency", "rate"
 PROFILES = (SYNCHRONOUS, CONCURRENCY, RATE)
+SCHEDULE, SEND = "schedule", "send"
+LATENCY_CLOCKS = (SCHEDULE, SEND)
 # Burstiness where none is given: Poisson arrivals, as MLPerf's server scenario and
 # every peer client default to
 POISSON = 1.0
@@ -59,3 +69,11 @@ class LoadProfile:
         if self.kind == RATE:
             return f"{self.rate:g} requests/s (burstiness {self.burstiness:g})"
         return SYNCHRONOUS
+
+
+def latency_clock(profile: LoadProfile, asked: str | None = None) -> str:
+    """Where a load's latencies count from: an open loop's schedule unless `asked`
+    says the send; a closed loop's send (it has no schedule)."""
+    if profile.kind != RATE:
+        return SEND
+    return asked or SCHEDULE

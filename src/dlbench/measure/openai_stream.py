@@ -78,6 +78,9 @@ class StreamedRequest:
     max_tokens: int | None = None  # as asked
     status: int | None = None  # the HTTP status it was answered with
     id_fields: list[str] = field(default_factory=list)  # TOKEN_ID_FIELDS it answered
+    # when it was due (an open loop's schedule, or the turn before it ending): None
+    # where nothing scheduled it (a closed loop's user sends when ready)
+    due_s: float | None = None
 
     @property
     def text(self) -> str:

@@ -24,6 +24,7 @@ from dlbench.spec.case import REMOTE_DEVICE, Case
 from dlbench.spec.cli_options import option_flag
 from dlbench.spec.digest import path_digest
 from dlbench.spec.registry import ENDPOINT_FRAMEWORK, ENDPOINT_WORKLOAD
+from dlbench.workloads.model_config import read_model_config
 from dlbench.workloads.requests import tokenizer_file
 
 INSTALL = 'pip install "dlbench[llm-serving]"'
@@ -31,7 +32,8 @@ INSTALL = 'pip install "dlbench[llm-serving]"'
 ENDPOINT_FIELDS = {
     name: option_flag(Case, name)
     for name in ("endpoint", "served_model", "concurrency", "request_rate", "burstiness",
-                 "ttft_ms", "tpot_ms", "slo_percentile", "tokenizer")
+                 "ttft_ms", "tpot_ms", "slo_percentile", "tokenizer", "model_config",
+                 "client_processes", "latency_clock")
 }  # fmt: skip
 
 
@@ -84,6 +86,9 @@ def validate_endpoint_case(case: Case, slo_taken: bool = False) -> Case:
         raise UserError("--scenario and --loadgen are MLPerf LoadGen's, for models run here; an "
                         "endpoint's load is --concurrency N or --request-rate R")  # fmt: skip
     validate_load(case)
+    _require_a_share_each(case)
+    if case.model_config is not None:
+        _require_model_config(case.model_config)
     if case.find_peak and case.ttft_ms is None and case.tpot_ms is None:
         raise UserError("--find-peak with --endpoint searches for the load whose SLOs hold: "
                         "give --ttft-ms, --tpot-ms or both")  # fmt: skip
@@ -102,21 +107,45 @@ def validate_load(case: Case) -> None:
                         "two load profiles; give one")  # fmt: skip
     if case.burstiness is not None and case.request_rate is None:
         raise UserError("--burstiness shapes --request-rate's arrivals; give --request-rate")
+    if case.latency_clock is not None and case.request_rate is None:
+        raise UserError("--latency-clock says where --request-rate's latencies count from (a "
+                        "closed loop's count from the send); give --request-rate")  # fmt: skip
     try:
         LoadProfile.of(case.concurrency, case.request_rate, case.burstiness)
     except ValueError as exc:
         raise UserError(f"--endpoint load: {exc}") from None
-    _require_users_held(case.concurrency)
+    _require_users_held(case.concurrency, case.client_processes or 1)
 
 
-def _require_users_held(users: int | None) -> None:
+def _require_users_held(users: int | None, processes: int = 1) -> None:
     """Refused, not capped: a case is the load it names, and a capped one would run,
     and be stored as, another (two capped sweep points would be the same load)."""
     limit = connection_limit()
-    if users is None or limit is None or users <= limit.most:
+    if users is None or limit is None or -(-users // processes) <= limit.most:
         return
+    held = limit.most * processes
+    spread = f" over {processes} client processes" if processes > 1 else ""
     raise UserError(f"--concurrency {users}: one client process holds at most {limit.most} "
-                    f"requests open at once ({limit.why}); allowed: 1 to {limit.most}")  # fmt: skip
+                    f"requests open at once ({limit.why}); allowed{spread}: 1 to {held} "
+                    "(more with --client-processes)")  # fmt: skip
+
+
+def _require_a_share_each(case: Case) -> None:
+    """--client-processes N spreads a closed loop's users: each process needs one."""
+    processes = case.client_processes or 1
+    users = case.concurrency or 1
+    if processes > 1 and case.request_rate is None and users < processes:
+        raise UserError(f"--client-processes {processes} spreads the users over the processes, "
+                        f"and this load has {users}; allowed: 1 to {users} (or a "
+                        "--request-rate, whose arrivals it spreads)")  # fmt: skip
+
+
+def _require_model_config(path: str) -> None:
+    """--model-config is a dense decoder's config.json the roofline can count."""
+    try:
+        read_model_config(Path(path), "--model-config")
+    except ValueError as exc:
+        raise UserError(f"--model-config {path}: {exc}") from None
 
 
 def _tokenizer_digest(tokenizer: str | None) -> str | None:

@@ -27,8 +27,8 @@ from dlbench.workloads.memory import generation_server_need, require_room
 # Fields of a server someone else runs, or of MLPerf LoadGen's scenarios, by their option
 NOT_TAKEN = {
     name: option_flag(Case, name)
-    for name in ("endpoint", "served_model", "tokenizer", "scenario", "target_qps",
-                 "latency_bound_ms", "latency_percentile")
+    for name in ("endpoint", "served_model", "tokenizer", "model_config", "client_processes",
+                 "scenario", "target_qps", "latency_bound_ms", "latency_percentile")
 }  # fmt: skip
 LOAD_HOW = "its load is --concurrency N or --request-rate R (with --find-peak and the SLOs)"
 

@@ -20,6 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from dlbench.measure.client_health import ClientHealth
 from dlbench.measure.instruments import Measured
 from dlbench.measure.power_regime import PowerRegimes
 from dlbench.measure.server_counters import ServerCounters
@@ -282,6 +283,21 @@ class Generation:
     # embedding table only the batch's rows) and the KV cache at the decode steps' mean
     # context (workloads.decoder.decode_step_bytes); results.decode_bound reads it
     decode_bytes_per_step: float | None = None
+    # the rest of the roofline's work (workloads.decoder, results.roofline_bound): one
+    # decode step's FLOPs, and one prefill's least bytes and FLOPs
+    decode_flops_per_step: float | None = None
+    prefill_bytes: float | None = None
+    prefill_flops: float | None = None
+    # what they count where it is not the case's: a server's sequences a step (its mean
+    # of running requests, else 1) and its weights' precision (its config's dtype)
+    work_batch: int | None = None
+    work_precision: str | None = None
+    # the model's shape they come from (the workload, a config.json), or why there is none
+    work_source: str | None = None
+    work_note: str | None = None
+    # a GPU's kernel time over one generation's decode (torch's profiler): under
+    # flags.DEVICE_BUSY_FLOOR the device waited for the host between steps
+    decode_device_busy: float | None = None
     # the most a GPU's allocator held while generating (weights, KV cache, activations);
     # None on a CPU, where the result's peak RSS holds them
     device_peak_mb: float | None = None
@@ -341,6 +357,13 @@ class EndpointLoad:
     # the run's random salt, drawn into each prompt's start (None: --param unsalted=1)
     salt: str | None = None
     send_lag_p99_ms: float | None = None  # an open loop's lateness against its schedule
+    # where TTFT and end-to-end latency count from (measure.load_profile): "schedule",
+    # each request's scheduled arrival (an open loop), or "send" (a closed loop, or
+    # --latency-clock send); None: a run from before it was kept, timed from the send
+    timed_from: str | None = None
+    # how the client itself kept up (measure.client_health): its event loop's lag,
+    # its CPU, the chunks it took in, over its --client-processes
+    client: ClientHealth | None = None
     saturated: str | None = None  # why an open loop stopped sending early
     cancelled: int = 0  # conversations in flight when it did
     # the SLOs: bounds at a percentile; goodput counts the requests within both bounds
@@ -361,6 +384,18 @@ class EndpointLoad:
     tries: list[LoadStep] | None = None
     # the server's own counters over the same window (its /metrics), or why none
     server: ServerCounters | None = None
+
+
+@dataclass(frozen=True)
+class Limit:
+    """What limits a generation or serving case (results.limits decides it when the case
+    ends, with its run's ceilings): the verdict, the one figure that shows it (in words,
+    and its number), and the phase the roofline judged."""
+
+    verdict: str  # results.limits.VERDICTS, or "unknown"
+    figure: str
+    value: float | None = None
+    phase: str | None = None  # decode or prefill, where the roofline decided
 
 
 @dataclass
@@ -445,6 +480,8 @@ class Details(Measured):
     power_regimes: PowerRegimes | None = None
     generation: Generation | None = None
     endpoint: EndpointLoad | None = None
+    # what limits a generation or serving case (results.limits)
+    limit: Limit | None = None
     ddp: Ddp | None = None
     processes: Processes | None = None
     timeline: Timeline | None = None

@@ -14,6 +14,7 @@ from dataclasses import Field, asdict, dataclass, field, fields
 from types import MappingProxyType
 from typing import Any
 
+from dlbench.measure.load_profile import LATENCY_CLOCKS
 from dlbench.measure.openai_api import APIS, COMPLETIONS
 from dlbench.spec.cli_options import (
     cli,
@@ -557,6 +558,46 @@ class Case:
         ),
     )
     tokenizer_digest: str | None = None
+    # the served model's config.json, whose shape sizes the roofline's work (results.
+    # roofline_bound); not what is measured, so no part of the key
+    model_config: str | None = field(
+        default=None,
+        metadata=LAUNCH_DETAIL
+        | cli(
+            "--model-config",
+            parse=resolved_path,
+            metavar="FILE",
+            group="endpoint",
+            help="the served model's config.json (or its folder), for the roofline: decode "
+            "bytes and prefill FLOPs (default: the one beside --tokenizer)",
+        ),
+    )
+    # client processes the load is spread over (worker.client_processes): the same
+    # load, so no part of the key
+    client_processes: int | None = field(
+        default=None,
+        metadata=LAUNCH_DETAIL
+        | cli(
+            "--client-processes",
+            parse=positive_int,
+            metavar="N",
+            group="endpoint",
+            help="spread the users or the arrival schedule over N client processes, each "
+            "its own event loop (default 1; where one is client-bound)",
+        ),
+    )
+    # where an open loop's TTFT and end-to-end latency count from (measure.load_profile)
+    latency_clock: str | None = field(
+        default=None,
+        metadata=SUITE_AXIS
+        | cli(
+            "--latency-clock",
+            vocabulary=LATENCY_CLOCKS,
+            group="endpoint",
+            help="--request-rate's TTFT and end-to-end latency from each request's scheduled "
+            "arrival (schedule, default, as LoadGen) or from its send (send)",
+        ),
+    )
 
     def effective_batch_size(self, default: int) -> int:
         """The batch the worker uses: a single-stream or server query is one sample,
@@ -654,6 +695,7 @@ class Case:
             ("concurrency", f"users={self.concurrency}" if self.concurrency else ""),
             ("request_rate", f"rate={self.request_rate:g}/s" if self.request_rate else ""),
             ("burstiness", f"burstiness={self.burstiness:g}" if self.burstiness else ""),
+            ("latency_clock", f"clock={self.latency_clock}" if self.latency_clock else ""),
             ("ttft_ms", self._slo_label()),
             (
                 "tokenizer_digest",

@@ -162,15 +162,19 @@ class Session:
         instruments = Instruments(self.device)
         # the server's own counters over the same window, read just outside it
         server = ServerWindow(self.client, self.url, self.model)
-        await server.open()
-        instruments.start()
+
+        async def begin() -> None:
+            await server.open()
+            instruments.start()
+
         processes = self.case.client_processes or 1
-        if processes > 1:
+        if processes > 1:  # their start-up before the region (client_processes.spread)
             share = ClientShare(self.case, self.requests.params, self.requests.seed,
                                 self.requests.salt, self.token_ids_field, self.timeout_s,
                                 self.device, profile, budget, seed, offset)  # fmt: skip
-            outcome = await spread(client_process, share, processes)
+            outcome = await spread(client_process, share, processes, begin)
         else:
+            await begin()
             outcome = await drive(profile, self.sender(offset), budget, seed)
         reading = instruments.stop()
         counters = await server.close(answered=sum(r.ok for r in outcome.requests))
@@ -369,7 +373,7 @@ def judged(case: Case, outcome: LoadOutcome, profile: LoadProfile,
         tokens_counted_by=counted_by if done else None,
         saturated=outcome.saturated,
         cancelled=outcome.cancelled,
-        latency_clock=clock,
+        timed_from=clock,
         client=health_of(outcome.client, outcome.duration_s),
     )
     _count_errors(record, outcome.requests)
