@@ -143,6 +143,13 @@ class Generator(ABC):
         which the worker reads as the process's peak RSS."""
         return None
 
+    def decode_kernel_s(self, prompt_ids: Any, osl: int) -> tuple[float | None, str | None]:
+        """The device's kernel time over one generation's decode (its tokens after the
+        first), where the engine profiles an asynchronous device (torch on a GPU), run
+        after the timed generations; and why none where it could not. (None, None): the
+        device is the host, whose steps have no gaps to judge."""
+        return None, None
+
 
 class Backend(ABC):
     name: ClassVar[str]

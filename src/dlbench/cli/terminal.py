@@ -18,13 +18,15 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from dlbench.launch import session
+from dlbench.measure.load_profile import SCHEDULE
 from dlbench.report.compare import RunComparison, flagged_text, shown
 from dlbench.report.leaderboard import Pivot
 from dlbench.report.table import escape_markup, flags, fmt, plain, rate_column, run_table
-from dlbench.results.decode_bound import decode_bound
+from dlbench.results.decode_bound import decode_bound, no_ceiling_note
 from dlbench.results.flags import disturbed
 from dlbench.results.records import STATUS_SKIPPED, Result, Run
 from dlbench.results.repeats import processes
+from dlbench.results.roofline_bound import prefill_bound
 from dlbench.spec.case import DEFAULT_SLO_PERCENTILE, Case
 
 # Output to a file, a pipe or a CI log keeps every column of a table on one line a row
@@ -110,7 +112,7 @@ def case_line(result: Result, run: Run) -> str:
     return (
         f"[green]ok[/green] {name}: median {fmt(result.latency_ms.median)} ms, "
         f"{fmt(result.throughput)} samples/s, {rate_column(result, run)}{_served(result)}"
-        f"{_endpoint(result)}{_decode(result, run)}"
+        f"{_endpoint(result)}{_decode(result, run)}{_prefill(result, run)}{_limit(result)}"
         f"{noisy}{count}"
     )
 
@@ -125,11 +127,32 @@ def _decode(result: Result, run: Run) -> str:
         text += (f", {100 * (bound.mbu or 0.0):.0f}% of the {fmt(bound.ceiling.gbps)} GB/s "
                  f"ceiling ({bound.ceiling.source}): bound {fmt(bound.bound_tokens_per_s)} "
                  "tokens/s a sequence")  # fmt: skip
-    note = bound.note(result.case.device)
+    note = bound.note(no_ceiling_note(result, run))
     if note is None:
         return escape_markup(text)
     style = "red" if bound.above_bound else "dim"
     return f"{escape_markup(text)} [{style}]({escape_markup(note)})[/{style}]"
+
+
+def _prefill(result: Result, run: Run) -> str:
+    """A generation's prefill against the compute bound (results.roofline_bound); the
+    decode's line already says why there is no ceiling where there is none."""
+    bound = prefill_bound(result, run)
+    if bound is None or bound.achieved_gflops is None or bound.ceiling is None:
+        return ""
+    text = (f"; prefill {fmt(bound.achieved_gflops)} GFLOP/s, MFU {100 * (bound.mfu or 0.0):.0f}% "
+            f"of {fmt(bound.ceiling.gflops)} ({bound.ceiling.source})")  # fmt: skip
+    if not bound.above_bound:
+        return escape_markup(text)
+    return f"{escape_markup(text)} [red]({escape_markup(bound.note('') or '')})[/red]"
+
+
+def _limit(result: Result) -> str:
+    """What limits the case (results.limits), with its figure."""
+    limit = result.details.limit
+    if limit is None:
+        return ""
+    return f"; [bold]{escape_markup(limit.verdict)}[/bold]: {escape_markup(limit.figure)}"
 
 
 def _served(result: Result) -> str:
@@ -152,6 +175,15 @@ def _served(result: Result) -> str:
     return f"; LoadGen: {peak}{spread}, {escape_markup(str(loadgen.verdict))}"
 
 
+def clock_words(clock: str | None, open_loop: bool) -> str:
+    """Where a load's latencies count from, in a few words (measure.load_profile)."""
+    if clock == SCHEDULE:
+        return "from the schedule"
+    if not open_loop:
+        return "closed loop: from the send"
+    return "from the send"
+
+
 def _endpoint(result: Result) -> str:
     """A server's load: its rates, token latencies, SLO verdict and errors."""
     load, tokens = result.details.endpoint, result.details.generation
@@ -159,8 +191,17 @@ def _endpoint(result: Result) -> str:
         return ""
     parts = [f"{fmt(load.requests_per_s)} requests/s", f"{fmt(load.output_tokens_per_s)} tok/s"]
     if tokens is not None:
-        parts.append(f"TTFT p50 {fmt(tokens.ttft_p50_ms)} / p99 {fmt(tokens.ttft_p99_ms)} ms")
+        parts.append(
+            f"TTFT p50 {fmt(tokens.ttft_p50_ms)} / p99 {fmt(tokens.ttft_p99_ms)} ms "
+            f"({clock_words(load.timed_from, load.send_lag_p99_ms is not None)})"
+        )
         parts.append(f"TPOT p50 {fmt(tokens.tpot_p50_ms)} / p99 {fmt(tokens.tpot_p99_ms)} ms")
+    client = load.client
+    if client is not None and client.loop_lag_p99_ms is not None:
+        processes = f" over {client.processes} processes" if client.processes > 1 else ""
+        parts.append(f"client lag p99 {fmt(client.loop_lag_p99_ms)} ms, CPU "
+                     f"{100 * (client.cpu_share or 0.0):.0f}%, {fmt(client.chunks_per_s)} "
+                     f"chunks/s{processes}")  # fmt: skip
     if load.slo_holds is not None:
         verdict = "held" if load.slo_holds else "missed"
         parts.append(f"goodput {fmt(load.goodput_per_s)}/s (SLO {verdict})")
@@ -258,6 +299,8 @@ def comparison_table(c: RunComparison, metric: str, id_a: str, id_b: str) -> Tab
         verdict = f"[{style}]{verdict}[/{style}]" if style else verdict
         if case.flagged:  # never a clean-looking verdict on a disturbed side
             verdict += f"\n[yellow]{escape_markup(flagged_text(case))}[/yellow]"
+        if case.limits:  # what limits each side of a generation (results.limits)
+            verdict += f"\n[dim]{escape_markup(case.limits)}[/dim]"
         ratio = "-" if math.isnan(case.ratio) else f"{case.ratio:.3f}"
         table.add_row(
             escape_markup(case.label),

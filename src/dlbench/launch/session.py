@@ -18,6 +18,7 @@ from dlbench.launch.runner import run_case
 from dlbench.results.ceilings import add_measured_ceilings
 from dlbench.results.env import fingerprint
 from dlbench.results.files import write_csv, write_json
+from dlbench.results.limits import with_limits
 from dlbench.results.records import Result, Run, now_iso
 from dlbench.results.repeats import add_process, last_process_ok, processes, slots_done
 from dlbench.results.run_ids import new_run_id, run_path
@@ -170,6 +171,7 @@ def _run_cases(
             if _rerun_added(earlier, result, settings):
                 progress.process_added()
             add_measured_ceilings(run, result)
+            result = with_limits(result, run)  # a generation's verdict, by the run's ceilings
             if earlier is None:
                 store.add_result(run.id, index, result)
             else:

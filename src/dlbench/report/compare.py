@@ -35,7 +35,8 @@ from typing import Any
 
 from dlbench.results.env import FRAMEWORKS_FACT, UNKNOWN
 from dlbench.results.env import context as env_context
-from dlbench.results.flags import disturbed
+from dlbench.results.flags import ABOVE_CEILING, disturbed
+from dlbench.results.limits import limit_text
 from dlbench.results.metrics import Metric, metric, read
 from dlbench.results.records import Result, Run
 from dlbench.results.repeats import processes
@@ -66,6 +67,9 @@ class CaseComparison:
     # the sides whose result was disturbed while measured ("A: interference"), so that
     # no verdict or gate decision reads as clean where it is not
     flagged: str = ""
+    # what limits each side of a generation or serving case (results.limits), and a
+    # side whose figures are above its ceiling: "A: memory-bound (...); B: client-bound"
+    limits: str = ""
 
     @property
     def replicated(self) -> bool:
@@ -95,8 +99,23 @@ def process_values(result: Result, chosen: Metric) -> list[float]:
 
 
 def compare_case(a: Result, b: Result, chosen: Metric) -> CaseComparison:
-    """The case's comparison, with the side(s) flagged as disturbed named on it."""
-    return replace(_compared(a, b, chosen), flagged=disturbed_sides(a, b))
+    """The case's comparison, with the side(s) flagged as disturbed named on it, and
+    what limits each side."""
+    return replace(_compared(a, b, chosen), flagged=disturbed_sides(a, b),
+                   limits=limit_sides(a, b))  # fmt: skip
+
+
+def limit_sides(a: Result, b: Result) -> str:
+    """ "A: memory-bound: decode MBU 62% ...; B: client-bound: ...": each side's verdict,
+    and `impossible` for a side above its ceiling (never a clean comparison)."""
+    sides = []
+    for side, result in (("A", a), ("B", b)):
+        words = limit_text(result.details.limit)
+        if ABOVE_CEILING in result.flags:
+            words = f"impossible, above its ceiling{'; ' + words if words else ''}"
+        if words:
+            sides.append(f"{side}: {words}")
+    return "; ".join(sides)
 
 
 def disturbed_sides(a: Result, b: Result) -> str:

@@ -38,6 +38,8 @@ from dlbench.report.table import (
     readable,
 )
 from dlbench.results.flags import meaning
+from dlbench.results.limits import MEANINGS as LIMIT_MEANINGS
+from dlbench.results.limits import VERDICTS, limit_text
 from dlbench.results.metrics import METRICS
 from dlbench.results.records import Run
 
@@ -105,6 +107,7 @@ def results_table(run: Run) -> str:
         "batch",
         *map(number_header, HTML_LAYOUT),
         "flags",
+        "what limits it",
         "status",
     )
     rows = []
@@ -119,6 +122,7 @@ def results_table(run: Run) -> str:
         ]
         marks = flags(r, noisy=f"noisy (IQR > {NOISE_THRESHOLD:.0%} of median)", separator="; ")
         cells.append(f'<td class="flag">{escape(marks)}</td>')
+        cells.append(_td(limit_text(r.details.limit) or "-"))
         cells.append(f'<td class="{"" if r.ok else "failed"}">{escape(status)}</td>')
         rows.append("<tr>" + "".join(cells) + "</tr>")
     header = "".join(f"<th>{escape(h)}</th>" for h in head)
@@ -130,11 +134,16 @@ def results_table(run: Run) -> str:
 
 
 def flag_legend(run: Run) -> str:
-    """What each flag shown in the run's table means (results.flags.MEANINGS)."""
-    shown = dict.fromkeys(mark for r in run.results for mark in r.flags)
+    """What each flag shown in the run's table means (results.flags.MEANINGS), and each
+    verdict of what limits a case (results.limits.MEANINGS)."""
+    shown = {mark: meaning(mark) for r in run.results for mark in r.flags}
+    verdicts = {r.details.limit.verdict for r in run.results if r.details.limit is not None}
+    shown |= {f"limit: {v}": LIMIT_MEANINGS[v] for v in VERDICTS if v in verdicts}
     if not shown:
         return ""
-    items = "".join(f"<dt>{escape(mark)}</dt><dd>{escape(meaning(mark))}</dd>" for mark in shown)
+    items = "".join(
+        f"<dt>{escape(mark)}</dt><dd>{escape(text)}</dd>" for mark, text in shown.items()
+    )
     return f'<dl class="legend">{items}</dl>'
 
 

@@ -18,32 +18,56 @@ whose datasheet figure is known, that figure, labelled so; else none, and the bo
 says to run `dlbench roofline`. Like every derived value it is computed when read,
 from the result and its run, never stored. A figure above the bound is a bug (work
 skipped, a clock that missed work), said as such, never a record.
+
+A server's device is its own (`remote`): its work is held to this machine's CPU
+ceilings only where the server is surely here, on a loopback address of a machine
+without a GPU; an engine dlbench serves (vLLM) runs on the case's device
+(`roofline_device`). results.roofline_bound holds a prefill to the GEMM ceiling the
+same way.
 """
 
 from __future__ import annotations
 
+import ipaddress
 import re
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import urlsplit
 
 from dlbench.results.ceilings import ABOVE_CEILING, ceiling_for, ceiling_key
 from dlbench.results.records import Result, Run
+from dlbench.spec.case import REMOTE_DEVICE
 
-# GPU memory bandwidth from NVIDIA's datasheets (GB/s), by the name torch or
-# nvidia-smi gives the device; the first pattern that matches names it.
-DATASHEET_MEMORY_GBPS: tuple[tuple[str, float, str], ...] = (
-    (r"\bH100\b.*\bPCIe\b", 2000.0, "H100 PCIe"),
-    (r"\bH100\b.*\bNVL\b", 3900.0, "H100 NVL"),
-    (r"\bH100\b", 3350.0, "H100 SXM"),
-    (r"\bH200\b", 4800.0, "H200"),
-    (r"\bA100\b.*\b80GB\b.*\bPCIe\b", 1935.0, "A100 80GB PCIe"),
-    (r"\bA100\b.*\b80GB\b", 2039.0, "A100 80GB SXM"),
-    (r"\bA100\b", 1555.0, "A100 40GB"),
-    (r"\bL40S\b", 864.0, "L40S"),
-    (r"\bL40\b", 864.0, "L40"),
-    (r"\bL4\b", 300.0, "L4"),
+
+@dataclass(frozen=True)
+class GpuDatasheet:
+    """A GPU's figures from NVIDIA's datasheets, by the name torch or nvidia-smi gives
+    the device: memory bandwidth, and dense bf16 (= fp16) tensor throughput (half the
+    "with sparsity" figure the datasheets print first)."""
+
+    pattern: str
+    label: str
+    memory_gbps: float
+    bf16_tflops: float
+
+
+# The first pattern that matches names the GPU.
+GPU_DATASHEETS: tuple[GpuDatasheet, ...] = (
+    GpuDatasheet(r"\bH100\b.*\bPCIe\b", "H100 PCIe", 2000.0, 756.0),
+    GpuDatasheet(r"\bH100\b.*\bNVL\b", "H100 NVL", 3900.0, 835.0),
+    GpuDatasheet(r"\bH100\b", "H100 SXM", 3350.0, 989.0),
+    GpuDatasheet(r"\bH200\b", "H200", 4800.0, 989.0),
+    GpuDatasheet(r"\bA100\b.*\b80GB\b.*\bPCIe\b", "A100 80GB PCIe", 1935.0, 312.0),
+    GpuDatasheet(r"\bA100\b.*\b80GB\b", "A100 80GB SXM", 2039.0, 312.0),
+    GpuDatasheet(r"\bA100\b", "A100 40GB", 1555.0, 312.0),
+    GpuDatasheet(r"\bL40S\b", "L40S", 864.0, 362.0),
+    GpuDatasheet(r"\bL40\b", "L40", 864.0, 181.0),
+    GpuDatasheet(r"\bL4\b", "L4", 300.0, 121.0),
 )
-NO_CEILING = "no memory ceiling for {device}: run `dlbench roofline` on this machine"
+NO_CEILING = "no {kind} ceiling for {device}: run `dlbench roofline` on this machine"
+# A server's device, where it is not surely this machine's CPU
+UNKNOWN_SERVER = ("the server's device is unknown here (not on a loopback address, or this "
+                  "machine has a GPU): no ceiling to hold it to")  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -89,9 +113,11 @@ class DecodeBound:
             return False
         return self.mbu > (ABOVE_CEILING if self.ceiling.measured else 1.0)
 
-    def note(self, device: str) -> str | None:
+    def note(self, missing: str) -> str | None:
+        """What a reader must know: why there is no ceiling (`missing`), or that the
+        figure is above it."""
         if self.ceiling is None:
-            return NO_CEILING.format(device=device)
+            return missing
         if self.above_bound:
             return (
                 f"above the memory-bandwidth bound: {self.mbu:.0%} of {self.ceiling.gbps:,.0f} "
@@ -100,7 +126,7 @@ class DecodeBound:
             )
         return None
 
-    def as_dict(self, device: str) -> dict[str, Any]:
+    def as_dict(self, missing: str) -> dict[str, Any]:
         """The figures as a run's JSON file shows them beside the result."""
         return {
             "bytes_per_step": self.bytes_per_step,
@@ -110,7 +136,7 @@ class DecodeBound:
             "bound_tokens_per_s": self.bound_tokens_per_s,
             "batch_bound_tokens_per_s": self.batch_bound_tokens_per_s,
             "mbu": self.mbu,
-            "note": self.note(device),
+            "note": self.note(missing),
         }
 
 
@@ -130,10 +156,40 @@ def decode_bound(result: Result, run: Run | None) -> DecodeBound | None:
         return None
     return DecodeBound(
         bytes_per_step=record.decode_bytes_per_step,
-        batch=result.case.batch_size or 1,
+        batch=record.work_batch or result.case.batch_size or 1,
         achieved_gbps=achieved_decode_gbps(result),
         ceiling=memory_ceiling(result, run),
     )
+
+
+def roofline_device(result: Result, run: Run | None) -> str | None:
+    """The device whose ceilings hold the result's work: its own; a server's (remote)
+    this machine's CPU where it is surely here (a loopback address, and no GPU here
+    that it could run on), else None."""
+    device = result.case.device
+    if device != REMOTE_DEVICE:
+        return device
+    load = result.details.endpoint
+    host = urlsplit(result.case.endpoint or (load.url if load is not None else "")).hostname
+    if not host or not _loopback(host) or (run is not None and run.env.get("gpus")):
+        return None
+    return "cpu"
+
+
+def _loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def no_ceiling_note(result: Result, run: Run | None, kind: str = "memory") -> str:
+    """Why a result has no `kind` ceiling (memory, GEMM): an unknown server's device, or
+    no roofline run here."""
+    device = roofline_device(result, run)
+    return UNKNOWN_SERVER if device is None else NO_CEILING.format(kind=kind, device=device)
 
 
 def memory_ceiling(result: Result, run: Run | None) -> MemoryCeiling | None:
@@ -147,7 +203,8 @@ def measured_memory_ceiling(result: Result, run: Run | None) -> MemoryCeiling | 
     """The run's measured memory bandwidth of the result's device, in the power regime
     the result ran in where the ceilings have regimes (results.ceilings.ceiling_for)."""
     ceilings = (run.env.get("ceilings") if run else None) or {}
-    held = ceiling_for(result, ceilings, ceiling_key(result.case.device, "memory"))
+    device = roofline_device(result, run)
+    held = ceiling_for(result, ceilings, ceiling_key(device, "memory")) if device else None
     if held is None or held.value <= 0:
         return None
     regime = f", {held.regime}" if held.regime else ""
@@ -155,14 +212,20 @@ def measured_memory_ceiling(result: Result, run: Run | None) -> MemoryCeiling | 
     return MemoryCeiling(held.value, source, measured=True)
 
 
-def datasheet_memory_ceiling(name: str | None) -> MemoryCeiling | None:
-    """The datasheet's memory bandwidth of a GPU named `name`, if it is a known one."""
+def gpu_datasheet(name: str | None) -> GpuDatasheet | None:
+    """The datasheet of a GPU named `name`, if it is a known one."""
     if not name:
         return None
-    for pattern, gbps, label in DATASHEET_MEMORY_GBPS:
-        if re.search(pattern, name, flags=re.IGNORECASE):
-            return MemoryCeiling(gbps, f"datasheet: {label}", measured=False)
-    return None
+    return next((sheet for sheet in GPU_DATASHEETS
+                 if re.search(sheet.pattern, name, flags=re.IGNORECASE)), None)  # fmt: skip
+
+
+def datasheet_memory_ceiling(name: str | None) -> MemoryCeiling | None:
+    """The datasheet's memory bandwidth of a GPU named `name`, if it is a known one."""
+    sheet = gpu_datasheet(name)
+    if sheet is None:
+        return None
+    return MemoryCeiling(sheet.memory_gbps, f"datasheet: {sheet.label}", measured=False)
 
 
 def device_name(result: Result, run: Run | None) -> str | None:

@@ -18,10 +18,11 @@ from dlbench.atomic import write_atomic
 from dlbench.errors import UserError
 from dlbench.measure.stats import LatencyStats
 from dlbench.results.ceilings import efficiency_in_run
-from dlbench.results.decode_bound import decode_bound
+from dlbench.results.decode_bound import decode_bound, no_ceiling_note
 from dlbench.results.metrics import CSV_METRICS, METRICS, read
 from dlbench.results.record_dict import finite
 from dlbench.results.records import Result, Run, result_keys, run_from_json
+from dlbench.results.roofline_bound import prefill_bound, work_precision
 from dlbench.results.scaling import scaling_in_run
 from dlbench.spec.case import PAIR_FIELDS, Case
 
@@ -44,12 +45,17 @@ def run_json(run: Run) -> dict[str, Any]:
 
 def derived(result: Result, run: Run) -> dict[str, Any]:
     """The result's efficiency against the run's ceilings, its DDP scaling, and a
-    generation's decode against the memory-bandwidth bound, where it has them."""
-    bound = decode_bound(result, run)
+    generation's decode and prefill against the memory-bandwidth and compute bounds,
+    where it has them."""
+    decode, prefill = decode_bound(result, run), prefill_bound(result, run)
+    precision = work_precision(result)
     found = {
         "efficiency": efficiency_in_run(result, run),
         "scaling": scaling_in_run(result, run),
-        "decode_bound": bound.as_dict(result.case.device) if bound is not None else None,
+        "decode_bound": decode.as_dict(no_ceiling_note(result, run)) if decode else None,
+        "prefill_bound": prefill.as_dict(no_ceiling_note(result, run, f"GEMM {precision}"))
+        if prefill
+        else None,
     }
     return {name: value for name, value in found.items() if value is not None}
 

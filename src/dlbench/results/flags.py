@@ -45,7 +45,20 @@ report and CSV show the list; nothing else decides a flag.
   of a step's interval (one profiled step), or, where no profiler could time
   them, the host took HOST_ISSUE_SHARE of the interval to issue a step onto an
   empty queue. The device, not the harness or the host, must be the limit for a
-  figure to be the hardware's.
+  figure to be the hardware's. A text generation on a GPU likewise, where its
+  kernels filled under DEVICE_BUSY_FLOOR of the median decode (profiled after the
+  timed generations: details.generation.decode_device_busy).
+- `client-bound`: the endpoint client could not keep up with what it measured
+  (measure.client_health.client_bound: its busiest event loop at CPU_BOUND of a
+  core, or its lag at p50 or p99 above LAG_FLOOR_MS and LAG_SHARE of the inter-token
+  gap at the same percentile): its latencies hold its own delay; --client-processes
+  spreads the load.
+- `above-ceiling`: a generation's decode or prefill faster than the memory or GEMM
+  ceiling allows (results.decode_bound, results.roofline_bound: beyond
+  ceilings.ABOVE_CEILING of a measured ceiling, any of a datasheet's). It cannot be:
+  work skipped or cached, a token miscounted, a precision mislabelled or the ceiling
+  wrong. The run's ceilings decide it, so results.limits sets it as the case ends;
+  the rule's threshold and meaning are here with the others.
 
 A result written before flags were recorded kept `noisy` as a field of its
 own and the GPU's throttle verdict in its details (details.timeline.throttle
@@ -57,6 +70,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Protocol
 
+from dlbench.measure.client_health import client_bound
 from dlbench.measure.openai_api import CHAT
 from dlbench.measure.stats import NOISE_THRESHOLD, LatencyStats
 from dlbench.results.details import Details
@@ -83,6 +97,8 @@ DEVICE_BUSY_FLOOR = 0.85
 # Without a kernel time: the host needs this share of the interval to issue a step.
 HOST_ISSUE_SHARE = 0.9
 HOST_BOUND = "host-bound"
+CLIENT_BOUND = "client-bound"
+ABOVE_CEILING = "above-ceiling"
 NOISY = "noisy"
 LOW_N_P99 = "low-n-p99"
 # the prefix of every GPU throttle flag (`throttled:thermal`, `throttled:power`)
@@ -149,8 +165,12 @@ def result_flags(result: Judged, cpus_available: int) -> list[str]:
 
 
 def host_bound(details: Details) -> bool:
-    """Whether a pipelined result's device waited for its host (HOST_BOUND above). A
-    synchronous device (host-clock markers) is its host: never judged."""
+    """Whether a pipelined result's device, or a generation's GPU in its decode, waited
+    for its host (HOST_BOUND above). A synchronous device (host-clock markers) is its
+    host: never judged."""
+    busy = details.generation.decode_device_busy if details.generation else None
+    if busy is not None:
+        return busy < DEVICE_BUSY_FLOOR
     pipelined = details.pipelined
     if pipelined is None or pipelined.marker == "host-clock" or not pipelined.interval_ms:
         return False
@@ -180,6 +200,10 @@ def endpoint_flags(details: Details) -> list[str]:
         found.append("short-answers")
     if load.slo_holds is False or (load.peak_axis is not None and load.peak is None):
         found.append("over-slo")
+    tokens = details.generation
+    itl = (tokens.itl_p50_ms, tokens.itl_p99_ms) if tokens else (None, None)
+    if client_bound(load.client, *itl) is not None:
+        found.append(CLIENT_BOUND)
     return found
 
 
@@ -384,6 +408,10 @@ MEANINGS: dict[str, str] = {
     "design: a cache warm from before the run, so less work than asked",
     "int8-no-vnni": "an int8 case on a CPU without int8 dot-product units: expect little gain",
     HOST_BOUND: "the GPU waited for the host: its kernels filled under 85% of a step",
+    CLIENT_BOUND: "the benchmark's client could not keep up (its CPU or event-loop lag): its "
+    "latencies hold its own delay; spread it with --client-processes",
+    ABOVE_CEILING: "impossible: faster than the memory or GEMM ceiling allows (work skipped or "
+    "cached, a miscounted token, a wrong precision or ceiling)",
 }
 # The flags that say a figure was disturbed while it was measured (the run's closing
 # line names them and what to do), rather than describing the case or its server.

@@ -19,6 +19,7 @@ from dlbench.measure.server_counters import ServerCounters
 from dlbench.results.ceilings import efficiency_in_run
 from dlbench.results.decode_bound import achieved_decode_gbps, decode_bound
 from dlbench.results.records import TIME_TO_TRAIN_KEY, Result, Run
+from dlbench.results.roofline_bound import achieved_prefill_gflops, prefill_bound
 from dlbench.results.scaling import scaling_in_run
 
 Reader = Callable[[Result], float | None]
@@ -159,6 +160,26 @@ def _decode_bound(name: str) -> RunReader:
     def read(result: Result, run: Run) -> float | None:
         bound = decode_bound(result, run)
         return stored_number(getattr(bound, name)) if bound is not None else None
+
+    return read
+
+
+def _prefill_bound(name: str) -> RunReader:
+    """A figure of the result's prefill against the compute bound."""
+
+    def read(result: Result, run: Run) -> float | None:
+        bound = prefill_bound(result, run)
+        return stored_number(getattr(bound, name)) if bound is not None else None
+
+    return read
+
+
+def _client(name: str) -> Reader:
+    """A figure of the endpoint client's own health over the load (details.endpoint.client)."""
+
+    def read(result: Result) -> float | None:
+        load = result.details.endpoint
+        return stored_number(getattr(load.client, name)) if load and load.client else None
 
     return read
 
@@ -562,6 +583,31 @@ METRICS: dict[str, Metric] = {
             True,
             in_run=_decode_bound("batch_bound_tokens_per_s"),
         ),
+        # Prefill against the compute bound (results.roofline_bound)
+        Metric(
+            "prefill_gflops",
+            "Prefill compute rate: one prefill's FLOPs over the median TTFT",
+            "GFLOP/s",
+            "prefill GFLOP/s",
+            True,
+            achieved_prefill_gflops,
+        ),
+        Metric(
+            "mfu",
+            "Prefill's share of the GEMM ceiling at its precision (measured, else the datasheet's)",
+            "fraction",
+            "MFU",
+            True,
+            in_run=_prefill_bound("mfu"),
+        ),
+        Metric(
+            "prefill_bound",
+            "Prefill bound: the GEMM ceiling over a prefill's FLOPs, in prompt tokens",
+            "tokens/s",
+            "prefill bound tok/s",
+            True,
+            in_run=_prefill_bound("bound_tokens_per_s"),
+        ),
         # An OpenAI-compatible server under load (details.endpoint)
         _endpoint_metric(
             "goodput",
@@ -657,6 +703,31 @@ METRICS: dict[str, Metric] = {
             False,
             _server(lambda server: server.preemptions),
         ),
+        # The endpoint client's own health over the load (measure.client_health)
+        Metric(
+            "client_lag_p99",
+            "The client's event-loop lag, 99th percentile (how late its timers fired)",
+            "ms",
+            "client lag p99 ms",
+            False,
+            _client("loop_lag_p99_ms"),
+        ),
+        Metric(
+            "client_cpu",
+            "The client's CPU over the load, busiest process, as a share of one core",
+            "fraction",
+            "client CPU",
+            False,
+            _client("cpu_share"),
+        ),
+        Metric(
+            "client_chunks",
+            "Chunks the client took in per second, all its processes",
+            "chunks/s",
+            "client chunks/s",
+            True,
+            _client("chunks_per_s"),
+        ),
         Metric(
             "load_avg",
             "Mean load average while measured",
@@ -724,6 +795,9 @@ CSV_METRICS = (
     "decode_gbps",
     "mbu",
     "decode_bound",
+    "prefill_gflops",
+    "mfu",
+    "prefill_bound",
     "goodput",
     "request_rate",
     "server_tps",
@@ -736,6 +810,9 @@ CSV_METRICS = (
     "prefix_hit_rate",
     "kv_cache_peak",
     "preemptions",
+    "client_lag_p99",
+    "client_cpu",
+    "client_chunks",
     "load_avg",
     "energy",
     "power",

@@ -14,7 +14,7 @@ from __future__ import annotations
 import time
 from dataclasses import replace
 
-from dlbench.backends.base import KV_CACHE_BYTES, Backend, GenerationTrace, Generator, Job
+from dlbench.backends.base import Backend, GenerationTrace, Generator, Job
 from dlbench.errors import ReferenceUnavailable
 from dlbench.measure.instruments import Instruments
 from dlbench.measure.timer import StopRule, run_timed
@@ -31,10 +31,10 @@ from dlbench.results.metrics import with_rates
 from dlbench.results.records import STATUS_FAILED, Result
 from dlbench.spec.case import Settings
 from dlbench.spec.registry import precision_info
+from dlbench.worker.model_work import decoder_work
 from dlbench.worker.placement import require_placement
 from dlbench.worker.result import result_from
 from dlbench.worker.token_check import check_tokens, failure
-from dlbench.workloads.decoder import DecoderWorkload, decode_step_bytes
 
 
 def run_generation(backend: Backend, job: Job, settings: Settings) -> Result:
@@ -82,10 +82,13 @@ def measure_generation(
     joules = result.details.energy.joules_per_sample if result.details.energy else None
     generation.energy_per_output_token_j = joules / osl if joules is not None else None
     generation.device_peak_mb = generator.peak_device_memory_mb()
-    generation.decode_bytes_per_step = _decode_bytes(job, record.kv_cache_dtype)
+    generation = decoder_work(generation, job, record.kv_cache_dtype)
     generation.tokens = _token_check(job, traces, generator.own_reference)
     result.details.generation = generation
     result.details.extra.update(generator.after_generations())
+    unprofiled = _decode_busy(generation, generator, prompts, osl, times)
+    if unprofiled:
+        result.details.extra["decode_kernel_time"] = unprofiled
     result.details.loop_wall_s = timing.loop_wall_s
     result.setup_s = setup_s
     error = failure(generation.tokens)
@@ -118,15 +121,18 @@ def _batch_shares_the_weights(result: Result, batch: int) -> Result:
     return with_rates(replace(result, bytes_per_sample=result.bytes_per_sample / batch))
 
 
-def _decode_bytes(job: Job, kv_cache_dtype: str | None) -> float | None:
-    """What one decode step must read (workloads.decoder.decode_step_bytes), at the
-    precision the weights are held in and the engine's KV cache precision."""
-    if kv_cache_dtype not in KV_CACHE_BYTES or not isinstance(job.workload, DecoderWorkload):
-        return None
-    weight_bytes = precision_info(job.case.precision).value_bytes
-    isl, osl = job.params["isl"], job.params["osl"]
-    kv_bytes = KV_CACHE_BYTES[kv_cache_dtype]
-    return decode_step_bytes(job.workload.shape, job.batch_size, isl, osl, weight_bytes, kv_bytes)
+def _decode_busy(generation: Generation, generator: Generator, prompts: object, osl: int,
+                 times: list[TokenTimes]) -> str | None:  # fmt: skip
+    """An asynchronous device's kernel time over a decode (profiled after the timed
+    generations) against the timed generations' median decode: under the GPU verdict's
+    floor (results.flags.DEVICE_BUSY_FLOOR) the device waited for the host between
+    steps (results.limits: host-bound). Returns why there is none, where it failed."""
+    kernel_s, why = generator.decode_kernel_s(prompts, osl)
+    decode_s = sorted(t.decode_s for t in times)
+    middle = decode_s[len(decode_s) // 2] if decode_s else 0.0
+    if kernel_s is not None and middle > 0:
+        generation.decode_device_busy = kernel_s / middle
+    return why
 
 
 def _token_check(job: Job, traces: list[GenerationTrace], own: OwnReference | None) -> TokenCheck:

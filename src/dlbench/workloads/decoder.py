@@ -46,10 +46,12 @@ class DecoderShape:
     max_positions: int
     rope_theta: float
     like: str  # the public model whose shape this is
+    # a config's own head_dim where it is not hidden / heads (Gemma's, Qwen3's)
+    explicit_head_dim: int | None = None
 
     @property
     def head_dim(self) -> int:
-        return self.hidden // self.heads
+        return self.explicit_head_dim or self.hidden // self.heads
 
     def parameter_count(self) -> int:
         """Embedding, untied output head, and per layer attention, MLP and two norms."""
@@ -92,6 +94,37 @@ def decode_step_bytes(
     weights = (shape.parameter_count() - embedding + batch * shape.hidden) * weight_bytes
     cache = kv_cache_bytes(shape, batch, 1, kv_bytes) * mean_decode_context(isl, osl)
     return float(weights + cache)
+
+
+def decode_step_flops(shape: DecoderShape, batch: int, isl: int, osl: int) -> float:
+    """The FLOPs of one decode step: 2 per weight per sequence (every weight but the
+    embedding table, whose row is a lookup), and attention over the steps' mean context
+    (QK^T and AV, 2 FLOPs each per position, head and head dimension)."""
+    weights = shape.parameter_count() - shape.vocab * shape.hidden
+    attention = 4.0 * shape.layers * shape.heads * shape.head_dim * mean_decode_context(isl, osl)
+    return float(batch * (2.0 * weights + attention))
+
+
+def prefill_flops(shape: DecoderShape, batch: int, isl: int) -> float:
+    """The least FLOPs of a prefill of `isl` tokens a sequence: 2 per layer weight per
+    prompt token; causal attention (position i attends to i positions: isl(isl + 1) / 2
+    pairs, QK^T and AV 2 FLOPs each per head dimension); and the output head once, for
+    the first output token's logits (an engine computes the last position's alone)."""
+    table = shape.vocab * shape.hidden
+    layer_weights = shape.parameter_count() - 2 * table
+    pairs = isl * (isl + 1) / 2.0
+    attention = 4.0 * shape.layers * shape.heads * shape.head_dim * pairs
+    return float(batch * (2.0 * layer_weights * isl + 2.0 * table + attention))
+
+
+def prefill_bytes(
+    shape: DecoderShape, batch: int, isl: int, weight_bytes: int, kv_bytes: int
+) -> float:
+    """The least bytes a prefill moves: every weight read once for the whole batch (of
+    the embedding table only the prompts' rows), and the KV cache of the prompts written."""
+    table = shape.vocab * shape.hidden
+    weights = (shape.parameter_count() - table + batch * isl * shape.hidden) * weight_bytes
+    return float(weights + kv_cache_bytes(shape, batch, isl, kv_bytes))
 
 
 class DecoderWorkload(Workload):

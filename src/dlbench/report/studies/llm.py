@@ -1,11 +1,14 @@
 """The LLM generation study: the engines on the same weights, side by side.
 
 One table per workload and batch: TTFT, TPOT, decode and output tokens/s, the
-KV cache and the tokens' agreement with the torch reference, each engine
-relative to the baseline. Then which engine to pick under a latency budget: of
-the cases whose median TTFT and TPOT are within it (MLPerf's interactive
-budget for llama3.1-8b, scaled nowhere: a budget is the user's, not the
-model's), the one with the most output tokens/s; and the fastest outright.
+KV cache, the decode's share of the memory ceiling (MBU) and the prefill's of the
+GEMM ceiling (MFU), the tokens' agreement with the torch reference and what limits
+the case (results.limits), each engine relative to the baseline. A figure above its
+ceiling (flag `above-ceiling`) is said to be impossible, its MBU and MFU left
+empty, and it is never picked. Then which engine to pick under a latency budget: of
+the cases whose median TTFT and TPOT are within it (MLPerf's interactive budget
+for llama3.1-8b, scaled nowhere: a budget is the user's, not the model's), the one
+with the most output tokens/s; and the fastest outright.
 """
 
 from __future__ import annotations
@@ -16,6 +19,8 @@ from dlbench.report.charts.model import Curve, CurveChart, Point, slug
 from dlbench.report.studies.llm_serving import LOAD_FIELDS
 from dlbench.report.studies.study import ROW_AXES, Row, StudyTable, baseline_label, case_label
 from dlbench.report.studies.sweeps import pareto_front
+from dlbench.results.flags import ABOVE_CEILING
+from dlbench.results.limits import limit_text
 from dlbench.results.metrics import METRICS, read
 from dlbench.results.records import Result, Run
 
@@ -24,7 +29,10 @@ Axis = Callable[[Result], float | None]
 
 # MLPerf Inference's interactive limits for llama3.1-8b: 500 ms TTFT, 30 ms TPOT
 TTFT_BUDGET_MS, TPOT_BUDGET_MS = 500.0, 30.0
-COLUMNS = ("tpot", "decode_tps", "output_tps", "kv_cache", "memory")
+COLUMNS = ("tpot", "decode_tps", "output_tps", "kv_cache", "memory", "mbu", "mfu")
+# Read with the run (its ceilings), and left empty where they are above them
+ROOFLINE_COLUMNS = ("mbu", "mfu")
+IMPOSSIBLE = "impossible: faster than its ceiling allows (flag above-ceiling)"
 
 
 def generated(run: Run) -> list[Result]:
@@ -39,14 +47,14 @@ def llm_tables(run: Run, baseline: str = "torch") -> list[StudyTable]:
         record = result.details.generation
         key = (result.case.workload, result.case.batch_size or 1, record.isl, record.osl)
         groups.setdefault(key, []).append(result)
-    tables = [_engine_table(key, group, baseline) for key, group in sorted(groups.items())]
+    tables = [_engine_table(key, group, baseline, run) for key, group in sorted(groups.items())]
     if generated_results:
         tables.append(pick_table(generated_results))
     return tables
 
 
 def _engine_table(
-    key: tuple[str, int, int, int], results: list[Result], baseline: str
+    key: tuple[str, int, int, int], results: list[Result], baseline: str, run: Run
 ) -> StudyTable:
     workload, batch, isl, osl = key
     metric = METRICS["ttft"]
@@ -57,10 +65,27 @@ def _engine_table(
         value = read(metric, result)
         rows.append(Row(case_label(result), value,
                         value / base if value is not None and base else None,
-                        note=tokens_note(result),
-                        extra=tuple(read(METRICS[c], result) for c in COLUMNS)))  # fmt: skip
+                        note=engine_note(result),
+                        extra=tuple(_column(c, result, run) for c in COLUMNS)))  # fmt: skip
     title = f"Text generation: {workload}, batch {batch}, {isl} tokens in, {osl} out"
     return StudyTable(title, metric, tuple(rows), tuple(METRICS[c] for c in COLUMNS))
+
+
+def _column(key: str, result: Result, run: Run) -> float | None:
+    """A column's value; a roofline share is none where the result is above its ceiling."""
+    if key in ROOFLINE_COLUMNS and impossible(result):
+        return None
+    return read(METRICS[key], result, run)
+
+
+def impossible(result: Result) -> bool:
+    return ABOVE_CEILING in result.flags
+
+
+def engine_note(result: Result) -> str:
+    """The tokens' check, and what limits the case (or that its figures cannot be)."""
+    limit = IMPOSSIBLE if impossible(result) else limit_text(result.details.limit)
+    return "; ".join(part for part in (tokens_note(result), limit) if part)
 
 
 def tokens_note(result: Result) -> str:
@@ -78,6 +103,10 @@ def pick_table(results: list[Result]) -> StudyTable:
     """Within the TTFT/TPOT budget, the most output tokens/s; and the fastest outright."""
     output, ttft, tpot = METRICS["output_tps"], METRICS["ttft"], METRICS["tpot"]
     rows = []
+    results = [r for r in results if not impossible(r)]  # never a record
+    if not results:
+        row = Row(f"nothing to pick: every result is {IMPOSSIBLE}", None, None, metric=output)
+        return StudyTable("Which to pick", METRICS["pick"], (row,))
     within = [r for r in results if _within_budget(r)]
     budget = f"TTFT <= {TTFT_BUDGET_MS:g} ms and TPOT <= {TPOT_BUDGET_MS:g} ms"
     if within:

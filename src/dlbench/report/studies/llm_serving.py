@@ -26,6 +26,7 @@ from dlbench.report.charts.model import Curve, CurveChart, Point, slug
 from dlbench.report.studies.serving import finite
 from dlbench.report.studies.study import Row, StudyTable, case_label
 from dlbench.results.details import EndpointLoad, LoadGen
+from dlbench.results.limits import limit_text
 from dlbench.results.metrics import METRICS, read
 from dlbench.results.records import Result, Run
 from dlbench.spec.case import DEFAULT_SLO_PERCENTILE, Case
@@ -277,7 +278,8 @@ def peak_of(result: Result) -> Peak | None:
 
 def llm_serving_tables(run: Run, baseline: str = "torch") -> list[StudyTable]:
     """The llm-serving study: per workload and SLO pair, each engine's peak rate whose
-    TTFT and TPOT held, confirmed; how it shares requests in the note. Then which to
+    TTFT and TPOT held, confirmed; how it shares requests and what limits it at that
+    rate (results.limits) in the note. Then which to
     pick: the engine that served the most requests/s within the bounds."""
     groups: dict[str, list[tuple[Result, Peak]]] = {}
     for result in run.results:
@@ -295,7 +297,9 @@ def _peak_table(title: str, found: list[tuple[Result, Peak]], baseline: str) -> 
     base = next((peak.rate for r, peak in found if r.case.framework == baseline), None)
     rows = []
     for result, peak in found:
-        note = f"{peak.found}; {peak.batching}"
+        # what limits it at the rate reported (results.limits), after how it was found
+        limit = limit_text(result.details.limit)
+        note = "; ".join(part for part in (peak.found, peak.batching, limit) if part)
         rows.append(Row(case_label(result), peak.rate,
                         peak.rate / base if peak.rate and base else None,
                         note=note if peak.rate is not None else f"none: {note}",
