@@ -5,17 +5,22 @@ from __future__ import annotations
 
 import asyncio
 import re
+import time
+from dataclasses import replace
 
 import httpx
 import numpy as np
 import pytest
 from conftest import free_port
+from factories import make_case
 
-from dlbench.measure.load_profile import CONCURRENCY, RATE, SYNCHRONOUS, LoadProfile
+from dlbench.measure.load_profile import CONCURRENCY, RATE, SEND, SYNCHRONOUS, LoadProfile
 from dlbench.measure.openai_api import CHAT, COMPLETIONS, PATHS, request_body
 from dlbench.measure.openai_stream import CONNECTION, HTTP, STREAM, stream_request
 from dlbench.measure.token_latency import TokenTimes
 from dlbench.worker.endpoint_load import Budget, arrival_offsets, drive
+from dlbench.worker.endpoint_run import judged
+from dlbench.workloads.requests import WordText
 
 OSL = 8
 
@@ -109,6 +114,45 @@ def test_profiles_keep_the_number_in_flight_they_promise(llama_server):
     # never sent before its time (asyncio may wake within its clock's resolution), and late
     # by no more than a busy machine's scheduling
     assert min(opened.send_lag_s) > -1e-3 and max(opened.send_lag_s) < 0.25
+
+
+def test_an_open_loop_counts_from_the_schedule_what_a_late_client_hides_from_the_send(
+    llama_server,
+):
+    """A client whose loop its own work blocks (0.3 s, in the first request's coroutine)
+    sends the requests due meanwhile late. Each request keeps when it was due (the run's
+    start plus its seeded offset); from the schedule, TTFT and end-to-end latency hold
+    the lateness the send clock hides, by exactly the send lag; and the loop's watch saw
+    its timer fire that late."""
+    profile, count = LoadProfile(RATE, rate=20.0), 6
+
+    async def go():
+        async with httpx.AsyncClient(timeout=60) as client:
+
+            async def send(index: int):
+                if index == 0:
+                    time.sleep(0.3)  # the client's own work, on its event loop
+                body = request_body(COMPLETIONS, "llm-tiny", f"request {index} abc", OSL)
+                return [await stream_request(client, llama_server, COMPLETIONS, body)]
+
+            return await drive(profile, send, Budget(0.0, count, count), seed=0)
+
+    outcome = asyncio.run(go())
+    offsets = arrival_offsets(20.0, 1.0, count, seed=0)
+    assert [r.due_s for r in outcome.requests] == pytest.approx(
+        [outcome.started_s + float(o) for o in offsets])  # fmt: skip
+    lags = [r.sent_s - r.due_s for r in outcome.requests]
+    assert lags == pytest.approx(outcome.send_lag_s) and lags[0] >= 0.29
+    assert sum(lag > 0.1 for lag in lags) >= 2  # those due during the block went late too
+    case = make_case(framework="endpoint", workload="llm-requests", device="remote",
+                     endpoint=llama_server, served_model="llm-tiny", request_rate=20.0)  # fmt: skip
+    scheduled, due_times = judged(case, outcome, profile, WordText())
+    sent, send_times = judged(replace(case, latency_clock=SEND), outcome, profile, WordText())
+    assert (scheduled.timed_from, sent.timed_from) == ("schedule", "send")
+    for from_due, from_send, lag in zip(due_times, send_times, lags, strict=True):
+        assert from_due.ttft_s - from_send.ttft_s == pytest.approx(lag)
+        assert from_due.e2e_s - from_send.e2e_s == pytest.approx(lag)
+    assert scheduled.client.loop_lag_max_ms >= 250 and scheduled.client.lag_samples > 0
 
 
 @pytest.mark.parametrize(

@@ -58,6 +58,14 @@ def test_a_concurrency_run_measures_every_request_and_judges_its_slos(tmp_path, 
     assert tokens["generations"] == load["ok"] and len(result["samples_ms"]) == load["ok"]
     assert "over-slo" not in result["flags"] and "interference" not in result["flags"]
     assert result["details"]["energy"]["unmeasurable"]  # the work is the server's
+    # a closed loop counts from the send; the client watched itself over the load: its
+    # timer (every 10 ms), its one process's CPU, the chunks of every answer (2 to 8 each)
+    client = load["client"]
+    assert load["timed_from"] == "send" and client.get("processes", 1) == 1
+    assert client["lag_samples"] >= 0.5 * load["duration_s"] / 0.01
+    assert 0 < client["cpu_share"] < 1 and client["loop_lag_p99_ms"] >= client["loop_lag_p50_ms"]
+    chunks = client["chunks_per_s"] * load["duration_s"]
+    assert 2 * load["ok"] <= round(chunks) <= 8 * load["ok"]
     # llama-cpp-python's server keeps no /metrics: said in one line, the case measured
     assert load["server"] == {"unread": "the server has no /metrics (HTTP 404)"}
     # the requests sent are kept beside the run, as the digest says
@@ -94,19 +102,26 @@ def test_bounds_no_request_keeps_give_no_goodput_and_a_flag(tmp_path, llama_serv
 def test_an_open_loop_sends_multi_turn_conversations_with_shared_prefixes(
     tmp_path, llama_server, llama_checkpoint
 ):
+    """Spread over two client processes (--client-processes 2): they share the one seeded
+    schedule (every other arrival each), so the run sends exactly the conversations one
+    process would, each once, and their records merge into one result."""
     result = run_endpoint(
         tmp_path, llama_server, "--api", "chat", "--request-rate", "40", "--burstiness", "2",
         "--min-time", "0.25", "--min-iters", "6", "--tokenizer", str(llama_checkpoint),
         "--param", "turns=2", "--param", "prefix_pct=50", "--param", "prefixes=2",
-        "--param", "range_pct=25",
+        "--param", "range_pct=25", "--client-processes", "2",
     )  # fmt: skip
     assert result["status"] == "ok", result["error"]
     load = result["details"]["endpoint"]
     assert load["api"] == "chat" and load["profile"] == "40 requests/s (burstiness 2)"
-    # 40/s over 0.25 s is 10 conversations, of two turns each
+    assert load["timed_from"] == "schedule"  # an open loop's latencies, as LoadGen's
+    assert load["client"]["processes"] == 2 and "limit" in result["details"]
+    # 40/s over 0.25 s is 10 conversations, of two turns each, every one answered once
     assert load["conversations"] == 10 and load["requests"] == load["ok"] == 20
+    assert result["details"]["generation"]["generations"] == 20 == len(result["samples_ms"])
     assert load["send_lag_p99_ms"] is not None and load["send_lag_p99_ms"] < 250
     lines = [json.loads(x) for x in Path(load["dataset_file"]).read_text().splitlines()]
+    assert [line["index"] for line in lines] == list(range(10))
     assert all(len(line["turns"]) == 2 for line in lines)
     by_group: dict[int, list[str]] = {}
     for line in lines:  # half of isl=16: an 8-token prefix per group
@@ -221,6 +236,9 @@ def test_a_queue_that_only_grows_is_saturation_and_a_steady_one_is_not():
         (["--tokenizer", "/no/such/tokenizer"], "no tokenizer.json there"),
         (["--sweep", "rate=1,2", "--request-rate", "3"], "--sweep rate and --request-rate both"),
         (["--sweep", "rate=1,2", "--sweep", "concurrency=2"], "two load profiles; give one"),
+        (["--latency-clock", "send"], "--latency-clock says where --request-rate's latencies"),
+        (["--client-processes", "3", "--concurrency", "2"], "allowed: 1 to 2 (or a --request"),
+        (["--model-config", "/no/such/config.json"], "no config.json at /no/such/config.json"),
     ],
 )
 def test_bad_endpoint_options_exit_2_before_anything_is_sent(args, message):
