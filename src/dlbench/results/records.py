@@ -18,6 +18,12 @@ Format history (bump SCHEMA_VERSION on any incompatible change and teach
       Schema 2's flat dict is mapped key by key (results.details.details_from_v2);
       the efficiency and DDP scaling it stored become `stored_efficiency` and
       `ddp.stored_scaling`.
+  Within 3, fields added where they were measured: an endpoint result written
+  before `details.endpoint.timed_from` was timed from each request's send, open
+  loops included (read as none: `show` says "from the send"); before
+  `details.endpoint.client`, `details.limit` and a generation's work fields
+  (`decode_flops_per_step`, `prefill_flops`, ...), it has no client health, no
+  verdict and no prefill roofline, and shows none.
 """
 
 from __future__ import annotations
