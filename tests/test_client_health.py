@@ -8,6 +8,7 @@ import time
 
 import pytest
 
+from dlbench.cli.terminal import clock_words
 from dlbench.measure.client_health import (
     CPU_BOUND,
     ClientHealth,
@@ -16,8 +17,11 @@ from dlbench.measure.client_health import (
     client_bound,
     health_of,
 )
+from dlbench.measure.load_profile import SCHEDULE, SEND
 from dlbench.measure.openai_stream import StreamedRequest
 from dlbench.measure.stats import percentile
+from dlbench.results.details import EndpointLoad
+from dlbench.results.record_dict import from_dict
 from dlbench.worker.endpoint_load import Budget, LoadOutcome, Share, merged
 
 
@@ -91,3 +95,13 @@ def test_outcomes_merge_into_every_request_the_first_start_and_the_last_end():
     assert one.indices == [0, 1, 2, 3, 4] and len(one.send_lag_s) == 5
     assert [r.sent_s for r in one.requests] == sorted(r.sent_s for r in one.requests)
     assert one.saturated == "grew"
+
+
+def test_a_run_from_before_the_clock_was_kept_reads_as_timed_from_the_send():
+    """Older endpoint results have no timed_from and no client health: read as they
+    were (from the send), and said so; a closed loop says it is one."""
+    load = from_dict(EndpointLoad, {"url": "http://h:1", "send_lag_p99_ms": 3.0})
+    assert load.timed_from is None and load.client is None
+    assert clock_words(load.timed_from, open_loop=True) == "from the send"
+    assert clock_words(SEND, open_loop=False) == "closed loop: from the send"
+    assert clock_words(SCHEDULE, open_loop=True) == "from the schedule"
