@@ -89,6 +89,10 @@ class TokenPromptSession(Session):
         assert isinstance(turn, TokenTurn)  # SeededPrompts'
         body = request_body(COMPLETIONS, self.model, "", turn.output_tokens, self.token_ids_field)
         body["prompt"] = list(turn.token_ids)  # the completions API takes token ids
+        # vLLM honours ignore_eos, so max_tokens alone fixes the length (each answer's
+        # is checked: token_check); min_tokens would add its logits processor's work
+        # to every step, which vLLM's own client does not ask (docs/validation.md)
+        body.pop("min_tokens", None)
         record = await stream_request(self.client, self.url, COMPLETIONS, body)
         self.answers.append((conversation.index % PROMPTS, record))
         return [record]
