@@ -20,6 +20,7 @@ from pathlib import Path
 from dlbench.backends.base import KV_CACHE_BYTES, Job
 from dlbench.measure.server_counters import ServerCounters
 from dlbench.results.details import Generation
+from dlbench.spec.case import Case
 from dlbench.spec.registry import precision_info
 from dlbench.workloads.decoder import (
     DecoderShape,
@@ -58,7 +59,7 @@ def endpoint_work(record: Generation, job: Job, isl: int, osl: int,
         work = Work(job.workload.shape, batch, 1, isl, osl, value_bytes, value_bytes)
         return work.into(record, f"workload {job.workload.name}")
     try:
-        config = served_config(job)
+        config = served_config(job.case)
     except ValueError as exc:
         record.work_note = f"no roofline: {exc}"
         return record
@@ -72,10 +73,9 @@ def endpoint_work(record: Generation, job: Job, isl: int, osl: int,
     )
 
 
-def served_config(job: Job) -> ModelConfig | None:
+def served_config(case: Case) -> ModelConfig | None:
     """The served model's config: --model-config, else the config.json beside
     --tokenizer's file (None: neither given, or no config there)."""
-    case = job.case
     if case.model_config is not None:
         return read_model_config(Path(case.model_config), "--model-config")
     if case.tokenizer is None:
