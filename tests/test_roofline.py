@@ -114,7 +114,7 @@ def test_a_decode_is_memory_bound_its_figure_the_mbu_and_a_prefill_is_held_to_ge
     # weight for 2 FLOPs: far under the balance of 60/30 FLOP/byte
     assert limit.verdict == "memory-bound" and limit.phase == "decode"
     assert limit.value == pytest.approx(record.decode_bytes_per_step / 0.040 / 30e9)
-    assert f"decode MBU {limit.value:.0%} of 30.0 GB/s (measured, run roof)" in limit.figure
+    assert f"decode MBU {limit.value:.0%} of 30.0 GB/s (measured);" in limit.figure
     assert read(METRICS["mbu"], result, run) == pytest.approx(limit.value)
     bound = prefill_bound(result, run)
     assert bound.achieved_gflops == pytest.approx(record.prefill_flops / 0.8 / 1e9)

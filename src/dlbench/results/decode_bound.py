@@ -78,6 +78,11 @@ class MemoryCeiling:
     source: str  # "measured, run <id>" (with its power regime) or "datasheet: <GPU>"
     measured: bool
 
+    @property
+    def label(self) -> str:
+        """The source without its run: "measured" (and its regime), or the datasheet's."""
+        return self.source.partition(", run ")[0]
+
 
 @dataclass(frozen=True)
 class DecodeBound:

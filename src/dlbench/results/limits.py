@@ -114,9 +114,9 @@ def queueing(server: ServerCounters | None) -> Limit | None:
     ttft = server.ttft.mean_ms if server.ttft is not None else server.client_ttft_mean_ms
     if queue is None or not ttft or queue < QUEUE_SHARE * ttft:
         return None
-    share = queue / ttft
-    return Limit(QUEUEING, f"queue {queue:,.0f} ms of a {ttft:,.0f} ms TTFT ({share:.0%}; means, "
-                 "the server's /metrics)", share)  # fmt: skip
+    part = queue / ttft
+    return Limit(QUEUEING, f"queue {queue:,.0f} ms of a {ttft:,.0f} ms TTFT ({part:.0%}; means, "
+                 "the server's /metrics)", part)  # fmt: skip
 
 
 def roofline_limit(result: Result, run: Run) -> Limit:
@@ -140,15 +140,20 @@ def roofline_limit(result: Result, run: Run) -> Limit:
         return Limit(UNKNOWN, f"no {phase} time measured", phase=phase)
     intensity, balance = flops / moved, compute.gflops / memory.gbps
     if intensity < balance:
-        share = moved / seconds / (memory.gbps * 1e9)
+        used = moved / seconds / (memory.gbps * 1e9)
         name = "MBU" if phase == DECODE else "bandwidth"
-        return Limit(MEMORY_BOUND, f"{phase} {name} {share:.0%} of {memory.gbps:,.1f} GB/s "
-                     f"({memory.source}); {intensity:.2g} FLOP/byte, under the machine's "
-                     f"balance {balance:.3g}", share, phase)  # fmt: skip
-    share = flops / seconds / (compute.gflops * 1e9)
-    return Limit(COMPUTE_BOUND, f"{phase} MFU {share:.0%} of {compute.gflops:,.0f} GFLOP/s "
-                 f"({compute.source}); {intensity:.3g} FLOP/byte, over the machine's balance "
-                 f"{balance:.3g}", share, phase)  # fmt: skip
+        return Limit(MEMORY_BOUND, f"{phase} {name} {share(used)} of {memory.gbps:,.1f} GB/s "
+                     f"({memory.label}); {intensity:.2g} FLOP/byte, under the machine's "
+                     f"balance {balance:.3g}", used, phase)  # fmt: skip
+    used = flops / seconds / (compute.gflops * 1e9)
+    return Limit(COMPUTE_BOUND, f"{phase} MFU {share(used)} of {compute.gflops:,.0f} GFLOP/s "
+                 f"({compute.label}); {intensity:.3g} FLOP/byte, over the machine's balance "
+                 f"{balance:.3g}", used, phase)  # fmt: skip
+
+
+def share(value: float) -> str:
+    """A share as a figure says it: whole percent, two significant figures under 10%."""
+    return f"{value:.0%}" if value >= 0.1 else f"{100 * value:.2g}%"
 
 
 def longer_phase(record: Generation) -> str:

@@ -43,6 +43,11 @@ class ComputeCeiling:
     source: str  # "measured gemm fp32, run <id>" or "datasheet: <GPU> bf16 dense"
     measured: bool
 
+    @property
+    def label(self) -> str:
+        """The source without its run."""
+        return self.source.partition(", run ")[0]
+
 
 @dataclass(frozen=True)
 class PrefillBound:
