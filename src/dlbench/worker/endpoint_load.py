@@ -27,9 +27,9 @@ from __future__ import annotations
 import asyncio
 import math
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -38,7 +38,7 @@ from dlbench.measure.load_profile import CONCURRENCY, SYNCHRONOUS, LoadProfile
 from dlbench.measure.openai_stream import StreamedRequest
 from dlbench.measure.saturation import queue_only_grows
 
-Send = Callable[[int], Awaitable[list[StreamedRequest]]]  # conversation i: its turns
+Send = Callable[[int], Coroutine[Any, Any, list[StreamedRequest]]]  # conversation i: its turns
 # The saturation test runs at every this many arrivals (it sorts what it has seen)
 SATURATION_EVERY = 10
 

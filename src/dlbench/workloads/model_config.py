@@ -67,19 +67,19 @@ def dense_shape(config: Mapping[str, Any], name: str) -> DecoderShape:
         raise ValueError(f"{name}: no {', '.join(missing)} (a positive whole number): not a "
                          f"decoder's config; allowed: {', '.join(REQUIRED)} and more")  # fmt: skip
     heads = int(config["num_attention_heads"])
-    kv_heads = config.get("num_key_value_heads")
-    head_dim = config.get("head_dim")
+    kv_heads = _whole_or_none(config.get("num_key_value_heads"))
+    head_dim = _whole_or_none(config.get("head_dim"))
     return DecoderShape(
         layers=int(config["num_hidden_layers"]),
         hidden=int(config["hidden_size"]),
         heads=heads,
-        kv_heads=int(kv_heads) if _whole(kv_heads) else heads,
+        kv_heads=kv_heads or heads,
         intermediate=int(config["intermediate_size"]),
         vocab=int(config["vocab_size"]),
         max_positions=int(config.get("max_position_embeddings") or 0),
         rope_theta=float(config.get("rope_theta") or 0.0),
         like=str(config.get("model_type") or "a config.json"),
-        explicit_head_dim=int(head_dim) if _whole(head_dim) else None,
+        explicit_head_dim=head_dim,
     )
 
 
@@ -101,3 +101,7 @@ def config_precision(config: Mapping[str, Any]) -> str:
 
 def _whole(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and value > 0
+
+
+def _whole_or_none(value: Any) -> int | None:
+    return int(value) if _whole(value) else None
