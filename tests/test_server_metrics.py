@@ -1,6 +1,6 @@
 """A server's own counters over the measured window: the window arithmetic and bucket
 percentiles on /metrics text captured from a real vLLM server (tests/fixtures/
-vllm-metrics: what was sent between the readings is in its capture.json), the
+server-metrics/vllm-0.32: what was sent between the readings is in its capture.json), the
 prefix-cache-warm flag's rule, and a /metrics that never ends (a hostile server
 written here)."""
 
@@ -50,7 +50,8 @@ from dlbench.results.flags import (
 )
 from dlbench.results.metrics import METRICS, read
 
-CAPTURED = Path(__file__).parent / "fixtures" / "vllm-metrics"
+# a folder below fixtures/: the run-file import test reads fixtures/*/*.json as runs
+CAPTURED = Path(__file__).parent / "fixtures" / "server-metrics" / "vllm-0.32"
 SENT = json.loads((CAPTURED / "capture.json").read_text())
 MODEL = "llm-135m"
 VLLM = FAMILIES[0]
