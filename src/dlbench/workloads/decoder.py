@@ -21,8 +21,6 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import ClassVar
 
-import numpy as np
-
 from dlbench.errors import UserError
 from dlbench.workloads.base import WeightDict, Workload
 
@@ -205,6 +203,8 @@ class DecoderWorkload(Workload):
         self, batch_size: int, params: Mapping[str, int], mode: str, seed: int
     ) -> WeightDict:
         """Seeded prompts: `isl` token ids per sequence, none of them special."""
+        import numpy as np  # here alone: the shapes and their arithmetic are the plan's too
+
         rng = np.random.default_rng(seed)
         low = len(SPECIAL_TOKENS)
         ids = rng.integers(low, self.shape.vocab, size=(batch_size, params["isl"]))
