@@ -17,7 +17,7 @@ from dlbench.reference.decoder import SHARED_REFERENCE
 from dlbench.results.decode_bound import datasheet_memory_ceiling, decode_bound
 from dlbench.results.files import run_json, write_csv
 from dlbench.results.metrics import METRICS, read
-from dlbench.workloads.decoder import SHAPES, decode_step_bytes, kv_cache_bytes
+from dlbench.workloads.decoder import SHAPES, decode_step_bytes, kv_cache_bytes, prefill_flops
 
 
 def test_a_decode_step_reads_every_weight_but_the_embedding_and_the_cache_at_its_context():
@@ -35,6 +35,14 @@ def test_a_decode_step_reads_every_weight_but_the_embedding_and_the_cache_at_its
     cache = kv_cache_bytes(shape, batch, 1, 2) * context
     expected = (read_whole + rows) * 2 + cache
     assert decode_step_bytes(shape, batch, isl, osl, 2, 2) == pytest.approx(expected)
+    # the same model's prefill (results.roofline_bound): 2 FLOPs a layer weight a prompt
+    # token, causal attention (position i attends to i: QK^T and AV, 2 FLOPs each per
+    # head dimension), and the output head once, for the first output token
+    layers = sum(p.numel() for n, p in model.named_parameters()
+                 if "embed_tokens" not in n and "lm_head" not in n)  # fmt: skip
+    attention = 2 * 2 * shape.layers * shape.heads * shape.head_dim * sum(range(1, isl + 1))
+    prefill = batch * (2 * layers * isl + 2 * model.lm_head.weight.numel() + attention)
+    assert prefill_flops(shape, batch, isl) == pytest.approx(prefill)
 
 
 def generation(device: str, tpot_ms: float, batch: int = 1, **extra: object):
