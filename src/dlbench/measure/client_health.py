@@ -26,14 +26,18 @@ from dataclasses import dataclass
 from dlbench.measure.stats import percentile
 
 LAG_INTERVAL_S = 0.01
-# A loop at this share of a core has no time left to read what arrives: at the
-# stand-in server's full speed the client's loop ran at 97-100% of a core, and one
-# streaming 64 users a token every 20 ms (3,200 chunks/s) at 6-7%.
+# A loop at this share of a core has no time left to read what arrives: against a
+# stand-in server streaming at once the client's loop ran at 71-100% of a core (its
+# timer 2-23 ms late at p50), and against one pacing 16-256 users a token every 20 ms
+# at 15-38% (bench/endpoint_client_cost.py, the 2-core AMD EPYC VM under other work).
 CPU_BOUND = 0.9
 # Lag the bare timer has anyway: epoll's timeout is whole milliseconds (Python rounds
-# it up), so an idle loop's timer fires up to ~1.1 ms late. Beyond LAG_FLOOR_MS, a lag
-# above LAG_SHARE of the gap between chunks at the same percentile moves a chunk's
-# stamp by a quarter of what is measured there.
+# it up), so an idle loop's timer fires up to ~1.1 ms late (p50 0.5-1 ms in the bench's
+# idle rounds). Beyond LAG_FLOOR_MS, a lag above LAG_SHARE of the gap between chunks
+# at the same percentile moves a chunk's stamp by a quarter of what is measured there:
+# paced at 20 ms to 16 users, the worst round's lag p99 was 10.3 ms and the gaps' p99
+# read 28 ms; a client that keeps up held its p99 at 4-7 ms against 20 ms gaps
+# (bench/open_loop_clock.py).
 LAG_FLOOR_MS = 2.0
 LAG_SHARE = 0.25
 
