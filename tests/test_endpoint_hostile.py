@@ -256,6 +256,7 @@ def test_a_failed_answers_body_is_one_readable_line():
 def test_a_plain_web_server_as_an_endpoint_is_named_so_in_one_line(tmp_path):
     """Python's own HTTP server, no OpenAI API: the model list's 404 says so, and with
     --served-model its 501 page is summed up, not dumped with literal newlines."""
+
     class Quiet(http.server.SimpleHTTPRequestHandler):
         def log_message(self, format: str, *args: object) -> None:
             return None  # its access log would share stderr with the command's
