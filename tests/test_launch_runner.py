@@ -131,7 +131,8 @@ def test_the_worker_entry_point_is_imported_only_where_it_is_sent():
     import pickle
     from multiprocessing.reduction import ForkingPickler
 
-    from dlbench.launch.runner import WORKER_ENTRY, SpawnedFunction
+    from dlbench.launch.runner import SpawnedFunction
+    from dlbench.launch.worker_entry import WORKER_ENTRY
     from dlbench.worker.process import worker_main
 
     target = SpawnedFunction(*WORKER_ENTRY)

@@ -7,13 +7,12 @@ steals next to nothing from the benchmark and no sampling thread runs inside
 it. A raise, crash, OOM kill or timeout becomes a failed Result.
 
 The parent never imports worker code (a contract in pyproject.toml): the
-worker's entry point is named here and imported by the spawned process alone.
+worker's entry point is named (launch.worker_entry) and imported by the spawned process alone.
 """
 
 from __future__ import annotations
 
 import contextlib
-import importlib
 import json
 import multiprocessing
 import multiprocessing.connection
@@ -27,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from dlbench.launch.torchrun import TorchrunProcess
+from dlbench.launch.worker_entry import WORKER_ENTRY, import_in_worker
 from dlbench.measure.gpu_telemetry import GpuTelemetry, device_indices
 from dlbench.measure.timeline import TimelineSampler
 from dlbench.results.details import Timeline
@@ -35,8 +35,6 @@ from dlbench.results.records import STATUS_FAILED, Result, base_result, now_iso
 from dlbench.spec.case import Case, Settings, available_cpus
 
 LOG_TAIL_LINES = 20
-# The worker's entry point (module, function), imported only in the spawned process.
-WORKER_ENTRY = ("dlbench.worker.process", "worker_main")
 # Beside the result file: the progress lines of a long case (worker.progress).
 PROGRESS_FILE = "progress.txt"
 # The first sample comes sooner than the interval, so a case that ends in
@@ -136,7 +134,7 @@ class SpawnedFunction:
     A spawned Process is pickled to its child, and pickle sends a function as a
     reference it checks by importing the function's module first: the worker's
     modules would then load in the parent too. This object is sent instead as
-    `getattr(importlib.import_module(module), name)`, which the child evaluates
+    `getattr(import_in_worker(module), name)`, which the child evaluates
     while it unpickles its Process, so there the target is the function itself.
     In the parent it is only a name: calling it raises.
     """
@@ -152,13 +150,14 @@ class SpawnedFunction:
 
 
 class _ImportedModule:
-    """Pickles to `importlib.import_module(name)`: the module, imported where it is unpickled."""
+    """Pickles to `import_in_worker(name)`: the module, imported where it is unpickled
+    (NumPy's BLAS pool at one thread first: launch.worker_entry says why)."""
 
     def __init__(self, name: str) -> None:
         self.name = name
 
     def __reduce__(self) -> tuple[Any, tuple[str]]:
-        return importlib.import_module, (self.name,)
+        return import_in_worker, (self.name,)
 
 
 TRACKER_WARNING = "ignore::UserWarning:multiprocessing.resource_tracker"

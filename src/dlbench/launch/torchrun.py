@@ -24,6 +24,7 @@ import sys
 from pathlib import Path
 from typing import TextIO
 
+from dlbench.launch.worker_entry import NUMPY_AT_ONE_THREAD
 from dlbench.lifeline import die_with_parent
 from dlbench.spec.case import Case, Settings
 
@@ -62,6 +63,7 @@ class TorchrunProcess:
     def start(self) -> None:
         self._popen = subprocess.Popen(
             self.command,
+            env={**os.environ, **NUMPY_AT_ONE_THREAD},  # each rank sets its case's threads
             stdout=self._log,
             stderr=subprocess.STDOUT,
             start_new_session=True,  # its own group (torchrun's ranks get sessions of their own)
