@@ -202,6 +202,63 @@ def test_a_server_that_exits_before_it_serves_fails_with_its_own_words(tmp_path)
     assert failed.value.detail is not None and "server.log" in failed.value.detail
 
 
+# A server stand-in whose leader dies and leaves a child holding its listening socket,
+# as vLLM's API server, killed, leaves its forked engine: a new connection is then
+# accepted by the kernel and answered by no one
+ORPHANED_SOCKET = """
+import http.server, json, os, sys, time
+class Answer(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        self.send_response(200); self.end_headers(); self.wfile.write(b'{"data": []}')
+    def do_POST(self):
+        self.rfile.read(int(self.headers["Content-Length"]))
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream"); self.end_headers()
+        for token in range(4):
+            chunk = {"choices": [{"text": "t", "index": 0, "finish_reason": None}]}
+            self.wfile.write(b"data: " + json.dumps(chunk).encode() + b"\\n\\n")
+            time.sleep(0.05)
+        self.wfile.write(b"data: [DONE]\\n\\n")
+server = http.server.ThreadingHTTPServer(("127.0.0.1", int(sys.argv[1])), Answer)
+if os.fork() == 0:
+    time.sleep(600)
+    os._exit(0)
+server.serve_forever()
+"""
+
+
+def test_a_server_that_dies_under_load_ends_the_load_though_its_orphans_hold_its_socket(
+    tmp_path,
+):
+    """Its requests cannot be trusted to fail: the next connection waits in the orphan's
+    backlog, and without a watch on the server its read waited for the case's whole
+    --timeout (a vLLM case in the full suite hung there)."""
+    from dlbench.backends.openai_server import ServerLaunch
+    from dlbench.spec.case import Settings
+    from dlbench.worker.endpoint_run import ServerExited, run_endpoint
+    from dlbench.worker.engine_server import EngineServer
+    from dlbench.worker.steps import make_job
+
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    launch = ServerLaunch("stand-in", (sys.executable, "-c", ORPHANED_SOCKET, str(port)), {},
+                          url, "m", health_path="/v1/models")  # fmt: skip
+    case = Case(workload="llm-requests", framework="endpoint", compile="default", endpoint=url,
+                served_model="m",
+                concurrency=2, params=(("isl", 8), ("osl", 4)))  # fmt: skip
+    settings = Settings(min_time_s=60.0, min_iters=4, warmup_iters=1, timeout_s=60.0)
+    with EngineServer(launch, tmp_path / "server.log", lambda log: None) as server:
+        server.ready(deadline_s=30)
+        assert server.process is not None
+        killer = threading.Timer(1.0, os.kill, (server.process.pid, signal.SIGKILL))
+        killer.start()
+        started = time.monotonic()
+        with pytest.raises(ServerExited, match="the server exited during the load"):
+            run_endpoint(make_job(case, settings, "cpu"), settings, server_exit=server.exit_watch)
+        assert time.monotonic() - started < 10  # not the 60 s its reads may wait
+        assert server.exited() == -signal.SIGKILL
+
+
 def test_a_server_whose_starter_is_killed_hard_takes_its_whole_group_with_it(tmp_path):
     """A worker killed hard (its timeout, a crash) runs no clean-up: the server's own
     watch (vllm_main.py, run here without vLLM) kills its group."""

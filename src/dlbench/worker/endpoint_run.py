@@ -33,6 +33,7 @@ from pathlib import Path
 import httpx
 
 from dlbench.backends.base import Job
+from dlbench.errors import CaseError
 from dlbench.measure.client_health import health_of
 from dlbench.measure.client_limits import connection_limit, raise_open_files
 from dlbench.measure.instruments import Instruments, Reading
@@ -234,12 +235,37 @@ def prompt_text(case: Case) -> PromptText:
     return TokenizerText(Path(case.tokenizer)) if case.tokenizer else WordText()
 
 
+# Given the run's event loop, a future it completes once the server has exited
+ExitWatch = Callable[[asyncio.AbstractEventLoop], "asyncio.Future[None]"]
+
+
+class ServerExited(CaseError):
+    """The server run_endpoint was watching exited while it was loaded."""
+
+
+def _cancel_all_once(loop: asyncio.AbstractEventLoop,
+                     exited: asyncio.Future[None]) -> asyncio.Future[None]:  # fmt: skip
+    """`exited`, which cancels every task of `loop` when it completes (not when it is
+    cancelled): the requests in flight, and the load that waits on them."""
+
+    def cancel_all(future: asyncio.Future[None]) -> None:
+        if not future.cancelled():
+            for task in asyncio.all_tasks(loop):
+                task.cancel()
+
+    exited.add_done_callback(cancel_all)
+    return exited
+
+
 def run_endpoint(job: Job, settings: Settings, requests: RequestSet | None = None,
-                 new_session: Callable[..., Session] = Session) -> Result:  # fmt: skip
+                 new_session: Callable[..., Session] = Session,
+                 server_exit: ExitWatch | None = None) -> Result:  # fmt: skip
     """Warm the server up, put the case's load on it (or search the highest load whose
     SLOs hold), and judge its SLOs. One event loop and one client for it all, so
     every load finds the connections the warm-up opened. `requests` and `new_session`:
-    an engine dlbench serves sends its workload's own prompts (worker.served_engine)."""
+    an engine dlbench serves sends its workload's own prompts (worker.served_engine),
+    and `server_exit` watches the server it started: once that has exited, whatever
+    the loop is doing is cancelled and ServerExited raised."""
     case = job.case
     if requests is None:
         # a salt of this process's own: no earlier run, nor another case of this one,
@@ -250,6 +276,7 @@ def run_endpoint(job: Job, settings: Settings, requests: RequestSet | None = Non
     setup_start = time.perf_counter()
     loop = asyncio.new_event_loop()
     client = client_for(settings.timeout_s)
+    exited = _cancel_all_once(loop, server_exit(loop)) if server_exit is not None else None
     try:
         session = new_session(case, requests, client, job.device, settings.timeout_s)
         loop.run_until_complete(session.negotiate())
@@ -261,7 +288,13 @@ def run_endpoint(job: Job, settings: Settings, requests: RequestSet | None = Non
         else:
             profile = LoadProfile.of(case.concurrency, case.request_rate, case.burstiness)
             loaded = loop.run_until_complete(session.load(profile, budget, job.seed))
+    except asyncio.CancelledError:
+        if exited is None or not exited.done() or exited.cancelled():
+            raise
+        raise ServerExited("the server exited during the load") from None
     finally:
+        if exited is not None:
+            exited.cancel()  # a server that exits from now on cancels nothing
         loop.run_until_complete(client.aclose())
         loop.close()
     result = endpoint_result(job, loaded, warm, requests, setup_start)

@@ -12,6 +12,7 @@ run is `exited()`, and the case fails with the last lines of its log.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import os
 import signal
@@ -107,6 +108,31 @@ class EngineServer:
         """Its exit status once it has exited, else None."""
         return None if self.process is None else self.process.poll()
 
+    def exit_watch(self, loop: asyncio.AbstractEventLoop) -> asyncio.Future[None]:
+        """A future of `loop`'s, done once the server's leader has exited (or cancelled
+        by whoever stops watching). Its requests cannot be trusted to fail when it
+        dies: vLLM's engine processes, orphaned, may hold its sockets open, and a
+        request then waits for its read timeout, the case's whole --timeout.
+
+        The loop watches a pidfd, readable once the process has exited (no polling);
+        where the OS has none, it looks every POLL_S."""
+        assert self.process is not None  # entered
+        process, gone = self.process, loop.create_future()
+        try:
+            descriptor = os.pidfd_open(process.pid)
+        except (AttributeError, OSError):  # not Linux 5.3+
+            look = loop.create_task(_look_until_exited(process, gone))
+            gone.add_done_callback(lambda _: look.cancel())
+            return gone
+        loop.add_reader(descriptor, _settle, gone)
+
+        def forget(_: asyncio.Future[None]) -> None:
+            loop.remove_reader(descriptor)
+            os.close(descriptor)
+
+        gone.add_done_callback(forget)
+        return gone
+
     def failure(self, what: str) -> CaseError:
         """The case's error: the engine `what` (and its exit status), its own line
         naming why, and the last lines of its log as the detail."""
@@ -137,6 +163,18 @@ class EngineServer:
             self.process.wait(timeout=STOP_GRACE_S)
         _signal_group(group, signal.SIGKILL)
         self.process.wait()
+
+
+def _settle(future: asyncio.Future[None]) -> None:
+    if not future.done():
+        future.set_result(None)
+
+
+async def _look_until_exited(process: subprocess.Popen[bytes],
+                             gone: asyncio.Future[None]) -> None:  # fmt: skip
+    while process.poll() is None:
+        await asyncio.sleep(POLL_S)
+    _settle(gone)
 
 
 def _signal_group(group: int, number: signal.Signals) -> None:

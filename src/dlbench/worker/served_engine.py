@@ -122,7 +122,8 @@ def run_served_engine(backend: OpenAIServerBackend, job: Job, settings: Settings
             return sessions[-1]
 
         try:
-            result = run_endpoint(served, settings, SeededPrompts(job), new_session)
+            result = run_endpoint(served, settings, SeededPrompts(job), new_session,
+                                  server.exit_watch)  # fmt: skip
         except Exception:
             if server.exited() is None:
                 raise
