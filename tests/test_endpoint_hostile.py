@@ -230,6 +230,8 @@ def test_a_run_keeps_its_measurements_through_malformed_chunks_and_counts_tokens
     # tokens of empty text, counted by their ids: the run asked as the server answers
     assert load["tokens_counted_by"] == "token ids" and load["output_tokens_mean"] == 4
     assert load["token_ids_field"] == "return_token_ids"
+    # what fixed each answer's length is kept: min_tokens costs a server work
+    assert load["length_fields"] == ["max_tokens", "min_tokens", "ignore_eos"]
     assert all(body.get("return_token_ids") for body in hostile.bodies[2:])  # the run's
     # the salt this run drew is recorded, and its prompts are the seed's salted by it
     params = LLM_REQUESTS.resolve_params("cpu", {"isl": 8, "osl": 4})

@@ -434,6 +434,9 @@ def test_a_measured_case_holds_its_tokens_to_the_reference_and_records_its_serve
     assert check["compared"] == PARAMS["osl"] * (details["endpoint"]["ok"] + 1)
     assert check["verdict"] in ("identical", "near tie"), check
     assert details["endpoint"]["tokens_counted_by"] == "token ids"
+    # max_tokens with ignore_eos fix the length on vLLM: no min_tokens (its logits
+    # processor's work at every step)
+    assert details["endpoint"]["length_fields"] == ["max_tokens", "ignore_eos"]
     extra = details["extra"]
     settings = extra["server_settings"]  # as the running server reported them
     assert settings["dtype"] == "float32" and settings["device"] == "cpu"

@@ -354,6 +354,9 @@ class EndpointLoad:
     tokens_counted_by: str | None = None
     # the request field that asked for token ids (None: the server answered none)
     token_ids_field: str | None = None
+    # the request fields that fixed each answer's length (measure.openai_api.LENGTH_FIELDS);
+    # empty in a run from before they were kept
+    length_fields: list[str] = field(default_factory=list)
     # the run's random salt, drawn into each prompt's start (None: --param unsalted=1)
     salt: str | None = None
     send_lag_p99_ms: float | None = None  # an open loop's lateness against its schedule

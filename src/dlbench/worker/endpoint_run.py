@@ -45,7 +45,7 @@ from dlbench.measure.load_profile import (
     LoadProfile,
     latency_clock,
 )
-from dlbench.measure.openai_api import request_body
+from dlbench.measure.openai_api import length_fields, request_body
 from dlbench.measure.openai_auth import auth_headers, redacted
 from dlbench.measure.openai_stream import (
     CONNECT_TIMEOUT_S,
@@ -113,6 +113,7 @@ class Session:
         self.timeout_s = timeout_s  # the client's deadline, for its client processes
         self.url, self.model = case.endpoint, case.served_model
         self.token_ids_field: str | None = None  # as negotiate found the server answers
+        self.length_fields: list[str] = []  # those the requests sent (openai_api.LENGTH_FIELDS)
 
     async def negotiate(self) -> None:
         """Whether, and how, the server sends token ids: asked as the check before the
@@ -133,6 +134,7 @@ class Session:
             prompt = turn.text if len(history) == 1 else list(history)
             body = request_body(self.case.api, self.model, prompt, turn.output_tokens,
                                 self.token_ids_field)  # fmt: skip
+            self.length_fields = self.length_fields or length_fields(body)
             record = await stream_request(self.client, self.url, self.case.api, body)
             records.append(record)
             if not record.ok:
@@ -300,6 +302,7 @@ def run_endpoint(job: Job, settings: Settings, requests: RequestSet | None = Non
     result = endpoint_result(job, loaded, warm, requests, setup_start)
     assert result.details.endpoint is not None
     result.details.endpoint.token_ids_field = session.token_ids_field
+    result.details.endpoint.length_fields = session.length_fields
     if case.find_peak:
         _record_search(result, found)
     _fail_where_unusable(result, loaded.record)

@@ -22,7 +22,7 @@ from typing import Any
 from dlbench.backends.base import Job
 from dlbench.backends.openai_server import OpenAIServerBackend
 from dlbench.errors import ReferenceUnavailable
-from dlbench.measure.openai_api import COMPLETIONS, request_body
+from dlbench.measure.openai_api import COMPLETIONS, length_fields, request_body
 from dlbench.measure.openai_stream import StreamedRequest, stream_request
 from dlbench.reference.decoder import reference_tokens
 from dlbench.results.details import Details, Generation, TokenCheck
@@ -93,6 +93,7 @@ class TokenPromptSession(Session):
         # is checked: token_check); min_tokens would add its logits processor's work
         # to every step, which vLLM's own client does not ask (docs/validation.md)
         body.pop("min_tokens", None)
+        self.length_fields = self.length_fields or length_fields(body)
         record = await stream_request(self.client, self.url, COMPLETIONS, body)
         self.answers.append((conversation.index % PROMPTS, record))
         return [record]
