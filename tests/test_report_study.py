@@ -160,3 +160,26 @@ def test_cpu_inference_suite_end_to_end(tmp_path):
         rows = list(csv.DictReader(handle))
     assert {row["metric"] for row in rows} == {"latency", "cpu", "memory", "throughput"}
     assert (tmp_path / "plots" / "sweep-mlp-cpu.png").read_bytes().startswith(b"\x89PNG")
+
+
+def test_a_study_tables_value_column_names_its_quantity_not_only_its_unit():
+    """A text-generation table's first number is TTFT: its header says so ("TTFT ms", not
+    "ms"), and a table of picks, which mixes units, heads its column too."""
+    import io
+
+    from rich.console import Console
+
+    from dlbench.report.studies.study import Row, StudyTable
+    from dlbench.report.studies.study_output import rich_table
+    from dlbench.results.metrics import METRICS
+
+    ttft, pick = METRICS["ttft"], METRICS["pick"]
+    tables = (
+        StudyTable("Text generation", ttft, (Row("torch [eager]", 224.0, 1.0),)),
+        StudyTable("Which to pick", pick, (Row("lowest TTFT", 152.0, None, metric=ttft),)),
+    )
+    for table, header in zip(tables, ("TTFT ms", pick.column), strict=True):
+        out = io.StringIO()
+        Console(file=out, width=120).print(rich_table(table, "torch"))
+        heads = out.getvalue().splitlines()[2]  # the title, the rule, then the headers
+        assert f" {header} " in heads, heads

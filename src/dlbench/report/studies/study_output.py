@@ -71,7 +71,7 @@ def rich_table(table: StudyTable, baseline: str) -> Table:
     # numbers are never cut (no_wrap: a narrow terminal wraps the case and the note,
     # at their spaces, instead); a header wraps between its words
     out.add_column("case", overflow="fold")
-    out.add_column(table.metric.unit, justify="right", no_wrap=True)
+    out.add_column(table.metric.column, justify="right", no_wrap=True)  # "TTFT ms", not "ms"
     direction = "higher" if table.metric.higher_is_better else "lower"
     out.add_column(
         escape_markup(f"relative to {baseline} ({direction} is better)"),  # as typed
