@@ -136,7 +136,9 @@ def test_the_child_of_the_sampled_process_counts(sleeper):
         sampler.sample()
     finally:
         parent.wait()
-    assert sampler.points and sampler.points[0]["cpu_percent"] > 50
+    # the shell alone reads ~0%; its busy child, counted, a core's worth where it has one
+    # (48% in a full-suite run that left something else busy on both cores)
+    assert sampler.points and sampler.points[0]["cpu_percent"] > 25
 
 
 def synthetic_sampler(points: list[dict], origin: float = 1000.0) -> TimelineSampler:
