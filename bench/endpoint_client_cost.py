@@ -40,12 +40,17 @@ from dlbench.measure.openai_stream import StreamedRequest, stream_request
 from dlbench.worker.endpoint_load import Budget, drive
 
 
-def serve_instantly(port: int, tokens: int, token_s: float = 0.0) -> None:
-    """A bare asyncio HTTP/1.1 server: every POST gets `tokens` chunks, then [DONE];
-    `token_s` apart where it is above 0."""
+def serve_streams(port: int, tokens: int, token_s: float = 0.0, ttft_s: float = 0.0) -> None:
+    """A bare asyncio HTTP/1.1 server: every POST waits `ttft_s`, then gets `tokens`
+    chunks `token_s` apart, then the usage and [DONE] with the stream's end, as a
+    real server sends them (a client that reads [DONE] finds the response whole, and
+    keeps its connection). Nothing queues: each request sleeps on its own."""
     chunk = b"data: " + json.dumps({"choices": [{"text": "x", "index": 0}]}).encode() + b"\n\n"
     usage = {"choices": [], "usage": {"prompt_tokens": 8, "completion_tokens": tokens}}
     tail = b"data: " + json.dumps(usage).encode() + b"\n\ndata: [DONE]\n\n"
+
+    def framed(part: bytes) -> bytes:
+        return b"%x\r\n%s\r\n" % (len(part), part)
 
     async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         while True:
@@ -58,12 +63,14 @@ def serve_instantly(port: int, tokens: int, token_s: float = 0.0) -> None:
             await reader.readexactly(length)
             writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
                          b"Transfer-Encoding: chunked\r\n\r\n")  # fmt: skip
-            for part in [chunk] * tokens + [tail]:
-                writer.write(b"%x\r\n%s\r\n" % (len(part), part))
-                await writer.drain()
-                if token_s > 0:
+            if ttft_s > 0:
+                await asyncio.sleep(ttft_s)
+            for index in range(tokens):
+                if index and token_s > 0:
                     await asyncio.sleep(token_s)
-            writer.write(b"0\r\n\r\n")
+                writer.write(framed(chunk))
+                await writer.drain()
+            writer.write(framed(tail) + b"0\r\n\r\n")
             await writer.drain()
 
     async def main() -> None:
@@ -105,11 +112,13 @@ def measure(url: str, concurrency: int, requests: int, tokens: int) -> Measured:
     return asyncio.run(go())
 
 
-def start_server(tokens: int, token_s: float) -> tuple[str, multiprocessing.Process]:
+def start_server(tokens: int, token_s: float,
+                 ttft_s: float = 0.0) -> tuple[str, multiprocessing.Process]:  # fmt: skip
+    """serve_streams in a process of its own, once it accepts connections; its URL."""
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
-    server = multiprocessing.Process(target=serve_instantly, args=(port, tokens, token_s),
+    server = multiprocessing.Process(target=serve_streams, args=(port, tokens, token_s, ttft_s),
                                      daemon=True)  # fmt: skip
     server.start()
     for _ in range(100):

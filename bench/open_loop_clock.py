@@ -24,13 +24,11 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
-import multiprocessing
-import socket
 import time
 from dataclasses import replace
 
 import httpx
+from endpoint_client_cost import start_server
 
 from dlbench.measure.client_health import client_bound
 from dlbench.measure.load_profile import RATE, SEND, LoadProfile
@@ -41,43 +39,6 @@ from dlbench.spec.case import Case
 from dlbench.worker.endpoint_load import Budget, LoadOutcome, drive
 from dlbench.worker.endpoint_run import judged
 from dlbench.workloads.requests import WordText
-
-
-def serve_known(port: int, ttft_s: float, token_s: float, tokens: int) -> None:
-    """Every POST: `ttft_s`, then `tokens` chunks `token_s` apart, then [DONE]."""
-    chunk = b"data: " + json.dumps({"choices": [{"text": "x", "index": 0}]}).encode() + b"\n\n"
-    usage = {"choices": [], "usage": {"prompt_tokens": 8, "completion_tokens": tokens}}
-    tail = b"data: " + json.dumps(usage).encode() + b"\n\ndata: [DONE]\n\n"
-
-    def framed(part: bytes) -> bytes:
-        return b"%x\r\n%s\r\n" % (len(part), part)
-
-    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        while True:
-            try:
-                head = await reader.readuntil(b"\r\n\r\n")
-            except (asyncio.IncompleteReadError, ConnectionResetError):
-                break  # the client closed its connection
-            length = next(int(line.split(b":")[1]) for line in head.split(b"\r\n")
-                          if line.lower().startswith(b"content-length"))  # fmt: skip
-            await reader.readexactly(length)
-            writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
-                         b"Transfer-Encoding: chunked\r\n\r\n")  # fmt: skip
-            await asyncio.sleep(ttft_s)
-            for index in range(tokens):
-                if index:
-                    await asyncio.sleep(token_s)
-                writer.write(framed(chunk))
-                await writer.drain()
-            writer.write(framed(tail) + b"0\r\n\r\n")
-            await writer.drain()
-
-    async def main() -> None:
-        server = await asyncio.start_server(handle, "127.0.0.1", port)
-        async with server:
-            await server.serve_forever()
-
-    asyncio.run(main())
 
 
 async def hog(spin_s: float, every_s: float) -> None:
@@ -153,22 +114,7 @@ def main() -> None:
     parser.add_argument("--hog-ms", type=float, default=150.0)
     parser.add_argument("--hog-every-ms", type=float, default=200.0)
     args = parser.parse_args()
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    server = multiprocessing.Process(
-        target=serve_known,
-        args=(port, args.ttft_ms / 1e3, args.token_ms / 1e3, args.tokens),
-        daemon=True,
-    )
-    server.start()
-    for _ in range(100):
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=0.1).close()
-            break
-        except OSError:
-            time.sleep(0.05)
-    url = f"http://127.0.0.1:{port}"
+    url, server = start_server(args.tokens, args.token_ms / 1e3, args.ttft_ms / 1e3)
     print(f"the stand-in server: TTFT {args.ttft_ms:g} ms, then {args.tokens} tokens "
           f"{args.token_ms:g} ms apart; {args.count} Poisson arrivals at {args.rate:g}/s; the "
           f"overloaded client spins {args.hog_ms:g} ms of every {args.hog_every_ms:g}")  # fmt: skip
