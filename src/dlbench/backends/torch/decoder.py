@@ -22,7 +22,7 @@ import numpy as np
 import torch
 
 from dlbench.backends.base import GenerationTrace, Generator, Job, placement
-from dlbench.backends.torch.pipeline import union_ns
+from dlbench.backends.torch.pipeline import device_busy_s
 from dlbench.backends.torch.precision import dtype_name
 from dlbench.reference.builtin import package_version
 from dlbench.reference.decoder import OwnReference, checkpoint_folder, own_reference
@@ -258,7 +258,7 @@ class TorchGenerator(Generator):
     def decode_kernel_s(self, prompt_ids: Any, osl: int) -> tuple[float | None, str | None]:
         """A GPU's kernel time over the decode: one whole generation's profiled kernels
         less those of a one-token one (its prefill), as torch.profiler (CUPTI) records
-        them, their overlaps counted once (backends.torch.pipeline.union_ns)."""
+        them, their overlaps counted once (backends.torch.pipeline.device_busy_s)."""
         if self._placed.type != "cuda":
             return None, None
         whole, why = self._kernel_s(prompt_ids, osl)
@@ -268,24 +268,13 @@ class TorchGenerator(Generator):
         return max(0.0, whole - prefill), None
 
     def _kernel_s(self, prompt_ids: Any, osl: int) -> tuple[float | None, str | None]:
-        from torch.profiler import ProfilerActivity, profile
-
         torch.cuda.synchronize(self._placed)
-        try:
-            with profile(activities=[ProfilerActivity.CUDA]) as profiled:
-                self.generate(prompt_ids, osl)
-                torch.cuda.synchronize(self._placed)
-            spans = sorted(
-                (event.start_ns(), event.end_ns())
-                for event in profiled.profiler.kineto_results.events()
-                if event.device_type() == torch.autograd.DeviceType.CUDA
-                and not event.is_user_annotation()
-            )
-        except Exception as exc:  # a machine whose CUPTI cannot profile: said, not fatal
-            return None, f"no kernel time: torch.profiler failed ({type(exc).__name__}: {exc})"
-        if not spans:
-            return None, "no kernel time: the profiler recorded no device activity"
-        return union_ns(spans) / 1e9, None
+
+        def generation() -> None:
+            self.generate(prompt_ids, osl)
+            torch.cuda.synchronize(self._placed)
+
+        return device_busy_s(generation)
 
     def generate(
         self, prompt_ids: Any, osl: int, on_first_token: Callable[[], None] | None = None

@@ -72,26 +72,37 @@ class CudaEventPipeline:
         return sum(SYNC_WARNING in str(warning.message) for warning in caught)
 
     def kernel_time_s(self) -> tuple[float | None, str | None]:
-        """The device's busy time in one step: the union of its kernels', copies' and
-        memsets' spans as CUDA's profiler (CUPTI, through torch.profiler) records them."""
-        from torch.profiler import ProfilerActivity, profile
-
+        """The device's busy time in one step (device_busy_s)."""
         self.wait()
-        try:
-            with profile(activities=[ProfilerActivity.CUDA]) as profiled:
-                self.issue()
-                self.wait()
-            spans = sorted(
-                (event.start_ns(), event.end_ns())
-                for event in profiled.profiler.kineto_results.events()
-                if event.device_type() == torch.autograd.DeviceType.CUDA
-                and not event.is_user_annotation()
-            )
-        except Exception as exc:  # a machine whose CUPTI cannot profile: said, not fatal
-            return None, f"no kernel time: torch.profiler failed ({type(exc).__name__}: {exc})"
-        if not spans:
-            return None, "no kernel time: the profiler recorded no device activity"
-        return union_ns(spans) / 1e9, None
+
+        def step() -> None:
+            self.issue()
+            self.wait()
+
+        return device_busy_s(step)
+
+
+def device_busy_s(work: Callable[[], object]) -> tuple[float | None, str | None]:
+    """The device's busy time while `work` runs (the device idle before it, and `work`
+    synchronising before it returns): the union of its kernels', copies' and memsets'
+    spans as CUDA's profiler (CUPTI, through torch.profiler) records them; else None
+    and why not."""
+    from torch.profiler import ProfilerActivity, profile
+
+    try:
+        with profile(activities=[ProfilerActivity.CUDA]) as profiled:
+            work()
+        spans = sorted(
+            (event.start_ns(), event.end_ns())
+            for event in profiled.profiler.kineto_results.events()
+            if event.device_type() == torch.autograd.DeviceType.CUDA
+            and not event.is_user_annotation()
+        )
+    except Exception as exc:  # a machine whose CUPTI cannot profile: said, not fatal
+        return None, f"no kernel time: torch.profiler failed ({type(exc).__name__}: {exc})"
+    if not spans:
+        return None, "no kernel time: the profiler recorded no device activity"
+    return union_ns(spans) / 1e9, None
 
 
 def union_ns(spans: list[tuple[int, int]]) -> int:
