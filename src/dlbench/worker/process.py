@@ -82,23 +82,12 @@ def limit_numpy_blas() -> dict[str, Any]:
     No backend times NumPy's BLAS (each framework runs its own kernels), yet
     NumPy's OpenBLAS starts a pool sized by OPENBLAS_NUM_THREADS whose threads
     can spin beside the measured loop and take cores from the framework (the
-    null case, one Python loop, read up to 200% CPU). threadpoolctl limits the
-    BLAS libraries loaded at this moment, which is NumPy's alone: a framework's
-    own BLAS, loaded later, keeps the case's thread count.
+    null case, one Python loop, read up to 206% CPU). NumPy is loaded by now (the
+    worker's own modules import it): launch.worker_entry made it load at one
+    thread, and threadpoolctl holds it there and reports it. It limits the BLAS
+    libraries loaded at this moment, NumPy's alone: a framework's own BLAS, loaded
+    later, keeps the case's thread count.
     """
-    # OpenBLAS sizes its pool when it loads, and threads it starts spin for a
-    # while even after a limit: so NumPy loads with the variable at 1 (its pool
-    # then has no extra thread at all), and the case's count is restored for the
-    # libraries that load later. threadpoolctl covers a NumPy already loaded.
-    case_threads = os.environ.get("OPENBLAS_NUM_THREADS")
-    os.environ["OPENBLAS_NUM_THREADS"] = "1"
-    try:
-        import numpy  # noqa: F401  # loads NumPy's BLAS
-    finally:
-        if case_threads is None:
-            os.environ.pop("OPENBLAS_NUM_THREADS", None)
-        else:
-            os.environ["OPENBLAS_NUM_THREADS"] = case_threads
     from threadpoolctl import threadpool_info, threadpool_limits
 
     threadpool_limits(limits=1, user_api="blas")
