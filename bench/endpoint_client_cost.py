@@ -38,6 +38,7 @@ from dlbench.measure.load_profile import CONCURRENCY, LoadProfile
 from dlbench.measure.openai_api import COMPLETIONS, request_body
 from dlbench.measure.openai_stream import StreamedRequest, stream_request
 from dlbench.worker.endpoint_load import Budget, drive
+from dlbench.worker.engine_server import free_port
 
 
 def serve_streams(port: int, tokens: int, token_s: float = 0.0, ttft_s: float = 0.0) -> None:
@@ -115,9 +116,7 @@ def measure(url: str, concurrency: int, requests: int, tokens: int) -> Measured:
 def start_server(tokens: int, token_s: float,
                  ttft_s: float = 0.0) -> tuple[str, multiprocessing.Process]:  # fmt: skip
     """serve_streams in a process of its own, once it accepts connections; its URL."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
+    port = free_port()
     server = multiprocessing.Process(target=serve_streams, args=(port, tokens, token_s, ttft_s),
                                      daemon=True)  # fmt: skip
     server.start()

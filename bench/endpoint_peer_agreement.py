@@ -51,7 +51,6 @@ import argparse
 import json
 import os
 import shutil
-import socket
 import statistics
 import subprocess
 import sys
@@ -67,6 +66,7 @@ import httpx
 
 from dlbench.backends.llama_cpp.gguf_export import CONVERTER, EXPORT, GGUF_FILE
 from dlbench.reference.decoder import checkpoint_folder, converted
+from dlbench.worker.engine_server import free_port
 
 MODEL = "llm-tiny"
 AGREEMENT = 0.05  # the target: within 5%
@@ -124,13 +124,6 @@ ROWS = (
 
 Client = Callable[[str, Load, Path], Measured]  # (url, load, its folder) -> its numbers
 Pairs = dict[int, list[tuple[Measured, Measured]]]  # users -> (dlbench, guidellm) a round
-
-
-def free_port() -> int:
-    """A loopback port nothing listens on (now)."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 @contextmanager

@@ -9,7 +9,6 @@ import io
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -23,6 +22,7 @@ import pytest
 
 from dlbench.spec.case import Case, Settings
 from dlbench.worker.compile_cache import SHARED_CACHE_ENV
+from dlbench.worker.engine_server import free_port
 
 SESSION_TEMP: list[Path] = []  # the session's folder, shared by its test processes
 
@@ -183,13 +183,6 @@ def postgres_schema(url: str) -> Iterator[str]:
     finally:
         with psycopg.connect(url, autocommit=True) as admin:
             admin.execute(f'DROP SCHEMA "{schema}" CASCADE')
-
-
-def free_port() -> int:
-    """A loopback port nothing listens on (now)."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 @pytest.fixture(scope="session")
