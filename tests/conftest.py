@@ -26,6 +26,15 @@ from dlbench.worker.engine_server import free_port
 
 SESSION_TEMP: list[Path] = []  # the session's folder, shared by its test processes
 
+# The suite runs three test processes on two cores, each starting workers: the cores are
+# always oversubscribed. There, OpenMP's default wait (GNU libgomp's, torch's) spins at
+# every barrier while its partner thread waits for a core, and burns the rest of its
+# time slice: a ResNet-50 forward at two threads took 1,251 ms of CPU instead of 55
+# beside two busy processes (49 with a passive wait). Nothing the tests assert depends
+# on the wait policy; a user's run keeps the framework's default (dlbench sets none).
+# Set before any test imports torch, and inherited by every process the tests start.
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
 # A shell without job control starts its background commands with SIGINT ignored, and
 # children inherit that: the Ctrl-C tests' SIGINT would then be lost on dlbench. The test
 # process takes Python's own handler back, so that it and the processes it starts (which

@@ -26,10 +26,15 @@ from dlbench import __version__
 from dlbench.spec.case import available_cpus
 from dlbench.spec.registry import FRAMEWORKS
 
-# Variables that change how many threads a framework uses; recorded because a
-# number measured under OMP_NUM_THREADS=1 is not comparable to one without.
+# Variables that change how many threads a framework uses, or how they wait; recorded
+# because a number measured under OMP_NUM_THREADS=1 is not comparable to one without,
+# nor is CPU use measured with OpenMP's threads spinning at each barrier (its default)
+# comparable to one with them sleeping (OMP_WAIT_POLICY=PASSIVE).
 THREAD_ENV_VARS = (
     "OMP_NUM_THREADS",
+    "OMP_WAIT_POLICY",
+    "GOMP_SPINCOUNT",
+    "KMP_BLOCKTIME",
     "MKL_NUM_THREADS",
     "OPENBLAS_NUM_THREADS",
     "NUMEXPR_NUM_THREADS",
