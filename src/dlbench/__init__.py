@@ -5,14 +5,17 @@ imported only inside the worker process that runs a case, so the harness
 itself stays light and each framework's memory and import time are its own.
 """
 
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # what __getattr__ gives, as the type checker sees it
+    from dlbench.api import load_runs
 
 __version__ = "0.1.0"
 
 __all__ = ["__version__", "load_runs"]
 
 
-def __getattr__(name: str) -> Any:
+def __getattr__(name: str) -> object:
     """`dlbench.load_runs` is imported on first use, keeping `import dlbench` light."""
     if name == "load_runs":
         from dlbench.api import load_runs

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from dlbench.errors import UserError
 from dlbench.results.files import csv_row
@@ -12,8 +12,11 @@ from dlbench.results.lookup import load_run
 from dlbench.results.store import open_store
 from dlbench.results.store_location import store_location
 
+if TYPE_CHECKING:  # pandas is imported when load_runs is called (an optional extra)
+    import pandas
 
-def load_runs(runs: Sequence[str] | None = None, db: str | Path | None = None) -> Any:
+
+def load_runs(runs: Sequence[str] | None = None, db: str | Path | None = None) -> pandas.DataFrame:
     """One row per result (stats as columns) of the given runs, or of every stored run.
 
     `runs` are run ids in the store, or paths of run JSON files; `db` is the

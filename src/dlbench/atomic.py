@@ -15,8 +15,9 @@ from pathlib import Path
 
 from dlbench.errors import UserError
 
-# A writer gets the temporary path and fills it (np.save, torch.onnx.export, ...).
-Writer = Callable[[Path], None]
+# A writer gets the temporary path and fills it (np.save, torch.onnx.export, ...);
+# what it returns (Path.write_text's count, a package's path) is not used.
+Writer = Callable[[Path], object]
 
 
 def write_atomic(path: Path, content: str | Writer) -> None:

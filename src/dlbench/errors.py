@@ -11,7 +11,8 @@ bug and keeps its traceback.
 from __future__ import annotations
 
 import re
-from typing import Any
+from collections.abc import Sequence
+from typing import Protocol
 
 # Lines of a framework's error that say where it was raised, not why:
 # OpenVINO's "Exception from src/...cpp:84:" and "Check 'x' failed at ...:151:",
@@ -75,10 +76,19 @@ class ReferenceUnavailable(Exception):
     """The reference or the export could not be made (torch missing, export failed)."""
 
 
+class StoppedRun(Protocol):
+    """The run a stopped run's error holds (a results.records.Run, a room above this)."""
+
+    @property
+    def id(self) -> str: ...
+    @property
+    def results(self) -> Sequence[object]: ...
+
+
 class RunInterrupted(KeyboardInterrupt):
     """Ctrl-C during a run: the finished cases are stored; `run` (a Run) holds them."""
 
-    def __init__(self, run: Any) -> None:
+    def __init__(self, run: StoppedRun) -> None:
         super().__init__(run.id)
         self.run = run
 
@@ -87,7 +97,7 @@ class RunBroken(UserError):
     """A store or file fault in the middle of a run (a full disk, a lock held too long):
     the cases stored so far are kept; `run` holds them and can be resumed."""
 
-    def __init__(self, run: Any, cause: str) -> None:
+    def __init__(self, run: StoppedRun, cause: str) -> None:
         super().__init__(cause)
         self.run = run
 

@@ -13,7 +13,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from dlbench.backends.serving_engine import GeneratorStreams, ServingEngine
 from dlbench.errors import CaseError, ReferenceUnavailable, UntrustedModel, cause_summary
@@ -24,6 +24,11 @@ from dlbench.results.details import Details, Generation, Placement, Quantization
 from dlbench.results.record_dict import from_dict
 from dlbench.spec.case import Case
 from dlbench.workloads.base import Workload
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from dlbench.data.mnist import MnistData
 
 
 @dataclass(frozen=True)
@@ -128,7 +133,7 @@ class Generator(ABC):
 
     @abstractmethod
     def generate(
-        self, prompt_ids: Any, osl: int, on_first_token: Callable[[], None] | None = None
+        self, prompt_ids: np.ndarray, osl: int, on_first_token: Callable[[], None] | None = None
     ) -> GenerationTrace:
         """Greedy decoding of exactly `osl` tokens after each prompt ([batch, isl] ids)."""
 
@@ -143,7 +148,7 @@ class Generator(ABC):
         which the worker reads as the process's peak RSS."""
         return None
 
-    def decode_kernel_s(self, prompt_ids: Any, osl: int) -> tuple[float | None, str | None]:
+    def decode_kernel_s(self, prompt_ids: np.ndarray, osl: int) -> tuple[float | None, str | None]:
         """The device's kernel time over one generation's decode (its tokens after the
         first), where the engine profiles an asynchronous device (torch on a GPU), run
         after the timed generations; and why none where it could not. (None, None): the
@@ -175,7 +180,7 @@ class Backend(ABC):
     def prepare(self, job: Job) -> Prepared:
         """Build the model, load the reference weights, compile; return the step."""
 
-    def prepare_training(self, job: Job, data: Any) -> EpochTrainer:
+    def prepare_training(self, job: Job, data: MnistData) -> EpochTrainer:
         """A time-to-train run over `data` (dlbench.data.mnist.MnistData)."""
         raise CaseError(f"{self.name} has no epoch training loop for {job.workload.name!r}")
 
@@ -268,7 +273,7 @@ def string_inputs(arrays: dict[str, Any]) -> dict[str, list[str]]:
 def leading_dim(arrays: dict[str, Any]) -> int:
     """Samples per step of a user model: the first input's first dimension."""
     first = next(iter(arrays.values()), None)
-    shape = getattr(first, "shape", ())
+    shape: tuple[int, ...] = getattr(first, "shape", ())
     return int(shape[0]) if len(shape) else 1
 
 
@@ -306,8 +311,9 @@ def kv_cache_record(job: Job, dtype: str, conversion: dict[str, Any] | None = No
     """A generation case's record as its backend knows it before any generation: the
     KV cache of every position at the engine's cache precision, and the conversion
     (reference.decoder.converted's record)."""
-    from dlbench.workloads.decoder import kv_cache_bytes
+    from dlbench.workloads.decoder import DecoderWorkload, kv_cache_bytes
 
+    assert isinstance(job.workload, DecoderWorkload), "a generation case's workload"
     tokens = job.params["isl"] + job.params["osl"]
     size = kv_cache_bytes(job.workload.shape, job.batch_size, tokens, KV_CACHE_BYTES[dtype])
     record = Generation(kv_cache_mb=size / 2**20, kv_cache_dtype=dtype)

@@ -23,9 +23,12 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import partial
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from dlbench.results.details import Details
+
+if TYPE_CHECKING:
+    import numpy as np
 
 
 class TokenSink(Protocol):
@@ -38,13 +41,22 @@ class TokenSink(Protocol):
     def failed(self, request_id: int, error: BaseException) -> None: ...
 
 
+class TokenTrace(Protocol):
+    """backends.base.GenerationTrace as a stream reads it."""
+
+    @property
+    def tokens(self) -> Sequence[Sequence[int]]: ...  # [batch][osl]
+    @property
+    def token_times_s(self) -> Sequence[float]: ...
+
+
 class FirstTokenGenerator(Protocol):
     """backends.base.Generator as a stream uses it (named by its shape: base makes
     the streams, so this module does not import it)."""
 
     def generate(
-        self, prompt_ids: Any, osl: int, on_first_token: Callable[[], None] | None = None
-    ) -> Any: ...
+        self, prompt_ids: np.ndarray, osl: int, on_first_token: Callable[[], None] | None = None
+    ) -> TokenTrace: ...
 
 
 @dataclass(frozen=True)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import argparse
 import statistics
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from dlbench.cli.terminal import out, say
 from dlbench.errors import UserError
@@ -33,6 +33,7 @@ def cmd_history(args: argparse.Namespace) -> int:
     chosen = metric(args.metric)
     method = ChangeMethod(args.window, args.max_pvalue, args.min_change / 100)
     runs, suites, store_name = _stored_runs(args)
+    wanted: Callable[[Result], bool]
     if args.target in suites:
         target, wanted = f"suite {shown(args.target)}", _any_result
     else:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any, NoReturn, TypeVar
 
 from dlbench import __version__
 from dlbench.errors import UserError
@@ -26,13 +26,15 @@ from dlbench.spec.cli_options import CliOption, cli_options
 
 LIST_TOPICS = ("frameworks", "workloads", "support", "suites")
 DESCRIPTION = "dlbench: fair, reproducible deep-learning benchmarks"
+T = TypeVar("T")  # what a value reader makes of its text
 
 
 class OneLineParser(argparse.ArgumentParser):
     """argparse, but a usage error is one line and exit code 2, and an option that takes
     one value refuses a second (StoreOnce: every plain store action is one)."""
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
+    # ArgumentParser's own arguments, passed on as they are
+    def __init__(self, *args: Any, **kwargs: Any) -> None:  # noqa: ANN401
         super().__init__(*args, **kwargs)
         self.register("action", None, StoreOnce)
         self.register("action", "store", StoreOnce)
@@ -49,11 +51,11 @@ class OneLineParser(argparse.ArgumentParser):
         raise UserError(f"{self.prog}: {message} (see --help)")
 
 
-def argument_type(parse: Callable[[str], Any]) -> Callable[[str], Any]:
+def argument_type(parse: Callable[[str], T]) -> Callable[[str], T]:
     """A value reader (spec.cli_options) as an argparse type: its ValueError, which says
     what was expected, becomes the usage error's text."""
 
-    def read(text: str) -> Any:
+    def read(text: str) -> T:
         try:
             return parse(text)
         except ValueError as exc:
@@ -351,7 +353,7 @@ class StoreOnce(argparse.Action):
         self,
         parser: argparse.ArgumentParser,
         namespace: argparse.Namespace,
-        values: Any,
+        values: object,  # what the option's type made of its text
         option_string: str | None = None,
     ) -> None:
         given: set[str] = getattr(namespace, self.GIVEN, set())
@@ -373,14 +375,14 @@ def _sweep_hint(field: str) -> str:
     return f": for several, --sweep {axes[0]}=V1,V2" if axes else ""
 
 
-def field_type(option: CliOption, noun: str) -> Callable[[str], Any]:
+def field_type(option: CliOption, noun: str) -> Callable[[str], object]:
     """A field option's argparse type: its reader, then its vocabulary, refusing a name
     outside it as the plan does (`unknown compile mode 'x'; allowed: ...`), not with
     argparse's own wording."""
     read = argument_type(option.parse) if option.parse is not None else str
     vocabulary = option.vocabulary
 
-    def parse(text: str) -> Any:
+    def parse(text: str) -> object:
         value = read(text)
         if vocabulary is not None and value not in vocabulary:
             allowed = ", ".join(vocabulary)

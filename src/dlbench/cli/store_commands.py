@@ -107,6 +107,8 @@ def _gate(comparison: RunComparison, percent: float) -> int:
         say(line)
     slower = regressions(comparison, percent)
     for case in slower:
+        # replicated evidence: both ends of its interval were estimated (report.compare)
+        assert case.slowdown is not None and case.slowdown_low is not None
         disturbed = f"; {flagged_text(case)}" if case.flagged else ""
         say(
             f"regression: {case.label}: {100 * case.slowdown:+.1f}% "

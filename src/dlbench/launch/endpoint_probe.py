@@ -24,7 +24,7 @@ import os
 from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from dlbench.errors import UserError
 from dlbench.measure.openai_api import MODELS_PATH, request_body
@@ -39,6 +39,12 @@ from dlbench.measure.openai_auth import (
 )
 from dlbench.spec.case import Case, Settings
 from dlbench.spec.registry import ENDPOINT_FRAMEWORK
+
+if TYPE_CHECKING:  # imported where a check runs: a run without --endpoint needs none
+    import httpx
+
+    from dlbench.measure.openai_stream import Negotiated
+    from dlbench.workloads.requests import Turn
 
 # The most a check's answer may take, --timeout permitting: a server that cannot
 # list its models, or give a few tokens to a prompt of the case's length, in this
@@ -111,8 +117,10 @@ def served_model(url: str, given: str | None, deadline_s: float = CHECK_DEADLINE
 def _listed_models(url: str, required: bool, deadline_s: float) -> list[str]:
     import httpx
 
-    async def listing() -> Any:
-        async with _client(deadline_s) as client, asyncio.timeout(deadline_s):
+    from dlbench.measure.openai_stream import deadline
+
+    async def listing() -> httpx.Response:
+        async with _client(deadline_s) as client, deadline(deadline_s):
             return await client.get(url + MODELS_PATH)
 
     try:
@@ -139,7 +147,7 @@ def _listed_models(url: str, required: bool, deadline_s: float) -> list[str]:
     return _model_ids(url, reply)
 
 
-def _model_ids(url: str, reply: Any) -> list[str]:
+def _model_ids(url: str, reply: httpx.Response) -> list[str]:
     try:
         entries = reply.json().get("data") or []
         return [str(entry["id"]) for entry in entries]
@@ -158,7 +166,7 @@ def require_stream(case: Case, seed: int, deadline_s: float = CHECK_DEADLINE_S) 
     turn = _check_prompt(case, seed)
     body = request_body(api, case.served_model, turn.text, min(FEW_TOKENS, turn.output_tokens))
 
-    async def check() -> Any:
+    async def check() -> Negotiated:
         async with _client(deadline_s) as client:
             return await negotiate(client, url, api, body, deadline_s)
 
@@ -173,7 +181,7 @@ def require_stream(case: Case, seed: int, deadline_s: float = CHECK_DEADLINE_S) 
                     f"{error}{deadline}{hint}")  # fmt: skip
 
 
-def _check_prompt(case: Case, seed: int) -> Any:
+def _check_prompt(case: Case, seed: int) -> Turn:
     """The first turn of a conversation as the run makes them, with a salt of its own:
     the run's first prompts find no cache this one warmed (but a shared prefix the
     workload designs, as the run's warm-up warms it)."""
@@ -190,7 +198,7 @@ def _check_prompt(case: Case, seed: int) -> Any:
     return RequestSet(params, seed, text, new_salt()).conversation(0, warmup=True).turns[0]
 
 
-def _client(deadline_s: float) -> Any:
+def _client(deadline_s: float) -> httpx.AsyncClient:
     import httpx
 
     from dlbench.measure.openai_stream import CONNECT_TIMEOUT_S

@@ -41,7 +41,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 import psutil
@@ -53,7 +53,12 @@ from dlbench.results.records import STATUS_FAILED, Run, base_result, now_iso
 from dlbench.results.run_ids import new_run_id
 from dlbench.results.store import Store, open_store
 from dlbench.results.store_location import redacted_argv, user_data_folder
+from dlbench.spec import JSONObject, JSONValue
 from dlbench.spec.case import Case, Settings
+
+if TYPE_CHECKING:  # Ray is imported where a fleet runs (its `ray` module is passed on)
+    from ray import ObjectRefGenerator
+    from ray.exceptions import RayError
 
 FLEET_EXTRA = "fleet"
 # How long a plain host:port address may take to answer before it is called wrong:
@@ -348,7 +353,7 @@ def _wait(ray: ModuleType, pending: Mapping[Any, SentTask], give_up_s: float | N
     return list(ready)
 
 
-def _next_item(ray: ModuleType, task: Any) -> Any:
+def _next_item(ray: ModuleType, task: ObjectRefGenerator) -> JSONValue | RayError:
     """A task's next streamed item (ray.wait said it is there), or the RayError that
     ended the task (its node died, its worker crashed, its code raised)."""
     from ray.exceptions import RayError
@@ -359,7 +364,9 @@ def _next_item(ray: ModuleType, task: Any) -> Any:
         return exc
 
 
-def _collect(item: Any, node: Node, plan: FleetPlan, fleet: FleetOutcome) -> NodeOutcome:
+def _collect(
+    item: JSONObject | RayError, node: Node, plan: FleetPlan, fleet: FleetOutcome
+) -> NodeOutcome:
     """The node's run from its task's answer, or a failed one saying why there is none."""
     from ray.exceptions import RayError
 
@@ -478,11 +485,17 @@ def _first_line(what: object, limit: int = 300) -> str:
     return line if len(line) <= limit else line[: limit - 3] + "..."
 
 
-def streamed_node_task(*args: Any) -> Iterator[Any]:
+def streamed_node_task(
+    suite: str,
+    suite_text: str | None,
+    run_options: list[str],
+    timeout_s: float | None,
+    ceilings_run: dict[str, Any] | None = None,
+) -> Iterator[JSONValue]:
     """node_task as Ray runs it on the node: first TASK_BEGAN, once the node's worker
     runs it and before the run's timeout starts, then node_task's answer."""
     yield TASK_BEGAN
-    yield node_task(*args)
+    yield node_task(suite, suite_text, run_options, timeout_s, ceilings_run)
 
 
 def node_task(

@@ -22,7 +22,7 @@ import select
 import subprocess
 import sys
 from pathlib import Path
-from typing import TextIO
+from typing import BinaryIO
 
 from dlbench.launch.worker_entry import NUMPY_AT_ONE_THREAD
 from dlbench.lifeline import die_with_parent
@@ -51,7 +51,7 @@ def torchrun_command(case: Case, case_file: Path, settings_file: Path, result: P
 class TorchrunProcess:
     """torchrun as a subprocess, with the part of multiprocessing.Process the runner uses."""
 
-    def __init__(self, case: Case, settings: Settings, scratch: Path, log: TextIO) -> None:
+    def __init__(self, case: Case, settings: Settings, scratch: Path, log: BinaryIO) -> None:
         case_file, settings_file = scratch / "case.json", scratch / "settings.json"
         case_file.write_text(json.dumps(case.to_dict()), encoding="utf-8")
         settings_file.write_text(json.dumps(settings.to_dict()), encoding="utf-8")

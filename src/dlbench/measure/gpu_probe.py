@@ -14,9 +14,15 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from types import ModuleType
+from typing import TYPE_CHECKING, TypeVar
 
 from dlbench.measure.gpu_telemetry import VERDICT_GROUPS, throttle_names
+
+if TYPE_CHECKING:  # pynvml is imported where NVML is opened, and ships no types
+    from pynvml import c_nvmlDevice_t as NvmlHandle  # a device's handle
+
+T = TypeVar("T")
 
 # NVML_FI_DEV_POWER_INSTANT: the power drawn now, in mW. nvmlDeviceGetPowerUsage
 # averages over 1 s on Ampere and newer, which a 150 ms burst cannot show: on an
@@ -43,7 +49,7 @@ class GpuReading:
 class GpuProbe:
     """Reads one device's NVML fields; build it with `GpuProbe.open`."""
 
-    def __init__(self, nvml: Any, handle: Any, instant_power: bool) -> None:
+    def __init__(self, nvml: ModuleType, handle: NvmlHandle, instant_power: bool) -> None:
         self._nvml = nvml
         self._handle = handle
         self._instant_power = instant_power
@@ -88,7 +94,7 @@ class GpuProbe:
         _shutdown(self._nvml)
 
 
-def _instant_power_w(nvml: Any, handle: Any) -> float | None:
+def _instant_power_w(nvml: ModuleType, handle: NvmlHandle) -> float | None:
     """The instant power field, or None where the driver does not have it."""
 
     def read() -> float | None:
@@ -98,14 +104,14 @@ def _instant_power_w(nvml: Any, handle: Any) -> float | None:
     return _or_none(read)
 
 
-def _clock_event_reasons(nvml: Any, handle: Any) -> int:
+def _clock_event_reasons(nvml: ModuleType, handle: NvmlHandle) -> int:
     """The reasons mask; the newer entry point first, the deprecated one on old bindings."""
     if hasattr(nvml, "nvmlDeviceGetCurrentClocksEventReasons"):
         return int(nvml.nvmlDeviceGetCurrentClocksEventReasons(handle))
     return int(nvml.nvmlDeviceGetCurrentClocksThrottleReasons(handle))
 
 
-def _or_none(read: Callable[[], Any]) -> Any:
+def _or_none(read: Callable[[], T]) -> T | None:
     """The field, or None where the device or driver does not report it."""
     try:
         return read()
@@ -113,6 +119,6 @@ def _or_none(read: Callable[[], Any]) -> Any:
         return None
 
 
-def _shutdown(nvml: Any) -> None:
+def _shutdown(nvml: ModuleType) -> None:
     with contextlib.suppress(Exception):  # nothing left to clean up matters to the benchmark
         nvml.nvmlShutdown()

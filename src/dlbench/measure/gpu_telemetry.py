@@ -12,7 +12,11 @@ from __future__ import annotations
 import contextlib
 import os
 from collections.abc import Callable, Collection, Mapping, Sequence
-from typing import Any
+from types import ModuleType
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # pynvml is imported where NVML is opened, and ships no types
+    from pynvml import c_nvmlDevice_t as NvmlHandle  # a device's handle
 
 # Clock-event ("throttle") reason bits: the nvmlClocksEventReason* values of nvml.h
 # (and of pynvml, named in each comment), whose nvmlClocksEventReasonAll is 0x1FF.
@@ -81,7 +85,7 @@ def device_indices(device: str) -> list[int]:
 class GpuTelemetry:
     """Reads NVML for a fixed set of devices; build it with `GpuTelemetry.open`."""
 
-    def __init__(self, nvml: Any, handles: list[tuple[int, Any]]) -> None:
+    def __init__(self, nvml: ModuleType, handles: list[tuple[int, NvmlHandle]]) -> None:
         self._nvml = nvml
         self._handles = handles
         self._closed = False
@@ -127,7 +131,7 @@ class GpuTelemetry:
             self._closed = True
             _shutdown(self._nvml)
 
-    def _read_device(self, index: int, handle: Any, pids: set[int]) -> dict[str, Any]:
+    def _read_device(self, index: int, handle: NvmlHandle, pids: set[int]) -> dict[str, Any]:
         nvml = self._nvml
         readings: dict[str, Callable[[], Any]] = {
             "gpu_util_percent": lambda: float(nvml.nvmlDeviceGetUtilizationRates(handle).gpu),
@@ -152,7 +156,7 @@ class GpuTelemetry:
         return device
 
 
-def _handle(nvml: Any, index: int, count: int) -> Any:
+def _handle(nvml: ModuleType, index: int, count: int) -> NvmlHandle:
     """NVML's handle for CUDA device `index`, honouring CUDA_VISIBLE_DEVICES.
 
     The worker inherits this process's CUDA_VISIBLE_DEVICES, so its cuda:N is
@@ -175,7 +179,7 @@ def _handle(nvml: Any, index: int, count: int) -> Any:
     return nvml.nvmlDeviceGetHandleByIndex(int(target))
 
 
-def _clock_event_reasons(nvml: Any, handle: Any) -> int:
+def _clock_event_reasons(nvml: ModuleType, handle: NvmlHandle) -> int:
     """The current reasons mask; the newer name first, the deprecated one on older drivers."""
     if hasattr(nvml, "nvmlDeviceGetCurrentClocksEventReasons"):
         try:
@@ -185,7 +189,7 @@ def _clock_event_reasons(nvml: Any, handle: Any) -> int:
     return int(nvml.nvmlDeviceGetCurrentClocksThrottleReasons(handle))
 
 
-def _process_memory(nvml: Any, handle: Any, pids: set[int]) -> float | None:
+def _process_memory(nvml: ModuleType, handle: NvmlHandle, pids: set[int]) -> float | None:
     """GPU memory of the worker's processes, or None where NVML does not list them.
 
     Inside a container NVML may report host pids, which then match nothing.
@@ -202,6 +206,6 @@ def _mib(value: int) -> float:
     return round(value / MIB, 1)
 
 
-def _shutdown(nvml: Any) -> None:
+def _shutdown(nvml: ModuleType) -> None:
     with contextlib.suppress(Exception):  # nothing left to clean up matters to the benchmark
         nvml.nvmlShutdown()

@@ -22,7 +22,9 @@ reached.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
+import sys
 import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
@@ -55,6 +57,35 @@ FEW_TOKENS = 4
 # HTTP statuses that say the request's body was refused (a field the server does not
 # take): negotiate then asks again without the token-id fields
 REFUSED_BODY = (400, 422)
+
+if sys.version_info >= (3, 11):
+    from asyncio import timeout as deadline
+else:
+
+    @contextlib.asynccontextmanager
+    async def deadline(seconds: float | None) -> AsyncIterator[None]:
+        """asyncio.timeout, which is Python 3.11's, for 3.10 (which the project admits):
+        the task is cancelled when `seconds` pass, and that cancellation raised as
+        TimeoutError."""
+        task = asyncio.current_task()
+        assert task is not None, "a deadline bounds a task's awaits"
+        expired = False
+
+        def expire() -> None:
+            nonlocal expired
+            expired = True
+            task.cancel()
+
+        timer = None if seconds is None else asyncio.get_running_loop().call_later(seconds, expire)
+        try:
+            yield
+        except asyncio.CancelledError:
+            if expired:
+                raise TimeoutError from None
+            raise
+        finally:
+            if timer is not None:
+                timer.cancel()
 
 
 @dataclass
@@ -107,7 +138,7 @@ async def stream_request(client: httpx.AsyncClient, base_url: str, api: str,
     record = StreamedRequest(sent_s=time.perf_counter(), max_tokens=body.get("max_tokens"))
     id_fields = [name for name in TOKEN_ID_FIELDS if body.get(name)]
     try:
-        async with asyncio.timeout(deadline_s):
+        async with deadline(deadline_s):
             await _exchange(client, base_url.rstrip("/") + PATHS[api], api, body, id_fields,
                             record)  # fmt: skip
     except TimeoutError:
@@ -128,8 +159,8 @@ async def _exchange(client: httpx.AsyncClient, url: str, api: str, body: dict[st
     async with client.stream("POST", url, json=body) as reply:
         record.status = reply.status_code
         if reply.status_code != 200:
-            body = await reply.aread()
-            detail = error_summary(body, reply.headers.get("content-type", ""))
+            answer = await reply.aread()
+            detail = error_summary(answer, reply.headers.get("content-type", ""))
             record.fail(HTTP, f"HTTP {reply.status_code}: {detail}")
             return
         await _read_events(api, reply, id_fields, record)

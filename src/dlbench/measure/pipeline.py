@@ -25,7 +25,7 @@ import statistics
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Generic, Protocol, TypeVar
 
 from dlbench.measure.timer import MAX_ITERS, Clock, StopRule
 
@@ -225,7 +225,10 @@ class HostClockPipeline:
         return None
 
 
-class WindowMeanPipeline:
+Output = TypeVar("Output")
+
+
+class WindowMeanPipeline(Generic[Output]):
     """A framework that queues work asynchronously but can only wait for all of it
     (JAX's block_until_ready, TensorFlow's host copy): `issue` queues a step and
     returns what `block` waits for; each step of a window gets the window's mean."""
@@ -234,18 +237,18 @@ class WindowMeanPipeline:
 
     def __init__(
         self,
-        issue: Callable[[], object],
-        block: Callable[[object], object],
+        issue: Callable[[], Output],
+        block: Callable[[Output], object],
         clock: Clock = time.perf_counter,
     ) -> None:
         self._issue = issue
         self._block = block
         self._clock = clock
-        self._last: object = None
+        self._last: Output | None = None  # the newest step's output; None before the first
         self._steps = 0
         self._start = 0.0
 
-    def issue(self) -> object:
+    def issue(self) -> Output:
         self._last = self._issue()
         return self._last
 
@@ -263,7 +266,8 @@ class WindowMeanPipeline:
         return [mean] * self._steps
 
     def wait(self) -> None:
-        self._block(self._last)
+        if self._last is not None:  # nothing issued yet: nothing to wait for
+            self._block(self._last)
 
     def count_hidden_syncs(self) -> int | None:
         return None  # no framework-neutral way to count a JAX or TensorFlow step's waits

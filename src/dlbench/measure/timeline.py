@@ -108,6 +108,7 @@ class TimelineSampler:
         """
         if self._process is None:
             return
+        cpu_s: float | None  # None: an exited process whose CPU times are gone too
         try:
             cpu_s, rss, pids = self._tree_usage(self._process)
         except psutil.ZombieProcess:

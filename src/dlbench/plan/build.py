@@ -11,7 +11,7 @@ from __future__ import annotations
 import itertools
 from collections.abc import Mapping
 from dataclasses import Field, dataclass, field, fields
-from typing import Any
+from typing import Any, TypeGuard, TypeVar
 
 from dlbench.errors import UserError
 from dlbench.plan.endpoint_cases import endpoint_entry
@@ -35,6 +35,7 @@ from dlbench.plan.validate import (
     validate_case,
     validate_settings,
 )
+from dlbench.spec import JSONObject, JSONValue
 from dlbench.spec.case import (
     COMPILE_MODES,
     MODES,
@@ -47,6 +48,8 @@ from dlbench.spec.case import (
 from dlbench.spec.cli_options import cli_options, option_flag
 from dlbench.spec.registry import ENDPOINT_FRAMEWORK, FRAMEWORKS, framework_info, precision_info
 from dlbench.workloads import get_workload
+
+T = TypeVar("T")
 
 DEFAULT_SUITE = "quick"
 # With --target-accuracy and no epoch count, train at most this many epochs
@@ -121,7 +124,10 @@ _REQUEST_FIELD = {f.metadata.get("axis", f.name): f.name for f in fields(RunRequ
 GENERIC_AXES = tuple(name for name, _ in cli_options(Case) if name not in _REQUEST_FIELD)
 
 
-def request_from_options(given: Mapping[str, Any], **others: Any) -> RunRequest:
+def request_from_options(
+    given: Mapping[str, Any],  # argparse's values by field name
+    **others: Any,  # noqa: ANN401  # RunRequest's fields by name: its constructor checks them
+) -> RunRequest:
     """A RunRequest from option values by Case or Settings field name, as the fields'
     options (spec.cli_options) declare them; None, False and an empty list are "not
     given". `others` are RunRequest fields no such option sets (suite, --sweep, ...)."""
@@ -140,7 +146,7 @@ def request_from_options(given: Mapping[str, Any], **others: Any) -> RunRequest:
     return RunRequest(**values, axes=tuple(axes), settings=tuple(settings))
 
 
-def _given(value: Any) -> bool:
+def _given(value: T | None) -> TypeGuard[T]:
     """An option's value was given: not None, not an unset switch, not an empty list
     (0 is a value: --seed 0)."""
     return value is not None and value is not False and value != []
@@ -185,7 +191,7 @@ def build_plan(request: RunRequest) -> Plan:
         raise UserError(MODEL_OPTIONS)
     endpoint = request.endpoint
     if request.model is not None:
-        spec = _model_suite(request)
+        spec = _model_suite(request, request.model)
     elif endpoint is not None and request.suite is None:
         entry = endpoint_entry(request.workloads, request.frameworks)
         spec = SuiteSpec(f"endpoint:{endpoint}", f"requests to {endpoint}", {}, (entry,))
@@ -311,22 +317,23 @@ def _check_filter_names(request: RunRequest) -> None:
         require_known("scenario", scenario, SCENARIOS)
 
 
-def _model_suite(request: RunRequest) -> SuiteSpec:
-    """--model FILE: the file on every framework that can run it (or those asked for)."""
+def _model_suite(request: RunRequest, model: str) -> SuiteSpec:
+    """--model FILE (`model`): the file on every framework that can run it (or those
+    asked for)."""
     from pathlib import Path
 
     from dlbench.workloads.user_model import frameworks_for
 
     if request.suite is not None or request.workloads:
         raise UserError("--model replaces the suite and --workload; give one or the other")
-    require_model_file(request.model)
-    path = Path(request.model).resolve()
+    require_model_file(model)
+    path = Path(model).resolve()
     runs_on = frameworks_for(path)
     if not runs_on:
         from dlbench.workloads.model_format import FORMATS, model_format
 
         raise UserError(
-            f"--model {request.model}: a {FORMATS[model_format(path)]}, which no framework "
+            f"--model {model}: a {FORMATS[model_format(path)]}, which no framework "
             "dlbench drives loads (an AOTInductor package is built for one machine: give "
             "the torch.export program instead, with -c export)"
         )
@@ -361,13 +368,13 @@ def _settings(spec: SuiteSpec, request: RunRequest) -> Settings:
     return validate_settings(settings)
 
 
-def _number(value: Any, where: str) -> float | int:
+def _number(value: JSONValue, where: str) -> float | int:
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise UserError(f"{where}: expected a number, got {value!r}")
     return value
 
 
-def _as_list(value: Any, where: str) -> list[Any]:
+def _as_list(value: JSONValue, where: str) -> list[JSONValue]:
     values = value if isinstance(value, list) else [value]
     if not values:
         raise UserError(f"{where}: empty list")
@@ -480,8 +487,8 @@ def _threads(
     return [_first_given(entry.get("threads"), suite_settings.get("threads"), default)]
 
 
-def _serving_fields(scenario: Any, entry: dict[str, Any], request: RunRequest,
-                    framework: Any) -> dict[str, Any]:  # fmt: skip
+def _serving_fields(scenario: JSONValue, entry: JSONObject, request: RunRequest,
+                    framework: JSONValue) -> JSONObject:  # fmt: skip
     """--loadgen for every case; the server's options (from the command line, else
     the suite entry) for server cases only, so one entry may list several scenarios;
     --find-peak for an endpoint's case too (its own search), and all of them for an
@@ -610,7 +617,7 @@ def _default_mode(workload: str) -> str:
     return "infer" if "infer" in modes else modes[0]
 
 
-def _first_given(*values: Any) -> Any:
+def _first_given(*values: T | None) -> T | None:
     """The first value that is not None (0 and "" are values, and get validated)."""
     return next((v for v in values if v is not None), None)
 
@@ -623,7 +630,7 @@ def _selected(request: RunRequest, workload: str, framework: str, mode: str) -> 
     )
 
 
-def _mapping(value: Any, where: str) -> dict[str, Any]:
+def _mapping(value: JSONValue, where: str) -> JSONObject:
     if value is None:
         return {}
     if not isinstance(value, dict):

@@ -23,12 +23,15 @@ from __future__ import annotations
 import importlib.resources
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import yaml
 
 from dlbench.errors import UserError
 from dlbench.spec.case import suite_axes
+
+if TYPE_CHECKING:
+    from importlib.abc import Traversable  # importlib.resources.abc's from Python 3.11
 
 TOP_KEYS = ("name", "description", "settings", "cases")
 SETTING_KEYS = (
@@ -57,7 +60,7 @@ class SuiteSpec:
     entries: tuple[dict[str, Any], ...]
 
 
-def _builtin_folder() -> Any:
+def _builtin_folder() -> Traversable:
     """The suites that ship with dlbench (package data beside this module)."""
     return importlib.resources.files("dlbench.plan") / "builtin_suites"
 

@@ -13,9 +13,11 @@ requests a second.
 from __future__ import annotations
 
 import itertools
+from collections.abc import Collection
 from typing import Any
 
 from dlbench.errors import UserError
+from dlbench.spec import JSONValue
 from dlbench.spec.case import MAX_BATCH, MAX_THREADS, available_cpus
 from dlbench.spec.registry import ENDPOINT_FRAMEWORK
 
@@ -53,7 +55,7 @@ def parse_sweep(text: str) -> tuple[str, tuple[int, ...]]:
     return axis.strip(), sweep_values(axis.strip(), items, f"--sweep {text}")
 
 
-def sweep_values(axis: str, values: Any, where: str) -> tuple[int, ...]:
+def sweep_values(axis: str, values: JSONValue, where: str) -> tuple[int, ...]:
     """The checked values of one sweep axis ("all": the CPUs available, for threads)."""
     if axis not in SWEEP_AXES:
         raise UserError(f"{where}: unknown sweep axis {axis!r}; allowed: {', '.join(SWEEP_AXES)}")
@@ -85,7 +87,7 @@ def entry_sweep(entry: dict[str, Any], where: str) -> dict[str, tuple[int, ...]]
 
 
 def param_variants(params: dict[str, Any], sweep: dict[str, tuple[int, ...]],
-                   accepted: Any, workload: str) -> list[dict[str, Any]]:  # fmt: skip
+                   accepted: Collection[str], workload: str) -> list[dict[str, Any]]:  # fmt: skip
     """`params` once per combination of the swept parameters (isl, osl); a workload
     without such a parameter is a UserError naming the workloads' own."""
     swept = [(axis, values) for axis, values in sweep.items() if axis in PARAM_SWEEPS]
@@ -94,8 +96,8 @@ def param_variants(params: dict[str, Any], sweep: dict[str, tuple[int, ...]],
             names = ", ".join(sorted(accepted)) or "none"
             raise UserError(f"--sweep {axis}: workload {workload!r} has no parameter {axis} "
                             f"(its parameters: {names})")  # fmt: skip
-    names = [axis for axis, _ in swept]
-    return [{**params, **dict(zip(names, combination, strict=True))}
+    axes = [axis for axis, _ in swept]
+    return [{**params, **dict(zip(axes, combination, strict=True))}
             for combination in itertools.product(*(values for _, values in swept))]  # fmt: skip
 
 
@@ -114,7 +116,7 @@ def load_variants(sweep: dict[str, tuple[int, ...]], framework: str) -> list[dic
     return [{field: float(v) if axis == "rate" else v} for v in values]
 
 
-def _integer(value: Any) -> int | None:
+def _integer(value: object) -> int | None:
     if isinstance(value, bool):
         return None
     if isinstance(value, int):

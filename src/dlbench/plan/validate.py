@@ -14,7 +14,7 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import fields, replace
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any, NoReturn, TypeVar
 
 from dlbench.errors import UserError
 from dlbench.measure.timer import MAX_ITERS  # also the most --min-iters can ask
@@ -63,6 +63,8 @@ TIME_TO_TRAIN_ONLY = (
     "--target-accuracy and --data-dir are for time-to-train workloads (mnist-train)"
 )
 MODEL_OPTIONS = "--input, --input-data and --trust-model go with --model FILE"
+
+T = TypeVar("T")
 
 
 def require_known(what: str, value: object, allowed: Sequence[str]) -> None:
@@ -526,7 +528,7 @@ def _require_loadgen() -> None:
         )
 
 
-def _first(value: Any, default: Any) -> Any:
+def _first(value: T | None, default: T) -> T:
     return default if value is None else value
 
 

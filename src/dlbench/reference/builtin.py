@@ -16,10 +16,13 @@ import subprocess
 import sys
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from dlbench import __version__
 from dlbench.errors import ReferenceUnavailable
+
+if TYPE_CHECKING:
+    import numpy as np
 
 CACHE_ENV_VAR = "DLBENCH_CACHE"
 OPSET = 17
@@ -77,7 +80,9 @@ def onnx_model(workload: str, params: Mapping[str, int], seed: int) -> tuple[Pat
     return path, json.loads(meta.read_text(encoding="utf-8"))
 
 
-def reference_output(workload: str, params: Mapping[str, int], seed: int, batch_size: int) -> Any:
+def reference_output(
+    workload: str, params: Mapping[str, int], seed: int, batch_size: int
+) -> np.ndarray:
     """The reference's output (a NumPy array) for the case's input of this batch size."""
     import numpy as np
 

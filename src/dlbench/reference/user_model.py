@@ -14,10 +14,13 @@ import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from dlbench.atomic import write_atomic
 from dlbench.reference.builtin import cache_dir
+
+if TYPE_CHECKING:
+    import numpy as np
 
 
 def reference_folder(
@@ -61,12 +64,18 @@ def expected_outputs(
             recorded = [stored[f"output_{i}"] for i in range(len(stored.files))]
         return Reference(recorded, first, recorded_now=False)
     arrays = {f"output_{i}": comparable(o) for i, o in enumerate(outputs)}
-    write_atomic(path, lambda p: np.savez(p, **arrays))
+
+    def save(temp: Path) -> None:
+        # numpy's annotation reads a ** of arrays as possibly filling savez's allow_pickle
+        # (a bool) too; these keys are output_0, output_1, ...
+        np.savez(temp, **arrays)  # type: ignore[arg-type]
+
+    write_atomic(path, save)
     write_atomic(meta, lambda p: p.write_text(json.dumps({"framework": by})))
     return Reference(list(arrays.values()), by, recorded_now=True)
 
 
-def comparable(output: Any) -> Any:
+def comparable(output: object) -> np.ndarray:
     """An output as it is kept and compared: numbers as they are, strings as a str array
     (bytes decoded; invalid UTF-8 kept distinct by surrogateescape), and anything else (a
     map, a sequence) empty: there is nothing to compare it by."""

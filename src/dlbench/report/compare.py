@@ -31,7 +31,7 @@ import math
 import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, TypedDict
 
 from dlbench.results.env import FRAMEWORKS_FACT, UNKNOWN
 from dlbench.results.env import context as env_context
@@ -40,6 +40,7 @@ from dlbench.results.limits import limit_text
 from dlbench.results.metrics import Metric, metric, read
 from dlbench.results.records import Result, Run
 from dlbench.results.repeats import processes
+from dlbench.spec import JSONValue
 from dlbench.spec.case import Case
 
 ALPHA = 0.05
@@ -49,6 +50,13 @@ FAR_FACTOR = 2.0  # single-process verdicts only beyond this (see the module doc
 # fact -> (its value in A, in B), for each fact that differs
 Context = dict[str, tuple[Any, Any]]
 INCONCLUSIVE_SINGLE = "inconclusive (1 process per side: rerun with --repeat)"
+
+
+class _Processes(TypedDict):
+    """How many processes gave each side's values (CaseComparison's fields)."""
+
+    processes_a: int
+    processes_b: int
 
 
 @dataclass(frozen=True)
@@ -139,7 +147,7 @@ def _compared(a: Result, b: Result, chosen: Metric) -> CaseComparison:
             label, value_a, value_b, missing, None, "n/a (no value on one side)", None, None
         )
     value_a, value_b = statistics.median(values_a), statistics.median(values_b)
-    counts = {"processes_a": len(values_a), "processes_b": len(values_b)}
+    counts = _Processes(processes_a=len(values_a), processes_b=len(values_b))
     if value_a == 0:
         return CaseComparison(label, value_a, value_b, math.nan, None, "n/a", None, None, **counts)
     ratio = value_b / value_a
@@ -205,7 +213,7 @@ def _bootstrap_interval(a: Sequence[float], b: Sequence[float]) -> tuple[float, 
     import numpy as np
     from scipy.stats import bootstrap
 
-    def ratio(x: Any, y: Any, axis: int = -1) -> Any:
+    def ratio(x: np.ndarray, y: np.ndarray, axis: int = -1) -> np.ndarray:
         return np.median(y, axis=axis) / np.median(x, axis=axis)
 
     found = bootstrap(
@@ -304,7 +312,7 @@ def context_differences(a: Run, b: Run, pairs: Sequence[tuple[Result, Result]] =
     return diff
 
 
-def _version(run: Run, result: Result) -> Any:
+def _version(run: Run, result: Result) -> JSONValue:
     """The framework's version as its worker found it, else as the run's fingerprint has it
     installed: only the frameworks the compared cases use are context."""
     if result.framework_version is not None:
@@ -314,7 +322,7 @@ def _version(run: Run, result: Result) -> Any:
     return UNKNOWN if found is None else found
 
 
-def shown(value: Any) -> str:
+def shown(value: JSONValue) -> str:
     """A context fact's value in a line: text as it is, None as none, the rest as JSON."""
     if isinstance(value, str):
         return value

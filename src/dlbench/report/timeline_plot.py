@@ -10,9 +10,10 @@ The measured region is shaded and training epochs end at thin lines.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from dlbench.report.charts.model import slug
 from dlbench.report.charts.png import pyplot, save_png, wrapped
@@ -21,6 +22,10 @@ from dlbench.report.table import case_name
 from dlbench.results.details import Details
 from dlbench.results.records import Result, Run
 from dlbench.results.run_ids import run_path
+from dlbench.spec import JSONValue
+
+if TYPE_CHECKING:  # matplotlib is imported where a chart is drawn (charts.png.pyplot)
+    from matplotlib.axes import Axes
 
 CORE_COLOR = "#4c72b0"
 TOTAL_COLOR = "#1b2a49"
@@ -93,34 +98,36 @@ def write_timeline_pngs(runs: Sequence[Run], folder: Path) -> list[Path]:
     return written
 
 
-def _cpu_panel(axis: Any, points: list[dict[str, Any]], times: list[float]) -> None:
+def _cpu_panel(axis: Axes, points: list[dict[str, Any]], times: list[float]) -> None:
     cores = [p.get("cpu_cores") for p in points]
     count = max((len(c) for c in cores if isinstance(c, list)), default=0)
     for core in range(count):
         series = [_at(c, core) for c in cores]
         label = "each core" if core == 0 else None
-        axis.plot(times, series, color=CORE_COLOR, linewidth=0.6, alpha=0.45, label=label)
+        axis.plot(times, _line(series), color=CORE_COLOR, linewidth=0.6, alpha=0.45, label=label)
     total = [_number(p.get("system_cpu_percent")) for p in points]
-    axis.plot(times, total, color=TOTAL_COLOR, linewidth=2.2, label="all cores")
+    axis.plot(times, _line(total), color=TOTAL_COLOR, linewidth=2.2, label="all cores")
     if count:
         # The worker's percent is of one core; divided by the core count it
         # shares the 0..100 scale of the system line it is part of.
         worker = [worker_share_of_all_cores(p) for p in points]
-        axis.plot(times, worker, color=WORKER_COLOR, linewidth=1.4, linestyle="--", label="worker")
+        axis.plot(
+            times, _line(worker), color=WORKER_COLOR, linewidth=1.4, linestyle="--", label="worker"
+        )
     axis.set_ylim(0, 105)
     axis.set_ylabel(CPU_AXIS)
     axis.legend(**LEGEND, ncol=3)
     axis.grid(alpha=0.3)
 
 
-def _gpu_panel(axis: Any, points: list[dict[str, Any]], times: list[float]) -> None:
+def _gpu_panel(axis: Axes, points: list[dict[str, Any]], times: list[float]) -> None:
     indices = sorted(
         {d.get("index", 0) for p in points for d in p.get("gpu") or () if isinstance(d, dict)}
     )
     for index in indices:
         readings = [_device(p, index) for p in points]
         util = [_number(d.get("gpu_util_percent")) if d else None for d in readings]
-        axis.plot(times, util, linewidth=1.4, label=f"GPU {index} util")
+        axis.plot(times, _line(util), linewidth=1.4, label=f"GPU {index} util")
         throttled = [
             (t, d["throttle"])
             for t, d in zip(times, readings, strict=True)
@@ -147,7 +154,7 @@ def _gpu_panel(axis: Any, points: list[dict[str, Any]], times: list[float]) -> N
     axis.grid(alpha=0.3)
 
 
-def _gpu_clock_panel(axis: Any, points: list[dict[str, Any]], times: list[float]) -> None:
+def _gpu_clock_panel(axis: Axes, points: list[dict[str, Any]], times: list[float]) -> None:
     """SM clock on the left axis; board power and temperature on the right."""
     twin = axis.twinx()
     indices = sorted(
@@ -157,8 +164,8 @@ def _gpu_clock_panel(axis: Any, points: list[dict[str, Any]], times: list[float]
     for index in indices:
         readings = [_device(p, index) for p in points]
 
-        def series(key: str, readings: list[dict[str, Any] | None] = readings) -> list[Any]:
-            return [_number(d.get(key)) if d else None for d in readings]
+        def series(key: str, readings: list[dict[str, Any] | None] = readings) -> list[float]:
+            return _line([_number(d.get(key)) if d else None for d in readings])
 
         lines += axis.plot(times, series("sm_clock_mhz"), linewidth=1.4, label=f"GPU {index} MHz")
         lines += twin.plot(
@@ -175,16 +182,16 @@ def _gpu_clock_panel(axis: Any, points: list[dict[str, Any]], times: list[float]
     axis.grid(alpha=0.3)
 
 
-def _memory_panel(axis: Any, points: list[dict[str, Any]], times: list[float]) -> None:
+def _memory_panel(axis: Axes, points: list[dict[str, Any]], times: list[float]) -> None:
     rss = [_number(p.get("rss_mb")) for p in points]
-    axis.plot(times, rss, color=MEMORY_COLOR, linewidth=1.6, label="worker RSS")
+    axis.plot(times, _line(rss), color=MEMORY_COLOR, linewidth=1.6, label="worker RSS")
     axis.set_ylabel("RSS (MiB)", color=MEMORY_COLOR)
     axis.set_ylim(bottom=0)
     axis.grid(alpha=0.3)
     load = [_number(p.get("load1")) for p in points]
     if any(v is not None for v in load):
         twin = axis.twinx()
-        twin.plot(times, load, color=LOAD_COLOR, linewidth=1.0, label="load avg (1 min)")
+        twin.plot(times, _line(load), color=LOAD_COLOR, linewidth=1.0, label="load avg (1 min)")
         twin.set_ylabel("load average", color=LOAD_COLOR)
         twin.set_ylim(bottom=0)
 
@@ -204,10 +211,10 @@ def _mark_phases(axes: list[Any], details: Details) -> None:
         # named in the panel's legend, above it: a label in the panel crossed its lines
         axes[0].legend(**LEGEND, ncol=4)
     for epoch in details.training.epochs if details.training else ():
-        end = epoch.end_epoch_s
-        if end is not None:
+        epoch_end = epoch.end_epoch_s
+        if epoch_end is not None:
             for axis in axes:
-                axis.axvline(end - origin, color="#666666", linewidth=0.7, linestyle=":")
+                axis.axvline(epoch_end - origin, color="#666666", linewidth=0.7, linestyle=":")
 
 
 def _device(point: dict[str, Any], index: int) -> dict[str, Any] | None:
@@ -217,11 +224,17 @@ def _device(point: dict[str, Any], index: int) -> dict[str, Any] | None:
     return None
 
 
-def _at(values: Any, index: int) -> float | None:
+def _line(values: Sequence[float | None]) -> list[float]:
+    """A series for Axes.plot: a missing reading as NaN, a gap in the line (as matplotlib
+    draws a None, which its annotations do not admit)."""
+    return [math.nan if value is None else value for value in values]
+
+
+def _at(values: JSONValue, index: int) -> float | None:
     return _number(values[index]) if isinstance(values, list) and index < len(values) else None
 
 
-def _number(value: Any) -> float | None:
+def _number(value: object) -> float | None:
     """A float for matplotlib, or None (a gap in the line) for a missing reading."""
     if isinstance(value, int | float) and not isinstance(value, bool):
         return float(value)

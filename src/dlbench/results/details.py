@@ -26,6 +26,7 @@ from dlbench.measure.power_regime import PowerRegimes
 from dlbench.measure.server_counters import ServerCounters
 from dlbench.measure.timeline import TimelineSummary
 from dlbench.results.record_dict import REST_FIELD, from_dict, to_dict
+from dlbench.spec import JSONObject, JSONValue
 
 
 @dataclass
@@ -497,7 +498,7 @@ class Details(Measured):
         return to_dict(self)
 
     @classmethod
-    def from_dict(cls, data: Any) -> Details:
+    def from_dict(cls, data: JSONValue) -> Details:
         return from_dict(cls, data)
 
 
@@ -522,7 +523,7 @@ V2_TIMELINE = {
 V2_SCALING = ("scaling_efficiency", "baseline_throughput", "scaling_note")
 
 
-def details_from_v2(old: Any) -> dict[str, Any]:
+def details_from_v2(old: JSONValue) -> JSONObject:
     """A schema-2 result's flat details dict in the typed form's JSON; what no record
     names goes to `extra`. (A details that was not an object was read as empty.)"""
     flat = dict(old) if isinstance(old, dict) else {}

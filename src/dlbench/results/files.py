@@ -116,7 +116,7 @@ FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
 CSV_LINE_END = "\r\n"
 
 
-def csv_cell(value: Any) -> Any:
+def csv_cell(value: object) -> object:
     """A value as a CSV cell no spreadsheet runs as a formula: a text that begins like
     one gets a leading ' (shown as text). Numbers are not text: they are written as
     numbers, and a negative one keeps its sign and stays a number."""

@@ -68,7 +68,7 @@ since): `stored_flags` reads them as flags when the result is loaded.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeGuard
 
 from dlbench.measure.client_health import client_bound
 from dlbench.measure.openai_api import CHAT
@@ -212,7 +212,12 @@ def prefix_cache_warm(details: Details, case: Case) -> bool:
     prefix cache served beyond a chat template's head."""
     load = details.endpoint
     server = load.server if load is not None else None
-    if server is None or not server.prefix_cache_queries or server.prefix_cache_hits is None:
+    if (
+        load is None
+        or server is None
+        or not server.prefix_cache_queries
+        or server.prefix_cache_hits is None
+    ):
         return False
     params = dict(case.params)
     if params.get("prefix_pct", 0) > 0 or params.get("turns", 1) > 1:
@@ -239,14 +244,14 @@ def merged_flags(
     return ([NOISY] if noisy else []) + kept + ([LOW_N_P99] if low_n else [])
 
 
-def stored_flags(noisy: Any, details: Details) -> list[str]:
+def stored_flags(noisy: object, details: Details) -> list[str]:
     """The flags of a result written before flags were recorded, from what it kept
     instead: its own `noisy` field (as its JSON holds it) and its GPU's throttle verdict."""
     throttle = details.timeline.throttle if details.timeline else None
     return ([NOISY] if noisy is True else []) + throttle_flags(throttle)
 
 
-def throttle_flags(verdict: Any) -> list[str]:
+def throttle_flags(verdict: object) -> list[str]:
     """`throttled:<reason>` for each reason of the timeline's verdict ("thermal, power")."""
     if not isinstance(verdict, str):
         return []
@@ -338,7 +343,8 @@ def _cores(point: Mapping[str, Any], cpu_set: Sequence[int] | None) -> list[floa
     return [float(cores[i]) for i in cpu_set if 0 <= i < len(cores)]
 
 
-def _window(value: Any) -> bool:
+def _window(value: object) -> TypeGuard[Sequence[float]]:
+    """A measured window: its start and end, two numbers (epoch seconds)."""
     return isinstance(value, list | tuple) and len(value) == 2 and all(map(_number, value))
 
 
@@ -366,7 +372,7 @@ def _idle(point: Mapping[str, Any]) -> bool:
     return not any(_gpu_busy(device) for device in _devices(point.get("gpu")))
 
 
-def _devices(value: Any) -> Iterable[Mapping[str, Any]]:
+def _devices(value: object) -> Iterable[Mapping[str, Any]]:
     return [d for d in value if isinstance(d, dict)] if isinstance(value, list) else []
 
 
@@ -380,7 +386,7 @@ def _t(point: Mapping[str, Any]) -> float:
     return float(value) if _number(value) else float("nan")
 
 
-def _number(value: Any) -> bool:
+def _number(value: object) -> TypeGuard[float]:
     return isinstance(value, int | float) and not isinstance(value, bool)
 
 

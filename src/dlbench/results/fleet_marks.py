@@ -57,13 +57,19 @@ class FleetMark:
         data = run.env.get(FLEET_KEY)
         if not isinstance(data, Mapping):
             return None
-        text = ("fleet_id", "started_at", "node_id", "node_ip")
-        if not all(isinstance(data.get(name), str) for name in text):
+        fleet_id, started_at = data.get("fleet_id"), data.get("started_at")
+        node_id, node_ip = data.get("node_id"), data.get("node_ip")
+        hostname, failure = data.get("hostname"), data.get("failure")
+        if not (
+            isinstance(fleet_id, str)
+            and isinstance(started_at, str)
+            and isinstance(node_id, str)
+            and isinstance(node_ip, str)
+            and isinstance(hostname, str | None)
+            and isinstance(failure, str | None)
+        ):
             return None
-        optional = ("hostname", "failure")
-        if not all(isinstance(data.get(name), str | None) for name in optional):
-            return None
-        return cls(**{name: data.get(name) for name in (*text, *optional)})
+        return cls(fleet_id, started_at, node_id, node_ip, hostname, failure)
 
 
 def new_fleet_id() -> str:

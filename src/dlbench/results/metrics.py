@@ -12,7 +12,6 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from enum import Enum
-from typing import Any
 
 from dlbench.errors import UserError
 from dlbench.measure.server_counters import ServerCounters
@@ -143,7 +142,7 @@ def _check(name: str) -> Reader:
     return lambda r: stored_number(getattr(r.details.check, name, None))
 
 
-def stored_number(value: Any) -> float | None:
+def stored_number(value: object) -> float | None:
     """A float of a stored number; None for none."""
     return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
 
@@ -201,18 +200,25 @@ def _put_median_ms(result: Result, value: float | None) -> Result:
     return replace(result, latency_ms=replace(stats, median=value))
 
 
-def _put_field(name: str) -> Put:
-    return lambda result, value: replace(result, **{name: value})
+def _put_throughput(result: Result, value: float | None) -> Result:
+    return replace(result, throughput=value)
 
 
-def _put_per_second(name: str, per_sample: str) -> Put:
-    """`name` from a throughput: samples/s times the result's `per_sample` work, in G/s."""
+def _put_cpu_percent(result: Result, value: float | None) -> Result:
+    return replace(result, cpu_percent=value)
 
-    def put(result: Result, rate: float | None) -> Result:
-        work = getattr(result, per_sample)
-        return replace(result, **{name: rate * work / 1e9 if work and rate else None})
 
-    return put
+def _per_second(rate: float | None, work: float | None) -> float | None:
+    """A rate in G/s from a throughput: samples/s times the work per sample."""
+    return rate * work / 1e9 if work and rate else None
+
+
+def _put_gflops(result: Result, rate: float | None) -> Result:
+    return replace(result, gflops=_per_second(rate, result.flops_per_sample))
+
+
+def _put_gbps(result: Result, rate: float | None) -> Result:
+    return replace(result, gbps=_per_second(rate, result.bytes_per_sample))
 
 
 def _put_into(part: str, name: str) -> Put:
@@ -293,7 +299,7 @@ METRICS: dict[str, Metric] = {
             lambda r: r.throughput,
             process_key="throughput",
             merge=Merge.MEDIAN_OF_PROCESSES,
-            put=_put_field("throughput"),
+            put=_put_throughput,
         ),
         Metric(
             "cpu",
@@ -304,7 +310,7 @@ METRICS: dict[str, Metric] = {
             lambda r: r.cpu_percent,
             process_key="cpu_percent",
             merge=Merge.MEDIAN_OF_PROCESSES,
-            put=_put_field("cpu_percent"),
+            put=_put_cpu_percent,
         ),
         Metric("memory", "Memory (peak RSS)", "MB", "RSS MB", False, lambda r: r.peak_rss_mb),
         Metric("first_call", "First call", "ms", "1st call ms", False, lambda r: r.first_call_ms),
@@ -324,7 +330,7 @@ METRICS: dict[str, Metric] = {
             True,
             lambda r: r.gflops,
             merge=Merge.FROM_THROUGHPUT,
-            put=_put_per_second("gflops", "flops_per_sample"),
+            put=_put_gflops,
         ),
         Metric(
             "gbps",
@@ -334,7 +340,7 @@ METRICS: dict[str, Metric] = {
             True,
             lambda r: r.gbps,
             merge=Merge.FROM_THROUGHPUT,
-            put=_put_per_second("gbps", "bytes_per_sample"),
+            put=_put_gbps,
         ),
         Metric(
             "max_abs_diff",

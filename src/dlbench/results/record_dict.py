@@ -21,18 +21,23 @@ import types
 import typing
 from collections.abc import Iterator
 from functools import cache
-from typing import Any, TypeVar, Union
+from typing import TYPE_CHECKING, Any, TypeVar, Union
 
-R = TypeVar("R")
+from dlbench.spec import JSONObject, JSONValue
+
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance  # what dataclasses.fields takes (typeshed's)
+
+R = TypeVar("R", bound="DataclassInstance")
 REST = "rest"
 # The metadata of a dict field that holds the keys its record does not name, spread
 # back beside the named ones in its JSON: field(default_factory=dict, metadata=REST_FIELD)
 REST_FIELD = {REST: True}
 
 
-def to_dict(record: Any) -> dict[str, Any]:
+def to_dict(record: DataclassInstance) -> JSONObject:
     """The record as a JSON object: nested records as objects, defaults left out."""
-    data: dict[str, Any] = {}
+    data: JSONObject = {}
     for f in dataclasses.fields(record):
         value = getattr(record, f.name)
         if f.metadata.get(REST):
@@ -42,14 +47,14 @@ def to_dict(record: Any) -> dict[str, Any]:
     return data
 
 
-def from_dict(record: type[R], data: Any) -> R:
+def from_dict(record: type[R], data: JSONValue) -> R:
     """The record read from a JSON object; ValueError where a value has the wrong type."""
     if not isinstance(data, dict):
         raise ValueError(f"{record.__name__}: expected an object, not {type(data).__name__}")
     hints = _hints(record)
-    values: dict[str, Any] = {}
+    values: dict[str, object] = {}
     spare: str | None = None
-    for f in dataclasses.fields(record):  # type: ignore[arg-type]
+    for f in dataclasses.fields(record):
         if f.metadata.get(REST):
             spare = f.name
         elif f.name in data:
@@ -59,14 +64,16 @@ def from_dict(record: type[R], data: Any) -> R:
     return record(**values)
 
 
-def unknown_keys(record: type, data: Any, where: str) -> Iterator[tuple[str, str, str]]:
+def unknown_keys(
+    record: type[DataclassInstance], data: JSONValue, where: str
+) -> Iterator[tuple[str, str, str]]:
     """(where, key, record's name) for each key of `data` (the JSON of `record`), and of
     the records inside it, that no field names. A record with a REST field takes any
     key, and a `dict[str, Any]` field is free-form; a value of the wrong type is passed
     over here (from_dict refuses it)."""
     if not isinstance(data, dict):
         return
-    hints, fields = _hints(record), dataclasses.fields(record)  # type: ignore[arg-type]
+    hints, fields = _hints(record), dataclasses.fields(record)
     named = {f.name for f in fields if not f.metadata.get(REST)}
     takes_any = len(named) < len(fields)
     for key, value in data.items():
@@ -76,13 +83,13 @@ def unknown_keys(record: type, data: Any, where: str) -> Iterator[tuple[str, str
             yield where, key, record.__name__
 
 
-def _unknown_in(hint: Any, value: Any, where: str) -> Iterator[tuple[str, str, str]]:
+def _unknown_in(hint: object, value: JSONValue, where: str) -> Iterator[tuple[str, str, str]]:
     origin, args = typing.get_origin(hint), typing.get_args(hint)
     if origin in (Union, types.UnionType):
         for inner in (a for a in args if a is not type(None)):
             yield from _unknown_in(inner, value, where)
-    elif dataclasses.is_dataclass(hint):
-        yield from unknown_keys(hint, value, where)  # type: ignore[arg-type]
+    elif dataclasses.is_dataclass(hint) and isinstance(hint, type):
+        yield from unknown_keys(hint, value, where)
     elif origin is list and isinstance(value, list):
         for index, item in enumerate(value):
             yield from _unknown_in(args[0], item, f"{where}[{index}]")
@@ -91,7 +98,7 @@ def _unknown_in(hint: Any, value: Any, where: str) -> Iterator[tuple[str, str, s
             yield from _unknown_in(args[1], item, f"{where}.{key}")
 
 
-def finite(value: Any) -> Any:
+def finite(value: JSONValue) -> JSONValue:
     """`value` (JSON data) with every number that is not finite made null.
 
     JSON has no NaN or Infinity (Python writes them, most readers refuse them, and
@@ -107,7 +114,7 @@ def finite(value: Any) -> Any:
     return value
 
 
-def _plain(value: Any) -> Any:
+def _plain(value: object) -> JSONValue:
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         return to_dict(value)
     if isinstance(value, list | tuple):
@@ -117,7 +124,7 @@ def _plain(value: Any) -> Any:
     return value
 
 
-def _default(f: dataclasses.Field[Any]) -> Any:
+def _default(f: dataclasses.Field[object]) -> object:
     if f.default is not dataclasses.MISSING:
         return f.default
     if f.default_factory is not dataclasses.MISSING:
@@ -126,11 +133,11 @@ def _default(f: dataclasses.Field[Any]) -> Any:
 
 
 @cache
-def _hints(record: type) -> dict[str, Any]:
+def _hints(record: type[DataclassInstance]) -> dict[str, object]:
     return typing.get_type_hints(record)
 
 
-def _read(hint: Any, value: Any, where: str) -> Any:
+def _read(hint: object, value: JSONValue, where: str) -> object:
     """`value` as `hint` says: records built, containers walked, scalars checked."""
     origin, args = typing.get_origin(hint), typing.get_args(hint)
     if hint is Any:
@@ -140,8 +147,8 @@ def _read(hint: Any, value: Any, where: str) -> Any:
             return None
         (inner,) = [a for a in args if a is not type(None)]  # records use `X | None` only
         return _read(inner, value, where)
-    if dataclasses.is_dataclass(hint):
-        return from_dict(hint, value)  # type: ignore[arg-type]
+    if dataclasses.is_dataclass(hint) and isinstance(hint, type):
+        return from_dict(hint, value)
     if origin is list:
         if not isinstance(value, list):
             raise ValueError(f"{where}: expected a list")
@@ -150,12 +157,14 @@ def _read(hint: Any, value: Any, where: str) -> Any:
         if not isinstance(value, dict):
             raise ValueError(f"{where}: expected an object")
         return {k: _read(args[1], v, where) for k, v in value.items()}
+    if not isinstance(hint, type):
+        raise TypeError(f"{where}: {hint!r} is no type a record's field can hold")
     if not _scalar_ok(hint, value):
         raise ValueError(f"{where}: expected {hint.__name__}, not {type(value).__name__}")
     return value
 
 
-def _scalar_ok(hint: Any, value: Any) -> bool:
+def _scalar_ok(hint: type, value: JSONValue) -> bool:
     if hint is float:  # JSON has one number type: 1 and 1.0 are both numbers
         return isinstance(value, int | float) and not isinstance(value, bool)
     if hint is int:

@@ -40,6 +40,7 @@ from dlbench.results.flags import NOISY, stored_flags
 from dlbench.results.record_dict import finite
 from dlbench.results.run_values import check_run_values
 from dlbench.results.schema import check_run_shape
+from dlbench.spec import JSONObject, JSONValue
 from dlbench.spec.case import Case
 
 SCHEMA_VERSION = 3
@@ -136,7 +137,7 @@ def base_result(
     batch_size: int | None = None,
     params: dict[str, int] | None = None,
     scenario: str | None = None,
-    **measured: Any,
+    **measured: Any,  # noqa: ANN401  # Result's fields by name: its constructor checks them
 ) -> Result:
     """A Result embedding `case` with what the worker resolved; the caller adds the numbers."""
     ran = replace(
@@ -192,7 +193,7 @@ class Run:
         return data
 
     @classmethod
-    def from_dict(cls, data: Any, source: str = "run") -> Run:
+    def from_dict(cls, data: JSONValue, source: str = "run") -> Run:
         """Build a Run from parsed JSON, refusing what this version cannot read."""
         data = upgrade(data, source)
         check_run_shape(data, source, Result)
@@ -209,7 +210,7 @@ class Run:
 REQUIRED_RUN_KEYS = ("id", "started_at", "suite", "settings", "env", "results")
 
 
-def upgrade(data: Any, source: str) -> dict[str, Any]:
+def upgrade(data: JSONValue, source: str) -> JSONObject:
     """Check the schema version; convert older formats to the current one."""
     if not isinstance(data, dict) or "schema_version" not in data:
         raise UserError(f"{source}: not a dlbench run file (no schema_version)")
@@ -234,7 +235,7 @@ def upgrade(data: Any, source: str) -> dict[str, Any]:
     return {**data, "schema_version": SCHEMA_VERSION, "results": results}
 
 
-def upgrade_result_v2(result: Any) -> Any:
+def upgrade_result_v2(result: JSONValue) -> JSONValue:
     """A schema-2 result as schema 3: its flat details dict in the typed form (a result
     that is not an object is left for the shape check to name)."""
     if not isinstance(result, dict):
@@ -259,7 +260,7 @@ V1_IDENTITY = (
 )
 
 
-def upgrade_result_v1(result: Any, source: str, index: int) -> dict[str, Any]:
+def upgrade_result_v1(result: JSONValue, source: str, index: int) -> JSONObject:
     """A schema-1 result as schema 2: its flat identity fields folded into `case`.
 
     Schema 1 kept no content digests: a user model's or real data's case gets
@@ -267,7 +268,8 @@ def upgrade_result_v1(result: Any, source: str, index: int) -> dict[str, Any]:
     """
     if not isinstance(result, dict):
         raise UserError(f"{source}: not a valid dlbench run (results[{index}]: expected an object)")
-    asked = result.get("case") if isinstance(result.get("case"), dict) else {}
+    given = result.get("case")
+    asked = given if isinstance(given, dict) else {}
     case = {**asked, **{k: result[k] for k in V1_IDENTITY if k in result}}
     for path_field, digest_field in (("model", "model_digest"), ("data_dir", "data_digest")):
         if case.get(path_field) and not case.get(digest_field):

@@ -33,6 +33,7 @@ from dlbench.results.details import Details
 from dlbench.results.record_dict import unknown_keys
 from dlbench.results.run_ids import shown
 from dlbench.results.schema import EXTRA_RESULT_KEYS, not_valid
+from dlbench.spec import JSONValue
 from dlbench.spec.case import Case, Settings
 
 # A record's keys are listed in a message when there are this few; else named by kind
@@ -69,7 +70,7 @@ def check_run_values(
             )
 
 
-def _check_finite(data: Any, source: str) -> None:
+def _check_finite(data: JSONValue, source: str) -> None:
     # A loop, not recursion: the document may be nested as deep as the JSON reader allows.
     pending: list[tuple[str, Any]] = [("", data)]
     while pending:

@@ -8,17 +8,23 @@ UserError instead of an AttributeError deep in a report.
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
+from typing import TYPE_CHECKING, TypeAlias
 
 from dlbench.errors import UserError
 from dlbench.measure.stats import LatencyStats
 from dlbench.results.run_ids import run_id_problem
+from dlbench.spec import JSONObject, JSONValue
 from dlbench.spec.case import PAIR_FIELDS, Case, Settings
+
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance  # what dataclasses.fields takes (typeshed's)
 
 NUMBER = "number"
 OPTIONAL_NUMBER = "number or null"
+# The Python types a JSON value may have, or OPTIONAL_NUMBER (any number, or null)
+Allowed: TypeAlias = "tuple[type, ...] | str"
 # field -> allowed Python types (None allowed where listed)
-RUN_FIELDS: dict[str, tuple[Any, ...]] = {
+RUN_FIELDS: dict[str, tuple[type, ...]] = {
     "id": (str,),
     "started_at": (str,),
     "suite": (str,),
@@ -30,7 +36,7 @@ RUN_FIELDS: dict[str, tuple[Any, ...]] = {
     "finished_at": (str, type(None)),
 }
 # What each Python annotation of a record's field may be in JSON.
-JSON_TYPES: dict[str, tuple[Any, ...] | str] = {
+JSON_TYPES: dict[str, Allowed] = {
     "str": (str,),
     "str | None": (str, type(None)),
     "int": (int,),
@@ -45,13 +51,13 @@ JSON_TYPES: dict[str, tuple[Any, ...] | str] = {
 }
 
 
-def json_shape(record: type) -> tuple[dict[str, tuple[Any, ...] | str], tuple[str, ...]]:
+def json_shape(record: type[DataclassInstance]) -> tuple[dict[str, Allowed], tuple[str, ...]]:
     """A dataclass's fields as JSON types, and those that must be present (no default).
 
     Read from the dataclass itself, so a field added to Result or Case is
     checked without a second list to keep in step.
     """
-    shape: dict[str, tuple[Any, ...] | str] = {}
+    shape: dict[str, Allowed] = {}
     required = []
     for f in dataclasses.fields(record):
         annotation = str(f.type)
@@ -72,23 +78,25 @@ LATENCY_KEYS = tuple(f.name for f in dataclasses.fields(LatencyStats))
 # flags were recorded and written since for readers of older files (results.records).
 # And `derived`: the values computed with the run, for readers other than dlbench
 # (results.files.run_json); dlbench computes them again and ignores these.
-EXTRA_RESULT_KEYS: dict[str, tuple[Any, ...]] = {"noisy": (bool, type(None)), "derived": (dict,)}
+EXTRA_RESULT_KEYS: dict[str, tuple[type, ...]] = {"noisy": (bool, type(None)), "derived": (dict,)}
 STATUSES = ("ok", "failed", "skipped")
 
 
-def _is_number(value: Any) -> bool:
+def _is_number(value: object) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool)
 
 
-def _type_ok(value: Any, allowed: tuple[Any, ...] | str) -> bool:
-    if allowed == OPTIONAL_NUMBER:
+def _type_ok(value: JSONValue, allowed: Allowed) -> bool:
+    if isinstance(allowed, str):  # OPTIONAL_NUMBER
         return value is None or _is_number(value)
     if isinstance(value, bool) and bool not in allowed:
         return False  # JSON true is not an integer here
     return isinstance(value, allowed)
 
 
-def _check_record(data: Any, record: type, source: str, where: str) -> None:
+def _check_record(
+    data: JSONValue, record: type[DataclassInstance], source: str, where: str
+) -> None:
     if not isinstance(data, dict):
         raise not_valid(source, where, "expected an object")
     shape, required = json_shape(record)
@@ -105,7 +113,7 @@ def not_valid(source: str, where: str, problem: str) -> UserError:
     return UserError(f"{source}: not a valid dlbench run ({where}: {problem})")
 
 
-def check_run_shape(data: dict[str, Any], source: str, result_record: type) -> None:
+def check_run_shape(data: JSONObject, source: str, result_record: type[DataclassInstance]) -> None:
     """Check a run's fields, its settings, its planned cases, and each result's against
     `result_record` (the Result class)."""
     for name, allowed in RUN_FIELDS.items():
@@ -121,7 +129,9 @@ def check_run_shape(data: dict[str, Any], source: str, result_record: type) -> N
         check_result_shape(result, source, f"results[{index}]", result_record)
 
 
-def check_result_shape(result: Any, source: str, where: str, result_record: type) -> None:
+def check_result_shape(
+    result: JSONValue, source: str, where: str, result_record: type[DataclassInstance]
+) -> None:
     _check_record(result, result_record, source, where)
     for name, allowed in EXTRA_RESULT_KEYS.items():
         if name in result and not _type_ok(result[name], allowed):
@@ -139,7 +149,7 @@ def check_result_shape(result: Any, source: str, where: str, result_record: type
         )
 
 
-def _check_case(case: Any, source: str, where: str) -> None:
+def _check_case(case: JSONValue, source: str, where: str) -> None:
     _check_record(case, Case, source, where)
     if not all(isinstance(k, str) and _is_number(v) for k, v in case.get("params", {}).items()):
         raise not_valid(source, f"{where}.params", "expected names mapped to numbers")

@@ -22,7 +22,7 @@ from collections.abc import Callable
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Concatenate, ParamSpec, TypeVar
+from typing import Any, Concatenate, NoReturn, ParamSpec, TypeVar
 
 from dlbench.errors import UserError
 from dlbench.results.record_dict import finite
@@ -35,6 +35,7 @@ from dlbench.results.store_schema import (
     STORE_SCHEMA_VERSION,
     Executes,
 )
+from dlbench.spec import JSONValue
 
 P = ParamSpec("P")
 T = TypeVar("T")
@@ -157,7 +158,7 @@ class Store(ABC):
             )
         return version
 
-    def _refuse_empty(self) -> None:
+    def _refuse_empty(self) -> NoReturn:
         raise UserError(
             f"store {self.name} is empty (no dlbench tables); run `dlbench run` first, "
             "or pass --db with another store"
@@ -326,7 +327,7 @@ def migrate(db: Executes, version: int) -> None:
     db.execute("UPDATE meta SET value=? WHERE key='schema_version'", (str(STORE_SCHEMA_VERSION),))
 
 
-def stored_json(text: Any, where: str) -> Any:
+def stored_json(text: str | bytes, where: str) -> JSONValue:
     """A JSON column read back. dlbench wrote JSON there; anything else (a damaged store,
     a hand edit) is refused in one line naming the row, not met as a traceback."""
     try:

@@ -19,6 +19,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
+from types import ModuleType
 from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import parse_qsl, unquote, urlsplit
 
@@ -129,7 +130,8 @@ class PostgresStore(Store):
             return
         with self._connection.transaction():
             held = self._db.execute("SELECT pg_try_advisory_xact_lock(?)", (SCHEMA_LOCK_KEY,))
-            if not held.fetchone()[0]:
+            row = held.fetchone()
+            if row is None or not row[0]:  # pg_try_advisory_xact_lock answers one row
                 if self._on_wait is not None:
                     self._on_wait(
                         f"waiting up to {self._timeout:g} s for store {self.name}: another "
@@ -208,7 +210,7 @@ def _passwords(url: str) -> list[str]:
     return sorted({secret for secret in found if len(secret) > 1}, key=len, reverse=True)
 
 
-def _psycopg() -> Any:
+def _psycopg() -> ModuleType:
     try:
         import psycopg
     except ImportError:

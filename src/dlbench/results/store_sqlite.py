@@ -45,6 +45,7 @@ class SqliteStore(Store):
     """A connection to one store file; use as a context manager."""
 
     KIND = "an SQLite database"
+    _db: sqlite3.Connection  # a backup, a close and its own transaction context too
 
     def __init__(
         self,

@@ -16,6 +16,7 @@ from typing import Any
 
 from dlbench.measure.load_profile import LATENCY_CLOCKS
 from dlbench.measure.openai_api import APIS, COMPLETIONS
+from dlbench.spec import JSONValue
 from dlbench.spec.cli_options import (
     cli,
     endpoint_url,
@@ -758,9 +759,9 @@ def _in_key(f: Field[Any]) -> bool:
     return bool(f.metadata.get("key", True))
 
 
-def _jsonable(name: str, value: Any) -> Any:
+def _jsonable(name: str, value: object) -> JSONValue:
     """A field's value as JSON keeps it: pairs as an object, other tuples as a list."""
-    if name in PAIR_FIELDS:
+    if isinstance(value, tuple) and name in PAIR_FIELDS:  # a pair field holds a tuple
         return dict(value)
     if isinstance(value, tuple):
         return list(value)

@@ -19,10 +19,12 @@ import shlex
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, fields
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
 from dlbench.measure.openai_auth import without_credentials
+
+N = TypeVar("N")  # what a value reader makes of the text (an int, a float)
 
 
 @dataclass(frozen=True)
@@ -74,7 +76,8 @@ class CliOption:
         return self.long_flag.lstrip("-").replace("-", "_").upper()
 
 
-def cli(*flags: str, **details: Any) -> dict[str, CliOption]:
+# `details`: CliOption's fields by name, passed on whole (its constructor checks them)
+def cli(*flags: str, **details: Any) -> dict[str, CliOption]:  # noqa: ANN401
     """Field metadata: the field is set by the option `flags` (long name first)."""
     return {"cli": CliOption(flags, **details)}
 
@@ -90,12 +93,12 @@ def option_flag(record: type, name: str) -> str:
 
 
 def number_type(
-    convert: Callable[[str], Any], accept: Callable[[Any], bool], expected: str
-) -> Callable[[str], Any]:
+    convert: Callable[[str], N], accept: Callable[[N], bool], expected: str
+) -> Callable[[str], N]:
     """A value reader: `convert` the text, and refuse what `accept` does not, saying
     what was expected (nan is refused by every comparison)."""
 
-    def parse(text: str) -> Any:
+    def parse(text: str) -> N:
         try:
             value = convert(text)
         except ValueError:

@@ -17,6 +17,8 @@ from dlbench.spec.registry import precision_info
 from dlbench.worker.quantized_check import Agreement, quantized_model_check
 
 if TYPE_CHECKING:
+    import numpy as np
+
     from dlbench.reference.user_model import Reference
 
 # Outputs compared: numbers, booleans and strings (a map or an object is passed over)
@@ -125,7 +127,7 @@ def _quantized_ops(job: Job) -> list[str]:
     return quantized_ops(path) if model_format(path) == "onnx" else []
 
 
-def _compare(expected: Any, actual: Any, precision: str) -> tuple[float, float]:
+def _compare(expected: np.ndarray, actual: np.ndarray, precision: str) -> tuple[float, float]:
     """(max |difference|, tolerance) for one output, by its dtype.
 
     Floats: the precision's relative tolerance (spec.registry.PRECISIONS), at

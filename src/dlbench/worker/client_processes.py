@@ -22,7 +22,7 @@ import os
 import time
 from collections.abc import Awaitable, Callable
 from multiprocessing.connection import Connection
-from typing import Any
+from typing import TypeVar
 
 from dlbench.errors import CaseError
 from dlbench.lifeline import die_with_parent
@@ -30,7 +30,9 @@ from dlbench.worker.endpoint_load import LoadOutcome, Share, StopSignal, merged
 
 # Target(args, share, stop, connection): runs in a child, sends READY, receives the
 # start instant, runs its share and sends its LoadOutcome (or a failure's words)
-Target = Callable[[Any, Share, StopSignal, Connection], None]
+# What a child runs: target(args, its share, the stop signal, its pipe to the parent)
+Args = TypeVar("Args")
+Target = Callable[[Args, Share, StopSignal, Connection], None]
 READY = "ready"
 # From the last child's READY to the common start: the parent's message reaching them
 START_MARGIN_S = 0.2
@@ -38,7 +40,7 @@ START_MARGIN_S = 0.2
 READY_DEADLINE_S = 60.0
 
 
-async def spread(target: Target, args: Any, processes: int,
+async def spread(target: Target[Args], args: Args, processes: int,
                  begin: Callable[[], Awaitable[None]]) -> LoadOutcome:  # fmt: skip
     """Run `target(args, ...)` in `processes` children, each on its share, and merge;
     `begin` opens the measured region once they are all ready (their start-up is no
@@ -70,8 +72,8 @@ async def spread(target: Target, args: Any, processes: int,
     return merged(outcomes)
 
 
-def child_main(target: Target, args: Any, share: Share, stop: StopSignal, connection: Connection,
-               parent_pid: int) -> None:  # fmt: skip
+def child_main(target: Target[Args], args: Args, share: Share, stop: StopSignal,
+               connection: Connection, parent_pid: int) -> None:  # fmt: skip
     die_with_parent(parent_pid)
     try:
         target(args, share, stop, connection)

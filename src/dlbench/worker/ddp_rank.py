@@ -19,6 +19,7 @@ import sys
 import time
 from dataclasses import dataclass, replace
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 from dlbench.atomic import write_atomic
@@ -36,7 +37,9 @@ from dlbench.worker.process import CaseProcess
 from dlbench.worker.steps import failed_from_exception, make_job, measured_result
 
 
-def _agreed_iterations(settings: Settings, warmup_s: list[float], dist: Any, device: str) -> int:
+def _agreed_iterations(
+    settings: Settings, warmup_s: list[float], dist: ModuleType, device: str
+) -> int:
     """Steps every rank times: enough for --min-time at the slowest rank's pace.
 
     A rank's pace is its fastest warm-up step, the nearest to its steady state: the
@@ -181,7 +184,7 @@ def group_throughput(gathered: list[dict[str, Any]], agreed: int) -> float:
 
 
 def _timed_together(
-    job: Job, prepared: Prepared, settings: Settings, where: _Rank, dist: Any
+    job: Job, prepared: Prepared, settings: Settings, where: _Rank, dist: ModuleType
 ) -> tuple[Result, int, Reading, float]:
     """The rank's timed steps, after warm-up every rank the same step count: its
     Result, the agreed count, the instruments' reading and the loop's wall time."""

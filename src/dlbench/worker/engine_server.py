@@ -18,6 +18,7 @@ import os
 import signal
 import socket
 import subprocess
+import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -72,11 +73,18 @@ class EngineServer:
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         # the worker's thread variables are its own: the server's are the backend's
         inherited = {k: v for k, v in os.environ.items() if k not in THREAD_VARS}
+        argv, env = self.launch.argv, {**inherited, **self.launch.env}
         with open(self.log_path, "wb") as log:  # a file: a pipe nobody reads would fill
-            self.process = subprocess.Popen(
-                self.launch.argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                env={**inherited, **self.launch.env}, process_group=0,
-            )  # fmt: skip
+            if sys.version_info >= (3, 11):
+                self.process = subprocess.Popen(
+                    argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                    env=env, process_group=0,
+                )  # fmt: skip
+            else:  # Popen's process_group is 3.11's: the same setpgid(0, 0), in the child
+                self.process = subprocess.Popen(
+                    argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                    env=env, preexec_fn=os.setpgrp,
+                )  # fmt: skip
         if self.launch.cpus is not None:  # before it starts its engine: they inherit it
             os.sched_setaffinity(self.process.pid, self.launch.cpus)
         return self

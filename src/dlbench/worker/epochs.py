@@ -13,7 +13,7 @@ import math
 import time
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from dlbench.backends.base import Backend, EpochTrainer, Job
 from dlbench.errors import CaseError
@@ -26,11 +26,14 @@ from dlbench.worker.progress import report_progress
 from dlbench.worker.result import result_from
 from dlbench.workloads.mnist_train import CLASSES, FIRST_EPOCH_MIN_ACCURACY, usable_train_samples
 
+if TYPE_CHECKING:
+    from dlbench.data.mnist import MnistData
+
 # Below this many steps an epoch is too short to expect learning from it.
 GUARD_MIN_STEPS = 50
 
 
-def load_training_data(job: Job) -> Any:
+def load_training_data(job: Job) -> MnistData:
     """MNIST from --data-dir, or the learnable synthetic set of the same shape."""
     from dlbench.data.mnist import load_mnist_dir, synthetic_mnist
     from dlbench.errors import MnistFileError
@@ -79,7 +82,7 @@ def run_epochs(backend: Backend, job: Job) -> Result:
     return result
 
 
-def _training(job: Job, run: _EpochLoop, data: Any, data_load_s: float) -> Training:
+def _training(job: Job, run: _EpochLoop, data: MnistData, data_load_s: float) -> Training:
     """The time-to-train record of the epochs that ran (details.training)."""
     train_s = [r["train_s"] for r in run.records]
     elapsed = sum(train_s)

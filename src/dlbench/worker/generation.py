@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import replace
+from typing import TYPE_CHECKING
 
 from dlbench.backends.base import Backend, GenerationTrace, Generator, Job
 from dlbench.errors import ReferenceUnavailable
@@ -35,6 +36,9 @@ from dlbench.worker.model_work import decoder_work
 from dlbench.worker.placement import require_placement
 from dlbench.worker.result import result_from
 from dlbench.worker.token_check import check_tokens, failure
+
+if TYPE_CHECKING:
+    import numpy as np
 
 
 def run_generation(backend: Backend, job: Job, settings: Settings) -> Result:
@@ -121,7 +125,7 @@ def _batch_shares_the_weights(result: Result, batch: int) -> Result:
     return with_rates(replace(result, bytes_per_sample=result.bytes_per_sample / batch))
 
 
-def _decode_busy(generation: Generation, generator: Generator, prompts: object, osl: int,
+def _decode_busy(generation: Generation, generator: Generator, prompts: np.ndarray, osl: int,
                  times: list[TokenTimes]) -> str | None:  # fmt: skip
     """An asynchronous device's kernel time over a decode (profiled after the timed
     generations) against the timed generations' median decode: under the GPU verdict's

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeGuard
 
 DETAIL_LOG = "mlperf_log_detail.txt"
 PREFIX = ":::MLLOG "
@@ -107,9 +107,9 @@ def _percentiles(entries: dict[str, Any], pattern: re.Pattern[str], stat: str) -
     return found
 
 
-def _number(value: Any) -> bool:
+def _number(value: object) -> TypeGuard[float]:
     return isinstance(value, int | float) and not isinstance(value, bool)
 
 
-def _positive(value: Any) -> bool:
+def _positive(value: object) -> TypeGuard[float]:
     return _number(value) and value > 0

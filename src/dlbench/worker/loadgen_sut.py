@@ -22,6 +22,7 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager, ExitStack
+from types import ModuleType
 from typing import Any
 
 from dlbench.errors import CaseError
@@ -54,7 +55,7 @@ class QueryServer(InMemorySamples):
 
     def __init__(
         self,
-        loadgen: Any,
+        loadgen: ModuleType,
         steps: Sequence[Step],
         context: Callable[[], AbstractContextManager[object]],
         scenario: str,

@@ -15,10 +15,12 @@ import json
 import os
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from importlib.machinery import ModuleSpec
 from pathlib import Path
-from typing import Any
+from types import ModuleType
+from typing import TYPE_CHECKING, Any
 
 from dlbench.atomic import write_atomic
 from dlbench.errors import CaseSkipped, first_line
@@ -28,6 +30,9 @@ from dlbench.results.record_dict import from_dict
 from dlbench.results.records import STATUS_SKIPPED, base_result, now_iso
 from dlbench.spec.case import Case, Settings
 from dlbench.spec.registry import FRAMEWORKS, framework_info
+
+if TYPE_CHECKING:
+    from _typeshed.importlib import MetaPathFinderProtocol  # what sys.meta_path holds
 from dlbench.worker.compile_cache import compile_cache_detail, private_compile_caches
 from dlbench.worker.files import FILES_ENV
 from dlbench.worker.progress import PROGRESS_ENV
@@ -41,15 +46,20 @@ FRAMEWORK_MODULES = tuple(info.import_name for info in FRAMEWORKS.values() if in
 class _Hiding(importlib.abc.MetaPathFinder):
     """Wraps an import finder so that it does not see some top-level packages."""
 
-    def __init__(self, finder: Any, names: frozenset[str]) -> None:
+    def __init__(self, finder: MetaPathFinderProtocol, names: frozenset[str]) -> None:
         self._finder, self._names = finder, names
 
-    def find_spec(self, fullname: str, path: Any = None, target: Any = None) -> Any:
+    def find_spec(
+        self,
+        fullname: str,
+        path: Sequence[str] | None = None,
+        target: ModuleType | None = None,
+    ) -> ModuleSpec | None:
         if fullname.partition(".")[0] in self._names:
             return None
         return self._finder.find_spec(fullname, path, target)
 
-    def __getattr__(self, name: str) -> Any:
+    def __getattr__(self, name: str) -> object:
         return getattr(self._finder, name)  # invalidate_caches() and the rest
 
 

@@ -26,11 +26,14 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from dlbench.backends.base import Job, Prepared
 from dlbench.results.details import OutputCheck
 from dlbench.spec.registry import QUANTIZED_MODEL_PRECISION, precision_info
+
+if TYPE_CHECKING:
+    import numpy as np
 
 # integer outputs only: the fraction of them equal to fp32's
 AGREEMENT_FLOOR = 0.9
@@ -166,11 +169,11 @@ def _margin(agreement: Agreement) -> tuple[bool, float]:
     return not agreement.failed, agreement.sqnr_db / agreement.min_sqnr_db - 1.0
 
 
-def _samples(output: Any) -> int:
+def _samples(output: np.ndarray) -> int:
     return int(output.shape[0]) if output.ndim else 1
 
 
-def output_kind(output: Any) -> str:
+def output_kind(output: np.ndarray) -> str:
     """How to compare a user model's output: classes, a probability, features, or exact."""
     if output.dtype.kind != "f":
         return "exact"
@@ -182,7 +185,12 @@ def output_kind(output: Any) -> str:
 
 
 def measure(
-    kind: str, actual: Any, expected: Any, samples: int, precision: str, note: str = AGAINST_FP32
+    kind: str,
+    actual: np.ndarray,
+    expected: np.ndarray,
+    samples: int,
+    precision: str,
+    note: str = AGAINST_FP32,
 ) -> Agreement:
     """`actual` against `expected`: agreement by `kind`, SQNR, and their max |difference|,
     held to `precision`'s SQNR bound."""
@@ -212,7 +220,7 @@ def measure(
     return Agreement(kind, value, samples, diff, sqnr, bound, note)
 
 
-def class_scores(output: Any) -> Any:
+def class_scores(output: np.ndarray) -> np.ndarray:
     """A classifier's outputs less each sample's mean over its classes.
 
     Softmax is blind to a constant added to a sample's scores, and a
@@ -224,7 +232,7 @@ def class_scores(output: Any) -> Any:
     return output - output.mean(axis=-1, keepdims=True)
 
 
-def sqnr_db(actual: Any, expected: Any) -> float | None:
+def sqnr_db(actual: np.ndarray, expected: np.ndarray) -> float | None:
     """The signal-to-quantization-noise ratio of `actual` against `expected`, in dB:
     10 log10(sum expected^2 / sum (expected - actual)^2). None where they are equal
     (no noise: unbounded); minus infinity where `expected` is all zeros and `actual`

@@ -17,7 +17,8 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, replace
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING
 
 from dlbench.backends.base import Job
 from dlbench.backends.openai_server import OpenAIServerBackend
@@ -27,7 +28,7 @@ from dlbench.measure.openai_stream import StreamedRequest, stream_request
 from dlbench.reference.decoder import reference_tokens
 from dlbench.results.details import Details, Generation, TokenCheck
 from dlbench.results.records import STATUS_FAILED, Result
-from dlbench.spec.case import Settings
+from dlbench.spec.case import Case, Settings
 from dlbench.spec.registry import precision_info
 from dlbench.worker.endpoint_run import Session, run_endpoint
 from dlbench.worker.engine_server import EngineServer, free_port, require_free
@@ -36,6 +37,9 @@ from dlbench.worker.placement import require_placement
 from dlbench.worker.progress import report_progress
 from dlbench.worker.token_check import check_tokens, failure
 from dlbench.workloads.requests import Conversation, RequestSet, Turn, WordText
+
+if TYPE_CHECKING:
+    import httpx
 
 # The seeded prompts requests take in turn, each checked against the reference's tokens
 # (as many as a LoadGen server's: worker.token_serving)
@@ -76,8 +80,9 @@ class TokenPromptSession(Session):
     """The endpoint client's session with token-id prompts; it keeps every answer with
     the prompt it answered, for the check."""
 
-    def __init__(self, *args: Any) -> None:
-        super().__init__(*args)
+    def __init__(self, case: Case, requests: RequestSet, client: httpx.AsyncClient,
+                 device: str, timeout_s: float | None = None) -> None:  # fmt: skip
+        super().__init__(case, requests, client, device, timeout_s)
         self.token_ids_field = TOKEN_IDS_FIELD  # vLLM's own field: nothing to negotiate
         self.answers: list[tuple[int, StreamedRequest]] = []
 
@@ -118,8 +123,9 @@ def run_served_engine(backend: OpenAIServerBackend, job: Job, settings: Settings
                                            served_model=launch.served_model))  # fmt: skip
         sessions: list[TokenPromptSession] = []
 
-        def new_session(*args: Any) -> Session:
-            sessions.append(TokenPromptSession(*args))
+        def new_session(case: Case, requests: RequestSet, client: httpx.AsyncClient,
+                        device: str, timeout_s: float | None = None) -> Session:  # fmt: skip
+            sessions.append(TokenPromptSession(case, requests, client, device, timeout_s))
             return sessions[-1]
 
         try:
@@ -141,7 +147,7 @@ def run_served_engine(backend: OpenAIServerBackend, job: Job, settings: Settings
     return result
 
 
-def _merge(result: Result, served: Details, url: str, log: Any, ready_s: float | None) -> None:
+def _merge(result: Result, served: Details, url: str, log: Path, ready_s: float | None) -> None:
     """The server's own record (placement, settings, KV cache) beside what was measured."""
     details = result.details
     details.placement = served.placement
@@ -169,11 +175,11 @@ def token_check(job: Job, answers: list[tuple[int, StreamedRequest]]) -> TokenCh
     done = [(row, record) for row, record in answers if record.ok]
     if not done:
         return TokenCheck(verdict="not checked: no request was answered")
-    missing = [record for _, record in done if record.output_ids is None]
-    if missing:
+    answered = [(row, record.output_ids) for row, record in done if record.output_ids is not None]
+    if len(answered) < len(done):
         return TokenCheck(verdict="not checked: the server sent no token ids")
     isl, osl = job.params["isl"], job.params["osl"]
-    lengths = [len(record.output_ids or ()) for _, record in done]
+    lengths = [len(ids) for _, ids in answered]
     short = [length for length in lengths if length != osl]
     if short:
         return TokenCheck(verdict=f"diverged: an answer of {short[0]} tokens, where {osl} "
@@ -182,7 +188,7 @@ def token_check(job: Job, answers: list[tuple[int, StreamedRequest]]) -> TokenCh
         reference = reference_tokens(job.workload.name, job.seed, isl, osl, PROMPTS)
     except ReferenceUnavailable as exc:
         return TokenCheck(verdict=f"not checked: {exc}")
-    rows = [row for row, _ in done]
+    rows = [row for row, _ in answered]
     expected = {name: values[rows] for name, values in reference.items()}
     tolerance = precision_info(job.case.precision).tolerance or 0.0
-    return check_tokens([record.output_ids for _, record in done], expected, tolerance)
+    return check_tokens([ids for _, ids in answered], expected, tolerance)

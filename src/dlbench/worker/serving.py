@@ -26,7 +26,8 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from types import ModuleType
+from typing import TYPE_CHECKING, Any
 
 from dlbench.backends.base import Job, Prepared
 from dlbench.errors import CaseError
@@ -45,6 +46,9 @@ from dlbench.worker.files import case_files_dir
 from dlbench.worker.loadgen_log import DETAIL_LOG, loadgen_outcome
 from dlbench.worker.loadgen_sut import QueryServer
 from dlbench.worker.progress import report_progress
+
+if TYPE_CHECKING:
+    from mlperf_loadgen import TestSettings  # imported where a test runs
 
 TEST_SCENARIOS = {
     "single-stream": "SingleStream",
@@ -179,7 +183,7 @@ class _Tester:
 
     def __init__(
         self,
-        lg: Any,
+        lg: ModuleType,
         server: QueryServer,
         job: Job,
         settings: Settings,
@@ -217,7 +221,7 @@ class _Tester:
         outcome = loadgen_outcome(detail, self.scenario, self.batch)
         return ServedTest(target_qps, outcome, self.server.latencies_s, reading, folder)
 
-    def _test_settings(self, target_qps: float | None) -> Any:
+    def _test_settings(self, target_qps: float | None) -> TestSettings:
         lg, case, settings = self.lg, self.job.case, self.settings
         test = lg.TestSettings()
         test.scenario = getattr(lg.TestScenario, TEST_SCENARIOS[self.scenario])

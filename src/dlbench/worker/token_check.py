@@ -12,7 +12,7 @@ counted but proves nothing more.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 
@@ -22,7 +22,7 @@ IDENTICAL, NEAR_TIE, DIVERGED = "identical", "near tie", "diverged"
 
 
 def check_tokens(
-    tokens: Sequence[Sequence[int]], reference: dict[str, np.ndarray], tolerance: float
+    tokens: Sequence[Sequence[int]], reference: Mapping[str, np.ndarray], tolerance: float
 ) -> TokenCheck:
     """Compare [batch][osl] tokens with the reference's; the first divergence decides."""
     expected = reference["tokens"]

@@ -23,7 +23,8 @@ import statistics
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from types import ModuleType
+from typing import TYPE_CHECKING, Any
 
 from dlbench.backends.base import Backend, Job
 from dlbench.errors import CaseError, ReferenceUnavailable
@@ -45,6 +46,9 @@ from dlbench.worker.result import result_from
 from dlbench.worker.serving import idle_miss
 from dlbench.worker.token_check import check_tokens, failure
 from dlbench.worker.token_sut import Answered, TokenQueryServer
+
+if TYPE_CHECKING:
+    from mlperf_loadgen import TestSettings  # imported where a test runs
 
 # The QSL: this many seeded prompts, each checked against the reference's tokens
 PROMPTS = 8
@@ -171,7 +175,9 @@ def _alone_misses(warm: list[Answered], ttft_ms: float | None, tpot_ms: float | 
 class _Tester:
     """Runs LoadGen server tests on one system under test, each logged apart."""
 
-    def __init__(self, lg: Any, server: TokenQueryServer, job: Job, settings: Settings) -> None:
+    def __init__(
+        self, lg: ModuleType, server: TokenQueryServer, job: Job, settings: Settings
+    ) -> None:
         self.lg, self.server, self.job, self.settings = lg, server, job, settings
         self.count = 0
         self.root = case_files_dir() / "loadgen"
@@ -201,7 +207,7 @@ class _Tester:
             _report_try(self.count, test, float(self.job.case.slo_percentile or 99.0))
         return test
 
-    def _settings(self, target_qps: float) -> Any:
+    def _settings(self, target_qps: float) -> TestSettings:
         lg, case, settings = self.lg, self.job.case, self.settings
         test = lg.TestSettings()
         test.scenario = lg.TestScenario.Server

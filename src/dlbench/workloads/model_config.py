@@ -15,7 +15,7 @@ import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeGuard
 
 from dlbench.workloads.decoder import DecoderShape
 
@@ -99,9 +99,9 @@ def config_precision(config: Mapping[str, Any]) -> str:
     return DTYPES[str(dtype)]
 
 
-def _whole(value: Any) -> bool:
+def _whole(value: object) -> TypeGuard[int]:
     return isinstance(value, int) and not isinstance(value, bool) and value > 0
 
 
-def _whole_or_none(value: Any) -> int | None:
+def _whole_or_none(value: object) -> int | None:
     return int(value) if _whole(value) else None

@@ -28,7 +28,7 @@ models), and the server's usage report gives the real count, recorded beside.
 from __future__ import annotations
 
 import secrets
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType
@@ -174,7 +174,7 @@ class RequestSet:
         rng = np.random.default_rng([self.seed, PREFIX_STREAM, group or 0])
         return self.text.make(rng, tokens) if tokens > 0 else ""
 
-    def _salt(self, unit: list[int | None], tokens: int) -> str:
+    def _salt(self, unit: Sequence[int | None], tokens: int) -> str:
         import numpy as np
 
         if self.salt is None or tokens <= 0:

@@ -77,7 +77,7 @@ class JaxBackend(Backend):
         )
         forward = jax.jit(FORWARDS[job.workload.name])
 
-        def step() -> Any:
+        def step() -> jax.Array:
             return forward(params, x).block_until_ready()
 
         # throughput mode on a GPU: jit calls dispatch asynchronously; one block a window
@@ -109,7 +109,7 @@ class JaxBackend(Backend):
         )
 
 
-def _devices(array: Any) -> str:
+def _devices(array: jax.Array) -> str:
     """The device(s) a JAX array is on ("cuda:0")."""
     return ", ".join(sorted(str(d) for d in array.devices()))
 
@@ -118,7 +118,7 @@ def _device_kind(placed: str) -> str:
     return "cuda" if ("cuda" in placed.lower() or "gpu" in placed.lower()) else "cpu"
 
 
-def _jax_device(device: str) -> Any:
+def _jax_device(device: str) -> jax.Device:
     if device == "cpu":
         return jax.devices("cpu")[0]
     return jax.devices("gpu")[int(device.partition(":")[2] or 0)]

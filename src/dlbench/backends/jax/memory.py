@@ -16,13 +16,16 @@ once), which is what each step holds on the device.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # jax is imported after PREALLOCATE is set (backends.jax.backend)
+    import jax
 
 PREALLOCATE = "XLA_PYTHON_CLIENT_PREALLOCATE"
 MIB = 1024 * 1024
 
 
-def step_memory(jitted: Any, *args: Any) -> dict[str, float]:
+def step_memory(jitted: jax.stages.Wrapped, *args: object) -> dict[str, float]:
     """The device memory one call of `jitted` on `args` holds, as XLA assigned it
     when it compiled the call (read after measurement: the compiled call is cached,
     so this lowers and compiles nothing new)."""
@@ -41,7 +44,7 @@ def step_memory(jitted: Any, *args: Any) -> dict[str, float]:
     }
 
 
-def allocator_peak(device: Any) -> dict[str, float]:
+def allocator_peak(device: jax.Device) -> dict[str, float]:
     """The allocator's peak since the client started (a GPU's; the CPU client keeps
     no statistics): compilation and autotuning included, which is why its name says so."""
     stats = device.memory_stats()

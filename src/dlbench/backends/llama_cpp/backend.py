@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypedDict
 
 import llama_cpp
 
@@ -36,9 +36,32 @@ from dlbench.backends.serving_engine import ServingEngine
 from dlbench.reference.decoder import converted
 from dlbench.results.details import Details, Placement
 
+if TYPE_CHECKING:
+    import numpy as np
+
+
+class _Sampling(TypedDict):
+    """Llama.generate's sampling arguments dlbench sets."""
+
+    temp: float
+    top_k: int
+    repeat_penalty: float
+
+
+class _Settings(TypedDict):
+    """Llama's settings dlbench chooses, recorded with the result (recorded())."""
+
+    n_ctx: int
+    n_threads: int
+    n_threads_batch: int
+    type_k: int
+    type_v: int
+    n_gpu_layers: int
+
+
 # Greedy: llama-cpp-python's sampler chain is the greedy sampler alone at temperature 0;
 # a repeat penalty of 1 leaves the logits as they are.
-GREEDY = {"temp": 0.0, "top_k": 1, "repeat_penalty": 1.0}
+GREEDY = _Sampling(temp=0.0, top_k=1, repeat_penalty=1.0)
 
 
 def offload_placement() -> Placement:
@@ -50,7 +73,7 @@ def offload_placement() -> Placement:
 class LlamaCppGenerator(Generator):
     def __init__(self, job: Job, threads: int) -> None:
         folder, meta = converted("llama-cpp", job.workload.name, job.seed, EXPORT, CONVERTER)
-        self.settings = {
+        self.settings: _Settings = {
             "n_ctx": job.params["isl"] + job.params["osl"],
             "n_threads": threads,
             "n_threads_batch": threads,
@@ -77,7 +100,7 @@ class LlamaCppGenerator(Generator):
                 "flash_attn": flash}  # fmt: skip
 
     def generate(
-        self, prompt_ids: Any, osl: int, on_first_token: Callable[[], None] | None = None
+        self, prompt_ids: np.ndarray, osl: int, on_first_token: Callable[[], None] | None = None
     ) -> GenerationTrace:
         prompt = [int(token) for token in prompt_ids[0]]
         self.llm.reset()  # no prefix of the last generation is reused

@@ -20,7 +20,7 @@ from __future__ import annotations
 import collections
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 import llama_cpp
 import numpy as np
@@ -51,10 +51,20 @@ class _Slot:
         return self.fed + max(0, len(self.tokens) - 1)
 
 
+class LoadedModel(Protocol):
+    """backends.llama_cpp.backend.LlamaCppGenerator as the slots use it (that module
+    imports this one)."""
+
+    llm: llama_cpp.Llama
+    details: Details
+
+    def recorded(self) -> dict[str, Any]: ...
+
+
 class LlamaCppSlots(SteppingEngine):
     thread_name = "llama-slots"
 
-    def __init__(self, loaded: Any, job: Job, threads: int, streams: int) -> None:
+    def __init__(self, loaded: LoadedModel, job: Job, threads: int, streams: int) -> None:
         """`loaded`: the generation loop's LlamaCppGenerator, whose model this serves;
         its own one-sequence context stays unused."""
         super().__init__()
@@ -155,7 +165,9 @@ def _put(batch: llama_cpp.llama_batch, index: int, token: int, pos: int, seq: in
          logits: bool) -> int:  # fmt: skip
     """Token `index` of the batch: at `pos` of sequence `seq`, its logits kept or not."""
     batch.token[index] = token
-    batch.pos[index] = pos
+    # llama-cpp-python annotates pos as an array of arrays; llama.h's is `llama_pos * pos`,
+    # one position (an int32) per token
+    batch.pos[index] = pos  # type: ignore[call-overload]
     batch.n_seq_id[index] = 1
     batch.seq_id[index][0] = seq
     batch.logits[index] = 1 if logits else 0

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import onnxruntime as ort
 
@@ -25,6 +25,9 @@ from dlbench.errors import CaseError
 from dlbench.results.details import Details
 from dlbench.spec.registry import QUANTIZED_PRECISIONS
 from dlbench.workloads.user_model import model_inputs
+
+if TYPE_CHECKING:
+    import numpy as np
 
 
 class OnnxRuntimeBackend(Backend):
@@ -68,7 +71,7 @@ class OnnxRuntimeBackend(Backend):
         session = self._session(path, job.device)
         used = session.get_providers()
 
-        def step() -> Any:
+        def step() -> list[np.ndarray]:
             return session.run(None, feeds)  # returns NumPy arrays: complete on return
 
         return Prepared(
@@ -96,7 +99,7 @@ class OnnxRuntimeBackend(Backend):
         nodes, feeds = self._user_probe(path, job)
         session = self._session(path, job.device)
 
-        def step() -> Any:
+        def step() -> list[np.ndarray]:
             return session.run(None, feeds)  # every output, as NumPy arrays
 
         providers = session.get_providers()

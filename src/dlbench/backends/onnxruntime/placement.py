@@ -26,10 +26,13 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from dlbench.backends.placement import placement_of_each
 from dlbench.results.details import Placement
+
+if TYPE_CHECKING:  # ONNX Runtime ships no types
+    import onnxruntime as ort
 
 CPU_PROVIDER = "CPUExecutionProvider"
 # ONNX Runtime's kSmallInitializerThreshold: the size it treats as a shape-like tensor
@@ -90,7 +93,7 @@ def probe_placement(
     started = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="dlbench-ort-profile-") as folder:
 
-        def profiled(options: Any) -> None:
+        def profiled(options: ort.SessionOptions) -> None:
             options.enable_profiling = True
             options.profile_file_prefix = str(Path(folder) / "probe")
 

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 from dlbench.workloads.user_model import STRING, InputSpec, input_dtype
+
+if TYPE_CHECKING:  # ONNX Runtime ships no types
+    import onnxruntime as ort
 
 ORT_TYPES = {"tensor(float)": "float32", "tensor(float16)": "float16", "tensor(double)": "float64",
              "tensor(int64)": "int64", "tensor(int32)": "int32", "tensor(int16)": "int16",
@@ -13,7 +16,7 @@ ORT_TYPES = {"tensor(float)": "float32", "tensor(float16)": "float16", "tensor(d
              "tensor(bool)": "bool", "tensor(string)": STRING}  # fmt: skip
 
 
-def ort_signature(session: Any) -> list[InputSpec]:
+def ort_signature(session: ort.InferenceSession) -> list[InputSpec]:
     return [
         InputSpec(i.name, tuple(d if isinstance(d, int) and d > 0 else None for d in i.shape),
                   input_dtype(i.name, ORT_TYPES.get(i.type), i.type))

@@ -13,7 +13,6 @@ import json
 import sys
 import time
 from collections.abc import Callable
-from typing import Any
 
 import numpy as np
 import onnxruntime_genai as og
@@ -51,7 +50,7 @@ class OrtGenAiGenerator(Generator):
         )
 
     def generate(
-        self, prompt_ids: Any, osl: int, on_first_token: Callable[[], None] | None = None
+        self, prompt_ids: np.ndarray, osl: int, on_first_token: Callable[[], None] | None = None
     ) -> GenerationTrace:
         ids = np.asarray(prompt_ids, dtype=np.int32)
         batch, isl = ids.shape

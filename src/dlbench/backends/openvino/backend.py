@@ -10,8 +10,9 @@ that have it, which is not an fp32 result.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import openvino as ov
@@ -33,6 +34,12 @@ from dlbench.results.details import Details, Placement
 from dlbench.spec.case import Case
 from dlbench.spec.registry import QUANTIZED_PRECISIONS
 from dlbench.workloads.user_model import model_inputs
+
+if TYPE_CHECKING:  # OpenVINO ships no types: to the checker these are Any
+    from openvino.utils.data_helpers import OVDict  # what a request's infer returns
+
+# A model's inputs by name, and a step's chunk of them
+Feeds = dict[str, np.ndarray]
 
 # int8: the IR NNCF quantized; its layers left in float run in f32, not the bf16 default
 PRECISION_HINTS = {"fp32": "f32", "int8": "f32", "bf16": "bf16", "fp16": "f16"}
@@ -149,8 +156,8 @@ class OpenVinoBackend(Backend):
         )
 
     def _compile(
-        self, path: Any, arrays: dict[str, Any], job: Job, offline: bool, chunk: int
-    ) -> Any:
+        self, path: Path, arrays: Feeds, job: Job, offline: bool, chunk: int
+    ) -> ov.CompiledModel:
         model = self._core.read_model(str(path))
         model.reshape({name: [chunk, *a.shape[1:]] for name, a in arrays.items()})
         return self._core.compile_model(
@@ -161,7 +168,7 @@ class OpenVinoBackend(Backend):
 HINT_KEYS = ("PERFORMANCE_HINT", "NUM_STREAMS")
 
 
-def executed_on(compiled: Any) -> Placement:
+def executed_on(compiled: ov.CompiledModel) -> Placement:
     """Where the compiled model really runs: OpenVINO's EXECUTION_DEVICES, the devices
     its plugin put the work on (an AUTO or HETERO compile may differ from the one
     asked for). dlbench compiles for the CPU plugin alone, so anything else is mixed."""
@@ -201,23 +208,25 @@ def _divisor_at_most(wanted: int, batch: int) -> int:
     return next(n for n in range(max(1, min(wanted, batch)), 0, -1) if batch % n == 0)
 
 
-def _sync_step(compiled: Any, chunks: list[dict[str, Any]]) -> tuple[Any, Any]:
+def _sync_step(
+    compiled: ov.CompiledModel, chunks: list[Feeds]
+) -> tuple[Callable[[], OVDict], Callable[[], np.ndarray]]:
     """A synchronous step on a request of its own (a server stream makes one each)."""
     request = compiled.create_infer_request()
     feeds = chunks[0]
 
-    def step() -> Any:
+    def step() -> OVDict:
         return request.infer(feeds, share_inputs=True)  # synchronous
 
     return step, lambda: step()[0].copy()
 
 
-def _chunked_infer(compiled: Any, requests: int) -> Any:
+def _chunked_infer(compiled: ov.CompiledModel, requests: int) -> Callable[[Feeds], np.ndarray]:
     """The first output for a batch of the step's size, on a request of its own
     (an offline model is compiled for the batch split over its requests)."""
     request = compiled.create_infer_request()
 
-    def infer(inputs: dict[str, Any]) -> Any:
+    def infer(inputs: Feeds) -> np.ndarray:
         parts = zip(*(np.split(a, requests) for a in inputs.values()), strict=True)
         chunks = [dict(zip(inputs, part, strict=True)) for part in parts]
         return np.concatenate([request.infer(chunk)[0].copy() for chunk in chunks])
@@ -225,14 +234,16 @@ def _chunked_infer(compiled: Any, requests: int) -> Any:
     return infer
 
 
-def _outputs_infer(compiled: Any) -> Any:
+def _outputs_infer(compiled: ov.CompiledModel) -> Callable[[Feeds], list[np.ndarray]]:
     """Every output of a user's model for inputs of the step's shapes."""
     request = compiled.create_infer_request()
     count = len(compiled.outputs)
     return lambda inputs: [a.copy() for a in list(request.infer(inputs).values())[:count]]
 
 
-def _async_step(compiled: Any, chunks: list[dict[str, Any]]) -> tuple[Any, Any]:
+def _async_step(
+    compiled: ov.CompiledModel, chunks: list[Feeds]
+) -> tuple[Callable[[], None], Callable[[], np.ndarray]]:
     queue = ov.AsyncInferQueue(compiled, len(chunks))
 
     def step() -> None:
@@ -240,8 +251,8 @@ def _async_step(compiled: Any, chunks: list[dict[str, Any]]) -> tuple[Any, Any]:
             queue.start_async(feeds, userdata=index, share_inputs=True)
         queue.wait_all()  # every request done before the clock stops
 
-    def fetch() -> Any:
-        outputs: dict[int, Any] = {}
+    def fetch() -> np.ndarray:
+        outputs: dict[int, np.ndarray] = {}
         queue.set_callback(
             lambda request, index: outputs.__setitem__(
                 index, request.get_output_tensor(0).data.copy()

@@ -10,7 +10,7 @@ type for BERT-family encoders, as NNCF advises for them.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from dlbench.backends.calibration import calibration_inputs, user_calibration
 from dlbench.reference.builtin import onnx_model
@@ -18,6 +18,10 @@ from dlbench.reference.quantized import builder_main, save_reference_outputs
 from dlbench.spec.case import Case
 from dlbench.workloads import get_workload
 from dlbench.workloads.user_model import model_inputs
+
+if TYPE_CHECKING:  # imported in the builder's process (OpenVINO ships no types)
+    import numpy as np
+    import openvino as ov
 
 MODEL_FILE = "model.xml"
 
@@ -55,7 +59,9 @@ def build(case: Case, seed: int, folder: Path) -> dict[str, Any]:
     }
 
 
-def _user_model(core: Any, case: Case, seed: int, folder: Path) -> tuple[Any, list, str]:
+def _user_model(
+    core: ov.Core, case: Case, seed: int, folder: Path
+) -> tuple[ov.Model, list[dict[str, np.ndarray]], str]:
     """A user's model, its calibration batches, and fp32's outputs kept for the check."""
     from dlbench.backends.openvino.user_model import ov_signature
 

@@ -2,16 +2,19 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 from dlbench.workloads.user_model import STRING, InputSpec, input_dtype
+
+if TYPE_CHECKING:  # OpenVINO ships no types
+    import openvino as ov
 
 OV_TYPES = {"f32": "float32", "f16": "float16", "f64": "float64", "i64": "int64", "i32": "int32",
             "i16": "int16", "i8": "int8", "u64": "uint64", "u32": "uint32", "u16": "uint16",
             "u8": "uint8", "boolean": "bool", "string": STRING}  # fmt: skip
 
 
-def ov_signature(model: Any, ports: str = "inputs") -> list[InputSpec]:
+def ov_signature(model: ov.Model | ov.CompiledModel, ports: str = "inputs") -> list[InputSpec]:
     specs = []
     for index, port in enumerate(getattr(model, ports)):
         shape = port.get_partial_shape()

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from typing import Any
 
 import numpy as np
 import openvino as ov
@@ -66,7 +65,7 @@ class OvGenAiGenerator(Generator):
         )  # fmt: skip
 
     def generate(
-        self, prompt_ids: Any, osl: int, on_first_token: Callable[[], None] | None = None
+        self, prompt_ids: np.ndarray, osl: int, on_first_token: Callable[[], None] | None = None
     ) -> GenerationTrace:
         ids = np.asarray(prompt_ids, dtype=np.int64)
         inputs = ov_genai.TokenizedInputs(ov.Tensor(ids), ov.Tensor(np.ones_like(ids)))
@@ -87,7 +86,7 @@ class _FirstToken(ov_genai.StreamerBase):
         super().__init__()
         self._on_first_token: Callable[[], None] | None = on_first_token
 
-    def write(self, token: Any) -> ov_genai.StreamingStatus:
+    def write(self, token: int | list[int]) -> ov_genai.StreamingStatus:
         if self._on_first_token is not None:
             self._on_first_token()
             self._on_first_token = None

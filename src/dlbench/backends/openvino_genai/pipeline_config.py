@@ -22,7 +22,7 @@ def fp32_properties(threads: int) -> dict[str, Any]:
             "INFERENCE_NUM_THREADS": threads}  # fmt: skip
 
 
-def exact_length(osl: int) -> Any:
+def exact_length(osl: int) -> ov_genai.GenerationConfig:
     """Greedy decoding of exactly osl tokens (no end-of-sequence is ever produced:
     workloads.decoder)."""
     return ov_genai.GenerationConfig(max_new_tokens=osl, min_new_tokens=osl, ignore_eos=True,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from dlbench.backends.tensorflow.memory import ALLOW_GROWTH, peak_reading, peak_reset
 
@@ -33,6 +33,12 @@ from dlbench.measure.pipeline import WindowMeanPipeline
 from dlbench.results.details import Details, Placement
 from dlbench.workloads.model_format import model_format
 from dlbench.workloads.user_model import model_inputs
+
+if TYPE_CHECKING:
+    import keras
+    import numpy as np
+
+    from dlbench.data.mnist import MnistData
 
 
 class TensorFlowBackend(Backend):
@@ -69,7 +75,7 @@ class TensorFlowBackend(Backend):
             )
         return f"cuda:{index}"
 
-    def prepare_training(self, job: Job, data: Any) -> EpochTrainer:
+    def prepare_training(self, job: Job, data: MnistData) -> EpochTrainer:
         from dlbench.backends.tensorflow.training import TfMnistTrainer
 
         return TfMnistTrainer(job, data, _tf_device(job.device))
@@ -86,14 +92,14 @@ class TensorFlowBackend(Backend):
             x = tf.constant(to_framework_layout(job.workload.name, inputs["x"]))
         forward = _compiled(model, job.case.compile)
 
-        def step() -> Any:
+        def step() -> np.ndarray:
             # .numpy() waits for the result and materialises it (fairness rule 4).
             return forward(x).numpy()
 
         # every input and variable; the output on the check's call (fetch)
         placed = tf_placement({"input x": x, **by_name(model.variables)})
 
-        def fetch() -> Any:
+        def fetch() -> np.ndarray:
             output = forward(x)
             require_outputs_placed(placed, [output])
             return output.numpy()
@@ -199,8 +205,8 @@ def _user_step(
     return step, fetch, placed
 
 
-def _compiled(model: Any, mode: str) -> Callable[[Any], Any]:
-    def call(x: Any) -> Any:
+def _compiled(model: keras.Model, mode: str) -> Callable[[tf.Tensor], tf.Tensor]:
+    def call(x: tf.Tensor) -> tf.Tensor:
         return model(x, training=False)  # inference: dropout off, no tape is recording
 
     if mode == "eager":

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from contextlib import nullcontext
-from typing import Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 import tensorflow as tf
@@ -25,13 +25,16 @@ from dlbench.backends.tensorflow.signatures import dims, dtype_name, pick_signat
 from dlbench.errors import CaseError
 from dlbench.workloads.user_model import InputSpec
 
+if TYPE_CHECKING:
+    from tensorflow.core.protobuf.meta_graph_pb2 import SignatureDef
+
 V1_LOADER = "tf.compat.v1.saved_model.loader.load"
 
 
 class GraphSignature:
     """The serving signature of a SavedModel imported into a graph, with its session."""
 
-    def __init__(self, session: Any, signature: Any) -> None:
+    def __init__(self, session: tf.compat.v1.Session, signature: SignatureDef) -> None:
         self._session = session
         # outputs in name order, as the tf.saved_model.load path returns them
         self._output_keys = sorted(signature.outputs)
@@ -86,6 +89,6 @@ def load_graph_signature(path: str, name: str, cause: str, device: str | None) -
     return GraphSignature(session, signatures[pick_signature(signatures, name)])
 
 
-def _spec(key: str, info: Any) -> InputSpec:
+def _spec(key: str, info: tf.compat.v1.TensorInfo) -> InputSpec:
     shape = tf.TensorShape(info.tensor_shape)
     return InputSpec(key, dims(shape), dtype_name(tf.dtypes.as_dtype(info.dtype)))

@@ -48,7 +48,7 @@ def require_outputs_placed(placement: Placement | None, outputs: Iterable[Any]) 
     require_outputs_with(placement, devices, tf_kind)
 
 
-def device_of(piece: Any) -> str:
+def device_of(piece: object) -> str:
     """A tensor's or variable's device (a Keras variable holds its TensorFlow one in
     `value`); "unplaced" where TensorFlow names none."""
     device = getattr(piece, "device", None)
@@ -57,5 +57,5 @@ def device_of(piece: Any) -> str:
     return str(device or "unplaced")
 
 
-def _numeric(piece: Any) -> bool:
+def _numeric(piece: object) -> bool:
     return getattr(piece, "dtype", None) not in ("string", tf.string)

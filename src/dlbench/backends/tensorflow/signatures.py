@@ -7,9 +7,12 @@ model reads the same inputs and outputs whichever one runs it.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any
+from typing import TYPE_CHECKING
 
 from dlbench.errors import CaseError
+
+if TYPE_CHECKING:  # TensorFlow ships no types usable here
+    import tensorflow as tf
 
 SERVING_SIGNATURE = "serving_default"
 
@@ -29,11 +32,11 @@ def pick_signature(names: Iterable[str], model_name: str) -> str:
     )
 
 
-def dims(shape: Any) -> tuple[int | None, ...] | None:
+def dims(shape: tf.TensorShape) -> tuple[int | None, ...] | None:
     """A TensorShape's dimensions (None where dynamic), or None for an unknown rank."""
     return None if shape.rank is None else tuple(shape.as_list())
 
 
-def dtype_name(dtype: Any) -> str:
+def dtype_name(dtype: object) -> str:
     """A TensorFlow dtype's name, as InputSpec holds it ("float32"; "string": tf.string)."""
     return str(getattr(dtype, "name", dtype))

@@ -10,7 +10,7 @@ is the same number, since log_softmax is idempotent).
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import TYPE_CHECKING
 
 import keras
 import tensorflow as tf
@@ -28,9 +28,12 @@ from dlbench.workloads.mnist_train import (
     usable_train_samples,
 )
 
+if TYPE_CHECKING:
+    from dlbench.data.mnist import MnistData
+
 
 class TfMnistTrainer(EpochTrainer):
-    def __init__(self, job: Job, data: Any, tf_device: str) -> None:
+    def __init__(self, job: Job, data: MnistData, tf_device: str) -> None:
         from dlbench.data.mnist import normalised
 
         keras.utils.set_random_seed(job.seed)  # dropout and fit's shuffling
@@ -54,10 +57,10 @@ class TfMnistTrainer(EpochTrainer):
         self.loss_fn = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
         # where TensorFlow really placed the data and the weights, each of them,
         # checked against the case's device
-        data = {"train x": self.x, "train y": self.y, "test x": self.test_x,
+        held = {"train x": self.x, "train y": self.y, "test x": self.test_x,
                 "test y": self.test_y, "loss sum": self.loss_sum}  # fmt: skip
         self.details = Details(
-            placement=tf_placement({**data, **by_name(self.model.variables)}),
+            placement=tf_placement({**held, **by_name(self.model.variables)}),
             extra={"keras": keras.__version__},
         )
         if self.mode == "fit":

@@ -21,7 +21,10 @@ from dlbench.backends.tensorflow.signatures import dims, dtype_name, pick_signat
 from dlbench.errors import cause_summary
 from dlbench.workloads.user_model import InputSpec
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # TensorFlow and Keras ship no types usable here: to the checker, Any
+    import keras
+    import tensorflow as tf
+
     from dlbench.backends.tensorflow.graph_loader import GraphSignature
 
 # Callable on a dict of tensors by input name; returns every output, in order.
@@ -113,7 +116,7 @@ def restore_failure(exc: BaseException) -> str:
     return f"it ({said})"
 
 
-def _keras_model(path: str, kind: str, trust: bool) -> Any:
+def _keras_model(path: str, kind: str, trust: bool) -> keras.Model:
     import keras
 
     name = Path(path).name
@@ -134,12 +137,12 @@ def _keras_model(path: str, kind: str, trust: bool) -> Any:
         raise load_failure(f"Keras {keras.__version__} cannot load {name}", exc) from None
 
 
-def _input_name(tensor: Any) -> str:
+def _input_name(tensor: object) -> str:
     # Keras 2 files name input tensors "input_1:0" in places; the feed key is the layer's
     return str(getattr(tensor, "name", "input")).split(":")[0]
 
 
-def _flatten(out: Any) -> list[Any]:
+def _flatten(out: object) -> list[tf.Tensor]:
     import tensorflow as tf
 
     if isinstance(out, dict):

@@ -6,7 +6,7 @@ import inspect
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import torch
 
@@ -39,6 +39,13 @@ from dlbench.results.details import Details, Placement, Quantization
 from dlbench.spec.registry import QUANTIZED_PRECISIONS, precision_info
 from dlbench.workloads.model_format import model_format
 from dlbench.workloads.user_model import model_inputs
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from dlbench.data.mnist import MnistData
+
+T = TypeVar("T")
 
 
 class TorchBackend(Backend):
@@ -156,7 +163,7 @@ class TorchBackend(Backend):
 
         return window_queue(job, prepared)
 
-    def prepare_training(self, job: Job, data: Any) -> EpochTrainer:
+    def prepare_training(self, job: Job, data: MnistData) -> EpochTrainer:
         from dlbench.backends.torch.training import TorchMnistTrainer
 
         device = torch.device(job.device)
@@ -203,7 +210,7 @@ class TorchBackend(Backend):
             module = loaded.module() if kind == "torch-export" else loaded.to(device).eval()
             model = torch.compile(module) if job.case.compile == "compile" else module
 
-        def step() -> Any:
+        def step() -> object:  # whatever the user's model returns (_tensors reads it)
             return model(*args)
 
         synced = _synchronised(step, device)
@@ -218,7 +225,7 @@ class TorchBackend(Backend):
 
     def _kernel_step(
         self, job: Job, inputs: dict[str, torch.Tensor], precision: PrecisionPlan
-    ) -> Callable[[], object]:
+    ) -> Callable[[], torch.Tensor]:
         kernel = _compiled(KERNELS[job.workload.name], job.case.compile, scriptable=True)
         # A kernel has no autocast region: at an AMP precision its operands are
         # stored in that type, which is what a bf16/fp16 GEMM or add means.
@@ -251,7 +258,9 @@ class TorchBackend(Backend):
             model, self.quantization = quantized_model(job, device)
             return model
         module = reference_module(job.workload.name, job.params, job.seed)
-        module = self.module = module.to(device, memory_format=layout).eval()
+        # Module.to takes memory_format (torch._C._nn._parse_to reads it), which torch's
+        # annotated overloads of it leave out
+        module = self.module = module.to(device, memory_format=layout).eval()  # type: ignore[call-overload]
         if job.case.compile == "export":
             identity = {"workload": job.workload.name, "params": job.params, "seed": job.seed,
                         "layout": str(layout)}  # fmt: skip
@@ -276,9 +285,11 @@ class TorchBackend(Backend):
         device: torch.device,
         precision: PrecisionPlan,
         layout: torch.memory_format,
-    ) -> Callable[[], object]:
+    ) -> Callable[[], torch.Tensor]:
         module = training_module(job.workload.name, job.params, job.seed)
-        module = self.module = module.to(device, memory_format=layout).train()
+        # Module.to takes memory_format (torch._C._nn._parse_to reads it), which torch's
+        # annotated overloads of it leave out
+        module = self.module = module.to(device, memory_format=layout).train()  # type: ignore[call-overload]
         args = _model_args(inputs)
         wrapped: torch.nn.Module = module
         if job.world_size > 1:
@@ -389,10 +400,10 @@ def _laid_out(tensor: torch.Tensor, layout: torch.memory_format) -> torch.Tensor
 
 def _array_call(
     call: Callable[..., torch.Tensor], device: torch.device, layout: torch.memory_format
-) -> Callable[[dict[str, Any]], Any]:
+) -> Callable[[dict[str, np.ndarray]], np.ndarray]:
     """The model on NumPy inputs of the step's shape (the int8 check's evaluation batch)."""
 
-    def infer(arrays: dict[str, Any]) -> Any:
+    def infer(arrays: dict[str, np.ndarray]) -> np.ndarray:
         tensors = {
             name: _laid_out(torch.from_numpy(a).to(device), layout) for name, a in arrays.items()
         }
@@ -409,7 +420,7 @@ def _model_args(inputs: dict[str, torch.Tensor]) -> list[torch.Tensor]:
     return [tensor for name, tensor in inputs.items() if name not in TARGET_NAMES]
 
 
-def _tensors(output: Any) -> list[torch.Tensor]:
+def _tensors(output: object) -> list[torch.Tensor]:
     """Every tensor a model returned (a tensor, or nested tuples, lists and dicts)."""
     from torch.utils._pytree import tree_leaves
 
@@ -417,8 +428,11 @@ def _tensors(output: Any) -> list[torch.Tensor]:
 
 
 def _compiled(
-    fn: Any, mode: str, scriptable: bool, example: list[torch.Tensor] | None = None
-) -> Any:
+    fn: Callable[..., torch.Tensor],
+    mode: str,
+    scriptable: bool,
+    example: list[torch.Tensor] | None = None,
+) -> Callable[..., torch.Tensor]:
     """Wrap a module or function for the compile mode; torch.compile itself is lazy.
 
     "script" scripts what TorchScript can compile and traces the rest
@@ -439,8 +453,8 @@ def _compiled(
 
 
 def _with_transfer(
-    step: Callable[[], object], inputs: dict[str, torch.Tensor], transfer: str, device: torch.device
-) -> tuple[Callable[[], object], str]:
+    step: Callable[[], T], inputs: dict[str, torch.Tensor], transfer: str, device: torch.device
+) -> tuple[Callable[[], T], str]:
     """With transfer "inside", each step first copies its inputs from pinned host memory.
 
     The step keeps reading the same device tensors; they are refilled from the
@@ -452,7 +466,7 @@ def _with_transfer(
         return step, "outside (inputs on the device before timing)"
     pairs = [(tensor, tensor.cpu().pin_memory()) for tensor in inputs.values()]
 
-    def step_with_copy() -> object:
+    def step_with_copy() -> T:
         for on_device, on_host in pairs:
             on_device.copy_(on_host, non_blocking=True)
         return step()
@@ -517,11 +531,11 @@ def _traced(job: Job) -> bool:
     return job.case.compile == "script" and not job.workload.torch_scriptable
 
 
-def _synchronised(step: Callable[[], object], device: torch.device) -> Callable[[], object]:
+def _synchronised(step: Callable[[], T], device: torch.device) -> Callable[[], T]:
     """On a GPU, wait for the kernels the step queued; on CPU, torch is synchronous."""
     if device.type == "cuda":
 
-        def synced() -> object:
+        def synced() -> T:
             out = step()
             torch.cuda.synchronize(device)
             return out
@@ -529,7 +543,7 @@ def _synchronised(step: Callable[[], object], device: torch.device) -> Callable[
         return synced
     if device.type == "mps":
 
-        def synced_mps() -> object:
+        def synced_mps() -> T:
             out = step()
             torch.mps.synchronize()
             return out

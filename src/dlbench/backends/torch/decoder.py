@@ -16,7 +16,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
@@ -36,7 +36,16 @@ from dlbench.workloads.decoder import (
     SHAPES,
     SPECIAL_TOKENS,
     DecoderShape,
+    DecoderWorkload,
 )
+
+if TYPE_CHECKING:  # transformers is imported where a model or tokenizer is made
+    from transformers import (
+        LlamaConfig,
+        LlamaForCausalLM,
+        PreTrainedTokenizerBase,
+        PreTrainedTokenizerFast,
+    )
 
 # The synthetic corpus the tokenizer is trained on: words drawn from a seeded
 # lexicon with Zipf's law, so merges follow frequency as in real text.
@@ -44,7 +53,7 @@ from dlbench.workloads.decoder import (
 LEXICON_WORDS, WORDS_PER_LINE, VOCAB_PER_LINE = 40_000, 2_000, 128
 
 
-def build_tokenizer(vocab: int, seed: int) -> Any:
+def build_tokenizer(vocab: int, seed: int) -> PreTrainedTokenizerFast:
     """A byte-level BPE tokenizer of exactly `vocab` tokens, trained here, offline."""
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import PreTrainedTokenizerFast
@@ -78,7 +87,7 @@ def build_tokenizer(vocab: int, seed: int) -> Any:
     )
 
 
-def llama_config(shape: DecoderShape) -> Any:
+def llama_config(shape: DecoderShape) -> LlamaConfig:
     from transformers import LlamaConfig
 
     return LlamaConfig(
@@ -97,7 +106,9 @@ def llama_config(shape: DecoderShape) -> Any:
     )
 
 
-def build_decoder(shape: DecoderShape, seed: int, device: str = "cpu", dtype: Any = None) -> Any:
+def build_decoder(
+    shape: DecoderShape, seed: int, device: str = "cpu", dtype: torch.dtype | None = None
+) -> LlamaForCausalLM:
     """The seeded model, built in fp32 on `device` (its random numbers are that
     device's), then its weights cast to `dtype`. The output rows of the special tokens
     are zero, so their logit is 0 and never the largest of thousands: no engine ever
@@ -114,7 +125,7 @@ def build_decoder(shape: DecoderShape, seed: int, device: str = "cpu", dtype: An
     return model
 
 
-def cast_weights(model: Any, dtype: torch.dtype) -> None:
+def cast_weights(model: torch.nn.Module, dtype: torch.dtype) -> None:
     """The model's weights (its parameters) in `dtype`, each freed in fp32 as it is cast.
 
     Its buffers, the rotary frequencies computed from the config, stay fp32, as
@@ -142,7 +153,7 @@ def save_checkpoint(workload: str, seed: int, folder: Path) -> None:
     tokenizer.save_pretrained(folder)
 
 
-def partial_utf8_tokens(tokenizer: Any) -> list[int]:
+def partial_utf8_tokens(tokenizer: PreTrainedTokenizerBase) -> list[int]:
     """The ids whose bytes are not whole UTF-8 characters on their own."""
     return [
         token_id
@@ -181,7 +192,8 @@ def decode_step_compiled() -> dict[str, Any]:
     from transformers import CompileConfig
 
     config = CompileConfig(mode="reduce-overhead")
-    config._compile_all_devices = True
+    # transformers annotates this testing switch by its default alone, None
+    config._compile_all_devices = True  # type: ignore[assignment]
     return {"disable_compile": False, "compile_config": config}
 
 
@@ -193,7 +205,7 @@ class _TokenClock:
         self._prompt_seen = False
         self._on_first_token = on_first_token
 
-    def put(self, value: Any) -> None:
+    def put(self, value: torch.Tensor) -> None:
         if self._prompt_seen:
             self.times.append(time.perf_counter())  # the step's tokens are on the host
             if self._on_first_token is not None and len(self.times) == 1:
@@ -212,13 +224,15 @@ class TorchGenerator(Generator):
     def __init__(
         self,
         job: Job,
-        model: Any,
+        model: LlamaForCausalLM,
         dtype: torch.dtype,
         weights: str,
         compile_counters: Callable[[], dict[str, int]],
     ) -> None:
         self.device = job.device
-        self.model = model.to(job.device).eval()
+        # transformers wraps PreTrainedModel.to with functools.wraps, which typeshed types
+        # as a plain callable: the checker then wants the model as the first argument too
+        self.model = model.to(job.device).eval()  # type: ignore[arg-type]
         self._compiled_step: dict[str, Any] = {}
         if job.case.compile == "compile":
             # torch.compile's defaults, as a user writes it: with dynamic=False the
@@ -255,7 +269,7 @@ class TorchGenerator(Generator):
             return {}
         return {"compile_counters": self._compile_counters()}
 
-    def decode_kernel_s(self, prompt_ids: Any, osl: int) -> tuple[float | None, str | None]:
+    def decode_kernel_s(self, prompt_ids: np.ndarray, osl: int) -> tuple[float | None, str | None]:
         """A GPU's kernel time over the decode: one whole generation's profiled kernels
         less those of a one-token one (its prefill), as torch.profiler (CUPTI) records
         them, their overlaps counted once (backends.torch.pipeline.device_busy_s)."""
@@ -267,7 +281,7 @@ class TorchGenerator(Generator):
             return None, why or why_prefill
         return max(0.0, whole - prefill), None
 
-    def _kernel_s(self, prompt_ids: Any, osl: int) -> tuple[float | None, str | None]:
+    def _kernel_s(self, prompt_ids: np.ndarray, osl: int) -> tuple[float | None, str | None]:
         torch.cuda.synchronize(self._placed)
 
         def generation() -> None:
@@ -277,7 +291,7 @@ class TorchGenerator(Generator):
         return device_busy_s(generation)
 
     def generate(
-        self, prompt_ids: Any, osl: int, on_first_token: Callable[[], None] | None = None
+        self, prompt_ids: np.ndarray, osl: int, on_first_token: Callable[[], None] | None = None
     ) -> GenerationTrace:
         ids = torch.from_numpy(np.asarray(prompt_ids)).to(self.device)
         clock = _TokenClock(on_first_token)
@@ -314,7 +328,7 @@ def generation_model(
     return model, f"the shared checkpoint (fp32), loaded as {name}", None
 
 
-def checkpoint_model(checkpoint: Path, dtype: torch.dtype) -> Any:
+def checkpoint_model(checkpoint: Path, dtype: torch.dtype) -> LlamaForCausalLM:
     """The shared checkpoint, loaded in `dtype`: an 8B model is never held in fp32 on
     its way to bf16."""
     from transformers import LlamaForCausalLM
@@ -322,7 +336,7 @@ def checkpoint_model(checkpoint: Path, dtype: torch.dtype) -> Any:
     return LlamaForCausalLM.from_pretrained(checkpoint, dtype=dtype)
 
 
-def seeded_model(job: Job, dtype: torch.dtype) -> tuple[Any, OwnReference]:
+def seeded_model(job: Job, dtype: torch.dtype) -> tuple[LlamaForCausalLM, OwnReference]:
     """The case's model built from the seed on its own device, and the fp32 reference
     made there from the same weights before they are cast to `dtype`.
 
@@ -332,6 +346,7 @@ def seeded_model(job: Job, dtype: torch.dtype) -> tuple[Any, OwnReference]:
     seeded fp32 weights rounded to its type. The byte tokens' output rows stay as they
     are: no tokenizer, no text streamed."""
     device = torch.device(job.device)
+    assert isinstance(job.workload, DecoderWorkload), "a generation case's workload"
     model = build_decoder(job.workload.shape, job.seed, device=str(device))
     reference = seeded_reference(job, model, device)
     cast_weights(model, dtype)
@@ -340,7 +355,7 @@ def seeded_model(job: Job, dtype: torch.dtype) -> tuple[Any, OwnReference]:
     return model, reference
 
 
-def seeded_reference(job: Job, model: Any, device: torch.device) -> OwnReference:
+def seeded_reference(job: Job, model: LlamaForCausalLM, device: torch.device) -> OwnReference:
     """torch eager fp32's greedy tokens and top two logits for the case's prompts, from
     `model` (fp32) on `device`, TF32 off; made once per key (reference.decoder)."""
     isl, osl = job.params["isl"], job.params["osl"]
@@ -378,9 +393,13 @@ def tf32_off() -> Iterator[None]:
         torch.set_float32_matmul_precision(saved[2])
 
 
-def greedy_reference(model: Any, prompt_ids: np.ndarray, osl: int) -> dict[str, np.ndarray]:
+def greedy_reference(
+    model: LlamaForCausalLM, prompt_ids: np.ndarray, osl: int
+) -> dict[str, np.ndarray]:
     """`model`'s eager greedy tokens ([batch, osl]) and at each step its top two logits,
     on the device it is on, TF32 off."""
+    from transformers.generation import GenerateDecoderOnlyOutput
+
     ids = torch.from_numpy(prompt_ids).to(next(model.parameters()).device)
     with torch.inference_mode(), tf32_off():
         out = model.generate(
@@ -390,6 +409,8 @@ def greedy_reference(model: Any, prompt_ids: np.ndarray, osl: int) -> dict[str, 
             return_dict_in_generate=True,
             **greedy_kwargs(osl),
         )
+    # return_dict_in_generate, on a decoder, with output_logits
+    assert isinstance(out, GenerateDecoderOnlyOutput) and out.logits is not None
     # generate keeps its static cache on the model (`_cache`, in transformers 5.0 to
     # 5.17) for a next call of the same batch, whatever the dtype the model is then
     # in: the reference's is fp32, and a case's is made anew, in its type, by its own

@@ -37,7 +37,13 @@ def build_tokens(request: dict[str, Any]) -> None:
     arrays = reference_tokens(
         checkpoint_folder(request["workload"], seed), prompts["input_ids"], request["osl"]
     )
-    write_atomic(Path(request["path"]), lambda temp: np.savez(temp, **arrays))
+
+    def save(temp: Path) -> None:
+        # numpy's annotation reads a ** of arrays as possibly filling savez's allow_pickle
+        # (a bool) too; these keys are the ones reference_tokens names
+        np.savez(temp, **arrays)  # type: ignore[arg-type]
+
+    write_atomic(Path(request["path"]), save)
 
 
 def main(argv: list[str] | None = None) -> int:

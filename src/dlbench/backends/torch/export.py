@@ -14,15 +14,20 @@ import hashlib
 import json
 import time
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from dlbench.atomic import write_atomic
 from dlbench.errors import CaseError, cause_summary
 from dlbench.reference.builtin import cache_dir
 
+if TYPE_CHECKING:  # torch is imported where a package is compiled
+    import torch
+
 
 def aoti_runner(
-    model: Any, args: Sequence[Any], identity: dict[str, Any]
+    model: torch.nn.Module | torch.export.ExportedProgram,
+    args: Sequence[object],  # tensors, and a user's model's plain values
+    identity: dict[str, Any],
 ) -> tuple[Callable[..., Any], dict[str, Any]]:
     """(the loaded AOTInductor package, details) for a module or ExportedProgram.
 

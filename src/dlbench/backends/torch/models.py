@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 import numpy as np
 import torch
@@ -86,7 +86,12 @@ def copy_kernel(x: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
 
 
 # name -> (kernel, number of inputs); the output is the kernel's last argument
-KERNELS = {"add": add_kernel, "gemm": gemm_kernel, "copy": copy_kernel, "h2d": copy_kernel}
+KERNELS: dict[str, Callable[..., torch.Tensor]] = {
+    "add": add_kernel,
+    "gemm": gemm_kernel,
+    "copy": copy_kernel,
+    "h2d": copy_kernel,
+}
 
 
 def masked_lm_loss(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
@@ -94,7 +99,8 @@ def masked_lm_loss(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
     return functional.cross_entropy(logits.flatten(0, 1).float(), labels.flatten())
 
 
-LOSSES = {
+# name -> loss(output, target)
+LOSSES: dict[str, Callable[[torch.Tensor, torch.Tensor], torch.Tensor]] = {
     "bce": functional.binary_cross_entropy,
     "nll": functional.nll_loss,
     "cross-entropy": functional.cross_entropy,

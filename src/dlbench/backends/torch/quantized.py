@@ -13,7 +13,7 @@ takes are reported, and there is nothing to cache but the weights).
 from __future__ import annotations
 
 import time
-from typing import Any
+from collections.abc import Callable
 
 import torch
 
@@ -22,7 +22,9 @@ from dlbench.errors import CaseError
 from dlbench.results.details import Quantization
 
 
-def quantized_model(job: Job, device: torch.device) -> tuple[Any, Quantization]:
+def quantized_model(
+    job: Job, device: torch.device
+) -> tuple[Callable[..., torch.Tensor], Quantization]:
     """The callable int8 model of the case, and what made it."""
     if device.type != "cpu":
         raise CaseError(f"torch {job.case.precision} is quantized for the CPU, not {device}")
@@ -31,7 +33,7 @@ def quantized_model(job: Job, device: torch.device) -> tuple[Any, Quantization]:
     return _dynamic(job)
 
 
-def _pt2e(job: Job) -> tuple[Any, Quantization]:
+def _pt2e(job: Job) -> tuple[Callable[..., torch.Tensor], Quantization]:
     import torch._inductor.config as inductor
     import torchao.quantization.pt2e  # noqa: F401  # registers the q/dq ops the program calls
 
@@ -61,7 +63,7 @@ def _drop_input_check(program: torch.nn.Module) -> bool:
     return bool(found)
 
 
-def _dynamic(job: Job) -> tuple[Any, dict[str, Any]]:
+def _dynamic(job: Job) -> tuple[Callable[..., torch.Tensor], Quantization]:
     import torchao
     from torchao.quantization import Int8DynamicActivationInt8WeightConfig, quantize_
 

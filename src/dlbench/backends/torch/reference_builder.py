@@ -12,12 +12,15 @@ import argparse
 import json
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from dlbench.atomic import write_atomic
 from dlbench.backends.torch.models import reference_module
 from dlbench.reference.builtin import OPSET, artifact_folder
 from dlbench.workloads import get_workload
+
+if TYPE_CHECKING:  # imported in the builder's process
+    import torch
 
 
 def _build_here(kind: str, workload: str, params: dict[str, int], seed: int, batch: int) -> None:
@@ -49,7 +52,7 @@ def _build_here(kind: str, workload: str, params: dict[str, int], seed: int, bat
     write_atomic(folder / "model.json", lambda p: p.write_text(json.dumps(meta)))
 
 
-def _export(module: Any, inputs: dict[str, Any], path: Path) -> None:
+def _export(module: torch.nn.Module, inputs: dict[str, torch.Tensor], path: Path) -> None:
     import torch
 
     dynamic = {name: {0: "batch"} for name in inputs}

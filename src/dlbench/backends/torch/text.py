@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import torch
 from torch import nn
 
 from dlbench.workloads.bert import SHAPES
+
+if TYPE_CHECKING:  # imported where a model is built: a worker that builds none skips it
+    from transformers import BertConfig, DistilBertConfig
 
 
 class EncoderOutput(nn.Module):
@@ -23,36 +28,34 @@ class EncoderOutput(nn.Module):
         return self.encoder(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
 
 
-def _config(workload: str) -> tuple[object, bool]:
-    """The transformers config of a workload's shape, and whether it is a DistilBERT."""
+def _config(workload: str) -> DistilBertConfig | BertConfig:
+    """The transformers config of a workload's shape: a DistilBERT's or a BERT's."""
     import transformers
 
     shape = SHAPES[workload]
     if shape.family == "distilbert":
-        config = transformers.DistilBertConfig(
+        return transformers.DistilBertConfig(
             vocab_size=shape.vocab,
             n_layers=shape.layers,
             dim=shape.hidden,
             n_heads=shape.heads,
             hidden_dim=shape.intermediate,
         )
-        return config, True
-    config = transformers.BertConfig(
+    return transformers.BertConfig(
         vocab_size=shape.vocab,
         num_hidden_layers=shape.layers,
         hidden_size=shape.hidden,
         num_attention_heads=shape.heads,
         intermediate_size=shape.intermediate,
     )
-    return config, False
 
 
 def encoder(workload: str) -> nn.Module:
     """A randomly initialised encoder (seed it with torch.manual_seed first)."""
     import transformers
 
-    config, distil = _config(workload)
-    if distil:
+    config = _config(workload)
+    if isinstance(config, transformers.DistilBertConfig):
         return EncoderOutput(transformers.DistilBertModel(config))
     return EncoderOutput(transformers.BertModel(config, add_pooling_layer=False))
 
@@ -72,7 +75,7 @@ def masked_lm(workload: str) -> nn.Module:
     """The encoder with a masked-LM head, randomly initialised (pretraining, as BERT's)."""
     import transformers
 
-    config, distil = _config(workload)
-    if distil:
+    config = _config(workload)
+    if isinstance(config, transformers.DistilBertConfig):
         return MaskedLmLogits(transformers.DistilBertForMaskedLM(config))
     return MaskedLmLogits(transformers.BertForMaskedLM(config))

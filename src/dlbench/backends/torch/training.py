@@ -9,7 +9,7 @@ the device and read once per epoch, so no step waits for the host.
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import TYPE_CHECKING
 
 import torch
 import torch.nn.functional as functional
@@ -27,6 +27,9 @@ from dlbench.workloads.mnist_train import (
     usable_train_samples,
 )
 
+if TYPE_CHECKING:
+    from dlbench.data.mnist import MnistData
+
 
 def _synchronise(device: torch.device) -> None:
     if device.type == "cuda":
@@ -34,7 +37,9 @@ def _synchronise(device: torch.device) -> None:
 
 
 class TorchMnistTrainer(EpochTrainer):
-    def __init__(self, job: Job, data: Any, device: torch.device, precision: PrecisionPlan) -> None:
+    def __init__(
+        self, job: Job, data: MnistData, device: torch.device, precision: PrecisionPlan
+    ) -> None:
         from dlbench.data.mnist import normalised
 
         torch.manual_seed(job.seed)  # dropout masks are reproducible too

@@ -10,12 +10,16 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from dlbench.backends.base import load_failure, refused
 from dlbench.backends.torch.precision import dtype_name
 from dlbench.errors import CaseError
 from dlbench.workloads.user_model import InputSpec
+
+if TYPE_CHECKING:  # torch is imported where a model is loaded
+    import numpy as np
+    import torch
 
 # TorchScript argument types dlbench can feed: tensors, and plain numbers
 # (called with a Python value from --input-data, not a tensor).
@@ -46,7 +50,7 @@ def load_torch_model(path: str, kind: str, trust: bool) -> tuple[Any, list[Input
     return module, _python_signature(module)
 
 
-def _unpickled_module(path: str, trust: bool) -> Any:
+def _unpickled_module(path: str, trust: bool) -> torch.nn.Module:
     import torch
 
     name = Path(path).name
@@ -67,10 +71,13 @@ def _unpickled_module(path: str, trust: bool) -> Any:
     )
 
 
-def torchscript_signature(module: Any) -> list[InputSpec]:
+def torchscript_signature(module: torch.jit.ScriptModule) -> list[InputSpec]:
     """TorchScript records argument names and types but no shapes: tensors need --input."""
     specs = []
-    for argument in module.forward.schema.arguments[1:]:  # [0] is self
+    # torch annotates ScriptModule.forward as a plain callable; a loaded program's is a
+    # ScriptMethod, which has the schema
+    schema = module.forward.schema  # type: ignore[attr-defined]
+    for argument in schema.arguments[1:]:  # [0] is self
         type_name = str(argument.type)
         optional = argument.has_default_value()
         if type_name == "Tensor":
@@ -91,7 +98,7 @@ def torchscript_signature(module: Any) -> list[InputSpec]:
     return specs
 
 
-def _python_signature(module: Any) -> list[InputSpec]:
+def _python_signature(module: torch.nn.Module) -> list[InputSpec]:
     """A Python module's forward arguments: names only, every one a tensor of unknown shape."""
     import inspect
 
@@ -109,7 +116,7 @@ def _python_signature(module: Any) -> list[InputSpec]:
     ]
 
 
-def exported_signature(program: Any) -> list[InputSpec]:
+def exported_signature(program: torch.export.ExportedProgram) -> list[InputSpec]:
     """The user inputs of an ExportedProgram, with its symbolic dimensions left dynamic."""
     import torch
 
@@ -130,7 +137,9 @@ def exported_signature(program: Any) -> list[InputSpec]:
     return specs
 
 
-def call_arguments(signature: Sequence[InputSpec], arrays: dict[str, Any], device: Any) -> list:
+def call_arguments(
+    signature: Sequence[InputSpec], arrays: dict[str, np.ndarray], device: torch.device
+) -> list[object]:
     """Positional arguments for the model: tensors on the device, plain values as Python."""
     import torch
 
@@ -165,7 +174,7 @@ def describe(path: str, kind: str, trust: bool) -> tuple[list[InputSpec], list[I
     return inputs, []
 
 
-def _exported_outputs(program: Any) -> list[InputSpec]:
+def _exported_outputs(program: torch.export.ExportedProgram) -> list[InputSpec]:
     import torch
 
     node = next(n for n in program.graph.nodes if n.op == "output")

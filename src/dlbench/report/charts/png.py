@@ -5,16 +5,21 @@ from __future__ import annotations
 import textwrap
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from types import ModuleType
+from typing import TYPE_CHECKING
 
 from dlbench.atomic import write_atomic
 from dlbench.errors import UserError
 from dlbench.report.charts.model import BarChart, CurveChart
 
+if TYPE_CHECKING:  # matplotlib is imported where a chart is drawn (pyplot())
+    from matplotlib.axis import Axis
+    from matplotlib.figure import Figure
+
 BAR_COLOR = "#4c72b0"
 
 
-def pyplot() -> Any:
+def pyplot() -> ModuleType:
     """matplotlib.pyplot on the file-only Agg backend, or a UserError naming the extra."""
     try:
         import matplotlib
@@ -29,7 +34,7 @@ def pyplot() -> Any:
     return plt
 
 
-def save_png(figure: Any, path: Path) -> Path:
+def save_png(figure: Figure, path: Path) -> Path:
     """Write a figure as `path`, atomically; a path that cannot be written (a file in
     the folder's place, a read-only folder, a full disk) is a UserError naming it."""
     try:
@@ -47,7 +52,7 @@ def wrapped(title: str, width: int = TITLE_CHARS) -> str:
     return "\n".join(textwrap.wrap(title, width))
 
 
-def plain_numbers(axis: Any) -> None:
+def plain_numbers(axis: Axis) -> None:
     """Tick labels as the tables write numbers (28,800; 0.0123), where matplotlib's own
     would write 2.88e+04 or an offset above the axis."""
     from matplotlib.ticker import FuncFormatter
@@ -154,7 +159,7 @@ def curve_chart(chart: CurveChart, path: Path) -> Path:
     return save_png(figure, path)
 
 
-def _log_scale(scaled: Any, set_scale: Callable[[str], None]) -> None:
+def _log_scale(scaled: Axis, set_scale: Callable[[str], None]) -> None:
     """A log axis whose ticks read 100 and 2000: matplotlib's own formatters write them
     as mathtext, which pyplot() turns off (text.parse_math), so they would show as TeX.
     The plain LogFormatter labels the same ticks."""

@@ -119,7 +119,10 @@ def _how_measured(key: CeilingKey, seen: dict[str, Any]) -> str:
     """When in the run a figure was taken, from a cool start or not, and (memory, the
     best of several kernels) by which kernel."""
     if key.regime == BURST:
-        start = {True: ", cool start", False: ", not a cool start (a clock limit held)"}
+        start: dict[bool | None, str] = {
+            True: ", cool start",
+            False: ", not a cool start (a clock limit held)",
+        }
         when = f"first {1000 * BURST_S:.0f} ms{start.get(seen.get('cool_start'), '')}"
     elif key.regime == SUSTAINED:
         when = f"median window after {seen.get('after_s', 0.0):.0f} s"

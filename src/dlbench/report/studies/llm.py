@@ -19,6 +19,7 @@ from dlbench.report.charts.model import Curve, CurveChart, Point, slug
 from dlbench.report.studies.llm_serving import LOAD_FIELDS
 from dlbench.report.studies.study import ROW_AXES, Row, StudyTable, baseline_label, case_label
 from dlbench.report.studies.sweeps import pareto_front
+from dlbench.results.details import Generation
 from dlbench.results.flags import ABOVE_CEILING
 from dlbench.results.limits import limit_text
 from dlbench.results.metrics import METRICS, read
@@ -44,7 +45,7 @@ def llm_tables(run: Run, baseline: str = "torch") -> list[StudyTable]:
     generated_results = generated(run)
     groups: dict[tuple[str, int, int, int], list[Result]] = {}
     for result in generated_results:
-        record = result.details.generation
+        record = _generation(result)
         key = (result.case.workload, result.case.batch_size or 1, record.isl, record.osl)
         groups.setdefault(key, []).append(result)
     tables = [_engine_table(key, group, baseline, run) for key, group in sorted(groups.items())]
@@ -170,14 +171,15 @@ def _curves(lines: dict[str, list[Result]], x: Axis, y: Axis) -> tuple[Curve, ..
     """A curve per line, its points in x order, where at least one line has two."""
     curves = []
     for label, line in lines.items():
-        points = sorted((x(r), y(r)) for r in line if x(r) is not None and y(r) is not None)
+        pairs = [(x(r), y(r)) for r in line]
+        points = sorted((px, py) for px, py in pairs if px is not None and py is not None)
         curves.append(Curve(label, tuple(Point(px, py) for px, py in points)))
     return tuple(curves) if any(len(c.points) > 1 for c in curves) else ()
 
 
 def _ttft_by_isl(workload: str, results: list[Result]) -> CurveChart | None:
     lines = _lines(results, lambda r: f"{_line_label(r)}, batch {r.case.batch_size}")
-    curves = _curves(lines, lambda r: r.details.generation.isl, _metric("ttft"))
+    curves = _curves(lines, lambda r: _generation(r).isl, _metric("ttft"))
     if not curves:
         return None
     return CurveChart(f"llm-ttft-isl-{slug(workload)}", f"{workload}: TTFT against the prompt's "
@@ -185,7 +187,7 @@ def _ttft_by_isl(workload: str, results: list[Result]) -> CurveChart | None:
 
 
 def _decode_by_batch(workload: str, results: list[Result]) -> CurveChart | None:
-    lines = _lines(results, lambda r: f"{_line_label(r)}, isl {r.details.generation.isl}")
+    lines = _lines(results, lambda r: f"{_line_label(r)}, isl {_generation(r).isl}")
     curves = _curves(lines, lambda r: r.case.batch_size, _metric("decode_tps"))
     if not curves:
         return None
@@ -202,7 +204,7 @@ def _front(workload: str, results: list[Result]) -> CurveChart | None:
     x, y = _metric("output_tps"), _metric("tpot")
     front = pareto_front([(x(r) or 0.0, y(r) or 0.0) for r in results])
     curves = tuple(
-        Curve(label, tuple(_front_point(r, x, y, front) for r in sorted(line, key=x)))
+        Curve(label, tuple(_front_point(r, x, y, front) for r in sorted(line, key=_or_zero(x))))
         for label, line in lines.items()
     )
     return CurveChart(f"llm-front-{slug(workload)}", f"{workload}: time per output token "
@@ -212,8 +214,20 @@ def _front(workload: str, results: list[Result]) -> CurveChart | None:
 
 def _front_point(result: Result, x: Axis, y: Axis, front: set[tuple[float, float]]) -> Point:
     at = (x(result) or 0.0, y(result) or 0.0)
-    where = f"bs={result.case.batch_size} isl={result.details.generation.isl}"
+    where = f"bs={result.case.batch_size} isl={_generation(result).isl}"
     return Point(*at, where, marked=at in front)
+
+
+def _generation(result: Result) -> Generation:
+    """The generation record of a result `generated` kept (so one it has)."""
+    record = result.details.generation
+    assert record is not None, "generated() keeps the results that have one"
+    return record
+
+
+def _or_zero(axis: Axis) -> Callable[[Result], float]:
+    """The axis with no value read as 0, where its point is drawn (_front_point)."""
+    return lambda result: axis(result) or 0.0
 
 
 def _metric(key: str) -> Axis:

@@ -11,6 +11,7 @@ of p99 latency against the rate served for every rate the search tried.
 from __future__ import annotations
 
 import math
+from typing import TypeGuard
 
 from dlbench.report.charts.model import Curve, CurveChart, Point, slug
 from dlbench.report.studies.study import Row, StudyTable
@@ -141,5 +142,6 @@ def _tries_curve(result: Result) -> Curve:
     return Curve(serving_label(result), tuple(points))
 
 
-def finite(value: object) -> bool:
+def finite(value: object) -> TypeGuard[float]:
+    """A finite number (a bool is not one)."""
     return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)

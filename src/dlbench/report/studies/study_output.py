@@ -120,8 +120,8 @@ def study_csv(tables: Sequence[StudyTable]) -> str:
             writer.writerow(map(csv_cell, [*cells, row.value, row.relative, row.note]))
             # a companion column is a row of its own metric: the file stays one value a row
             for column, value in zip(table.columns, row.extra, strict=True):
-                cells = [table.title, column.key, column.unit, row.label, value, "", ""]
-                writer.writerow(map(csv_cell, cells))
+                companion = [table.title, column.key, column.unit, row.label, value, "", ""]
+                writer.writerow(map(csv_cell, companion))
     return buffer.getvalue()
 
 
