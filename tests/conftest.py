@@ -71,17 +71,23 @@ def isolated_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Tests marked slow first (in their own order): on several test processes the
-    long ones start at once and the short ones fill in behind them, rather than one
-    long test running on its own at the end while the others wait. Tests marked
-    `alone` last: each waits for every running test to end (below), and at the end
-    those are short; among the slow ones at the start, one waited for a minute-long
-    test while the cores it would not share stood idle."""
-    items.sort(key=lambda item: (is_alone(item), item.get_closest_marker("slow") is None))
+    """Tests marked long first, then slow (each in their own order): on several test
+    processes the long ones start at once and the short ones fill in behind them,
+    rather than one long test running on its own at the end while the others wait.
+    Tests marked `alone` last: each waits for every running test to end (below), and
+    at the end those are short; among the slow ones at the start, one waited for a
+    minute-long test while the cores it would not share stood idle. (pytest-xdist's
+    loadgroup then sends a group of tests, such as the ones that read the session's
+    vLLM run, before any single test: it orders its units by their number of tests.)"""
+    items.sort(key=lambda item: (is_alone(item), not has(item, "long"), not has(item, "slow")))
+
+
+def has(item: pytest.Item, marker: str) -> bool:
+    return item.get_closest_marker(marker) is not None
 
 
 def is_alone(item: pytest.Item) -> bool:
-    return item.get_closest_marker("alone") is not None
+    return has(item, "alone")
 
 
 # The suite runs on several test processes (pytest-xdist's -n in addopts). A test

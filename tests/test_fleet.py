@@ -302,6 +302,7 @@ def cpu_held(address: str, node_id: str, folder: Path):
 
 
 @pytest.mark.slow
+@pytest.mark.long
 def test_a_fleet_on_a_ray_cluster(cluster, tmp_path):
     tiny, slow, hanging = (tmp_path / f"{n}.yaml" for n in ("tiny", "slow", "hanging"))
     tiny.write_text(TINY_SUITE)

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from conftest import cli
 from factories import make_result, make_run
-from test_vllm import MEASURED, PARAMS, vllm_run  # noqa: F401  (the session's one vLLM run)
+from test_vllm import MEASURED, PARAMS, reads_the_vllm_run, vllm_run  # noqa: F401  (the session's one vLLM run)
 
 from dlbench.measure.exposition import (
     CountersWentBack,
@@ -280,7 +280,7 @@ def test_a_server_without_counters_says_why_in_one_line(tmp_path):
     assert "no server counters: the server has no /metrics (HTTP 404)" in shown.stdout
 
 
-@pytest.mark.slow
+@reads_the_vllm_run
 def test_a_vllm_case_keeps_its_servers_counters_for_exactly_its_requests(vllm_run):  # noqa: F811
     """The session's one vLLM run (tests/test_vllm.py makes it once, skipped naming the
     install step where vLLM is absent): its measured case's counters."""

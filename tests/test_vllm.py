@@ -400,6 +400,12 @@ def test_the_llm_serving_study_puts_vllm_beside_the_loadgen_engines_and_picks():
 # --- one dlbench run with a real vLLM server ------------------------------------------
 
 
+def reads_the_vllm_run(test: Any) -> Any:
+    """A test of the session's vLLM run: slow, started first (long), and on the test
+    process that makes the run (one xdist group), where another would wait on the lock."""
+    return pytest.mark.slow(pytest.mark.long(pytest.mark.xdist_group("vllm-run")(test)))
+
+
 @pytest.fixture(scope="session")
 def vllm_run() -> dict[str, Any]:
     """The test run's JSON file, its results by case name, its exit status and output:
@@ -457,7 +463,7 @@ def _servers_of(cache: str) -> list[int]:
     return left
 
 
-@pytest.mark.slow
+@reads_the_vllm_run
 def test_a_measured_case_holds_its_tokens_to_the_reference_and_records_its_server(vllm_run):
     result = vllm_run["results"][MEASURED]
     assert result["status"] == "ok", result.get("error")
@@ -485,14 +491,14 @@ def test_a_measured_case_holds_its_tokens_to_the_reference_and_records_its_serve
     assert result["case"]["endpoint"] is None and details["placement"]["kind"] == "cpu"
 
 
-@pytest.mark.slow
+@reads_the_vllm_run
 def test_a_port_taken_fails_its_case_in_one_line_before_a_server_starts(vllm_run):
     result = vllm_run["results"][PORT_TAKEN]
     assert result["status"] == "failed" and "\n" not in result["error"]
     assert "is in use" in result["error"] and "--option port=N" in result["error"]
 
 
-@pytest.mark.slow
+@reads_the_vllm_run
 def test_a_failed_case_leaves_the_run_going_and_no_server_running(vllm_run):
     assert vllm_run["results"]["null"]["status"] == "ok"  # the case after them ran
     assert vllm_run["rc"] == 1  # a failed case, no crash

@@ -85,6 +85,7 @@ def test_bad_generation_cases_are_one_line_user_errors(args, message):
 
 
 @pytest.mark.slow
+@pytest.mark.long
 def test_engines_generate_the_reference_tokens_from_the_same_weights(tmp_path):
     pytest.importorskip("transformers")
     out = tmp_path / "run.json"
