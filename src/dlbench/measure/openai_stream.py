@@ -21,8 +21,6 @@ reached.
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import json
 import sys
 import time
@@ -58,34 +56,12 @@ FEW_TOKENS = 4
 # take): negotiate then asks again without the token-id fields
 REFUSED_BODY = (400, 422)
 
+# A deadline for a whole block of awaits: asyncio.timeout from Python 3.11, and on 3.10
+# (which the project admits) the aio-libs backport it was taken from
 if sys.version_info >= (3, 11):
     from asyncio import timeout as deadline
 else:
-
-    @contextlib.asynccontextmanager
-    async def deadline(seconds: float | None) -> AsyncIterator[None]:
-        """asyncio.timeout, which is Python 3.11's, for 3.10 (which the project admits):
-        the task is cancelled when `seconds` pass, and that cancellation raised as
-        TimeoutError."""
-        task = asyncio.current_task()
-        assert task is not None, "a deadline bounds a task's awaits"
-        expired = False
-
-        def expire() -> None:
-            nonlocal expired
-            expired = True
-            task.cancel()
-
-        timer = None if seconds is None else asyncio.get_running_loop().call_later(seconds, expire)
-        try:
-            yield
-        except asyncio.CancelledError:
-            if expired:
-                raise TimeoutError from None
-            raise
-        finally:
-            if timer is not None:
-                timer.cancel()
+    from async_timeout import timeout as deadline
 
 
 @dataclass
