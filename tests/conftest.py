@@ -7,6 +7,7 @@ import fcntl
 import http.server
 import io
 import os
+import platform
 import shutil
 import signal
 import subprocess
@@ -20,6 +21,7 @@ from typing import Any
 
 import pytest
 
+from dlbench.results.env import framework_versions
 from dlbench.spec.case import Case, Settings
 from dlbench.worker.compile_cache import SHARED_CACHE_ENV
 from dlbench.worker.engine_server import free_port
@@ -34,6 +36,12 @@ SESSION_TEMP: list[Path] = []  # the session's folder, shared by its test proces
 # on the wait policy; a user's run keeps the framework's default (dlbench sets none).
 # Set before any test imports torch, and inherited by every process the tests start.
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+# Two facts of the machine are asked of another process once per process: Python's
+# `uname -p` (platform.platform()) and the installed frameworks' versions (vLLM's from
+# its own environment's python). Asked here, so that no unit test starts them
+# (unit_test_stays_in_process below).
+platform.platform()
+framework_versions()
 
 # A shell without job control starts its background commands with SIGINT ignored, and
 # children inherit that: the Ctrl-C tests' SIGINT would then be lost on dlbench. The test
@@ -80,6 +88,44 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     loadgroup then sends a group of tests, such as the ones that read the session's
     vLLM run, before any single test: it orders its units by their number of tests.)"""
     items.sort(key=lambda item: (is_alone(item), not has(item, "long"), not has(item, "slow")))
+    for item in items:
+        if not any(has(item, marker) for marker in NOT_UNIT):
+            item.add_marker(pytest.mark.unit)
+
+
+# The fast tier (`python -m pytest -m unit`, for the edit-test loop): every test but
+# those marked with one of these. A test marked unit starts no process and imports no
+# framework; `unit_test_stays_in_process` below holds it to that in every run.
+NOT_UNIT = ("slow", "alone", "integration", "gpu")
+FRAMEWORK_PACKAGES = ("torch", "tensorflow", "keras", "tf_keras", "jax", "onnx", "onnxruntime",
+                      "openvino", "transformers", "onnxruntime_genai", "openvino_genai",
+                      "llama_cpp", "nncf", "torchao", "ray", "mlperf_loadgen")  # fmt: skip
+
+
+@pytest.fixture(autouse=True)
+def unit_test_stays_in_process(
+    request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[None]:
+    """A unit test that starts a process fails at the start, and one that imports a
+    framework fails at its end, each naming the marker it needs instead."""
+    if request.node.get_closest_marker("unit") is None:
+        yield
+        return
+    import multiprocessing.process
+
+    def refuse(*args: Any, **kwargs: Any) -> None:
+        raise AssertionError(
+            "a unit test started a process: mark it integration (tests/conftest.py)"
+        )
+
+    monkeypatch.setattr(subprocess.Popen, "__init__", refuse)
+    monkeypatch.setattr(multiprocessing.process.BaseProcess, "start", refuse)
+    before = {name for name in FRAMEWORK_PACKAGES if name in sys.modules}
+    yield
+    imported = sorted({name for name in FRAMEWORK_PACKAGES if name in sys.modules} - before)
+    assert not imported, (
+        f"a unit test imported {', '.join(imported)}: mark it integration (tests/conftest.py)"
+    )
 
 
 def has(item: pytest.Item, marker: str) -> bool:

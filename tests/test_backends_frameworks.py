@@ -148,6 +148,7 @@ def test_support_matrix_matches_what_model_files_can_run():
     assert runs_user_models == {"torch", "tensorflow", "onnxruntime", "openvino"}
 
 
+@pytest.mark.integration
 def test_openvino_refuses_a_precision_it_has_no_hint_for():
     pytest.importorskip("openvino")
     from dlbench.backends.openvino.backend import plugin_config

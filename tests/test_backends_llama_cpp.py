@@ -49,6 +49,7 @@ def test_reordered_rows_rotate_in_llama_cpps_layout_as_the_originals_do_in_trans
     assert not np.allclose(rope_pairs(weight, heads), weight)
 
 
+@pytest.mark.integration
 def test_the_checkpoint_is_written_whole_as_fp32_gguf():
     pytest.importorskip("transformers")
     from safetensors.numpy import load_file

@@ -80,6 +80,7 @@ def test_published_flop_counts():
     assert encoder_flops(SHAPES["bert-base"], 128) == pytest.approx(22.3e9, rel=0.01)
 
 
+@pytest.mark.integration
 def test_model_parameter_counts():
     torch = pytest.importorskip("torch")
     pytest.importorskip("transformers")

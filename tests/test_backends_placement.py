@@ -105,6 +105,7 @@ def ort_session_maker(path: Path):
     return make
 
 
+@pytest.mark.integration
 def test_the_profiler_names_each_node_its_provider_and_its_tensors(tmp_path):
     from dlbench.backends.onnxruntime.placement import probe_placement
 
@@ -128,6 +129,7 @@ def test_the_profiler_names_each_node_its_provider_and_its_tensors(tmp_path):
     assert facts["placement_probe_s"] > 0
 
 
+@pytest.mark.integration
 def test_the_measured_session_is_not_profiled_and_the_probe_leaves_no_file(tmp_path):
     import tempfile
 

@@ -16,6 +16,9 @@ from dlbench.backends.base import Job  # noqa: E402
 from dlbench.backends.torch.backend import TorchBackend  # noqa: E402
 from dlbench.backends.torch.models import build_module  # noqa: E402
 
+# starts a process or imports a framework: not in the fast tier (tests/conftest.py)
+pytestmark = pytest.mark.integration
+
 SMALL = {
     "add": ((("size", 64),), 2),
     "gemm": ((("size", 32),), 2),

@@ -39,6 +39,7 @@ def repeated_run(tmp_path_factory) -> str:
     return str(path)
 
 
+@pytest.mark.integration
 def test_bmf_follows_its_schema_with_bounds_from_the_processes(repeated_run, tmp_path):
     out = tmp_path / "bench.json"
     done = cli("export", repeated_run, "--format", "bmf", "--out", str(out))
@@ -90,6 +91,7 @@ def test_github_action_benchmark_writes_one_file_per_direction(repeated_run, tmp
         ((), "give --json FILE, --csv FILE and/or --format"),
     ],
 )
+@pytest.mark.integration
 def test_export_options_that_do_not_fit_are_one_line_errors(repeated_run, args, message):
     done = cli("export", repeated_run, *args)
     assert done.returncode == 2

@@ -22,6 +22,7 @@ cases:
 """
 
 
+@pytest.mark.integration
 def test_run_writes_json_csv_and_the_store(tmp_path, isolated_store):
     suite = tmp_path / "harness.yaml"
     suite.write_text(NULL_SUITE)
@@ -41,6 +42,7 @@ def test_run_writes_json_csv_and_the_store(tmp_path, isolated_store):
     assert shown.returncode == 0 and "mnist-cnn" in shown.stdout
 
 
+@pytest.mark.integration
 def test_a_failed_case_makes_the_exit_code_non_zero(tmp_path):
     suite = tmp_path / "s.yaml"
     suite.write_text(
@@ -82,6 +84,7 @@ def test_user_errors_exit_2_with_one_line_and_no_traceback(args, message):
 @pytest.mark.parametrize(
     "args", [["run", "--workload", "nope"], ["frobnicate"], ["run", "--min-time", "soon"]]
 )
+@pytest.mark.integration
 def test_the_real_entry_point_exits_2_with_one_line(args):
     # the in-process checks above, through a real interpreter: the entry point,
     # argparse's own exit and a bad option value each end in one line, no traceback
@@ -97,6 +100,7 @@ def test_invalid_yaml_file_is_a_user_error(tmp_path, capsys):
     assert "invalid YAML at line" in capsys.readouterr().err
 
 
+@pytest.mark.integration
 def test_list_shows_what_is_installed(capsys):
     assert main(["list"]) == 0
     text = capsys.readouterr().out
@@ -104,6 +108,7 @@ def test_list_shows_what_is_installed(capsys):
         assert name in text
 
 
+@pytest.mark.integration
 def test_env_json_has_the_fingerprint(capsys):
     assert main(["env", "--json"]) == 0
     env = json.loads(capsys.readouterr().out)
@@ -122,6 +127,7 @@ def test_env_json_has_the_fingerprint(capsys):
     assert env["cpu_logical"] >= 1 and env["niceness"] == os.getpriority(os.PRIO_PROCESS, 0)
 
 
+@pytest.mark.integration
 def test_importing_dlbench_imports_no_framework():
     """Nor worker or backend code (the contracts in pyproject.toml, at run time)."""
     code = (
@@ -135,6 +141,7 @@ def test_importing_dlbench_imports_no_framework():
     assert out.stdout.strip() == "[]"
 
 
+@pytest.mark.integration
 def test_ctrl_c_kills_the_worker_and_keeps_finished_cases(tmp_path):
     import os
     import signal
@@ -197,6 +204,7 @@ def _gone(workers: list, timeout: float = 10.0) -> bool:
     return not [p for p in alive if p.status() != psutil.STATUS_ZOMBIE]
 
 
+@pytest.mark.integration
 def test_sigterm_to_dlbench_kills_the_worker_too(tmp_path):
     import signal
 
@@ -208,6 +216,7 @@ def test_sigterm_to_dlbench_kills_the_worker_too(tmp_path):
     assert _gone(workers)
 
 
+@pytest.mark.integration
 def test_a_worker_dies_with_a_parent_killed_hard(tmp_path):
     import signal
 
@@ -223,6 +232,7 @@ def test_output_path_that_is_a_directory_is_a_user_error(tmp_path):
     assert "it is a directory" in proc.stderr and "Traceback" not in proc.stderr
 
 
+@pytest.mark.integration
 def test_env_survives_an_odd_nvidia_smi(tmp_path):
     fake = tmp_path / "nvidia-smi"
     fake.write_text("#!/bin/sh\necho 'Odd GPU, [N/A], 550.1'\necho 'garbage line'\n")

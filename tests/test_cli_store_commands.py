@@ -128,6 +128,7 @@ def test_load_runs_gives_a_dataframe(tmp_path, isolated_store):
     assert dlbench.load_runs([str(tmp_path / "f1.json")])["framework"].tolist() == ["torch"]
 
 
+@pytest.mark.integration
 def test_rerun_replays_the_cases_and_compares(tmp_path, isolated_store):
     suite = tmp_path / "s.yaml"
     suite.write_text(

@@ -325,12 +325,14 @@ def test_synthetic_splits_differ_and_sizes_are_prefixes() -> None:
     assert synthetic_mnist(0, 0, seed=0).train_images.shape == (0, 28, 28)
 
 
+@pytest.mark.integration
 def test_synthetic_is_learnable_but_not_trivial() -> None:
     accuracy = linear_accuracy(synthetic_mnist(5000, 2000, seed=0))
     assert 0.6 < accuracy < 1.0
     assert accuracy < 0.97  # leaves a CNN something to win
 
 
+@pytest.mark.integration
 def test_synthetic_is_fast() -> None:
     start = time.perf_counter()
     synthetic_mnist(60_000, 10_000, seed=0)

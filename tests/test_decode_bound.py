@@ -20,6 +20,7 @@ from dlbench.results.metrics import METRICS, read
 from dlbench.workloads.decoder import SHAPES, decode_step_bytes, kv_cache_bytes, prefill_flops
 
 
+@pytest.mark.integration
 def test_a_decode_step_reads_every_weight_but_the_embedding_and_the_cache_at_its_context():
     """Counted from the parameters of the model transformers builds, not the formula."""
     pytest.importorskip("transformers")

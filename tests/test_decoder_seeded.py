@@ -15,6 +15,9 @@ from dlbench.worker.token_check import IDENTICAL, NEAR_TIE
 from dlbench.workloads import get_workload
 from dlbench.workloads.decoder import SHAPES, decode_step_bytes
 
+# starts a process or imports a framework: not in the fast tier (tests/conftest.py)
+pytestmark = pytest.mark.integration
+
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 

@@ -35,6 +35,7 @@ def send_one(url: str, api: str, prompt: str = "abc def ghi", osl: int = OSL):
 
 
 @pytest.mark.parametrize("api", [COMPLETIONS, CHAT])
+@pytest.mark.integration
 def test_a_streamed_request_is_timed_chunk_by_chunk(llama_server, api):
     record = send_one(llama_server, api)
     assert record.ok, record.error
@@ -56,6 +57,7 @@ def test_a_streamed_request_is_timed_chunk_by_chunk(llama_server, api):
     assert times.tpot_s == pytest.approx(times.decode_s / (OSL - 1))
 
 
+@pytest.mark.integration
 def test_a_refused_connection_an_http_error_and_a_stream_cut_short_are_kept_as_errors(llama_server):
     refused = send_one(f"http://127.0.0.1:{free_port()}", COMPLETIONS)
     assert not refused.ok and refused.error.startswith("connection:")

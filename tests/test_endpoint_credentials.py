@@ -39,6 +39,7 @@ def everything_kept(tmp_path: Path, proc, run_file: Path) -> str:
                       *(f.read_bytes().decode("utf-8", "replace") for f in files)])  # fmt: skip
 
 
+@pytest.mark.integration
 def test_credentials_in_the_url_are_sent_and_kept_nowhere(tmp_path, llama_server):
     host = llama_server.removeprefix("http://")
     url = f"http://userKQZ:pwXJ7secret@{host}/v1"
@@ -57,6 +58,7 @@ def test_credentials_in_the_url_are_sent_and_kept_nowhere(tmp_path, llama_server
     assert basic is not None and basic.split()[1] not in kept
 
 
+@pytest.mark.integration
 def test_an_api_key_is_sent_to_a_server_that_wants_one_and_kept_nowhere(
     tmp_path, keyed_llama_server, monkeypatch
 ):

@@ -206,6 +206,7 @@ def test_the_check_before_a_run_has_a_deadline_for_the_whole_answer(hostile, mod
     assert send(hostile.url(mode), deadline_s=0.5).error_kind == TIMEOUT
 
 
+@pytest.mark.integration
 def test_a_run_keeps_its_measurements_through_malformed_chunks_and_counts_tokens_by_id(
     hostile, tmp_path
 ):

@@ -35,6 +35,7 @@ def run_endpoint(tmp_path: Path, url: str, *args: str) -> dict:
     return json.loads(out.read_text())["results"][0]
 
 
+@pytest.mark.integration
 def test_a_concurrency_run_measures_every_request_and_judges_its_slos(tmp_path, llama_server):
     result = run_endpoint(tmp_path, llama_server, "--concurrency", "2", "--min-time", "0.5",
                           "--min-iters", "8", "--ttft-ms", "30000",
@@ -78,6 +79,7 @@ def test_a_concurrency_run_measures_every_request_and_judges_its_slos(tmp_path, 
     assert [line["index"] for line in lines] == list(range(load["conversations"]))
 
 
+@pytest.mark.integration
 def test_repeated_processes_merge_the_servers_goodput_as_their_median(tmp_path, llama_server):
     """--repeat on an endpoint: each process its own client and requests; the
     merged goodput and request rate are the median of the processes' (here: the mean
@@ -92,6 +94,7 @@ def test_repeated_processes_merge_the_servers_goodput_as_their_median(tmp_path, 
     assert result["details"]["endpoint"]["goodput_per_s"] == pytest.approx(sum(goodputs) / 2)
 
 
+@pytest.mark.integration
 def test_bounds_no_request_keeps_give_no_goodput_and_a_flag(tmp_path, llama_server):
     result = run_endpoint(tmp_path, llama_server, "--min-time", "0", "--min-iters", "4",
                           "--ttft-ms", "0.001", "--slo-percentile", "50")  # fmt: skip
@@ -102,6 +105,7 @@ def test_bounds_no_request_keeps_give_no_goodput_and_a_flag(tmp_path, llama_serv
     assert "over-slo" in result["flags"]
 
 
+@pytest.mark.integration
 def test_an_open_loop_sends_multi_turn_conversations_with_shared_prefixes(
     tmp_path, llama_server, llama_checkpoint
 ):
@@ -136,6 +140,7 @@ def test_an_open_loop_sends_multi_turn_conversations_with_shared_prefixes(
     assert min(lengths) >= 12 and max(lengths) <= 20 and len(set(lengths)) > 1
 
 
+@pytest.mark.integration
 def test_a_rate_the_server_cannot_keep_is_stopped_and_said_so(tmp_path, llama_server):
     result = run_endpoint(tmp_path, llama_server, "--request-rate", "500", "--min-time", "4",
                           "--param", "osl=64")  # fmt: skip
@@ -145,6 +150,7 @@ def test_a_rate_the_server_cannot_keep_is_stopped_and_said_so(tmp_path, llama_se
     assert load["conversations"] < 500 * 4  # it stopped sending long before the end
 
 
+@pytest.mark.integration
 def test_find_peak_searches_the_highest_concurrency_whose_slos_hold(tmp_path, llama_server):
     # this server answers one request at a time: TTFT grows with the users waiting
     result = run_endpoint(tmp_path, llama_server, "--find-peak", "--concurrency", "2",
@@ -170,6 +176,7 @@ def test_find_peak_searches_the_highest_concurrency_whose_slos_hold(tmp_path, ll
     assert result["case"]["find_peak"] is True and result["case"]["concurrency"] == 2
 
 
+@pytest.mark.integration
 def test_a_search_where_a_request_alone_misses_a_bound_tries_once_and_says_so(
     tmp_path, llama_server
 ):
@@ -184,6 +191,7 @@ def test_a_search_where_a_request_alone_misses_a_bound_tries_once_and_says_so(
     assert result["status"] == "failed" and result["error"].startswith("no load kept the SLOs")
 
 
+@pytest.mark.integration
 def test_a_sweep_of_users_is_a_case_for_each(tmp_path, llama_server):
     out = tmp_path / "sweep.json"
     proc = dlbench("run", "--endpoint", llama_server, *SMALL, "--sweep", "concurrency=1,3",

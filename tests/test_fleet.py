@@ -189,6 +189,7 @@ def test_a_node_is_given_up_by_the_clock_of_its_task_once_it_has_begun():
     )
 
 
+@pytest.mark.integration
 def test_a_ray_error_is_one_line_naming_its_cause():
     exceptions = pytest.importorskip("ray.exceptions")
     raised = exceptions.RayTaskError("node_task", "Traceback ...", ValueError("bad suite\nmore"))
@@ -207,6 +208,7 @@ def test_a_ray_error_is_one_line_naming_its_cause():
         (["tiny.yaml", "--node-label", "tier"], "expected KEY=VALUE"),
     ],
 )
+@pytest.mark.integration
 def test_bad_input_is_one_line_and_exit_2(args, message, tmp_path, monkeypatch):
     if "{port}" in args or "bogus" in args:  # read once the suite is checked
         pytest.importorskip("ray", reason="needs dlbench[fleet]")
@@ -220,6 +222,7 @@ def test_bad_input_is_one_line_and_exit_2(args, message, tmp_path, monkeypatch):
     assert len(proc.stderr.strip().splitlines()) == 1
 
 
+@pytest.mark.integration
 def test_without_ray_the_error_names_the_extra(tmp_path, monkeypatch):
     monkeypatch.setitem(sys.modules, "ray", None)  # `import ray` raises ImportError
     proc = cli("fleet", "run", "quick", "--ray", "127.0.0.1:1")
@@ -406,6 +409,7 @@ def test_a_fleet_on_a_ray_cluster(cluster, tmp_path):
     remove_stale_scratch()
 
 
+@pytest.mark.integration
 def test_a_node_measures_against_its_own_stored_ceilings(tmp_path):
     """The node task, called as Ray calls it on the node: given the node's stored
     `ceilings` run, its `dlbench run` carries those ceilings (efficiency is measured
@@ -425,6 +429,7 @@ def test_a_node_measures_against_its_own_stored_ceilings(tmp_path):
     assert node_task(str(suite), TINY_SUITE, [], None)["run"]["env"].get("ceilings") is None
 
 
+@pytest.mark.integration
 def test_only_the_scratch_folders_of_dead_tasks_are_removed(tmp_path):
     """A killed node task cannot remove its scratch folder; the next one removes the
     folders whose process is gone, and leaves those whose process lives."""

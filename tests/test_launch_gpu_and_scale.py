@@ -25,6 +25,9 @@ from dlbench.results.records import Result
 from dlbench.worker.ddp_rank import group_throughput
 from dlbench.worker.placement import placement_error
 
+# starts a process or imports a framework: not in the fast tier (tests/conftest.py)
+pytestmark = pytest.mark.integration
+
 torch = pytest.importorskip("torch")
 needs_gpu = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 FAST = ("--min-time", "0", "--min-iters", "3", "--warmup", "1")

@@ -19,6 +19,9 @@ from faults import fill, held_lock, read_only, refused, small_disk
 from dlbench.results.store import open_store
 from dlbench.results.store_faults import LOCK_TIMEOUT_ENV
 
+# starts a process or imports a framework: not in the fast tier (tests/conftest.py)
+pytestmark = pytest.mark.integration
+
 SUITE = """
 settings: {min_time: 0.4, min_iters: 3, warmup: 0}
 cases:

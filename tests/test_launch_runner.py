@@ -13,6 +13,7 @@ from dlbench.results.store import open_store
 from dlbench.spec.case import Settings
 
 
+@pytest.mark.integration
 def test_null_case_measures_and_reports_everything():
     result = run_case(null_case(), FAST)
     assert result.ok, result.error
@@ -27,6 +28,7 @@ def test_null_case_measures_and_reports_everything():
     assert result.gflops is None  # the null backend computes nothing and claims nothing
 
 
+@pytest.mark.integration
 def test_sleeping_step_is_timed_honestly():
     result = run_case(
         null_case(sleep_ms="20"), Settings(min_time_s=0.2, min_iters=3, warmup_iters=1)
@@ -46,6 +48,7 @@ def test_sleeping_step_is_timed_honestly():
         ("exit", "worker exited with status 3 without reporting a result"),
     ],
 )
+@pytest.mark.integration
 def test_failures_become_failed_results(fault, message):
     result = run_case(null_case(fault=fault), FAST)
     assert result.status == "failed"
@@ -54,11 +57,13 @@ def test_failures_become_failed_results(fault, message):
     assert result.case.workload == "mlp" and result.case.framework == "null"
 
 
+@pytest.mark.integration
 def test_segfault_log_tail_is_kept():
     result = run_case(null_case(fault="segfault"), FAST)
     assert "Segmentation fault" in (result.error_detail or "")
 
 
+@pytest.mark.integration
 def test_a_hanging_case_is_killed_at_the_timeout():
     start = time.monotonic()
     settings = Settings(min_time_s=0.0, min_iters=1, warmup_iters=0, timeout_s=3.0)
@@ -75,6 +80,7 @@ def test_signal_descriptions():
     assert describe_exit(None) == "worker did not report a result"
 
 
+@pytest.mark.integration
 def test_parent_sleeps_while_the_worker_runs():
     """A busy-waiting parent would burn about as much CPU as the case's wall time."""
     settings = Settings(min_time_s=2.0, min_iters=3, warmup_iters=0, timeout_s=60)
@@ -88,6 +94,7 @@ def test_parent_sleeps_while_the_worker_runs():
     assert parent_cpu < 0.25 * wall, f"parent used {parent_cpu:.2f} s CPU in {wall:.2f} s"
 
 
+@pytest.mark.integration
 def test_a_suite_goes_on_after_failures_and_stores_everything(tmp_path):
     cases = [null_case(fault="raise"), null_case(), null_case(fault="abort"), null_case()]
     with open_store(tmp_path / "s.sqlite") as store:
@@ -99,6 +106,7 @@ def test_a_suite_goes_on_after_failures_and_stores_everything(tmp_path):
     assert stored.finished_at is not None
 
 
+@pytest.mark.integration
 def test_cpu_percent_of_a_sleeping_step_is_near_zero():
     result = run_case(
         null_case(sleep_ms="10"), Settings(min_time_s=0.3, min_iters=3, warmup_iters=0)
@@ -141,6 +149,7 @@ def test_the_worker_entry_point_is_imported_only_where_it_is_sent():
         target()
 
 
+@pytest.mark.integration
 def test_the_parent_runs_a_case_without_importing_worker_code():
     """The parent's contracts in pyproject.toml, checked at run time across a real case."""
     import subprocess

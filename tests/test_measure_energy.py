@@ -143,6 +143,7 @@ def test_energy_is_a_metric_and_missing_energy_is_listed_with_its_reason():
     assert no_energy(make_run([measured, missing, missing])) == ["no RAPL here"]
 
 
+@pytest.mark.integration
 def test_a_cpu_result_carries_an_energy_reading_or_its_reason(tmp_path):
     out = tmp_path / "run.json"
     done = dlbench("run", "-w", "mlp", "-f", "null", "--min-time", "0.3", "--json", str(out))

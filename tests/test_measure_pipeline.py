@@ -123,6 +123,7 @@ def test_a_window_mean_pipeline_blocks_once_and_gives_each_step_the_mean():
     assert len(blocked) == 1 + len(timing.windows)
 
 
+@pytest.mark.integration
 def test_torch_cpu_training_runs_in_the_throughput_mode_and_records_it(tmp_path):
     from dlbench.launch.runner import run_case
     from dlbench.spec.case import Case, Settings
@@ -142,6 +143,7 @@ def test_torch_cpu_training_runs_in_the_throughput_mode_and_records_it(tmp_path)
     assert record.hidden_syncs is None and record.synced_samples_per_s is None
 
 
+@pytest.mark.integration
 def test_single_stream_inference_stays_in_the_latency_mode(tmp_path):
     from dlbench.launch.runner import run_case
     from dlbench.spec.case import Case, Settings

@@ -91,6 +91,7 @@ def test_an_exited_unreaped_process_gives_a_last_point_covering_its_end():
     assert not sampler.active
 
 
+@pytest.mark.integration
 def test_sampling_a_process_that_exited_ends_quietly():
     child = spawn("pass")
     sampler = TimelineSampler(child.pid)
@@ -102,6 +103,7 @@ def test_sampling_a_process_that_exited_ends_quietly():
     assert sampler.summary() == TimelineSummary(samples=0, window="whole case")
 
 
+@pytest.mark.integration
 def test_a_pid_that_never_existed_samples_nothing():
     child = spawn("pass")
     child.wait()
@@ -110,6 +112,7 @@ def test_a_pid_that_never_existed_samples_nothing():
     assert not sampler.active and sampler.points == []
 
 
+@pytest.mark.integration
 def test_points_are_halved_and_the_interval_doubled_at_the_cap(sleeper):
     sampler = TimelineSampler(sleeper.pid, interval=0.5, max_points=20)
     for _ in range(100):
@@ -418,6 +421,7 @@ def test_timeline_png_without_a_timeline_says_so(tmp_path):
     assert not (tmp_path / "t.png").exists()
 
 
+@pytest.mark.integration
 def test_timeline_pngs_for_a_run(tmp_path):
     bare = timeline_result(False)
     bare.details = Details()
@@ -428,6 +432,7 @@ def test_timeline_pngs_for_a_run(tmp_path):
     assert all(p.read_bytes().startswith(PNG_SIGNATURE) for p in paths)
 
 
+@pytest.mark.integration
 def test_a_case_gets_a_timeline_from_the_runner():
     result = run_case(null_case(sleep_ms="5"), FAST)
     assert result.ok, result.error
@@ -459,6 +464,7 @@ def test_a_longer_case_summarises_its_measured_region():
     assert summary.rss_mb_max > 10
 
 
+@pytest.mark.integration
 def test_a_timed_out_case_keeps_its_timeline():
     settings = Settings(min_time_s=0.0, min_iters=1, warmup_iters=0, timeout_s=1.0)
     start = time.monotonic()
@@ -468,6 +474,7 @@ def test_a_timed_out_case_keeps_its_timeline():
     assert len(result.details.timeline.points) >= 1
 
 
+@pytest.mark.integration
 def test_gpu_cases_say_why_they_have_no_gpu_telemetry(monkeypatch):
     monkeypatch.setattr(
         GpuTelemetry, "open", classmethod(lambda cls, indices: (None, "no GPU: test says so"))

@@ -296,6 +296,7 @@ cases:
         ),
     ],
 )
+@pytest.mark.integration
 def test_framework_rules_are_read_from_the_frameworks_entry(values, message):
     pytest.importorskip("torchao")  # torch's int8 paths check their quantizer first
     with pytest.raises(UserError) as caught:

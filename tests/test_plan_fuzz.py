@@ -15,6 +15,7 @@ import tempfile
 from pathlib import Path
 
 import numpy as np
+import pytest
 import yaml
 from conftest import cli
 from factories import timed_run
@@ -27,6 +28,9 @@ from dlbench.plan.build import RunRequest, build_plan
 from dlbench.plan.suites import CASE_KEYS, SETTING_KEYS, TOP_KEYS
 from dlbench.results.records import run_from_json
 from dlbench.results.store import open_store
+
+# starts a process or imports a framework: not in the fast tier (tests/conftest.py)
+pytestmark = pytest.mark.integration
 
 FUZZ = settings(
     max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]

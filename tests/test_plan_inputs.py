@@ -251,6 +251,7 @@ def test_a_batch_that_fills_a_dynamic_dimension_past_memory_is_refused(tmp_path,
 @pytest.mark.parametrize(
     ("framework", "device"), [("null", "cuda:99"), ("null", "mps"), ("onnxruntime", "mps")]
 )
+@pytest.mark.integration
 def test_no_framework_reports_ok_on_a_device_it_does_not_have(framework, device):
     from dlbench.launch.runner import run_case
     from dlbench.plan.validate import validate_case

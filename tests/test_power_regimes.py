@@ -34,6 +34,9 @@ from dlbench.results.details import Details
 from dlbench.results.files import read_json
 from dlbench.spec.case import Settings
 
+# starts a process or imports a framework: not in the fast tier (tests/conftest.py)
+pytestmark = pytest.mark.integration
+
 torch = pytest.importorskip("torch")
 FIXTURES = Path(__file__).parent / "fixtures"
 

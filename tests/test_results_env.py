@@ -5,6 +5,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+import pytest
+
 from dlbench.results.env import (
     FACTS,
     UNKNOWN,
@@ -71,6 +73,7 @@ def test_the_context_is_every_fact_but_the_installed_frameworks_unknown_where_mi
     assert context({"cpu_available": 1, "ceilings": {}})["cpu_available"] == 1
 
 
+@pytest.mark.integration
 def test_the_model_libraries_versions_are_read_without_importing_them():
     import importlib.metadata
     import subprocess

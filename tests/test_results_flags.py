@@ -223,6 +223,7 @@ def test_a_planted_cpu_hog_is_flagged_interference_and_shown(tmp_path):
     assert "interference" in (tmp_path / "run.csv").read_text()
 
 
+@pytest.mark.integration
 def test_oversubscription_is_flagged_and_refused_with_strict(tmp_path):
     out = tmp_path / "run.json"
     too_many = str(2 * len(os.sched_getaffinity(0)))  # over this machine's CPUs, whatever it has
@@ -237,6 +238,7 @@ def test_oversubscription_is_flagged_and_refused_with_strict(tmp_path):
     assert len(refused.stderr.strip().splitlines()) == 1
 
 
+@pytest.mark.integration
 def test_the_null_case_uses_one_core_with_numpys_blas_pool_at_one_thread(tmp_path):
     out = tmp_path / "run.json"
     done = dlbench("run", "-w", "mlp", "-f", "null", "--min-time", "1", "--json", str(out))
@@ -248,6 +250,7 @@ def test_the_null_case_uses_one_core_with_numpys_blas_pool_at_one_thread(tmp_pat
     assert result["cpu_percent"] < 130, result["cpu_percent"]
 
 
+@pytest.mark.integration
 def test_a_timed_out_oversubscribed_case_still_says_so():
     from dataclasses import replace
 

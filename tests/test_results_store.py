@@ -75,6 +75,7 @@ while True:
 
 
 @pytest.mark.parametrize("delay", [0.05, 0.2, 0.5])
+@pytest.mark.integration
 def test_killing_a_writer_never_leaves_a_corrupt_store(tmp_path, delay):
     path = tmp_path / "s.sqlite"
     # the tests' folder for factories, and the caller's path (a checkout's src/)

@@ -121,6 +121,7 @@ def test_an_older_store_is_read_through_its_upgrade_and_upgraded_by_a_write(tmp_
 
 
 @pytest.mark.parametrize("part", ["file", "folder"])
+@pytest.mark.integration
 def test_a_read_only_store_is_read_and_refuses_writes(tmp_path, part, new_run_file, suite):
     db = stored(tmp_path / "store" / "s.sqlite")
     before = db.read_bytes()
@@ -176,6 +177,7 @@ def test_a_lock_released_while_waiting_lets_the_write_through(tmp_path, monkeypa
     assert run_ids(db) == ["kept", "new"]
 
 
+@pytest.mark.integration
 def test_ctrl_c_while_waiting_for_a_lock_exits_130_at_once_and_stores_nothing(
     tmp_path, new_run_file
 ):
@@ -314,6 +316,7 @@ def test_a_store_full_in_the_middle_of_a_run_keeps_its_cases_and_resumes(tmp_pat
         assert store.load_run(run.id).finished_at is not None
 
 
+@pytest.mark.integration
 def test_a_full_disk_at_the_start_stores_nothing(tmp_path, new_run_file, suite):
     with small_disk(tmp_path / "disk") as disk:
         db = stored(disk / "s.sqlite")
@@ -329,6 +332,7 @@ def test_a_full_disk_at_the_start_stores_nothing(tmp_path, new_run_file, suite):
         assert run_ids(db) == ["kept"]
 
 
+@pytest.mark.integration
 def test_a_run_file_that_cannot_be_written_at_the_start_stores_nothing(tmp_path, suite):
     db, out = tmp_path / "s.sqlite", tmp_path / "out"
     out.mkdir()
@@ -338,6 +342,7 @@ def test_a_run_file_that_cannot_be_written_at_the_start_stores_nothing(tmp_path,
     assert run_ids(db) == []  # the run's row, written first, was taken back
 
 
+@pytest.mark.integration
 def test_plots_where_no_file_can_go_are_refused_before_any_work(tmp_path, suite):
     db = stored(tmp_path / "s.sqlite")
     a_file = tmp_path / "plots.png"

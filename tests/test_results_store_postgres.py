@@ -47,6 +47,7 @@ def test_a_run_round_trips_through_a_postgres_store(postgres_url):
     assert int(version) == STORE_SCHEMA_VERSION
 
 
+@pytest.mark.integration
 def test_every_command_works_on_a_postgres_store(postgres_url, monkeypatch, tmp_path):
     monkeypatch.setenv("DLBENCH_DB", postgres_url)
     fast = ("-w", "mlp", "-f", "null", "--min-time", "0", "--min-iters", "3", "-q")
@@ -100,6 +101,7 @@ WRITER = textwrap.dedent(
 )
 
 
+@pytest.mark.integration
 def test_concurrent_writers_lose_nothing(postgres_url, tmp_path):
     """Four processes open a new store together (racing to create its tables) and
     write runs and results at once: every row arrives, and every run's count is right."""
@@ -128,6 +130,7 @@ def test_concurrent_writers_lose_nothing(postgres_url, tmp_path):
         assert db.execute("SELECT COUNT(*) FROM results").fetchone()[0] == writers * runs * results
 
 
+@pytest.mark.integration
 def test_the_password_is_never_stored_or_printed(postgres_url, monkeypatch, tmp_path):
     password = _password(postgres_url)
     made = dlbench(
@@ -158,6 +161,7 @@ def test_the_password_is_never_stored_or_printed(postgres_url, monkeypatch, tmp_
     assert listed.returncode == 0 and password not in listed.stdout + listed.stderr
 
 
+@pytest.mark.integration
 def test_passwords_are_cut_from_urls_and_command_lines():
     url = "postgresql://ana:s3cret@db.example:5432/bench?sslmode=require&password=other"
     assert without_password(url) == "postgresql://ana@db.example:5432/bench?sslmode=require"

@@ -28,6 +28,7 @@ def test_run_label_is_a_setting_that_lands_in_the_run_and_old_runs_load_without_
         Run.from_dict(bad_type)
 
 
+@pytest.mark.integration
 def test_a_run_stores_its_label_and_a_rerun_takes_only_its_own(isolated_store):
     fast = ("--workload", "mlp", "--framework", "null", "--min-time", "0", "--min-iters", "3",
             "--warmup", "1", "-q")  # fmt: skip

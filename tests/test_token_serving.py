@@ -19,6 +19,9 @@ from dlbench.worker.loadgen_log import loadgen_outcome
 from dlbench.worker.token_check import IDENTICAL, NEAR_TIE
 from dlbench.worker.token_sut import TokenQueryServer
 
+# starts a process or imports a framework: not in the fast tier (tests/conftest.py)
+pytestmark = pytest.mark.integration
+
 lg = pytest.importorskip("mlperf_loadgen")
 SHORT = ("--min-time", "1", "--min-iters", "20", "--warmup", "2", "-t", "1")
 

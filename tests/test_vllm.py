@@ -164,6 +164,7 @@ def _wait_gone(*pids: int, within_s: float = 10.0) -> bool:
     return False
 
 
+@pytest.mark.integration
 def test_stopping_a_server_ends_its_whole_group_though_its_leader_left_a_child(tmp_path):
     from dlbench.backends.openai_server import ServerLaunch
     from dlbench.worker.engine_server import EngineServer
@@ -181,6 +182,7 @@ def test_stopping_a_server_ends_its_whole_group_though_its_leader_left_a_child(t
     assert _wait_gone(grandchild)
 
 
+@pytest.mark.integration
 def test_a_server_that_exits_before_it_serves_fails_with_its_own_words(tmp_path):
     from dlbench.backends.openai_server import ServerLaunch
     from dlbench.worker.engine_server import EngineServer
@@ -238,6 +240,7 @@ server.serve_forever()
 """
 
 
+@pytest.mark.integration
 def test_a_server_that_dies_under_load_ends_the_load_though_its_orphans_hold_its_socket(
     tmp_path,
 ):
@@ -300,6 +303,7 @@ class StandInEngine(OpenAIServerBackend):
         return Details(placement=placement("the stand-in", "cpu", "cpu"))
 
 
+@pytest.mark.integration
 def test_a_served_engine_killed_while_measured_fails_its_case_with_its_log(tmp_path, monkeypatch):
     """The case fails naming how its server stopped, with its log's last lines, and no
     process of the server's group outlives it (the run goes on: a failed case, as any;
@@ -325,6 +329,7 @@ def test_a_served_engine_killed_while_measured_fails_its_case_with_its_log(tmp_p
     assert _wait_gone(int((tmp_path / "orphan.pid").read_text()))  # its group was stopped
 
 
+@pytest.mark.integration
 def test_a_server_whose_starter_is_killed_hard_takes_its_whole_group_with_it(tmp_path):
     """A worker killed hard (its timeout, a crash) runs no clean-up: the server's own
     watch (vllm_main.py, run here without vLLM) kills its group."""
@@ -355,6 +360,7 @@ def _grandchildren(pid: int) -> list[int]:
         return []
 
 
+@pytest.mark.integration
 def test_vllm_not_installed_is_one_line_at_planning_naming_the_install_step(monkeypatch):
     import importlib.util
 

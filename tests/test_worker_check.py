@@ -78,6 +78,7 @@ print("ok")
 """
 
 
+@pytest.mark.integration
 def test_other_frameworks_are_unimportable_and_absent_from_sys_modules():
     import subprocess
     import sys
@@ -108,6 +109,7 @@ def user_model_check(tmp_path, framework: str, outputs: list, string_inputs: boo
     return result
 
 
+@pytest.mark.integration
 def test_a_user_models_first_run_records_its_outputs_and_claims_no_check(tmp_path):
     pytest.importorskip("onnx")
     ids = np.array([3, 1])
@@ -125,6 +127,7 @@ def test_a_user_models_first_run_records_its_outputs_and_claims_no_check(tmp_pat
     assert user_model_check(tmp_path, "openvino", [ids + 1]).status == "failed"
 
 
+@pytest.mark.integration
 def test_string_outputs_are_compared_exactly_however_the_runtime_returns_them(tmp_path):
     pytest.importorskip("onnx")
     # ONNX Runtime returns str objects, TensorFlow bytes objects: the same strings

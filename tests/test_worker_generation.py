@@ -131,6 +131,7 @@ def test_engines_generate_the_reference_tokens_from_the_same_weights(tmp_path):
     assert picks.rows[0].label.startswith("most output tokens/s within TTFT <= 500 ms")
 
 
+@pytest.mark.integration
 def test_torch_generates_with_its_model_held_in_bf16_and_its_tokens_checked(tmp_path):
     """bf16 is the model's dtype (weights, KV cache), not autocast; its bytes are counted
     at 2 a value, and its tokens are held to the fp32 reference, not taken as it."""
@@ -152,6 +153,7 @@ def test_torch_generates_with_its_model_held_in_bf16_and_its_tokens_checked(tmp_
     assert generation["tokens"]["compared"] == 16
 
 
+@pytest.mark.integration
 def test_a_batch_is_checked_sequence_by_sequence_and_repeats_merge_the_token_rates(tmp_path):
     if "onnxruntime-genai" not in ENGINES:
         pytest.skip("needs onnxruntime-genai (the llm-onnx extra)")

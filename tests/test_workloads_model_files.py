@@ -14,6 +14,9 @@ from dlbench.errors import CaseError, UserError, cause_summary
 from dlbench.workloads.model_format import model_format
 from dlbench.workloads.user_model import InputSpec, parse_input_option, resolve_inputs
 
+# builds ONNX files (imports onnx): not in the fast tier (tests/conftest.py)
+pytestmark = pytest.mark.integration
+
 
 def tiny_onnx(path) -> None:
     import onnx

@@ -7,6 +7,9 @@ import pytest
 
 from dlbench.workloads.onnx_ops import graph_ops, is_quantized_op, quantized_ops
 
+# builds ONNX files (imports onnx): not in the fast tier (tests/conftest.py)
+pytestmark = pytest.mark.integration
+
 
 def save(path, nodes, functions=(), initializers=()) -> None:
     import onnx
