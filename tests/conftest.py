@@ -7,7 +7,6 @@ import fcntl
 import http.server
 import io
 import os
-import platform
 import shutil
 import signal
 import subprocess
@@ -21,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from dlbench.results.env import framework_versions
+from dlbench.results.env import fingerprint
 from dlbench.spec.case import Case, Settings
 from dlbench.worker.compile_cache import SHARED_CACHE_ENV
 from dlbench.worker.engine_server import free_port
@@ -36,12 +35,11 @@ SESSION_TEMP: list[Path] = []  # the session's folder, shared by its test proces
 # on the wait policy; a user's run keeps the framework's default (dlbench sets none).
 # Set before any test imports torch, and inherited by every process the tests start.
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
-# Two facts of the machine are asked of another process once per process: Python's
-# `uname -p` (platform.platform()) and the installed frameworks' versions (vLLM's from
-# its own environment's python). Asked here, so that no unit test starts them
-# (unit_test_stays_in_process below).
-platform.platform()
-framework_versions()
+# Three facts of the machine are asked of another process once per process: Python's
+# `uname -p` (platform.platform()), the installed frameworks' versions (vLLM's from its
+# own environment's python) and nvidia-smi's GPUs. Asked here, so that no unit test
+# starts them (unit_test_stays_in_process below).
+fingerprint()
 
 # A shell without job control starts its background commands with SIGINT ignored, and
 # children inherit that: the Ctrl-C tests' SIGINT would then be lost on dlbench. The test
@@ -89,7 +87,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     vLLM run, before any single test: it orders its units by their number of tests.)"""
     items.sort(key=lambda item: (is_alone(item), not has(item, "long"), not has(item, "slow")))
     for item in items:
-        if not any(has(item, marker) for marker in NOT_UNIT):
+        if not any(has(item, marker) for marker in NOT_UNIT) and not (
+            PROCESS_FIXTURES & set(getattr(item, "fixturenames", ()))
+        ):
             item.add_marker(pytest.mark.unit)
 
 
@@ -97,6 +97,11 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 # those marked with one of these. A test marked unit starts no process and imports no
 # framework; `unit_test_stays_in_process` below holds it to that in every run.
 NOT_UNIT = ("slow", "alone", "integration", "gpu")
+# Fixtures of module or session scope that start processes or import a framework: they
+# are set up before a test's own fixtures, out of the guard's sight, so a test that
+# uses one is never unit (a new such fixture goes here)
+PROCESS_FIXTURES = frozenset({"cluster", "keyed_llama_server", "llama_checkpoint",
+                              "llama_server", "repeated_run", "vllm_run"})  # fmt: skip
 FRAMEWORK_PACKAGES = ("torch", "tensorflow", "keras", "tf_keras", "jax", "onnx", "onnxruntime",
                       "openvino", "transformers", "onnxruntime_genai", "openvino_genai",
                       "llama_cpp", "nncf", "torchao", "ray", "mlperf_loadgen")  # fmt: skip

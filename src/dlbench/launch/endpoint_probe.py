@@ -117,7 +117,7 @@ def served_model(url: str, given: str | None, deadline_s: float = CHECK_DEADLINE
 def _listed_models(url: str, required: bool, deadline_s: float) -> list[str]:
     import httpx
 
-    from dlbench.measure.openai_stream import deadline
+    from dlbench.measure.openai_stream import DEADLINE_PASSED, deadline
 
     async def listing() -> httpx.Response:
         async with _client(deadline_s) as client, deadline(deadline_s):
@@ -125,7 +125,7 @@ def _listed_models(url: str, required: bool, deadline_s: float) -> list[str]:
 
     try:
         reply = asyncio.run(listing())
-    except TimeoutError:
+    except DEADLINE_PASSED:
         raise UserError(f"--endpoint {url}: no whole answer to GET {MODELS_PATH} within "
                         f"{deadline_s:g} s ({_deadline_words()})") from None  # fmt: skip
     except httpx.TimeoutException as exc:

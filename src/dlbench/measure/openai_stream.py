@@ -21,6 +21,7 @@ reached.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import sys
 import time
@@ -62,6 +63,9 @@ if sys.version_info >= (3, 11):
     from asyncio import timeout as deadline
 else:
     from async_timeout import timeout as deadline
+# What a passed deadline raises: TimeoutError, which asyncio's is from Python 3.11; on
+# 3.10 async-timeout and asyncio.wait_for raise asyncio.TimeoutError, a class apart
+DEADLINE_PASSED: tuple[type[Exception], ...] = (TimeoutError, asyncio.TimeoutError)
 
 
 @dataclass
@@ -117,7 +121,7 @@ async def stream_request(client: httpx.AsyncClient, base_url: str, api: str,
         async with deadline(deadline_s):
             await _exchange(client, base_url.rstrip("/") + PATHS[api], api, body, id_fields,
                             record)  # fmt: skip
-    except TimeoutError:
+    except DEADLINE_PASSED:
         record.fail(TIMEOUT, f"no whole answer within {deadline_s:g} s")
     except httpx.TimeoutException as exc:
         record.fail(TIMEOUT, f"timeout ({type(exc).__name__})")

@@ -40,6 +40,7 @@ from dlbench.measure.exposition import (
     parse_scrape,
     ratio_window,
 )
+from dlbench.measure.openai_stream import DEADLINE_PASSED
 from dlbench.measure.server_counters import GaugeSamples, ServerCounters, ServerTiming
 from dlbench.measure.token_latency import TokenTimes
 
@@ -322,7 +323,7 @@ class ServerWindow:
         """/metrics' text within the deadline; Unreadable saying why not."""
         try:
             return await asyncio.wait_for(self._fetch(), self.deadline_s)
-        except TimeoutError:
+        except DEADLINE_PASSED:
             raise Unreadable(
                 f"its {METRICS_PATH} did not answer whole within {self.deadline_s:g} s"
             ) from None

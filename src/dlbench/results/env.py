@@ -9,6 +9,7 @@ before a fact was recorded lacks it: `context` reads it as UNKNOWN.
 
 from __future__ import annotations
 
+import functools
 import os
 import platform
 import shutil
@@ -65,8 +66,15 @@ def cpu_model() -> str:
 
 def gpus() -> list[dict[str, Any]]:
     """NVIDIA GPUs as nvidia-smi reports them; empty where there is none."""
+    return [dict(gpu) for gpu in _nvidia_smi_gpus()]
+
+
+@functools.cache
+def _nvidia_smi_gpus() -> tuple[dict[str, Any], ...]:
+    """nvidia-smi's answer, asked once per process: a machine's GPUs do not change
+    while it runs, and each ask starts a process (seconds where the driver is slow)."""
     if shutil.which("nvidia-smi") is None:
-        return []
+        return ()
     query = "name,memory.total,driver_version"
     try:
         out = subprocess.run(
@@ -77,7 +85,7 @@ def gpus() -> list[dict[str, Any]]:
             check=True,
         ).stdout
     except (OSError, subprocess.SubprocessError):
-        return []
+        return ()
     found: list[dict[str, Any]] = []
     for line in out.strip().splitlines():
         parts = [part.strip() for part in line.split(",")]
@@ -89,7 +97,7 @@ def gpus() -> list[dict[str, Any]]:
         except ValueError:
             memory_mb = None  # e.g. "[N/A]"
         found.append({"name": name, "memory_mb": memory_mb, "driver": driver})
-    return found
+    return tuple(found)
 
 
 # Libraries that build the models or compile them, whose version changes the work a

@@ -80,10 +80,11 @@ class EngineServer:
                     argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
                     env=env, process_group=0,
                 )  # fmt: skip
-            else:  # Popen's process_group is 3.11's: the same setpgid(0, 0), in the child
+            else:  # Popen's process_group is 3.11's; a new session is a new group too
+                # (its id the server's pid), and preexec_fn is unsafe in a threaded parent
                 self.process = subprocess.Popen(
                     argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                    env=env, preexec_fn=os.setpgrp,
+                    env=env, start_new_session=True,
                 )  # fmt: skip
         if self.launch.cpus is not None:  # before it starts its engine: they inherit it
             os.sched_setaffinity(self.process.pid, self.launch.cpus)
