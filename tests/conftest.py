@@ -30,9 +30,10 @@ SESSION_TEMP: list[Path] = []  # the session's folder, shared by its test proces
 # The suite runs three test processes on two cores, each starting workers: the cores are
 # always oversubscribed. There, OpenMP's default wait (GNU libgomp's, torch's) spins at
 # every barrier while its partner thread waits for a core, and burns the rest of its
-# time slice: a ResNet-50 forward at two threads took 1,251 ms of CPU instead of 55
-# beside two busy processes (49 with a passive wait). Nothing the tests assert depends
-# on the wait policy; a user's run keeps the framework's default (dlbench sets none).
+# time slice: a ResNet-50 forward at two threads took 3.8 times the CPU of a passive
+# wait beside two busy processes (bench/omp_wait_under_load.py). Nothing the tests
+# assert depends on the wait policy; a user's run keeps the framework's default
+# (dlbench sets none: on an idle machine the spin is the faster).
 # Set before any test imports torch, and inherited by every process the tests start.
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 # Three facts of the machine are asked of another process once per process: Python's
