@@ -16,6 +16,7 @@ orphan on its socket, as vLLM's engine does): each real one would cost a vLLM st
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import json
 import os
@@ -444,14 +445,36 @@ def _make_run(folder: Path) -> dict[str, Any]:
     suite.write_text(json.dumps({"name": "vllm-test", "cases": entries, "settings": {
         "min_time": 3.0, "min_iters": 4, "warmup": 1, "timeout": 600}}))  # fmt: skip
     started = time.monotonic()
-    run = subprocess.run([*DLBENCH, "run", str(suite), "--db", str(folder / "store.sqlite"),
-                          "--json", str(folder / "run.json")], timeout=1500,
-                         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)  # fmt: skip
+    groups: dict[int, int] = {}  # every server process seen during the run: its group
+    running = threading.Event()
+    running.set()
+    watcher = threading.Thread(target=_watch_groups, args=(running, groups))
+    watcher.start()
+    command = [*DLBENCH, "run", str(suite), "--db", str(folder / "store.sqlite"),
+               "--json", str(folder / "run.json")]  # fmt: skip
+    try:
+        run = subprocess.run(command, timeout=1500, stdout=subprocess.PIPE,
+                             stderr=subprocess.STDOUT, text=True)  # fmt: skip
+    finally:
+        running.clear()
+        watcher.join()
     taken.close()
     results = json.loads((folder / "run.json").read_text())["results"]
     return {"rc": run.returncode, "out": run.stdout, "wall_s": time.monotonic() - started,
             "results": dict(zip([*cases, "null"], results, strict=True)),
+            "groups": {str(pid): group for pid, group in groups.items()},
             "left_running": _servers_of(os.environ["DLBENCH_CACHE"])}  # fmt: skip
+
+
+def _watch_groups(running: threading.Event, groups: dict[int, int]) -> None:
+    """The process group of each of the session's vLLM processes while the run goes on:
+    the API server, its engine and its worker. dlbench stops a server by its group, so a
+    process that left it would outlive a case killed hard."""
+    while running.is_set():
+        for pid in _servers_of(os.environ["DLBENCH_CACHE"]):
+            with contextlib.suppress(ProcessLookupError):
+                groups[pid] = os.getpgid(pid)
+        running.wait(1.0)
 
 
 def _servers_of(cache: str) -> list[int]:
@@ -502,6 +525,16 @@ def test_a_port_taken_fails_its_case_in_one_line_before_a_server_starts(vllm_run
     result = vllm_run["results"][PORT_TAKEN]
     assert result["status"] == "failed" and "\n" not in result["error"]
     assert "is in use" in result["error"] and "--option port=N" in result["error"]
+
+
+@reads_the_vllm_run
+def test_every_process_of_the_server_is_in_the_group_dlbench_stops(vllm_run):
+    """The API server leads its own group (its pid), and vLLM's engine and worker stay
+    in it: the group dlbench signals, and the server's own watch kills, holds them all."""
+    groups = {int(pid): group for pid, group in vllm_run["groups"].items()}
+    leaders = {pid for pid, group in groups.items() if pid == group}
+    assert len(leaders) == 1, groups  # one server started, one group
+    assert len(groups) >= 3 and set(groups.values()) == leaders, groups
 
 
 @reads_the_vllm_run
