@@ -18,7 +18,6 @@ import os
 import signal
 import socket
 import subprocess
-import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -73,19 +72,14 @@ class EngineServer:
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         # the worker's thread variables are its own: the server's are the backend's
         inherited = {k: v for k, v in os.environ.items() if k not in THREAD_VARS}
-        argv, env = self.launch.argv, {**inherited, **self.launch.env}
         with open(self.log_path, "wb") as log:  # a file: a pipe nobody reads would fill
-            if sys.version_info >= (3, 11):
-                self.process = subprocess.Popen(
-                    argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                    env=env, process_group=0,
-                )  # fmt: skip
-            else:  # Popen's process_group is 3.11's; a new session is a new group too
-                # (its id the server's pid), and preexec_fn is unsafe in a threaded parent
-                self.process = subprocess.Popen(
-                    argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                    env=env, start_new_session=True,
-                )  # fmt: skip
+            # a session of its own is a process group of its own, whose id is the
+            # server's pid, on every Python (Popen's process_group is 3.11's); the worker
+            # already has no terminal to detach from
+            self.process = subprocess.Popen(
+                self.launch.argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                env={**inherited, **self.launch.env}, start_new_session=True,
+            )  # fmt: skip
         if self.launch.cpus is not None:  # before it starts its engine: they inherit it
             os.sched_setaffinity(self.process.pid, self.launch.cpus)
         return self
@@ -166,7 +160,7 @@ class EngineServer:
         leader left behind)."""
         if self.process is None:
             return
-        group = self.process.pid  # process_group=0: the group is the server's pid
+        group = self.process.pid  # a new session: the group is the server's pid
         _signal_group(group, signal.SIGTERM)
         with contextlib.suppress(subprocess.TimeoutExpired):
             self.process.wait(timeout=STOP_GRACE_S)
