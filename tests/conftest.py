@@ -24,6 +24,7 @@ from dlbench.results.env import fingerprint
 from dlbench.spec.case import Case, Settings
 from dlbench.worker.compile_cache import SHARED_CACHE_ENV
 from dlbench.worker.engine_server import free_port
+from dlbench.worker.process import FRAMEWORK_MODULES
 
 SESSION_TEMP: list[Path] = []  # the session's folder, shared by its test processes
 
@@ -103,9 +104,10 @@ NOT_UNIT = ("slow", "alone", "integration", "gpu")
 # uses one is never unit (a new such fixture goes here)
 PROCESS_FIXTURES = frozenset({"cluster", "keyed_llama_server", "llama_checkpoint",
                               "llama_server", "repeated_run", "vllm_run"})  # fmt: skip
-FRAMEWORK_PACKAGES = ("torch", "tensorflow", "keras", "tf_keras", "jax", "onnx", "onnxruntime",
-                      "openvino", "transformers", "onnxruntime_genai", "openvino_genai",
-                      "llama_cpp", "nncf", "torchao", "ray", "mlperf_loadgen")  # fmt: skip
+# The registry's frameworks (what a worker blocks), and the heavy libraries that come
+# with them or with a kind of case
+FRAMEWORK_PACKAGES = (*FRAMEWORK_MODULES, "keras", "tf_keras", "onnx", "transformers", "nncf",
+                      "torchao", "ray", "mlperf_loadgen")  # fmt: skip
 
 
 @pytest.fixture(autouse=True)
