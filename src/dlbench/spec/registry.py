@@ -342,13 +342,14 @@ FRAMEWORKS: dict[str, FrameworkInfo] = {
                     BOTH_MODES,
                 )
             ),
-            # Fault injection and a fixed per-step sleep, so the runner's failure
-            # handling is tested for real. step-raise: the step raises once warmed
-            # up (a query that fails under LoadGen).
+            # Fault injection, and a fixed per-step sleep or busy wait, so the runner's
+            # failure handling and CPU accounting are tested for real. step-raise: the
+            # step raises once warmed up (a query that fails under LoadGen).
             options=MappingProxyType(
                 {
                     "fault": ("raise", "abort", "segfault", "kill", "hang", "exit", "step-raise"),
                     "sleep_ms": None,
+                    "spin_ms": None,
                 }
             ),
         ),

@@ -2,13 +2,15 @@
 
 It exists for the harness's own tests and for `bench/harness_overhead.py`,
 and is labelled as such everywhere it appears. Its options inject faults
-(raise, abort, segfault, kill, hang, exit) and a fixed sleep per step so the
-runner's failure capture and timing are exercised for real.
+(raise, abort, segfault, kill, hang, exit), a fixed sleep or a busy wait per
+step, so the runner's failure capture, timing and CPU accounting are
+exercised for real.
 """
 
 from __future__ import annotations
 
 import ctypes
+import functools
 import os
 import signal
 import sys
@@ -24,6 +26,13 @@ from dlbench.results.details import Details
 
 def _noop() -> None:
     return None
+
+
+def _spin(seconds: float) -> None:
+    """Busy-wait on one thread: a step whose CPU use is known (one core)."""
+    until = time.perf_counter() + seconds
+    while time.perf_counter() < until:
+        continue
 
 
 class NullBackend(Backend):
@@ -51,7 +60,12 @@ class NullBackend(Backend):
         if fault is not None and fault != STEP_FAULT:
             inject_fault(fault)
         sleep_s = float(options.get("sleep_ms", 0)) / 1000.0
-        step = (lambda: time.sleep(sleep_s)) if sleep_s > 0 else _noop
+        spin_s = float(options.get("spin_ms", 0)) / 1000.0
+        step: Callable[[], None] = _noop
+        if sleep_s > 0:
+            step = functools.partial(time.sleep, sleep_s)
+        elif spin_s > 0:
+            step = functools.partial(_spin, spin_s)
         if fault == STEP_FAULT:
             step = _failing_after(step, calls=FAULT_AFTER_CALLS)
         details = Details(extra={"null": "no computation"})
