@@ -292,7 +292,7 @@ cases:
         ),
         (
             {"framework": "null", "compile": "default", "options": {"melt": "1"}},
-            "unknown null-backend option 'melt'; allowed: fault, sleep_ms",
+            "unknown null-backend option 'melt'; allowed: fault, sleep_ms, spin_ms",
         ),
     ],
 )
