@@ -139,6 +139,37 @@ def test_the_resource_tracker_is_told_once_to_keep_quiet(monkeypatch):
     assert os.environ["PYTHONWARNINGS"] == f"default::DeprecationWarning,{TRACKER_WARNING}"
 
 
+def test_a_worker_gets_its_request_as_one_document_and_reads_it_back_whole(tmp_path):
+    """Case, settings and every path the worker writes to, typed, in one JSON
+    document: no positional strings, no paths in environment variables."""
+    import contextlib
+    import json
+    from pathlib import Path
+
+    from dlbench.launch.runner import _worker_process, worker_request
+    from dlbench.spec.worker_request import CaseOutputs, WorkerRequest
+
+    case, settings = null_case(sleep_ms="2"), Settings(min_time_s=0.5, seed=7)
+    request = worker_request(case, settings, tmp_path, files_dir=tmp_path / "files")
+    with contextlib.ExitStack() as stack:
+        process = _worker_process(request, stack)
+    (document,) = process._args  # type: ignore[attr-defined]  # what is pickled to the child
+    assert json.loads(document)["version"] == 1
+    back = WorkerRequest.from_json(document)
+    assert back == request and back.case == case and back.settings.seed == 7
+    assert back.outputs.progress_path == tmp_path / "progress.txt"
+    assert back.outputs.files_dir == tmp_path / "files"
+    alone = WorkerRequest(case, settings, Path("r.json"), Path("w.log"), 1)
+    assert WorkerRequest.from_json(alone.to_json()).outputs == CaseOutputs()
+    for bad in (
+        "[]",
+        '{"version": 2}',
+        alone.to_json().replace('"parent_pid": 1', '"parent_pid": "1"'),
+    ):
+        with pytest.raises(ValueError):
+            WorkerRequest.from_json(bad)
+
+
 def test_the_worker_entry_point_is_imported_only_where_it_is_sent():
     import pickle
     from multiprocessing.reduction import ForkingPickler

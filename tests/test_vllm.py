@@ -305,23 +305,23 @@ class StandInEngine(OpenAIServerBackend):
 
 
 @pytest.mark.integration
-def test_a_served_engine_killed_while_measured_fails_its_case_with_its_log(tmp_path, monkeypatch):
+def test_a_served_engine_killed_while_measured_fails_its_case_with_its_log(tmp_path):
     """The case fails naming how its server stopped, with its log's last lines, and no
     process of the server's group outlives it (the run goes on: a failed case, as any;
     vLLM's own server in the session's run is not killed: a second vLLM start costs
     40-60 s of both cores, and runs this same path)."""
-    from dlbench.worker.files import FILES_ENV
+    from dlbench.spec.worker_request import CaseOutputs
     from dlbench.worker.served_engine import run_served_engine
     from dlbench.worker.steps import make_job
 
-    monkeypatch.setenv(FILES_ENV, str(tmp_path))
     case = Case(workload="llm-tiny", framework="vllm", compile="default", device="cpu",
                 concurrency=2, params=(("isl", 8), ("osl", 4)))  # fmt: skip
     settings = Settings(min_time_s=60.0, min_iters=4, warmup_iters=1, timeout_s=60.0)
     engine = StandInEngine(tmp_path / "orphan.pid")
     started = time.monotonic()
     with pytest.raises(CaseError) as failed:
-        run_served_engine(engine, make_job(case, settings, "cpu"), settings)
+        job = make_job(case, settings, "cpu", CaseOutputs(files_dir=tmp_path))
+        run_served_engine(engine, job, settings)
     assert time.monotonic() - started < 20  # not the 60 s its reads may wait
     assert str(failed.value) == "stand-in's server stopped during the run (killed by SIGKILL)"
     detail = failed.value.detail or ""

@@ -239,9 +239,15 @@ def fake_server(keeps: Callable[[float], bool]):
 def test_the_search_confirms_the_peak_and_stops_where_no_lower_rate_can_help():
     from dlbench.worker.serving import search_peak
 
-    tries, chosen, why = search_peak(fake_server(lambda q: q <= 100), 150.0, 0.005, 10.0, 1.0, 2)
+    said: list[str] = []
+    tries, chosen, why = search_peak(
+        fake_server(lambda q: q <= 100), 150.0, 0.005, 10.0, 1.0, 2, say=said.append
+    )
     assert why is None and 95 <= chosen.target_qps <= 100
     assert [t.target_qps for t in tries].count(chosen.target_qps) == 2  # found, then confirmed
+    # each try is a progress line, with its verdict
+    assert len(said) == len(tries) and said[0].startswith("find-peak try 1: 120 QPS")
+    assert "misses the 10 ms bound" in said[0] and "keeps the 10 ms bound" in said[1]
     # a system that misses the bound even with its CPUs nearly idle: a few tries, not ten
     tries, chosen, why = search_peak(fake_server(lambda q: False), 150.0, 0.005, 10.0, 1.0, 2)
     assert len(tries) <= 4 and "missed even at" in why and chosen.keeps_bound is False

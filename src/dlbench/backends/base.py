@@ -23,6 +23,7 @@ from dlbench.reference.decoder import OwnReference
 from dlbench.results.details import Details, Generation, Placement, Quantization
 from dlbench.results.record_dict import from_dict
 from dlbench.spec.case import Case
+from dlbench.spec.worker_request import CaseOutputs
 from dlbench.workloads.base import Workload
 
 if TYPE_CHECKING:
@@ -43,6 +44,8 @@ class Job:
     seed: int
     # ranks of a DistributedDataParallel case (the model is wrapped in DDP when > 1)
     world_size: int = 1
+    # where the case's progress lines and files beside the run go (its request's)
+    outputs: CaseOutputs = field(default_factory=CaseOutputs)
 
 
 @dataclass

@@ -33,6 +33,7 @@ from dlbench.results.details import Timeline
 from dlbench.results.flags import result_flags
 from dlbench.results.records import STATUS_FAILED, Result, base_result, now_iso
 from dlbench.spec.case import Case, Settings, available_cpus
+from dlbench.spec.worker_request import CaseOutputs, WorkerRequest
 
 LOG_TAIL_LINES = 20
 # Beside the result file: the progress lines of a long case (worker.progress).
@@ -67,10 +68,9 @@ def run_case(
     """
     _quiet_resource_tracker()
     with contextlib.ExitStack() as stack:
-        scratch = stack.enter_context(tempfile.TemporaryDirectory(prefix="dlbench-case-"))
-        result_path = Path(scratch) / "result.json"
-        log_path = Path(scratch) / "worker.log"
-        process = _worker_process(case, settings, Path(scratch), files_dir, stack)
+        scratch = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="dlbench-case-")))
+        request = worker_request(case, settings, scratch, files_dir)
+        process = _worker_process(request, stack)
         # Opened before the start, so NVML's start-up cost is not charged to the case.
         telemetry, gpu_note = _open_gpu_telemetry(case.device, case.nproc)
         started_at, wall_start = now_iso(), time.perf_counter()
@@ -80,7 +80,7 @@ def run_case(
             process.start()  # inside the try: Ctrl-C during the spawn must kill it too
             if process.pid is not None:  # always, once start() returned
                 sampler = TimelineSampler(process.pid, gpu=telemetry)
-            notes = _ProgressFile(Path(scratch) / PROGRESS_FILE, on_note)
+            notes = _ProgressFile(scratch / PROGRESS_FILE, on_note)
             timed_out = _wait_sampling(process, settings.timeout_s, sampler, notes)
             notes.check()  # the last line, even when the worker ended between looks
         finally:
@@ -91,7 +91,9 @@ def run_case(
                 process.join()
             if telemetry is not None:
                 telemetry.close()
-        result = _collect(case, process, result_path, log_path, timed_out, settings.timeout_s)
+        result = _collect(
+            case, process, request.result_path, request.log_path, timed_out, settings.timeout_s
+        )
         _attach_timeline(result, sampler, gpu_note)
         # a failed or timed-out case is flagged too: oversubscription may be why
         result.flags = result_flags(result, available_cpus())
@@ -101,30 +103,30 @@ def run_case(
     return result
 
 
-def _worker_process(
-    case: Case,
-    settings: Settings,
-    scratch: Path,
-    files_dir: Path | None,
-    stack: contextlib.ExitStack,
-) -> WorkerProcess:
+def _worker_process(request: WorkerRequest, stack: contextlib.ExitStack) -> WorkerProcess:
     """The case's process, not yet started: torchrun and its ranks for a DDP case,
-    else one spawned worker, which writes its files into `scratch`."""
-    log_path = scratch / "worker.log"
+    else one spawned worker."""
+    case = request.case
     if case.ddp:
-        return TorchrunProcess(case, settings, scratch, stack.enter_context(open(log_path, "ab")))
+        return TorchrunProcess(request, stack.enter_context(open(request.log_path, "ab")))
     return multiprocessing.get_context("spawn").Process(
         target=SpawnedFunction(*WORKER_ENTRY),
-        args=(
-            case.to_dict(),
-            settings.to_dict(),
-            str(scratch / "result.json"),
-            str(log_path),
-            str(scratch / PROGRESS_FILE),
-            os.getpid(),
-            str(files_dir) if files_dir is not None else "",
-        ),
+        args=(request.to_json(),),  # the whole request, one document
         name=f"dlbench-worker {case.label()}",
+    )
+
+
+def worker_request(
+    case: Case, settings: Settings, scratch: Path, files_dir: Path | None
+) -> WorkerRequest:
+    """The case's request: its result, log and progress lines go into `scratch`."""
+    return WorkerRequest(
+        case=case,
+        settings=settings,
+        result_path=scratch / "result.json",
+        log_path=scratch / "worker.log",
+        parent_pid=os.getpid(),
+        outputs=CaseOutputs(progress_path=scratch / PROGRESS_FILE, files_dir=files_dir),
     )
 
 

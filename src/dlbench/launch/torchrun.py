@@ -16,7 +16,6 @@ case, is computed when the run is read (results.scaling).
 from __future__ import annotations
 
 import functools
-import json
 import os
 import select
 import subprocess
@@ -26,13 +25,18 @@ from typing import BinaryIO
 
 from dlbench.launch.worker_entry import NUMPY_AT_ONE_THREAD
 from dlbench.lifeline import die_with_parent
-from dlbench.spec.case import Case, Settings
+from dlbench.spec.case import Case
+from dlbench.spec.worker_request import WorkerRequest
 
 # Each rank runs this module (worker side), under torchrun.
 RANK_MODULE = "dlbench.worker.ddp_rank"
 
 
-def torchrun_command(case: Case, case_file: Path, settings_file: Path, result: Path) -> list[str]:
+# Beside the rank's result: the case's request, which every rank reads (one document).
+REQUEST_FILE = "request.json"
+
+
+def torchrun_command(case: Case, request_file: Path) -> list[str]:
     launch = list(case.torchrun_args) or ["--standalone"]
     return [
         sys.executable,
@@ -42,20 +46,17 @@ def torchrun_command(case: Case, case_file: Path, settings_file: Path, result: P
         *launch,
         "-m",
         RANK_MODULE,
-        str(case_file),
-        str(settings_file),
-        str(result),
+        str(request_file),
     ]
 
 
 class TorchrunProcess:
     """torchrun as a subprocess, with the part of multiprocessing.Process the runner uses."""
 
-    def __init__(self, case: Case, settings: Settings, scratch: Path, log: BinaryIO) -> None:
-        case_file, settings_file = scratch / "case.json", scratch / "settings.json"
-        case_file.write_text(json.dumps(case.to_dict()), encoding="utf-8")
-        settings_file.write_text(json.dumps(settings.to_dict()), encoding="utf-8")
-        self.command = torchrun_command(case, case_file, settings_file, scratch / "result.json")
+    def __init__(self, request: WorkerRequest, log: BinaryIO) -> None:
+        request_file = request.result_path.with_name(REQUEST_FILE)
+        request_file.write_text(request.to_json(), encoding="utf-8")
+        self.command = torchrun_command(request.case, request_file)
         self._log = log
         self._popen: subprocess.Popen[bytes] | None = None
         self._pidfd: int | None = None

@@ -33,6 +33,7 @@ from dlbench.results.details import Ddp
 from dlbench.results.metrics import with_rates
 from dlbench.results.records import STATUS_SKIPPED, Result, base_result
 from dlbench.spec.case import Case, Settings
+from dlbench.spec.worker_request import WorkerRequest
 from dlbench.worker.process import CaseProcess
 from dlbench.worker.steps import failed_from_exception, make_job, measured_result
 
@@ -58,15 +59,14 @@ def _agreed_iterations(
 
 def rank_main(argv: list[str]) -> None:
     """Entry point of each rank: measure under DDP; rank 0 writes the Result."""
-    case = Case.from_dict(json.loads(Path(argv[0]).read_text(encoding="utf-8")))
-    settings = Settings.from_dict(json.loads(Path(argv[1]).read_text(encoding="utf-8")))
-    result_path = Path(argv[2])
+    request = WorkerRequest.from_json(Path(argv[0]).read_text(encoding="utf-8"))
+    case, result_path = request.case, request.result_path
     process = CaseProcess(case)  # before torch is imported
     die_with_parent(os.getppid())  # torchrun killed hard: the ranks go with it
     failed = False
     try:
         with process.measuring():
-            result = _measure_rank(case, settings)
+            result = _measure_rank(request)
         if result is not None:
             process.record_in(result.details)
     except CaseSkipped as skip:
@@ -111,12 +111,13 @@ class _Rank:
         return cls(rank, local_rank, int(os.environ["WORLD_SIZE"]), device)
 
 
-def _measure_rank(case: Case, settings: Settings) -> Result | None:
+def _measure_rank(request: WorkerRequest) -> Result | None:
     import torch
     import torch.distributed as dist
 
     from dlbench.backends.torch.backend import TorchBackend
 
+    case, settings = request.case, request.settings
     backend = TorchBackend()
     threads = backend.configure_threads(case.threads, case.effective_interop_threads)
     where = _Rank.from_environment(case)
@@ -124,7 +125,7 @@ def _measure_rank(case: Case, settings: Settings) -> Result | None:
         torch.cuda.set_device(where.local_rank)
     dist.init_process_group("nccl" if where.on_gpu else "gloo")
     try:
-        job = make_job(case, settings, where.device)
+        job = make_job(case, settings, where.device, request.outputs)
         # each rank its own batch (seed + rank), the same initial weights (DDP broadcasts)
         job = replace(job, seed=job.seed + where.rank, world_size=where.world)
         setup_start = time.perf_counter()

@@ -21,6 +21,7 @@ comes from the workload dlbench serves, else the served model's config.json
 from __future__ import annotations
 
 import asyncio
+import functools
 import hashlib
 import json
 import time
@@ -61,6 +62,7 @@ from dlbench.measure.token_latency import TokenTimes, token_latencies
 from dlbench.results.details import Details, EndpointLoad, Generation, LoadStep
 from dlbench.results.records import STATUS_FAILED, Result
 from dlbench.spec.case import DEFAULT_SLO_PERCENTILE, Case, Settings
+from dlbench.spec.worker_request import CaseOutputs
 from dlbench.worker.client_processes import spread, wait_for_start
 from dlbench.worker.endpoint_load import Budget, LoadOutcome, Send, Share, StopSignal, drive
 from dlbench.worker.files import case_files_dir
@@ -283,9 +285,10 @@ def run_endpoint(job: Job, settings: Settings, requests: RequestSet | None = Non
         session = new_session(case, requests, client, job.device, settings.timeout_s)
         loop.run_until_complete(session.negotiate())
         warm = loop.run_until_complete(session.warm_up(settings.warmup_iters))
-        report_progress(f"warmed up: {len(warm)} requests")
+        report_progress(job.outputs, f"warmed up: {len(warm)} requests")
         if case.find_peak:
-            found = find_peak(session, loop, budget, job.seed, warm)
+            say = functools.partial(report_progress, job.outputs)
+            found = find_peak(session, loop, budget, job.seed, warm, say)
             loaded = found.reported
         else:
             profile = LoadProfile.of(case.concurrency, case.request_rate, case.burstiness)
@@ -309,11 +312,17 @@ def run_endpoint(job: Job, settings: Settings, requests: RequestSet | None = Non
     return result
 
 
-def find_peak(session: Session, loop: asyncio.AbstractEventLoop, budget: Budget, seed: int,
-              warm: list[StreamedRequest]) -> Found[Loaded]:  # fmt: skip
+def find_peak(
+    session: Session,
+    loop: asyncio.AbstractEventLoop,
+    budget: Budget,
+    seed: int,
+    warm: list[StreamedRequest],
+    say: Callable[[str], None],
+) -> Found[Loaded]:
     """The highest concurrency (where the case gives one to start from) or request
     rate (from the case's, else from what one user got in the warm-up) whose SLOs
-    hold."""
+    hold; each try's verdict is a line to `say` (the progress bar)."""
     case = session.case
     if case.concurrency is not None:
         # no more users than this process can hold open (as the plan checked --concurrency)
@@ -341,7 +350,7 @@ def find_peak(session: Session, loop: asyncio.AbstractEventLoop, budget: Budget,
         )
         tries += 1
         verdict = "holds" if loaded.holds else "misses"
-        report_progress(f"find-peak try {tries}: {profile.describe()}: {verdict} the SLOs")
+        say(f"find-peak try {tries}: {profile.describe()}: {verdict} the SLOs")
         return loaded
 
     if alone is not None:
@@ -437,7 +446,7 @@ def endpoint_result(job: Job, loaded: Loaded, warm: list[StreamedRequest],
     and the requests it sent, kept beside the run."""
     outcome, record, times = loaded.outcome, loaded.record, loaded.times
     record.dataset_file, record.dataset_digest = _write_dataset(
-        requests, [loaded.offset + index for index in outcome.indices]
+        requests, [loaded.offset + index for index in outcome.indices], job.outputs
     )
     record.salt = requests.salt
     result = result_from(
@@ -547,14 +556,16 @@ def _within(times: TokenTimes, case: Case) -> bool:
     return case.tpot_ms is None or tpot is None or tpot * 1000.0 <= case.tpot_ms
 
 
-def _write_dataset(requests: RequestSet, indices: list[int]) -> tuple[str, str]:
+def _write_dataset(
+    requests: RequestSet, indices: list[int], outputs: CaseOutputs
+) -> tuple[str, str]:
     """The conversations sent, one JSON line each, beside the run; and their digest."""
     lines = []
     for index in indices:
         conversation = requests.conversation(index)
         lines.append(json.dumps(asdict(conversation), separators=(",", ":")))
     data = ("\n".join(lines) + "\n").encode("utf-8")
-    folder = case_files_dir()
+    folder = case_files_dir(outputs)
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / DATASET_FILE
     path.write_bytes(data)

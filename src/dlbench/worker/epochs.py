@@ -130,7 +130,7 @@ class _EpochLoop:
                 f"loss {record['loss']:.4f}, test accuracy {record['accuracy']:.4f}"
             )
             print(line, flush=True)  # the case log (and its tail in an error)
-            report_progress(line)  # the parent's progress bar
+            report_progress(self.job.outputs, line)  # the parent's progress bar
             self.error = training_error(record, self.used // self.job.batch_size)
             if self.error:
                 break

@@ -1,20 +1,20 @@
 """Where a case leaves files that belong beside its run (LoadGen's logs).
 
-The launcher names a folder per case and process in the worker's environment
-(next to the run's JSON file, else next to the store); the worker creates it
-only when it writes something there.
+The launcher names a folder per case and process in the case's request
+(spec.worker_request: next to the run's JSON file, else next to the store);
+the worker creates it only when it writes something there.
 """
 
 from __future__ import annotations
 
-import os
 import tempfile
 from pathlib import Path
 
-FILES_ENV = "DLBENCH_CASE_FILES"
+from dlbench.spec.worker_request import CaseOutputs
 
 
-def case_files_dir() -> Path:
-    """The case's folder for files, or a fresh temporary one outside a launched worker."""
-    named = os.environ.get(FILES_ENV)
-    return Path(named) if named else Path(tempfile.mkdtemp(prefix="dlbench-case-files-"))
+def case_files_dir(outputs: CaseOutputs) -> Path:
+    """The case's folder for files, or a fresh temporary one where none was named."""
+    if outputs.files_dir is not None:
+        return outputs.files_dir
+    return Path(tempfile.mkdtemp(prefix="dlbench-case-files-"))

@@ -28,14 +28,13 @@ from dlbench.lifeline import die_with_parent
 from dlbench.results.details import Details, NumpyBlas
 from dlbench.results.record_dict import from_dict
 from dlbench.results.records import STATUS_SKIPPED, base_result, now_iso
-from dlbench.spec.case import Case, Settings
+from dlbench.spec.case import Case
 from dlbench.spec.registry import FRAMEWORKS, framework_info
+from dlbench.spec.worker_request import WorkerRequest
 
 if TYPE_CHECKING:
     from _typeshed.importlib import MetaPathFinderProtocol  # what sys.meta_path holds
 from dlbench.worker.compile_cache import compile_cache_detail, private_compile_caches
-from dlbench.worker.files import FILES_ENV
-from dlbench.worker.progress import PROGRESS_ENV
 from dlbench.worker.steps import execute, failed_from_exception
 from dlbench.worker.thread_vars import THREAD_VARS  # set before import
 
@@ -139,7 +138,7 @@ class CaseProcess:
         details.compile_cache = compile_cache_detail(self.case)
 
 
-def _redirect_output(log_path: str) -> None:
+def _redirect_output(log_path: Path) -> None:
     """Send this process's stdout/stderr (and C-level writes) to the case log."""
     log_fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
     sys.stdout.flush()
@@ -149,32 +148,21 @@ def _redirect_output(log_path: str) -> None:
     os.close(log_fd)
 
 
-def worker_main(
-    case_data: dict[str, Any],
-    settings_data: dict[str, Any],
-    result_path: str,
-    log_path: str,
-    progress_path: str,
-    parent_pid: int,
-    files_dir: str = "",
-) -> None:
-    """Process entry point (spawned by the runner)."""
+def worker_main(document: str) -> None:
+    """Process entry point (spawned by the runner): the case's request, as one document."""
+    request = WorkerRequest.from_json(document)
     if hasattr(os, "setsid"):
         os.setsid()  # own process group: the runner can kill helpers we start too
-    die_with_parent(parent_pid)
-    _redirect_output(log_path)
+    die_with_parent(request.parent_pid)
+    _redirect_output(request.log_path)
     faulthandler.enable()  # a segfault's Python stack lands in the log
-    case = Case.from_dict(case_data)
-    settings = Settings.from_dict(settings_data)
-    os.environ[PROGRESS_ENV] = progress_path
-    if files_dir:
-        os.environ[FILES_ENV] = files_dir
+    case = request.case
     started_at = now_iso()
     wall_start = time.perf_counter()
     process = CaseProcess(case)
     try:
         with process.measuring():
-            result = execute(case, settings)  # imports the framework
+            result = execute(case, request.settings, request.outputs)  # imports the framework
         process.record_in(result.details)
     except CaseSkipped as exc:
         device = exc.device or case.device
@@ -183,7 +171,7 @@ def worker_main(
         result = failed_from_exception(case, exc)
     result.started_at = started_at
     result.duration_s = time.perf_counter() - wall_start
-    write_atomic(Path(result_path), json.dumps(result.to_dict()))
+    write_atomic(request.result_path, json.dumps(result.to_dict()))
     sys.stdout.flush()
     sys.stderr.flush()
     # Skip interpreter and framework teardown: it can hang or crash after the

@@ -1,19 +1,17 @@
 """Progress lines of a long case (an epoch done), for the parent's progress bar.
 
-The launcher names the file in the worker's environment; the worker appends
-a line per event, and the parent reads the last line between its waits.
+The launcher names the file in the case's request (spec.worker_request); the
+worker appends a line per event, and the parent reads the last line between
+its waits.
 """
 
 from __future__ import annotations
 
-import os
-
-PROGRESS_ENV = "DLBENCH_PROGRESS_FILE"
+from dlbench.spec.worker_request import CaseOutputs
 
 
-def report_progress(line: str) -> None:
-    """Append one progress line for the parent (a no-op outside a worker)."""
-    path = os.environ.get(PROGRESS_ENV)
-    if path:
-        with open(path, "a", encoding="utf-8") as stream:
+def report_progress(outputs: CaseOutputs, line: str) -> None:
+    """Append one progress line for the parent (nothing where no file was named)."""
+    if outputs.progress_path is not None:
+        with open(outputs.progress_path, "a", encoding="utf-8") as stream:
             stream.write(line.replace("\n", " ") + "\n")

@@ -110,13 +110,14 @@ def run_served_engine(backend: OpenAIServerBackend, job: Job, settings: Settings
     port = int(float(options["port"])) if "port" in options else free_port()
     if "port" in options:
         require_free(port)
-    folder = case_files_dir()
+    folder = case_files_dir(job.outputs)
     launch = backend.server_launch(job, port, folder)
     started = time.perf_counter()
     with EngineServer(launch, folder / SERVER_LOG, backend.cause_in_log) as server:
-        report_progress(f"starting {launch.engine}'s server on port {port}")
+        report_progress(job.outputs, f"starting {launch.engine}'s server on port {port}")
         server.ready(READY_DEADLINE_S)
-        report_progress(f"{launch.engine}'s server is ready after {server.ready_s:.0f} s")
+        ready = f"{launch.engine}'s server is ready after {server.ready_s:.0f} s"
+        report_progress(job.outputs, ready)
         details = backend.served_details(job, launch, server.log_text())
         require_placement(job.device, details)
         served = replace(job, case=replace(job.case, endpoint=launch.url,
@@ -143,7 +144,8 @@ def run_served_engine(backend: OpenAIServerBackend, job: Job, settings: Settings
     _merge(result, details, launch.url, folder / SERVER_LOG, ready_s)
     result.setup_s = (result.setup_s or 0.0) + (ready_s or 0.0)
     _check_tokens(job, result, sessions[0].answers if sessions else [])
-    report_progress(f"{launch.engine}'s server stopped ({time.perf_counter() - started:.0f} s)")
+    stopped = f"{launch.engine}'s server stopped ({time.perf_counter() - started:.0f} s)"
+    report_progress(job.outputs, stopped)
     return result
 
 

@@ -20,6 +20,7 @@ query, as they bracket the step loop.
 
 from __future__ import annotations
 
+import functools
 import math
 import statistics
 import time
@@ -151,7 +152,14 @@ def measure_served(prepared: Prepared, job: Job, settings: Settings) -> Served:
                 bound = float(case.latency_bound_ms or 0.0)
                 percentile = case.latency_percentile or DEFAULT_LATENCY_PERCENTILE
                 tries, chosen, why = search_peak(
-                    tester.run, capacity, service_s, bound, floor, case.threads, percentile
+                    tester.run,
+                    capacity,
+                    service_s,
+                    bound,
+                    floor,
+                    case.threads,
+                    percentile,
+                    say=functools.partial(report_progress, job.outputs),
                 )
             else:
                 chosen = tester.run(case.target_qps)
@@ -194,7 +202,7 @@ class _Tester:
         self.lg, self.server, self.job, self.settings = lg, server, job, settings
         self.scenario, self.batch, self.fastest_s = scenario, batch, fastest_s
         self.count = 0
-        self.root = case_files_dir() / "loadgen"
+        self.root = case_files_dir(job.outputs) / "loadgen"
 
     def run(self, target_qps: float | None) -> ServedTest:
         self.count += 1
@@ -271,6 +279,7 @@ def search_peak(
     floor_qps: float,
     cpus: int,
     percentile: float = DEFAULT_LATENCY_PERCENTILE,
+    say: Callable[[str], None] = lambda line: None,
 ) -> tuple[list[ServedTest], ServedTest, str | None]:
     """The highest server rate that keeps the bound (measure.peak_search), over LoadGen runs.
 
@@ -281,17 +290,17 @@ def search_peak(
     (a query that arrives alone is slower than the bound: cold caches, sleeping
     threads), or a rate below `floor_qps`. Returns every try, the one reported (the
     confirming run, else the best passing rate, else the lowest tried) and why, where
-    no rate was confirmed.
+    no rate was confirmed. Each try's verdict is a line to `say` (the progress bar).
     """
     if service_s * 1000.0 > bound_ms:
         # no arrival rate makes a query faster than it is: one run to show it
-        test = _try(run_at, capacity_qps / 2, 0, bound_ms, percentile)
+        test = _try(run_at, capacity_qps / 2, 0, bound_ms, percentile, say)
         why = f"one query takes {service_s * 1000:.3g} ms, more than the {bound_ms:g} ms bound"
         return [test], test, why
     tried: list[ServedTest] = []
 
     def try_at(qps: float) -> ServedTest:
-        tried.append(_try(run_at, qps, len(tried), bound_ms, percentile))
+        tried.append(_try(run_at, qps, len(tried), bound_ms, percentile, say))
         return tried[-1]
 
     search = Search(start=0.8 * capacity_qps, floor=floor_qps, growth=1.5,
@@ -322,12 +331,13 @@ def _try(
     done: int,
     bound_ms: float,
     percentile: float,
+    say: Callable[[str], None],
 ) -> ServedTest:
     test = run_at(qps)
     held = f"{percentile:g}"
     latency = test.outcome["latency_ms"].get(held, float("nan"))
     verdict = "keeps" if test.keeps_bound else "misses"
-    report_progress(
+    say(
         f"find-peak try {done + 1}: {qps:.4g} QPS, p{held} {latency:.3g} ms "
         f"({verdict} the {bound_ms:g} ms bound)"
     )

@@ -23,6 +23,7 @@ from dlbench.results.details import Details, OutputCheck
 from dlbench.results.records import STATUS_FAILED, Result, base_result
 from dlbench.spec.case import Case, Settings
 from dlbench.spec.registry import QUANTIZED_PRECISIONS
+from dlbench.spec.worker_request import CaseOutputs
 from dlbench.worker.ceiling_windows import is_ceiling_case, run_ceiling
 from dlbench.worker.check import check_output
 from dlbench.worker.pipelined import THROUGHPUT, measure_pipelined, pipelined_result, timing_mode
@@ -32,8 +33,10 @@ from dlbench.worker.result import result_from
 from dlbench.workloads import get_workload
 
 
-def execute(case: Case, settings: Settings) -> Result:
-    """Import, prepare, time and summarise one case (in this process)."""
+def execute(case: Case, settings: Settings, outputs: CaseOutputs | None = None) -> Result:
+    """Import, prepare, time and summarise one case (in this process); its progress
+    lines and files beside the run go where `outputs` says (nowhere, and a temporary
+    folder, without)."""
     started = time.perf_counter()
     backend = load_backend(case.framework)()  # imports the framework
     import_s = time.perf_counter() - started
@@ -43,7 +46,7 @@ def execute(case: Case, settings: Settings) -> Result:
     threads = backend.configure_threads(intra, case.effective_interop_threads)
     device = backend.resolve_device(case.device)
     require_device_kind(case.framework, case.device, device)
-    job = make_job(case, settings, device)
+    job = make_job(case, settings, device, outputs or CaseOutputs())
     try:
         if job.workload.epoch_based:
             from dlbench.worker.epochs import run_epochs
@@ -154,7 +157,9 @@ def _apply_check(result: Result, job: Job, prepared: Prepared) -> None:
         result.error = outcome.reason()
 
 
-def make_job(case: Case, settings: Settings, device: str) -> Job:
+def make_job(
+    case: Case, settings: Settings, device: str, outputs: CaseOutputs | None = None
+) -> Job:
     """Resolve the workload's defaults for the device the case actually landed on."""
     workload = get_workload(case.workload)
     kind = device_kind(device)
@@ -166,6 +171,7 @@ def make_job(case: Case, settings: Settings, device: str) -> Job:
         batch_size=case.effective_batch_size(workload.default_batch_size(kind, params)),
         params=params,
         seed=settings.seed,
+        outputs=outputs or CaseOutputs(),
     )
 
 

@@ -37,6 +37,7 @@ from dlbench.results.record_dict import from_dict
 from dlbench.results.records import STATUS_FAILED, Result
 from dlbench.spec.case import OFFICIAL_MIN_TIME_S, Settings
 from dlbench.spec.registry import precision_info
+from dlbench.spec.worker_request import CaseOutputs
 from dlbench.worker.files import case_files_dir
 from dlbench.worker.generation import generation_record
 from dlbench.worker.loadgen_log import DETAIL_LOG, loadgen_outcome
@@ -180,7 +181,7 @@ class _Tester:
     ) -> None:
         self.lg, self.server, self.job, self.settings = lg, server, job, settings
         self.count = 0
-        self.root = case_files_dir() / "loadgen"
+        self.root = case_files_dir(job.outputs) / "loadgen"
 
     def run(self, target_qps: float) -> TokenTest:
         self.count += 1
@@ -204,7 +205,8 @@ class _Tester:
         test = TokenTest(target_qps, loadgen_outcome(detail, "server", 1),
                          list(self.server.answered), reading, folder)  # fmt: skip
         if self.job.case.find_peak:
-            _report_try(self.count, test, float(self.job.case.slo_percentile or 99.0))
+            percentile = float(self.job.case.slo_percentile or 99.0)
+            _report_try(self.job.outputs, self.count, test, percentile)
         return test
 
     def _settings(self, target_qps: float) -> TestSettings:
@@ -231,14 +233,15 @@ class _Tester:
         return test
 
 
-def _report_try(count: int, test: TokenTest, percentile: float) -> None:
+def _report_try(outputs: CaseOutputs, count: int, test: TokenTest, percentile: float) -> None:
     held = f"{percentile:g}"
     ttft = (test.outcome.get("ttft_percentiles_ms") or {}).get(held, math.nan)
     tpot = (test.outcome.get("tpot_percentiles_ms") or {}).get(held, math.nan)
     verdict = "holds" if test.holds else "misses"
     report_progress(
+        outputs,
         f"find-peak try {count}: {test.target_qps:.4g} QPS, TTFT p{held} "
-        f"{ttft:.3g} ms, TPOT p{held} {tpot:.3g} ms ({verdict} the bounds)"
+        f"{ttft:.3g} ms, TPOT p{held} {tpot:.3g} ms ({verdict} the bounds)",
     )
 
 
