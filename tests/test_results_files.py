@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from factories import sample_run
 
-from dlbench.atomic import write_atomic
+from dlbench.atomic import one_builder, write_atomic
 from dlbench.errors import UserError
 from dlbench.results.files import read_json, write_csv, write_json
 from dlbench.results.records import SCHEMA_VERSION
@@ -147,6 +147,33 @@ def test_atomic_write_keeps_the_old_file_when_writing_fails(tmp_path, monkeypatc
         write_atomic(target, "new content")
     assert target.read_text() == "old complete content"
     assert list(tmp_path.iterdir()) == [target]  # no temporary file left behind
+
+
+def test_processes_that_need_one_artifact_at_once_build_it_once(tmp_path):
+    """Two builders arrive together: the second waits for the first, looks again and
+    finds the artifact built (the flock is per open file, so threads contend as
+    processes do)."""
+    import threading
+    import time
+
+    artifact, builds = tmp_path / "cache" / "output.npy", []
+    started = threading.Barrier(2)
+
+    def need(name: str) -> None:
+        started.wait()
+        if not artifact.exists():
+            with one_builder(tmp_path / "cache" / ".build.lock"):
+                if not artifact.exists():
+                    builds.append(name)
+                    time.sleep(0.2)  # a build long enough for the other to arrive
+                    write_atomic(artifact, name)
+
+    threads = [threading.Thread(target=need, args=(name,)) for name in ("a", "b")]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert len(builds) == 1 and artifact.read_text() == builds[0]
 
 
 def test_a_directory_as_output_path_is_a_user_error(tmp_path):

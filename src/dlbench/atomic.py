@@ -4,13 +4,16 @@ A reader (a concurrent worker, `dlbench show`, a crash) sees the old complete
 file or the new complete file, never a torn one. Run files, reports, charts,
 worker results and cached reference artifacts all go through `write_atomic`;
 `check_output_folder` refuses a folder they cannot go to before any work.
+`one_builder` lets one process at a time build a cached artifact, so processes
+that need the same one at once (two cases of parallel runs) build it once.
 """
 
 from __future__ import annotations
 
 import os
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from dlbench.errors import UserError
@@ -55,6 +58,27 @@ def write_atomic(path: Path, content: str | Writer) -> None:
     except BaseException:
         temp.unlink(missing_ok=True)
         raise
+
+
+@contextmanager
+def one_builder(lock: Path) -> Iterator[None]:
+    """Hold `lock` (a file, made if missing) exclusively while inside.
+
+    A process that finds a cached artifact missing builds it inside this, after
+    looking again: one that waited finds it built, instead of building the same
+    thing beside the first (a reference model's export, 3-11 s of a CPU each
+    time). The lock is the kernel's (flock): it goes with a process that dies.
+    Where there is no flock (Windows), each process builds as before.
+    """
+    try:
+        import fcntl
+    except ImportError:
+        yield
+        return
+    lock.parent.mkdir(parents=True, exist_ok=True)
+    with open(lock, "a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        yield
 
 
 def check_output_folder(folder: Path, option: str) -> None:

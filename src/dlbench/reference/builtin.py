@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from dlbench import __version__
+from dlbench.atomic import one_builder
 from dlbench.errors import ReferenceUnavailable
 
 if TYPE_CHECKING:
@@ -33,6 +34,8 @@ REFERENCE_REVISION = 2
 BUILD_TIMEOUT_S = 1800
 # Runs in its own process: it imports torch and the torch model builders.
 BUILDER_MODULE = "dlbench.backends.torch.reference_builder"
+# In an artifact's folder: held while one process builds something there (atomic.one_builder)
+BUILD_LOCK = ".build.lock"
 
 
 def cache_dir() -> Path:
@@ -76,7 +79,9 @@ def onnx_model(workload: str, params: Mapping[str, int], seed: int) -> tuple[Pat
     folder = artifact_folder(workload, params, seed)
     path, meta = folder / "model.onnx", folder / "model.json"
     if not (path.exists() and meta.exists()):
-        _build("onnx", workload, params, seed, batch_size=2)
+        with one_builder(folder / BUILD_LOCK):
+            if not (path.exists() and meta.exists()):
+                _build("onnx", workload, params, seed, batch_size=2)
     return path, json.loads(meta.read_text(encoding="utf-8"))
 
 
@@ -88,7 +93,9 @@ def reference_output(
 
     path = artifact_folder(workload, params, seed) / f"output-b{batch_size}.npy"
     if not path.exists():
-        _build("output", workload, params, seed, batch_size)
+        with one_builder(path.parent / BUILD_LOCK):
+            if not path.exists():
+                _build("output", workload, params, seed, batch_size)
     return np.load(path)
 
 
