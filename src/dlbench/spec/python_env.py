@@ -33,13 +33,17 @@ for name in sys.argv[2:]:
 """
 
 
-def python_with(import_name: str, env_var: str) -> str | None:
+def python_with(
+    import_name: str, env_var: str, distributions: tuple[str, ...] = ()
+) -> str | None:
     """The interpreter that has `import_name`: dlbench's own where it is importable
-    here, else the one `env_var` names where that one has it; None: neither."""
+    here, else the one `env_var` names where that one has it; None: neither. Give the
+    framework's `distributions`, as `version_in` is given them: one probe of the other
+    interpreter then answers both (each is a process, and every run asks both)."""
     if importlib.util.find_spec(import_name) is not None:
         return sys.executable
     named = os.environ.get(env_var)
-    if not named or _probe(named, import_name, ()) is None:
+    if not named or _probe(named, import_name, distributions) is None:
         return None
     return named
 

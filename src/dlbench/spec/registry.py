@@ -266,7 +266,7 @@ class FrameworkInfo:
             return sys.executable
         if self.python_env is None:
             return sys.executable if importlib.util.find_spec(self.import_name) else None
-        return python_with(self.import_name, self.python_env)
+        return python_with(self.import_name, self.python_env, self.distributions)
 
 
 def _distribution_version(name: str) -> str | None:
