@@ -132,11 +132,20 @@ def start_server(tokens: int, token_s: float,
 def shown(label: str, found: Measured) -> str:
     us, rate, health, gap_ms, gap_p99_ms = found
     bound = client_bound(health, gap_ms, gap_p99_ms)
+    lag = (health.loop_lag_p50_ms, health.loop_lag_p90_ms, health.loop_lag_p99_ms)
     return (f"{label}: client CPU {us:6.1f} us per chunk, {rate:8.0f} chunks/s; loop lag p50 "
-            f"{health.loop_lag_p50_ms:5.2f} ms, p90 {health.loop_lag_p90_ms:6.2f} ms, p99 "
-            f"{health.loop_lag_p99_ms:6.2f} ms; CPU "
-            f"{health.cpu_share:4.0%} of a core; gap p50 {gap_ms:6.2f}, p99 {gap_p99_ms:6.2f} ms: "
+            f"{_ms(lag[0])}, p90 {_ms(lag[1])}, p99 {_ms(lag[2])}; CPU "
+            f"{_share(health.cpu_share)} of a core; gap p50 {gap_ms:6.2f}, p99 {gap_p99_ms:6.2f} ms: "
             f"{'client-bound (' + bound + ')' if bound else 'keeps up'}")  # fmt: skip
+
+
+def _share(value: float | None) -> str:
+    return f"{value:4.0%}" if value is not None else "unmeasured"
+
+
+def _ms(value: float | None) -> str:
+    """A lag percentile, or why there is none (too few lag samples at a tiny load)."""
+    return f"{value:6.2f} ms" if value is not None else "  none (too few samples)"
 
 
 def main() -> None:
