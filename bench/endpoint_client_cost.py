@@ -135,7 +135,8 @@ def shown(label: str, found: Measured) -> str:
     lag = (health.loop_lag_p50_ms, health.loop_lag_p90_ms, health.loop_lag_p99_ms)
     return (f"{label}: client CPU {us:6.1f} us per chunk, {rate:8.0f} chunks/s; loop lag p50 "
             f"{_ms(lag[0])}, p90 {_ms(lag[1])}, p99 {_ms(lag[2])}; CPU "
-            f"{_share(health.cpu_share)} of a core; gap p50 {gap_ms:6.2f}, p99 {gap_p99_ms:6.2f} ms: "
+            f"{_share(health.cpu_share)} of a core; "
+            f"gap p50 {gap_ms:6.2f}, p99 {gap_p99_ms:6.2f} ms: "
             f"{'client-bound (' + bound + ')' if bound else 'keeps up'}")  # fmt: skip
 
 
