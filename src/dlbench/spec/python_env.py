@@ -33,9 +33,7 @@ for name in sys.argv[2:]:
 """
 
 
-def python_with(
-    import_name: str, env_var: str, distributions: tuple[str, ...] = ()
-) -> str | None:
+def python_with(import_name: str, env_var: str, distributions: tuple[str, ...] = ()) -> str | None:
     """The interpreter that has `import_name`: dlbench's own where it is importable
     here, else the one `env_var` names where that one has it; None: neither. Give the
     framework's `distributions`, as `version_in` is given them: one probe of the other
