@@ -86,12 +86,19 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     at the end those are short; among the slow ones at the start, one waited for a
     minute-long test while the cores it would not share stood idle. (pytest-xdist's
     loadgroup then sends a group of tests, such as the ones that read the session's
-    vLLM run, before any single test: it orders its units by their number of tests.)"""
-    items.sort(key=lambda item: (is_alone(item), not has(item, "long"), not has(item, "slow")))
+    vLLM run, before any single test: it orders its units by their number of tests.)
+    The tests that start no process come last before those: an integration test sent
+    late (a 9 s one once) ran among the `alone` ones, each core but one idle."""
+    items.sort(
+        key=lambda item: (
+            is_alone(item),
+            not has(item, "long"),
+            not has(item, "slow"),
+            not starts_processes(item),
+        )
+    )
     for item in items:
-        if not any(has(item, marker) for marker in NOT_UNIT) and not (
-            PROCESS_FIXTURES & set(getattr(item, "fixturenames", ()))
-        ):
+        if not starts_processes(item):
             item.add_marker(pytest.mark.unit)
 
 
@@ -142,6 +149,14 @@ def has(item: pytest.Item, marker: str) -> bool:
 
 def is_alone(item: pytest.Item) -> bool:
     return has(item, "alone")
+
+
+def starts_processes(item: pytest.Item) -> bool:
+    """Marked as a test that starts a process, or using a fixture that does: the
+    tests that are not the fast tier's."""
+    if any(has(item, marker) for marker in NOT_UNIT):
+        return True
+    return bool(PROCESS_FIXTURES & set(getattr(item, "fixturenames", ())))
 
 
 # The suite runs on several test processes (pytest-xdist's -n in addopts). A test
