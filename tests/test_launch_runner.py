@@ -170,6 +170,27 @@ def test_a_worker_gets_its_request_as_one_document_and_reads_it_back_whole(tmp_p
             WorkerRequest.from_json(bad)
 
 
+def test_what_the_parent_adds_goes_on_a_copy_of_the_workers_result():
+    """The timeline (and the flags, the parent's clock) are added with `replace`: the
+    Result read from the worker's file is left as it was read."""
+    import os
+
+    from factories import make_result
+
+    from dlbench.launch.runner import _with_timeline
+    from dlbench.measure.timeline import TimelineSampler
+
+    read = make_result()
+    sampler = TimelineSampler(os.getpid())
+    sampler.sample()
+    sampler.sample()
+    added = _with_timeline(read, sampler, gpu_note=None)
+    assert added is not read and added.details is not read.details
+    assert read.details.timeline is None and added.details.timeline is not None
+    assert added.details.timeline.points == sampler.points
+    assert _with_timeline(read, None, gpu_note=None) is read  # nothing sampled: as read
+
+
 def test_the_worker_entry_point_is_imported_only_where_it_is_sent():
     import pickle
     from multiprocessing.reduction import ForkingPickler

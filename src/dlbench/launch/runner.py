@@ -21,6 +21,7 @@ import signal
 import tempfile
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from multiprocessing.process import BaseProcess
 from pathlib import Path
 from typing import Any
@@ -91,15 +92,15 @@ def run_case(
                 process.join()
             if telemetry is not None:
                 telemetry.close()
-        result = _collect(
+        worker_said = _collect(
             case, process, request.result_path, request.log_path, timed_out, settings.timeout_s
         )
-        _attach_timeline(result, sampler, gpu_note)
-        # a failed or timed-out case is flagged too: oversubscription may be why
-        result.flags = result_flags(result, available_cpus())
-    if result.started_at is None:
-        result.started_at = started_at
-        result.duration_s = time.perf_counter() - wall_start
+    # What the parent adds goes on a copy: the worker's Result is not written into.
+    result = _with_timeline(worker_said, sampler, gpu_note)
+    # a failed or timed-out case is flagged too: oversubscription may be why
+    result = replace(result, flags=result_flags(result, available_cpus()))
+    if result.started_at is None:  # no Result from the worker: the parent's clock
+        result = replace(result, started_at=started_at, duration_s=time.perf_counter() - wall_start)
     return result
 
 
@@ -253,16 +254,17 @@ def _wait_for_exit(process: WorkerProcess, timeout: float) -> bool:
     return bool(multiprocessing.connection.wait([sentinel], timeout))
 
 
-def _attach_timeline(result: Result, sampler: TimelineSampler | None, gpu_note: str | None) -> None:
-    """Store the timeline, its summary over the measured region, and any GPU verdict."""
+def _with_timeline(result: Result, sampler: TimelineSampler | None, gpu_note: str | None) -> Result:
+    """The result with its timeline, the summary over its measured region, and any
+    GPU verdict."""
     if sampler is None:
-        return
+        return result
     if result.case.device == "cpu":
         # An "auto" case that landed on the CPU: the idle GPU's readings would mislead.
         sampler.forget_gpu()
         gpu_note = None
     summary = sampler.summary(_measured_window(result.details.measured_wall))
-    result.details.timeline = Timeline(
+    timeline = Timeline(
         points=sampler.points,
         origin_epoch_s=round(sampler.origin_epoch_s, 3),
         summary=summary,
@@ -270,6 +272,7 @@ def _attach_timeline(result: Result, sampler: TimelineSampler | None, gpu_note: 
         gpu_telemetry=gpu_note,
         cpu_set=sampler.cpu_set,
     )
+    return replace(result, details=replace(result.details, timeline=timeline))
 
 
 def _measured_window(value: object) -> tuple[float, float] | None:
