@@ -68,7 +68,7 @@ def rank_main(argv: list[str]) -> None:
         with process.measuring():
             result = _measure_rank(request)
         if result is not None:
-            process.record_in(result.details)
+            result = process.recorded_in(result)
     except CaseSkipped as skip:
         result, failed = base_result(case, STATUS_SKIPPED, error=first_line(skip)), True
     except Exception as exc:

@@ -17,6 +17,7 @@ import sys
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import replace
 from importlib.machinery import ModuleSpec
 from pathlib import Path
 from types import ModuleType
@@ -25,9 +26,9 @@ from typing import TYPE_CHECKING, Any
 from dlbench.atomic import write_atomic
 from dlbench.errors import CaseSkipped, first_line
 from dlbench.lifeline import die_with_parent
-from dlbench.results.details import Details, NumpyBlas
+from dlbench.results.details import NumpyBlas
 from dlbench.results.record_dict import from_dict
-from dlbench.results.records import STATUS_SKIPPED, base_result, now_iso
+from dlbench.results.records import STATUS_SKIPPED, Result, base_result, now_iso
 from dlbench.spec.case import Case
 from dlbench.spec.registry import FRAMEWORKS, framework_info
 from dlbench.spec.worker_request import WorkerRequest
@@ -131,11 +132,15 @@ class CaseProcess:
         with private_compile_caches():
             yield
 
-    def record_in(self, details: Details) -> None:
-        """What the result records of the process it ran in."""
-        details.frameworks_in_process = frameworks_in_process()
-        details.numpy_blas = from_dict(NumpyBlas, self._numpy_blas)
-        details.compile_cache = compile_cache_detail(self.case)
+    def recorded_in(self, result: Result) -> Result:
+        """The result with what it records of the process it ran in."""
+        details = replace(
+            result.details,
+            frameworks_in_process=frameworks_in_process(),
+            numpy_blas=from_dict(NumpyBlas, self._numpy_blas),
+            compile_cache=compile_cache_detail(self.case),
+        )
+        return replace(result, details=details)
 
 
 def _redirect_output(log_path: Path) -> None:
@@ -163,14 +168,13 @@ def worker_main(document: str) -> None:
     try:
         with process.measuring():
             result = execute(case, request.settings, request.outputs)  # imports the framework
-        process.record_in(result.details)
+        result = process.recorded_in(result)
     except CaseSkipped as exc:
         device = exc.device or case.device
         result = base_result(case, STATUS_SKIPPED, error=first_line(exc), device=device)
     except Exception as exc:  # any failure of the case is recorded, not raised
         result = failed_from_exception(case, exc)
-    result.started_at = started_at
-    result.duration_s = time.perf_counter() - wall_start
+    result = replace(result, started_at=started_at, duration_s=time.perf_counter() - wall_start)
     write_atomic(request.result_path, json.dumps(result.to_dict()))
     sys.stdout.flush()
     sys.stderr.flush()

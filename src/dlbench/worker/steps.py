@@ -75,10 +75,12 @@ def execute(case: Case, settings: Settings, outputs: CaseOutputs | None = None) 
     except CaseSkipped as skip:
         skip.device = job.device  # the skip names the device it judged
         raise
-    result.import_s = import_s
-    result.framework_version = backend.version()
-    result.details.threads = threads
-    return result
+    return replace(
+        result,
+        import_s=import_s,
+        framework_version=backend.version(),
+        details=replace(result.details, threads=threads),
+    )
 
 
 def _run_steps(backend: Backend, job: Job, settings: Settings) -> Result:
