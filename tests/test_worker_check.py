@@ -9,7 +9,7 @@ from dlbench.backends.base import Job, Prepared
 from dlbench.results.details import Details
 from dlbench.results.records import base_result
 from dlbench.spec.case import Case
-from dlbench.worker.steps import _apply_check
+from dlbench.worker.steps import _with_check
 from dlbench.workloads import get_workload
 
 
@@ -22,11 +22,8 @@ def kernel_job() -> Job:
 
 def run_check(output: np.ndarray):
     job = kernel_job()
-    result = base_result(job.case, "ok")
-    _apply_check(
-        result, job, Prepared(step=lambda: None, device="cpu", fetch_output=lambda: output)
-    )
-    return result
+    prepared = Prepared(step=lambda: None, device="cpu", fetch_output=lambda: output)
+    return _with_check(base_result(job.case, "ok"), job, prepared)
 
 
 def correct_output() -> np.ndarray:
@@ -104,9 +101,7 @@ def user_model_check(tmp_path, framework: str, outputs: list, string_inputs: boo
     extra = {"inputs": {"text": [2]}, **({"string_inputs": ["text"]} if string_inputs else {})}
     prepared = Prepared(step=lambda: None, device="cpu", fetch_output=lambda: outputs,
                         details=Details(extra=extra))  # fmt: skip
-    result = base_result(case, "ok")
-    _apply_check(result, job, prepared)
-    return result
+    return _with_check(base_result(case, "ok"), job, prepared)
 
 
 @pytest.mark.integration

@@ -220,15 +220,16 @@ def test_epoch_order_is_shared_across_frameworks_and_whole_batches_only():
 
 def test_loss_check_fails_a_case_whose_training_diverged():
     from dlbench.backends.base import Prepared
-    from dlbench.worker.steps import _apply_loss_check
+    from dlbench.worker.steps import _with_loss_check
 
-    result = make_result(mode="train", batch_size=8, threads=1)
-    _apply_loss_check(result, Prepared(step=lambda: None, device="cpu", fetch_loss=lambda: 0.7))
+    measured = make_result(mode="train", batch_size=8, threads=1)
+    finite = Prepared(step=lambda: None, device="cpu", fetch_loss=lambda: 0.7)
+    result = _with_loss_check(measured, finite)
     assert result.ok and result.details.final_loss == 0.7
-    _apply_loss_check(
-        result, Prepared(step=lambda: None, device="cpu", fetch_loss=lambda: math.nan)
-    )
+    diverged = Prepared(step=lambda: None, device="cpu", fetch_loss=lambda: math.nan)
+    result = _with_loss_check(measured, diverged)
     assert result.status == "failed" and "not finite" in (result.error or "")
+    assert measured.ok and measured.details.final_loss is None  # the measured one as it was
 
 
 def cpu_supports(kind: str) -> bool:

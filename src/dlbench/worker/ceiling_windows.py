@@ -129,23 +129,26 @@ def _result(job: Job, prepared: Prepared, run: RegimeRun, reading: Reading) -> R
         first_call_ms=run.first_call_s * 1000.0,
         warmup_s=run.warmup_s,
     )
-    _apply_check(result, job, prepared)
+    result = _with_check(result, job, prepared)
     after = prepared.after_measure() if prepared.after_measure else {}
     usage = reading.usage
-    result.details = replace(
+    details = replace(
         result.details,
         loop_wall_s=usage.wall_end_epoch_s - usage.wall_start_epoch_s,
         extra={**after, **result.details.extra},
     )
-    return result
+    return replace(result, details=details)
 
 
-def _apply_check(result: Result, job: Job, prepared: Prepared) -> None:
+def _with_check(result: Result, job: Job, prepared: Prepared) -> Result:
     """A kernel's spot check (worker.check); a mismatch fails the case, as in the step loop."""
     with prepared.context():
         outcome = check_output(job, prepared)
-    result.max_abs_diff = outcome.max_abs_diff
-    result.details.check = outcome.details()
+    checked = replace(
+        result,
+        max_abs_diff=outcome.max_abs_diff,
+        details=replace(result.details, check=outcome.details()),
+    )
     if outcome.failed:
-        result.status = STATUS_FAILED
-        result.error = outcome.reason()
+        return replace(checked, status=STATUS_FAILED, error=outcome.reason())
+    return checked

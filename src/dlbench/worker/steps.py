@@ -102,7 +102,7 @@ def _run_steps(backend: Backend, job: Job, settings: Settings) -> Result:
         timing, reading = served.timing, served.reading
         # LoadGen's own rate: a server's queries overlap, so batch / mean latency is not it
         result = measured_result(job, prepared, timing, reading, rate=served.samples_per_s)
-        result.details.loadgen = served.details
+        result = replace(result, details=replace(result.details, loadgen=served.details))
         loop_wall_s = timing.loop_wall_s
     elif mode == THROUGHPUT:
         measured = measure_pipelined(prepared, settings, prepared.batch_size or job.batch_size)
@@ -112,34 +112,33 @@ def _run_steps(backend: Backend, job: Job, settings: Settings) -> Result:
         timing, reading = measure(prepared, settings)
         result = measured_result(job, prepared, timing, reading)
         loop_wall_s = timing.loop_wall_s
-    _apply_check(result, job, prepared)
-    _apply_loss_check(result, prepared)
-    result.setup_s = setup_s
+    result = _with_loss_check(_with_check(result, job, prepared), prepared)
     after = prepared.after_measure() if prepared.after_measure else {}
-    result.details = replace(
+    details = replace(
         result.details,  # the backend's, with what the loop measured and the checks
         loop_wall_s=loop_wall_s,
         timing_mode=mode,
         pipelined=pipelined,
         extra={**after, **result.details.extra},
     )
-    return result
+    return replace(result, setup_s=setup_s, details=details)
 
 
-def _apply_loss_check(result: Result, prepared: Prepared) -> None:
+def _with_loss_check(result: Result, prepared: Prepared) -> Result:
     """Training must produce a finite loss; NaN weights would make every later loss NaN."""
     if prepared.fetch_loss is None or not result.ok:
-        return
+        return result
     with prepared.context():
         loss = float(prepared.fetch_loss())
-    result.details.final_loss = loss
-    if not math.isfinite(loss):
-        result.status = STATUS_FAILED
-        result.error = f"training loss is not finite ({loss}) after the measured steps"
+    checked = replace(result, details=replace(result.details, final_loss=loss))
+    if math.isfinite(loss):
+        return checked
+    why = f"training loss is not finite ({loss}) after the measured steps"
+    return replace(checked, status=STATUS_FAILED, error=why)
 
 
-def _apply_check(result: Result, job: Job, prepared: Prepared) -> None:
-    """Record the output check; a mismatch turns the result into a failure.
+def _with_check(result: Result, job: Job, prepared: Prepared) -> Result:
+    """The result with its output check; a mismatch turns it into a failure.
 
     int8 is held to fp32 by the SQNR of its outputs (worker.quantized_check), not by
     fp32's tolerance (worker.check).
@@ -150,13 +149,16 @@ def _apply_check(result: Result, job: Job, prepared: Prepared) -> None:
         with prepared.context():
             outcome = check(job, prepared)
     except ReferenceUnavailable as exc:
-        result.details.check = OutputCheck(note=f"reference unavailable: {exc}")
-        return
-    result.max_abs_diff = outcome.max_abs_diff
-    result.details.check = outcome.details()
+        unchecked = OutputCheck(note=f"reference unavailable: {exc}")
+        return replace(result, details=replace(result.details, check=unchecked))
+    checked = replace(
+        result,
+        max_abs_diff=outcome.max_abs_diff,
+        details=replace(result.details, check=outcome.details()),
+    )
     if outcome.failed:
-        result.status = STATUS_FAILED
-        result.error = outcome.reason()
+        return replace(checked, status=STATUS_FAILED, error=outcome.reason())
+    return checked
 
 
 def make_job(
