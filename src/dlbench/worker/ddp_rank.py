@@ -148,10 +148,7 @@ def _measure_rank(request: WorkerRequest) -> Result | None:
     if where.rank != 0:
         return None
     # the group's rate; its compute and memory rates follow it
-    mine.throughput = group_throughput(gathered, iterations)
-    mine = with_rates(mine)
-    mine.setup_s = setup_s
-    mine.framework_version = torch.__version__
+    mine = with_rates(replace(mine, throughput=group_throughput(gathered, iterations)))
     ddp = Ddp(
         world_size=where.world,
         backend="nccl" if where.on_gpu else "gloo",
@@ -162,8 +159,8 @@ def _measure_rank(request: WorkerRequest) -> Result | None:
         per_rank_wall_s=[g["wall_s"] for g in gathered],
     )
     # the rank's own details (the backend's, its measured window) with every rank's energy
-    mine.details = replace(mine.details, threads=threads, ddp=ddp, energy=_total_energy(gathered))
-    return mine
+    details = replace(mine.details, threads=threads, ddp=ddp, energy=_total_energy(gathered))
+    return replace(mine, setup_s=setup_s, framework_version=torch.__version__, details=details)
 
 
 def group_throughput(gathered: list[dict[str, Any]], agreed: int) -> float:

@@ -88,16 +88,17 @@ def measure_generation(
     generation.device_peak_mb = generator.peak_device_memory_mb()
     generation = decoder_work(generation, job, record.kv_cache_dtype)
     generation.tokens = _token_check(job, traces, generator.own_reference)
-    result.details.generation = generation
-    result.details.extra.update(generator.after_generations())
+    extra = {**result.details.extra, **generator.after_generations()}
     unprofiled = _decode_busy(generation, generator, prompts, osl, times)
     if unprofiled:
-        result.details.extra["decode_kernel_time"] = unprofiled
-    result.details.loop_wall_s = timing.loop_wall_s
-    result.setup_s = setup_s
+        extra["decode_kernel_time"] = unprofiled
+    details = replace(
+        result.details, generation=generation, extra=extra, loop_wall_s=timing.loop_wall_s
+    )
+    result = replace(result, details=details, setup_s=setup_s)
     error = failure(generation.tokens)
     if error:
-        result.status, result.error = STATUS_FAILED, error
+        result = replace(result, status=STATUS_FAILED, error=error)
     return result
 
 

@@ -21,7 +21,7 @@ from __future__ import annotations
 import math
 import statistics
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
@@ -131,14 +131,17 @@ def run_token_serving(backend: Backend, job: Job, settings: Settings) -> Result:
     joules = result.details.energy.joules_per_sample if result.details.energy else None
     generation.energy_per_output_token_j = joules / osl if joules is not None else None
     generation.tokens = _token_check(job, [first, *warm, *chosen.answered])
-    result.details.generation = generation
-    result.details.loadgen = _loadgen_record(job, settings, engine.batching, chosen, found)
-    result.setup_s = setup_s
     usage = chosen.reading.usage
-    result.details.loop_wall_s = usage.wall_end_epoch_s - usage.wall_start_epoch_s
+    details = replace(
+        result.details,
+        generation=generation,
+        loadgen=_loadgen_record(job, settings, engine.batching, chosen, found),
+        loop_wall_s=usage.wall_end_epoch_s - usage.wall_start_epoch_s,
+    )
+    result = replace(result, details=details, setup_s=setup_s)
     error = failure(generation.tokens)
     if error:
-        result.status, result.error = STATUS_FAILED, error
+        result = replace(result, status=STATUS_FAILED, error=error)
     return result
 
 
