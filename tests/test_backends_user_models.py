@@ -322,6 +322,31 @@ def test_keras_model_and_its_unsafe_lambda_sibling(tmp_path):
     assert "refused to load risky.keras" in text and "--trust-model" in text
 
 
+INSPECTED = r"""
+import json, sys
+from dlbench.worker.framework_guard import FRAMEWORK_MODULES
+from dlbench.worker.inspect_model import describe
+described = describe("tensorflow", "keras", sys.argv[1], False)
+loaded = sorted(name for name in FRAMEWORK_MODULES if sys.modules.get(name) is not None)
+print(json.dumps({"ok": described["ok"], "loaded": loaded}))
+"""
+
+
+@pytest.mark.integration
+def test_a_model_files_inspection_loads_its_one_framework(tmp_path):
+    """TensorFlow's tf.lite imports jax where it is installed: the inspection hides the
+    other frameworks first, as a worker does (0.7 s of every TensorFlow inspection)."""
+    pytest.importorskip("tensorflow")
+    model = make_model("keras", tmp_path / "plain.keras")
+    done = subprocess.run([sys.executable, "-c", INSPECTED, str(model)],
+                          capture_output=True, text=True, timeout=300)  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert json.loads(done.stdout.strip().splitlines()[-1]) == {
+        "ok": True,
+        "loaded": ["tensorflow"],
+    }
+
+
 @pytest.mark.slow
 def test_a_framework_that_cannot_convert_names_the_cause(tmp_path):
     pytest.importorskip("onnx")

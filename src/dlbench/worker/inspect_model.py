@@ -14,9 +14,13 @@ import sys
 from dataclasses import asdict
 
 from dlbench.errors import CaseError, UntrustedModel, cause_summary
+from dlbench.worker.framework_guard import block_other_frameworks
 
 
 def describe(framework: str, kind: str, path: str, trust: bool) -> dict[str, object]:
+    # the others hidden first: TensorFlow's tf.lite imports jax where it is installed
+    # (0.7 s of every TensorFlow inspection, and a second framework in this process)
+    block_other_frameworks(framework)
     # each backend package has a user_model module with describe(path, kind, trust)
     module = importlib.import_module(f"dlbench.backends.{framework}.user_model")
     try:

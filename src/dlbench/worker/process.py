@@ -10,18 +10,15 @@ parent.
 from __future__ import annotations
 
 import faulthandler
-import importlib.abc
 import json
 import os
 import sys
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import replace
-from importlib.machinery import ModuleSpec
 from pathlib import Path
-from types import ModuleType
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from dlbench.atomic import write_atomic
 from dlbench.errors import CaseSkipped, first_line
@@ -30,60 +27,11 @@ from dlbench.results.details import NumpyBlas
 from dlbench.results.record_dict import from_dict
 from dlbench.results.records import STATUS_SKIPPED, Result, base_result, now_iso
 from dlbench.spec.case import Case
-from dlbench.spec.registry import FRAMEWORKS, framework_info
 from dlbench.spec.worker_request import WorkerRequest
-
-if TYPE_CHECKING:
-    from _typeshed.importlib import MetaPathFinderProtocol  # what sys.meta_path holds
 from dlbench.worker.compile_cache import compile_cache_detail, private_compile_caches
+from dlbench.worker.framework_guard import block_other_frameworks, frameworks_in_process
 from dlbench.worker.steps import execute, failed_from_exception
 from dlbench.worker.thread_vars import THREAD_VARS  # set before import
-
-# Every framework's top-level module, from the registry: a new backend is blocked too.
-FRAMEWORK_MODULES = tuple(info.import_name for info in FRAMEWORKS.values() if info.import_name)
-
-
-class _Hiding(importlib.abc.MetaPathFinder):
-    """Wraps an import finder so that it does not see some top-level packages."""
-
-    def __init__(self, finder: MetaPathFinderProtocol, names: frozenset[str]) -> None:
-        self._finder, self._names = finder, names
-
-    def find_spec(
-        self,
-        fullname: str,
-        path: Sequence[str] | None = None,
-        target: ModuleType | None = None,
-    ) -> ModuleSpec | None:
-        if fullname.partition(".")[0] in self._names:
-            return None
-        return self._finder.find_spec(fullname, path, target)
-
-    def __getattr__(self, name: str) -> object:
-        return getattr(self._finder, name)  # invalidate_caches() and the rest
-
-
-def block_other_frameworks(framework: str) -> list[str]:
-    """Make the other frameworks unimportable in this worker.
-
-    Some frameworks import others when they happen to be installed
-    (TensorFlow's tf.lite imports jax), which would put a second framework's
-    memory and import time into this case. They all guard such imports, so
-    an ImportError just switches the optional feature off. The import
-    finders are wrapped so that they do not see the other frameworks: an
-    import raises ModuleNotFoundError, importlib.util.find_spec answers None
-    (torch.compile and nncf ask it which frameworks exist), and sys.modules
-    holds nothing for them (a None there, the older way, made scipy, imported
-    by scikit-learn, imported by Keras, fail on sys.modules["torch"].Tensor).
-    """
-    info = framework_info(framework)
-    allowed = {info.import_name, *info.companions}
-    blocked = [
-        name for name in FRAMEWORK_MODULES if name not in allowed and name not in sys.modules
-    ]
-    hidden = frozenset(blocked)
-    sys.meta_path[:] = [_Hiding(finder, hidden) for finder in sys.meta_path]
-    return blocked
 
 
 def limit_numpy_blas() -> dict[str, Any]:
@@ -106,11 +54,6 @@ def limit_numpy_blas() -> dict[str, Any]:
         "threads": max((int(pool["num_threads"]) for pool in pools), default=None),
         "libraries": sorted({str(pool.get("internal_api")) for pool in pools}),
     }
-
-
-def frameworks_in_process() -> list[str]:
-    """Which frameworks this worker imported: fairness rule 6 says exactly one."""
-    return [name for name in FRAMEWORK_MODULES if sys.modules.get(name) is not None]
 
 
 class CaseProcess:
