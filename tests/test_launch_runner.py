@@ -118,8 +118,8 @@ def test_cpu_percent_of_a_sleeping_step_is_near_zero():
 @pytest.mark.alone
 def test_cpu_percent_of_a_busy_step_is_about_one_core():
     # The null backend's busy wait keeps one thread on a core, for a second: a
-    # 0.2 s loop once read half a core, when a process the tests' lock does not
-    # hold (a fixture's server shutting down) took the other core and more.
+    # 0.2 s loop once read half a core in CI (something the tests' lock does not
+    # hold took the cores for a moment); a second of it averages such a moment out.
     result = run_case(
         null_case(spin_ms="2"), Settings(min_time_s=1.0, min_iters=10, warmup_iters=0)
     )
