@@ -56,6 +56,7 @@ from dlbench.measure.openai_stream import (
     stream_request,
 )
 from dlbench.measure.peak_search import Found, Search, alone_misses
+from dlbench.measure.saturation import load_the_test
 from dlbench.measure.server_metrics import ServerWindow, client_means
 from dlbench.measure.stats import percentile
 from dlbench.measure.token_latency import TokenTimes, token_latencies
@@ -217,6 +218,8 @@ def client_process(job: ClientShare, share: Share, stop: StopSignal,
     try:
         session = Session(job.case, requests, client, job.device, job.timeout_s)
         session.token_ids_field = job.token_ids_field
+        if job.profile.kind == RATE:
+            load_the_test()  # before READY: never inside the load
         share = wait_for_start(connection, share)
         outcome = loop.run_until_complete(
             drive(job.profile, session.sender(job.offset), job.budget, job.load_seed, share, stop)
@@ -283,6 +286,8 @@ def run_endpoint(job: Job, settings: Settings, requests: RequestSet | None = Non
     exited = _cancel_all_once(loop, server_exit(loop)) if server_exit is not None else None
     try:
         session = new_session(case, requests, client, job.device, settings.timeout_s)
+        if watches_its_queue(case):
+            load_the_test()  # SciPy loaded here, in the set-up, not inside the load
         loop.run_until_complete(session.negotiate())
         warm = loop.run_until_complete(session.warm_up(settings.warmup_iters))
         report_progress(job.outputs, f"warmed up: {len(warm)} requests")
@@ -310,6 +315,12 @@ def run_endpoint(job: Job, settings: Settings, requests: RequestSet | None = Non
         _record_search(result, found)
     _fail_where_unusable(result, loaded.record)
     return result
+
+
+def watches_its_queue(case: Case) -> bool:
+    """Whether the case's loads arrive on a schedule (a rate, or a rate search),
+    which measure.saturation watches for a queue that only grows."""
+    return case.request_rate is not None or (case.find_peak and case.concurrency is None)
 
 
 def find_peak(
