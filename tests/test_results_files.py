@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from factories import sample_run
 
-from dlbench.atomic import one_builder, write_atomic
+from dlbench.atomic import build_once, write_atomic
 from dlbench.errors import UserError
 from dlbench.results.files import read_json, write_csv, write_json
 from dlbench.results.records import SCHEMA_VERSION
@@ -159,14 +159,14 @@ def test_processes_that_need_one_artifact_at_once_build_it_once(tmp_path):
     artifact, builds = tmp_path / "cache" / "output.npy", []
     started = threading.Barrier(2)
 
+    def build(name: str) -> None:
+        builds.append(name)
+        time.sleep(0.2)  # a build long enough for the other to arrive
+        write_atomic(artifact, name)
+
     def need(name: str) -> None:
         started.wait()
-        if not artifact.exists():
-            with one_builder(tmp_path / "cache" / ".build.lock"):
-                if not artifact.exists():
-                    builds.append(name)
-                    time.sleep(0.2)  # a build long enough for the other to arrive
-                    write_atomic(artifact, name)
+        build_once(tmp_path / "cache" / ".build.lock", artifact.exists, lambda: build(name))
 
     threads = [threading.Thread(target=need, args=(name,)) for name in ("a", "b")]
     for thread in threads:

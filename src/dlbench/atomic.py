@@ -4,7 +4,7 @@ A reader (a concurrent worker, `dlbench show`, a crash) sees the old complete
 file or the new complete file, never a torn one. Run files, reports, charts,
 worker results and cached reference artifacts all go through `write_atomic`;
 `check_output_folder` refuses a folder they cannot go to before any work.
-`one_builder` lets one process at a time build a cached artifact, so processes
+`build_once` lets one process at a time build a cached artifact, so processes
 that need the same one at once (two cases of parallel runs) build it once.
 """
 
@@ -60,16 +60,28 @@ def write_atomic(path: Path, content: str | Writer) -> None:
         raise
 
 
-@contextmanager
-def one_builder(lock: Path) -> Iterator[None]:
-    """Hold `lock` (a file, made if missing) exclusively while inside.
+def build_once(lock: Path, built: Callable[[], bool], build: Callable[[], object]) -> bool:
+    """Run `build` unless `built()` says the cached artifact is there; True where this
+    call built it.
 
-    A process that finds a cached artifact missing builds it inside this, after
-    looking again: one that waited finds it built, instead of building the same
-    thing beside the first (a reference model's export, 3-11 s of a CPU each
-    time). The lock is the kernel's (flock): it goes with a process that dies.
-    Where there is no flock (Windows), each process builds as before.
+    A process that finds it missing builds it holding `lock`, after looking again:
+    one that waited finds it built, instead of building the same thing beside the
+    first (a reference model's export, 3-11 s of a CPU each time).
     """
+    if built():
+        return False
+    with _exclusively(lock):
+        if built():  # built by another process while this one waited
+            return False
+        build()
+        return True
+
+
+@contextmanager
+def _exclusively(lock: Path) -> Iterator[None]:
+    """Hold `lock` (a file, made if missing) exclusively while inside. The lock is the
+    kernel's (flock): it goes with a process that dies. Where there is no flock
+    (Windows), nothing is held: each process builds as before."""
     try:
         import fcntl
     except ImportError:

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from dlbench import __version__
-from dlbench.atomic import one_builder
+from dlbench.atomic import build_once
 from dlbench.errors import ReferenceUnavailable
 
 if TYPE_CHECKING:
@@ -34,8 +34,14 @@ REFERENCE_REVISION = 2
 BUILD_TIMEOUT_S = 1800
 # Runs in its own process: it imports torch and the torch model builders.
 BUILDER_MODULE = "dlbench.backends.torch.reference_builder"
-# In an artifact's folder: held while one process builds something there (atomic.one_builder)
+# In an artifact's folder: held while one process builds something there (atomic.build_once)
 BUILD_LOCK = ".build.lock"
+
+
+def lock_beside(folder: Path) -> Path:
+    """The build lock of an artifact that is a whole folder, whose existence says it is
+    built: beside it, so that taking the lock does not make the folder."""
+    return folder.with_name(folder.name + BUILD_LOCK)
 
 
 def cache_dir() -> Path:
@@ -78,10 +84,11 @@ def onnx_model(workload: str, params: Mapping[str, int], seed: int) -> tuple[Pat
     """The exported ONNX file and its metadata (opset, exporter, torch version)."""
     folder = artifact_folder(workload, params, seed)
     path, meta = folder / "model.onnx", folder / "model.json"
-    if not (path.exists() and meta.exists()):
-        with one_builder(folder / BUILD_LOCK):
-            if not (path.exists() and meta.exists()):
-                _build("onnx", workload, params, seed, batch_size=2)
+    build_once(
+        folder / BUILD_LOCK,
+        lambda: path.exists() and meta.exists(),
+        lambda: _build("onnx", workload, params, seed, batch_size=2),
+    )
     return path, json.loads(meta.read_text(encoding="utf-8"))
 
 
@@ -92,10 +99,11 @@ def reference_output(
     import numpy as np
 
     path = artifact_folder(workload, params, seed) / f"output-b{batch_size}.npy"
-    if not path.exists():
-        with one_builder(path.parent / BUILD_LOCK):
-            if not path.exists():
-                _build("output", workload, params, seed, batch_size)
+    build_once(
+        path.parent / BUILD_LOCK,
+        path.exists,
+        lambda: _build("output", workload, params, seed, batch_size),
+    )
     return np.load(path)
 
 

@@ -31,9 +31,9 @@ from pathlib import Path
 from typing import Any
 
 from dlbench import __version__
-from dlbench.atomic import one_builder, write_atomic
+from dlbench.atomic import build_once, write_atomic
 from dlbench.errors import CaseError, ReferenceUnavailable
-from dlbench.reference.builtin import BUILD_LOCK, cache_dir, package_version
+from dlbench.reference.builtin import BUILD_LOCK, cache_dir, lock_beside, package_version
 from dlbench.spec.registry import framework_info
 
 # Bump when the checkpoint's construction changes (it is part of the cache key).
@@ -63,11 +63,8 @@ class OwnReference:
 def checkpoint_folder(workload: str, seed: int) -> Path:
     """The workload's checkpoint folder (built on first need)."""
     folder = _keyed_folder(workload, seed)
-    if not folder.exists():
-        with one_builder(folder.with_name(folder.name + BUILD_LOCK)):
-            if not folder.exists():
-                request = {"kind": "checkpoint", "workload": workload, "seed": seed}
-                _run_builder({**request, "folder": str(folder)})
+    request = {"kind": "checkpoint", "workload": workload, "seed": seed, "folder": str(folder)}
+    build_once(lock_beside(folder), folder.exists, lambda: _run_builder(request))
     return folder
 
 
@@ -77,11 +74,9 @@ def reference_tokens(workload: str, seed: int, isl: int, osl: int, batch: int) -
     import numpy as np
 
     path = checkpoint_folder(workload, seed) / "reference" / f"isl{isl}-osl{osl}-b{batch}.npz"
-    if not path.exists():
-        with one_builder(path.parent / BUILD_LOCK):
-            if not path.exists():
-                _run_builder({"kind": "tokens", "workload": workload, "seed": seed, "isl": isl,
-                              "osl": osl, "batch": batch, "path": str(path)})  # fmt: skip
+    request = {"kind": "tokens", "workload": workload, "seed": seed, "isl": isl, "osl": osl,
+               "batch": batch, "path": str(path)}  # fmt: skip
+    build_once(path.parent / BUILD_LOCK, path.exists, lambda: _run_builder(request))
     with np.load(path) as arrays:
         return {name: arrays[name] for name in arrays.files}
 
@@ -117,12 +112,11 @@ def converted(
     source = checkpoint_folder(workload, seed)
     folder = source / "engines" / conversion_key(engine, command, converter)
     meta = folder / CONVERSION_META
-    made_now = False
-    if not meta.exists():
-        with one_builder(folder.with_name(folder.name + BUILD_LOCK)):
-            made_now = not meta.exists()  # not made by another process while this waited
-            if made_now:
-                _convert(source, folder, command, converter)
+    made_now = build_once(
+        lock_beside(folder),
+        meta.exists,
+        lambda: _convert(source, folder, command, converter),
+    )
     return folder, {**json.loads(meta.read_text(encoding="utf-8")), "made_now": made_now}
 
 

@@ -24,9 +24,9 @@ from pathlib import Path
 from typing import Any
 
 from dlbench import __version__
-from dlbench.atomic import one_builder, write_atomic
+from dlbench.atomic import build_once, write_atomic
 from dlbench.errors import CaseError
-from dlbench.reference.builtin import BUILD_LOCK, cache_dir, package_version
+from dlbench.reference.builtin import cache_dir, lock_beside, package_version
 from dlbench.spec.case import Case
 from dlbench.spec.registry import framework_info
 
@@ -42,16 +42,15 @@ def quantized_model(case: Case, seed: int) -> tuple[Path, dict[str, Any]]:
     """The case's quantized model file and what its quantizer did (built if not cached)."""
     folder = quantized_folder(case, seed)
     meta_path = folder / META_FILE
-    fresh = False
     started = time.perf_counter()
     missing = not meta_path.exists()
-    if missing:
-        # one quantizer at a time per model: a second would rewrite the files the
-        # first's readers are loading; one that waited finds them built
-        with one_builder(folder.with_name(folder.name + BUILD_LOCK)):
-            fresh = not meta_path.exists()
-            if fresh:
-                _build(case, seed, folder)
+    # one quantizer at a time per model: a second would rewrite the files the first's
+    # readers are loading; one that waited finds them built
+    fresh = missing and build_once(
+        lock_beside(folder),
+        meta_path.exists,
+        lambda: _build(case, seed, folder),
+    )
     meta = json.loads(meta_path.read_text(encoding="utf-8"))
     meta["cached"] = not fresh
     # the quantizer's whole wall time (this case's builder, or another's it waited
