@@ -25,10 +25,10 @@ from dlbench.errors import CaseError
 from dlbench.measure.gpu_probe import GpuProbe
 from dlbench.measure.instruments import Instruments, Reading
 from dlbench.measure.power_regime import RegimePlan, RegimeRun, WindowKernel, run_regimes
-from dlbench.results.records import STATUS_FAILED, Result
+from dlbench.results.records import Result
 from dlbench.spec.case import Case, Settings
 from dlbench.spec.registry import precision_info
-from dlbench.worker.check import check_output
+from dlbench.worker.check import check_output, with_outcome
 from dlbench.worker.placement import require_placement
 from dlbench.worker.result import result_from
 from dlbench.workloads.copy import MEMORY_KERNELS
@@ -144,11 +144,4 @@ def _with_check(result: Result, job: Job, prepared: Prepared) -> Result:
     """A kernel's spot check (worker.check); a mismatch fails the case, as in the step loop."""
     with prepared.context():
         outcome = check_output(job, prepared)
-    checked = replace(
-        result,
-        max_abs_diff=outcome.max_abs_diff,
-        details=replace(result.details, check=outcome.details()),
-    )
-    if outcome.failed:
-        return replace(checked, status=STATUS_FAILED, error=outcome.reason())
-    return checked
+    return with_outcome(result, outcome)

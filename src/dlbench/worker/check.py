@@ -8,11 +8,12 @@ a fast number from a wrong computation is not a result.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from dlbench.backends.base import Job, Prepared
 from dlbench.results.details import OutputCheck
+from dlbench.results.records import STATUS_FAILED, Result
 from dlbench.spec.registry import precision_info
 from dlbench.worker.quantized_check import Agreement, quantized_model_check
 
@@ -43,6 +44,19 @@ class CheckOutcome:
             f"output differs from the reference: max_abs_diff {self.max_abs_diff:.3g} > "
             f"tolerance {self.tolerance:.3g} ({self.note})"
         )
+
+
+def with_outcome(result: Result, outcome: CheckOutcome | Agreement) -> Result:
+    """The result with its output check recorded; a mismatch turns it into a failure
+    (the step loop's and the kernel windows' one rule)."""
+    checked = replace(
+        result,
+        max_abs_diff=outcome.max_abs_diff,
+        details=replace(result.details, check=outcome.details()),
+    )
+    if outcome.failed:
+        return replace(checked, status=STATUS_FAILED, error=outcome.reason())
+    return checked
 
 
 def check_output(job: Job, prepared: Prepared) -> CheckOutcome | Agreement:

@@ -25,7 +25,7 @@ from dlbench.spec.case import Case, Settings
 from dlbench.spec.registry import QUANTIZED_PRECISIONS
 from dlbench.spec.worker_request import CaseOutputs
 from dlbench.worker.ceiling_windows import is_ceiling_case, run_ceiling
-from dlbench.worker.check import check_output
+from dlbench.worker.check import check_output, with_outcome
 from dlbench.worker.pipelined import THROUGHPUT, measure_pipelined, pipelined_result, timing_mode
 from dlbench.worker.placement import require_device_kind, require_placement
 from dlbench.worker.quantized_check import quantized_agreement
@@ -151,14 +151,7 @@ def _with_check(result: Result, job: Job, prepared: Prepared) -> Result:
     except ReferenceUnavailable as exc:
         unchecked = OutputCheck(note=f"reference unavailable: {exc}")
         return replace(result, details=replace(result.details, check=unchecked))
-    checked = replace(
-        result,
-        max_abs_diff=outcome.max_abs_diff,
-        details=replace(result.details, check=outcome.details()),
-    )
-    if outcome.failed:
-        return replace(checked, status=STATUS_FAILED, error=outcome.reason())
-    return checked
+    return with_outcome(result, outcome)
 
 
 def make_job(
