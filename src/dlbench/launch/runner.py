@@ -81,7 +81,7 @@ def run_case(
             process.start()  # inside the try: Ctrl-C during the spawn must kill it too
             if process.pid is not None:  # always, once start() returned
                 sampler = TimelineSampler(process.pid, gpu=telemetry)
-            notes = _ProgressFile(scratch / PROGRESS_FILE, on_note)
+            notes = _ProgressFile(request.outputs.progress_path, on_note)
             timed_out = _wait_sampling(process, settings.timeout_s, sampler, notes)
             notes.check()  # the last line, even when the worker ended between looks
         finally:
@@ -193,11 +193,11 @@ def _open_gpu_telemetry(device: str, nproc: int = 1) -> tuple[GpuTelemetry | Non
 class _ProgressFile:
     """The worker's progress lines, passed on when the file grew since the last look."""
 
-    def __init__(self, path: Path, on_note: Callable[[str], None] | None) -> None:
+    def __init__(self, path: Path | None, on_note: Callable[[str], None] | None) -> None:
         self.path, self.on_note, self.size = path, on_note, 0
 
     def check(self) -> None:
-        if self.on_note is None:
+        if self.on_note is None or self.path is None:
             return
         try:
             size = self.path.stat().st_size
