@@ -15,7 +15,14 @@ from dlbench.measure.token_latency import TokenTimes, percentiles_ms, token_late
 from dlbench.report.studies.llm import llm_charts, llm_tables
 from dlbench.results.files import read_json
 from dlbench.spec.registry import FRAMEWORKS
-from dlbench.worker.token_check import DIVERGED, IDENTICAL, NEAR_TIE, check_tokens, failure
+from dlbench.worker.token_check import (
+    DIVERGED,
+    IDENTICAL,
+    NEAR_TIE,
+    check_generations,
+    check_tokens,
+    failure,
+)
 from dlbench.workloads.decoder import SHAPES, kv_cache_bytes
 
 FAST = ("--min-time", "0", "--min-iters", "3", "--warmup", "1")
@@ -61,6 +68,21 @@ def test_tokens_agree_diverge_at_a_near_tie_or_fail_at_a_clear_margin():
     assert "output position 0" in failure(wrong) and "1 apart" in failure(wrong)
     short = check_tokens([[5, 6]], ref, tolerance=1e-3)
     assert short.verdict.startswith(DIVERGED) and failure(short)
+
+
+def test_repeated_generations_are_each_held_to_the_reference_and_the_worst_is_reported():
+    ref = reference([[5, 6, 7], [8, 9, 10]], [[2.0, 3.0, 1.0]] * 2, [[1.0, 2.9995, 0.5]] * 2)
+    exact, at_a_tie = [[5, 6, 7], [8, 9, 10]], [[5, 4, 7], [8, 9, 10]]
+    same = check_generations([exact, exact, exact], ref, tolerance=1e-3)
+    assert same.verdict == IDENTICAL and same.generations_agree
+    # a GPU's bf16 run that turns a near tie the other way once: each is right, and the
+    # check says they differ, reporting the departure (not the identical runs)
+    tie = check_generations([exact, at_a_tie, exact], ref, tolerance=1e-3)
+    assert tie.verdict == NEAR_TIE and tie.first_divergence == 1
+    assert tie.generations_agree is False and failure(tie) is None
+    # one generation off at a clear margin fails the case, whichever it is
+    wrong = check_generations([exact, at_a_tie, [[5, 6, 7], [1, 9, 10]]], ref, tolerance=1e-3)
+    assert wrong.verdict == DIVERGED and wrong.first_divergence == 0 and failure(wrong)
 
 
 @pytest.mark.parametrize(

@@ -248,6 +248,9 @@ class TokenCheck:
     # where the reference was made: the shared checkpoint's on the CPU, or the engine's
     # own weights on its device (torch building its model from the seed on a GPU)
     reference: str | None = None
+    # whether the engine's repeated generations gave the same tokens; a GPU's bf16
+    # kernels need not be run-to-run exact, so each is held to the reference alone
+    generations_agree: bool | None = None
 
 
 @dataclass

@@ -35,7 +35,7 @@ from dlbench.spec.registry import precision_info
 from dlbench.worker.model_work import decoder_work
 from dlbench.worker.placement import require_placement
 from dlbench.worker.result import result_from
-from dlbench.worker.token_check import check_tokens, failure
+from dlbench.worker.token_check import DIVERGED, check_generations, failure
 
 if TYPE_CHECKING:
     import numpy as np
@@ -141,16 +141,19 @@ def _decode_busy(generation: Generation, generator: Generator, prompts: np.ndarr
 
 
 def _token_check(job: Job, traces: list[GenerationTrace], own: OwnReference | None) -> TokenCheck:
-    """Every generation gives the same tokens (greedy is deterministic), and they are
-    held to torch eager fp32's: the engine's own (made from its weights on its device)
-    where it has one, else the shared checkpoint's."""
-    first = traces[0].tokens
-    if any(trace.tokens != first for trace in traces[1:]):
-        return TokenCheck(verdict="diverged: the engine's own generations disagree")
+    """Every generation (the first call's too) held to torch eager fp32's tokens: the
+    engine's own reference (made from its weights on its device) where it has one, else
+    the shared checkpoint's. Where there is none to hold them to, or the case is that
+    reference itself, its generations must at least agree with one another."""
+    runs = [trace.tokens for trace in traces]
+    agree = all(tokens == runs[0] for tokens in runs[1:])
     if own is None and (job.case.framework, job.case.compile, job.device,
                         job.case.precision) == ("torch", "eager", "cpu", "fp32"):  # fmt: skip
+        if not agree:
+            return TokenCheck(verdict=f"{DIVERGED}: the reference's own generations disagree",
+                              generations_agree=False)  # fmt: skip
         return TokenCheck(verdict="the reference itself (torch eager fp32 on the CPU)",
-                          reference=SHARED_REFERENCE)  # fmt: skip
+                          reference=SHARED_REFERENCE, generations_agree=True)  # fmt: skip
     if own is not None:
         reference, origin = own.arrays, own.origin
     else:
@@ -160,6 +163,11 @@ def _token_check(job: Job, traces: list[GenerationTrace], own: OwnReference | No
                 job.workload.name, job.seed, job.params["isl"], job.params["osl"], job.batch_size
             )
         except ReferenceUnavailable as exc:
-            return TokenCheck(verdict=f"not checked: {exc}", reference=origin)
+            if not agree:
+                return TokenCheck(verdict=f"{DIVERGED}: the engine's own generations disagree, "
+                                  f"and none can be held to a reference ({exc})",
+                                  reference=origin, generations_agree=False)  # fmt: skip
+            return TokenCheck(verdict=f"not checked: {exc}", reference=origin,
+                              generations_agree=True)  # fmt: skip
     tolerance = precision_info(job.case.precision).tolerance or 0.0
-    return replace(check_tokens(first, reference, tolerance), reference=origin)
+    return replace(check_generations(runs, reference, tolerance), reference=origin)

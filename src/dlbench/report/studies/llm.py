@@ -94,10 +94,12 @@ def tokens_note(result: Result) -> str:
     check = result.details.generation.tokens if result.details.generation else None
     if check is None or check.verdict is None:
         return "tokens not checked"
+    # a GPU's bf16 runs may each turn a different near tie: each was held to the reference
+    apart = "; the generations differ from one another" if check.generations_agree is False else ""
     if check.first_divergence is None:
-        return f"tokens {check.verdict}"
+        return f"tokens {check.verdict}{apart}"
     return (f"tokens: {check.verdict} at {check.first_divergence} "
-            f"({check.agreeing}/{check.compared} agree)")  # fmt: skip
+            f"({check.agreeing}/{check.compared} agree){apart}")  # fmt: skip
 
 
 def pick_table(results: list[Result]) -> StudyTable:
