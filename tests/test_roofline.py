@@ -140,6 +140,19 @@ def test_a_gpu_without_a_roofline_is_held_to_its_datasheet_both_ways():
     assert "no GEMM fp32 ceiling for cuda:0" in judge(fp32, make_run([fp32])).figure
 
 
+def test_a_model_held_in_bf16_is_held_to_the_measured_amp_bf16_gemm_not_the_datasheet():
+    """An H200's roofline measures its bf16 GEMMs as amp-bf16 (the gemm case's precision);
+    a generation whose weights are bf16 multiplies with those kernels."""
+    result = generated(isl=1024, ttft_ms=2.0, tpot_ms=1.0, device="cuda:0",
+                       work_precision="bf16")  # fmt: skip
+    result.details.extra["device_name"] = "NVIDIA H200"
+    ceilings = {"source_run": "roof", "values": {"cuda:0|gflops|amp-bf16|burst": 717e3,
+                                                 "cuda:0|memory|burst": 4360.0}}  # fmt: skip
+    bound = prefill_bound(result, make_run([result], env={"ceilings": ceilings}))
+    assert bound.ceiling.gflops == 717e3 and bound.ceiling.measured
+    assert bound.ceiling.source.startswith("measured gemm amp-bf16")
+
+
 def test_a_figure_above_its_ceiling_is_flagged_impossible_and_never_picked():
     # a prefill at twice the GEMM ceiling's rate: 2 x 60 GFLOP/s
     result = generated(ttft_ms=1.0, tpot_ms=40.0, framework="onnxruntime-genai")

@@ -30,6 +30,7 @@ from typing import Any
 from dlbench.results.ceilings import ABOVE_CEILING, ceiling_for, ceiling_key
 from dlbench.results.decode_bound import device_name, gpu_datasheet, roofline_device
 from dlbench.results.records import Result, Run
+from dlbench.spec.registry import PRECISIONS
 
 # The precisions a GPU's datasheet bf16 figure holds (fp16 runs at the same rate)
 DATASHEET_PRECISIONS = ("bf16", "fp16")
@@ -160,12 +161,14 @@ def measured_compute_ceiling(
     regime the result ran in (results.ceilings.ceiling_for)."""
     ceilings = (run.env.get("ceilings") if run else None) or {}
     device = roofline_device(result, run)
-    stem = ceiling_key(device, "gflops", precision) if device else None
+    known = PRECISIONS.get(precision)
+    gemm = (known.gemm_ceiling if known else None) or precision
+    stem = ceiling_key(device, "gflops", gemm) if device else None
     held = ceiling_for(result, ceilings, stem) if stem else None
     if held is None or held.value <= 0:
         return None
     regime = f", {held.regime}" if held.regime else ""
-    source = f"measured gemm {precision}{regime}, run {ceilings.get('source_run')}"
+    source = f"measured gemm {gemm}{regime}, run {ceilings.get('source_run')}"
     return ComputeCeiling(held.value, source, measured=True)
 
 

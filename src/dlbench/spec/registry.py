@@ -45,6 +45,9 @@ class Precision:
     generation_dtype: str | None = None
     # Only text generation runs at it: other workloads keep fp32 weights and autocast
     generation_only: bool = False
+    # The measured GEMM ceiling its arithmetic runs at, where that is another
+    # precision's: a model held whole in bf16 multiplies as autocast's bf16 GEMMs do
+    gemm_ceiling: str | None = None
 
 
 # fp32 is strict IEEE fp32 (TF32 tensor cores off); tf32 lets CUDA matmuls and
@@ -67,10 +70,20 @@ PRECISIONS: dict[str, Precision] = {
         Precision("amp-fp16", tolerance=1e-2, value_bytes=2),
         Precision("amp-bf16", tolerance=5e-2, value_bytes=2),
         Precision(
-            "bf16", tolerance=5e-2, value_bytes=2, generation_dtype="bfloat16", generation_only=True
+            "bf16",
+            tolerance=5e-2,
+            value_bytes=2,
+            generation_dtype="bfloat16",
+            generation_only=True,
+            gemm_ceiling="amp-bf16",
         ),
         Precision(
-            "fp16", tolerance=1e-2, value_bytes=2, generation_dtype="float16", generation_only=True
+            "fp16",
+            tolerance=1e-2,
+            value_bytes=2,
+            generation_dtype="float16",
+            generation_only=True,
+            gemm_ceiling="amp-fp16",
         ),
         Precision(
             "int8", tolerance=None, quantized=True, min_sqnr_db=INT8_MIN_SQNR_DB, value_bytes=1
