@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import math
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -328,7 +329,7 @@ def test_only_a_roofline_run_sets_ceilings_and_timed_copies_use_the_bus_ceiling(
     # with the copied bytes recorded, the bus rate is theirs, not the kernel's:
     # 40 steps/s of a 1.2 GB copy is 48 GB/s of a 50 GB/s bus (the H100 showed
     # the kernel's bytes at 1.41x the bus ceiling)
-    timed_copy.throughput = 40.0  # batch 1: 40 steps/s
+    timed_copy = replace(timed_copy, throughput=40.0)  # batch 1: 40 steps/s
     timed_copy.details.transfer_bytes_per_step = 1.2e9
     found = efficiency(timed_copy, stored)
     assert found["basis"].startswith("host-to-device bandwidth (bytes copied")

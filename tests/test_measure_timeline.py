@@ -6,6 +6,7 @@ import os
 import subprocess
 import sys
 import time
+from dataclasses import replace
 from types import SimpleNamespace
 
 import psutil
@@ -414,8 +415,7 @@ def test_timeline_png_is_written(tmp_path, with_gpu):
 
 
 def test_timeline_png_without_a_timeline_says_so(tmp_path):
-    result = timeline_result(False)
-    result.details = Details(threads={"intra_op": 1})
+    result = replace(timeline_result(False), details=Details(threads={"intra_op": 1}))
     with pytest.raises(ValueError, match="has no resource timeline"):
         write_timeline_png(result, tmp_path / "t.png")
     assert not (tmp_path / "t.png").exists()
@@ -423,8 +423,7 @@ def test_timeline_png_without_a_timeline_says_so(tmp_path):
 
 @pytest.mark.integration
 def test_timeline_pngs_for_a_run(tmp_path):
-    bare = timeline_result(False)
-    bare.details = Details()
+    bare = replace(timeline_result(False), details=Details())
     run = make_run([timeline_result(False), bare, timeline_result(False)], id="20240101-000000")
     paths = write_timeline_pngs([run], tmp_path)
     assert len(paths) == 2 and len(set(paths)) == 2

@@ -19,17 +19,19 @@ HOSTILE = '<script>alert("x")</script><img src=x onerror=alert(1)>'
 def hostile_run():
     run = timed_run("r1", 1.0, 1, host=HOSTILE)
     # training cases get their timelines drawn
-    run.results[0].case = replace(run.results[0].case, workload=HOSTILE, mode="train")
-    run.results[0].details = Details(
-        timeline=Timeline(
-            points=[
-                {"t": 0.0, "cpu_percent": 50, "rss_mb": 100},
-                {"t": 1.0, "cpu_percent": 150, "rss_mb": 120},
-            ],
-            throttle="thermal",
-        )
+    timeline = Timeline(
+        points=[
+            {"t": 0.0, "cpu_percent": 50, "rss_mb": 100},
+            {"t": 1.0, "cpu_percent": 150, "rss_mb": 120},
+        ],
+        throttle="thermal",
     )
-    run.results[0].flags = ["throttled:thermal"]  # as results.flags decides from the verdict
+    run.results[0] = replace(
+        run.results[0],
+        case=replace(run.results[0].case, workload=HOSTILE, mode="train"),
+        details=Details(timeline=timeline),
+        flags=["throttled:thermal"],  # as results.flags decides from the verdict
+    )
     return run
 
 
@@ -56,7 +58,7 @@ def test_flags_and_timelines_are_shown():
 
 def test_short_inference_timelines_are_left_out_long_ones_drawn():
     run = hostile_run()
-    run.results[0].case = replace(run.results[0].case, mode="infer")
+    run.results[0] = replace(run.results[0], case=replace(run.results[0].case, mode="infer"))
     assert "CPU over time" not in render([run])
     points = [{"t": float(i), "cpu_percent": 90, "rss_mb": 100} for i in range(40)]
     run.results[0].details.timeline.points = points

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import re
+from dataclasses import replace
 
 from factories import sample_run
 from rich.console import Console
@@ -25,11 +26,9 @@ def test_fmt_three_significant_digits():
 
 def test_rate_column_leads_with_the_workloads_primary_metric():
     run = sample_run()
-    result = run.results[0]
-    result.gflops, result.gbps = 95.0, 1.1
-    result.primary_metric = "gflops"
+    result = replace(run.results[0], gflops=95.0, gbps=1.1, primary_metric="gflops")
     assert rate_column(result, run) == "95.0 GFLOP/s"
-    result.primary_metric = "gbps"
+    result = replace(result, primary_metric="gbps")
     assert rate_column(result, run) == "1.10 GB/s"
     # with ceilings in the run, the share of this machine's ceiling, computed when read
     run.env["ceilings"] = {"source_run": "roof", "values": {"cpu|memory": 2.2}}
@@ -38,7 +37,7 @@ def test_rate_column_leads_with_the_workloads_primary_metric():
 
 def test_table_shows_failures_in_full_and_escapes_markup():
     run = sample_run()
-    run.results[1].error = "[bold red]not markup[/bold red] boom"
+    run.results[1] = replace(run.results[1], error="[bold red]not markup[/bold red] boom")
     console = Console(width=250, record=True)
     console.print(run_table(run))
     text = console.export_text()

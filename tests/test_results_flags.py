@@ -8,6 +8,7 @@ import json
 import multiprocessing
 import os
 import time
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -270,7 +271,7 @@ def test_a_timed_out_oversubscribed_case_still_says_so():
 def test_noisy_is_decided_here_and_kept_only_among_the_flags():
     spread = with_timeline([], samples=[1.0, 2.0] * 500)
     assert result_flags(spread, CPUS) == ["noisy"]
-    spread.flags = result_flags(spread, CPUS)
+    spread = replace(spread, flags=result_flags(spread, CPUS))
     assert spread.noisy and spread.to_dict()["noisy"] is True  # read from the flags
     # a time-to-train result's samples are its epochs, the first holding compilation
     training = {"training": {"epochs": [{}, {}, {}]}}

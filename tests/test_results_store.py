@@ -63,8 +63,8 @@ from factories import sample_run
 run = sample_run()
 store = open_store(sys.argv[1])
 store.begin_run(run)
-result = run.results[0]
-result.samples_ms = [0.5] * 20000  # big rows: a kill lands mid-write often
+from dataclasses import replace
+result = replace(run.results[0], samples_ms=[0.5] * 20000)  # big rows: a kill lands mid-write
 store.add_result(run.id, 0, result)
 print("ready", flush=True)  # one row is committed: a kill from here on has rows to keep
 seq = 1

@@ -214,8 +214,7 @@ def test_a_servers_queue_dominating_its_ttft_is_queueing_and_saturation_comes_fi
     short = ServerTiming("q", 10, mean_ms=100.0).__dict__
     calm = served(server={"family": "vLLM", "queue": short, "ttft": ttft.__dict__})
     assert judge(calm, make_run([calm], env={"ceilings": CPU_CEILINGS})).verdict == "memory-bound"
-    flooded = served(saturated="the requests in flight grew 4x")
-    flooded.status = "failed"
+    flooded = replace(served(saturated="the requests in flight grew 4x"), status="failed")
     assert judge(flooded, make_run([flooded])).figure == "stopped sending: the requests in "\
         "flight grew 4x"  # fmt: skip
 

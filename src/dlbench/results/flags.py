@@ -124,9 +124,12 @@ class Judged(Protocol):
     """What the rules read of a result: a results.records.Result. Named by its shape,
     not imported, because records asks this module for `stored_flags` when it loads one."""
 
-    case: Case
-    latency_ms: LatencyStats | None
-    details: Details
+    @property
+    def case(self) -> Case: ...
+    @property
+    def latency_ms(self) -> LatencyStats | None: ...
+    @property
+    def details(self) -> Details: ...
 
 
 def result_flags(result: Judged, cpus_available: int) -> list[str]:

@@ -54,7 +54,7 @@ STATUS_SKIPPED = "skipped"
 TIME_TO_TRAIN_KEY = "time_to_train_s"
 
 
-@dataclass
+@dataclass(frozen=True)
 class Result:
     """One measured case: the case as it ran, its samples and stats."""
 

@@ -75,9 +75,7 @@ def run_ceiling(backend: Backend, job: Job, settings: Settings) -> Result:
     finally:
         if probe is not None:
             probe.close()
-    result = _result(job, prepared, run, reading)
-    result.setup_s = setup_s
-    return result
+    return replace(_result(job, prepared, run, reading), setup_s=setup_s)
 
 
 def regime_plan(job: Job, settings: Settings) -> RegimePlan:

@@ -27,7 +27,7 @@ import json
 import time
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from multiprocessing.connection import Connection
 from pathlib import Path
 
@@ -307,14 +307,12 @@ def run_endpoint(job: Job, settings: Settings, requests: RequestSet | None = Non
             exited.cancel()  # a server that exits from now on cancels nothing
         loop.run_until_complete(client.aclose())
         loop.close()
-    result = endpoint_result(job, loaded, warm, requests, setup_start)
-    assert result.details.endpoint is not None
-    result.details.endpoint.token_ids_field = session.token_ids_field
-    result.details.endpoint.length_fields = session.length_fields
+    record = loaded.record
+    record.token_ids_field = session.token_ids_field
+    record.length_fields = session.length_fields
     if case.find_peak:
-        _record_search(result, found)
-    _fail_where_unusable(result, loaded.record)
-    return result
+        _record_search(record, found)
+    return _failed_where_unusable(endpoint_result(job, loaded, warm, requests, setup_start), record)
 
 
 def watches_its_queue(case: Case) -> bool:
@@ -390,9 +388,7 @@ def _one_user_rate(warm: list[StreamedRequest]) -> float:
     return 1.0 / (sum(spans) / len(spans)) if spans else 1.0
 
 
-def _record_search(result: Result, found: Found[Loaded]) -> None:
-    record = result.details.endpoint
-    assert record is not None
+def _record_search(record: EndpointLoad, found: Found[Loaded]) -> None:
     record.peak_axis = CONCURRENCY if found.reported.profile.kind == CONCURRENCY else RATE
     record.peak = found.peak
     record.peak_confirmed = found.note is None and found.peak is not None
@@ -460,27 +456,25 @@ def endpoint_result(job: Job, loaded: Loaded, warm: list[StreamedRequest],
         requests, [loaded.offset + index for index in outcome.indices], job.outputs
     )
     record.salt = requests.salt
-    result = result_from(
+    generation = None
+    if times:
+        isl = round(record.prompt_tokens_mean or job.params["isl"])
+        osl = round(record.output_tokens_mean or job.params["osl"])
+        generation = generation_record(Generation(), token_latencies(times), 1, isl,
+                                       job.params["osl"])  # fmt: skip
+        generation = endpoint_work(generation, job, isl, osl, record.server)
+    return result_from(
         job,
         loaded.reading,
         [t.e2e_s for t in times],
         device=job.device,
         batch=1,
         samples_done=record.ok,
-        details=Details(),
+        details=Details(generation=generation, endpoint=record, loop_wall_s=outcome.duration_s),
         rate=record.requests_per_s,
         warmup_s=[r.done_s - r.sent_s for r in warm if r.done_s is not None],
+        setup_s=outcome.started_s - setup_start,  # the warm-up, before the load
     )
-    if times:
-        isl = round(record.prompt_tokens_mean or job.params["isl"])
-        osl = round(record.output_tokens_mean or job.params["osl"])
-        generation = generation_record(Generation(), token_latencies(times), 1, isl,
-                                       job.params["osl"])  # fmt: skip
-        result.details.generation = endpoint_work(generation, job, isl, osl, record.server)
-    result.details.endpoint = record
-    result.details.loop_wall_s = outcome.duration_s
-    result.setup_s = outcome.started_s - setup_start  # the warm-up, before the load
-    return result
 
 
 def _output_tokens(done: list[StreamedRequest], text: PromptText) -> tuple[list[int], str]:
@@ -583,18 +577,17 @@ def _write_dataset(
     return str(path), hashlib.sha256(data).hexdigest()
 
 
-def _fail_where_unusable(result: Result, record: EndpointLoad) -> None:
+def _failed_where_unusable(result: Result, record: EndpointLoad) -> Result:
     """No answered request, or a saturated server: the numbers describe no steady load.
     A search's result is its reported try (one that held, where any did): it fails
     only where no load held at all."""
+    error = None
     if record.peak_axis is not None:
         if record.peak is None:
-            result.status = STATUS_FAILED
-            result.error = f"no load kept the SLOs: {record.peak_note}"
-        return
-    if record.saturated:
-        result.status, result.error = STATUS_FAILED, f"saturated: {record.saturated}"
+            error = f"no load kept the SLOs: {record.peak_note}"
+    elif record.saturated:
+        error = f"saturated: {record.saturated}"
     elif not record.ok:
         first = record.first_errors[0] if record.first_errors else "none was sent"
-        result.status = STATUS_FAILED
-        result.error = f"no request was answered ({record.requests} sent): {first}"
+        error = f"no request was answered ({record.requests} sent): {first}"
+    return replace(result, status=STATUS_FAILED, error=error) if error else result

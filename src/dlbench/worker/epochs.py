@@ -65,7 +65,7 @@ def run_epochs(backend: Backend, job: Job) -> Result:
     run.train()
     train_s = [r["train_s"] for r in run.records]
     elapsed = sum(train_s)
-    result = result_from(
+    return result_from(
         job,
         run.reading,
         train_s,
@@ -77,9 +77,8 @@ def run_epochs(backend: Backend, job: Job) -> Result:
         first_call_ms=trainer.details.first_step_ms,
         status=STATUS_FAILED if run.error else STATUS_OK,
         error=run.error,
+        setup_s=setup_s,
     )
-    result.setup_s = setup_s
-    return result
 
 
 def _training(job: Job, run: _EpochLoop, data: MnistData, data_load_s: float) -> Training:

@@ -35,6 +35,7 @@ def result_from(
     warmup_s: Sequence[float] = (),
     status: str = STATUS_OK,
     error: str | None = None,
+    setup_s: float | None = None,
 ) -> Result:
     """The Result of one measured region: statistics of its samples, rates (`rate`
     as given, else batch over the mean sample), work per sample, resource use and
@@ -73,8 +74,9 @@ def result_from(
         peak_rss_mb=usage.peak_rss_mb,
         load_avg_before=usage.load_avg_before,
         load_avg_after=usage.load_avg_after,
+        details=reading.recorded_in(details, samples_done),
+        setup_s=setup_s,
     )
-    result.details = reading.recorded_in(details, samples_done)
     return with_rates(result)  # GFLOP/s and GB/s from the rate and the work per sample
 
 

@@ -140,37 +140,43 @@ def run_served_engine(backend: OpenAIServerBackend, job: Job, settings: Settings
             raise server.failure("stopped during the run")
         ready_s = server.ready_s
     # the case as asked: the server's address is a launch detail, kept in the details
-    result.case = replace(result.case, endpoint=None, served_model=None, scenario=None)
-    _merge(result, details, launch.url, folder / SERVER_LOG, ready_s)
-    result.setup_s = (result.setup_s or 0.0) + (ready_s or 0.0)
-    _check_tokens(job, result, sessions[0].answers if sessions else [])
+    result = replace(
+        result,
+        case=replace(result.case, endpoint=None, served_model=None, scenario=None),
+        details=_merged(result.details, details, launch.url, folder / SERVER_LOG, ready_s),
+        setup_s=(result.setup_s or 0.0) + (ready_s or 0.0),
+    )
+    result = _with_token_check(job, result, sessions[0].answers if sessions else [])
     stopped = f"{launch.engine}'s server stopped ({time.perf_counter() - started:.0f} s)"
     report_progress(job.outputs, stopped)
     return result
 
 
-def _merge(result: Result, served: Details, url: str, log: Path, ready_s: float | None) -> None:
+def _merged(measured: Details, served: Details, url: str, log: Path,
+            ready_s: float | None) -> Details:  # fmt: skip
     """The server's own record (placement, settings, KV cache) beside what was measured."""
-    details = result.details
-    details.placement = served.placement
-    details.extra = {**served.extra, "server_url": url, "server_log": str(log),
-                     "server_ready_s": ready_s, **details.extra}  # fmt: skip
-    generation = details.generation or Generation()
+    generation = measured.generation or Generation()
     if served.generation is not None:
-        generation.kv_cache_mb = served.generation.kv_cache_mb
-        generation.kv_cache_dtype = served.generation.kv_cache_dtype
-    details.generation = generation
+        generation = replace(generation, kv_cache_mb=served.generation.kv_cache_mb,
+                             kv_cache_dtype=served.generation.kv_cache_dtype)  # fmt: skip
+    extra = {**served.extra, "server_url": url, "server_log": str(log),
+             "server_ready_s": ready_s, **measured.extra}  # fmt: skip
+    return replace(measured, placement=served.placement, extra=extra, generation=generation)
 
 
-def _check_tokens(job: Job, result: Result, answers: list[tuple[int, StreamedRequest]]) -> None:
+def _with_token_check(job: Job, result: Result,
+                      answers: list[tuple[int, StreamedRequest]]) -> Result:  # fmt: skip
     """Every answered request's tokens against the reference's for its prompt; a clear
     divergence fails the case."""
-    assert result.details.generation is not None  # _merge's
+    generation = result.details.generation
+    assert generation is not None  # _merged's
     check = token_check(job, answers)
-    result.details.generation.tokens = check
+    details = replace(result.details, generation=replace(generation, tokens=check))
+    result = replace(result, details=details)
     error = failure(check)
     if error and result.status != STATUS_FAILED:
-        result.status, result.error = STATUS_FAILED, error
+        return replace(result, status=STATUS_FAILED, error=error)
+    return result
 
 
 def token_check(job: Job, answers: list[tuple[int, StreamedRequest]]) -> TokenCheck:
