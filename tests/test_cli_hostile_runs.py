@@ -268,8 +268,8 @@ def test_a_value_a_run_measured_but_that_is_not_finite_is_written_as_null(tmp_pa
     """A diverged loss and an output check of mismatched shapes (max_abs_diff inf) are
     written as null, so dlbench's own files import again."""
     run = timed_run("diverged", 1.0, 1)
-    run.results[0].details.final_loss = math.nan
-    run.results[0] = replace(run.results[0], max_abs_diff=math.inf)
+    diverged = replace(run.results[0].details, final_loss=math.nan)
+    run.results[0] = replace(run.results[0], max_abs_diff=math.inf, details=diverged)
     write_json(run, tmp_path / "run.json")
     assert "NaN" not in (tmp_path / "run.json").read_text()
     assert cli("import", str(tmp_path / "run.json")).returncode == 0

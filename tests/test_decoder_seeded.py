@@ -4,6 +4,8 @@ with real torch and transformers (backends.torch.decoder.seeded_model)."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from dlbench.backends.base import Job, kv_cache_record
@@ -117,7 +119,7 @@ def test_a_bf16_case_runs_the_seeded_weights_cast_and_is_held_to_their_fp32_refe
         assert torch.equal(parameter, fp32[name].to(torch.bfloat16)), name
     generator = TorchGenerator(case_job, model, torch.bfloat16, "seeded", compile_counters)
     generator.own_reference = reference
-    generator.details.generation = kv_cache_record(case_job, "bfloat16")
+    generator.details = replace(generator.details, generation=kv_cache_record(case_job, "bfloat16"))
     result = measure_generation(generator, case_job, QUICK, setup_s=0.0)
     assert result.status == STATUS_OK, result.error
     tokens = result.details.generation.tokens

@@ -329,8 +329,8 @@ def test_only_a_roofline_run_sets_ceilings_and_timed_copies_use_the_bus_ceiling(
     # with the copied bytes recorded, the bus rate is theirs, not the kernel's:
     # 40 steps/s of a 1.2 GB copy is 48 GB/s of a 50 GB/s bus (the H100 showed
     # the kernel's bytes at 1.41x the bus ceiling)
-    timed_copy = replace(timed_copy, throughput=40.0)  # batch 1: 40 steps/s
-    timed_copy.details.transfer_bytes_per_step = 1.2e9
+    copied = replace(timed_copy.details, transfer_bytes_per_step=1.2e9)
+    timed_copy = replace(timed_copy, throughput=40.0, details=copied)  # batch 1: 40 steps/s
     found = efficiency(timed_copy, stored)
     assert found["basis"].startswith("host-to-device bandwidth (bytes copied")
     assert found["fraction"] == pytest.approx(0.96)

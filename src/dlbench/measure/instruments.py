@@ -24,7 +24,7 @@ from dlbench.measure.energy import EnergyMeter, EnergyReading, EnergyUse
 from dlbench.measure.monitor import ProcessMonitor, ResourceUse
 
 
-@dataclass
+@dataclass(frozen=True)
 class Measured:
     """What the instruments record into a result's details (the base of Details)."""
 

@@ -455,7 +455,7 @@ class Timeline:
     cpu_set: list[int] | None = None
 
 
-@dataclass
+@dataclass(frozen=True)
 class Details(Measured):
     """Everything a result holds beside its numbers; each part None where it does not apply.
 

@@ -111,7 +111,7 @@ def merge(base: Result, summaries: list[ProcessSummary]) -> Result:
         # one process: the result is that process
         return replace(base, details=replace(details, processes=None))
     spread = _relative_spread(_values(METRICS["latency"], used) or [])
-    details.processes = Processes(summaries, ProcessSpread(spread, len(used)))
+    details = replace(details, processes=Processes(summaries, ProcessSpread(spread, len(used))))
     pooled = [s for p in used for s in p.samples_ms]
     # The pooled samples and their statistics (Merge.POOLED reads these); the other
     # rules then put their values over them, rates after the throughput they follow.

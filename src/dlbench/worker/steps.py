@@ -92,7 +92,9 @@ def _run_steps(backend: Backend, job: Job, settings: Settings) -> Result:
     require_placement(job.device, prepared.details)
     if job.case.precision in QUANTIZED_PRECISIONS:
         # measured all the same where the CPU has none, and said so (results.flags)
-        prepared.details.int8_dot_units = int8_dot_units()
+        prepared = replace(
+            prepared, details=replace(prepared.details, int8_dot_units=int8_dot_units())
+        )
     mode = timing_mode(job, prepared.batch_size or job.batch_size)
     pipelined = None
     if job.case.loadgen:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import inspect
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -192,7 +193,7 @@ class TorchBackend(Backend):
         generator.details.extra["weights_s"] = time.perf_counter() - started
         if reference is not None:  # its time is inside weights_s where it was made
             generator.details.extra["reference_made_s"] = reference.made_s
-        generator.details.generation = kv_cache_record(job, dtype)
+        generator.details = replace(generator.details, generation=kv_cache_record(job, dtype))
         return generator
 
     def _user_model(self, job: Job) -> Prepared:
