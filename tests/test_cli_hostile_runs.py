@@ -47,8 +47,7 @@ def assert_refused(proc: subprocess.CompletedProcess[str], says: str) -> None:
 
 def test_strings_from_runs_are_printed_as_text_never_as_markup(tmp_path):
     for run_id, median in (("a", 1.0), ("b", 1.1)):
-        run = timed_run(run_id, median, 1, host=MARKUP)
-        run.suite = "[/]"
+        run = replace(timed_run(run_id, median, 1, host=MARKUP), suite="[/]")
         case = replace(run.results[0].case, scenario="[/]", options=(("k", MARKUP),))
         run.results[0] = replace(run.results[0], case=case)
         write_json(run, tmp_path / f"{run_id}.json")
@@ -120,8 +119,7 @@ BAD_IDS = [
 
 @pytest.mark.parametrize("bad_id", BAD_IDS, ids=range(len(BAD_IDS)))
 def test_an_imported_run_id_outside_the_rule_is_refused(tmp_path, isolated_store, bad_id):
-    run = timed_run("ok", 1.0, 1)
-    run.id = bad_id
+    run = replace(timed_run("ok", 1.0, 1), id=bad_id)
     write_json(run, tmp_path / "run.json")
     assert_refused(cli("import", str(tmp_path / "run.json")), "is not allowed: a run id is 1 to 64")
     assert stored(isolated_store) == (0, 0)
@@ -137,7 +135,7 @@ def test_resuming_a_stored_run_whose_id_leaves_its_folder_is_refused(tmp_path, i
     """An older dlbench imported `../../../somewhere`, and `run --resume` wrote LoadGen's
     logs outside run-files/; reading that run now refuses it before any case runs."""
     run = timed_run("x", 1.0, 1)
-    run.plan, run.results = [run.results[0].case.to_dict()], []
+    run = replace(run, plan=[run.results[0].case.to_dict()], results=[])
     with open_store(isolated_store) as store:
         store.import_run(run)
     with sqlite3.connect(isolated_store) as db:  # as an older dlbench stored it
@@ -163,8 +161,7 @@ def test_every_path_named_after_a_run_stays_in_its_folder(tmp_path, isolated_sto
     (folder / "linked").symlink_to(tmp_path)  # a link out of the folder is followed, and refused
     with pytest.raises(UserError, match="would be written outside"):
         run_path(folder, "linked")
-    run = timed_run("ok", 1.0, 1)
-    run.id = "../../../somewhere"
+    run = replace(timed_run("ok", 1.0, 1), id="../../../somewhere")
     with open_store(isolated_store) as store:
         with pytest.raises(UserError, match="is not allowed"):
             case_files(run, Outputs(), store, 0, None)
@@ -178,7 +175,7 @@ RAW = "@raw@"  # a value written into the JSON text as it stands (1e400, a 5,000
 
 def valid_run_data() -> dict:
     run = timed_run("ok", 1.0, 1)
-    run.plan = [run.results[0].case.to_dict()]
+    run = replace(run, plan=[run.results[0].case.to_dict()])
     return json.loads(json.dumps(run_json(run)))
 
 

@@ -304,7 +304,7 @@ def test_ddp_efficiency_counts_every_gpu_but_one_shared_cpu():
 
 
 def test_only_a_roofline_run_sets_ceilings_and_timed_copies_use_the_bus_ceiling():
-    from dlbench.results.ceilings import add_measured_ceilings
+    from dlbench.results.ceilings import with_measured_ceilings
 
     stored = ceilings_from_results(
         [
@@ -316,7 +316,7 @@ def test_only_a_roofline_run_sets_ceilings_and_timed_copies_use_the_bus_ceiling(
     )
     run = make_run(env={"ceilings": stored})
     small_gemm = result("gemm", gflops=10.0, primary_metric="gflops")
-    add_measured_ceilings(run, small_gemm)
+    run = with_measured_ceilings(run, small_gemm)
     assert run.env["ceilings"]["values"]["cpu|gflops|fp32"] == 100.0  # not replaced
     assert efficiency_in_run(small_gemm, run)["fraction"] == pytest.approx(0.1)
     timed_copy = result(

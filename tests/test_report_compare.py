@@ -86,10 +86,10 @@ def test_every_machine_fact_that_can_change_a_number_is_context():
 
     here = fingerprint()
     a, b = timed_run("a", 1.0, 1), timed_run("b", 1.0, 2)
-    a.env, b.env = dict(here), dict(here)
+    a, b = replace(a, env=dict(here)), replace(b, env=dict(here))
     assert caption(a, b) == "same context"
     # the example: one run had 2 CPUs available, the other 1
-    b.env = {**here, "cpu_available": 1, "cpu_governor": "powersave", "smt": True}
+    b = replace(b, env={**here, "cpu_available": 1, "cpu_governor": "powersave", "smt": True})
     lines = caption(a, b).splitlines()
     assert f"context differs: cpu_available: {here['cpu_available']} vs 1" in lines
     assert any(x.startswith("context differs: cpu_governor: ") for x in lines)
@@ -102,7 +102,7 @@ def test_every_machine_fact_that_can_change_a_number_is_context():
 
 def test_a_fact_an_older_run_did_not_record_is_unknown():
     a, b = timed_run("a", 1.0, 1), timed_run("b", 1.0, 2)
-    b.env = {**a.env, "cpu_governor": "performance"}  # a's fingerprint predates the fact
+    b = replace(b, env={**a.env, "cpu_governor": "performance"})  # a's predates the fact
     assert "context differs: cpu_governor: unknown vs performance" in caption(a, b)
     assert (
         "ceilings"
@@ -112,8 +112,8 @@ def test_a_fact_an_older_run_did_not_record_is_unknown():
 
 def test_only_the_versions_of_the_compared_cases_frameworks_are_context():
     a, b = timed_run("a", 1.0, 1), timed_run("b", 1.0, 2)  # torch cases
-    a.env = {**a.env, "frameworks": {"torch": "2.13.0", "jax": "0.10.2"}}
-    b.env = {**b.env, "frameworks": {"torch": "2.13.0", "jax": "0.11.0"}}
+    a = replace(a, env={**a.env, "frameworks": {"torch": "2.13.0", "jax": "0.10.2"}})
+    b = replace(b, env={**b.env, "frameworks": {"torch": "2.13.0", "jax": "0.11.0"}})
     assert compare_runs(a, b).context == {}  # jax ran no case here
     b.env["frameworks"]["torch"] = "2.14.0"
     assert compare_runs(a, b).context == {"torch version": ("2.13.0", "2.14.0")}

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import json
+from dataclasses import replace
 
 import pytest
 from conftest import dlbench
@@ -65,7 +66,7 @@ def test_fair_tables_never_mix_scenarios():
 
 def test_int8_and_one_thread_rows_stand_beside_fp32_but_the_article_keeps_its_cases():
     run = study_run()
-    run.results += [
+    run = replace(run, results=[*run.results,
         # written before SQNR was measured: agreement and its floor only
         result("onnxruntime", "default", "offline", 0.2, precision="int8",
                details={"check": {"agreement": 0.97, "measure": "top-1 agreement",
@@ -74,7 +75,7 @@ def test_int8_and_one_thread_rows_stand_beside_fp32_but_the_article_keeps_its_ca
         result("onnxruntime", "default", "single-stream", 0.002, threads=1, precision="int8",
                details={"check": {"agreement": 0.95, "measure": "top-1 agreement",
                                   "sqnr_db": 14.24, "min_sqnr_db": 10.0}}),
-    ]  # fmt: skip
+    ])  # fmt: skip
     tables = study_tables(run, "torch")
     article = next(t for t in tables if t.metric.key == "latency" and "article" in t.title)
     assert {row.label: row.value for row in article.rows}["onnxruntime"] == pytest.approx(10.0)

@@ -9,6 +9,7 @@ import sqlite3
 import subprocess
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -27,8 +28,7 @@ def test_run_round_trips_through_the_store(tmp_path):
             store.add_result(run.id, seq, result)
         store.finish_run(run.id, "2026-01-01T00:01:00+00:00")
         loaded = store.load_run(run.id)
-    run.finished_at = "2026-01-01T00:01:00+00:00"
-    assert loaded == run
+    assert loaded == replace(run, finished_at="2026-01-01T00:01:00+00:00")
 
 
 def test_default_path_follows_env(isolated_store):

@@ -161,7 +161,7 @@ def test_a_figure_above_its_ceiling_is_flagged_impossible_and_never_picked():
     honest = generated(ttft_ms=1000.0, tpot_ms=60.0)
     run = make_run([result, honest], env={"ceilings": CPU_CEILINGS})
     result, honest = with_limits(result, run), with_limits(honest, run)
-    run.results = [result, honest]
+    run = replace(run, results=[result, honest])
     assert ABOVE_CEILING in result.flags and ABOVE_CEILING not in honest.flags
     assert prefill_bound(result, run).note("").startswith("impossible: prefill at 200%")
     engines, pick = llm_tables(run)

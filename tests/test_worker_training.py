@@ -355,12 +355,14 @@ def test_per_epoch_table_and_study_tables_from_stored_results():
                 "data": {"synthetic": True, "train_samples_used": 640}}},
         )  # fmt: skip
 
-    run = make_run(suite="mnist")
-    run.results = [
-        trained("torch", "eager", "cpu", 4.0),
-        trained("tensorflow", "fit", "cpu", 5.0),
-        trained("torch", "eager", "cuda:0", 1.0),
-    ]
+    run = make_run(
+        [
+            trained("torch", "eager", "cpu", 4.0),
+            trained("tensorflow", "fit", "cpu", 5.0),
+            trained("torch", "eager", "cuda:0", 1.0),
+        ],
+        suite="mnist",
+    )
     console = Console(width=200, record=True)
     console.print(epochs_table(run))
     text = console.export_text()
@@ -372,13 +374,12 @@ def test_per_epoch_table_and_study_tables_from_stored_results():
     (speedup,) = tables["gpu_speedup"].rows
     assert speedup.label == "torch [eager]" and speedup.value == pytest.approx(4.0)
     assert epochs_table(make_run()) is None
-    pt2 = make_run(suite="pt2-training")
-    pt2.results = [
+    pt2 = make_run([
         make_result(workload="resnet50", compile=c, mode="train", batch_size=16, precision=p,
                     throughput=t, first_call_ms=f)
         for c, p, t, f in (("eager", "fp32", 10.0, 100.0), ("compile", "fp32", 15.0, 9000.0),
                            ("eager", "amp-bf16", 20.0, 120.0))
-    ]  # fmt: skip
+    ], suite="pt2-training")  # fmt: skip
     rates = next(t for t in pt2_tables(pt2) if t.metric.key == "throughput")
     assert {row.label: row.relative for row in rates.rows} == {
         "fp32 eager": 1.0,

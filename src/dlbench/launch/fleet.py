@@ -38,7 +38,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
@@ -391,8 +391,7 @@ def _collect(
 
 
 def _marked(run: Run, mark: FleetMark) -> Run:
-    run.env = {**run.env, FLEET_KEY: mark.to_dict()}
-    return run
+    return replace(run, env={**run.env, FLEET_KEY: mark.to_dict()})
 
 
 def _failed(
@@ -429,8 +428,7 @@ def _failed(
         base_result(case, STATUS_FAILED, error=error, error_detail=detail)
         for case in planned[len(done) :]
     ]
-    run.results = [*done, *failed]
-    run.finished_at = now_iso()
+    run = replace(run, results=[*done, *failed], finished_at=now_iso())
     return NodeOutcome(node, _marked(run, fleet.mark(node, cause)), failure=cause)
 
 

@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import errno
 import sys
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from dlbench.errors import RunBroken, RunInterrupted, UserError
 from dlbench.launch.runner import run_case
-from dlbench.results.ceilings import add_measured_ceilings
+from dlbench.results.ceilings import with_measured_ceilings
 from dlbench.results.env import fingerprint
 from dlbench.results.files import write_csv, write_json
 from dlbench.results.limits import with_limits
@@ -67,18 +67,19 @@ def run_plan(
     runner: Runner = run_case,
 ) -> Run:
     """Measure every case in its own worker and return the complete Run."""
+    env = fingerprint()
+    ceilings = store.latest_ceilings(env.get("hostname"))
+    if ceilings is not None:
+        env["ceilings"] = ceilings  # every result's efficiency is measured against these
     run = Run(
         id=new_run_id(),
         started_at=now_iso(),
         suite=suite,
         settings=settings.to_dict(),
-        env=fingerprint(),
+        env=env,
         command=redacted_argv(sys.argv),  # a store URL's password is never stored
         plan=[case.to_dict() for case in cases],  # what --resume needs to finish the run
     )
-    ceilings = store.latest_ceilings(run.env.get("hostname"))
-    if ceilings is not None:
-        run.env["ceilings"] = ceilings  # every result's efficiency is measured against these
     store.begin_run(run)  # the first write: a locked, read-only or full store stops here
     try:
         _write_files(run, outputs)  # fails early, before any case, if a path is unwritable
@@ -127,9 +128,14 @@ def _run_pending(
     """Run what is pending; a fault on the way (the store or a run file cannot be
     written) keeps what was stored and says so, as a RunBroken."""
     try:
-        _run_cases(run, cases, settings, store, outputs, progress, runner, dict(done or {}))
-        run.finished_at = now_iso()
-        store.finish_run(run.id, run.finished_at, run.env)
+        for latest in _runs_as_cases_end(
+            run, cases, settings, store, outputs, progress, runner, dict(done or {})
+        ):
+            run = latest  # the run as stored so far, for the handlers below
+            _write_files(run, outputs)
+        finished = now_iso()
+        store.finish_run(run.id, finished, run.env)
+        run = replace(run, finished_at=finished)
         _write_files(run, outputs)
     except RunInterrupted:
         raise
@@ -144,7 +150,7 @@ def _run_pending(
     return run
 
 
-def _run_cases(
+def _runs_as_cases_end(
     run: Run,
     cases: list[Case],
     settings: Settings,
@@ -153,7 +159,9 @@ def _run_cases(
     progress: Progress,
     runner: Runner,
     results: dict[int, Result],
-) -> None:
+) -> Iterator[Run]:
+    """The run after each case's process, its result stored: each a new Run, so what a
+    caller holds is what the store holds."""
     # Round-robin: every case's first process, then every case's second, ...,
     # so drift over the run's time reaches every case alike.
     while pending := [i for i in range(len(cases)) if _needs_process(results.get(i), settings)]:
@@ -170,16 +178,17 @@ def _run_cases(
             result = process if settings.repeat == 1 else add_process(earlier, process)
             if _rerun_added(earlier, result, settings):
                 progress.process_added()
-            add_measured_ceilings(run, result)
-            result = with_limits(result, run)  # a generation's verdict, by the run's ceilings
+            # a roofline run's own ceilings so far: its results are read against them
+            measured = with_measured_ceilings(run, result)
+            result = with_limits(result, measured)  # a generation's verdict, by the ceilings
             if earlier is None:
                 store.add_result(run.id, index, result)
             else:
                 store.replace_result(run.id, index, result)
             # only once stored: a fault above leaves `run` holding what the store holds
             results[index] = result
-            run.results = [results[i] for i in sorted(results)]
-            _write_files(run, outputs)
+            run = replace(measured, results=[results[i] for i in sorted(results)])
+            yield run
             progress.case_finished(index, len(cases), result, run)
 
 

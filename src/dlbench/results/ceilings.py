@@ -30,7 +30,7 @@ run schema 3); that value is what their run showed, so it is read as it is.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from dlbench.measure.power_regime import RegimeFigure
@@ -307,11 +307,13 @@ def efficiency_in_run(result: Result, run: Run) -> dict[str, Any] | None:
     return efficiency(result, run.env.get("ceilings"))
 
 
-def add_measured_ceilings(run: Run, result: Result) -> None:
-    """A roofline run's env holds the ceilings it has measured so far (over those it
-    copied), so its own results, and the ceilings table, are read against them."""
+def with_measured_ceilings(run: Run, result: Result) -> Run:
+    """`run` with `result`'s ceiling where it is a roofline run's: its env holds the
+    ceilings it has measured so far (over those it copied), so its own results, and the
+    ceilings table, are read against them."""
     if run.suite != CEILING_SUITE:
-        return  # a gemm in another suite, at another size or thread count, is no ceiling
+        return run  # a gemm in another suite, at another size or thread count, is no ceiling
     own = ceilings_from_results([result], run.id)
-    if own["values"]:
-        run.env["ceilings"] = merge(run.env.get("ceilings"), own)
+    if not own["values"]:
+        return run
+    return replace(run, env={**run.env, "ceilings": merge(run.env.get("ceilings"), own)})

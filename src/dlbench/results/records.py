@@ -155,7 +155,7 @@ def now_iso() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="seconds")
 
 
-@dataclass
+@dataclass(frozen=True)
 class Run:
     """A set of results measured together, with the context they were measured in."""
 
