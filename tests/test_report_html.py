@@ -61,7 +61,10 @@ def test_short_inference_timelines_are_left_out_long_ones_drawn():
     run.results[0] = replace(run.results[0], case=replace(run.results[0].case, mode="infer"))
     assert "CPU over time" not in render([run])
     points = [{"t": float(i), "cpu_percent": 90, "rss_mb": 100} for i in range(40)]
-    run.results[0].details.timeline.points = points
+    timeline = replace(run.results[0].details.timeline, points=points)
+    run.results[0] = replace(
+        run.results[0], details=replace(run.results[0].details, timeline=timeline)
+    )
     assert "CPU over time" in render([run])
 
 

@@ -83,7 +83,9 @@ def generated(*, isl: int = 128, osl: int = 32, ttft_ms: float, tpot_ms: float,
     """A generation result of llm-135m whose work is what the worker records."""
     record = Generation(isl=isl, osl=osl, ttft_p50_ms=ttft_ms, tpot_p50_ms=tpot_ms,
                         e2e_p50_ms=ttft_ms + (osl - 1) * tpot_ms, **fields)  # fmt: skip
-    Work(SHAPES["llm-135m"], batch, batch, isl, osl, 4, 4).into(record, "workload llm-135m")
+    record = Work(SHAPES["llm-135m"], batch, batch, isl, osl, 4, 4).into(
+        record, "workload llm-135m"
+    )
     return make_result(workload="llm-135m", device=device, batch_size=batch, framework=framework,
                        latency_ms=summarize(samples(100.0, seed=1, n=5)),
                        details={"generation": to_dict(record)})  # fmt: skip
@@ -157,7 +159,8 @@ def test_a_figure_above_its_ceiling_is_flagged_impossible_and_never_picked():
     # a prefill at twice the GEMM ceiling's rate: 2 x 60 GFLOP/s
     result = generated(ttft_ms=1.0, tpot_ms=40.0, framework="onnxruntime-genai")
     fast = result.details.generation.prefill_flops / 120e9 * 1000.0
-    result.details.generation.ttft_p50_ms = fast
+    generation = replace(result.details.generation, ttft_p50_ms=fast)
+    result = replace(result, details=replace(result.details, generation=generation))
     honest = generated(ttft_ms=1000.0, tpot_ms=60.0)
     run = make_run([result, honest], env={"ceilings": CPU_CEILINGS})
     result, honest = with_limits(result, run), with_limits(honest, run)

@@ -242,8 +242,10 @@ def endpoint_run(server: ServerCounters | dict, run_id: str = "a") -> object:
                          details={"endpoint": {"requests": 7, "ok": 7}})  # fmt: skip
     if isinstance(server, dict):
         server = ServerCounters(**server)
-    result.details.endpoint.server = server
-    return make_run([result], id=run_id)
+    endpoint = replace(result.details.endpoint, server=server)
+    return make_run(
+        [replace(result, details=replace(result.details, endpoint=endpoint))], id=run_id
+    )
 
 
 def test_show_compare_and_the_page_put_the_servers_figures_beside_the_clients(tmp_path):

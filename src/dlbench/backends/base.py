@@ -12,7 +12,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from dlbench.backends.serving_engine import GeneratorStreams, ServingEngine
@@ -320,10 +320,10 @@ def kv_cache_record(job: Job, dtype: str, conversion: dict[str, Any] | None = No
     tokens = job.params["isl"] + job.params["osl"]
     size = kv_cache_bytes(job.workload.shape, job.batch_size, tokens, KV_CACHE_BYTES[dtype])
     record = Generation(kv_cache_mb=size / 2**20, kv_cache_dtype=dtype)
-    if conversion is not None:
-        record.converter, record.convert_s = conversion["converter"], conversion["convert_s"]
-        record.converted_now = conversion["made_now"]
-    return record
+    if conversion is None:
+        return record
+    return replace(record, converter=conversion["converter"], convert_s=conversion["convert_s"],
+                   converted_now=conversion["made_now"])  # fmt: skip
 
 
 def device_kind(device: str) -> str:

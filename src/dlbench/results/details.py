@@ -29,7 +29,7 @@ from dlbench.results.record_dict import REST_FIELD, from_dict, to_dict
 from dlbench.spec import JSONObject, JSONValue
 
 
-@dataclass
+@dataclass(frozen=True)
 class Placement:
     """Where the framework really put the work, in its own words and as a device kind
     ("cpu", "cuda", "mps"); the worker's placement check reads this."""
@@ -39,7 +39,7 @@ class Placement:
     kind: str
 
 
-@dataclass
+@dataclass(frozen=True)
 class NumpyBlas:
     """NumPy's own BLAS pool in the worker, held at one thread."""
 
@@ -47,7 +47,7 @@ class NumpyBlas:
     libraries: list[str] = field(default_factory=list)
 
 
-@dataclass
+@dataclass(frozen=True)
 class OutputCheck:
     """The output against the reference (fp32's tolerance), or an int8 model's
     outputs against fp32's: their signal-to-quantization-noise ratio, which decides,
@@ -71,7 +71,7 @@ class OutputCheck:
     quantized_ops: list[str] | None = None
 
 
-@dataclass
+@dataclass(frozen=True)
 class Quantization:
     """What an int8 model's quantizer did; the rest of its metadata (tool versions,
     its source, preprocessing) is the quantizer's own, kept as it wrote it."""
@@ -87,7 +87,7 @@ class Quantization:
     tool: dict[str, Any] = field(default_factory=dict, metadata=REST_FIELD)
 
 
-@dataclass
+@dataclass(frozen=True)
 class LoadGenTry:
     """One rate --find-peak tried."""
 
@@ -104,7 +104,7 @@ class LoadGenTry:
     tpot_percentiles_ms: dict[str, float] | None = None
 
 
-@dataclass
+@dataclass(frozen=True)
 class LoadGen:
     """What MLPerf LoadGen concluded for a served case (worker.serving, worker.loadgen_log)."""
 
@@ -145,7 +145,7 @@ class LoadGen:
     batching: str | None = None
 
 
-@dataclass
+@dataclass(frozen=True)
 class Epoch:
     """One epoch of a time-to-train case: training and evaluation timed apart."""
 
@@ -160,7 +160,7 @@ class Epoch:
     end_epoch_s: float | None = None
 
 
-@dataclass
+@dataclass(frozen=True)
 class TrainingData:
     """The data a time-to-train case learned from: MNIST's files, or the synthetic set."""
 
@@ -171,7 +171,7 @@ class TrainingData:
     load_s: float | None = None
 
 
-@dataclass
+@dataclass(frozen=True)
 class Training:
     """A time-to-train case: its epochs and the times and accuracy they add up to."""
 
@@ -186,7 +186,7 @@ class Training:
     data: TrainingData | None = None
 
 
-@dataclass
+@dataclass(frozen=True)
 class Pipelined:
     """A throughput-mode result's timing (measure.pipeline): steps issued back to back
     in windows with one wait each; its samples are inter-completion times. What
@@ -216,7 +216,7 @@ class Pipelined:
     notes: list[str] = field(default_factory=list)
 
 
-@dataclass
+@dataclass(frozen=True)
 class Ddp:
     """A DistributedDataParallel case's ranks."""
 
@@ -232,7 +232,7 @@ class Ddp:
     stored_scaling: dict[str, Any] | None = None
 
 
-@dataclass
+@dataclass(frozen=True)
 class TokenCheck:
     """An engine's greedy tokens against the torch reference's, for the same prompts.
 
@@ -253,7 +253,7 @@ class TokenCheck:
     generations_agree: bool | None = None
 
 
-@dataclass
+@dataclass(frozen=True)
 class Generation:
     """A text-generation case: TTFT, TPOT and token rates over its timed generations,
     as the field defines them (docs/guides/llm.md), and its tokens' check."""
@@ -313,7 +313,7 @@ class Generation:
     tokens: TokenCheck | None = None
 
 
-@dataclass
+@dataclass(frozen=True)
 class LoadStep:
     """One load --find-peak tried on a server: the rate or concurrency, and whether
     its SLOs held."""
@@ -328,7 +328,7 @@ class LoadStep:
     saturated: str | None = None
 
 
-@dataclass
+@dataclass(frozen=True)
 class EndpointLoad:
     """An OpenAI-compatible server under load (worker.endpoint_run): what was sent,
     what came back, and the SLOs (docs/guides/llm-serving.md). Its token latencies
@@ -405,7 +405,7 @@ class Limit:
     phase: str | None = None  # decode or prefill, where the roofline decided
 
 
-@dataclass
+@dataclass(frozen=True)
 class ProcessSummary:
     """What a --repeat result keeps of one process (results.repeats): its bookkeeping
     and samples, and in `values` each metric that has a process_key in the metrics
@@ -423,7 +423,7 @@ class ProcessSummary:
     values: dict[str, Any] = field(default_factory=dict, metadata=REST_FIELD)
 
 
-@dataclass
+@dataclass(frozen=True)
 class ProcessSpread:
     """How far a --repeat result's processes disagree: IQR over median of their medians."""
 
@@ -431,7 +431,7 @@ class ProcessSpread:
     processes: int
 
 
-@dataclass
+@dataclass(frozen=True)
 class Processes:
     """A result merged from several --repeat processes: each one's summary, and their spread."""
 
@@ -439,7 +439,7 @@ class Processes:
     spread: ProcessSpread | None = None
 
 
-@dataclass
+@dataclass(frozen=True)
 class Timeline:
     """The parent's resource timeline of the case (launch.runner): its points, as
     seconds since `origin_epoch_s`, their summary over the measured region, the

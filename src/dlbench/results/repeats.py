@@ -105,8 +105,8 @@ def merge(base: Result, summaries: list[ProcessSummary]) -> Result:
         return replace(base, details=details)
     clean = [p for p in measured if not p.disturbed]
     used = clean or measured
-    for summary in summaries:
-        summary.used = summary in used
+    summaries = [replace(summary, used=summary in used) for summary in summaries]
+    details = replace(details, processes=Processes(summaries))
     if len(summaries) == 1:
         # one process: the result is that process
         return replace(base, details=replace(details, processes=None))

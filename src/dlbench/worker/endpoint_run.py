@@ -185,7 +185,7 @@ class Session:
         reading = instruments.stop()
         counters = await server.close(answered=sum(r.ok for r in outcome.requests))
         record, times = judged(self.case, outcome, profile, self.requests.text)
-        record.server = client_means(counters, times)
+        record = replace(record, server=client_means(counters, times))
         return Loaded(outcome, reading, profile, offset, record, times)
 
 
@@ -307,11 +307,11 @@ def run_endpoint(job: Job, settings: Settings, requests: RequestSet | None = Non
             exited.cancel()  # a server that exits from now on cancels nothing
         loop.run_until_complete(client.aclose())
         loop.close()
-    record = loaded.record
-    record.token_ids_field = session.token_ids_field
-    record.length_fields = session.length_fields
+    record = replace(loaded.record, token_ids_field=session.token_ids_field,
+                     length_fields=session.length_fields)  # fmt: skip
     if case.find_peak:
-        _record_search(record, found)
+        record = _with_search(record, found)
+    loaded = replace(loaded, record=record)
     return _failed_where_unusable(endpoint_result(job, loaded, warm, requests, setup_start), record)
 
 
@@ -388,12 +388,15 @@ def _one_user_rate(warm: list[StreamedRequest]) -> float:
     return 1.0 / (sum(spans) / len(spans)) if spans else 1.0
 
 
-def _record_search(record: EndpointLoad, found: Found[Loaded]) -> None:
-    record.peak_axis = CONCURRENCY if found.reported.profile.kind == CONCURRENCY else RATE
-    record.peak = found.peak
-    record.peak_confirmed = found.note is None and found.peak is not None
-    record.peak_note = found.note
-    record.tries = [_step(load, loaded) for load, loaded in found.tries]
+def _with_search(record: EndpointLoad, found: Found[Loaded]) -> EndpointLoad:
+    return replace(
+        record,
+        peak_axis=CONCURRENCY if found.reported.profile.kind == CONCURRENCY else RATE,
+        peak=found.peak,
+        peak_confirmed=found.note is None and found.peak is not None,
+        peak_note=found.note,
+        tries=[_step(load, loaded) for load, loaded in found.tries],
+    )
 
 
 def _step(load: float, loaded: Loaded) -> LoadStep:
@@ -413,6 +416,8 @@ def judged(case: Case, outcome: LoadOutcome, profile: LoadProfile,
     clock = latency_clock(profile, case.latency_clock)
     times = [TokenTimes(_start(r, clock), r.chunk_times_s, n)
              for r, n in zip(done, counted, strict=True)]  # fmt: skip
+    errors, first_errors = _errors(outcome.requests)
+    rates = _Rates.of(done, counted, outcome.duration_s)
     record = EndpointLoad(
         url=case.endpoint or "",
         served_model=case.served_model or "",
@@ -427,16 +432,21 @@ def judged(case: Case, outcome: LoadOutcome, profile: LoadProfile,
         cancelled=outcome.cancelled,
         timed_from=clock,
         client=health_of(outcome.client, outcome.duration_s),
+        short_answers=sum(
+            r.max_tokens is not None and n < r.max_tokens
+            for r, n in zip(done, counted, strict=True)
+        ),
+        send_lag_p99_ms=percentile(sorted(outcome.send_lag_s), 99) * 1000.0
+        if outcome.send_lag_s
+        else None,
+        errors=errors,
+        first_errors=first_errors,
+        requests_per_s=rates.requests_per_s,
+        output_tokens_per_s=rates.output_tokens_per_s,
+        output_tokens_mean=rates.output_tokens_mean,
+        prompt_tokens_mean=rates.prompt_tokens_mean,
     )
-    _count_errors(record, outcome.requests)
-    record.short_answers = sum(
-        r.max_tokens is not None and n < r.max_tokens for r, n in zip(done, counted, strict=True)
-    )
-    _rates(record, done, counted, outcome.duration_s)
-    judge_slos(record, case, times, outcome.duration_s)
-    if outcome.send_lag_s:
-        record.send_lag_p99_ms = percentile(sorted(outcome.send_lag_s), 99) * 1000.0
-    return record, times
+    return judge_slos(record, case, times, outcome.duration_s), times
 
 
 def _start(request: StreamedRequest, clock: str) -> float:
@@ -451,11 +461,12 @@ def endpoint_result(job: Job, loaded: Loaded, warm: list[StreamedRequest],
                     requests: RequestSet, setup_start: float) -> Result:  # fmt: skip
     """The Result of one load: e2e latency samples, token latencies, the SLO verdict,
     and the requests it sent, kept beside the run."""
-    outcome, record, times = loaded.outcome, loaded.record, loaded.times
-    record.dataset_file, record.dataset_digest = _write_dataset(
+    outcome, times = loaded.outcome, loaded.times
+    dataset_file, dataset_digest = _write_dataset(
         requests, [loaded.offset + index for index in outcome.indices], job.outputs
     )
-    record.salt = requests.salt
+    record = replace(loaded.record, dataset_file=dataset_file, dataset_digest=dataset_digest,
+                     salt=requests.salt)  # fmt: skip
     generation = None
     if times:
         isl = round(record.prompt_tokens_mean or job.params["isl"])
@@ -505,45 +516,60 @@ def _counted(record: StreamedRequest, text: PromptText) -> tuple[int, str]:
     return len(record.chunk_times_s), CHUNKS
 
 
-def _count_errors(record: EndpointLoad, sent: list[StreamedRequest]) -> None:
+def _errors(sent: list[StreamedRequest]) -> tuple[dict[str, int], list[str]]:
+    """The failed requests by kind, and the first few's words."""
     failed = [r for r in sent if not r.ok]
-    record.errors = dict(Counter(r.error_kind or "client" for r in failed))
     # a server's words may echo what it was sent: the credentials are cut out
-    record.first_errors = [redacted(r.error or "") for r in failed[:FIRST_ERRORS]]
+    first = [redacted(r.error or "") for r in failed[:FIRST_ERRORS]]
+    return dict(Counter(r.error_kind or "client" for r in failed)), first
 
 
-def _rates(record: EndpointLoad, done: list[StreamedRequest], counted: list[int],
-           duration_s: float) -> None:  # fmt: skip
-    if duration_s <= 0 or not done:
-        return
-    record.requests_per_s = len(done) / duration_s
-    record.output_tokens_per_s = sum(counted) / duration_s
-    record.output_tokens_mean = sum(counted) / len(done)
-    prompts = [r.prompt_tokens for r in done if r.prompt_tokens is not None]
-    if prompts:
-        record.prompt_tokens_mean = sum(prompts) / len(prompts)
+@dataclass(frozen=True)
+class _Rates:
+    """A load's rates over its duration (None where nothing was answered)."""
+
+    requests_per_s: float | None = None
+    output_tokens_per_s: float | None = None
+    output_tokens_mean: float | None = None
+    prompt_tokens_mean: float | None = None
+
+    @classmethod
+    def of(cls, done: list[StreamedRequest], counted: list[int], duration_s: float) -> _Rates:
+        if duration_s <= 0 or not done:
+            return cls()
+        prompts = [r.prompt_tokens for r in done if r.prompt_tokens is not None]
+        return cls(
+            requests_per_s=len(done) / duration_s,
+            output_tokens_per_s=sum(counted) / duration_s,
+            output_tokens_mean=sum(counted) / len(done),
+            prompt_tokens_mean=sum(prompts) / len(prompts) if prompts else None,
+        )
 
 
 def judge_slos(record: EndpointLoad, case: Case, times: list[TokenTimes],
-               duration_s: float) -> None:  # fmt: skip
-    """Goodput (the answered requests within both bounds, per second) and the
-    verdict: each bound kept at the percentile, no request failed, no saturation."""
+               duration_s: float) -> EndpointLoad:  # fmt: skip
+    """The record with goodput (the answered requests within both bounds, per second)
+    and the verdict: each bound kept at the percentile, no request failed, no
+    saturation."""
     if case.ttft_ms is None and case.tpot_ms is None:
-        return
+        return record
     level = case.slo_percentile or DEFAULT_SLO_PERCENTILE
-    record.slo_percentile, record.ttft_bound_ms, record.tpot_bound_ms = (
-        level, case.ttft_ms, case.tpot_ms,
-    )  # fmt: skip
     good = sum(_within(t, case) for t in times)
-    record.slo_met_share = good / record.requests if record.requests else 0.0
-    record.goodput_per_s = good / duration_s if duration_s > 0 else 0.0
     ttft_ms, tpot_ms = slo_percentiles(times, level)
     kept = all(
         bound is None or (value is not None and value <= bound)
         for bound, value in ((case.ttft_ms, ttft_ms), (case.tpot_ms, tpot_ms))
     )
     failed = record.requests - record.ok
-    record.slo_holds = bool(times) and kept and not failed and record.saturated is None
+    return replace(
+        record,
+        slo_percentile=level,
+        ttft_bound_ms=case.ttft_ms,
+        tpot_bound_ms=case.tpot_ms,
+        slo_met_share=good / record.requests if record.requests else 0.0,
+        goodput_per_s=good / duration_s if duration_s > 0 else 0.0,
+        slo_holds=bool(times) and kept and not failed and record.saturated is None,
+    )
 
 
 def slo_percentiles(times: list[TokenTimes], level: float) -> tuple[float | None, float | None]:

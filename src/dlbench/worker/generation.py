@@ -84,19 +84,23 @@ def measure_generation(
     times = [TokenTimes(trace.started_s, trace.token_times_s) for trace in timed]
     generation = generation_record(record, token_latencies(times), job.batch_size, isl, osl)
     joules = result.details.energy.joules_per_sample if result.details.energy else None
-    generation.energy_per_output_token_j = joules / osl if joules is not None else None
-    generation.device_peak_mb = generator.peak_device_memory_mb()
+    generation = replace(
+        generation,
+        energy_per_output_token_j=joules / osl if joules is not None else None,
+        device_peak_mb=generator.peak_device_memory_mb(),
+        tokens=_token_check(job, traces, generator.own_reference),
+    )
     generation = decoder_work(generation, job, record.kv_cache_dtype)
-    generation.tokens = _token_check(job, traces, generator.own_reference)
     extra = {**result.details.extra, **generator.after_generations()}
-    unprofiled = _decode_busy(generation, generator, prompts, osl, times)
+    busy, unprofiled = _decode_busy(generator, prompts, osl, times)
+    generation = replace(generation, decode_device_busy=busy)
     if unprofiled:
         extra["decode_kernel_time"] = unprofiled
     details = replace(
         result.details, generation=generation, extra=extra, loop_wall_s=timing.loop_wall_s
     )
     result = replace(result, details=details, setup_s=setup_s)
-    error = failure(generation.tokens)
+    error = failure(generation.tokens) if generation.tokens is not None else None
     if error:
         result = replace(result, status=STATUS_FAILED, error=error)
     return result
@@ -106,15 +110,21 @@ def generation_record(
     record: Generation, latencies: TokenLatencies, batch: int, isl: int, osl: int
 ) -> Generation:
     """The backend's record (converter, KV cache) with the timed generations' numbers."""
-    record.isl, record.osl, record.generations = isl, osl, len(latencies.e2e_s)
-    record.ttft_p50_ms, record.ttft_p90_ms, record.ttft_p99_ms = percentiles_ms(latencies.ttft_s)
-    record.tpot_p50_ms, record.tpot_p90_ms, record.tpot_p99_ms = percentiles_ms(latencies.tpot_s)
-    record.itl_p50_ms, record.itl_p90_ms, record.itl_p99_ms = percentiles_ms(latencies.itl_s)
-    record.e2e_p50_ms, record.e2e_p90_ms, record.e2e_p99_ms = percentiles_ms(latencies.e2e_s)
-    record.prefill_tokens_per_s = median_rate(batch * isl, latencies.ttft_s)
-    record.decode_tokens_per_s = median_rate(batch * (osl - 1), latencies.decode_s)
-    record.output_tokens_per_s = median_rate(batch * osl, latencies.e2e_s)
-    return record
+    ttft, tpot = percentiles_ms(latencies.ttft_s), percentiles_ms(latencies.tpot_s)
+    itl, e2e = percentiles_ms(latencies.itl_s), percentiles_ms(latencies.e2e_s)
+    return replace(
+        record,
+        isl=isl,
+        osl=osl,
+        generations=len(latencies.e2e_s),
+        ttft_p50_ms=ttft[0], ttft_p90_ms=ttft[1], ttft_p99_ms=ttft[2],
+        tpot_p50_ms=tpot[0], tpot_p90_ms=tpot[1], tpot_p99_ms=tpot[2],
+        itl_p50_ms=itl[0], itl_p90_ms=itl[1], itl_p99_ms=itl[2],
+        e2e_p50_ms=e2e[0], e2e_p90_ms=e2e[1], e2e_p99_ms=e2e[2],
+        prefill_tokens_per_s=median_rate(batch * isl, latencies.ttft_s),
+        decode_tokens_per_s=median_rate(batch * (osl - 1), latencies.decode_s),
+        output_tokens_per_s=median_rate(batch * osl, latencies.e2e_s),
+    )  # fmt: skip
 
 
 def _batch_shares_the_weights(result: Result, batch: int) -> Result:
@@ -126,18 +136,18 @@ def _batch_shares_the_weights(result: Result, batch: int) -> Result:
     return with_rates(replace(result, bytes_per_sample=result.bytes_per_sample / batch))
 
 
-def _decode_busy(generation: Generation, generator: Generator, prompts: np.ndarray, osl: int,
-                 times: list[TokenTimes]) -> str | None:  # fmt: skip
+def _decode_busy(generator: Generator, prompts: np.ndarray, osl: int,
+                 times: list[TokenTimes]) -> tuple[float | None, str | None]:  # fmt: skip
     """An asynchronous device's kernel time over a decode (profiled after the timed
     generations) against the timed generations' median decode: under the GPU verdict's
     floor (results.flags.DEVICE_BUSY_FLOOR) the device waited for the host between
-    steps (results.limits: host-bound). Returns why there is none, where it failed."""
+    steps (results.limits: host-bound). With it, why there is none, where it failed."""
     kernel_s, why = generator.decode_kernel_s(prompts, osl)
     decode_s = sorted(t.decode_s for t in times)
     middle = decode_s[len(decode_s) // 2] if decode_s else 0.0
     if kernel_s is not None and middle > 0:
-        generation.decode_device_busy = kernel_s / middle
-    return why
+        return kernel_s / middle, why
+    return None, why
 
 
 def _token_check(job: Job, traces: list[GenerationTrace], own: OwnReference | None) -> TokenCheck:

@@ -14,7 +14,7 @@ serves (vLLM) is its workload's, as in-process.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from dlbench.backends.base import KV_CACHE_BYTES, Job
@@ -53,7 +53,7 @@ def endpoint_work(record: Generation, job: Job, isl: int, osl: int,
     at the lengths the requests had, one prompt's prefill (a request's TTFT holds its
     own), and a decode step of the sequences it reported running."""
     batch = running_batch(server)
-    record.work_batch = batch
+    record = replace(record, work_batch=batch)
     if isinstance(job.workload, DecoderWorkload):  # an engine dlbench serves
         value_bytes = precision_info(job.case.precision).value_bytes
         work = Work(job.workload.shape, batch, 1, isl, osl, value_bytes, value_bytes)
@@ -61,13 +61,11 @@ def endpoint_work(record: Generation, job: Job, isl: int, osl: int,
     try:
         config = served_config(job.case)
     except ValueError as exc:
-        record.work_note = f"no roofline: {exc}"
-        return record
+        return replace(record, work_note=f"no roofline: {exc}")
     if config is None:
-        record.work_note = NO_CONFIG
-        return record
+        return replace(record, work_note=NO_CONFIG)
     value_bytes = precision_info(config.precision).value_bytes
-    record.work_precision = config.precision
+    record = replace(record, work_precision=config.precision)
     return Work(config.shape, batch, 1, isl, osl, value_bytes, value_bytes).into(
         record, config.source
     )
@@ -112,13 +110,15 @@ class Work:
     def into(self, record: Generation, source: str) -> Generation:
         """The record with one decode step's and one prefill's bytes and FLOPs."""
         shape, isl, osl = self.shape, self.isl, self.osl
-        record.decode_bytes_per_step = decode_step_bytes(
-            shape, self.decode_batch, isl, osl, self.weight_bytes, self.kv_bytes
+        return replace(
+            record,
+            decode_bytes_per_step=decode_step_bytes(
+                shape, self.decode_batch, isl, osl, self.weight_bytes, self.kv_bytes
+            ),
+            decode_flops_per_step=decode_step_flops(shape, self.decode_batch, isl, osl),
+            prefill_bytes=prefill_bytes(
+                shape, self.prefill_batch, isl, self.weight_bytes, self.kv_bytes
+            ),
+            prefill_flops=prefill_flops(shape, self.prefill_batch, isl),
+            work_source=source,
         )
-        record.decode_flops_per_step = decode_step_flops(shape, self.decode_batch, isl, osl)
-        record.prefill_bytes = prefill_bytes(
-            shape, self.prefill_batch, isl, self.weight_bytes, self.kv_bytes
-        )
-        record.prefill_flops = prefill_flops(shape, self.prefill_batch, isl)
-        record.work_source = source
-        return record

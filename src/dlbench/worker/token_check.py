@@ -41,11 +41,13 @@ def check_tokens(
     top1, top2 = reference["top1"][rows, first], reference["top2"][rows, first]
     margins = top1 - top2
     bounds = tolerance * np.maximum(1.0, np.abs(top1))
-    check.first_divergence = first
-    check.margin_there = float(margins.max())
-    check.near_tie_bound = float(bounds[int(margins.argmax())])
-    check.verdict = NEAR_TIE if bool((margins <= bounds).all()) else DIVERGED
-    return check
+    return replace(
+        check,
+        first_divergence=first,
+        margin_there=float(margins.max()),
+        near_tie_bound=float(bounds[int(margins.argmax())]),
+        verdict=NEAR_TIE if bool((margins <= bounds).all()) else DIVERGED,
+    )
 
 
 def check_generations(

@@ -129,8 +129,11 @@ def run_token_serving(backend: Backend, job: Job, settings: Settings) -> Result:
     latencies = token_latencies([a.times for a in chosen.answered])
     generation = generation_record(record or Generation(), latencies, 1, isl, osl)
     joules = result.details.energy.joules_per_sample if result.details.energy else None
-    generation.energy_per_output_token_j = joules / osl if joules is not None else None
-    generation.tokens = _token_check(job, [first, *warm, *chosen.answered])
+    generation = replace(
+        generation,
+        energy_per_output_token_j=joules / osl if joules is not None else None,
+        tokens=_token_check(job, [first, *warm, *chosen.answered]),
+    )
     usage = chosen.reading.usage
     details = replace(
         result.details,
@@ -139,7 +142,7 @@ def run_token_serving(backend: Backend, job: Job, settings: Settings) -> Result:
         loop_wall_s=usage.wall_end_epoch_s - usage.wall_start_epoch_s,
     )
     result = replace(result, details=details, setup_s=setup_s)
-    error = failure(generation.tokens)
+    error = failure(generation.tokens) if generation.tokens is not None else None
     if error:
         result = replace(result, status=STATUS_FAILED, error=error)
     return result
