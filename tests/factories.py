@@ -16,7 +16,7 @@ import numpy as np
 from dlbench.measure.stats import summarize
 from dlbench.results.details import Details
 from dlbench.results.records import STATUS_OK, Result, Run
-from dlbench.spec.case import PAIR_FIELDS, Case
+from dlbench.spec.case import PAIR_FIELDS, Case, Settings
 
 CASE_FIELDS = {f.name for f in fields(Case)}
 CASE_DEFAULTS: dict[str, Any] = {
@@ -51,15 +51,19 @@ def make_result(**values: Any) -> Result:
 
 
 def make_run(results: list[Result] | None = None, **values: Any) -> Run:
-    """A Run holding `results`; id, start, suite, settings and env default to placeholders."""
+    """A Run holding `results`; id, start, suite, settings and env default to placeholders
+    (settings may be given as a dict of the fields that differ from the defaults)."""
     defaults: dict[str, Any] = {
         "id": "r",
         "started_at": "2026-01-01T00:00:00+00:00",
         "suite": "quick",
-        "settings": {},
+        "settings": Settings(),
         "env": {},
     }
-    return Run(results=list(results or []), **{**defaults, **values})
+    given = {**defaults, **values}
+    if isinstance(given["settings"], dict):
+        given["settings"] = Settings.from_dict(given["settings"])
+    return Run(results=list(results or []), **given)
 
 
 def samples(median_ms: float, seed: int, n: int = 400) -> list[float]:

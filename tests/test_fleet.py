@@ -326,7 +326,7 @@ def test_a_fleet_on_a_ray_cluster(cluster, tmp_path):
     assert set(every) == {head, first, second}
     for mark, run in every.values():
         assert mark.failure is None and run.suite == "tiny" and run.results[0].ok
-        assert run.settings["min_iters"] == 4 and run.settings["label"] == "v1.2"
+        assert run.settings.min_iters == 4 and run.settings.label == "v1.2"
         assert run.env["cpu_model"]  # the node's own fingerprint
         # OMP_NUM_THREADS as the node has it (unset), not as Ray sets it for its task,
         # and measured at the node's own priority, not the niceness of Ray's workers

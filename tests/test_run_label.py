@@ -21,8 +21,8 @@ def test_run_label_is_a_setting_that_lands_in_the_run_and_old_runs_load_without_
         with pytest.raises(UserError, match="printable characters"):
             build_parser().parse_args(["run", "--label", bad])
     with_label = make_run(settings={"label": "abc123"}).to_dict()
-    assert Run.from_dict(with_label).settings["label"] == "abc123"
-    assert "label" not in Run.from_dict(make_run(settings={"seed": 0}).to_dict()).settings
+    assert Run.from_dict(with_label).settings.label == "abc123"
+    assert Run.from_dict(make_run(settings={"seed": 0}).to_dict()).settings.label is None
     bad_type = make_run(settings={"label": 3}).to_dict()
     with pytest.raises(UserError, match=r"settings\.label: unexpected int"):
         Run.from_dict(bad_type)
@@ -35,9 +35,9 @@ def test_a_run_stores_its_label_and_a_rerun_takes_only_its_own(isolated_store):
     assert cli("run", *fast, "--label", "abc123").returncode == 0
     with open_store(isolated_store) as store:
         [first] = store.run_ids()
-        assert store.load_run(first).settings["label"] == "abc123"
+        assert store.load_run(first).settings.label == "abc123"
     assert cli("rerun", first).returncode == 0
     assert cli("rerun", first, "--label", "def456").returncode == 0
     with open_store(isolated_store) as store:
-        labels = [store.load_run(i).settings.get("label") for i in store.run_ids()]
+        labels = [store.load_run(i).settings.label for i in store.run_ids()]
     assert sorted(labels, key=str) == [None, "abc123", "def456"]  # the plain rerun: none

@@ -30,7 +30,6 @@ from dlbench.report.table import run_table
 from dlbench.results.lookup import load_run
 from dlbench.results.records import Run
 from dlbench.results.store import Store, open_store
-from dlbench.spec.case import Settings
 
 
 def request_from_args(args: argparse.Namespace) -> RunRequest:
@@ -214,7 +213,7 @@ def cmd_rerun(args: argparse.Namespace) -> int:
     )
     if not cases:
         raise UserError(f"run {original.id} has no results to rerun")
-    settings = validate_settings(Settings.from_dict(original.settings))
+    settings = validate_settings(original.settings)
     # A label names the code measured, which only the user knows: the original's would
     # misname a rerun of other code, so the rerun carries only the one given here.
     settings = replace(settings, label=args.label)

@@ -418,7 +418,7 @@ def _failed(
             id=new_run_id(),
             started_at=now_iso(),
             suite=plan.planned_suite,
-            settings=plan.settings.to_dict(),
+            settings=plan.settings,
             env={"hostname": node.hostname} if node.hostname else {},
             command=redacted_argv(list(sys.argv)),
             plan=[case.to_dict() for case in planned],

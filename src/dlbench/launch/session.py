@@ -75,7 +75,7 @@ def run_plan(
         id=new_run_id(),
         started_at=now_iso(),
         suite=suite,
-        settings=settings.to_dict(),
+        settings=settings,
         env=env,
         command=redacted_argv(sys.argv),  # a store URL's password is never stored
         plan=[case.to_dict() for case in cases],  # what --resume needs to finish the run

@@ -17,7 +17,7 @@ def pending_cases(run: Run) -> tuple[list[Case], Settings, int]:
     if not run.plan:
         raise UserError(f"run {run.id} stored no plan (made by an older dlbench); rerun it instead")
     cases = [validate_case(Case.from_dict(data)) for data in run.plan]
-    settings = validate_settings(Settings.from_dict(run.settings))
+    settings = validate_settings(run.settings)
     done = sum(
         min(settings.repeat, slots_done(r)) if last_process_ok(r) else settings.repeat
         for r in run.results

@@ -189,7 +189,7 @@ def _unlabelled(found: dict[str, list[Measured]]) -> tuple[str, ...]:
 
 
 def _label(run: Run) -> str | None:
-    label = run.settings.get("label")
+    label = run.settings.label
     return label if isinstance(label, str) and label else None
 
 

@@ -77,7 +77,7 @@ def env_table(run: Run) -> str:
         return f"<tr><th>{escape(str(key))}</th><td>{lines}</td></tr>"
 
     rows = "".join(row(k, v) for k, v in run.env.items())
-    settings = "".join(row(k, v) for k, v in run.settings.items())
+    settings = "".join(row(k, v) for k, v in run.settings.to_dict().items())
     return (
         f'<h3>Environment</h3><div class="wide"><table>{rows}</table></div>'
         f'<h3>Settings</h3><div class="wide"><table>{settings}</table></div>'

@@ -41,7 +41,7 @@ from dlbench.results.record_dict import finite
 from dlbench.results.run_values import check_run_values
 from dlbench.results.schema import check_run_shape
 from dlbench.spec import JSONObject, JSONValue
-from dlbench.spec.case import Case
+from dlbench.spec.case import Case, Settings
 
 SCHEMA_VERSION = 3
 STATUS_OK = "ok"
@@ -162,7 +162,9 @@ class Run:
     id: str
     started_at: str
     suite: str
-    settings: dict[str, Any]
+    # how its cases were measured; a run written before a setting existed reads as that
+    # setting's default (older dlbench behaved so)
+    settings: Settings
     env: dict[str, Any]
     command: list[str] = field(default_factory=list)
     finished_at: str | None = None
@@ -202,6 +204,7 @@ class Run:
             results = [Result.from_dict(r) for r in data["results"]]
             known = {f.name for f in fields(cls)} - {"results"}
             values = {k: v for k, v in data.items() if k in known}
+            values["settings"] = Settings.from_dict(data["settings"])
             return cls(results=results, **values)
         except (KeyError, TypeError, ValueError) as exc:
             raise UserError(f"{source}: not a valid dlbench run ({exc})") from None

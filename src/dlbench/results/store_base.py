@@ -187,7 +187,7 @@ class Store(ABC):
                 run.suite,
                 run.env.get("hostname"),
                 json.dumps(run.command),
-                json.dumps(finite(run.settings)),  # as in the run's JSON (Run.to_dict)
+                json.dumps(finite(run.settings.to_dict())),  # as in the run's JSON (to_dict)
                 json.dumps(finite(run.env)),
                 run.env.get("dlbench"),
                 json.dumps(finite(run.plan)),
