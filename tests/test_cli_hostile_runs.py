@@ -135,7 +135,7 @@ def test_resuming_a_stored_run_whose_id_leaves_its_folder_is_refused(tmp_path, i
     """An older dlbench imported `../../../somewhere`, and `run --resume` wrote LoadGen's
     logs outside run-files/; reading that run now refuses it before any case runs."""
     run = timed_run("x", 1.0, 1)
-    run = replace(run, plan=[run.results[0].case.to_dict()], results=[])
+    run = replace(run, plan=(run.results[0].case,), results=[])
     with open_store(isolated_store) as store:
         store.import_run(run)
     with sqlite3.connect(isolated_store) as db:  # as an older dlbench stored it
@@ -175,7 +175,7 @@ RAW = "@raw@"  # a value written into the JSON text as it stands (1e400, a 5,000
 
 def valid_run_data() -> dict:
     run = timed_run("ok", 1.0, 1)
-    run = replace(run, plan=[run.results[0].case.to_dict()])
+    run = replace(run, plan=(run.results[0].case,))
     return json.loads(json.dumps(run_json(run)))
 
 

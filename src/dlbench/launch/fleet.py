@@ -409,7 +409,7 @@ def _failed(
     order, and --repeat's later rounds only replace results)."""
     detail = "\n".join(output.splitlines()[-OUTPUT_TAIL_LINES:]) if output else None
     if partial is not None:
-        planned = [Case.from_dict(case) for case in partial.plan]
+        planned = list(partial.plan)
         done = partial.results
         run = partial
     else:
@@ -421,7 +421,7 @@ def _failed(
             settings=plan.settings,
             env={"hostname": node.hostname} if node.hostname else {},
             command=redacted_argv(list(sys.argv)),
-            plan=[case.to_dict() for case in planned],
+            plan=tuple(planned),
         )
     error = f"node {node.name} {cause}"
     failed = [

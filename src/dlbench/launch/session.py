@@ -78,7 +78,7 @@ def run_plan(
         settings=settings,
         env=env,
         command=redacted_argv(sys.argv),  # a store URL's password is never stored
-        plan=[case.to_dict() for case in cases],  # what --resume needs to finish the run
+        plan=tuple(cases),  # what --resume needs to finish the run
     )
     store.begin_run(run)  # the first write: a locked, read-only or full store stops here
     try:

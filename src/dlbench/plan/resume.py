@@ -16,7 +16,7 @@ def pending_cases(run: Run) -> tuple[list[Case], Settings, int]:
         raise UserError(f"run {run.id} is complete; nothing to resume")
     if not run.plan:
         raise UserError(f"run {run.id} stored no plan (made by an older dlbench); rerun it instead")
-    cases = [validate_case(Case.from_dict(data)) for data in run.plan]
+    cases = [validate_case(case) for case in run.plan]
     settings = validate_settings(run.settings)
     done = sum(
         min(settings.repeat, slots_done(r)) if last_process_ok(r) else settings.repeat

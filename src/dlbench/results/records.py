@@ -170,8 +170,8 @@ class Run:
     finished_at: str | None = None
     results: list[Result] = field(default_factory=list)
     schema_version: int = SCHEMA_VERSION
-    # The cases as planned (Case dicts), in order: what --resume completes.
-    plan: list[dict[str, Any]] = field(default_factory=list)
+    # The cases as planned, in order: what --resume completes.
+    plan: tuple[Case, ...] = ()
 
     def inference_by_workload(self, loadgen: bool) -> dict[str, list[Result]]:
         """Measured inference results by workload (with its params) and device: those
@@ -190,7 +190,8 @@ class Run:
         return sum(1 for r in self.results if r.status == STATUS_FAILED)
 
     def to_dict(self) -> dict[str, Any]:
-        data = finite(asdict(replace(self, results=[])))
+        data = finite(asdict(replace(self, results=[], plan=())))
+        data["plan"] = [case.to_dict() for case in self.plan]
         data["results"] = [r.to_dict() for r in self.results]
         return data
 
@@ -205,6 +206,7 @@ class Run:
             known = {f.name for f in fields(cls)} - {"results"}
             values = {k: v for k, v in data.items() if k in known}
             values["settings"] = Settings.from_dict(data["settings"])
+            values["plan"] = tuple(Case.from_dict(case) for case in data.get("plan") or ())
             return cls(results=results, **values)
         except (KeyError, TypeError, ValueError) as exc:
             raise UserError(f"{source}: not a valid dlbench run ({exc})") from None

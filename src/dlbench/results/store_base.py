@@ -190,7 +190,7 @@ class Store(ABC):
                 json.dumps(finite(run.settings.to_dict())),  # as in the run's JSON (to_dict)
                 json.dumps(finite(run.env)),
                 run.env.get("dlbench"),
-                json.dumps(finite(run.plan)),
+                json.dumps(finite([case.to_dict() for case in run.plan])),
             ),
         )
 
