@@ -18,6 +18,7 @@ from dlbench.report.history import (
     DEFAULT_WINDOW,
 )
 from dlbench.report.history import ORDERS as HISTORY_ORDERS
+from dlbench.report.table import TERMINAL_LAYOUT, WIDE_LAYOUT, number_header
 from dlbench.results.metrics import COMPARABLE
 from dlbench.results.store_location import store_location
 from dlbench.spec import cli_options as spec_options
@@ -26,6 +27,13 @@ from dlbench.spec.cli_options import CliOption, cli_options
 
 LIST_TOPICS = ("frameworks", "workloads", "support", "suites")
 DESCRIPTION = "dlbench: fair, reproducible deep-learning benchmarks"
+# --wide's help names the columns it adds, from the table's own layouts (argparse
+# formats help with %: a column's own % is doubled)
+WIDE_HELP = (
+    "every column of the results table ("
+    + ", ".join(number_header(n) for n in WIDE_LAYOUT if n not in TERMINAL_LAYOUT)
+    + "); piped output has them all"
+).replace("%", "%%")
 T = TypeVar("T")  # what a value reader makes of its text
 
 
@@ -125,8 +133,7 @@ def build_parser() -> argparse.ArgumentParser:
     show.add_argument(
         "--wide",
         action="store_true",
-        help="every column of the results table (p99, IQR, energy, CPU, memory, first call); "
-        "piped output has them all",
+        help=WIDE_HELP,
     )
     add_study_options(show)
     inspect = commands.add_parser(
@@ -306,8 +313,7 @@ def add_run_parser(commands: argparse._SubParsersAction) -> None:
     output.add_argument(
         "--wide",
         action="store_true",
-        help="every column of the results table (p99, IQR, energy, CPU, memory, first call); "
-        "piped output has them all",
+        help=WIDE_HELP,
     )
     output.add_argument(
         "--resume",
