@@ -4,9 +4,9 @@ Each capability that adds to a result has a record of its own (the output
 check, placement, LoadGen, time-to-train, DDP, --repeat processes, int8
 quantization, the parent's timeline), and the facts every case has (threads,
 the frameworks loaded, the timed loop's length) are fields of Details. What
-the instruments measure over the region (its wall-clock window, its energy)
-Details takes from measure.instruments.Measured, its base: a newly measured
-quantity is a field there, and no line here.
+the instruments measure over the region (its wall-clock window and the rest of
+measure.instruments.Measured's fields) Details takes from Measured, its base: a
+newly measured quantity is a field there, and no line here.
 What is truly free-form, a framework's own settings (ONNX Runtime's
 providers, OpenVINO's hints, a user model's inputs and outputs, an export's
 facts), goes in `extra`. Readers use the fields; none sniffs for keys.
@@ -459,8 +459,8 @@ class Timeline:
 class Details(Measured):
     """Everything a result holds beside its numbers; each part None where it does not apply.
 
-    The fields of its base, Measured (measured_wall, energy), are the instruments'
-    record of the measured region: they come first in its JSON, beside these."""
+    The fields of its base, Measured, are the instruments' record of the measured
+    region: they come first in its JSON, beside these."""
 
     threads: dict[str, Any] | None = None  # each framework reports its own pools
     frameworks_in_process: list[str] | None = None
