@@ -8,7 +8,8 @@ decode step (dlbench's `-c reduce-overhead`) twice to compile and warm it, then
 profiles a generation of `osl` tokens and one of a single token (its prefill),
 and prints the kernels of the difference (the decode) by total time: what each
 kind costs per decode step, their sum against the step's wall time, and the bytes
-one step must read over the memory bound given (--gbps, the `copy` ceiling).
+one step must read over the memory bound: --gbps, else the memory ceiling of this
+machine's newest `dlbench roofline` run in the store ($DLBENCH_DB).
 Needs a CUDA GPU, torch and transformers; on a CPU it runs the same steps at
 llm-tiny's shape (a rehearsal: no kernels are listed).
 """
@@ -46,12 +47,26 @@ def kernel_times_us(model: torch.nn.Module, ids: torch.Tensor, osl: int) -> Coun
     return totals
 
 
+def stored_memory_gbps() -> float | None:
+    """The best memory ceiling of this machine's newest roofline run in the store."""
+    import socket
+
+    from dlbench.results.store import open_store
+
+    with open_store(read_only=True) as store:
+        ceilings = store.latest_ceilings(socket.gethostname())
+    values = (ceilings or {}).get("values", {})
+    memory = [value for key, value in values.items() if key.startswith("cuda:0|memory")]
+    return max(memory) if memory else None
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--workload", default="llama-3.1-8b")
     parser.add_argument("--isl", type=int, default=1024)
     parser.add_argument("--osl", type=int, default=32)
-    parser.add_argument("--gbps", type=float, default=None, help="memory ceiling, GB/s")
+    parser.add_argument("--gbps", type=float, default=None,
+                        help="memory ceiling, GB/s (default: the store's roofline)")  # fmt: skip
     args = parser.parse_args()
     on_gpu = torch.cuda.is_available()
     device = "cuda" if on_gpu else "cpu"
@@ -73,6 +88,8 @@ def main() -> None:
     prefill_s = time.perf_counter() - started
     step_ms = (whole_s - prefill_s) / (args.osl - 1) * 1000.0
     print(f"decode step {step_ms:.3f} ms ({1000.0 / step_ms:.1f} tokens/s)")
+    gbps = args.gbps or stored_memory_gbps()
+    print(f"memory ceiling: {f'{gbps:,.0f} GB/s' if gbps else 'none (no GPU roofline run stored)'}")
     if not on_gpu:
         return
     decode = kernel_times_us(model, ids, args.osl)
@@ -83,10 +100,10 @@ def main() -> None:
     weights = sum(p.numel() * p.element_size() for p in model.parameters())
     embedding = model.get_input_embeddings().weight
     step_bytes = weights - embedding.numel() * embedding.element_size()
-    if args.gbps:
-        bound_ms = step_bytes / (args.gbps * 1e9) * 1000.0
+    if gbps:
+        bound_ms = step_bytes / (gbps * 1e9) * 1000.0
         print(f"weights read per step {step_bytes / 1e9:.2f} GB: bound {bound_ms:.3f} ms at "
-              f"{args.gbps:,.0f} GB/s; the step is {bound_ms / step_ms:.0%} of it, "
+              f"{gbps:,.0f} GB/s; the step is {bound_ms / step_ms:.0%} of it, "
               f"its kernels {bound_ms / busy_ms:.0%}")  # fmt: skip
     print(f"{'ms/step':>8} {'share':>6}  kernel")
     for kernel, total_us in decode.most_common(15):

@@ -9,8 +9,11 @@
 #             sequence 128 (batch 256) and 512 (batch 32), Llama-3.1-8B-shape bf16 text
 #             generation (weights made on the GPU, tokens held to an fp32 reference made
 #             on the same GPU), ResNet-50 amp-bf16 training eager and compiled (batch
-#             256), seed-add outside and inside, BERT-large compiled if time is left;
-#             every training case pipelined, with its synchronised rate beside it
+#             256), seed-add outside and inside, then as time is left: batch 8, BERT-large
+#             compiled at 128, the compiled decode's kernels (bench/gpu_decode_kernels.py),
+#             BERT-large compiled at 512; every training case pipelined, with its
+#             synchronised rate beside it. ONLY="llm-8b-b8 decode-kernels ..." runs the
+#             steps named (a shorter second run)
 #   smoke     facts, `pytest -m gpu`, roofline, seed-add (outside and inside),
 #             mnist on cuda (torch eager/compile, JAX), DDP --nproc 1 (NCCL),
 #             one ResNet-50 and one BERT training case              (~8 min)
@@ -220,6 +223,11 @@ reference() {
         --min-time 2 --min-iters 3 --warmup 1 --json "$work/llm-8b-b8.json"
     step bert-large-128-compile 120 dl run -w bert-large "${TRAIN[@]}" --param seq=128 \
         -c compile --json "$work/bert-large-128-compile.json"
+    # where the compiled decode's time goes, kernel by kernel, against the memory bound
+    # (H200, 28 Nov 2026: 70 s with the compile); rehearsed on the CPU at llm-tiny's shape
+    step decode-kernels 90 python3 bench/gpu_decode_kernels.py --osl 32
+    step bert-large-512-compile 120 dl run -w bert-large "${TRAIN[@]}" --param seq=512 \
+        -c compile --json "$work/bert-large-512-compile.json"
     step results 30 results_summary
 }
 
