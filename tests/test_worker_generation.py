@@ -11,10 +11,14 @@ import pytest
 from conftest import cli, dlbench
 from factories import make_result, make_run
 
+from dlbench.backends.base import GenerationTrace, Job
 from dlbench.measure.token_latency import TokenTimes, percentiles_ms, token_latencies
+from dlbench.reference.decoder import OwnReference
 from dlbench.report.studies.llm import llm_charts, llm_tables
 from dlbench.results.files import read_json
+from dlbench.spec.case import Case
 from dlbench.spec.registry import FRAMEWORKS
+from dlbench.worker.generation import _token_check
 from dlbench.worker.token_check import (
     DIVERGED,
     IDENTICAL,
@@ -23,6 +27,7 @@ from dlbench.worker.token_check import (
     check_tokens,
     failure,
 )
+from dlbench.workloads import get_workload
 from dlbench.workloads.decoder import SHAPES, kv_cache_bytes
 
 FAST = ("--min-time", "0", "--min-iters", "3", "--warmup", "1")
@@ -83,6 +88,36 @@ def test_repeated_generations_are_each_held_to_the_reference_and_the_worst_is_re
     # one generation off at a clear margin fails the case, whichever it is
     wrong = check_generations([exact, at_a_tie, [[5, 6, 7], [1, 9, 10]]], ref, tolerance=1e-3)
     assert wrong.verdict == DIVERGED and wrong.first_divergence == 0 and failure(wrong)
+
+
+def generation_job(device: str, framework: str = "onnxruntime-genai", compile_mode: str = "default",
+                   precision: str = "fp32") -> Job:  # fmt: skip
+    case = Case("llm-tiny", framework, compile_mode, device=device, batch_size=1,
+                precision=precision)  # fmt: skip
+    spec = get_workload("llm-tiny")
+    return Job(case, spec, device, 1, spec.resolve_params("cpu", {}), seed=0)
+
+
+def traced(*generations: list[list[int]]) -> list[GenerationTrace]:
+    return [GenerationTrace(tokens=g, started_s=0.0, token_times_s=[0.1] * 3) for g in generations]
+
+
+def test_a_cpu_engine_must_repeat_itself_where_a_gpus_may_turn_a_near_tie_the_other_way():
+    ref = reference([[5, 6, 7]], [[2.0, 3.0, 1.0]], [[1.0, 2.9995, 0.5]])
+    own = OwnReference(ref, "torch eager fp32 on the same weights", None)
+    runs = traced([[5, 6, 7]], [[5, 4, 7]])  # the second turned position 1's near tie
+    on_gpu = _token_check(generation_job("cuda:0", "torch", "eager", "bf16"), runs, own)
+    assert on_gpu.verdict == NEAR_TIE and on_gpu.generations_agree is False
+    assert failure(on_gpu) is None
+    # a CPU gives the same bits every call: a second generation that differs (a cache not
+    # reset between calls, say) fails even where it differs at a near tie
+    on_cpu = _token_check(generation_job("cpu"), runs, own)
+    assert on_cpu.verdict.startswith(DIVERGED) and failure(on_cpu)
+    # the reference itself must agree with itself, and then is taken as it is
+    itself = generation_job("cpu", "torch", "eager", "fp32")
+    assert failure(_token_check(itself, runs, None))
+    same = _token_check(itself, traced([[5, 6, 7]], [[5, 6, 7]]), None)
+    assert same.verdict.startswith("the reference itself") and same.generations_agree
 
 
 @pytest.mark.parametrize(

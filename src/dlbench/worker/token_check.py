@@ -72,11 +72,13 @@ def _frozen(tokens: Sequence[Sequence[int]]) -> tuple[tuple[int, ...], ...]:
     return tuple(tuple(int(token) for token in row) for row in tokens)
 
 
-def _badness(check: TokenCheck) -> tuple[int, int]:
-    """A clear divergence over a near tie over identical; then the earlier one."""
+def _badness(check: TokenCheck) -> tuple[int, float]:
+    """A clear divergence over a near tie over identical; among near ties the one
+    closest to failing (its margin nearest its bound), among divergences the earliest."""
     rank = {IDENTICAL: 0, NEAR_TIE: 1}.get(check.verdict or "", 2)
-    earliness = -check.first_divergence if check.first_divergence is not None else 0
-    return rank, earliness
+    if rank == 1 and check.margin_there is not None and check.near_tie_bound:
+        return rank, check.margin_there / check.near_tie_bound
+    return rank, -check.first_divergence if check.first_divergence is not None else 0.0
 
 
 def failure(check: TokenCheck) -> str | None:
