@@ -47,7 +47,7 @@ def run_json(tmp_path: Path, *args: str, expect: int = 0, name: str = "run.json"
 def test_ddp_with_gloo_on_two_processes_reports_scaling(tmp_path):
     run = run_json(
         tmp_path, "run", "-w", "mlp", "-m", "train", "-f", "torch", "-d", "cpu", "--nproc", "2",
-        "-b", "256", "--min-time", "0.5", "--min-iters", "5",
+        "-b", "256", "--min-time", "0.5", "--min-iters", "5", "--warmup", "8",
     )  # fmt: skip
     single, double = run["results"]
     assert (single["case"]["nproc"], double["case"]["nproc"]) == (1, 2)
@@ -61,8 +61,11 @@ def test_ddp_with_gloo_on_two_processes_reports_scaling(tmp_path):
     # each rank's own loop held the agreed steps: rank 0's samples are its steps
     assert len(double["samples_ms"]) == ddp["iterations_per_rank"]
     assert max(ddp["per_rank_wall_s"]) >= sum(double["samples_ms"]) / 1000.0
-    # the agreed count is paced by the ranks' steady steps: about --min-time is timed
-    assert max(ddp["per_rank_wall_s"]) >= 0.8 * 0.5
+    # the agreed count is paced by the ranks' fastest warm-up step: about --min-time is
+    # timed (pacing by the slowest timed a third of it). Alone on 2 cores the steady
+    # steps once ran 26% faster than the fastest of 3 warm-up steps (0.37 s timed): 8
+    # warm-up steps, and a bound a third pacing still fails
+    assert max(ddp["per_rank_wall_s"]) >= 0.6 * 0.5
     expected = double["throughput"] / (2 * single["throughput"])
     # computed when read (results.scaling), written beside the result, never into it
     assert "scaling_efficiency" not in ddp
