@@ -106,7 +106,6 @@ def merge(base: Result, summaries: list[ProcessSummary]) -> Result:
     clean = [p for p in measured if not p.disturbed]
     used = clean or measured
     summaries = [replace(summary, used=summary in used) for summary in summaries]
-    details = replace(details, processes=Processes(summaries))
     if len(summaries) == 1:
         # one process: the result is that process
         return replace(base, details=replace(details, processes=None))
