@@ -190,8 +190,9 @@ class Run:
         return sum(1 for r in self.results if r.status == STATUS_FAILED)
 
     def to_dict(self) -> dict[str, Any]:
-        data = finite(asdict(replace(self, results=[], plan=())))
+        data = asdict(replace(self, results=[], plan=()))
         data["plan"] = [case.to_dict() for case in self.plan]
+        data = finite(data)
         data["results"] = [r.to_dict() for r in self.results]
         return data
 

@@ -20,12 +20,11 @@ import json
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from contextlib import AbstractContextManager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Concatenate, NoReturn, ParamSpec, TypeVar
 
 from dlbench.errors import UserError
-from dlbench.results.record_dict import finite
 from dlbench.results.records import STATUS_FAILED, Result, Run
 from dlbench.results.run_ids import run_id_problem, shown
 from dlbench.results.store_faults import lock_timeout
@@ -175,6 +174,7 @@ class Store(ABC):
         problem = run_id_problem(run.id)
         if problem is not None:
             raise UserError(f"run id {problem}; nothing stored in {self.name}")
+        header = replace(run, results=[]).to_dict()  # as in the run's JSON, by one path
         self._db.execute(
             "INSERT INTO runs (id, schema_version, started_at, finished_at, suite, hostname, "
             "command, settings, env, dlbench_version, plan) "
@@ -186,11 +186,11 @@ class Store(ABC):
                 run.finished_at,
                 run.suite,
                 run.env.get("hostname"),
-                json.dumps(run.command),
-                json.dumps(finite(run.settings.to_dict())),  # as in the run's JSON (to_dict)
-                json.dumps(finite(run.env)),
+                json.dumps(header["command"]),
+                json.dumps(header["settings"]),
+                json.dumps(header["env"]),
                 run.env.get("dlbench"),
-                json.dumps(finite([case.to_dict() for case in run.plan])),
+                json.dumps(header["plan"]),
             ),
         )
 
