@@ -51,12 +51,15 @@ def stored_memory_gbps() -> float | None:
     """The best memory ceiling of this machine's newest roofline run in the store."""
     import socket
 
+    from dlbench.results.ceilings import REGIMES, ceiling_key, regime_key
     from dlbench.results.store import open_store
 
     with open_store(read_only=True) as store:
         ceilings = store.latest_ceilings(socket.gethostname())
     values = (ceilings or {}).get("values", {})
-    memory = [value for key, value in values.items() if key.startswith("cuda:0|memory")]
+    stem = ceiling_key("cuda:0", "memory")
+    keys = [stem, *(regime_key(stem, regime) for regime in REGIMES)]
+    memory = [values[key] for key in keys if key in values]
     return max(memory) if memory else None
 
 
