@@ -9,7 +9,8 @@
 #             sequence 128 (batch 256) and 512 (batch 32), Llama-3.1-8B-shape bf16 text
 #             generation (weights made on the GPU, tokens held to an fp32 reference made
 #             on the same GPU), ResNet-50 amp-bf16 training eager and compiled (batch
-#             256), seed-add outside and inside, then as time is left: batch 8, BERT-large
+#             256), seed-add outside and inside, dlbench's device decode loop at batch 1
+#             (-c device-loop), then as time is left: batch 8, BERT-large
 #             compiled at 128, the compiled decode's kernels (bench/gpu_decode_kernels.py),
 #             BERT-large compiled at 512; every training case pipelined, with its
 #             synchronised rate beside it. ONLY="llm-8b-b8 decode-kernels ..." runs the
@@ -219,8 +220,12 @@ reference() {
     step seed-add 50 dl run seed-add -d cuda --json "$work/seed-add.json"
     step seed-add-inside 50 dl run seed-add -d cuda --transfer inside \
         --json "$work/seed-add-inside.json"
-    step llm-8b-b8 120 dl run -w llama-3.1-8b -f torch -p bf16 -d cuda -c eager -b 8 \
-        --min-time 2 --min-iters 3 --warmup 1 --json "$work/llm-8b-b8.json"
+    # dlbench's own decode loop on the device (gpt-fast's recipe): the 70% target's case
+    step llm-8b-device-loop 200 dl run -w llama-3.1-8b -f torch -p bf16 -d cuda \
+        -c device-loop -b 1 --min-time 2 --min-iters 3 --warmup 1 \
+        --json "$work/llm-8b-device-loop.json"
+    step llm-8b-b8 180 dl run -w llama-3.1-8b -f torch -p bf16 -d cuda -c eager \
+        -c device-loop -b 8 --min-time 2 --min-iters 3 --warmup 1 --json "$work/llm-8b-b8.json"
     step bert-large-128-compile 120 dl run -w bert-large "${TRAIN[@]}" --param seq=128 \
         -c compile --json "$work/bert-large-128-compile.json"
     # where the compiled decode's time goes, kernel by kernel, against the memory bound

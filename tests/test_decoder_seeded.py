@@ -141,3 +141,31 @@ def test_only_a_gpu_generation_case_is_seeded_on_its_device():
     assert seeds_on_device(on("cuda:0")) and not seeds_on_device(on("cpu"))
     # a LoadGen server is held to the shared reference of its prompts, made apart
     assert not seeds_on_device(on("cuda:0", loadgen=True))
+
+
+def test_the_device_loop_decodes_the_seeded_model_as_generate_does_its_step_one_graph(
+    own_cache,
+):
+    """dlbench's own decode loop (-c device-loop), as a GPU case runs it (seeded, its
+    step compiled whole with CUDA graphs' option), here on the CPU: its tokens are the
+    fp32 reference's exactly, one stamp per token after the start, one graph, no break."""
+    from dlbench.backends.torch.backend import TorchBackend
+    from dlbench.backends.torch.device_loop import DeviceLoopGenerator
+    from dlbench.worker.generation import measure_generation
+
+    case_job = job("device-loop")
+    generator = TorchBackend().prepare_generation(case_job, seeded=True)
+    assert isinstance(generator, DeviceLoopGenerator)
+    result = measure_generation(generator, case_job, QUICK, setup_s=0.0)
+    assert result.status == STATUS_OK, result.error
+    generation, extra = result.details.generation, result.details.extra
+    assert generation.tokens.verdict == IDENTICAL and generation.tokens.compared == 2 * 16
+    assert extra["engine"].startswith("dlbench device loop")
+    assert extra["token_clock"] == "host clock"
+    counters = extra["compile_counters"]
+    assert counters["graphs"] == 1 and counters["graph_breaks"] == 0, counters
+    prompts = case_job.workload.make_inputs(2, case_job.params, "infer", 0)["input_ids"]
+    trace = generator.generate(prompts, 16)
+    assert len(trace.token_times_s) == 16 and trace.started_s < trace.token_times_s[0]
+    assert trace.token_times_s == sorted(trace.token_times_s)
+    assert 0 < generation.ttft_p50_ms < generation.e2e_p50_ms

@@ -373,8 +373,17 @@ FRAMEWORKS: dict[str, FrameworkInfo] = {
             # export: torch.export + AOTInductor, the deployment path that replaces it;
             # reduce-overhead: torch.compile(mode="reduce-overhead"), which replays CUDA
             # graphs (one launch a step where the host would launch each kernel; on a
-            # CPU it compiles as compile does), a labelled variant, never the default
-            compile_modes=("eager", "compile", "reduce-overhead", "script", "export"),
+            # CPU it compiles as compile does), a labelled variant, never the default;
+            # device-loop: text generation by dlbench's own greedy loop on the device,
+            # its step compiled so (backends.torch.device_loop)
+            compile_modes=(
+                "eager",
+                "compile",
+                "reduce-overhead",
+                "script",
+                "export",
+                "device-loop",
+            ),
             default_compile="eager",
             import_name="torch",
             distributions=("torch",),

@@ -15,6 +15,8 @@ if TYPE_CHECKING:
 WeightDict = dict[str, "np.ndarray"]
 # Compile modes that are a whole training loop (Keras Model.fit), not a step.
 EPOCH_LOOP_MODES = ("fit",)
+# Compile modes that are a whole generation loop (torch's device-loop), not a step.
+GENERATION_LOOP_MODES = ("device-loop",)
 
 
 class Workload(ABC):
@@ -133,7 +135,8 @@ class Workload(ABC):
     def compile_modes_on(self, framework: str, framework_modes: tuple[str, ...]) -> tuple[str, ...]:
         if framework in self.compile_modes:
             return self.compile_modes[framework]
-        return tuple(m for m in framework_modes if m not in EPOCH_LOOP_MODES)
+        loops = (*EPOCH_LOOP_MODES, *GENERATION_LOOP_MODES)
+        return tuple(m for m in framework_modes if m not in loops)
 
     # torch "script" mode: torch.jit.script if True, else torch.jit.trace
     torch_scriptable: ClassVar[bool] = True

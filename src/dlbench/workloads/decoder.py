@@ -144,9 +144,10 @@ class DecoderWorkload(Workload):
         return SHAPES[self.name]
 
     # transformers generate runs eagerly, with its forward under torch.compile, or with
-    # its decoding step compiled by transformers in CUDA graphs (reduce-overhead)
+    # its decoding step compiled by transformers in CUDA graphs (reduce-overhead); or
+    # dlbench's own loop keeps the decode on the device (device-loop)
     compile_modes: ClassVar[Mapping[str, tuple[str, ...]]] = MappingProxyType(
-        {"torch": ("eager", "compile", "reduce-overhead")}
+        {"torch": ("eager", "compile", "reduce-overhead", "device-loop")}
     )
 
     def validate_params(self, given: Mapping[str, int]) -> None:

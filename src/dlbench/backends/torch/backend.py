@@ -185,9 +185,12 @@ class TorchBackend(Backend):
         started = time.perf_counter()
         seeded = decoder.seeds_on_device(job) if seeded is None else seeded
         model, weights, reference = decoder.generation_model(job, getattr(torch, dtype), seeded)
-        generator = decoder.TorchGenerator(
-            job, model, getattr(torch, dtype), weights, compile_counters
-        )
+        engine = decoder.TorchGenerator
+        if job.case.compile == "device-loop":
+            from dlbench.backends.torch.device_loop import DeviceLoopGenerator
+
+            engine = DeviceLoopGenerator
+        generator = engine(job, model, getattr(torch, dtype), weights, compile_counters)
         generator.own_reference = reference
         generator.details.extra.update(device_facts(device), **precision.details)
         generator.details.extra["weights_s"] = time.perf_counter() - started
