@@ -1,10 +1,13 @@
 """Where a compiled decode step's time goes: its kernels by total time, against the bound.
 
     python bench/gpu_decode_kernels.py [--workload llama-3.1-8b] [--isl 1024] [--osl 32]
+        [--loop generate|device] [--option NAME=VALUE ...]
 
 Builds the workload's seeded model in bf16 on the GPU (as dlbench's torch
 generation case does), runs transformers' generate with its reduce-overhead
-decode step (dlbench's `-c reduce-overhead`) twice to compile and warm it, then
+decode step (dlbench's `-c reduce-overhead`), or with --loop device dlbench's own
+device loop (`-c device-loop`, its step's Inductor options amended by --option),
+twice to compile and warm it, then
 profiles a generation of `osl` tokens and one of a single token (its prefill),
 and prints the kernels of the difference (the decode) by total time: what each
 kind costs per decode step, their sum against the step's wall time, and the bytes
@@ -19,6 +22,7 @@ from __future__ import annotations
 import argparse
 import time
 from collections import Counter
+from collections.abc import Callable
 
 import numpy as np
 import torch
@@ -27,19 +31,49 @@ from torch.profiler import ProfilerActivity, profile
 from dlbench.backends.torch.decoder import build_decoder, decode_step_compiled, greedy_kwargs
 from dlbench.workloads.decoder import SHAPES
 
-
-def generate(model: torch.nn.Module, ids: torch.Tensor, osl: int) -> None:
-    options = {**greedy_kwargs(osl), **decode_step_compiled()}
-    with torch.inference_mode():
-        model.generate(ids, attention_mask=torch.ones_like(ids), **options)
-    if ids.is_cuda:
-        torch.cuda.synchronize()
+Generate = Callable[[torch.Tensor, int], None]
 
 
-def kernel_times_us(model: torch.nn.Module, ids: torch.Tensor, osl: int) -> Counter[str]:
+def transformers_generate(model: torch.nn.Module) -> Generate:
+    """transformers' generate with its own reduce-overhead decode step."""
+
+    def generate(ids: torch.Tensor, osl: int) -> None:
+        options = {**greedy_kwargs(osl), **decode_step_compiled()}
+        with torch.inference_mode():
+            model.generate(ids, attention_mask=torch.ones_like(ids), **options)
+        if ids.is_cuda:
+            torch.cuda.synchronize()
+
+    return generate
+
+
+def device_loop(model: torch.nn.Module, name: str, isl: int, osl: int,
+                options: dict[str, str]) -> Generate:  # fmt: skip
+    """dlbench's device loop (-c device-loop) on `model`, its step's options amended."""
+    from dlbench.backends.base import Job
+    from dlbench.backends.torch import device_loop as loop
+    from dlbench.backends.torch.backend import compile_counters
+    from dlbench.spec.case import Case
+    from dlbench.workloads import get_workload
+
+    for key, value in options.items():
+        loop.DECODE_STEP_OPTIONS[key] = int(value) if value.isdigit() else value == "true"
+    device = str(next(model.parameters()).device)
+    case = Case(name, "torch", "device-loop", device=device, batch_size=1, threads=1,
+                precision="bf16")  # fmt: skip
+    job = Job(case, get_workload(name), device, 1, {"isl": isl, "osl": osl}, seed=0)
+    generator = loop.DeviceLoopGenerator(job, model, torch.bfloat16, "seeded", compile_counters)
+
+    def generate(ids: torch.Tensor, length: int) -> None:
+        generator.generate(ids.cpu().numpy(), length)
+
+    return generate
+
+
+def kernel_times_us(generate: Generate, ids: torch.Tensor, osl: int) -> Counter[str]:
     """Each kernel name's total CUDA time (µs) over one generation of `osl` tokens."""
     with profile(activities=[ProfilerActivity.CUDA]) as prof:
-        generate(model, ids, osl)
+        generate(ids, osl)
     totals: Counter[str] = Counter()
     for event in prof.profiler.kineto_results.events():  # as pipeline.device_busy_s reads them
         if event.device_type() == torch.autograd.DeviceType.CUDA and not event.is_user_annotation():
@@ -70,6 +104,9 @@ def main() -> None:
     parser.add_argument("--osl", type=int, default=32)
     parser.add_argument("--gbps", type=float, default=None,
                         help="memory ceiling, GB/s (default: the store's roofline)")  # fmt: skip
+    parser.add_argument("--loop", choices=("generate", "device"), default="generate")
+    parser.add_argument("--option", action="append", default=[], metavar="NAME=VALUE",
+                        help="an Inductor option of the device loop's step")  # fmt: skip
     args = parser.parse_args()
     on_gpu = torch.cuda.is_available()
     device = "cuda" if on_gpu else "cpu"
@@ -79,15 +116,21 @@ def main() -> None:
     model = build_decoder(shape, seed=0, device=device, dtype=torch.bfloat16)
     prompts = np.random.default_rng(0).integers(3, shape.vocab, size=(1, isl))
     ids = torch.from_numpy(prompts).to(device)
+    if args.loop == "device":
+        options = dict(option.split("=", 1) for option in args.option)
+        generate = device_loop(model, name, isl, args.osl, options)
+    else:
+        generate = transformers_generate(model)
     started = time.perf_counter()
     for _ in range(2):  # compile, then warm (CUDA graphs record on a later call)
-        generate(model, ids, args.osl)
-    print(f"{name} bf16 isl={isl}: compiled and warmed in {time.perf_counter() - started:.1f} s")
+        generate(ids, args.osl)
+    print(f"{name} bf16 isl={isl} ({args.loop} {args.option}): compiled and warmed in "
+          f"{time.perf_counter() - started:.1f} s")  # fmt: skip
     started = time.perf_counter()
-    generate(model, ids, args.osl)
+    generate(ids, args.osl)
     whole_s = time.perf_counter() - started
     started = time.perf_counter()
-    generate(model, ids, 1)
+    generate(ids, 1)
     prefill_s = time.perf_counter() - started
     step_ms = (whole_s - prefill_s) / (args.osl - 1) * 1000.0
     print(f"decode step {step_ms:.3f} ms ({1000.0 / step_ms:.1f} tokens/s)")
@@ -95,8 +138,8 @@ def main() -> None:
     print(f"memory ceiling: {f'{gbps:,.0f} GB/s' if gbps else 'none (no GPU roofline run stored)'}")
     if not on_gpu:
         return
-    decode = kernel_times_us(model, ids, args.osl)
-    decode.subtract(kernel_times_us(model, ids, 1))
+    decode = kernel_times_us(generate, ids, args.osl)
+    decode.subtract(kernel_times_us(generate, ids, 1))
     steps = args.osl - 1
     busy_ms = sum(decode.values()) / steps / 1000.0
     print(f"kernels per decode step {busy_ms:.3f} ms ({busy_ms / step_ms:.0%} of the step)")
@@ -109,7 +152,7 @@ def main() -> None:
               f"{gbps:,.0f} GB/s; the step is {bound_ms / step_ms:.0%} of it, "
               f"its kernels {bound_ms / busy_ms:.0%}")  # fmt: skip
     print(f"{'ms/step':>8} {'share':>6}  kernel")
-    for kernel, total_us in decode.most_common(15):
+    for kernel, total_us in decode.most_common(20):
         per_step_ms = total_us / steps / 1000.0
         print(f"{per_step_ms:8.3f} {per_step_ms / busy_ms:6.1%}  {kernel}")
 

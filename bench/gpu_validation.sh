@@ -230,7 +230,8 @@ reference() {
         -c compile --json "$work/bert-large-128-compile.json"
     # where the compiled decode's time goes, kernel by kernel, against the memory bound
     # (H200, 28 Nov 2026: 70 s with the compile); rehearsed on the CPU at llm-tiny's shape
-    step decode-kernels 90 python3 bench/gpu_decode_kernels.py --osl 32
+    # (DECODE_KERNELS_ARGS="--loop device": the device loop's; 79 s to compile on the H200)
+    step decode-kernels 180 python3 bench/gpu_decode_kernels.py --osl 32 ${DECODE_KERNELS_ARGS:-}
     step bert-large-512-compile 120 dl run -w bert-large "${TRAIN[@]}" --param seq=512 \
         -c compile --json "$work/bert-large-512-compile.json"
     step results 30 results_summary
