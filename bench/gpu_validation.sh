@@ -221,6 +221,7 @@ reference() {
     step seed-add-inside 50 dl run seed-add -d cuda --transfer inside \
         --json "$work/seed-add-inside.json"
     # dlbench's own decode loop on the device (gpt-fast's recipe): the 70% target's case
+    # (H200, 28 Nov 2026: 106 s, its first call 79 s; batch 8, eager and device-loop, 135 s)
     step llm-8b-device-loop 200 dl run -w llama-3.1-8b -f torch -p bf16 -d cuda \
         -c device-loop -b 1 --min-time 2 --min-iters 3 --warmup 1 \
         --json "$work/llm-8b-device-loop.json"

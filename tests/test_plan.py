@@ -95,6 +95,11 @@ def test_batch_size_override_replaces_suite_values(tmp_path):
             RunRequest(workloads=("mlp",), frameworks=("null",), compiles=("script",)),
             "compile mode 'script' matches none of the cases \\(mlp on null: default\\)",
         ),
+        (  # dlbench's device decode loop is a generation loop: no step workload has it
+            RunRequest(workloads=("mlp",), frameworks=("torch",), compiles=("device-loop",)),
+            "compile mode 'device-loop' matches none of the cases \\(mlp on torch: eager, "
+            "compile, reduce-overhead, script, export\\)",
+        ),
         (
             RunRequest(workloads=("gemm",), modes=("train",)),
             "workload 'gemm' does not support mode 'train'; allowed: infer",
@@ -418,3 +423,9 @@ def test_an_option_on_a_framework_without_options_names_those_with_them():
     assert done.returncode == 2
     assert "'jax' takes none; frameworks with options of their own" in done.stderr
     assert "torch" in done.stderr
+
+
+def test_the_device_loop_is_a_compile_mode_of_torch_text_generation():
+    plan = build_plan(RunRequest(workloads=("llm-tiny",), frameworks=("torch",),
+                                 compiles=("eager", "device-loop")))  # fmt: skip
+    assert [case.compile for case in plan.cases] == ["eager", "device-loop"]
