@@ -10,7 +10,7 @@
 #             generation (weights made on the GPU, tokens held to an fp32 reference made
 #             on the same GPU), ResNet-50 amp-bf16 training eager and compiled (batch
 #             256), seed-add outside and inside, dlbench's device decode loop at batch 1
-#             (-c device-loop), then as time is left: batch 8, BERT-large
+#             (-c device-loop) and its kernels, then as time is left: batch 8, BERT-large
 #             compiled at 128, the compiled decode's kernels (bench/gpu_decode_kernels.py),
 #             BERT-large compiled at 512; every training case pipelined, with its
 #             synchronised rate beside it. ONLY="llm-8b-b8 decode-kernels ..." runs the
@@ -225,6 +225,8 @@ reference() {
     step llm-8b-device-loop 200 dl run -w llama-3.1-8b -f torch -p bf16 -d cuda \
         -c device-loop -b 1 --min-time 2 --min-iters 3 --warmup 1 \
         --json "$work/llm-8b-device-loop.json"
+    # where the device loop's step goes, kernel by kernel (the 70% target's question)
+    step decode-kernels-device 180 python3 bench/gpu_decode_kernels.py --osl 32 --loop device
     step llm-8b-b8 180 dl run -w llama-3.1-8b -f torch -p bf16 -d cuda -c eager \
         -c device-loop -b 8 --min-time 2 --min-iters 3 --warmup 1 --json "$work/llm-8b-b8.json"
     step bert-large-128-compile 120 dl run -w bert-large "${TRAIN[@]}" --param seq=128 \
