@@ -23,18 +23,27 @@ import argparse
 import time
 from collections import Counter
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
 from torch.profiler import ProfilerActivity, profile
 
+from dlbench.backends.base import Job
+from dlbench.backends.torch import device_loop as loop
+from dlbench.backends.torch.backend import compile_counters
 from dlbench.backends.torch.decoder import build_decoder, decode_step_compiled, greedy_kwargs
+from dlbench.spec.case import Case
+from dlbench.workloads import get_workload
 from dlbench.workloads.decoder import SHAPES
+
+if TYPE_CHECKING:
+    from transformers import LlamaForCausalLM
 
 Generate = Callable[[torch.Tensor, int], None]
 
 
-def transformers_generate(model: torch.nn.Module) -> Generate:
+def transformers_generate(model: LlamaForCausalLM) -> Generate:
     """transformers' generate with its own reduce-overhead decode step."""
 
     def generate(ids: torch.Tensor, osl: int) -> None:
@@ -47,17 +56,10 @@ def transformers_generate(model: torch.nn.Module) -> Generate:
     return generate
 
 
-def device_loop(model: torch.nn.Module, name: str, isl: int, osl: int,
-                options: dict[str, str]) -> Generate:  # fmt: skip
+def device_loop(model: LlamaForCausalLM, name: str, isl: int, osl: int,
+                options: dict[str, bool | int | str]) -> Generate:  # fmt: skip
     """dlbench's device loop (-c device-loop) on `model`, its step's options amended."""
-    from dlbench.backends.base import Job
-    from dlbench.backends.torch import device_loop as loop
-    from dlbench.backends.torch.backend import compile_counters
-    from dlbench.spec.case import Case
-    from dlbench.workloads import get_workload
-
-    for key, value in options.items():
-        loop.DECODE_STEP_OPTIONS[key] = int(value) if value.isdigit() else value == "true"
+    loop.DECODE_STEP_OPTIONS.update(options)
     device = str(next(model.parameters()).device)
     case = Case(name, "torch", "device-loop", device=device, batch_size=1, threads=1,
                 precision="bf16")  # fmt: skip
@@ -68,6 +70,16 @@ def device_loop(model: torch.nn.Module, name: str, isl: int, osl: int,
         generator.generate(ids.cpu().numpy(), length)
 
     return generate
+
+
+def inductor_option(text: str) -> tuple[str, bool | int | str]:
+    """NAME=VALUE as Inductor takes it: true/false a bool, digits an int, else text."""
+    name, equals, value = text.partition("=")
+    if not name or not equals:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected NAME=VALUE")
+    if value in ("true", "false"):
+        return name, value == "true"
+    return name, int(value) if value.isdigit() else value
 
 
 def kernel_times_us(generate: Generate, ids: torch.Tensor, osl: int) -> Counter[str]:
@@ -106,8 +118,11 @@ def main() -> None:
                         help="memory ceiling, GB/s (default: the store's roofline)")  # fmt: skip
     parser.add_argument("--loop", choices=("generate", "device"), default="generate")
     parser.add_argument("--option", action="append", default=[], metavar="NAME=VALUE",
+                        type=inductor_option,
                         help="an Inductor option of the device loop's step")  # fmt: skip
     args = parser.parse_args()
+    if args.option and args.loop != "device":
+        parser.error("--option amends the device loop's step: give --loop device too")
     on_gpu = torch.cuda.is_available()
     device = "cuda" if on_gpu else "cpu"
     name = args.workload if on_gpu else "llm-tiny"
@@ -117,8 +132,7 @@ def main() -> None:
     prompts = np.random.default_rng(0).integers(3, shape.vocab, size=(1, isl))
     ids = torch.from_numpy(prompts).to(device)
     if args.loop == "device":
-        options = dict(option.split("=", 1) for option in args.option)
-        generate = device_loop(model, name, isl, args.osl, options)
+        generate = device_loop(model, name, isl, args.osl, dict(args.option))
     else:
         generate = transformers_generate(model)
     started = time.perf_counter()
@@ -144,7 +158,7 @@ def main() -> None:
     busy_ms = sum(decode.values()) / steps / 1000.0
     print(f"kernels per decode step {busy_ms:.3f} ms ({busy_ms / step_ms:.0%} of the step)")
     weights = sum(p.numel() * p.element_size() for p in model.parameters())
-    embedding = model.get_input_embeddings().weight
+    embedding = model.model.embed_tokens.weight
     step_bytes = weights - embedding.numel() * embedding.element_size()
     if gbps:
         bound_ms = step_bytes / (gbps * 1e9) * 1000.0

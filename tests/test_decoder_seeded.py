@@ -148,11 +148,14 @@ def test_the_device_loop_decodes_the_seeded_model_as_generate_does_its_step_one_
 ):
     """dlbench's own decode loop (-c device-loop), as a GPU case runs it (seeded, its
     step compiled whole with CUDA graphs' option), here on the CPU: its tokens are the
-    fp32 reference's exactly, one stamp per token after the start, one graph, no break."""
-    from dlbench.backends.torch.backend import TorchBackend
+    fp32 reference's exactly, one stamp per token after the start, one graph, no break,
+    and that graph serves other lengths; a server's first-token call comes once."""
+    from dlbench.backends.torch.backend import TorchBackend, compile_counters
+    from dlbench.backends.torch.decoder import HOST_STEP_CLOCK
     from dlbench.backends.torch.device_loop import DeviceLoopGenerator
     from dlbench.worker.generation import measure_generation
 
+    before = compile_counters()  # this test process's, other tests' compiles included
     case_job = job("device-loop")
     generator = TorchBackend().prepare_generation(case_job, seeded=True)
     assert isinstance(generator, DeviceLoopGenerator)
@@ -161,11 +164,34 @@ def test_the_device_loop_decodes_the_seeded_model_as_generate_does_its_step_one_
     generation, extra = result.details.generation, result.details.extra
     assert generation.tokens.verdict == IDENTICAL and generation.tokens.compared == 2 * 16
     assert extra["engine"].startswith("dlbench device loop")
-    assert extra["token_clock"] == "host clock"
-    counters = extra["compile_counters"]
-    assert counters["graphs"] == 1 and counters["graph_breaks"] == 0, counters
+    assert extra["token_clock"] == HOST_STEP_CLOCK
+    assert 0 < generation.ttft_p50_ms < generation.e2e_p50_ms
     prompts = case_job.workload.make_inputs(2, case_job.params, "infer", 0)["input_ids"]
-    trace = generator.generate(prompts, 16)
+    first_token_calls = []
+    trace = generator.generate(prompts, 16, on_first_token=lambda: first_token_calls.append(1))
+    assert first_token_calls == [1]
     assert len(trace.token_times_s) == 16 and trace.started_s < trace.token_times_s[0]
     assert trace.token_times_s == sorted(trace.token_times_s)
-    assert 0 < generation.ttft_p50_ms < generation.e2e_p50_ms
+    reference = generator.own_reference.arrays["tokens"]
+    assert trace.tokens == reference.tolist()
+    # a shorter generation is the same tokens' beginning, by the same compiled step
+    assert generator.generate(prompts, 8).tokens == reference[:, :8].tolist()
+    assert generator.generate(prompts, 1).tokens == reference[:, :1].tolist()  # prefill only
+    counters = generator.after_generations()["compile_counters"]
+    assert counters["graphs"] - before["graphs"] == 1, (before, counters)
+    assert counters["graph_breaks"] == before["graph_breaks"], (before, counters)
+
+
+def test_the_device_loop_refuses_what_it_cannot_time_or_interleave():
+    """Its token times need a GPU's events or a CPU's synchronous steps; on a GPU it
+    queues whole generations, so a server gets one stream of it."""
+    from dlbench.backends.torch.backend import TorchBackend
+    from dlbench.backends.torch.device_loop import DeviceLoopGenerator
+    from dlbench.errors import CaseError
+
+    on_mps = replace(job("device-loop"), device="mps")
+    with pytest.raises(CaseError, match="not on 'mps'"):
+        DeviceLoopGenerator(on_mps, None, torch.float32, "seeded", dict)  # type: ignore[arg-type]
+    on_gpu = replace(job("device-loop"), device="cuda:0")
+    with pytest.raises(CaseError, match="serves one stream on cuda:0"):
+        TorchBackend().prepare_serving(on_gpu, streams=2)

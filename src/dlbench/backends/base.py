@@ -122,9 +122,11 @@ class Generator(ABC):
 
     `generate` returns only when every token exists on the host; its clock readings
     are taken as each step's tokens become available to the caller, the moment a
-    streaming client would see them. A server (worker.token_serving) passes
-    `on_first_token`, called as the first step's tokens exist, so that its client
-    hears of them then, not when the generation ends.
+    streaming client would see them. An engine that keeps the tokens on the device
+    until the generation ends (torch's device loop) reads, instead, when each step
+    ended there, and says so in its details' `token_clock`. A server
+    (worker.token_serving) passes `on_first_token`, called as the first step's tokens
+    exist, so that its client hears of them then, not when the generation ends.
     """
 
     details: Details

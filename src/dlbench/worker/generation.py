@@ -3,9 +3,10 @@
 A sample is one generation of `osl` tokens for each of the batch's prompts.
 The first generation (compilation, lazy allocation) and the warm-up ones are
 apart, as in the step loop; the timed ones run until the stop rule holds. The
-engine stamps the clock as each step's tokens reach the host (backends.base.
-Generator); TTFT, TPOT, inter-token latency and the token rates come from those
-stamps (measure.token_latency). The harness's own clock around each generation
+engine stamps the clock as each step's tokens reach the host, or where it keeps them
+on the device as each step ends there (backends.base.Generator); TTFT, TPOT,
+inter-token latency and the token rates come from those stamps
+(measure.token_latency). The harness's own clock around each generation
 gives the samples, so a result's latency is the end-to-end latency.
 """
 

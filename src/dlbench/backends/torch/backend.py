@@ -22,6 +22,7 @@ from dlbench.backends.base import (
     leading_dim,
 )
 from dlbench.backends.placement import placement_of_each
+from dlbench.backends.serving_engine import ServingEngine
 from dlbench.backends.torch.export import aoti_runner
 from dlbench.backends.torch.models import (
     KERNELS,
@@ -171,6 +172,16 @@ class TorchBackend(Backend):
         return TorchMnistTrainer(
             job, data, device, precision_plan(job.case.precision, device, True)
         )
+
+    def prepare_serving(self, job: Job, streams: int) -> ServingEngine:
+        """As every engine without a scheduler: a generator per stream. The device loop
+        queues a whole generation on the GPU's one stream, so there two streams would
+        take turns by generation where `generate`'s interleave by token: it serves one."""
+        if job.case.compile == "device-loop" and streams > 1 and job.device != "cpu":
+            raise CaseError(f"-c device-loop serves one stream on {job.device} (each "
+                            f"generation is queued whole on the device), not {streams}; "
+                            "use --streams 1, or -c reduce-overhead for several")  # fmt: skip
+        return super().prepare_serving(job, streams)
 
     def prepare_generation(self, job: Job, seeded: bool | None = None) -> Generator:
         """The decoder from the shared checkpoint, or built from the seed on the case's
@@ -502,9 +513,10 @@ def gpu_memory(device: torch.device) -> dict[str, float]:
 
 
 def compile_counters() -> dict[str, int]:
-    """What torch.compile did in this process: graphs built, graph breaks, and
-    whether Inductor's FX graph cache missed (cold) or hit (a warm cache would
-    make the first call a fraction of a real compile)."""
+    """What torch.compile did in this process: graphs built, graph breaks, whether
+    Inductor's FX graph cache missed (cold) or hit (a warm cache would make the first
+    call a fraction of a real compile), and the graphs for which it skipped CUDA graphs
+    (reduce-overhead and device-loop ask for them; Inductor only logs a skip)."""
     from torch._dynamo.utils import counters
 
     return {
@@ -512,6 +524,7 @@ def compile_counters() -> dict[str, int]:
         "graph_breaks": int(sum(counters["graph_break"].values())),
         "fxgraph_cache_miss": int(counters["inductor"]["fxgraph_cache_miss"]),
         "fxgraph_cache_hit": int(counters["inductor"]["fxgraph_cache_hit"]),
+        "cudagraph_skips": int(counters["inductor"]["cudagraph_skips"]),
     }
 
 

@@ -197,6 +197,14 @@ def decode_step_compiled() -> dict[str, Any]:
     return {"disable_compile": False, "compile_config": config}
 
 
+# What a generation's token times are (details.extra["token_clock"]): generate's
+# streamer gets each step's tokens on the host (a streaming client's moment); the
+# device loop stamps each step's end on the GPU, or on a CPU the host's clock after it
+STREAMER_CLOCK = "host clock as generate's streamer receives each step's tokens"
+DEVICE_CLOCK = "CUDA event at each step's end"
+HOST_STEP_CLOCK = "host clock after each step"
+
+
 class _TokenClock:
     """transformers' streamer interface: `put` gets the prompt, then each step's tokens."""
 
@@ -254,6 +262,7 @@ class TorchGenerator(Generator):
                 "cache": "static",
                 "dtype": dtype_name(dtype),
                 "weights": weights,
+                "token_clock": STREAMER_CLOCK,
             },
         )
         if placed.type == "cuda":

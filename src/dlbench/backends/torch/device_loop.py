@@ -33,7 +33,8 @@ import numpy as np
 import torch
 
 from dlbench.backends.base import GenerationTrace, Job
-from dlbench.backends.torch.decoder import TorchGenerator
+from dlbench.backends.torch.decoder import DEVICE_CLOCK, HOST_STEP_CLOCK, TorchGenerator
+from dlbench.errors import CaseError
 from dlbench.workloads.decoder import EOS_ID
 
 if TYPE_CHECKING:
@@ -50,36 +51,44 @@ DECODE_STEP_OPTIONS: dict[str, str | int | bool | Callable[..., Any]] = {
 def greedy_choice(logits: torch.Tensor) -> torch.Tensor:
     """The next token of each sequence ([batch, 1]) from the last position's logits
     ([batch, vocab]): the largest, end-of-sequence excluded, as generate's
-    min_new_tokens excludes it until the last token."""
+    min_new_tokens (equal to its max_new_tokens here) excludes it at every step."""
     logits[:, EOS_ID] = float("-inf")
     return logits.argmax(dim=-1, keepdim=True)
 
 
+# The devices whose steps the loop can time: a GPU by CUDA events, a CPU (which runs
+# each step before the call returns) by the host's clock
+TIMED_DEVICES = ("cuda", "cpu")
+
+
 class _StepClock:
-    """Each step's end on the host's clock: a CUDA event per step on a GPU, read
-    after the generation's one synchronise; the host's clock itself on a CPU."""
+    """Each step's end on the host's clock: a CUDA event per step on the case's GPU
+    (on its current stream), read after the generation's one synchronise; the host's
+    clock itself on a CPU."""
 
     def __init__(self, device: torch.device) -> None:
-        self._on_gpu = device.type == "cuda"
+        self._device = device if device.type == "cuda" else None
         self._events: list[torch.cuda.Event] = []
         self._host: list[float] = []
         self.started_s = 0.0
         self._start: torch.cuda.Event | None = None
 
+    def _record(self) -> torch.cuda.Event:
+        event = torch.cuda.Event(enable_timing=True)
+        event.record(torch.cuda.current_stream(self._device))
+        return event
+
     def start(self) -> None:
-        """The generation's start; a GPU first finishes what was queued before it."""
-        if self._on_gpu:
-            torch.cuda.synchronize()
-            self._start = torch.cuda.Event(enable_timing=True)
+        """The generation's start; the GPU first finishes what was queued before it."""
+        if self._device is not None:
+            torch.cuda.synchronize(self._device)
         self.started_s = time.perf_counter()
-        if self._start is not None:
-            self._start.record()
+        if self._device is not None:
+            self._start = self._record()
 
     def stamp(self) -> None:
-        if self._on_gpu:
-            event = torch.cuda.Event(enable_timing=True)
-            event.record()
-            self._events.append(event)
+        if self._device is not None:
+            self._events.append(self._record())
         else:
             self._host.append(time.perf_counter())
 
@@ -107,18 +116,23 @@ class DeviceLoopGenerator(TorchGenerator):
         weights: str,
         compile_counters: Callable[[], dict[str, int]],
     ) -> None:
+        kind = torch.device(job.device).type
+        if kind not in TIMED_DEVICES:
+            raise CaseError(f"-c device-loop times its tokens on a GPU (CUDA events) or a "
+                            f"CPU only, not on {kind!r}; use -c reduce-overhead or eager "
+                            "there")  # fmt: skip
         super().__init__(job, model, dtype, weights, compile_counters)
-        # one cache for the case's lengths, reset by each generation: its tensors keep
-        # their addresses, so the CUDA graph recorded once replays for every generation
+        # one cache per batch size for the case's lengths, reset by each generation: its
+        # tensors keep their addresses, so a CUDA graph recorded once replays for every
+        # generation of that batch
         self._max_tokens = job.params["isl"] + job.params["osl"]
-        self._cache: StaticCache | None = None
-        self._cache_batch = 0
+        self._caches: dict[int, StaticCache] = {}
         self._step = torch.compile(self._decode_step, fullgraph=True, options=DECODE_STEP_OPTIONS)
         on_gpu = self._placed.type == "cuda"
         self.details.extra.update(
             engine="dlbench device loop (the transformers model's forward)",
-            decode_step=f"torch.compile options {DECODE_STEP_OPTIONS}, fullgraph",
-            token_clock="CUDA event at each step's end" if on_gpu else "host clock",
+            decode_step=f"torch.compile fullgraph, options {DECODE_STEP_OPTIONS}",
+            token_clock=DEVICE_CLOCK if on_gpu else HOST_STEP_CLOCK,
         )
 
     def _decode_step(
@@ -133,10 +147,11 @@ class DeviceLoopGenerator(TorchGenerator):
 
         if tokens > self._max_tokens:
             raise ValueError(f"{tokens} tokens are beyond the case's {self._max_tokens}")
-        if self._cache is None or self._cache_batch != batch:
-            self._cache = StaticCache(config=self.model.config, max_cache_len=self._max_tokens)
-            self._cache_batch = batch
-        return self._cache
+        if batch not in self._caches:
+            self._caches[batch] = StaticCache(
+                config=self.model.config, max_cache_len=self._max_tokens
+            )
+        return self._caches[batch]
 
     def generate(
         self, prompt_ids: np.ndarray, osl: int, on_first_token: Callable[[], None] | None = None
@@ -144,13 +159,15 @@ class DeviceLoopGenerator(TorchGenerator):
         ids = torch.from_numpy(np.asarray(prompt_ids)).to(self.device)
         batch, isl = ids.shape
         positions = torch.arange(isl + osl, device=ids.device)
-        tokens = torch.empty((batch, osl), dtype=torch.long, device=ids.device)
+        # step by step: each step's input, tokens[i - 1], is then contiguous whatever
+        # the length, so one compiled graph serves every osl
+        tokens = torch.empty((osl, batch, 1), dtype=torch.long, device=ids.device)
         clock = _StepClock(self._placed)
         with torch.inference_mode():
             cache = self._static_cache(batch, isl + osl)
             cache.reset()
             clock.start()
-            tokens[:, :1] = self._prefill(ids, positions[:isl], cache)
+            tokens[0] = self._prefill(ids, positions[:isl], cache)
             clock.stamp()
             if on_first_token is not None:
                 clock.wait_last()
@@ -158,11 +175,9 @@ class DeviceLoopGenerator(TorchGenerator):
             for i in range(1, osl):
                 # each step a new CUDA-graph replay; its output is copied out at once
                 torch.compiler.cudagraph_mark_step_begin()
-                tokens[:, i : i + 1] = self._step(
-                    tokens[:, i - 1 : i], positions[isl + i - 1 : isl + i], cache
-                )
+                tokens[i] = self._step(tokens[i - 1], positions[isl + i - 1 : isl + i], cache)
                 clock.stamp()
-            generated = tokens.tolist()  # the generation's one synchronise
+            generated = tokens[:, :, 0].T.tolist()  # the generation's one synchronise
         return GenerationTrace(tokens=generated, started_s=clock.started_s,
                                token_times_s=clock.times_s())  # fmt: skip
 
