@@ -19,7 +19,6 @@ stores them.
 
 from __future__ import annotations
 
-import asyncio
 import os
 from collections.abc import Sequence
 from dataclasses import replace
@@ -123,6 +122,8 @@ def _listed_models(url: str, required: bool, deadline_s: float) -> list[str]:
         async with _client(deadline_s) as client, deadline(deadline_s):
             return await client.get(url + MODELS_PATH)
 
+    import asyncio  # here, where a server is probed: every command imports this module
+
     try:
         reply = asyncio.run(listing())
     except DEADLINE_PASSED:
@@ -169,6 +170,8 @@ def require_stream(case: Case, seed: int, deadline_s: float = CHECK_DEADLINE_S) 
     async def check() -> Negotiated:
         async with _client(deadline_s) as client:
             return await negotiate(client, url, api, body, deadline_s)
+
+    import asyncio  # as above
 
     record = asyncio.run(check()).record
     if record.ok:

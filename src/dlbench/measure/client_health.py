@@ -18,12 +18,17 @@ bench/endpoint_client_cost.py (docs/guides/llm-serving.md#the-client-checks-itse
 
 from __future__ import annotations
 
-import asyncio
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from dlbench.measure.stats import percentile
+
+if TYPE_CHECKING:  # asyncio (and ssl with it) is imported where a loop is watched:
+    # every worker and command imports this module for its record, and asyncio costs
+    # 25-30 ms of start-up a process
+    import asyncio
 
 LAG_INTERVAL_S = 0.01
 # A loop at this share of a core has no time left to read what arrives: against a
@@ -78,10 +83,14 @@ class LoopWatch:
         self._cpu = self._wall = 0.0
 
     def start(self) -> None:
+        import asyncio
+
         self._cpu, self._wall = time.process_time(), time.perf_counter()
         self._task = asyncio.get_running_loop().create_task(self._tick())
 
     async def _tick(self) -> None:
+        import asyncio
+
         while True:
             due = time.perf_counter() + LAG_INTERVAL_S
             await asyncio.sleep(LAG_INTERVAL_S)
