@@ -151,8 +151,8 @@ def test_the_device_loop_decodes_the_seeded_model_as_generate_does_its_step_one_
     fp32 reference's exactly, one stamp per token after the start, one graph, no break,
     and that graph serves other lengths; a server's first-token call comes once."""
     from dlbench.backends.torch.backend import TorchBackend, compile_counters
-    from dlbench.backends.torch.decoder import HOST_STEP_CLOCK
     from dlbench.backends.torch.device_loop import DeviceLoopGenerator
+    from dlbench.results.details import HOST_STEP_CLOCK
     from dlbench.worker.generation import measure_generation
 
     before = compile_counters()  # this test process's, other tests' compiles included

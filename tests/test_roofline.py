@@ -21,8 +21,8 @@ from dlbench.measure.stats import summarize
 from dlbench.plan.endpoint_cases import validate_endpoint_case
 from dlbench.report.compare import compare_case
 from dlbench.report.html import flag_legend, results_table
-from dlbench.report.studies.llm import llm_tables
-from dlbench.results.details import Generation
+from dlbench.report.studies.llm import ON_THE_DEVICE, llm_tables
+from dlbench.results.details import DEVICE_CLOCK, STREAMER_CLOCK, Generation
 from dlbench.results.flags import ABOVE_CEILING, CLIENT_BOUND, HOST_BOUND, result_flags
 from dlbench.results.limits import judge, with_limits
 from dlbench.results.metrics import METRICS, read
@@ -184,6 +184,22 @@ def test_a_gpu_waiting_for_its_host_between_decode_steps_is_host_bound():
     assert HOST_BOUND in result_flags(result, cpus_available=2)
     busy = generated(ttft_ms=20.0, tpot_ms=8.0, device="cuda:0", decode_device_busy=0.95)
     assert HOST_BOUND not in result_flags(busy, cpus_available=2)
+
+
+def test_a_case_whose_token_times_are_the_gpus_says_so_beside_the_hosts():
+    """The device loop stamps its tokens on the GPU (CUDA events), generate's streamer
+    on the host: the engines' table says which row is timed there."""
+    on_gpu = generated(ttft_ms=30.0, tpot_ms=5.0, device="cuda:0", decode_device_busy=0.99)
+    on_gpu = replace(on_gpu, case=replace(on_gpu.case, compile="device-loop"), details=replace(
+        on_gpu.details, extra={"token_clock": DEVICE_CLOCK}))  # fmt: skip
+    on_host = generated(ttft_ms=40.0, tpot_ms=8.0, device="cuda:0", decode_device_busy=0.99)
+    on_host = replace(on_host, details=replace(on_host.details,
+                                               extra={"token_clock": STREAMER_CLOCK}))  # fmt: skip
+    engines, _ = llm_tables(make_run([on_gpu, on_host], env={"ceilings": CPU_CEILINGS}))
+    notes = {row.label: row.note for row in engines.rows}
+    (device_row,) = [label for label in notes if "device-loop" in label]
+    assert ON_THE_DEVICE in notes[device_row]
+    assert all(ON_THE_DEVICE not in note for label, note in notes.items() if label != device_row)
 
 
 def served(**load: object):

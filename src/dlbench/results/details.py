@@ -253,6 +253,16 @@ class TokenCheck:
     generations_agree: bool | None = None
 
 
+# What a generation's token times are (details.extra["token_clock"], where the engine
+# says): transformers' generate stamps the host's clock as its streamer receives each
+# step's tokens (a streaming client's moment); torch's device loop keeps the tokens on
+# the GPU and stamps each step's end there by a CUDA event, or on a CPU the host's
+# clock after each step
+STREAMER_CLOCK = "host clock as generate's streamer receives each step's tokens"
+DEVICE_CLOCK = "CUDA event at each step's end"
+HOST_STEP_CLOCK = "host clock after each step"
+
+
 @dataclass(frozen=True)
 class Generation:
     """A text-generation case: TTFT, TPOT and token rates over its timed generations,

@@ -26,7 +26,7 @@ from dlbench.backends.torch.pipeline import device_busy_s
 from dlbench.backends.torch.precision import dtype_name
 from dlbench.reference.builtin import package_version
 from dlbench.reference.decoder import OwnReference, checkpoint_folder, own_reference
-from dlbench.results.details import Details
+from dlbench.results.details import STREAMER_CLOCK, Details
 from dlbench.results.env import cpu_model
 from dlbench.spec.registry import seeded_on_device
 from dlbench.workloads.decoder import (
@@ -195,14 +195,6 @@ def decode_step_compiled() -> dict[str, Any]:
     # transformers annotates this testing switch by its default alone, None
     config._compile_all_devices = True  # type: ignore[assignment]
     return {"disable_compile": False, "compile_config": config}
-
-
-# What a generation's token times are (details.extra["token_clock"]): generate's
-# streamer gets each step's tokens on the host (a streaming client's moment); the
-# device loop stamps each step's end on the GPU, or on a CPU the host's clock after it
-STREAMER_CLOCK = "host clock as generate's streamer receives each step's tokens"
-DEVICE_CLOCK = "CUDA event at each step's end"
-HOST_STEP_CLOCK = "host clock after each step"
 
 
 class _TokenClock:

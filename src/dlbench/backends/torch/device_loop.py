@@ -33,8 +33,9 @@ import numpy as np
 import torch
 
 from dlbench.backends.base import GenerationTrace, Job
-from dlbench.backends.torch.decoder import DEVICE_CLOCK, HOST_STEP_CLOCK, TorchGenerator
+from dlbench.backends.torch.decoder import TorchGenerator
 from dlbench.errors import CaseError
+from dlbench.results.details import DEVICE_CLOCK, HOST_STEP_CLOCK
 from dlbench.workloads.decoder import EOS_ID
 
 if TYPE_CHECKING:

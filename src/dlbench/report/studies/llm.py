@@ -19,7 +19,7 @@ from dlbench.report.charts.model import Curve, CurveChart, Point, slug
 from dlbench.report.studies.llm_serving import LOAD_FIELDS
 from dlbench.report.studies.study import ROW_AXES, Row, StudyTable, baseline_label, case_label
 from dlbench.report.studies.sweeps import pareto_front
-from dlbench.results.details import Generation
+from dlbench.results.details import DEVICE_CLOCK, Generation
 from dlbench.results.flags import ABOVE_CEILING
 from dlbench.results.limits import limit_text
 from dlbench.results.metrics import METRICS, read
@@ -83,10 +83,16 @@ def impossible(result: Result) -> bool:
     return ABOVE_CEILING in result.flags
 
 
+# said of a case whose token times are the GPU's, beside cases stamped on the host
+ON_THE_DEVICE = "token times on the GPU (CUDA events), not a streaming client's"
+
+
 def engine_note(result: Result) -> str:
-    """The tokens' check, and what limits the case (or that its figures cannot be)."""
+    """The tokens' check, what limits the case (or that its figures cannot be), and
+    where its token times were taken when that was not on the host."""
     limit = IMPOSSIBLE if impossible(result) else limit_text(result.details.limit)
-    return "; ".join(part for part in (tokens_note(result), limit) if part)
+    clock = ON_THE_DEVICE if result.details.extra.get("token_clock") == DEVICE_CLOCK else ""
+    return "; ".join(part for part in (tokens_note(result), limit, clock) if part)
 
 
 def tokens_note(result: Result) -> str:
