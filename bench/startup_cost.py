@@ -24,9 +24,12 @@ from pathlib import Path
 
 from interleave import interleaved_rounds
 
+from dlbench.launch.worker_entry import WORKER_ENTRY
+
+# what a spawned worker imports before its case's framework (launch.runner sends it so)
 WORKER_IMPORTS = (
     "from dlbench.launch.worker_entry import import_in_worker; "
-    "import_in_worker('dlbench.worker.process')"
+    f"import_in_worker({WORKER_ENTRY[0]!r})"
 )
 COMMANDS = {
     "a worker's imports": [sys.executable, "-c", WORKER_IMPORTS],
