@@ -70,6 +70,8 @@ assert "torch" not in sys.modules  # nothing left there for libraries that look 
 import importlib.util
 assert importlib.util.find_spec("torch") is None  # what torch.compile and nncf ask
 assert importlib.util.find_spec("onnxruntime") is not None  # the worker's own
+# what frameworks import only because it is installed (Keras, transformers) is hidden too
+assert importlib.util.find_spec("sklearn") is None and importlib.util.find_spec("pandas") is None
 import scipy.stats  # its array-API helpers read sys.modules["torch"]
 print("ok")
 """
