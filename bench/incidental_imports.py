@@ -1,7 +1,7 @@
 """What hiding the incidental libraries saves a worker: import CPU and memory.
 
 A worker hides the other frameworks and the libraries frameworks import only
-because they are installed (worker.framework_guard.INCIDENTAL_LIBRARIES:
+because they are installed (backends.framework_guard.INCIDENTAL_LIBRARIES:
 scikit-learn, pandas, matplotlib, IPython). This imports each framework in fresh
 processes under the worker's guard, with those libraries hidden and, on the other
 side, visible, in interleaved rounds, and prints the medians of the import's CPU
@@ -28,7 +28,7 @@ DEFAULT_IMPORTS = {
 }
 CHILD = r"""
 import importlib, json, resource, sys, time
-from dlbench.worker import framework_guard
+from dlbench.backends import framework_guard
 framework, modules, hide = sys.argv[1], sys.argv[2], sys.argv[3] == "hide"
 if not hide:
     framework_guard.INCIDENTAL_LIBRARIES = ()

@@ -20,11 +20,11 @@ from typing import Any
 
 import pytest
 
+from dlbench.backends.framework_guard import FRAMEWORK_MODULES
 from dlbench.results.env import fingerprint
 from dlbench.spec.case import Case, Settings
 from dlbench.worker.compile_cache import SHARED_CACHE_ENV
 from dlbench.worker.engine_server import free_port
-from dlbench.worker.framework_guard import FRAMEWORK_MODULES
 
 SESSION_TEMP: list[Path] = []  # the session's folder, shared by its test processes
 

@@ -324,7 +324,7 @@ def test_keras_model_and_its_unsafe_lambda_sibling(tmp_path):
 
 INSPECTED = r"""
 import json, sys
-from dlbench.worker.framework_guard import FRAMEWORK_MODULES
+from dlbench.backends.framework_guard import FRAMEWORK_MODULES
 from dlbench.worker.inspect_model import describe
 described = describe("tensorflow", "keras", sys.argv[1], False)
 loaded = sorted(name for name in FRAMEWORK_MODULES if sys.modules.get(name) is not None)

@@ -57,7 +57,7 @@ def test_a_wrong_shape_fails():
 
 BLOCKED = r"""
 import sys
-from dlbench.worker.framework_guard import block_other_frameworks
+from dlbench.backends.framework_guard import block_other_frameworks
 blocked = block_other_frameworks("onnxruntime")
 assert "torch" in blocked and "onnxruntime" not in blocked, blocked
 try:

@@ -13,8 +13,8 @@ import json
 import sys
 from dataclasses import asdict
 
+from dlbench.backends.framework_guard import block_other_frameworks
 from dlbench.errors import CaseError, UntrustedModel, cause_summary
-from dlbench.worker.framework_guard import block_other_frameworks
 
 
 def describe(framework: str, kind: str, path: str, trust: bool) -> dict[str, object]:

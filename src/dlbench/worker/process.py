@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from dlbench.atomic import write_atomic
+from dlbench.backends.framework_guard import block_other_frameworks, frameworks_in_process
 from dlbench.errors import CaseSkipped, first_line
 from dlbench.lifeline import die_with_parent
 from dlbench.results.details import NumpyBlas
@@ -29,7 +30,6 @@ from dlbench.results.records import STATUS_SKIPPED, Result, base_result, now_iso
 from dlbench.spec.case import Case
 from dlbench.spec.worker_request import WorkerRequest
 from dlbench.worker.compile_cache import compile_cache_detail, private_compile_caches
-from dlbench.worker.framework_guard import block_other_frameworks, frameworks_in_process
 from dlbench.worker.steps import execute, failed_from_exception
 from dlbench.worker.thread_vars import THREAD_VARS  # set before import
 

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from dlbench.atomic import write_atomic
+from dlbench.backends.framework_guard import block_other_frameworks
 from dlbench.reference.decoder import checkpoint_folder, publish_folder
 from dlbench.workloads import get_workload
 
@@ -47,6 +48,8 @@ def build_tokens(request: dict[str, Any]) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    # a torch process like a torch worker: transformers' incidental imports hidden
+    block_other_frameworks("torch")
     parser = argparse.ArgumentParser(description="build a decoder artifact (internal)")
     parser.add_argument("request", help="JSON: kind (checkpoint or tokens) and its fields")
     request = json.loads(parser.parse_args(argv).request)

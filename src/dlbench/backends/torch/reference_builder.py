@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from dlbench.atomic import write_atomic
+from dlbench.backends.framework_guard import block_other_frameworks
 from dlbench.backends.torch.models import reference_module
 from dlbench.reference.builtin import OPSET, artifact_folder
 from dlbench.workloads import get_workload
@@ -70,6 +71,8 @@ def _export(module: torch.nn.Module, inputs: dict[str, torch.Tensor], path: Path
 
 
 def main(argv: list[str] | None = None) -> int:
+    # a torch process like a torch worker: transformers' incidental imports hidden
+    block_other_frameworks("torch")
     parser = argparse.ArgumentParser(description="build a reference artifact (internal)")
     parser.add_argument("request", help="JSON: kind, workload, params, seed, batch_size")
     request = json.loads(parser.parse_args(argv).request)
