@@ -19,7 +19,6 @@ from typing import Any, NoReturn, TypeVar
 from dlbench.errors import UserError
 from dlbench.measure.timer import MAX_ITERS  # also the most --min-iters can ask
 from dlbench.plan.endpoint_cases import validate_endpoint_case
-from dlbench.plan.served_engine_cases import validate_served_engine
 from dlbench.plan.token_server_cases import validate_token_server
 from dlbench.spec.case import (
     DEFAULT_LATENCY_BOUND_MS,
@@ -56,6 +55,7 @@ from dlbench.spec.registry import (
 )
 from dlbench.workloads import get_workload
 from dlbench.workloads.base import Workload
+from dlbench.workloads.loop_kinds import loop_kind
 from dlbench.workloads.memory import check_case_memory, input_data_need, require_room
 
 # Messages the plan builder gives too, for the same mistake seen in a request
@@ -144,13 +144,31 @@ def validate_case(case: Case) -> Case:
     _validate_training_run(case, workload.epoch_based)
     _validate_distributed(case, workload.epoch_based, info.ddp_compiles)
     _validate_framework_axes(case, info, workload)
-    if info.serves_openai:  # its own server under the endpoint client's load
-        return validate_served_engine(case, info)
-    token_server = workload.generative and (case.scenario is not None or case.loadgen is True)
-    case = validate_endpoint_case(case, slo_taken=token_server)
+    return loop_kind(case, workload, info).checks_function()(case, info)
+
+
+def checked_load(case: Case, info: FrameworkInfo) -> Case:
+    """The checks of the loop kinds that take the step loop's load, LoadGen's scenarios
+    or an endpoint's (workloads.loop_kinds): the options of the others refused, the
+    case's memory, its defaults and its files' digests."""
+    case = validate_endpoint_case(case)
     check_case_memory(case)  # sizes from --param, -b, --input and --input-data
+    return _with_digests(_validate_serving(case))
+
+
+def checked_generation_server(case: Case, info: FrameworkInfo) -> Case:
+    """A generation engine as a server under LoadGen (plan.token_server_cases): the
+    endpoint's options refused but its SLO's, which bound its tokens."""
+    case = validate_endpoint_case(case, slo_taken=True)
+    check_case_memory(case)
+    return _with_digests(_validate_serving(case, info))
+
+
+def _with_digests(case: Case) -> Case:
+    """The case with the digests of its model, input data and MNIST files: what it
+    measured is their content, not their path."""
     return replace(
-        _validate_serving(case, info if token_server else None),
+        case,
         model_digest=_digest(case.model) if case.model is not None else None,
         input_data_digest=_digest(case.input_data) if case.input_data is not None else None,
         data_digest=_mnist_digest(case.data_dir) if case.data_dir is not None else None,

@@ -2,7 +2,7 @@
 
 `dlbench roofline`'s GEMM and copy cases carry the torch option
 `ceiling=burst` or `ceiling=sustained` (plan/builtin_suites/ceilings.yaml);
-worker.steps.execute sends such a case here instead of the step loop. The
+its loop kind (workloads.loop_kinds) sends such a case here, not to the step loop. The
 backend prepares the case as the step loop would (its inputs, placement and
 output check) and hands its kernel, unsynchronised, to a WindowQueue; the
 phases are measure.power_regime's. `burst` runs the burst and then windows
@@ -26,24 +26,20 @@ from dlbench.measure.gpu_probe import GpuProbe
 from dlbench.measure.instruments import Instruments, Reading
 from dlbench.measure.power_regime import RegimePlan, RegimeRun, WindowKernel, run_regimes
 from dlbench.results.records import Result
-from dlbench.spec.case import Case, Settings
+from dlbench.spec.case import Settings
 from dlbench.spec.registry import precision_info
 from dlbench.worker.check import check_output, with_outcome
 from dlbench.worker.placement import require_placement
 from dlbench.worker.result import result_from
 from dlbench.workloads.copy import MEMORY_KERNELS
+from dlbench.workloads.loop_kinds import CEILING_OPTION
 
-CEILING_OPTION = "ceiling"
 SUSTAINED = "sustained"
 # The power cap settles an H100's bf16 GEMM within seconds (bench/gpu_memory_kernels.py:
 # ~670 TFLOP/s from 2 s on, after ~730 in the first 150 ms); 10 s leaves no doubt
 GPU_SUSTAIN_S = 10.0
 # Kernels whose work runs on the device; h2d's copy waits for the host each call
 WINDOWED_WORKLOADS = ("gemm", "copy", "add")
-
-
-def is_ceiling_case(case: Case) -> bool:
-    return CEILING_OPTION in dict(case.options)
 
 
 def run_ceiling(backend: Backend, job: Job, settings: Settings) -> Result:

@@ -33,7 +33,7 @@ from pathlib import Path
 
 import httpx
 
-from dlbench.backends.base import Job
+from dlbench.backends.base import Backend, Job
 from dlbench.errors import CaseError
 from dlbench.measure.client_health import health_of
 from dlbench.measure.client_limits import connection_limit, raise_open_files
@@ -262,6 +262,12 @@ def _cancel_all_once(loop: asyncio.AbstractEventLoop,
 
     exited.add_done_callback(cancel_all)
     return exited
+
+
+def run_endpoint_case(backend: Backend, job: Job, settings: Settings) -> Result:
+    """An endpoint case as its loop kind runs it: the server is someone else's, and
+    its backend (no framework) is not used."""
+    return run_endpoint(job, settings)
 
 
 def run_endpoint(job: Job, settings: Settings, requests: RequestSet | None = None,

@@ -21,6 +21,7 @@ from dlbench.measure.instruments import Instruments
 from dlbench.results.details import Epoch, Training, TrainingData
 from dlbench.results.record_dict import from_dict
 from dlbench.results.records import STATUS_FAILED, STATUS_OK, Result
+from dlbench.spec.case import Settings
 from dlbench.worker.placement import require_placement
 from dlbench.worker.progress import report_progress
 from dlbench.worker.result import result_from
@@ -47,8 +48,10 @@ def load_training_data(job: Job) -> MnistData:
         raise CaseError(str(exc)) from None
 
 
-def run_epochs(backend: Backend, job: Job) -> Result:
-    """Train epoch by epoch; the Result's samples are the per-epoch training times."""
+def run_epochs(backend: Backend, job: Job, settings: Settings) -> Result:
+    """Train epoch by epoch; the Result's samples are the per-epoch training times.
+    `settings` as every loop kind's runner takes them: the workload's epochs and target
+    pace this loop, not the stop rule's --min-time."""
     load_start = time.perf_counter()
     data = load_training_data(job)
     data_load_s = time.perf_counter() - load_start

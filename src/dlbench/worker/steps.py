@@ -1,4 +1,6 @@
-"""The step loop: import the framework, prepare, time the steps, check, summarise.
+"""A case in the worker: import the framework, then run the case's loop kind
+(workloads.loop_kinds); and the step loop itself (prepare, time the steps, check,
+summarise).
 
 Runs inside the worker process (worker.process calls `execute`); the DDP
 rank (worker.ddp_rank) reuses `make_job`, `measured_result` and the timer.
@@ -9,11 +11,12 @@ from __future__ import annotations
 import math
 import time
 import traceback
+from collections.abc import Callable
 from dataclasses import replace
+from typing import cast
 
 from dlbench.backends import load_backend
 from dlbench.backends.base import Backend, Job, Prepared, device_kind
-from dlbench.backends.openai_server import OpenAIServerBackend
 from dlbench.errors import CaseError, CaseSkipped, ReferenceUnavailable, cause_summary, first_line
 from dlbench.measure.cpu_features import int8_dot_units
 from dlbench.measure.instruments import Instruments, Reading
@@ -22,15 +25,18 @@ from dlbench.measure.timer import StopRule, Timing, run_timed
 from dlbench.results.details import Details, OutputCheck
 from dlbench.results.records import STATUS_FAILED, Result, base_result
 from dlbench.spec.case import Case, Settings
-from dlbench.spec.registry import QUANTIZED_PRECISIONS
+from dlbench.spec.registry import QUANTIZED_PRECISIONS, framework_info
 from dlbench.spec.worker_request import CaseOutputs
-from dlbench.worker.ceiling_windows import is_ceiling_case, run_ceiling
 from dlbench.worker.check import check_output, with_outcome
 from dlbench.worker.pipelined import THROUGHPUT, measure_pipelined, pipelined_result, timing_mode
 from dlbench.worker.placement import require_device_kind, require_placement
 from dlbench.worker.quantized_check import quantized_agreement
 from dlbench.worker.result import result_from
 from dlbench.workloads import get_workload
+from dlbench.workloads.loop_kinds import loop_kind
+
+# What every loop kind's runner is (workloads.loop_kinds names each by module and function)
+Runner = Callable[[Backend, Job, Settings], Result]
 
 
 def execute(case: Case, settings: Settings, outputs: CaseOutputs | None = None) -> Result:
@@ -47,31 +53,9 @@ def execute(case: Case, settings: Settings, outputs: CaseOutputs | None = None) 
     device = backend.resolve_device(case.device)
     require_device_kind(case.framework, case.device, device)
     job = make_job(case, settings, device, outputs or CaseOutputs())
+    kind = loop_kind(case, job.workload, framework_info(case.framework))
     try:
-        if job.workload.epoch_based:
-            from dlbench.worker.epochs import run_epochs
-
-            result = run_epochs(backend, job)
-        elif job.workload.served:
-            from dlbench.worker.endpoint_run import run_endpoint
-
-            result = run_endpoint(job, settings)  # no framework: the server's
-        elif isinstance(backend, OpenAIServerBackend):  # its own server, dlbench's load
-            from dlbench.worker.served_engine import run_served_engine
-
-            result = run_served_engine(backend, job, settings)
-        elif job.workload.generative and case.scenario == "server":
-            from dlbench.worker.token_serving import run_token_serving
-
-            result = run_token_serving(backend, job, settings)
-        elif job.workload.generative:
-            from dlbench.worker.generation import run_generation
-
-            result = run_generation(backend, job, settings)
-        elif is_ceiling_case(case):  # `dlbench roofline`'s burst and sustained windows
-            result = run_ceiling(backend, job, settings)
-        else:
-            result = _run_steps(backend, job, settings)
+        result = cast(Runner, kind.runner_function())(backend, job, settings)
     except CaseSkipped as skip:
         skip.device = job.device  # the skip names the device it judged
         raise
@@ -83,8 +67,9 @@ def execute(case: Case, settings: Settings, outputs: CaseOutputs | None = None) 
     )
 
 
-def _run_steps(backend: Backend, job: Job, settings: Settings) -> Result:
-    """The step loop: first call, warm-up, then timed steps until the stop rule holds."""
+def run_steps(backend: Backend, job: Job, settings: Settings) -> Result:
+    """The step loop: first call, warm-up, then timed steps until the stop rule holds
+    (or MLPerf LoadGen's scenario around the prepared step)."""
     setup_start = time.perf_counter()
     prepared = backend.prepare(job)
     # a fresh int8 model's quantizer run is reported apart (details.quantization)

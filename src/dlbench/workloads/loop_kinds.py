@@ -1,0 +1,114 @@
+"""The kinds of loop a case runs, in one table: which one a case runs, what one of its
+results measures, and where its runner and its checks are.
+
+A case's kind follows from its workload, its framework's registry entry and its
+scenario: the first entry of LOOP_KINDS whose `selects` holds. The worker runs the
+kind's runner (worker.steps.execute), and planning runs the kind's checks after the
+ones every case has (plan.validate.validate_case). Both are named by module and
+function, not imported: planning must not import worker code, and the worker no
+planning code (the import contracts in pyproject.toml); tests/test_loop_kinds.py holds
+every name to a function of the right shape. A new loop kind is an entry here, its
+runner's module and its checks.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import cast
+
+from dlbench.spec.case import Case
+from dlbench.spec.registry import FrameworkInfo
+from dlbench.workloads.base import Workload
+
+# (case, its framework's entry) -> the case checked, its defaults filled in
+Checks = Callable[[Case, FrameworkInfo], Case]
+# The option of `dlbench roofline`'s GEMM and copy cases (plan/builtin_suites/ceilings.yaml)
+CEILING_OPTION = "ceiling"
+
+
+@dataclass(frozen=True)
+class LoopKind:
+    """One kind of loop: `runner` and `checks` are "module:function" names."""
+
+    name: str
+    measures: str
+    selects: Callable[[Case, Workload, FrameworkInfo], bool]
+    runner: str
+    checks: str
+
+    def runner_function(self) -> Callable[..., object]:
+        """The runner: (backend, job, settings) -> the case's Result, in the worker (which
+        names that type: this layer is below the backends and the records)."""
+        return _function(self.runner)
+
+    def checks_function(self) -> Checks:
+        return cast(Checks, _function(self.checks))
+
+
+LOAD_CHECKS = "dlbench.plan.validate:checked_load"
+LOOP_KINDS = (
+    LoopKind(
+        "time-to-train",
+        "epochs of training, each timed, until the target accuracy or the last epoch",
+        lambda case, workload, info: workload.epoch_based,
+        "dlbench.worker.epochs:run_epochs",
+        LOAD_CHECKS,
+    ),
+    LoopKind(
+        "endpoint",
+        "an OpenAI-compatible server someone runs, under dlbench's client's load",
+        lambda case, workload, info: workload.served,
+        "dlbench.worker.endpoint_run:run_endpoint_case",
+        LOAD_CHECKS,
+    ),
+    LoopKind(
+        "served-engine",
+        "an engine's own server, started for the case, under the endpoint client's load",
+        lambda case, workload, info: info.serves_openai,
+        "dlbench.worker.served_engine:run_served_engine",
+        "dlbench.plan.served_engine_cases:validate_served_engine",
+    ),
+    LoopKind(
+        "generation-server",
+        "a generation engine under LoadGen's server scenario, with token latencies",
+        lambda case, workload, info: (
+            workload.generative and (case.scenario is not None or case.loadgen is True)
+        ),
+        "dlbench.worker.token_serving:run_token_serving",
+        "dlbench.plan.validate:checked_generation_server",
+    ),
+    LoopKind(
+        "generation",
+        "whole greedy generations, timed token by token, their tokens checked",
+        lambda case, workload, info: workload.generative,
+        "dlbench.worker.generation:run_generation",
+        LOAD_CHECKS,
+    ),
+    LoopKind(
+        "ceiling",
+        "a kernel in windows: a burst figure and a sustained one (dlbench roofline)",
+        lambda case, workload, info: CEILING_OPTION in dict(case.options),
+        "dlbench.worker.ceiling_windows:run_ceiling",
+        LOAD_CHECKS,
+    ),
+    LoopKind(
+        "steps",
+        "timed steps until --min-time and --min-iters, or MLPerf LoadGen's scenario",
+        lambda case, workload, info: True,
+        "dlbench.worker.steps:run_steps",
+        LOAD_CHECKS,
+    ),
+)
+
+
+def loop_kind(case: Case, workload: Workload, info: FrameworkInfo) -> LoopKind:
+    """The kind of loop `case` runs (the last entry, the step loop, takes any case)."""
+    return next(kind for kind in LOOP_KINDS if kind.selects(case, workload, info))
+
+
+def _function(name: str) -> Callable[..., object]:
+    module, _, function = name.partition(":")
+    found: Callable[..., object] = getattr(importlib.import_module(module), function)
+    return found
