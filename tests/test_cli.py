@@ -134,6 +134,9 @@ def test_importing_dlbench_imports_no_framework():
         "import sys, dlbench, dlbench.cli.main, dlbench.plan.build, dlbench.api, "
         "dlbench.launch.runner, dlbench.launch.preflight, dlbench.results.env; "
         "dlbench.results.env.fingerprint(); "
+        # planning a case reads its workload, whose arrays are made only in the worker
+        "from dlbench.plan.validate import validate_case; from dlbench.spec.case import Case; "
+        "[validate_case(Case(w, 'null', 'default')) for w in ('mlp', 'mnist-cnn', 'gemm')]; "
         "print([m for m in ('torch', 'tensorflow', 'jax', 'onnxruntime', 'openvino', 'numpy', "
         "'dlbench.worker', 'dlbench.backends') if m in sys.modules])"
     )

@@ -10,11 +10,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from types import MappingProxyType
-from typing import ClassVar
-
-import numpy as np
+from typing import TYPE_CHECKING, ClassVar
 
 from dlbench.workloads.base import WeightDict, Workload
+
+if TYPE_CHECKING:
+    import numpy as np
 
 FLOAT32_BYTES = 4
 
@@ -48,6 +49,8 @@ class AddWorkload(Workload):
     def make_inputs(
         self, batch_size: int, params: Mapping[str, int], mode: str, seed: int
     ) -> WeightDict:
+        import numpy as np
+
         rng = np.random.default_rng(seed)
         shape = (batch_size, params["size"], params["size"])
         return {

@@ -12,8 +12,6 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import ClassVar
 
-import numpy as np
-
 from dlbench.workloads.base import WeightDict, Workload, training_flops
 
 
@@ -91,6 +89,8 @@ class EncoderWorkload(Workload):
     def make_inputs(
         self, batch_size: int, params: Mapping[str, int], mode: str, seed: int
     ) -> WeightDict:
+        import numpy as np
+
         rng = np.random.default_rng(seed + 1)
         shape = (batch_size, params["seq"])
         inputs = {

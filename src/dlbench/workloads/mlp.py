@@ -5,8 +5,6 @@ from __future__ import annotations
 import itertools
 from collections.abc import Mapping
 
-import numpy as np
-
 from dlbench.workloads.base import WeightDict, Workload, linear_init, training_flops
 
 LAYER_SIZES = (200, 128, 64, 32, 16, 8, 1)
@@ -32,6 +30,8 @@ class MlpWorkload(Workload):
         return training_flops(forward, mode)
 
     def reference_weights(self, params: Mapping[str, int], seed: int) -> WeightDict:
+        import numpy as np
+
         rng = np.random.default_rng(seed)
         weights: WeightDict = {}
         for index, (fan_in, fan_out) in enumerate(itertools.pairwise(LAYER_SIZES)):
@@ -42,6 +42,8 @@ class MlpWorkload(Workload):
     def make_inputs(
         self, batch_size: int, params: Mapping[str, int], mode: str, seed: int
     ) -> WeightDict:
+        import numpy as np
+
         rng = np.random.default_rng(seed + 1)
         inputs = {"x": rng.standard_normal((batch_size, LAYER_SIZES[0]), dtype=np.float32)}
         if mode == "train":

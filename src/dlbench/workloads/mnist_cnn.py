@@ -10,8 +10,6 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 
-import numpy as np
-
 from dlbench.workloads.base import WeightDict, Workload, linear_init, training_flops
 
 PARAMETER_COUNT = 1_199_882
@@ -47,6 +45,8 @@ class MnistCnnWorkload(Workload):
         return training_flops(forward, mode)
 
     def reference_weights(self, params: Mapping[str, int], seed: int) -> WeightDict:
+        import numpy as np
+
         rng = np.random.default_rng(seed)
         return {
             "conv1.weight": linear_init(rng, 1 * 9, (32, 1, 3, 3)),
@@ -62,6 +62,8 @@ class MnistCnnWorkload(Workload):
     def make_inputs(
         self, batch_size: int, params: Mapping[str, int], mode: str, seed: int
     ) -> WeightDict:
+        import numpy as np
+
         rng = np.random.default_rng(seed + 1)
         # MNIST-normalised pixel statistics (mean 0.1307, std 0.3081 undone).
         images = rng.random((batch_size, *IMAGE), dtype=np.float32)

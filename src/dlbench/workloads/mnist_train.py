@@ -13,11 +13,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from types import MappingProxyType
-from typing import ClassVar
-
-import numpy as np
+from typing import TYPE_CHECKING, ClassVar
 
 from dlbench.workloads.mnist_cnn import MnistCnnWorkload
+
+if TYPE_CHECKING:
+    import numpy as np
 
 LR_GAMMA = 0.7  # StepLR(step_size=1, gamma=0.7), as in pytorch/examples
 ADADELTA_RHO = 0.9  # torch's default; Keras's is 0.95, so it is set explicitly
@@ -78,4 +79,6 @@ def usable_train_samples(available: int, batch_size: int) -> int:
 
 def epoch_permutation(samples: int, seed: int, epoch: int) -> np.ndarray:
     """The order of the training samples in an epoch, identical across frameworks."""
+    import numpy as np
+
     return np.random.default_rng((seed, epoch)).permutation(samples).astype(np.int64)

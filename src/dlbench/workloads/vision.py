@@ -11,8 +11,6 @@ from collections.abc import Mapping
 from types import MappingProxyType
 from typing import ClassVar
 
-import numpy as np
-
 from dlbench.workloads.base import WeightDict, Workload, training_flops
 
 CLASSES = 1000
@@ -97,6 +95,8 @@ class VisionWorkload(Workload):
     def make_inputs(
         self, batch_size: int, params: Mapping[str, int], mode: str, seed: int
     ) -> WeightDict:
+        import numpy as np
+
         rng = np.random.default_rng(seed + 1)
         side = params["image"]
         inputs = {"x": rng.standard_normal((batch_size, 3, side, side), dtype=np.float32)}
