@@ -1,6 +1,6 @@
 """The first thing a spawned worker runs: NumPy's BLAS pool sized before NumPy loads.
 
-The worker's modules import NumPy as they load, before the worker can set its
+The worker loads NumPy first thing (worker.process.CaseProcess), before it sets its
 case's thread variables. NumPy's OpenBLAS sizes its thread pool when it loads
 (to every CPU where OPENBLAS_NUM_THREADS is unset), and those threads spin on
 a core for a while after they start, then after every limit threadpoolctl
@@ -8,7 +8,7 @@ sets: beside a short timed loop they were the null case's second core (its
 one Python loop read 170-206% CPU). No case times NumPy's BLAS, so it loads
 with one thread; the worker then sets the case's count for the libraries that
 load after it (worker.process.CaseProcess). This module imports nothing
-else, so that it runs before NumPy does.
+else, so that it runs before NumPy loads.
 """
 
 from __future__ import annotations

@@ -10,6 +10,7 @@ parent.
 from __future__ import annotations
 
 import faulthandler
+import importlib
 import json
 import os
 import sys
@@ -40,8 +41,8 @@ def limit_numpy_blas() -> dict[str, Any]:
     No backend times NumPy's BLAS (each framework runs its own kernels), yet
     NumPy's OpenBLAS starts a pool sized by OPENBLAS_NUM_THREADS whose threads
     can spin beside the measured loop and take cores from the framework (the
-    null case, one Python loop, read up to 206% CPU). NumPy is loaded by now (the
-    worker's own modules import it): launch.worker_entry made it load at one
+    null case, one Python loop, read up to 206% CPU). NumPy is loaded by now
+    (CaseProcess loads it first): launch.worker_entry made it load at one
     thread, and threadpoolctl holds it there and reports it. It limits the BLAS
     libraries loaded at this moment, NumPy's alone: a framework's own BLAS, loaded
     later, keeps the case's thread count.
@@ -63,6 +64,9 @@ class CaseProcess:
 
     def __init__(self, case: Case) -> None:
         self.case = case
+        # NumPy loads here, its BLAS pool at the one thread the process was started with
+        # (launch.worker_entry), before the case's count is set for what loads after it
+        importlib.import_module("numpy")
         for name in THREAD_VARS:
             os.environ[name] = str(case.threads)
         block_other_frameworks(case.framework)
