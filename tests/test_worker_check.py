@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import importlib.util
+
 import numpy as np
 import pytest
 
@@ -77,12 +79,26 @@ print("ok")
 """
 
 
+# A user's model may import what a framework imports only where it is installed
+USER_MODEL = r"""
+import importlib.util
+from dlbench.backends.framework_guard import block_other_frameworks
+blocked = block_other_frameworks("onnxruntime", hide_incidental=False)
+assert "torch" in blocked and importlib.util.find_spec("torch") is None, blocked
+assert importlib.util.find_spec("sklearn") is not None  # visible to the user's model
+print("ok")
+"""
+
+
 @pytest.mark.integration
-def test_other_frameworks_are_unimportable_and_absent_from_sys_modules():
+@pytest.mark.parametrize("script", [BLOCKED, USER_MODEL], ids=["case", "user-model"])
+def test_other_frameworks_are_unimportable_and_absent_from_sys_modules(script):
     import subprocess
     import sys
 
-    done = subprocess.run([sys.executable, "-c", BLOCKED], capture_output=True, text=True)
+    if importlib.util.find_spec("sklearn") is None:
+        pytest.skip("scikit-learn is not installed (nncf requires it)")
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
     assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr
 
 

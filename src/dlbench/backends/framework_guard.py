@@ -1,8 +1,9 @@
 """One framework to a process: the others are made unimportable before it loads.
 
-The worker and each DDP rank (worker.process.CaseProcess), and the inspection of a
-user's model file (worker.inspect_model), each load one framework; these hide the
-rest from the import system and say which ones did load.
+The worker and each DDP rank (worker.process.CaseProcess), the inspection of a
+user's model file (worker.inspect_model) and the torch reference builders each load
+one framework; these hide the rest from the import system, and the libraries
+frameworks import only because they are installed, and say which frameworks did load.
 """
 
 from __future__ import annotations
@@ -21,13 +22,13 @@ if TYPE_CHECKING:
 
 # Every framework's top-level module, from the registry: a new backend is blocked too.
 FRAMEWORK_MODULES = tuple(info.import_name for info in FRAMEWORKS.values() if info.import_name)
-# Libraries a framework imports only because they are installed, for features no case
-# uses: Keras's scikit-learn wrappers, plots and notebook editor, and its pandas input
-# adapter; transformers' scikit-learn for assisted generation's threshold. Each import
-# is guarded (ImportError switches the feature off). Left visible they cost a
-# TensorFlow worker 1.7 s of import and 133 MB, a transformers generator 1.3 s and
-# 105 MB (scikit-learn brings SciPy): time and memory that would count against the
-# framework only on a machine where they happen to be installed.
+# Libraries a framework imports only because they are installed, for features no
+# built-in case uses: Keras's scikit-learn wrappers, plots and notebook editor, and its
+# pandas input adapter; transformers' scikit-learn for assisted generation. Each import
+# is guarded (ImportError switches the feature off). Visible, they would count their
+# import time and memory against the framework on a machine where they happen to be
+# installed (docs/methodology.md gives the figures, bench/incidental_imports.py
+# measures them). A user's own model may use them: its processes leave them visible.
 INCIDENTAL_LIBRARIES = ("sklearn", "pandas", "matplotlib", "IPython")
 
 
@@ -51,8 +52,10 @@ class _Hiding(importlib.abc.MetaPathFinder):
         return getattr(self._finder, name)  # invalidate_caches() and the rest
 
 
-def block_other_frameworks(framework: str) -> list[str]:
-    """Make the other frameworks, and the incidental libraries, unimportable here.
+def block_other_frameworks(framework: str, hide_incidental: bool = True) -> list[str]:
+    """Make the other frameworks unimportable here, and the incidental libraries
+    unless `hide_incidental` is false (a user's model, which may import them); returns
+    the frameworks blocked.
 
     Some frameworks import others when they happen to be installed
     (TensorFlow's tf.lite imports jax), which would put a second framework's
@@ -69,10 +72,8 @@ def block_other_frameworks(framework: str) -> list[str]:
     blocked = [
         name for name in FRAMEWORK_MODULES if name not in allowed and name not in sys.modules
     ]
-    incidental = [
-        name for name in INCIDENTAL_LIBRARIES if name not in allowed and name not in sys.modules
-    ]
-    hidden = frozenset(blocked + incidental)
+    incidental = [name for name in INCIDENTAL_LIBRARIES if name not in sys.modules]
+    hidden = frozenset(blocked + (incidental if hide_incidental else []))
     sys.meta_path[:] = [_Hiding(finder, hidden) for finder in sys.meta_path]
     return blocked
 

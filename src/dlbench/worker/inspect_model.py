@@ -20,7 +20,7 @@ from dlbench.errors import CaseError, UntrustedModel, cause_summary
 def describe(framework: str, kind: str, path: str, trust: bool) -> dict[str, object]:
     # the others hidden first: TensorFlow's tf.lite imports jax where it is installed
     # (0.7 s of every TensorFlow inspection, and a second framework in this process)
-    block_other_frameworks(framework)
+    block_other_frameworks(framework, hide_incidental=False)  # the user's model may need them
     # each backend package has a user_model module with describe(path, kind, trust)
     module = importlib.import_module(f"dlbench.backends.{framework}.user_model")
     try:

@@ -1,8 +1,9 @@
 """The worker process: set up, run exactly one case, write its Result to a file.
 
 This module is imported in a freshly spawned interpreter, so it must not
-import NumPy or a framework at module level: thread variables are set first,
-then the one framework of the case is imported (and that import is timed).
+import NumPy or a framework at module level: CaseProcess loads NumPy at one BLAS
+thread, sets the case's thread variables, then the one framework of the case is
+imported (and that import is timed).
 The launcher (dlbench.launch) starts `worker_main`; nothing here runs in the
 parent.
 """
@@ -69,7 +70,7 @@ class CaseProcess:
         importlib.import_module("numpy")
         for name in THREAD_VARS:
             os.environ[name] = str(case.threads)
-        block_other_frameworks(case.framework)
+        block_other_frameworks(case.framework, hide_incidental=case.model is None)
         self._numpy_blas: dict[str, Any] = {}
 
     @contextmanager

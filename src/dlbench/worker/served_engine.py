@@ -20,7 +20,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from dlbench.backends.base import Job
+from dlbench.backends.base import Backend, Job
 from dlbench.backends.openai_server import OpenAIServerBackend
 from dlbench.errors import ReferenceUnavailable
 from dlbench.measure.openai_api import COMPLETIONS, length_fields, request_body
@@ -104,8 +104,12 @@ class TokenPromptSession(Session):
         return [record]
 
 
-def run_served_engine(backend: OpenAIServerBackend, job: Job, settings: Settings) -> Result:
-    """Start the case's server, measure it under the case's load, check its tokens."""
+def run_served_engine(backend: Backend, job: Job, settings: Settings) -> Result:
+    """Start the case's server, measure it under the case's load, check its tokens.
+    Its loop kind selects it by the registry's `serves_openai`; the backend must be the
+    class that serves (a registry entry and its backend that disagree are dlbench's bug)."""
+    if not isinstance(backend, OpenAIServerBackend):
+        raise TypeError(f"{job.case.framework} serves_openai, but its backend is no server")
     options = dict(job.case.options)
     port = int(float(options["port"])) if "port" in options else free_port()
     if "port" in options:

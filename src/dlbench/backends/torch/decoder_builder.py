@@ -48,7 +48,8 @@ def build_tokens(request: dict[str, Any]) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    # a torch process like a torch worker: transformers' incidental imports hidden
+    # a torch process as a torch worker is: the other frameworks, and the libraries
+    # transformers imports only because they are installed, hidden
     block_other_frameworks("torch")
     parser = argparse.ArgumentParser(description="build a decoder artifact (internal)")
     parser.add_argument("request", help="JSON: kind (checkpoint or tokens) and its fields")

@@ -71,7 +71,8 @@ def _export(module: torch.nn.Module, inputs: dict[str, torch.Tensor], path: Path
 
 
 def main(argv: list[str] | None = None) -> int:
-    # a torch process like a torch worker: transformers' incidental imports hidden
+    # a torch process as a torch worker is: the other frameworks, and the libraries
+    # transformers imports only because they are installed, hidden
     block_other_frameworks("torch")
     parser = argparse.ArgumentParser(description="build a reference artifact (internal)")
     parser.add_argument("request", help="JSON: kind, workload, params, seed, batch_size")
