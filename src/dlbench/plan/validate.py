@@ -141,7 +141,7 @@ def validate_case(case: Case) -> Case:
     workload.validate_params(dict(case.params))
     _validate_options(case, info)
     _validate_model(case, info)
-    _validate_training_run(case, workload.epoch_based)
+    _refuse_time_to_train_options(case, workload.epoch_based)
     _validate_distributed(case, workload.epoch_based, info.ddp_compiles)
     _validate_framework_axes(case, info, workload)
     return loop_kind(case, workload, info).checks_function()(case, info)
@@ -340,12 +340,15 @@ def _validate_distributed(case: Case, epoch_based: bool, ddp_compiles: tuple[str
         )
 
 
-def _validate_training_run(case: Case, epoch_based: bool) -> None:
+def _refuse_time_to_train_options(case: Case, epoch_based: bool) -> None:
     """--target-accuracy and --data-dir belong to time-to-train workloads only."""
-    if not epoch_based:
-        if case.target_accuracy is not None or case.data_dir is not None:
-            raise UserError(f"{TIME_TO_TRAIN_ONLY}, not {case.workload!r}")
-        return
+    if not epoch_based and (case.target_accuracy is not None or case.data_dir is not None):
+        raise UserError(f"{TIME_TO_TRAIN_ONLY}, not {case.workload!r}")
+
+
+def checked_time_to_train(case: Case, info: FrameworkInfo) -> Case:
+    """The time-to-train kind's own options (the target a fraction in (0, 1], the MNIST
+    folder whole), then what every case with a load is checked for."""
     if case.target_accuracy is not None:
         _require_number("target accuracy", case.target_accuracy, 0.0, 1.0)
         if case.target_accuracy == 0:
@@ -354,6 +357,7 @@ def _validate_training_run(case: Case, epoch_based: bool) -> None:
         problem = _mnist_dir_problem(case.data_dir)
         if problem:
             raise UserError(f"--data-dir: {problem}")
+    return checked_load(case, info)
 
 
 @functools.lru_cache(maxsize=8)

@@ -54,7 +54,7 @@ LOOP_KINDS = (
         "epochs of training, each timed, until the target accuracy or the last epoch",
         lambda case, workload, info: workload.epoch_based,
         "dlbench.worker.epochs:run_epochs",
-        LOAD_CHECKS,
+        "dlbench.plan.validate:checked_time_to_train",
     ),
     LoopKind(
         "endpoint",
