@@ -306,6 +306,11 @@ def make_into(folder: str, kinds: list[str]) -> None:
 
 
 if __name__ == "__main__":
+    from dlbench.backends.framework_guard import INCIDENTAL_LIBRARIES, hide_packages
+
+    # what TensorFlow imports only because it is installed, hidden as in dlbench's
+    # workers: no exporter here uses it (jax: tf.lite's; the rest: Keras's wrappers)
+    hide_packages(["jax", *INCIDENTAL_LIBRARIES])
     if sys.argv[1] == "--into":
         make_into(sys.argv[2], sys.argv[3:])
     else:

@@ -93,6 +93,8 @@ def test_same_initial_weights_give_the_same_first_test_loss_in_both_frameworks(t
     # TensorFlow in its own process (one framework per process)
     script = (
         "import json, sys\n"
+        "from dlbench.backends.framework_guard import block_other_frameworks\n"
+        "block_other_frameworks('tensorflow')  # as a TensorFlow worker is\n"
         "from dlbench.backends.base import Job\n"
         "from dlbench.spec.case import Case\n"
         "from dlbench.data.mnist import synthetic_mnist\n"

@@ -73,9 +73,14 @@ def block_other_frameworks(framework: str, hide_incidental: bool = True) -> list
         name for name in FRAMEWORK_MODULES if name not in allowed and name not in sys.modules
     ]
     incidental = [name for name in INCIDENTAL_LIBRARIES if name not in sys.modules]
-    hidden = frozenset(blocked + (incidental if hide_incidental else []))
-    sys.meta_path[:] = [_Hiding(finder, hidden) for finder in sys.meta_path]
+    hide_packages(blocked + (incidental if hide_incidental else []))
     return blocked
+
+
+def hide_packages(names: Sequence[str]) -> None:
+    """Make these top-level packages unimportable in this process (see above)."""
+    hidden = frozenset(names)
+    sys.meta_path[:] = [_Hiding(finder, hidden) for finder in sys.meta_path]
 
 
 def frameworks_in_process() -> list[str]:
