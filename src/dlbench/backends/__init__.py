@@ -7,10 +7,9 @@ names its Backend class, and only the worker imports it.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
-from dlbench.spec.registry import framework_info
+from dlbench.spec.registry import framework_info, imported_target
 
 if TYPE_CHECKING:
     from dlbench.backends.base import Backend
@@ -18,6 +17,4 @@ if TYPE_CHECKING:
 
 def load_backend(name: str) -> type[Backend]:
     """Import and return the backend class; call only inside a worker."""
-    module_name, _, attribute = framework_info(name).target.partition(":")
-    backend: type[Backend] = getattr(importlib.import_module(module_name), attribute)
-    return backend
+    return cast("type[Backend]", imported_target(framework_info(name).target))

@@ -10,6 +10,7 @@ one framework its case uses.
 
 from __future__ import annotations
 
+import importlib
 import importlib.metadata
 import importlib.util
 import sys
@@ -620,6 +621,15 @@ def seeded_on_device(framework: str, device_kind: str, loadgen: bool) -> bool:
     no weights in host memory: not a LoadGen server, held to the shared reference."""
     info = FRAMEWORKS.get(framework)
     return info is not None and device_kind in info.seeds_generation_on and not loadgen
+
+
+def imported_target(target: str) -> object:
+    """What a "module:attribute" name in a table names (a workload, a backend class, a
+    loop kind's runner), its module imported now: the tables name them so that their
+    readers import only what runs."""
+    module, _, attribute = target.partition(":")
+    found: object = getattr(importlib.import_module(module), attribute)
+    return found
 
 
 def framework_info(name: str) -> FrameworkInfo:

@@ -7,11 +7,10 @@ backend computes the same thing from the same numbers.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 from dlbench.errors import UserError
-from dlbench.spec.registry import WORKLOADS
+from dlbench.spec.registry import WORKLOADS, imported_target
 
 if TYPE_CHECKING:
     from dlbench.workloads.base import Workload
@@ -23,6 +22,4 @@ def get_workload(name: str) -> Workload:
         target = WORKLOADS[str(name)]
     except KeyError:
         raise UserError(f"unknown workload {name!r}; known: {', '.join(WORKLOADS)}") from None
-    module_name, _, attribute = target.partition(":")
-    workload: Workload = getattr(importlib.import_module(module_name), attribute)
-    return workload
+    return cast("Workload", imported_target(target))

@@ -13,13 +13,12 @@ runner's module and its checks.
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import cast
 
 from dlbench.spec.case import Case
-from dlbench.spec.registry import FrameworkInfo
+from dlbench.spec.registry import FrameworkInfo, imported_target
 from dlbench.workloads.base import Workload
 
 # (case, its framework's entry) -> the case checked, its defaults filled in
@@ -41,10 +40,10 @@ class LoopKind:
     def runner_function(self) -> Callable[..., object]:
         """The runner: (backend, job, settings) -> the case's Result, in the worker (which
         names that type: this layer is below the backends and the records)."""
-        return _function(self.runner)
+        return cast("Callable[..., object]", imported_target(self.runner))
 
     def checks_function(self) -> Checks:
-        return cast(Checks, _function(self.checks))
+        return cast(Checks, imported_target(self.checks))
 
 
 LOAD_CHECKS = "dlbench.plan.validate:checked_load"
@@ -106,9 +105,3 @@ LOOP_KINDS = (
 def loop_kind(case: Case, workload: Workload, info: FrameworkInfo) -> LoopKind:
     """The kind of loop `case` runs (the last entry, the step loop, takes any case)."""
     return next(kind for kind in LOOP_KINDS if kind.selects(case, workload, info))
-
-
-def _function(name: str) -> Callable[..., object]:
-    module, _, function = name.partition(":")
-    found: Callable[..., object] = getattr(importlib.import_module(module), function)
-    return found
