@@ -30,9 +30,7 @@ CHILD = r"""
 import importlib, json, resource, sys, time
 from dlbench.backends import framework_guard
 framework, modules, hide = sys.argv[1], sys.argv[2], sys.argv[3] == "hide"
-if not hide:
-    framework_guard.INCIDENTAL_LIBRARIES = ()
-framework_guard.block_other_frameworks(framework)
+framework_guard.block_other_frameworks(framework, hide_incidental=hide)
 before = resource.getrusage(resource.RUSAGE_SELF)
 for module in modules.split(","):
     importlib.import_module(module)

@@ -149,24 +149,22 @@ def validate_case(case: Case) -> Case:
 
 def checked_load(case: Case, info: FrameworkInfo) -> Case:
     """The checks of the loop kinds that take the step loop's load, LoadGen's scenarios
-    or an endpoint's (workloads.loop_kinds): the options of the others refused, the
-    case's memory, its defaults and its files' digests."""
-    case = validate_endpoint_case(case)
-    check_case_memory(case)  # sizes from --param, -b, --input and --input-data
-    return _with_digests(_validate_serving(case))
+    or an endpoint's (workloads.loop_kinds)."""
+    return _checked_serving(case, None)
 
 
 def checked_generation_server(case: Case, info: FrameworkInfo) -> Case:
     """A generation engine as a server under LoadGen (plan.token_server_cases): the
     endpoint's options refused but its SLO's, which bound its tokens."""
-    case = validate_endpoint_case(case, slo_taken=True)
-    check_case_memory(case)
-    return _with_digests(_validate_serving(case, info))
+    return _checked_serving(case, info)
 
 
-def _with_digests(case: Case) -> Case:
-    """The case with the digests of its model, input data and MNIST files: what it
-    measured is their content, not their path."""
+def _checked_serving(case: Case, token_server: FrameworkInfo | None) -> Case:
+    """The options of the other kinds refused, the case's memory, its serving defaults
+    and its files' digests (what it measured is their content, not their path)."""
+    case = validate_endpoint_case(case, slo_taken=token_server is not None)
+    check_case_memory(case)  # sizes from --param, -b, --input and --input-data
+    case = _validate_serving(case, token_server)
     return replace(
         case,
         model_digest=_digest(case.model) if case.model is not None else None,
