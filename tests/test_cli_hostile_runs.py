@@ -200,7 +200,11 @@ BAD_VALUES = [
     ("plan.0.batch_size", -1, "plan[0].batch_size: expected an integer > 0"),
     ("settings.repeat", 0, "settings.repeat: expected an integer > 0"),
     ("settings.min_time_s", -1.0, "settings.min_time_s: expected a number >= 0"),
-    ("settings.seed", "1", "settings.seed: unexpected str"),
+    ("settings.seed", "1", "settings.seed: expected int, not str"),
+    ("results.0.case.params", {"size": "4"}, "case.params.size: expected int, not str"),
+    ("results.0.samples_ms", "1", "results[0].samples_ms: expected a list"),
+    ("results.0.latency_ms.n", 2.5, "results[0].latency_ms.n: expected int, not float"),
+    ("plan.0.torchrun_args", [1], "plan[0].torchrun_args[0]: expected str, not int"),
     ("results.0.throughput", math.nan, "results[0].throughput: nan is not finite"),
     ("results.0.latency_ms.median", math.inf, "latency_ms.median: inf is not finite"),
     ("results.0.samples_ms.3", RAW, "samples_ms[3]: inf is not finite"),  # 1e400

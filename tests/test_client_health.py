@@ -21,7 +21,7 @@ from dlbench.measure.load_profile import SCHEDULE, SEND
 from dlbench.measure.openai_stream import StreamedRequest
 from dlbench.measure.stats import percentile
 from dlbench.results.details import EndpointLoad
-from dlbench.results.record_dict import from_dict
+from dlbench.spec.record_dict import from_dict
 from dlbench.worker.endpoint_load import Budget, LoadOutcome, Share, merged
 
 

@@ -147,14 +147,14 @@ def test_a_worker_gets_its_request_as_one_document_and_reads_it_back_whole(tmp_p
     from pathlib import Path
 
     from dlbench.launch.runner import _worker_process, worker_request
-    from dlbench.spec.worker_request import CaseOutputs, WorkerRequest
+    from dlbench.spec.worker_request import REQUEST_VERSION, CaseOutputs, WorkerRequest
 
     case, settings = null_case(sleep_ms="2"), Settings(min_time_s=0.5, seed=7)
     request = worker_request(case, settings, tmp_path, files_dir=tmp_path / "files")
     with contextlib.ExitStack() as stack:
         process = _worker_process(request, stack)
     (document,) = process._args  # type: ignore[attr-defined]  # what is pickled to the child
-    assert json.loads(document)["version"] == 1
+    assert json.loads(document)["version"] == REQUEST_VERSION
     back = WorkerRequest.from_json(document)
     assert back == request and back.case == case and back.settings.seed == 7
     assert back.outputs.progress_path == tmp_path / "progress.txt"
@@ -163,8 +163,10 @@ def test_a_worker_gets_its_request_as_one_document_and_reads_it_back_whole(tmp_p
     assert WorkerRequest.from_json(alone.to_json()).outputs == CaseOutputs()
     for bad in (
         "[]",
-        '{"version": 2}',
+        f'{{"version": {REQUEST_VERSION}}}',  # no case, no paths
+        alone.to_json().replace(f'"version": {REQUEST_VERSION}', '"version": 1'),
         alone.to_json().replace('"parent_pid": 1', '"parent_pid": "1"'),
+        alone.to_json().replace('"log_path": "w.log"', '"log_path": 3'),
     ):
         with pytest.raises(ValueError):
             WorkerRequest.from_json(bad)

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from dlbench.measure.stats import LatencyStats, percentile, summarize, throughput
+from dlbench.spec.record_dict import from_dict, to_dict
 
 
 def test_summary_of_one_to_ten_milliseconds_is_exact():
@@ -51,6 +52,6 @@ def test_no_samples_is_an_error():
         summarize([])
 
 
-def test_stats_round_trip_through_dict():
+def test_stats_round_trip_through_the_records_json():
     stats = summarize([0.001, 0.002, 0.004])
-    assert LatencyStats.from_dict(stats.to_dict()) == stats
+    assert from_dict(LatencyStats, to_dict(stats)) == stats

@@ -25,9 +25,9 @@ from dlbench.measure.gpu_telemetry import (
 from dlbench.measure.timeline import TimelineSampler, TimelineSummary
 from dlbench.report.timeline_plot import write_timeline_png, write_timeline_pngs
 from dlbench.results.details import Details
-from dlbench.results.record_dict import to_dict
 from dlbench.results.records import Result
 from dlbench.spec.case import Settings
+from dlbench.spec.record_dict import to_dict
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 

@@ -206,5 +206,8 @@ def test_a_details_part_of_the_wrong_type_is_refused_clearly(tmp_path):
     data = json.loads((tmp_path / "run.json").read_text())
     data["results"][0]["details"]["training"]["epochs"][0]["loss"] = "low"
     (tmp_path / "bad.json").write_text(json.dumps(data))
-    with pytest.raises(UserError, match=r"Epoch\.loss: expected float, not str"):
+    with pytest.raises(
+        UserError,
+        match=r"results\[0\]\.details\.training\.epochs\[0\]\.loss: expected float, not str",
+    ):
         read_json(tmp_path / "bad.json")

@@ -26,9 +26,9 @@ from dlbench.results.details import DEVICE_CLOCK, STREAMER_CLOCK, Generation
 from dlbench.results.flags import ABOVE_CEILING, CLIENT_BOUND, HOST_BOUND, result_flags
 from dlbench.results.limits import judge, with_limits
 from dlbench.results.metrics import METRICS, read
-from dlbench.results.record_dict import to_dict
 from dlbench.results.roofline_bound import prefill_bound
 from dlbench.spec.case import REMOTE_DEVICE
+from dlbench.spec.record_dict import to_dict
 from dlbench.worker.model_work import NO_CONFIG, Work, running_batch, served_config
 from dlbench.workloads.decoder import SHAPES
 from dlbench.workloads.model_config import read_model_config

@@ -24,7 +24,7 @@ def test_run_label_is_a_setting_that_lands_in_the_run_and_old_runs_load_without_
     assert Run.from_dict(with_label).settings.label == "abc123"
     assert Run.from_dict(make_run(settings={"seed": 0}).to_dict()).settings.label is None
     bad_type = make_run(settings={"label": 3}).to_dict()
-    with pytest.raises(UserError, match=r"settings\.label: unexpected int"):
+    with pytest.raises(UserError, match=r"settings\.label: expected str, not int"):
         Run.from_dict(bad_type)
 
 

@@ -16,8 +16,8 @@ from dlbench.measure.cpu_features import int8_dot_units
 from dlbench.plan.validate import validate_case
 from dlbench.results.flags import result_flags
 from dlbench.results.metrics import CSV_METRICS, METRICS, read
-from dlbench.results.record_dict import to_dict
 from dlbench.spec.case import Case
+from dlbench.spec.record_dict import to_dict
 from dlbench.spec.registry import PRECISIONS
 from dlbench.worker.quantized_check import measure, output_kind, sqnr_db
 

@@ -11,8 +11,8 @@ from conftest import cli, dlbench, null_case
 
 from dlbench.cli.main import main
 from dlbench.launch.runner import run_case
-from dlbench.results.record_dict import to_dict
 from dlbench.spec.case import DEFAULT_LATENCY_BOUND_MS, Settings
+from dlbench.spec.record_dict import to_dict
 
 pytest.importorskip("mlperf_loadgen", reason="needs mlcommons-loadgen (the serving extra)")
 

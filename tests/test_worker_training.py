@@ -14,8 +14,8 @@ from factories import make_result, make_run
 from dlbench.data.mnist import synthetic_mnist, write_idx
 from dlbench.launch.runner import run_case
 from dlbench.plan.build import RunRequest, build_plan
-from dlbench.results.record_dict import to_dict
 from dlbench.spec.case import Case, Settings
+from dlbench.spec.record_dict import to_dict
 from dlbench.worker.epochs import training_error
 from dlbench.workloads.mnist_train import epoch_permutation, usable_train_samples
 

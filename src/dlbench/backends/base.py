@@ -21,8 +21,8 @@ from dlbench.measure.pipeline import DevicePipeline
 from dlbench.measure.power_regime import WindowQueue
 from dlbench.reference.decoder import OwnReference
 from dlbench.results.details import Details, Generation, Placement, Quantization
-from dlbench.results.record_dict import from_dict
 from dlbench.spec.case import Case
+from dlbench.spec.record_dict import from_dict
 from dlbench.spec.worker_request import CaseOutputs
 from dlbench.workloads.base import Workload
 

@@ -148,7 +148,7 @@ def cmd_inspect(args: argparse.Namespace) -> int:
     about = escape_markup(f"{found.path}: {found.description} ({size})")
     out.print(about, highlight=False)
     shown: tuple[list, list] | None = None
-    for view in found.views:
+    for view in found.frameworks:
         if view.verdict != "loads":
             continue
         if shown == (view.inputs, view.outputs):
@@ -162,7 +162,7 @@ def cmd_inspect(args: argparse.Namespace) -> int:
     table = Table(title="frameworks")
     for name in ("framework", "version", "can run it", "why not"):
         table.add_column(name)
-    for view in found.views:
+    for view in found.frameworks:
         table.add_row(
             view.framework,
             escape_markup(view.version or "-"),

@@ -13,8 +13,9 @@ import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
+from dlbench.spec import JSONObject, record_dict
 from dlbench.spec.registry import FRAMEWORKS
 from dlbench.workloads.model_format import FORMATS, model_format, require_trusted
 
@@ -22,8 +23,12 @@ from dlbench.workloads.model_format import FORMATS, model_format, require_truste
 LOAD_TIMEOUT_S = 600
 
 
-@dataclass
+@dataclass(frozen=True)
 class FrameworkView:
+    """What one framework sees in the file (`dlbench inspect --json` writes every field)."""
+
+    WRITES_EVERY_FIELD: ClassVar[bool] = True
+
     framework: str
     version: str | None
     verdict: str  # "loads", "cannot load", "not installed", "does not read this format"
@@ -34,20 +39,23 @@ class FrameworkView:
     untrusted: bool = False
 
 
-@dataclass
+@dataclass(frozen=True)
 class Inspection:
+    """A model file's format and each framework's view of it."""
+
+    WRITES_EVERY_FIELD: ClassVar[bool] = True
     path: str
     format: str
     description: str
     size_bytes: int
-    views: list[FrameworkView]
+    frameworks: list[FrameworkView]
 
     def loads(self) -> bool:
-        return any(view.verdict == "loads" for view in self.views)
+        return any(view.verdict == "loads" for view in self.frameworks)
 
     def why_nothing_loads(self) -> str:
         """One line: the format, and why each framework that reads it did not load it."""
-        readers = [view for view in self.views if view.verdict != "does not read this format"]
+        readers = [view for view in self.frameworks if view.verdict != "does not read this format"]
         why = "; ".join(
             f"{view.framework}: {' '.join((view.reason or view.verdict).split())}"
             for view in readers
@@ -57,14 +65,8 @@ class Inspection:
             f"{self.description} ({why or 'no framework dlbench has reads it'})"
         )
 
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "path": self.path,
-            "format": self.format,
-            "description": self.description,
-            "size_bytes": self.size_bytes,
-            "frameworks": [vars(view) for view in self.views],
-        }
+    def to_dict(self) -> JSONObject:
+        return record_dict.to_dict(self)
 
 
 def inspect_model(

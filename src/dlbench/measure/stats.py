@@ -5,8 +5,7 @@ from __future__ import annotations
 import math
 import statistics
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
-from typing import Any
+from dataclasses import dataclass
 
 # IQR above this fraction of the median marks a result as noisy.
 NOISE_THRESHOLD = 0.10
@@ -40,13 +39,6 @@ class LatencyStats:
     @property
     def noisy(self) -> bool:
         return self.median > 0 and self.iqr / self.median > NOISE_THRESHOLD
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> LatencyStats:
-        return cls(**{k: data[k] for k in cls.__dataclass_fields__})
 
 
 def summarize(samples_s: Sequence[float]) -> LatencyStats:

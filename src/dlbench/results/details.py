@@ -25,8 +25,8 @@ from dlbench.measure.instruments import Measured
 from dlbench.measure.power_regime import PowerRegimes
 from dlbench.measure.server_counters import ServerCounters
 from dlbench.measure.timeline import TimelineSummary
-from dlbench.results.record_dict import REST_FIELD, from_dict, to_dict
 from dlbench.spec import JSONObject, JSONValue
+from dlbench.spec.record_dict import REST_FIELD, from_dict, to_dict
 
 
 @dataclass(frozen=True)
@@ -511,8 +511,8 @@ class Details(Measured):
         return to_dict(self)
 
     @classmethod
-    def from_dict(cls, data: JSONValue) -> Details:
-        return from_dict(cls, data)
+    def from_dict(cls, data: JSONValue, where: str | None = None) -> Details:
+        return from_dict(cls, data, where)
 
 
 # Schema-2 keys (one flat dict) that became fields of Details as they were

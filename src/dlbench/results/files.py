@@ -20,11 +20,11 @@ from dlbench.measure.stats import LatencyStats
 from dlbench.results.ceilings import efficiency_in_run
 from dlbench.results.decode_bound import decode_bound, no_ceiling_note
 from dlbench.results.metrics import CSV_METRICS, METRICS, read
-from dlbench.results.record_dict import finite
 from dlbench.results.records import Result, Run, result_keys, run_from_json
 from dlbench.results.roofline_bound import prefill_bound, work_precision
 from dlbench.results.scaling import scaling_in_run
 from dlbench.spec.case import PAIR_FIELDS, Case
+from dlbench.spec.record_dict import finite
 
 
 def write_json(run: Run, path: Path) -> None:

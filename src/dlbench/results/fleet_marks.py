@@ -11,15 +11,15 @@ ordinary run.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any
+from typing import ClassVar
 
 from dlbench.errors import UserError
 from dlbench.results.records import Run
 from dlbench.results.run_ids import new_run_id, shown
 from dlbench.results.store import Store
+from dlbench.spec import JSONObject, record_dict
 
 FLEET_KEY = "fleet"
 FLEET_ID_PREFIX = "fleet-"
@@ -31,6 +31,9 @@ CLOCK_SKEW = timedelta(minutes=10)
 @dataclass(frozen=True)
 class FleetMark:
     """Which fleet run a node's run belongs to, and which node it ran on."""
+
+    # its JSON (in the run's env) holds every field, as marks always have
+    WRITES_EVERY_FIELD: ClassVar[bool] = True
 
     fleet_id: str
     started_at: str  # the fleet run's start, by the clock of the machine that started it
@@ -47,29 +50,17 @@ class FleetMark:
         nodes may share a machine (and so an IP)."""
         return f"{self.node_ip} {self.node_id[:8]}"
 
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+    def to_dict(self) -> JSONObject:
+        return record_dict.to_dict(self)
 
     @classmethod
     def of(cls, run: Run) -> FleetMark | None:
         """The run's mark, or None for a run of no fleet (or a mark dlbench did not
         write: env is data from wherever the run was imported)."""
-        data = run.env.get(FLEET_KEY)
-        if not isinstance(data, Mapping):
+        try:
+            return record_dict.from_dict(cls, run.env.get(FLEET_KEY))
+        except ValueError:
             return None
-        fleet_id, started_at = data.get("fleet_id"), data.get("started_at")
-        node_id, node_ip = data.get("node_id"), data.get("node_ip")
-        hostname, failure = data.get("hostname"), data.get("failure")
-        if not (
-            isinstance(fleet_id, str)
-            and isinstance(started_at, str)
-            and isinstance(node_id, str)
-            and isinstance(node_ip, str)
-            and isinstance(hostname, str | None)
-            and isinstance(failure, str | None)
-        ):
-            return None
-        return cls(fleet_id, started_at, node_id, node_ip, hostname, failure)
 
 
 def new_fleet_id() -> str:

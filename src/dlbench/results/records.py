@@ -29,19 +29,19 @@ Format history (bump SCHEMA_VERSION on any incompatible change and teach
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass, field, fields, replace
+from dataclasses import dataclass, field, fields, replace
 from datetime import datetime, timezone
-from typing import Any
+from typing import Any, ClassVar
 
 from dlbench.errors import UserError
 from dlbench.measure.stats import LatencyStats
 from dlbench.results.details import Details, details_from_v2
 from dlbench.results.flags import NOISY, stored_flags
-from dlbench.results.record_dict import finite
 from dlbench.results.run_values import check_run_values
 from dlbench.results.schema import check_run_shape
-from dlbench.spec import JSONObject, JSONValue
+from dlbench.spec import JSONObject, JSONValue, record_dict
 from dlbench.spec.case import Case, Settings
+from dlbench.spec.record_dict import finite
 
 SCHEMA_VERSION = 3
 STATUS_OK = "ok"
@@ -57,6 +57,9 @@ TIME_TO_TRAIN_KEY = "time_to_train_s"
 @dataclass(frozen=True)
 class Result:
     """One measured case: the case as it ran, its samples and stats."""
+
+    # its JSON holds every field, as every stored result's does (spec.record_dict)
+    WRITES_EVERY_FIELD: ClassVar[bool] = True
 
     # The identity, with the defaults the worker resolved (device, batch size,
     # params, scenario, inter-op threads); `rerun` replays it as it ran.
@@ -101,24 +104,18 @@ class Result:
         """Whether the flags say `noisy` (a field of its own before flags were recorded)."""
         return NOISY in self.flags
 
-    def to_dict(self) -> dict[str, Any]:
-        data = {name: getattr(self, name) for name in result_keys()}
-        data["case"] = self.case.to_dict()
-        data["latency_ms"] = self.latency_ms.to_dict() if self.latency_ms else None
-        data["details"] = self.details.to_dict()
+    def to_dict(self) -> JSONObject:
+        fields_json = record_dict.to_dict(self)
+        data = {k: self.noisy if k == "noisy" else fields_json[k] for k in result_keys()}
         return finite(data)  # what is not a finite number is null in JSON (record_dict.finite)
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> Result:
-        known = {f.name for f in fields(cls)}
-        values = {k: v for k, v in data.items() if k in known}
-        values["case"] = Case.from_dict(values["case"])
-        if values.get("latency_ms") is not None:
-            values["latency_ms"] = LatencyStats.from_dict(values["latency_ms"])
-        values["details"] = Details.from_dict(data.get("details", {}))
+    def from_dict(cls, data: JSONValue, where: str | None = None) -> Result:
+        """The result a JSON object holds; ValueError (naming `where`) where it is not one."""
+        result = record_dict.from_dict(cls, data, where)
         if "flags" not in data:  # written before flags were recorded
-            values["flags"] = stored_flags(data.get("noisy"), values["details"])
-        return cls(**values)
+            return replace(result, flags=stored_flags(data.get("noisy"), result.details))
+        return result
 
 
 def result_keys() -> list[str]:
@@ -159,6 +156,9 @@ def now_iso() -> str:
 class Run:
     """A set of results measured together, with the context they were measured in."""
 
+    # its JSON holds every field, as every stored run's does (spec.record_dict)
+    WRITES_EVERY_FIELD: ClassVar[bool] = True
+
     id: str
     started_at: str
     suite: str
@@ -189,28 +189,20 @@ class Run:
     def failures(self) -> int:
         return sum(1 for r in self.results if r.status == STATUS_FAILED)
 
-    def to_dict(self) -> dict[str, Any]:
-        data = asdict(replace(self, results=[], plan=()))
-        data["plan"] = [case.to_dict() for case in self.plan]
-        data = finite(data)
-        data["results"] = [r.to_dict() for r in self.results]
-        return data
+    def to_dict(self) -> JSONObject:
+        return finite(record_dict.to_dict(self))
 
     @classmethod
     def from_dict(cls, data: JSONValue, source: str = "run") -> Run:
         """Build a Run from parsed JSON, refusing what this version cannot read."""
         data = upgrade(data, source)
-        check_run_shape(data, source, Result)
-        check_run_values(data, source, cls, Result)
         try:
-            results = [Result.from_dict(r) for r in data["results"]]
-            known = {f.name for f in fields(cls)} - {"results"}
-            values = {k: v for k, v in data.items() if k in known}
-            values["settings"] = Settings.from_dict(data["settings"])
-            values["plan"] = tuple(Case.from_dict(case) for case in data.get("plan") or ())
-            return cls(results=results, **values)
-        except (KeyError, TypeError, ValueError) as exc:
+            run = record_dict.from_dict(cls, data, "")
+        except ValueError as exc:
             raise UserError(f"{source}: not a valid dlbench run ({exc})") from None
+        check_run_shape(data, source)
+        check_run_values(data, source, cls, Result)
+        return run
 
 
 REQUIRED_RUN_KEYS = ("id", "started_at", "suite", "settings", "env", "results")

@@ -7,7 +7,7 @@ run from elsewhere cannot make a report say what was not measured:
 - every number, anywhere in the run, is finite. Python's JSON reader takes
   NaN and Infinity (and reads 1e400 as infinity); an infinite median made
   compare say "slower, beyond 2x". dlbench writes null for a value that is not
-  finite (results.record_dict.finite);
+  finite (spec.record_dict.finite);
 - a case's numbers and the settings' pass the reader of their `dlbench run`
   option (spec.cli_options): a batch size is an integer > 0, a target
   accuracy a fraction. What the command line refuses, a file cannot bring in;
@@ -30,11 +30,11 @@ from typing import Any
 
 from dlbench.measure.stats import LatencyStats
 from dlbench.results.details import Details
-from dlbench.results.record_dict import unknown_keys
 from dlbench.results.run_ids import shown
 from dlbench.results.schema import EXTRA_RESULT_KEYS, not_valid
 from dlbench.spec import JSONValue
 from dlbench.spec.case import Case, Settings
+from dlbench.spec.record_dict import unknown_keys
 
 # A record's keys are listed in a message when there are this few; else named by kind
 LISTED_KEYS = 12

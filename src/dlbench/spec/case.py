@@ -10,13 +10,13 @@ import json
 import os
 import re
 from collections.abc import Collection
-from dataclasses import Field, asdict, dataclass, field, fields
+from dataclasses import Field, dataclass, field, fields
 from types import MappingProxyType
-from typing import Any
+from typing import Any, ClassVar
 
 from dlbench.measure.load_profile import LATENCY_CLOCKS
 from dlbench.measure.openai_api import APIS, COMPLETIONS
-from dlbench.spec import JSONValue
+from dlbench.spec import JSONObject, JSONValue, record_dict
 from dlbench.spec.cli_options import (
     cli,
     endpoint_url,
@@ -107,7 +107,7 @@ LAUNCH_DETAIL = {"key": False}
 SUITE_AXIS = {"suite": True}
 # "required": a stored result must carry it: its default would change with
 # the reader (threads: the reading machine's CPUs) or silently pick a case.
-RECORDED_AXIS = {"suite": True, "required": True}
+RECORDED_AXIS = {"suite": True, record_dict.REQUIRED: True}
 # "cli" (spec.cli_options.cli): the `dlbench run` option that sets the field;
 # the parser and the plan's RunRequest are built from it.
 
@@ -126,6 +126,9 @@ class Case:
     marked by_framework, as --transfer is) needs no check of its own: plan.validate
     checks it against each framework's registry entry (FrameworkInfo.axes).
     """
+
+    # its JSON holds every field, as every stored case does (spec.record_dict)
+    WRITES_EVERY_FIELD: ClassVar[bool] = True
 
     workload: str = field(
         metadata=SUITE_AXIS
@@ -215,7 +218,7 @@ class Case:
     )
     interop_threads: int | None = field(
         default=None,
-        metadata={"required": True}
+        metadata={record_dict.REQUIRED: True}
         | cli(
             "--interop-threads",
             parse=positive_int,
@@ -641,11 +644,8 @@ class Case:
 
     def key_without(self, *names: str) -> str:
         """The key with some axes left out: the 1-process twin of a DDP case matches on it."""
-        data = {
-            f.name: _jsonable(f.name, getattr(self, f.name))
-            for f in fields(self)
-            if _in_key(f) and f.name not in names
-        }
+        whole = self.to_dict()
+        data = {f.name: whole[f.name] for f in fields(self) if _in_key(f) and f.name not in names}
         if "device" in data:
             data["device"] = self.device_kind
         if "interop_threads" in data:  # None and the same count as threads are one case
@@ -729,25 +729,23 @@ class Case:
         percentile = self.slo_percentile or DEFAULT_SLO_PERCENTILE
         return f"p{percentile:g} " + ",".join(bounds)
 
-    def to_dict(self) -> dict[str, Any]:
-        return {f.name: _jsonable(f.name, getattr(self, f.name)) for f in fields(self)}
+    def to_dict(self) -> JSONObject:
+        return record_dict.to_dict(self)
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> Case:
-        known = {f.name for f in fields(cls)}
-        values = {k: v for k, v in data.items() if k in known}
-        for name in PAIR_FIELDS:
-            values[name] = tuple(sorted(dict(values.get(name) or {}).items()))
-        values["torchrun_args"] = tuple(values.get("torchrun_args") or ())
-        # results from before the field: every multi-process case was DDP
-        values.setdefault("ddp", int(values.get("nproc") or 1) > 1)
-        return cls(**values)
+    def from_dict(cls, data: JSONValue, where: str | None = None) -> Case:
+        """The case a JSON object holds; ValueError (naming `where`) where it is not one."""
+        if isinstance(data, dict) and "ddp" not in data:
+            # written before the field: every multi-process case was DDP
+            nproc = data.get("nproc", 1)
+            data = {**data, "ddp": isinstance(nproc, int) and nproc > 1}
+        return record_dict.from_dict(cls, data, where)
 
 
 # How the null backend's cases are named wherever they are shown.
 NULL_LABEL = "null (harness)"
-# Case fields kept as name -> value pairs (JSON objects in files).
-PAIR_FIELDS = ("params", "options", "inputs")
+# Case fields kept as name -> value pairs (JSON objects in files): params, options, inputs
+PAIR_FIELDS = record_dict.pair_fields(Case)
 
 
 def _short(digest: str) -> str:
@@ -759,15 +757,6 @@ def _in_key(f: Field[Any]) -> bool:
     return bool(f.metadata.get("key", True))
 
 
-def _jsonable(name: str, value: object) -> JSONValue:
-    """A field's value as JSON keeps it: pairs as an object, other tuples as a list."""
-    if isinstance(value, tuple) and name in PAIR_FIELDS:  # a pair field holds a tuple
-        return dict(value)
-    if isinstance(value, tuple):
-        return list(value)
-    return value
-
-
 def suite_axes() -> tuple[str, ...]:
     """The Case fields a suite entry may set."""
     return tuple(f.name for f in fields(Case) if f.metadata.get("suite"))
@@ -776,6 +765,9 @@ def suite_axes() -> tuple[str, ...]:
 @dataclass(frozen=True)
 class Settings:
     """How every case of a run is measured (the stop rule and the guards)."""
+
+    # its JSON holds every setting, as every stored run's does (spec.record_dict)
+    WRITES_EVERY_FIELD: ClassVar[bool] = True
 
     # "cli": the `dlbench run` option that sets the field; a suite's settings
     # use the same names (min_time for --min-time; plan.build.SETTING_FIELDS)
@@ -867,10 +859,10 @@ class Settings:
         ),
     )
 
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+    def to_dict(self) -> JSONObject:
+        return record_dict.to_dict(self)
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> Settings:
-        known = {f.name for f in fields(cls)}
-        return cls(**{k: v for k, v in data.items() if k in known})
+    def from_dict(cls, data: JSONValue, where: str | None = None) -> Settings:
+        """The settings a JSON object holds; ValueError (naming `where`) where they are not."""
+        return record_dict.from_dict(cls, data, where)

@@ -13,11 +13,11 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from dlbench.spec import JSONObject
+from dlbench.spec import record_dict
 from dlbench.spec.case import Case, Settings
 
 # The request's own layout: a reader refuses a document of another version.
-REQUEST_VERSION = 1
+REQUEST_VERSION = 2
 
 
 @dataclass(frozen=True)
@@ -46,17 +46,7 @@ class WorkerRequest:
     outputs: CaseOutputs = field(default_factory=CaseOutputs)
 
     def to_json(self) -> str:
-        document: JSONObject = {
-            "version": REQUEST_VERSION,
-            "case": self.case.to_dict(),
-            "settings": self.settings.to_dict(),
-            "result_path": str(self.result_path),
-            "log_path": str(self.log_path),
-            "parent_pid": self.parent_pid,
-            "progress_path": _optional(self.outputs.progress_path),
-            "files_dir": _optional(self.outputs.files_dir),
-        }
-        return json.dumps(document)
+        return json.dumps({"version": REQUEST_VERSION, **record_dict.to_dict(self)})
 
     @classmethod
     def from_json(cls, document: str) -> WorkerRequest:
@@ -64,29 +54,4 @@ class WorkerRequest:
         data = json.loads(document)
         if not isinstance(data, dict) or data.get("version") != REQUEST_VERSION:
             raise ValueError(f"not a dlbench worker request of version {REQUEST_VERSION}")
-        parent_pid = data["parent_pid"]
-        if not isinstance(parent_pid, int):
-            raise ValueError("a worker request's parent_pid must be an integer")
-        return cls(
-            case=Case.from_dict(data["case"]),
-            settings=Settings.from_dict(data["settings"]),
-            result_path=Path(data["result_path"]),
-            log_path=Path(data["log_path"]),
-            parent_pid=parent_pid,
-            outputs=CaseOutputs(
-                progress_path=_path_or_none(data.get("progress_path")),
-                files_dir=_path_or_none(data.get("files_dir")),
-            ),
-        )
-
-
-def _optional(path: Path | None) -> str | None:
-    return str(path) if path is not None else None
-
-
-def _path_or_none(value: object) -> Path | None:
-    if value is None:
-        return None
-    if not isinstance(value, str):
-        raise ValueError(f"a worker request's path must be a string, not {value!r}")
-    return Path(value)
+        return record_dict.from_dict(cls, data, "worker request")

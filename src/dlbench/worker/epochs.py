@@ -19,9 +19,9 @@ from dlbench.backends.base import Backend, EpochTrainer, Job
 from dlbench.errors import CaseError
 from dlbench.measure.instruments import Instruments
 from dlbench.results.details import Epoch, Training, TrainingData
-from dlbench.results.record_dict import from_dict
 from dlbench.results.records import STATUS_FAILED, STATUS_OK, Result
 from dlbench.spec.case import Settings
+from dlbench.spec.record_dict import from_dict
 from dlbench.worker.placement import require_placement
 from dlbench.worker.progress import report_progress
 from dlbench.worker.result import result_from

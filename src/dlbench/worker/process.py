@@ -27,9 +27,9 @@ from dlbench.backends.framework_guard import block_other_frameworks, frameworks_
 from dlbench.errors import CaseSkipped, first_line
 from dlbench.lifeline import die_with_parent
 from dlbench.results.details import NumpyBlas
-from dlbench.results.record_dict import from_dict
 from dlbench.results.records import STATUS_SKIPPED, Result, base_result, now_iso
 from dlbench.spec.case import Case
+from dlbench.spec.record_dict import from_dict
 from dlbench.spec.worker_request import WorkerRequest
 from dlbench.worker.compile_cache import compile_cache_detail, private_compile_caches
 from dlbench.worker.steps import execute, failed_from_exception

@@ -36,13 +36,13 @@ from dlbench.measure.instruments import Instruments, Reading
 from dlbench.measure.peak_search import Search
 from dlbench.measure.timer import Timing, time_once
 from dlbench.results.details import LoadGen
-from dlbench.results.record_dict import from_dict
 from dlbench.spec.case import (
     DEFAULT_LATENCY_PERCENTILE,
     MIN_P99_QUERIES,
     OFFICIAL_MIN_TIME_S,
     Settings,
 )
+from dlbench.spec.record_dict import from_dict
 from dlbench.worker.files import case_files_dir
 from dlbench.worker.loadgen_log import DETAIL_LOG, loadgen_outcome
 from dlbench.worker.loadgen_sut import QueryServer

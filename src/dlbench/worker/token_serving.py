@@ -33,9 +33,9 @@ from dlbench.measure.peak_search import Found, Search, alone_misses
 from dlbench.measure.token_latency import token_latencies
 from dlbench.reference.decoder import reference_tokens
 from dlbench.results.details import Generation, LoadGen, TokenCheck
-from dlbench.results.record_dict import from_dict
 from dlbench.results.records import STATUS_FAILED, Result
 from dlbench.spec.case import OFFICIAL_MIN_TIME_S, Settings
+from dlbench.spec.record_dict import from_dict
 from dlbench.spec.registry import precision_info
 from dlbench.spec.worker_request import CaseOutputs
 from dlbench.worker.files import case_files_dir

@@ -1,16 +1,25 @@
 """Dataclass records to JSON objects and back, checked against their type hints.
 
-Every typed part of a result's details (results.details) and the measure/
-types it stores (an energy reading) go through these two functions, so a
-new field is one line in its dataclass: its JSON key is its name, and a file
-that holds the wrong type for it is refused when read (a ValueError, which
-Run.from_dict turns into one clear UserError), not met deep in a report.
+The one serialisation path: a run, its settings, its planned cases, each result,
+its case, latency statistics and every typed part of its details (results.details),
+and the worker's request, go to JSON and come back through these two functions. A
+new field is one line in its dataclass: its JSON key is its name, and a file that
+holds the wrong type for it is refused when read (a ValueError naming where, as a
+path in the JSON such as `results[2].case.batch_size`, which Run.from_dict turns
+into one clear UserError), not met deep in a report.
 
 A field equal to its default is left out of the JSON, so a result that has
-no LoadGen test or no energy counter does not carry a page of nulls. A field
-marked with REST_FIELD gathers the keys its record does not name (a quantizer's own
-metadata, the metric values of a --repeat process keyed by the metrics
-table) and writes them back beside the named ones.
+no LoadGen test or no energy counter does not carry a page of nulls; a record
+that sets WRITES_EVERY_FIELD (a case, a result, a run: the shapes their files have
+always had) writes every field. A tuple of (name, value) pairs (a case's params)
+is a JSON object, any other tuple a list. A field marked with REST_FIELD gathers
+the keys its record does not name (a quantizer's own metadata, the metric values
+of a --repeat process keyed by the metrics table) and writes them back beside the
+named ones.
+
+A record may define its own `to_dict()` and `from_dict(data, where)` that call these
+two and add what it documents (a result's `noisy`, the `ddp` of a case written
+before the field); a record nested in another is written and read through its own.
 """
 
 from __future__ import annotations
@@ -21,6 +30,7 @@ import types
 import typing
 from collections.abc import Iterator
 from functools import cache
+from pathlib import Path, PurePath
 from typing import TYPE_CHECKING, Any, TypeVar, Union
 
 from dlbench.spec import JSONObject, JSONValue
@@ -33,32 +43,50 @@ REST = "rest"
 # The metadata of a dict field that holds the keys its record does not name, spread
 # back beside the named ones in its JSON: field(default_factory=dict, metadata=REST_FIELD)
 REST_FIELD = {REST: True}
+# The metadata of a field with a default that a stored record must still carry (a case's
+# thread count: its default is the reading machine's, not the measuring one's)
+REQUIRED = "required"
+# The class attribute (a ClassVar, True) of a record whose JSON holds every field,
+# defaults too: the files of cases, results and runs have always had that shape.
+WRITES_EVERY_FIELD = "WRITES_EVERY_FIELD"
 
 
 def to_dict(record: DataclassInstance) -> JSONObject:
-    """The record as a JSON object: nested records as objects, defaults left out."""
+    """The record as a JSON object: nested records as objects, defaults left out
+    (unless the record writes every field)."""
+    every = getattr(type(record), WRITES_EVERY_FIELD, False)
+    hints = _hints(type(record))
     data: JSONObject = {}
     for f in dataclasses.fields(record):
         value = getattr(record, f.name)
         if f.metadata.get(REST):
             data.update(value)
-        elif value != _default(f):
-            data[f.name] = _plain(value)
+        elif every or value != _default(f):
+            data[f.name] = _plain(value, hints[f.name])
     return data
 
 
-def from_dict(record: type[R], data: JSONValue) -> R:
-    """The record read from a JSON object; ValueError where a value has the wrong type."""
+def from_dict(record: type[R], data: JSONValue, where: str | None = None) -> R:
+    """The record read from a JSON object; ValueError where a value has the wrong type
+    or a field without a default (or marked REQUIRED) is missing. `where` names the
+    object in messages (a path such as "results[2].case"; "" for the document itself;
+    by default the record's name)."""
+    at = record.__name__ if where is None else where
     if not isinstance(data, dict):
-        raise ValueError(f"{record.__name__}: expected an object, not {type(data).__name__}")
+        raise ValueError(f"{at or record.__name__}: expected an object")
     hints = _hints(record)
     values: dict[str, object] = {}
     spare: str | None = None
+    missing = []
     for f in dataclasses.fields(record):
         if f.metadata.get(REST):
             spare = f.name
         elif f.name in data:
-            values[f.name] = _read(hints[f.name], data[f.name], f"{record.__name__}.{f.name}")
+            values[f.name] = _read(hints[f.name], data[f.name], f"{at}.{f.name}" if at else f.name)
+        elif _default(f) is dataclasses.MISSING or f.metadata.get(REQUIRED):
+            missing.append(f.name)
+    if missing:
+        raise ValueError(f"{at or record.__name__}: missing {', '.join(missing)}")
     if spare is not None:
         values[spare] = {k: v for k, v in data.items() if k not in values}
     return record(**values)
@@ -114,14 +142,48 @@ def finite(value: JSONValue) -> JSONValue:
     return value
 
 
-def _plain(value: object) -> JSONValue:
+def _plain(value: object, hint: object = Any) -> JSONValue:
+    """`value` as JSON holds it; `hint`, its annotation, tells pairs from a list."""
+    hint = _without_none(hint)
+    args = typing.get_args(hint)
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return to_dict(value)
+        own = getattr(value, "to_dict", None)  # a record's own adds what it documents
+        return own() if own is not None else to_dict(value)
+    if isinstance(value, tuple) and is_pairs(hint):
+        (pair,) = args[:1]
+        return {k: _plain(v, typing.get_args(pair)[1]) for k, v in value}
     if isinstance(value, list | tuple):
-        return [_plain(v) for v in value]
+        item = args[0] if typing.get_origin(hint) in (list, tuple) and args else Any
+        return [_plain(v, item) for v in value]
     if isinstance(value, dict):
-        return {k: _plain(v) for k, v in value.items()}
+        item = args[1] if typing.get_origin(hint) is dict and len(args) == 2 else Any
+        return {k: _plain(v, item) for k, v in value.items()}
+    if isinstance(value, PurePath):  # a path the worker writes to: its text
+        return str(value)
     return value
+
+
+def pair_fields(record: type[DataclassInstance]) -> tuple[str, ...]:
+    """The fields of `record` that hold (name, value) pairs (a JSON object each)."""
+    hints = _hints(record)
+    return tuple(f.name for f in dataclasses.fields(record) if is_pairs(hints[f.name]))
+
+
+def _without_none(hint: object) -> object:
+    """`X` for `X | None` (records use that form of union only)."""
+    if typing.get_origin(hint) in (Union, types.UnionType):
+        inner = [a for a in typing.get_args(hint) if a is not type(None)]
+        return inner[0] if len(inner) == 1 else hint
+    return hint
+
+
+def is_pairs(hint: object) -> bool:
+    """Whether `hint` is tuple[tuple[str, X], ...]: (name, value) pairs, a JSON object."""
+    args = typing.get_args(hint)
+    if typing.get_origin(hint) is not tuple or len(args) != 2 or args[1] is not Ellipsis:
+        return False
+    pair = typing.get_args(args[0])
+    return typing.get_origin(args[0]) is tuple and len(pair) == 2 and pair[0] is str
 
 
 def _default(f: dataclasses.Field[object]) -> object:
@@ -148,15 +210,26 @@ def _read(hint: object, value: JSONValue, where: str) -> object:
         (inner,) = [a for a in args if a is not type(None)]  # records use `X | None` only
         return _read(inner, value, where)
     if dataclasses.is_dataclass(hint) and isinstance(hint, type):
-        return from_dict(hint, value)
-    if origin is list:
+        own = getattr(hint, "from_dict", None)  # a record's own fills what older files lack
+        return own(value, where) if own is not None else from_dict(hint, value, where)
+    if is_pairs(hint):
+        if not isinstance(value, dict):
+            raise ValueError(f"{where}: expected an object of names and values")
+        item = typing.get_args(args[0])[1]
+        return tuple(sorted((k, _read(item, v, f"{where}.{k}")) for k, v in value.items()))
+    if origin is list or origin is tuple:
         if not isinstance(value, list):
             raise ValueError(f"{where}: expected a list")
-        return [_read(args[0], v, where) for v in value]
+        items = [_read(args[0], v, f"{where}[{i}]") for i, v in enumerate(value)]
+        return items if origin is list else tuple(items)
     if origin is dict:
         if not isinstance(value, dict):
             raise ValueError(f"{where}: expected an object")
-        return {k: _read(args[1], v, where) for k, v in value.items()}
+        return {k: _read(args[1], v, f"{where}.{k}") for k, v in value.items()}
+    if hint is Path:
+        if not isinstance(value, str):
+            raise ValueError(f"{where}: expected a path (a string), not {type(value).__name__}")
+        return Path(value)
     if not isinstance(hint, type):
         raise TypeError(f"{where}: {hint!r} is no type a record's field can hold")
     if not _scalar_ok(hint, value):
