@@ -190,7 +190,9 @@ class Run:
         return sum(1 for r in self.results if r.status == STATUS_FAILED)
 
     def to_dict(self) -> JSONObject:
-        return finite(record_dict.to_dict(self))
+        data = record_dict.to_dict(self)
+        # what is not a finite number is null in JSON; each result's own to_dict saw to its own
+        return {k: v if k == "results" else finite(v) for k, v in data.items()}
 
     @classmethod
     def from_dict(cls, data: JSONValue, source: str = "run") -> Run:

@@ -49,6 +49,7 @@ REQUIRED = "required"
 # The class attribute (a ClassVar, True) of a record whose JSON holds every field,
 # defaults too: the files of cases, results and runs have always had that shape.
 WRITES_EVERY_FIELD = "WRITES_EVERY_FIELD"
+SCALARS = (str, int, float, bool)
 
 
 def to_dict(record: DataclassInstance) -> JSONObject:
@@ -154,6 +155,8 @@ def _plain(value: object, hint: object = Any) -> JSONValue:
         return {k: _plain(v, typing.get_args(pair)[1]) for k, v in value}
     if isinstance(value, list | tuple):
         item = args[0] if typing.get_origin(hint) in (list, tuple) and args else Any
+        if item in SCALARS:  # a result's samples: thousands, already JSON's
+            return list(value)
         return [_plain(v, item) for v in value]
     if isinstance(value, dict):
         item = args[1] if typing.get_origin(hint) is dict and len(args) == 2 else Any
@@ -220,7 +223,11 @@ def _read(hint: object, value: JSONValue, where: str) -> object:
     if origin is list or origin is tuple:
         if not isinstance(value, list):
             raise ValueError(f"{where}: expected a list")
-        items = [_read(args[0], v, f"{where}[{i}]") for i, v in enumerate(value)]
+        if args[0] in SCALARS:  # a result's samples: thousands, checked without a path each
+            _check_scalars(args[0], value, where)
+            items = list(value)
+        else:
+            items = [_read(args[0], v, f"{where}[{i}]") for i, v in enumerate(value)]
         return items if origin is list else tuple(items)
     if origin is dict:
         if not isinstance(value, dict):
@@ -235,6 +242,13 @@ def _read(hint: object, value: JSONValue, where: str) -> object:
     if not _scalar_ok(hint, value):
         raise ValueError(f"{where}: expected {hint.__name__}, not {type(value).__name__}")
     return value
+
+
+def _check_scalars(hint: type, values: list[JSONValue], where: str) -> None:
+    if all(_scalar_ok(hint, v) for v in values):
+        return
+    index, wrong = next((i, v) for i, v in enumerate(values) if not _scalar_ok(hint, v))
+    raise ValueError(f"{where}[{index}]: expected {hint.__name__}, not {type(wrong).__name__}")
 
 
 def _scalar_ok(hint: type, value: JSONValue) -> bool:
