@@ -15,6 +15,7 @@ import numpy as np
 
 from dlbench.measure.stats import summarize
 from dlbench.results.details import Details
+from dlbench.results.env import Fingerprint
 from dlbench.results.records import STATUS_OK, Result, Run
 from dlbench.spec.case import PAIR_FIELDS, Case, Settings
 
@@ -52,7 +53,8 @@ def make_result(**values: Any) -> Result:
 
 def make_run(results: list[Result] | None = None, **values: Any) -> Run:
     """A Run holding `results`; id, start, suite, settings and env default to placeholders
-    (settings may be given as a dict of the fields that differ from the defaults)."""
+    (settings may be given as a dict of the fields that differ from the defaults, env as
+    its JSON)."""
     defaults: dict[str, Any] = {
         "id": "r",
         "started_at": "2026-01-01T00:00:00+00:00",
@@ -61,6 +63,8 @@ def make_run(results: list[Result] | None = None, **values: Any) -> Run:
         "env": {},
     }
     given = {**defaults, **values}
+    if isinstance(given["env"], dict):  # as a run's JSON holds it
+        given["env"] = Fingerprint.from_dict(given["env"])
     if isinstance(given["settings"], dict):
         given["settings"] = Settings(**given["settings"])  # unchecked: a test may give a bad one
     return Run(results=list(results or []), **given)

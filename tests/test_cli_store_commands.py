@@ -20,7 +20,7 @@ def v1_store(path) -> None:
     db = sqlite3.connect(path)
     db.executescript(SCHEMA_V1)
     run = timed_run("old-run", 1.0, 1)
-    env = json.dumps({**run.env, "dlbench": "0.0.9"})
+    env = json.dumps({**run.env.to_dict(), "dlbench": "0.0.9"})
     db.execute(
         "INSERT INTO runs VALUES (?,?,?,?,?,?,?,?,?)",
         ("old-run", 1, run.started_at, "2026-01-01T00:01:00+00:00", "s", "h1", "[]", "{}", env),

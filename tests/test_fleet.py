@@ -38,7 +38,8 @@ from dlbench.launch.fleet import (
     select_nodes,
 )
 from dlbench.report.fleet_report import MIN_PEERS, OUTLIER_Z, fleet_columns, judge, outliers
-from dlbench.results.fleet_marks import FLEET_KEY, FleetMark
+from dlbench.results.env import Fingerprint
+from dlbench.results.fleet_marks import FleetMark, fleet_mark
 from dlbench.results.records import Run
 from dlbench.results.store import open_store
 from dlbench.results.store_location import PostgresUrl, store_location
@@ -89,18 +90,18 @@ def test_too_few_peers_or_no_spread_is_not_judged():
 
 def node_run(run_id: str, node: str, throughput: float | None, cpu: str, **mark: str):
     """A stored fleet node's run of one mlp case at `throughput` samples/s."""
-    fleet_mark = FleetMark(
+    node_mark = FleetMark(
         fleet_id=mark.get("fleet_id", "fleet-a"),
         started_at="2026-01-01T00:00:00+00:00",
         node_id=node * 8,
         node_ip=f"10.0.0.{node}",
         failure=mark.get("failure"),
     )
-    if fleet_mark.failure is None:
+    if node_mark.failure is None:
         result = make_result(throughput=throughput, flags=mark.get("flags", "").split() or [])
     else:
-        result = make_result(status="failed", error=f"node {node} {fleet_mark.failure}")
-    env = {"cpu_model": cpu, "hostname": f"h{node}", FLEET_KEY: fleet_mark.to_dict()}
+        result = make_result(status="failed", error=f"node {node} {node_mark.failure}")
+    env = Fingerprint(cpu_model=cpu, hostname=f"h{node}", fleet=node_mark)
     return make_run([result], id=run_id, env=env, finished_at="2026-01-01T00:01:00+00:00")
 
 
@@ -263,7 +264,7 @@ def fleet_runs_by_node(db: Path | PostgresUrl, fleet_id: str) -> dict[str, tuple
         runs = [store.load_run(s.id) for s in store.list_runs()]
     found = {}
     for run in runs:
-        mark = FleetMark.of(run)
+        mark = fleet_mark(run)
         if mark is not None and mark.fleet_id == fleet_id:
             found[mark.node_id] = (mark, run)
     return found
@@ -327,11 +328,11 @@ def test_a_fleet_on_a_ray_cluster(cluster, tmp_path):
     for mark, run in every.values():
         assert mark.failure is None and run.suite == "tiny" and run.results[0].ok
         assert run.settings.min_iters == 4 and run.settings.label == "v1.2"
-        assert run.env["cpu_model"]  # the node's own fingerprint
+        assert run.env.cpu_model  # the node's own fingerprint
         # OMP_NUM_THREADS as the node has it (unset), not as Ray sets it for its task,
         # and measured at the node's own priority, not the niceness of Ray's workers
-        assert "OMP_NUM_THREADS" not in run.env["thread_env"]
-        assert run.env["niceness"] == os.getpriority(os.PRIO_PROCESS, 0)
+        assert "OMP_NUM_THREADS" not in run.env.thread_env
+        assert run.env.niceness == os.getpriority(os.PRIO_PROCESS, 0)
     report = cli("fleet", "report", "--db", str(db))
     assert report.returncode == 0, report.stderr
     assert all(node[:8] in report.stdout for node in (head, first, second)), report.stdout
@@ -347,7 +348,7 @@ def test_a_fleet_on_a_ray_cluster(cluster, tmp_path):
     ((node, (mark, run)),) = fleet_runs_by_node(db, fleet_id_of(proc.stderr)).items()
     assert node == second and mark.failure == "timed out after 15 s (--node-timeout)"
     assert [r.status for r in run.results] == ["ok", "failed"]
-    assert "timed out after 15 s" in run.results[1].error and run.env["cpu_model"]
+    assert "timed out after 15 s" in run.results[1].error and run.env.cpu_model
     # Into a team's PostgreSQL store (where the tests have a server): the node's run is
     # stored there, and the URL's password is neither printed nor stored.
     if os.environ.get(POSTGRES_ENV):

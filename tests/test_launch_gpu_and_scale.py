@@ -21,6 +21,7 @@ from dlbench.plan.build import RunRequest, build_plan
 from dlbench.report.table import flags
 from dlbench.results.ceilings import ceilings_from_results, efficiency, efficiency_in_run
 from dlbench.results.details import Details
+from dlbench.results.env import Fingerprint
 from dlbench.results.files import read_json
 from dlbench.results.records import Result
 from dlbench.worker.ddp_rank import group_throughput
@@ -155,7 +156,7 @@ def test_efficiency_divides_by_the_matching_ceiling():
         ],
         "roof-1",
     )
-    assert ceilings["values"]["cpu|gflops|fp32"] == 100.0
+    assert ceilings.values["cpu|gflops|fp32"] == 100.0
     mlp = result("mlp", gflops=25.0, primary_metric="gflops")
     found = efficiency(mlp, ceilings)
     assert found is not None
@@ -317,10 +318,10 @@ def test_only_a_roofline_run_sets_ceilings_and_timed_copies_use_the_bus_ceiling(
         ],
         "roof",
     )
-    run = make_run(env={"ceilings": stored})
+    run = make_run(env=Fingerprint(ceilings=stored))
     small_gemm = result("gemm", gflops=10.0, primary_metric="gflops")
     run = with_measured_ceilings(run, small_gemm)
-    assert run.env["ceilings"]["values"]["cpu|gflops|fp32"] == 100.0  # not replaced
+    assert run.env.ceilings.values["cpu|gflops|fp32"] == 100.0  # not replaced
     assert efficiency_in_run(small_gemm, run)["fraction"] == pytest.approx(0.1)
     timed_copy = result(
         "add", device="cuda:0", gbps=40.0, primary_metric="gbps",
@@ -354,7 +355,7 @@ def test_a_run_reads_its_efficiency_against_the_roofline_it_copied(tmp_path):
 
     with open_store(tmp_path / "s.sqlite") as store:
         roof = run_plan("ceilings", [make_case(workload="gemm")], Settings(), store, runner=runner)
-        assert roof.env["ceilings"]["values"] == {"cpu|gflops|fp32": 100.0}
+        assert roof.env.ceilings.values == {"cpu|gflops|fp32": 100.0}
         run = run_plan("t", [make_case(workload="mlp")], Settings(), store, runner=runner)
         stored = store.load_run(run.id)
     (mlp,) = stored.results

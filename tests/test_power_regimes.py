@@ -32,8 +32,10 @@ from dlbench.results.ceilings import (
     merge,
 )
 from dlbench.results.details import Details
+from dlbench.results.env import Ceilings, Fingerprint
 from dlbench.results.files import read_json
 from dlbench.spec.case import Settings
+from dlbench.spec.record_dict import to_dict
 
 # starts a process or imports a framework: not in the fast tier (tests/conftest.py)
 pytestmark = pytest.mark.integration
@@ -241,16 +243,16 @@ def held(seconds: float, clock: float | None, precision: str = "amp-bf16") -> ob
 
 def test_a_gpu_roofline_stores_burst_and_sustained_keys_with_clock_and_power():
     ceilings = ceilings_from_results([gpu_ceiling_result()], "roof")
-    assert ceilings["values"] == {
+    assert ceilings.values == {
         "cuda:0|gflops|amp-bf16|burst": 730_000.0,
         "cuda:0|gflops|amp-bf16|sustained": 670_000.0,
     }
-    burst = ceilings["conditions"]["cuda:0|gflops|amp-bf16|burst"]
-    assert burst == {
+    burst = ceilings.conditions["cuda:0|gflops|amp-bf16|burst"]
+    assert to_dict(burst) == {
         "sm_clock_mhz": 1605.0, "power_w": 850.0, "after_s": 0.0, "kernel": "gemm",
         "cool_start": True,
     }  # fmt: skip
-    sustained = ceilings["conditions"]["cuda:0|gflops|amp-bf16|sustained"]
+    sustained = to_dict(ceilings.conditions["cuda:0|gflops|amp-bf16|sustained"])
     assert sustained["after_s"] == 10.0 and "cool_start" not in sustained
     # a CPU's ceiling case keeps one figure under the key without a regime
     cpu = make_result(
@@ -260,7 +262,7 @@ def test_a_gpu_roofline_stores_burst_and_sustained_keys_with_clock_and_power():
             burst=figure(20.0, 0, 0), sustained=figure(26.0, 0, 0),
         )),
     )  # fmt: skip
-    assert ceilings_from_results([cpu], "roof")["values"] == {"cpu|gflops|fp32": 26.0}
+    assert ceilings_from_results([cpu], "roof").values == {"cpu|gflops|fp32": 26.0}
 
 
 def test_efficiency_is_against_the_ceiling_of_the_cases_own_regime_and_says_which():
@@ -283,17 +285,16 @@ def test_a_regime_not_measured_is_replaced_by_the_other_and_said():
 
 
 def test_newer_figures_replace_an_older_runs_one_figure_of_the_same_ceiling():
-    older = {"source_run": "old", "values": {"cuda:0|gflops|amp-bf16": 651_000.0,
-                                             "cuda:0|host-to-device": 50.0}}  # fmt: skip
+    older = Ceilings("old", {"cuda:0|gflops|amp-bf16": 651_000.0, "cuda:0|host-to-device": 50.0})
     newer = ceilings_from_results([gpu_ceiling_result()], "new")
     merged = merge(older, newer)
-    assert set(merged["values"]) == {
+    assert set(merged.values) == {
         "cuda:0|gflops|amp-bf16|burst",
         "cuda:0|gflops|amp-bf16|sustained",
         "cuda:0|host-to-device",  # not measured again: kept
     }
-    assert set(merged["conditions"]) == set(newer["conditions"])
-    assert merge(newer, older)["values"]["cuda:0|gflops|amp-bf16"] == 651_000.0
+    assert set(merged.conditions) == set(newer.conditions)
+    assert merge(newer, older).values["cuda:0|gflops|amp-bf16"] == 651_000.0
 
 
 def test_an_older_runs_ceilings_read_as_they_always_did():
@@ -302,17 +303,17 @@ def test_an_older_runs_ceilings_read_as_they_always_did():
         found = efficiency_in_run(result, run)
         assert found is None or "regime" not in found  # one figure: no regime to choose
     gpu = run.results[-1]  # a timed transfer: held to the bus, which that run lacks
-    assert efficiency(gpu, run.env["ceilings"]) is None
+    assert efficiency(gpu, run.env.ceilings_or_none) is None
     # its GEMM alone: the one figure of old
     gpu = replace(gpu, details=replace(gpu.details, transfer_bytes_per_step=None))
-    found = efficiency(gpu, run.env["ceilings"])
+    found = efficiency(gpu, run.env.ceilings_or_none)
     assert found is not None and found["basis"] == "gemm fp32" and found["ceiling"] == 2000.0
     rows = ceilings_table(run).columns[2]._cells  # the regime column
     assert rows == ["one figure", "one figure"]
 
 
 def test_the_ceilings_table_shows_each_regime_with_its_clock_and_power():
-    run = make_run(env={"ceilings": ceilings_from_results([gpu_ceiling_result()], "roof")})
+    run = make_run(env=Fingerprint(ceilings=ceilings_from_results([gpu_ceiling_result()], "roof")))
     columns = {column.header: column._cells for column in ceilings_table(run).columns}
     assert columns["regime"] == ["burst", "sustained"]
     assert columns["SM clock"] == ["1605 MHz", "1350 MHz"]

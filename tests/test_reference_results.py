@@ -26,11 +26,11 @@ def test_every_machine_folder_has_runs_and_a_readme():
 def test_a_reference_run_reads_and_carries_no_machine_path(path):
     run = read_json(path)
     assert run.results, path
-    assert run.env["hostname"] == f"{path.parent.name}-reference"
+    assert run.env.hostname == f"{path.parent.name}-reference"
     assert all(result.case.device.startswith("cuda") for result in run.results)
     text = path.read_text(encoding="utf-8")
     for private in ("/root/", "/tmp/", "/home/"):
         assert private not in text, (path, private)
     # the platform without its kernel's release, which names the machine's build
-    assert re.fullmatch(r"Linux-x86_64-with-glibc[\d.]+", run.env["os"]), run.env["os"]
+    assert re.fullmatch(r"Linux-x86_64-with-glibc[\d.]+", run.env.os), run.env.os
     assert run.command[0] == "dlbench"

@@ -12,8 +12,10 @@ from factories import make_run, timed_run
 
 from dlbench.report.compare import compare_runs, regressions
 from dlbench.report.leaderboard import pivot
+from dlbench.results.env import Ceilings
 from dlbench.results.files import write_json
 from dlbench.results.records import Run
+from dlbench.spec.record_dict import ABSENT
 
 
 def test_a_twenty_percent_shift_over_five_processes_is_slower():
@@ -84,38 +86,38 @@ def caption(a: Run, b: Run) -> str:
 def test_every_machine_fact_that_can_change_a_number_is_context():
     from dlbench.results.env import fingerprint
 
-    here = fingerprint()
+    here = fingerprint().to_dict()
     a, b = timed_run("a", 1.0, 1), timed_run("b", 1.0, 2)
-    a, b = replace(a, env=dict(here)), replace(b, env=dict(here))
+    a, b = make_run(a.results, id="a", env=here), make_run(b.results, id="b", env=here)
     assert caption(a, b) == "same context"
     # the issue's example: one run had 2 CPUs available, the other 1
-    b = replace(b, env={**here, "cpu_available": 1, "cpu_governor": "powersave", "smt": True})
+    b = make_run(b.results, id="b", env={**here, "cpu_available": 1, "cpu_governor": "powersave",
+                                         "smt": True})  # fmt: skip
     lines = caption(a, b).splitlines()
     assert f"context differs: cpu_available: {here['cpu_available']} vs 1" in lines
     assert any(x.startswith("context differs: cpu_governor: ") for x in lines)
     assert any(x.startswith("context differs: smt: ") for x in lines)
     # every fact the fingerprint records but the installed frameworks' is compared
     for fact in set(here) - {"frameworks"}:
-        changed = {**here, fact: "something else"}
+        changed = replace(fingerprint(), **{fact: ABSENT})  # unknown: differs from any value
         assert fact in compare_runs(a, make_run(b.results, id="b", env=changed)).context, fact
 
 
 def test_a_fact_an_older_run_did_not_record_is_unknown():
     a, b = timed_run("a", 1.0, 1), timed_run("b", 1.0, 2)
-    b = replace(b, env={**a.env, "cpu_governor": "performance"})  # a's predates the fact
+    b = replace(b, env=replace(a.env, cpu_governor="performance"))  # a's predates the fact
     assert "context differs: cpu_governor: unknown vs performance" in caption(a, b)
-    assert (
-        "ceilings"
-        not in compare_runs(a, make_run(b.results, env={**a.env, "ceilings": {}})).context
-    )
+    roofline = Ceilings(source_run="roof", values={"cpu|gflops|fp32": 100.0})
+    with_ceilings = make_run(b.results, env=replace(a.env, ceilings=roofline))
+    assert "ceilings" not in compare_runs(a, with_ceilings).context
 
 
 def test_only_the_versions_of_the_compared_cases_frameworks_are_context():
     a, b = timed_run("a", 1.0, 1), timed_run("b", 1.0, 2)  # torch cases
-    a = replace(a, env={**a.env, "frameworks": {"torch": "2.13.0", "jax": "0.10.2"}})
-    b = replace(b, env={**b.env, "frameworks": {"torch": "2.13.0", "jax": "0.11.0"}})
+    a = replace(a, env=replace(a.env, frameworks={"torch": "2.13.0", "jax": "0.10.2"}))
+    b = replace(b, env=replace(b.env, frameworks={"torch": "2.13.0", "jax": "0.11.0"}))
     assert compare_runs(a, b).context == {}  # jax ran no case here
-    b.env["frameworks"]["torch"] = "2.14.0"
+    b = replace(b, env=replace(b.env, frameworks={"torch": "2.14.0", "jax": "0.11.0"}))
     assert compare_runs(a, b).context == {"torch version": ("2.13.0", "2.14.0")}
     # the version the worker imported wins over the installed one
     a.results[0] = replace(a.results[0], framework_version="2.13.0")

@@ -100,10 +100,9 @@ def test_report_renders_in_headless_chromium(tmp_path):
 
 def test_environment_values_read_as_text_not_python():
     run = timed_run("a", 1.0, 1)
-    run.env.update(
-        {"frameworks": {"torch": "2.13.0", "openvino-genai": None}, "thread_env": {},
-         "gpus": [], "smt": False, "ram_gb": 23.456}
-    )  # fmt: skip
+    env = replace(run.env, frameworks={"torch": "2.13.0", "openvino-genai": None}, thread_env={},
+                  gpus=[], smt=False, ram_gb=23.456)  # fmt: skip
+    run = replace(run, env=env)
     page = render([run])
     environment = page[page.index("<h3>Environment</h3>") :]
     for python in ("{'", "None", "[]", "False"):

@@ -10,6 +10,7 @@ from factories import sample_run
 from rich.console import Console
 
 from dlbench.report.table import fmt, rate_column, run_table
+from dlbench.results.env import Ceilings
 
 
 def test_fmt_three_significant_digits():
@@ -31,7 +32,7 @@ def test_rate_column_leads_with_the_workloads_primary_metric():
     result = replace(result, primary_metric="gbps")
     assert rate_column(result, run) == "1.10 GB/s"
     # with ceilings in the run, the share of this machine's ceiling, computed when read
-    run.env["ceilings"] = {"source_run": "roof", "values": {"cpu|memory": 2.2}}
+    run = replace(run, env=replace(run.env, ceilings=Ceilings("roof", {"cpu|memory": 2.2})))
     assert rate_column(result, run) == "1.10 GB/s (50%)"
 
 

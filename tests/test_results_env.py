@@ -8,14 +8,17 @@ from pathlib import Path
 import pytest
 
 from dlbench.results.env import (
-    FACTS,
+    FACT_NAMES,
     UNKNOWN,
+    Ceilings,
+    Fingerprint,
     context,
     cpu_boost,
     cpu_governor,
     cpu_quota,
     smt_active,
 )
+from dlbench.spec.record_dict import ABSENT
 
 
 def write(path: Path, text: str) -> None:
@@ -68,9 +71,21 @@ def test_governor_smt_and_boost_from_sysfs_and_none_where_not_shown(tmp_path):
 
 
 def test_the_context_is_every_fact_but_the_installed_frameworks_unknown_where_missing():
-    assert set(context({})) == set(FACTS) - {"frameworks"}
-    assert set(context({}).values()) == {UNKNOWN}
-    assert context({"cpu_available": 1, "ceilings": {}})["cpu_available"] == 1
+    assert set(context(Fingerprint())) == set(FACT_NAMES) - {"frameworks"}
+    assert set(context(Fingerprint()).values()) == {UNKNOWN}
+    roofline = Ceilings(source_run="roof", values={"cpu|gflops|fp32": 1.0})
+    assert context(Fingerprint(cpu_available=1, ceilings=roofline))["cpu_available"] == 1
+    # recorded as unknown (no CPU quota) is not the same as not recorded at all
+    assert context(Fingerprint(cpu_quota=None))["cpu_quota"] is None
+
+
+def test_a_fact_not_recorded_stays_out_of_the_json_and_a_null_one_stays_null():
+    data = {"hostname": "h", "cpu_quota": None, "a_newer_fact": [1, 2]}
+    env = Fingerprint.from_dict(data)
+    assert env.cpu_governor is ABSENT and env.cpu_quota is None
+    assert env.to_dict() == data  # the newer dlbench's fact kept as it came
+    with pytest.raises(ValueError, match=r"env\.cpu_available: expected int, not str"):
+        Fingerprint.from_dict({"cpu_available": "2"}, "env")
 
 
 @pytest.mark.integration

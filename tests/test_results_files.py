@@ -56,7 +56,7 @@ def test_csv_has_one_row_per_result_and_survives_odd_strings(tmp_path):
 
 def test_csv_text_cells_a_spreadsheet_would_run_are_neutralised(tmp_path):
     run = sample_run()
-    run.env["hostname"] = "@SUM(1+1)*cmd|' /C calc'!A0"
+    run = replace(run, env=replace(run.env, hostname="@SUM(1+1)*cmd|' /C calc'!A0"))
     run.results[1] = replace(
         run.results[1],
         error='=HYPERLINK("http://example.com","click")',

@@ -215,7 +215,7 @@ def test_a_schema_1_store_is_refused_by_a_reader_and_migrated_by_a_writer(postgr
         for statement in SCHEMA_V1.split(";"):
             if statement.strip():
                 db.execute(statement)
-        env = json.dumps({**run.env, "dlbench": "0.0.9"})
+        env = json.dumps({**run.env.to_dict(), "dlbench": "0.0.9"})
         db.execute(
             "INSERT INTO runs VALUES (%s,%s,%s,%s,%s,%s,%s,%s,%s)",
             ("old-run", 1, run.started_at, "2026-01-01T00:01:00+00:00", "s", "h1", "[]", "{}", env),

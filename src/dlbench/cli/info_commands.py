@@ -108,7 +108,7 @@ def suites_table() -> Table:
 def cmd_env(args: argparse.Namespace) -> int:
     from dlbench.results.env import fingerprint
 
-    data = fingerprint()
+    data = fingerprint().to_dict()
     if args.json:
         print_json(data)
         return 0

@@ -47,8 +47,8 @@ from urllib.parse import urlsplit
 import psutil
 
 from dlbench.errors import UserError
-from dlbench.results.env import THREAD_ENV_VARS
-from dlbench.results.fleet_marks import FLEET_KEY, FleetMark
+from dlbench.results.env import THREAD_ENV_VARS, Fingerprint
+from dlbench.results.fleet_marks import FleetMark
 from dlbench.results.records import STATUS_FAILED, Run, base_result, now_iso
 from dlbench.results.run_ids import new_run_id
 from dlbench.results.store import Store, open_store
@@ -391,7 +391,7 @@ def _collect(
 
 
 def _marked(run: Run, mark: FleetMark) -> Run:
-    return replace(run, env={**run.env, FLEET_KEY: mark.to_dict()})
+    return replace(run, env=replace(run.env, fleet=mark))
 
 
 def _failed(
@@ -419,7 +419,7 @@ def _failed(
             started_at=now_iso(),
             suite=plan.planned_suite,
             settings=plan.settings,
-            env={"hostname": node.hostname} if node.hostname else {},
+            env=Fingerprint(hostname=node.hostname) if node.hostname else Fingerprint(),
             command=redacted_argv(list(sys.argv)),
             plan=tuple(planned),
         )

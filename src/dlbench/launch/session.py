@@ -68,9 +68,9 @@ def run_plan(
 ) -> Run:
     """Measure every case in its own worker and return the complete Run."""
     env = fingerprint()
-    ceilings = store.latest_ceilings(env.get("hostname"))
-    if ceilings is not None:
-        env["ceilings"] = ceilings  # every result's efficiency is measured against these
+    ceilings = store.latest_ceilings(env.recorded().get("hostname"))
+    if ceilings is not None:  # every result's efficiency is measured against these
+        env = replace(env, ceilings=ceilings)
     run = Run(
         id=new_run_id(),
         started_at=now_iso(),

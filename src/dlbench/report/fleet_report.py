@@ -26,7 +26,7 @@ from rich.table import Table
 from dlbench.report.leaderboard import MACHINE_AXES, device_model
 from dlbench.report.table import escape_markup, fmt
 from dlbench.results.flags import THROTTLED
-from dlbench.results.fleet_marks import FleetMark
+from dlbench.results.fleet_marks import FleetMark, fleet_mark
 from dlbench.results.metrics import METRICS, read
 from dlbench.results.records import Result, Run
 
@@ -110,7 +110,7 @@ def fleet_columns(runs: Sequence[Run]) -> list[NodeColumn]:
     """A column per node's run, each case's cell judged against its peers."""
     columns = []
     for run in runs:
-        mark = FleetMark.of(run)
+        mark = fleet_mark(run)
         if mark is None:
             continue
         cells = {}
@@ -178,10 +178,8 @@ def fleet_table(fleet_id: str, columns: Sequence[NodeColumn]) -> Table:
 
 
 def _hardware(run: Run) -> str:
-    gpus = [
-        str(gpu.get("name", "GPU")) for gpu in run.env.get("gpus") or [] if isinstance(gpu, dict)
-    ]
-    cpu = str(run.env.get("cpu_model", "?"))
+    gpus = [gpu.name for gpu in run.env.gpu_list]
+    cpu = run.env.shown("cpu_model")
     return " + ".join([cpu, *gpus])
 
 
@@ -200,15 +198,8 @@ def _ceiling_keys(columns: Sequence[NodeColumn]) -> list[str]:
 
 
 def _ceilings(run: Run) -> dict[str, float]:
-    ceilings = run.env.get("ceilings")
-    values = ceilings.get("values") if isinstance(ceilings, dict) else None
-    if not isinstance(values, dict):
-        return {}
-    return {
-        str(key): float(value)
-        for key, value in values.items()
-        if isinstance(value, int | float) and not isinstance(value, bool)
-    }
+    ceilings = run.env.ceilings_or_none
+    return {key: float(value) for key, value in ceilings.values.items()} if ceilings else {}
 
 
 def _ceiling(run: Run, key: str) -> str:

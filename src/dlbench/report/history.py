@@ -178,7 +178,7 @@ def build_history(
 def _series(key: str, measured: list[Measured], order: str, method: ChangeMethod) -> Series:
     points = _by_label(measured) if order == "label" else _by_time(measured)
     changes = find_changes([p.value for p in points], method)
-    machines = sorted({str(run.env.get("hostname") or "?") for run, _, _ in measured})
+    machines = sorted({run.env.shown("hostname") for run, _, _ in measured})
     return Series(key, measured[0][1].case.label(), tuple(points), changes, tuple(machines))
 
 

@@ -76,7 +76,7 @@ def env_table(run: Run) -> str:
         lines = "<br>".join(escape(line) for line in readable(value).splitlines())
         return f"<tr><th>{escape(str(key))}</th><td>{lines}</td></tr>"
 
-    rows = "".join(row(k, v) for k, v in run.env.items())
+    rows = "".join(row(k, v) for k, v in run.env.to_dict().items())
     settings = "".join(row(k, v) for k, v in run.settings.to_dict().items())
     return (
         f'<h3>Environment</h3><div class="wide"><table>{rows}</table></div>'
@@ -206,7 +206,7 @@ def timelines(run: Run) -> str:
 
 
 def run_section(run: Run) -> str:
-    title = f"Run {run.id} - suite {run.suite} - {run.env.get('hostname', '?')}"
+    title = f"Run {run.id} - suite {run.suite} - {run.env.shown('hostname')}"
     return (
         f"<section><h2>{escape(title)}</h2>"
         f"<p>started {escape(run.started_at)}, finished {escape(str(run.finished_at))}; "

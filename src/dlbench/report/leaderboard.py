@@ -35,21 +35,21 @@ def hardware(run: Run, result: Result) -> str:
     name = device_model(run, result)
     if is_gpu_result(run, result):
         return name
-    return f"{name} ({run.env.get('hostname', '?')})"
+    return f"{name} ({run.env.shown('hostname')})"
 
 
 def device_model(run: Run, result: Result) -> str:
     """The model of the device a result ran on: the GPU's name for CUDA cases, else
     the CPU's; machines with the same model are peers (report.fleet_report)."""
-    gpus = run.env.get("gpus") or []
+    gpus = run.env.gpu_list
     if is_gpu_result(run, result):
         index = int(result.case.device.partition(":")[2] or 0)
-        return str(gpus[min(index, len(gpus) - 1)].get("name", "GPU"))
-    return str(run.env.get("cpu_model", "CPU"))
+        return gpus[min(index, len(gpus) - 1)].name
+    return run.env.shown("cpu_model", "CPU")
 
 
 def is_gpu_result(run: Run, result: Result) -> bool:
-    return result.case.device.startswith("cuda") and bool(run.env.get("gpus"))
+    return result.case.device.startswith("cuda") and bool(run.env.gpu_list)
 
 
 # Axes that differ between machines by nature; a row names the machine instead.

@@ -159,7 +159,7 @@ def run_table(run: Run, width: int | None = None, wide: bool = False) -> Rendera
     every = ["case", "device", "batch", *map(number_header, layout), "status"]
     rows = [dict(zip(every, result_row(r, run, layout), strict=True)) for r in run.results]
     names = [n for n in every if n in ("case", "status") or _holds_something(rows, n)]
-    title = f"run {run.id} - suite {run.suite} - {run.env.get('hostname', '?')}"
+    title = f"run {run.id} - suite {run.suite} - {run.env.shown('hostname')}"
     if width is not None:
         names, title = _fitted(names, rows, width, title)
     table = Table(title=escape_markup(title))

@@ -29,11 +29,12 @@ run schema 3); that value is what their run showed, so it is read as it is.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from typing import Any
 
 from dlbench.measure.power_regime import RegimeFigure
+from dlbench.results.env import Ceilings, RegimeConditions
 from dlbench.results.records import Result, Run
 
 CEILING_SUITE = "ceilings"
@@ -111,7 +112,7 @@ def _stem(result: Result) -> str | None:
     return None
 
 
-def ceiling_figures(result: Result) -> dict[str, tuple[float, dict[str, Any]]]:
+def ceiling_figures(result: Result) -> dict[str, tuple[float, RegimeConditions | None]]:
     """{key: (value, conditions)} a roofline result measures: burst and sustained on a
     GPU, one figure on a CPU (the sustained, else the burst) and where the result has
     no windows (h2d, an older run: its rate)."""
@@ -120,34 +121,34 @@ def ceiling_figures(result: Result) -> dict[str, tuple[float, dict[str, Any]]]:
         return {}
     regimes = result.details.power_regimes
     if regimes is None:
-        return {stem: (float(result.gflops or result.gbps or 0.0), {})}
+        return {stem: (float(result.gflops or result.gbps or 0.0), None)}
     if result.case.device == "cpu":
-        return {stem: ((regimes.sustained or regimes.burst).rate, {})}
+        return {stem: ((regimes.sustained or regimes.burst).rate, None)}
     burst = regimes.burst
-    figures = {regime_key(stem, BURST): (burst.rate, _conditions(burst, regimes.cool_start))}
+    figures: dict[str, tuple[float, RegimeConditions | None]] = {
+        regime_key(stem, BURST): (burst.rate, _conditions(burst, regimes.cool_start))
+    }
     if regimes.sustained is not None:
         conditions = _conditions(regimes.sustained)
         figures[regime_key(stem, SUSTAINED)] = (regimes.sustained.rate, conditions)
     return figures
 
 
-def _conditions(figure: RegimeFigure, cool_start: bool | None = None) -> dict[str, Any]:
+def _conditions(figure: RegimeFigure, cool_start: bool | None = None) -> RegimeConditions:
     """What the GPU did during a figure, as the ceilings table and the regime choice read it."""
-    found = {
-        "sm_clock_mhz": figure.sm_clock_mhz,
-        "power_w": figure.power_w,
-        "after_s": figure.after_s,
-        "kernel": figure.kernel,
-        "cool_start": cool_start,
-    }
-    return {key: value for key, value in found.items() if value is not None}
+    return RegimeConditions(
+        sm_clock_mhz=figure.sm_clock_mhz,
+        power_w=figure.power_w,
+        after_s=figure.after_s,
+        kernel=figure.kernel,
+        cool_start=cool_start,
+    )
 
 
-def ceilings_from_results(results: Iterable[Result], run_id: str) -> dict[str, Any]:
-    """{"source_run", "values": {key: rate}, "conditions": {key: {...}}} from a run's
-    ceiling cases (the highest per key)."""
+def ceilings_from_results(results: Iterable[Result], run_id: str) -> Ceilings:
+    """The ceilings a run's ceiling cases measured (the highest per key)."""
     values: dict[str, float] = {}
-    conditions: dict[str, dict[str, Any]] = {}
+    conditions: dict[str, RegimeConditions] = {}
     for result in results:
         if not result.ok:
             continue
@@ -155,35 +156,31 @@ def ceilings_from_results(results: Iterable[Result], run_id: str) -> dict[str, A
             if value > values.get(key, 0.0):
                 values[key] = value
                 conditions.pop(key, None)
-                if seen:
+                if seen is not None and seen != RegimeConditions():
                     conditions[key] = seen
-    found: dict[str, Any] = {"source_run": run_id, "values": values}
-    if conditions:
-        found["conditions"] = conditions
-    return found
+    return Ceilings(source_run=run_id, values=values, conditions=conditions)
 
 
-def merge(base: dict[str, Any] | None, newer: dict[str, Any]) -> dict[str, Any]:
+def merge(base: Ceilings | None, newer: Ceilings) -> Ceilings:
     """Ceilings measured in this run override the stored ones, ceiling by ceiling: a
     newer figure of a ceiling drops the older ones of it, of either regime or none."""
-    if not base:
+    if base is None:
         return newer
-    measured = {CeilingKey.parse(key).stem for key in newer["values"]}
+    measured = {CeilingKey.parse(key).stem for key in newer.values}
     values = {
         **{
             key: value
-            for key, value in base.get("values", {}).items()
+            for key, value in base.values.items()
             if CeilingKey.parse(key).stem not in measured
         },
-        **newer["values"],
+        **newer.values,
     }
-    conditions = {**base.get("conditions", {}), **newer.get("conditions", {})}
-    merged = {
-        "source_run": newer["source_run"] if newer["values"] else base.get("source_run"),
-        "values": values,
-    }
-    kept = {key: seen for key, seen in conditions.items() if key in values}
-    return {**merged, "conditions": kept} if kept else merged
+    conditions = {**base.conditions, **newer.conditions}
+    return Ceilings(
+        source_run=newer.source_run if newer.values else base.source_run,
+        values=values,
+        conditions={key: seen for key, seen in conditions.items() if key in values},
+    )
 
 
 def case_regime(
@@ -208,18 +205,18 @@ def case_regime(
     return SUSTAINED, f"{ran}, its {clocks}"
 
 
-def ceiling_for(result: Result, ceilings: Mapping[str, Any], stem: str) -> Ceiling | None:
+def ceiling_for(result: Result, ceilings: Ceilings, stem: str) -> Ceiling | None:
     """The ceiling `stem` (a key without regime) as `result` is held to it: of its own
     power regime where the ceilings have regimes, else the one figure; None: none."""
-    values = ceilings.get("values") or {}
+    values = ceilings.values
     measured = {r: values[regime_key(stem, r)] for r in REGIMES if regime_key(stem, r) in values}
     if not measured:
         value = values.get(stem)
         return Ceiling(float(value)) if value else None
-    conditions = ceilings.get("conditions") or {}
 
     def clock(regime: str) -> float | None:
-        return (conditions.get(regime_key(stem, regime)) or {}).get("sm_clock_mhz")
+        seen = ceilings.conditions.get(regime_key(stem, regime))
+        return seen.sm_clock_mhz if seen is not None else None
 
     wanted, why = case_regime(_continuous_s(result), _sm_clock_mhz(result), *map(clock, REGIMES))
     if wanted in measured:
@@ -245,9 +242,9 @@ def _sm_clock_mhz(result: Result) -> float | None:
     return summary.sm_clock_mhz_mean if summary is not None else None
 
 
-def efficiency(result: Result, ceilings: dict[str, Any] | None) -> dict[str, Any] | None:
+def efficiency(result: Result, ceilings: Ceilings | None) -> dict[str, Any] | None:
     """The result's rate as a fraction of the matching ceiling, or None."""
-    if not ceilings or not result.ok:
+    if ceilings is None or not result.ok:
         return None
     device = _device(result)
     details = result.details
@@ -285,7 +282,7 @@ def efficiency(result: Result, ceilings: dict[str, Any] | None) -> dict[str, Any
         "ceiling": ceiling,
         "unit": unit,
         "basis": basis if held.regime is None else f"{basis}, {held.regime} ({held.why})",
-        "ceilings_run": ceilings.get("source_run"),
+        "ceilings_run": ceilings.source_run,
     }
     if held.regime is not None:
         found["regime"] = held.regime
@@ -304,7 +301,7 @@ def efficiency_in_run(result: Result, run: Run) -> dict[str, Any] | None:
     stored = result.details.stored_efficiency
     if stored is not None:
         return stored
-    return efficiency(result, run.env.get("ceilings"))
+    return efficiency(result, run.env.ceilings_or_none)
 
 
 def with_measured_ceilings(run: Run, result: Result) -> Run:
@@ -314,6 +311,6 @@ def with_measured_ceilings(run: Run, result: Result) -> Run:
     if run.suite != CEILING_SUITE:
         return run  # a gemm in another suite, at another size or thread count, is no ceiling
     own = ceilings_from_results([result], run.id)
-    if not own["values"]:
+    if not own.values:
         return run
-    return replace(run, env={**run.env, "ceilings": merge(run.env.get("ceilings"), own)})
+    return replace(run, env=replace(run.env, ceilings=merge(run.env.ceilings_or_none, own)))

@@ -176,7 +176,7 @@ def roofline_device(result: Result, run: Run | None) -> str | None:
         return device
     load = result.details.endpoint
     host = urlsplit(result.case.endpoint or (load.url if load is not None else "")).hostname
-    if not host or not _loopback(host) or (run is not None and run.env.get("gpus")):
+    if not host or not _loopback(host) or (run is not None and run.env.gpu_list):
         return None
     return "cpu"
 
@@ -207,13 +207,14 @@ def memory_ceiling(result: Result, run: Run | None) -> MemoryCeiling | None:
 def measured_memory_ceiling(result: Result, run: Run | None) -> MemoryCeiling | None:
     """The run's measured memory bandwidth of the result's device, in the power regime
     the result ran in where the ceilings have regimes (results.ceilings.ceiling_for)."""
-    ceilings = (run.env.get("ceilings") if run else None) or {}
+    ceilings = run.env.ceilings_or_none if run else None
     device = roofline_device(result, run)
-    held = ceiling_for(result, ceilings, ceiling_key(device, "memory")) if device else None
-    if held is None or held.value <= 0:
+    stem = ceiling_key(device, "memory") if device else None
+    held = ceiling_for(result, ceilings, stem) if stem and ceilings else None
+    if ceilings is None or held is None or held.value <= 0:
         return None
     regime = f", {held.regime}" if held.regime else ""
-    source = f"measured{regime}, run {ceilings.get('source_run')}"
+    source = f"measured{regime}, run {ceilings.source_run}"
     return MemoryCeiling(held.value, source, measured=True)
 
 
@@ -242,7 +243,6 @@ def device_name(result: Result, run: Run | None) -> str | None:
     name = result.details.extra.get("device_name")
     if isinstance(name, str):
         return name
-    gpus = (run.env.get("gpus") if run else None) or []
+    gpus = run.env.gpu_list if run else []
     index = int(device.partition(":")[2] or 0)
-    found = gpus[index] if index < len(gpus) else None
-    return found.get("name") if isinstance(found, dict) else None
+    return gpus[index].name if index < len(gpus) else None

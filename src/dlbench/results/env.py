@@ -1,10 +1,13 @@
-"""The machine fingerprint stored with every run.
+"""The machine fingerprint stored with every run, and what else a run's `env` holds.
 
 Gathered in the parent without importing any framework: versions come from
 package metadata, the GPU from NVML or nvidia-smi when present. Each fact is
-one entry of FACTS, and every one of them can change a measured number, so
-compare shows each that differs between two runs (`context`). A run written
-before a fact was recorded lacks it: `context` reads it as UNKNOWN.
+one field of `Fingerprint` that names its reader (`fact(...)`), and every one
+of them can change a measured number, so compare shows each that differs
+between two runs (`context`). A run written before a fact was recorded lacks
+it (the field is ABSENT, and its JSON still lacks the key): `context` reads it
+as UNKNOWN. Beside the facts, `env` holds the hardware ceilings a run is read
+against (`Ceilings`) and, for a fleet's node, its `FleetMark`.
 """
 
 from __future__ import annotations
@@ -16,15 +19,18 @@ import shutil
 import socket
 import subprocess
 import sys
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
+from dataclasses import dataclass, field, fields
 from importlib import metadata
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import psutil
 
 from dlbench import __version__
+from dlbench.spec import JSONObject, JSONValue
 from dlbench.spec.case import available_cpus
+from dlbench.spec.record_dict import ABSENT, REST_FIELD, Absent, from_dict, to_dict
 from dlbench.spec.registry import FRAMEWORKS
 
 # Variables that change how many threads a framework uses, or how they wait; recorded
@@ -64,13 +70,24 @@ def cpu_model() -> str:
     return platform.processor() or platform.machine()
 
 
-def gpus() -> list[dict[str, Any]]:
+@dataclass(frozen=True)
+class GpuFact:
+    """One GPU as nvidia-smi reports it."""
+
+    WRITES_EVERY_FIELD: ClassVar[bool] = True
+
+    name: str
+    memory_mb: float | None = None  # None: nvidia-smi said "[N/A]"
+    driver: str | None = None
+
+
+def gpus() -> list[GpuFact]:
     """NVIDIA GPUs as nvidia-smi reports them; empty where there is none."""
-    return [dict(gpu) for gpu in _nvidia_smi_gpus()]
+    return list(_nvidia_smi_gpus())
 
 
 @functools.cache
-def _nvidia_smi_gpus() -> tuple[dict[str, Any], ...]:
+def _nvidia_smi_gpus() -> tuple[GpuFact, ...]:
     """nvidia-smi's answer, asked once per process: a machine's GPUs do not change
     while it runs, and each ask starts a process (seconds where the driver is slow)."""
     if shutil.which("nvidia-smi") is None:
@@ -86,7 +103,7 @@ def _nvidia_smi_gpus() -> tuple[dict[str, Any], ...]:
         ).stdout
     except (OSError, subprocess.SubprocessError):
         return ()
-    found: list[dict[str, Any]] = []
+    found: list[GpuFact] = []
     for line in out.strip().splitlines():
         parts = [part.strip() for part in line.split(",")]
         if len(parts) != 3:
@@ -96,7 +113,7 @@ def _nvidia_smi_gpus() -> tuple[dict[str, Any], ...]:
             memory_mb: float | None = float(memory)
         except ValueError:
             memory_mb = None  # e.g. "[N/A]"
-        found.append({"name": name, "memory_mb": memory_mb, "driver": driver})
+        found.append(GpuFact(name, memory_mb, driver))
     return tuple(found)
 
 
@@ -222,44 +239,137 @@ def _thread_env() -> dict[str, str]:
     return {k: os.environ[k] for k in THREAD_ENV_VARS if k in os.environ}
 
 
-# Every fact of the fingerprint and how it is read, in the order `dlbench env` and
-# compare show them. Each can change a measured number; add a fact here and it is
-# recorded with every run and compared with no other edit.
-FACTS: dict[str, Callable[[], Any]] = {
-    "hostname": socket.gethostname,
-    "cpu_model": cpu_model,
-    "cpu_logical": lambda: psutil.cpu_count(logical=True),
-    "cpu_physical": lambda: psutil.cpu_count(logical=False),
-    "cpu_available": available_cpus,
-    "cpu_quota": cpu_quota,
-    "cpu_governor": cpu_governor,
-    "cpu_boost": cpu_boost,
-    "smt": smt_active,
-    "ram_gb": _ram_gb,
-    "gpus": gpus,
-    "os": platform.platform,
-    "python": lambda: sys.version.split()[0],
-    "python_implementation": platform.python_implementation,
-    "dlbench": lambda: __version__,
-    "frameworks": framework_versions,
-    "model_libraries": model_library_versions,
-    "thread_env": _thread_env,
+def fact(read: Callable[[], object]) -> Any:  # noqa: ANN401  # a dataclass field, as field() is
+    """A Fingerprint field: a machine fact, read by `read` when a run starts; ABSENT (its
+    key left out of the JSON) in a run written before dlbench recorded it."""
+    return field(default=ABSENT, metadata={FACT: read})
+
+
+FACT = "fact"
+
+
+@dataclass(frozen=True)
+class RegimeConditions:
+    """What the GPU did while a ceiling's figure was measured (results.ceilings reads it)."""
+
+    sm_clock_mhz: float | None = None
+    power_w: float | None = None
+    after_s: float | None = None
+    kernel: str | None = None
+    cool_start: bool | None = None
+
+
+@dataclass(frozen=True)
+class Ceilings:
+    """The hardware ceilings a run's results are read against (results.ceilings):
+    rates by key ("cpu|gflops|fp32", "cuda:0|memory|sustained"), the run that measured
+    them, and what the GPU did during each figure that has a power regime."""
+
+    source_run: str | None
+    values: dict[str, float]
+    conditions: dict[str, RegimeConditions] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class FleetMark:
+    """Which fleet run a node's run belongs to, and which node it ran on (results.fleet_marks)."""
+
+    # its JSON holds every field, as marks always have
+    WRITES_EVERY_FIELD: ClassVar[bool] = True
+
+    fleet_id: str
+    started_at: str  # the fleet run's start, by the clock of the machine that started it
+    node_id: str  # Ray's node id (hex)
+    node_ip: str
+    hostname: str | None = None
+    # why the node has no run of its own (it died, timed out, or its run did not start);
+    # None for a node whose `dlbench run` finished, whatever its cases did
+    failure: str | None = None
+
+    @property
+    def node(self) -> str:
+        """The node as tables name it: IP and the start of its id, since several Ray
+        nodes may share a machine (and so an IP)."""
+        return f"{self.node_ip} {self.node_id[:8]}"
+
+
+@dataclass(frozen=True)
+class Fingerprint:
+    """A run's `env`: every fact about the machine that a result's meaning depends on,
+    in the order `dlbench env` and compare show them, then the ceilings and fleet mark.
+    Add a fact here (a field made by `fact`) and it is recorded with every run and
+    compared with no other edit."""
+
+    hostname: str | Absent = fact(socket.gethostname)
+    cpu_model: str | Absent = fact(cpu_model)
+    cpu_logical: int | Absent | None = fact(lambda: psutil.cpu_count(logical=True))
+    cpu_physical: int | Absent | None = fact(lambda: psutil.cpu_count(logical=False))
+    cpu_available: int | Absent = fact(available_cpus)
+    cpu_quota: float | Absent | None = fact(cpu_quota)
+    cpu_governor: str | Absent | None = fact(cpu_governor)
+    cpu_boost: bool | Absent | None = fact(cpu_boost)
+    smt: bool | Absent | None = fact(smt_active)
+    ram_gb: float | Absent = fact(_ram_gb)
+    gpus: list[GpuFact] | Absent = fact(gpus)
+    os: str | Absent = fact(platform.platform)
+    python: str | Absent = fact(lambda: sys.version.split()[0])
+    python_implementation: str | Absent = fact(platform.python_implementation)
+    dlbench: str | Absent = fact(lambda: __version__)
+    frameworks: dict[str, str | None] | Absent = fact(framework_versions)
+    model_libraries: dict[str, str | None] | Absent = fact(model_library_versions)
+    thread_env: dict[str, str] | Absent = fact(_thread_env)
     # the process's scheduling niceness: beside other work, a run at 15 (as a Ray task
     # would be) gets a small share of the CPU
-    "niceness": lambda: os.getpriority(os.PRIO_PROCESS, 0),
-}
+    niceness: int | Absent = fact(lambda: os.getpriority(os.PRIO_PROCESS, 0))
+    # the newest ceilings of this machine when the run started, and those it measured
+    ceilings: Ceilings | Absent = ABSENT
+    fleet: FleetMark | Absent = ABSENT
+    # keys this dlbench does not name (a newer one's facts), kept as they are: any JSON
+    other: dict[str, Any] = field(default_factory=dict, metadata=REST_FIELD)
+
+    @classmethod
+    def from_dict(cls, data: JSONValue, where: str | None = None) -> Fingerprint:
+        return from_dict(cls, data, where)
+
+    def to_dict(self) -> JSONObject:
+        return to_dict(self)
+
+    def recorded(self) -> dict[str, JSONValue]:
+        """The facts this run recorded, as its JSON holds them."""
+        data = self.to_dict()
+        return {name: data[name] for name in FACT_NAMES if name in data}
+
+    def shown(self, name: str, missing: str = "?") -> str:
+        """A fact as text for a title or a table; `missing` where not recorded."""
+        value = self.recorded().get(name)
+        return missing if value is None else str(value)
+
+    @property
+    def gpu_list(self) -> list[GpuFact]:
+        """The run's GPUs; none where it recorded none (or predates the fact)."""
+        return self.gpus if isinstance(self.gpus, list) else []
+
+    @property
+    def ceilings_or_none(self) -> Ceilings | None:
+        return self.ceilings if isinstance(self.ceilings, Ceilings) else None
+
+
+FACT_NAMES = tuple(f.name for f in fields(Fingerprint) if f.metadata.get(FACT))
 # Installed versions of every framework; compare reads the version of each framework
 # its cases use from the results instead (what the worker imported).
 FRAMEWORKS_FACT = "frameworks"
 UNKNOWN = "unknown"  # a fact the run did not record (written before it was a fact)
 
 
-def fingerprint() -> dict[str, Any]:
+def fingerprint() -> Fingerprint:
     """Everything about this machine that a result's meaning depends on."""
-    return {name: read() for name, read in FACTS.items()}
+    return Fingerprint(
+        **{f.name: f.metadata[FACT]() for f in fields(Fingerprint) if f.name in FACT_NAMES}
+    )
 
 
-def context(env: Mapping[str, Any]) -> dict[str, Any]:
+def context(env: Fingerprint) -> dict[str, JSONValue]:
     """A run's machine facts for compare: each fact but the installed frameworks,
     UNKNOWN where the run lacks it (env also holds what is not a fact: ceilings)."""
-    return {name: env.get(name, UNKNOWN) for name in FACTS if name != FRAMEWORKS_FACT}
+    recorded = env.recorded()
+    return {name: recorded.get(name, UNKNOWN) for name in FACT_NAMES if name != FRAMEWORKS_FACT}

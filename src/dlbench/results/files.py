@@ -92,7 +92,7 @@ def csv_columns() -> list[str]:
 def csv_row(run: Run, result: Result) -> dict[str, Any]:
     row: dict[str, Any] = {
         "run_id": run.id,
-        "hostname": run.env.get("hostname", ""),
+        "hostname": run.env.shown("hostname", ""),
         "label": result.case.label(),
     }
     for name, value in result.case.to_dict().items():

@@ -11,56 +11,23 @@ ordinary run.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import ClassVar
 
 from dlbench.errors import UserError
+from dlbench.results.env import FleetMark
 from dlbench.results.records import Run
 from dlbench.results.run_ids import new_run_id, shown
 from dlbench.results.store import Store
-from dlbench.spec import JSONObject, record_dict
 
-FLEET_KEY = "fleet"
 FLEET_ID_PREFIX = "fleet-"
 # A node's run starts by its own clock, which may run behind the machine that started
 # the fleet: runs this long before the fleet's start are still looked at for it.
 CLOCK_SKEW = timedelta(minutes=10)
 
 
-@dataclass(frozen=True)
-class FleetMark:
-    """Which fleet run a node's run belongs to, and which node it ran on."""
-
-    # its JSON (in the run's env) holds every field, as marks always have
-    WRITES_EVERY_FIELD: ClassVar[bool] = True
-
-    fleet_id: str
-    started_at: str  # the fleet run's start, by the clock of the machine that started it
-    node_id: str  # Ray's node id (hex)
-    node_ip: str
-    hostname: str | None = None
-    # why the node has no run of its own (it died, timed out, or its run did not start);
-    # None for a node whose `dlbench run` finished, whatever its cases did
-    failure: str | None = None
-
-    @property
-    def node(self) -> str:
-        """The node as tables name it: IP and the start of its id, since several Ray
-        nodes may share a machine (and so an IP)."""
-        return f"{self.node_ip} {self.node_id[:8]}"
-
-    def to_dict(self) -> JSONObject:
-        return record_dict.to_dict(self)
-
-    @classmethod
-    def of(cls, run: Run) -> FleetMark | None:
-        """The run's mark, or None for a run of no fleet (or a mark dlbench did not
-        write: env is data from wherever the run was imported)."""
-        try:
-            return record_dict.from_dict(cls, run.env.get(FLEET_KEY))
-        except ValueError:
-            return None
+def fleet_mark(run: Run) -> FleetMark | None:
+    """The run's mark, or None for a run of no fleet."""
+    return run.env.fleet if isinstance(run.env.fleet, FleetMark) else None
 
 
 def new_fleet_id() -> str:
@@ -81,7 +48,7 @@ def fleet_runs(store: Store, fleet_id: str | None = None) -> tuple[str, list[Run
         if start is not None and when is not None and when < start - CLOCK_SKEW:
             break
         run = store.load_run(summary.id)
-        mark = FleetMark.of(run)
+        mark = fleet_mark(run)
         if mark is None or (fleet_id is not None and mark.fleet_id != fleet_id):
             continue
         if fleet_id is None:
@@ -100,7 +67,7 @@ def fleet_runs(store: Store, fleet_id: str | None = None) -> tuple[str, list[Run
 
 
 def _node_order(run: Run) -> tuple[str, str]:
-    mark = FleetMark.of(run)
+    mark = fleet_mark(run)
     return (mark.node_ip, mark.node_id) if mark else ("", run.id)
 
 

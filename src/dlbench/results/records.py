@@ -36,6 +36,7 @@ from typing import Any, ClassVar
 from dlbench.errors import UserError
 from dlbench.measure.stats import LatencyStats
 from dlbench.results.details import Details, details_from_v2
+from dlbench.results.env import Fingerprint
 from dlbench.results.flags import NOISY, stored_flags
 from dlbench.results.run_values import check_run_values
 from dlbench.results.schema import check_run_shape
@@ -165,7 +166,8 @@ class Run:
     # how its cases were measured; a run written before a setting existed reads as that
     # setting's default (older dlbench behaved so)
     settings: Settings
-    env: dict[str, Any]
+    # the machine's facts, the ceilings its results are read against, a fleet node's mark
+    env: Fingerprint
     command: list[str] = field(default_factory=list)
     finished_at: str | None = None
     results: list[Result] = field(default_factory=list)

@@ -159,16 +159,16 @@ def measured_compute_ceiling(
 ) -> ComputeCeiling | None:
     """The run's measured GEMM rate of the result's device at `precision`, in the power
     regime the result ran in (results.ceilings.ceiling_for)."""
-    ceilings = (run.env.get("ceilings") if run else None) or {}
+    ceilings = run.env.ceilings_or_none if run else None
     device = roofline_device(result, run)
     known = PRECISIONS.get(precision)
     gemm = (known.gemm_ceiling if known else None) or precision
     stem = ceiling_key(device, "gflops", gemm) if device else None
-    held = ceiling_for(result, ceilings, stem) if stem else None
-    if held is None or held.value <= 0:
+    held = ceiling_for(result, ceilings, stem) if stem and ceilings else None
+    if ceilings is None or held is None or held.value <= 0:
         return None
     regime = f", {held.regime}" if held.regime else ""
-    source = f"measured gemm {gemm}{regime}, run {ceilings.get('source_run')}"
+    source = f"measured gemm {gemm}{regime}, run {ceilings.source_run}"
     return ComputeCeiling(held.value, source, measured=True)
 
 

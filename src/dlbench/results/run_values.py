@@ -15,7 +15,7 @@ run from elsewhere cannot make a report say what was not measured:
 - every key is one dlbench knows: the run's, a result's, its case's, its
   latency statistics', the settings', the planned cases', and those of each
   typed part of its details. Free-form by design, and not checked for keys:
-  `env` (facts of the machine, which newer versions add to), `details.extra`
+  `env`'s keys beyond its facts (newer versions add facts), `details.extra`
   and the other `dict[str, Any]` parts (a framework's own), `derived`
   (computed again on read).
 """

@@ -22,9 +22,10 @@ from collections.abc import Callable
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Concatenate, NoReturn, ParamSpec, TypeVar
+from typing import Concatenate, NoReturn, ParamSpec, TypeVar
 
 from dlbench.errors import UserError
+from dlbench.results.env import Ceilings, Fingerprint
 from dlbench.results.records import STATUS_FAILED, Result, Run
 from dlbench.results.run_ids import run_id_problem, shown
 from dlbench.results.store_faults import lock_timeout
@@ -35,6 +36,7 @@ from dlbench.results.store_schema import (
     Executes,
 )
 from dlbench.spec import JSONValue
+from dlbench.spec.record_dict import finite
 
 P = ParamSpec("P")
 T = TypeVar("T")
@@ -185,11 +187,11 @@ class Store(ABC):
                 run.started_at,
                 run.finished_at,
                 run.suite,
-                run.env.get("hostname"),
+                run.env.recorded().get("hostname"),
                 json.dumps(header["command"]),
                 json.dumps(header["settings"]),
                 json.dumps(header["env"]),
-                run.env.get("dlbench"),
+                run.env.recorded().get("dlbench"),
                 json.dumps(header["plan"]),
             ),
         )
@@ -225,14 +227,16 @@ class Store(ABC):
         )
 
     @_guarded
-    def finish_run(self, run_id: str, finished_at: str, env: dict[str, Any] | None = None) -> None:
+    def finish_run(self, run_id: str, finished_at: str, env: Fingerprint | None = None) -> None:
         """Mark the run complete; `env` replaces the stored one (ceilings measured in the run)."""
         with self._transaction():
             self._db.execute("UPDATE runs SET finished_at=? WHERE id=?", (finished_at, run_id))
             if env is not None:
-                self._db.execute("UPDATE runs SET env=? WHERE id=?", (json.dumps(env), run_id))
+                self._db.execute(
+                    "UPDATE runs SET env=? WHERE id=?", (json.dumps(finite(env.to_dict())), run_id)
+                )
 
-    def latest_ceilings(self, hostname: str | None) -> dict[str, Any] | None:
+    def latest_ceilings(self, hostname: str | None) -> Ceilings | None:
         """The ceilings of this machine's newest complete `ceilings` run, if any."""
         from dlbench.results.ceilings import ceilings_from_results
 
@@ -240,7 +244,7 @@ class Store(ABC):
         if run is None:
             return None
         found = ceilings_from_results(run.results, run.id)
-        return found if found["values"] else None
+        return found if found.values else None
 
     @_guarded
     def latest_ceilings_run(self, hostname: str | None) -> Run | None:

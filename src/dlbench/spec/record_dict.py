@@ -29,6 +29,7 @@ import math
 import types
 import typing
 from collections.abc import Iterator
+from enum import Enum
 from functools import cache
 from pathlib import Path, PurePath
 from typing import TYPE_CHECKING, Any, TypeVar, Union
@@ -50,6 +51,17 @@ REQUIRED = "required"
 # defaults too: the files of cases, results and runs have always had that shape.
 WRITES_EVERY_FIELD = "WRITES_EVERY_FIELD"
 SCALARS = (str, int, float, bool)
+
+
+class Absent(Enum):
+    """The default of a field whose JSON may lack its key, told apart from one holding
+    null: a machine fact a run written before it was recorded does not have, against
+    one it recorded as unknown (no CPU quota). Left out of the JSON, as it was."""
+
+    ABSENT = "absent"
+
+
+ABSENT = Absent.ABSENT
 
 
 def to_dict(record: DataclassInstance) -> JSONObject:
@@ -175,7 +187,7 @@ def pair_fields(record: type[DataclassInstance]) -> tuple[str, ...]:
 def _without_none(hint: object) -> object:
     """`X` for `X | None` (records use that form of union only)."""
     if typing.get_origin(hint) in (Union, types.UnionType):
-        inner = [a for a in typing.get_args(hint) if a is not type(None)]
+        inner = [a for a in typing.get_args(hint) if a is not type(None) and a is not Absent]
         return inner[0] if len(inner) == 1 else hint
     return hint
 
@@ -210,7 +222,8 @@ def _read(hint: object, value: JSONValue, where: str) -> object:
     if origin in (Union, types.UnionType):
         if value is None and type(None) in args:
             return None
-        (inner,) = [a for a in args if a is not type(None)]  # records use `X | None` only
+        # records use `X | None`, `X | Absent` and `X | None | Absent` only
+        (inner,) = [a for a in args if a is not type(None) and a is not Absent]
         return _read(inner, value, where)
     if dataclasses.is_dataclass(hint) and isinstance(hint, type):
         own = getattr(hint, "from_dict", None)  # a record's own fills what older files lack

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from rich.table import Table
 
@@ -22,6 +21,7 @@ from dlbench.report.leaderboard import hardware
 from dlbench.report.studies.study import StudyTable, relative_rows
 from dlbench.report.table import escape_markup, fmt
 from dlbench.results.ceilings import BURST, SUSTAINED, CeilingKey, efficiency_in_run
+from dlbench.results.env import Ceilings, RegimeConditions
 from dlbench.results.metrics import METRICS
 from dlbench.results.records import Run
 
@@ -89,17 +89,16 @@ def ceilings_table(run: Run) -> Table:
     """The ceilings a run holds (measured in it, or copied from the newest roofline):
     a GPU's burst and sustained figures each with the SM clock and power seen during
     it; a CPU's (or an older run's) one figure."""
-    ceilings = run.env.get("ceilings") or {}
-    conditions = ceilings.get("conditions") or {}
-    source = escape_markup(str(ceilings.get("source_run", "-")))  # an imported run's env
+    ceilings = run.env.ceilings_or_none or Ceilings(source_run="-", values={})
+    source = escape_markup(str(ceilings.source_run))  # an imported run's env
     table = Table(title=f"ceilings (from run {source})", title_justify="left")
     for name in ("device", "ceiling", "regime", "value", "SM clock", "power", "measured"):
         table.add_column(name, justify="right" if name in NUMBER_COLUMNS else "left")
-    for key, value in sorted((ceilings.get("values") or {}).items()):
+    for key, value in sorted(ceilings.values.items()):
         parsed = CeilingKey.parse(key)
-        seen = conditions.get(key) or {}
+        seen = ceilings.conditions.get(key) or RegimeConditions()
         unit = "GFLOP/s" if parsed.kind == "gflops" else "GB/s"
-        clock, power = seen.get("sm_clock_mhz"), seen.get("power_w")
+        clock, power = seen.sm_clock_mhz, seen.power_w
         table.add_row(
             escape_markup(parsed.device),
             escape_markup(parsed.what()),
@@ -115,7 +114,7 @@ def ceilings_table(run: Run) -> Table:
 NUMBER_COLUMNS = ("value", "SM clock", "power")
 
 
-def _how_measured(key: CeilingKey, seen: dict[str, Any]) -> str:
+def _how_measured(key: CeilingKey, seen: RegimeConditions) -> str:
     """When in the run a figure was taken, from a cool start or not, and (memory, the
     best of several kernels) by which kernel."""
     if key.regime == BURST:
@@ -123,12 +122,12 @@ def _how_measured(key: CeilingKey, seen: dict[str, Any]) -> str:
             True: ", cool start",
             False: ", not a cool start (a clock limit held)",
         }
-        when = f"first {1000 * BURST_S:.0f} ms{start.get(seen.get('cool_start'), '')}"
+        when = f"first {1000 * BURST_S:.0f} ms{start.get(seen.cool_start, '')}"
     elif key.regime == SUSTAINED:
-        when = f"median window after {seen.get('after_s', 0.0):.0f} s"
+        when = f"median window after {seen.after_s or 0.0:.0f} s"
     else:
         return "-"
-    kernel = seen.get("kernel")
+    kernel = seen.kernel
     return f"{when}; best of kernels: {kernel}" if key.kind == "memory" and kernel else when
 
 
