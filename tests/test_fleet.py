@@ -417,7 +417,7 @@ def test_a_node_measures_against_its_own_stored_ceilings(tmp_path):
     against them), as a `dlbench run` on that machine would."""
     from dlbench.results.env import fingerprint
 
-    here = fingerprint()["hostname"]
+    here = fingerprint().hostname
     gemm = make_result(workload="gemm", device="cpu", gflops=50.0, primary_metric="gflops")
     ceilings = make_run([gemm], id="ceil-1", suite="ceilings", env={"hostname": here},
                         finished_at="2026-01-01T00:01:00+00:00")  # fmt: skip
