@@ -51,6 +51,14 @@ REQUIRED = "required"
 # defaults too: the files of cases, results and runs have always had that shape.
 WRITES_EVERY_FIELD = "WRITES_EVERY_FIELD"
 SCALARS = (str, int, float, bool)
+# The Python types JSON's reader gives for each scalar annotation (1 and 1.0 are both
+# numbers; true is no integer)
+JSON_TYPES: dict[type, tuple[type, ...]] = {
+    str: (str,),
+    int: (int,),
+    float: (float, int),
+    bool: (bool,),
+}
 
 
 class Absent(Enum):
@@ -157,6 +165,8 @@ def finite(value: JSONValue) -> JSONValue:
 
 def _plain(value: object, hint: object = Any) -> JSONValue:
     """`value` as JSON holds it; `hint`, its annotation, tells pairs from a list."""
+    if value is None or type(value) in SCALARS:  # most values: a timeline's numbers
+        return value
     hint = _without_none(hint)
     args = typing.get_args(hint)
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
@@ -258,7 +268,8 @@ def _read(hint: object, value: JSONValue, where: str) -> object:
 
 
 def _check_scalars(hint: type, values: list[JSONValue], where: str) -> None:
-    if all(_scalar_ok(hint, v) for v in values):
+    exact = JSON_TYPES[hint]  # by exact type: JSON's reader makes no subclasses
+    if all(type(v) in exact for v in values):
         return
     index, wrong = next((i, v) for i, v in enumerate(values) if not _scalar_ok(hint, v))
     raise ValueError(f"{where}[{index}]: expected {hint.__name__}, not {type(wrong).__name__}")
