@@ -30,13 +30,14 @@ from dlbench.launch.runner import run_case
 from dlbench.reference.decoder import checkpoint_folder
 from dlbench.results.ceilings import ceilings_from_results
 from dlbench.results.decode_bound import decode_bound
+from dlbench.results.env import Ceilings, Fingerprint
 from dlbench.results.records import Result, Run
 from dlbench.spec.case import Case, Settings, available_cpus
 
 FP32 = 4  # bytes a value: the checkpoint, its KV cache and every engine here run fp32
 
 
-def measured_ceiling(threads: int, rounds: int) -> dict[str, object]:
+def measured_ceiling(threads: int, rounds: int) -> Ceilings:
     """This machine's memory ceiling as `dlbench roofline` measures it (its copy case),
     the best of `rounds` (other work on the machine only ever lowers it)."""
     case = Case("copy", "torch", "eager", device="cpu", threads=threads,
@@ -116,12 +117,13 @@ def main() -> None:
     parser.add_argument("--only", nargs="*", help="engines to run (default: all)")
     args = parser.parse_args()
     if args.ceiling_gbps:
-        ceilings = {"source_run": "given", "values": {"cpu|memory": args.ceiling_gbps}}
+        ceilings = Ceilings(source_run="given", values={"cpu|memory": args.ceiling_gbps})
     else:
         ceilings = measured_ceiling(args.threads, rounds=3)
-    gbps = float(ceilings["values"]["cpu|memory"])  # type: ignore[index]
-    print(f"memory ceiling: {gbps:.1f} GB/s ({ceilings['source_run']})", flush=True)
-    run = Run(id="bench", started_at="", suite="bench", settings={}, env={"ceilings": ceilings})
+    gbps = float(ceilings.values["cpu|memory"])
+    print(f"memory ceiling: {gbps:.1f} GB/s ({ceilings.source_run})", flush=True)
+    run = Run(id="bench", started_at="", suite="bench", settings=Settings(),
+              env=Fingerprint(ceilings=ceilings))  # fmt: skip
     step_bytes = hand_bytes_per_step(args.workload, args.isl, args.osl)
     ratios = [check(framework, args, run, gbps, step_bytes) for framework in HAND
               if not args.only or framework in args.only]  # fmt: skip

@@ -102,7 +102,7 @@ def stored_memory_gbps() -> float | None:
 
     with open_store(read_only=True) as store:
         ceilings = store.latest_ceilings(socket.gethostname())
-    values = (ceilings or {}).get("values", {})
+    values = ceilings.values if ceilings is not None else {}
     stem = ceiling_key("cuda:0", "memory")
     keys = [stem, *(regime_key(stem, regime) for regime in REGIMES)]
     memory = [values[key] for key in keys if key in values]

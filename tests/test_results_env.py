@@ -86,6 +86,14 @@ def test_a_fact_not_recorded_stays_out_of_the_json_and_a_null_one_stays_null():
     assert env.to_dict() == data  # the newer dlbench's fact kept as it came
     with pytest.raises(ValueError, match=r"env\.cpu_available: expected int, not str"):
         Fingerprint.from_dict({"cpu_available": "2"}, "env")
+    # a newer dlbench's fields of a GPU, of the ceilings and of a fleet mark are kept too
+    nested = {
+        "gpus": [{"name": "H200", "uuid": "GPU-1"}],
+        "ceilings": {"source_run": "r", "values": {"cpu|memory": 9.5}, "measured_at": "t"},
+        "fleet": {"fleet_id": "f", "started_at": "s", "node_id": "n", "node_ip": "i",
+                  "hostname": None, "failure": None, "zone": "z"},
+    }  # fmt: skip
+    assert Fingerprint.from_dict(nested).to_dict() == nested
 
 
 @pytest.mark.integration

@@ -18,7 +18,6 @@ A file cut short is caught earlier too, by its format's own length fields
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -26,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 from dlbench.errors import CaseError, UserError
 from dlbench.launch.inspect import FrameworkView, load_in_worker
 from dlbench.spec.case import Case
+from dlbench.spec.record_dict import from_dict
 from dlbench.spec.registry import framework_info
 from dlbench.workloads.memory import WORKER_BYTES, available_bytes
 from dlbench.workloads.model_format import model_format
@@ -81,11 +81,7 @@ def _load(case: Case) -> FrameworkView:
 
 
 def _spec(entry: dict[str, Any]) -> InputSpec:
-    """An InputSpec back from the loader's JSON (dims come back as a list)."""
+    """An InputSpec back from the loader's JSON (imported here: it brings NumPy)."""
     from dlbench.workloads.user_model import InputSpec
 
-    fields = {f.name for f in dataclasses.fields(InputSpec)}
-    values = {k: v for k, v in entry.items() if k in fields}
-    if values.get("dims") is not None:
-        values["dims"] = tuple(values["dims"])
-    return InputSpec(**values)
+    return from_dict(InputSpec, entry, "the loader's answer")

@@ -20,6 +20,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +29,7 @@ from dlbench.atomic import build_once, write_atomic
 from dlbench.errors import CaseError
 from dlbench.reference.builtin import cache_dir, lock_beside, package_version
 from dlbench.spec.case import Case
+from dlbench.spec.record_dict import from_dict, to_dict
 from dlbench.spec.registry import framework_info
 
 # bump when a quantizer's method or settings change: old models are not reused
@@ -90,8 +92,17 @@ def quantized_folder(case: Case, seed: int) -> Path:
     return cache_dir() / "quantized" / f"{name}-{case.framework}-{case.precision}-{digest}"
 
 
+@dataclass(frozen=True)
+class QuantizeRequest:
+    """What a quantizer process is asked: the case, its seed, and the folder to build in."""
+
+    case: Case
+    seed: int
+    folder: Path
+
+
 def _build(case: Case, seed: int, folder: Path) -> None:
-    request = json.dumps({"case": case.to_dict(), "seed": seed, "folder": str(folder)})
+    request = json.dumps(to_dict(QuantizeRequest(case, seed, folder)))
     command = [sys.executable, "-m", QUANTIZER_MODULE.format(framework=case.framework), request]
     try:
         done = subprocess.run(command, capture_output=True, text=True, timeout=BUILD_TIMEOUT_S)
@@ -131,11 +142,11 @@ def builder_main(build: Callable[[Case, int, Path], dict[str, Any]]) -> int:
     model_file, calibration); the metadata is written last, so its presence
     means the model is complete.
     """
-    request = json.loads(sys.argv[1])
-    case, folder = Case.from_dict(request["case"]), Path(request["folder"])
+    request = from_dict(QuantizeRequest, json.loads(sys.argv[1]), "a quantize request")
+    case, folder = request.case, request.folder
     folder.mkdir(parents=True, exist_ok=True)
     started = time.perf_counter()
-    meta = build(case, int(request["seed"]), folder)
+    meta = build(case, request.seed, folder)
     meta["seconds"] = round(time.perf_counter() - started, 3)
     write_atomic(folder / META_FILE, json.dumps(meta, indent=2))
     return 0

@@ -30,7 +30,7 @@ import psutil
 from dlbench import __version__
 from dlbench.spec import JSONObject, JSONValue
 from dlbench.spec.case import available_cpus
-from dlbench.spec.record_dict import ABSENT, REST_FIELD, Absent, from_dict, to_dict
+from dlbench.spec.record_dict import ABSENT, REST_FIELD, Absent, from_dict, plain, to_dict
 from dlbench.spec.registry import FRAMEWORKS
 
 # Variables that change how many threads a framework uses, or how they wait; recorded
@@ -74,11 +74,11 @@ def cpu_model() -> str:
 class GpuFact:
     """One GPU as nvidia-smi reports it."""
 
-    WRITES_EVERY_FIELD: ClassVar[bool] = True
-
     name: str
-    memory_mb: float | None = None  # None: nvidia-smi said "[N/A]"
-    driver: str | None = None
+    memory_mb: float | Absent | None = ABSENT  # None: nvidia-smi said "[N/A]"
+    driver: str | Absent = ABSENT
+    # keys this dlbench does not name (a newer one's), kept as they came: any JSON
+    other: dict[str, Any] = field(default_factory=dict, metadata=REST_FIELD)
 
 
 def gpus() -> list[GpuFact]:
@@ -257,6 +257,8 @@ class RegimeConditions:
     after_s: float | None = None
     kernel: str | None = None
     cool_start: bool | None = None
+    # keys this dlbench does not name (a newer one's), kept as they came: any JSON
+    other: dict[str, Any] = field(default_factory=dict, metadata=REST_FIELD)
 
 
 @dataclass(frozen=True)
@@ -268,6 +270,8 @@ class Ceilings:
     source_run: str | None
     values: dict[str, float]
     conditions: dict[str, RegimeConditions] = field(default_factory=dict)
+    # keys this dlbench does not name (a newer one's), kept as they came: any JSON
+    other: dict[str, Any] = field(default_factory=dict, metadata=REST_FIELD)
 
 
 @dataclass(frozen=True)
@@ -285,6 +289,8 @@ class FleetMark:
     # why the node has no run of its own (it died, timed out, or its run did not start);
     # None for a node whose `dlbench run` finished, whatever its cases did
     failure: str | None = None
+    # keys this dlbench does not name (a newer one's), kept as they came: any JSON
+    other: dict[str, Any] = field(default_factory=dict, metadata=REST_FIELD)
 
     @property
     def node(self) -> str:
@@ -324,7 +330,8 @@ class Fingerprint:
     # the newest ceilings of this machine when the run started, and those it measured
     ceilings: Ceilings | Absent = ABSENT
     fleet: FleetMark | Absent = ABSENT
-    # keys this dlbench does not name (a newer one's facts), kept as they are: any JSON
+    # keys this dlbench does not name (a newer one's facts), kept as they came (after the
+    # named ones): any JSON
     other: dict[str, Any] = field(default_factory=dict, metadata=REST_FIELD)
 
     @classmethod
@@ -339,9 +346,14 @@ class Fingerprint:
         data = self.to_dict()
         return {name: data[name] for name in FACT_NAMES if name in data}
 
+    def fact(self, name: str) -> JSONValue:
+        """One fact as its JSON holds it; None where the run did not record it."""
+        value = getattr(self, name)
+        return None if value is ABSENT else plain(value)
+
     def shown(self, name: str, missing: str = "?") -> str:
-        """A fact as text for a title or a table; `missing` where not recorded."""
-        value = self.recorded().get(name)
+        """A fact as text for a title or a table; `missing` where not recorded (or null)."""
+        value = self.fact(name)
         return missing if value is None else str(value)
 
     @property

@@ -2,10 +2,10 @@
 
 `dlbench fleet run` stores one ordinary Run per node (the node's own `dlbench run`,
 or, for a node that died or timed out, one whose cases are failed results). What
-ties them together is `run.env["fleet"]`: the fleet run's id and start, and the Ray
-node the run belongs to. env is where a run keeps what is not a result (its
-fingerprint, its ceilings), and the run schema takes any object there, so the mark
-needs no new schema version, and a reader that knows nothing of fleets sees an
+ties them together is `run.env.fleet` (results.env.FleetMark, typed and checked when
+the run is read): the fleet run's id and start, and the Ray node the run belongs to.
+env is where a run keeps what is not a result (its fingerprint, its ceilings), so the
+mark needs no new schema version, and a reader that knows nothing of fleets sees an
 ordinary run.
 """
 

@@ -25,6 +25,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import re
+import typing
 from collections.abc import Collection
 from typing import Any
 
@@ -34,12 +35,10 @@ from dlbench.results.run_ids import shown
 from dlbench.results.schema import EXTRA_RESULT_KEYS, not_valid
 from dlbench.spec import JSONValue
 from dlbench.spec.case import Case, Settings
-from dlbench.spec.record_dict import unknown_keys
+from dlbench.spec.record_dict import unknown_keys, without_none
 
 # A record's keys are listed in a message when there are this few; else named by kind
 LISTED_KEYS = 12
-# Annotations of a result's measured numbers: none of them is ever negative
-MEASURED = ("float", "float | None", "int", "int | None", "list[float]")
 PLAIN_KEY = re.compile(r"[A-Za-z0-9_.-]{1,40}")
 LATENCY_FIELDS = dataclasses.fields(LatencyStats)
 
@@ -132,13 +131,23 @@ def _check_by_options(values: dict[str, Any], record: type, source: str, where: 
                 raise not_valid(source, name, str(exc)) from None
 
 
+def _measured(hint: object) -> bool:
+    """Whether a result's field of this annotation holds measured numbers (a number, or
+    a list of them): none of them is ever negative."""
+    hint = without_none(hint)
+    if typing.get_origin(hint) is list:
+        (hint,) = typing.get_args(hint)
+    return hint in (int, float)
+
+
 def _check_measured(result: dict[str, Any], result_record: type, source: str, where: str) -> None:
     numbers = []
+    hints = typing.get_type_hints(result_record)
     for f in dataclasses.fields(result_record):
         value = result.get(f.name)
-        if str(f.type) in MEASURED and isinstance(value, list):
+        if _measured(hints[f.name]) and isinstance(value, list):
             numbers += [(f"{where}.{f.name}[{i}]", number) for i, number in enumerate(value)]
-        elif str(f.type) in MEASURED:
+        elif _measured(hints[f.name]):
             numbers.append((f"{where}.{f.name}", value))
     latency = result.get("latency_ms") or {}
     numbers += [(f"{where}.latency_ms.{f.name}", latency.get(f.name)) for f in LATENCY_FIELDS]

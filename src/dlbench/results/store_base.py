@@ -187,11 +187,11 @@ class Store(ABC):
                 run.started_at,
                 run.finished_at,
                 run.suite,
-                run.env.recorded().get("hostname"),
+                run.env.fact("hostname"),
                 json.dumps(header["command"]),
                 json.dumps(header["settings"]),
                 json.dumps(header["env"]),
-                run.env.recorded().get("dlbench"),
+                run.env.fact("dlbench"),
                 json.dumps(header["plan"]),
             ),
         )

@@ -82,8 +82,8 @@ def to_dict(record: DataclassInstance) -> JSONObject:
         value = getattr(record, f.name)
         if f.metadata.get(REST):
             data.update(value)
-        elif every or value != _default(f):
-            data[f.name] = _plain(value, hints[f.name])
+        elif every or f.metadata.get(REQUIRED) or value != _default(f):
+            data[f.name] = plain(value, hints[f.name])
     return data
 
 
@@ -163,26 +163,26 @@ def finite(value: JSONValue) -> JSONValue:
     return value
 
 
-def _plain(value: object, hint: object = Any) -> JSONValue:
+def plain(value: object, hint: object = Any) -> JSONValue:
     """`value` as JSON holds it; `hint`, its annotation, tells pairs from a list."""
     if value is None or type(value) in SCALARS:  # most values: a timeline's numbers
         return value
-    hint = _without_none(hint)
+    hint = without_none(hint)
     args = typing.get_args(hint)
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         own = getattr(value, "to_dict", None)  # a record's own adds what it documents
         return own() if own is not None else to_dict(value)
     if isinstance(value, tuple) and is_pairs(hint):
         (pair,) = args[:1]
-        return {k: _plain(v, typing.get_args(pair)[1]) for k, v in value}
+        return {k: plain(v, typing.get_args(pair)[1]) for k, v in value}
     if isinstance(value, list | tuple):
         item = args[0] if typing.get_origin(hint) in (list, tuple) and args else Any
         if item in SCALARS:  # a result's samples: thousands, already JSON's
             return list(value)
-        return [_plain(v, item) for v in value]
+        return [plain(v, item) for v in value]
     if isinstance(value, dict):
         item = args[1] if typing.get_origin(hint) is dict and len(args) == 2 else Any
-        return {k: _plain(v, item) for k, v in value.items()}
+        return {k: plain(v, item) for k, v in value.items()}
     if isinstance(value, PurePath):  # a path the worker writes to: its text
         return str(value)
     return value
@@ -194,7 +194,7 @@ def pair_fields(record: type[DataclassInstance]) -> tuple[str, ...]:
     return tuple(f.name for f in dataclasses.fields(record) if is_pairs(hints[f.name]))
 
 
-def _without_none(hint: object) -> object:
+def without_none(hint: object) -> object:
     """`X` for `X | None` (records use that form of union only)."""
     if typing.get_origin(hint) in (Union, types.UnionType):
         inner = [a for a in typing.get_args(hint) if a is not type(None) and a is not Absent]

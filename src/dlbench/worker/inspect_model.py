@@ -11,10 +11,10 @@ from __future__ import annotations
 import importlib
 import json
 import sys
-from dataclasses import asdict
 
 from dlbench.backends.framework_guard import block_other_frameworks
 from dlbench.errors import CaseError, UntrustedModel, cause_summary
+from dlbench.spec.record_dict import to_dict
 
 
 def describe(framework: str, kind: str, path: str, trust: bool) -> dict[str, object]:
@@ -33,8 +33,8 @@ def describe(framework: str, kind: str, path: str, trust: bool) -> dict[str, obj
         return {"ok": False, "error": f"{type(exc).__name__}: {cause_summary(exc)}"}
     return {
         "ok": True,
-        "inputs": [asdict(spec) for spec in inputs],
-        "outputs": [asdict(spec) for spec in outputs],
+        "inputs": [to_dict(spec) for spec in inputs],
+        "outputs": [to_dict(spec) for spec in outputs],
     }
 
 

@@ -16,6 +16,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType
+from typing import ClassVar
 
 import numpy as np
 
@@ -45,6 +46,9 @@ class InputSpec:
     `scalar` marks a plain Python argument (a TorchScript `int sr`), which is
     called with a number, not a tensor, and must be given with --input-data.
     """
+
+    # its JSON (a loader's answer, `dlbench inspect --json`) holds every field
+    WRITES_EVERY_FIELD: ClassVar[bool] = True
 
     name: str
     dims: tuple[int | None, ...] | None  # None: the format records no shape (TorchScript)
