@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import http.server
+import importlib.util
 import io
 import os
 import shutil
@@ -49,6 +50,18 @@ fingerprint()
 # begin with the default disposition) answer SIGINT as under a terminal.
 if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
     signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
+def installed(module: str, reason: str | None = None) -> pytest.MarkDecorator:
+    """Skip unless `module` is installed, found without importing it. Every test process
+    collects every test module, so a framework a module imports at its top is imported
+    in each (transformers: 1.8 s of CPU beside torch), where only the processes that run
+    its tests need it."""
+    try:
+        found = importlib.util.find_spec(module) is not None
+    except ImportError:  # a parent package that is there but does not import
+        found = False
+    return pytest.mark.skipif(not found, reason=reason or f"needs {module}")
 
 
 def session_folder(name: str) -> Path:

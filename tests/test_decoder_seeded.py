@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 import pytest
+from conftest import installed
 
 from dlbench.backends.base import Job, kv_cache_record
 from dlbench.reference.decoder import OWN_REFERENCES, SHARED_REFERENCE
@@ -18,10 +19,9 @@ from dlbench.workloads import get_workload
 from dlbench.workloads.decoder import SHAPES, decode_step_bytes
 
 # starts a process or imports a framework: not in the fast tier (tests/conftest.py)
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, installed("transformers")]
 
 torch = pytest.importorskip("torch")
-pytest.importorskip("transformers")
 
 QUICK = Settings(min_time_s=0.0, min_iters=3, warmup_iters=1)
 

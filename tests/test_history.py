@@ -8,7 +8,7 @@ import sys
 
 import numpy as np
 import pytest
-from conftest import cli
+from conftest import cli, installed
 from factories import make_result, make_run
 
 from dlbench.cli.history_commands import sparkline
@@ -18,8 +18,9 @@ from dlbench.results.metrics import METRICS
 from dlbench.results.records import Run
 from dlbench.results.store import open_store
 
-# Otava is installed apart, with --no-deps (.ci/run does; pyproject.toml says why)
-pytest.importorskip("otava.analysis", reason="pip install --no-deps apache-otava")
+# Otava is installed apart, with --no-deps (.ci/run does; pyproject.toml says why); found,
+# not imported (with SciPy) by every test process that collects this module
+pytestmark = installed("otava.analysis", reason="pip install --no-deps apache-otava")
 
 SUITE = "nightly"
 RUNS = 12
