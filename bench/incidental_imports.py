@@ -2,10 +2,11 @@
 
 A worker hides the other frameworks and the libraries frameworks import only
 because they are installed (backends.framework_guard.INCIDENTAL_LIBRARIES:
-scikit-learn, pandas, matplotlib, IPython). This imports each framework in fresh
-processes under the worker's guard, with those libraries hidden and, on the other
-side, visible, in interleaved rounds, and prints the medians of the import's CPU
-seconds and the process's peak RSS, and their ratios.
+scikit-learn, pandas, matplotlib, IPython; and, from a case that does not
+quantize, the framework's quantizer package: torchao for torch). This imports
+each framework in fresh processes under the worker's guard, with those libraries
+hidden and, on the other side, visible, in interleaved rounds, and prints the
+medians of the import's CPU seconds and the process's peak RSS, and their ratios.
 
 Run: python bench/incidental_imports.py [--rounds 6] [--framework tensorflow=tensorflow]
 """
@@ -24,7 +25,8 @@ from interleave import interleaved_rounds
 # framework name (the registry's) = modules its worker imports
 DEFAULT_IMPORTS = {
     "tensorflow": "tensorflow",
-    "torch": "transformers,transformers.generation.candidate_generator",
+    # modeling_utils: what a BERT or decoder case imports, and where torchao comes in
+    "torch": "transformers,transformers.generation.candidate_generator,transformers.modeling_utils",
 }
 CHILD = r"""
 import importlib, json, resource, sys, time

@@ -79,6 +79,37 @@ print("ok")
 """
 
 
+# torch's quantizer package (torchao), which transformers imports wherever it is
+# installed: hidden from a case that does not quantize, visible to one that does
+QUANTIZER = r"""
+import importlib.util, sys
+from dlbench.backends.framework_guard import block_other_frameworks
+block_other_frameworks("torch", quantizes=sys.argv[1] == "int8")
+seen = importlib.util.find_spec("torchao") is not None
+assert seen == (sys.argv[1] == "int8"), (sys.argv[1], seen)
+if not seen:
+    import transformers.modeling_utils  # its torchao quantizer is left out, not failed
+    assert "torchao" not in sys.modules
+print("ok")
+"""
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("precision", ["fp32", "int8"])
+def test_torchs_quantizer_package_is_seen_only_by_a_case_that_quantizes(precision):
+    import subprocess
+    import sys
+
+    if (
+        importlib.util.find_spec("torchao") is None
+        or importlib.util.find_spec("transformers") is None
+    ):
+        pytest.skip("needs torchao and transformers")
+    done = subprocess.run([sys.executable, "-c", QUANTIZER, precision], capture_output=True,
+                          text=True)  # fmt: skip
+    assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr
+
+
 # A user's model may import what a framework imports only where it is installed
 USER_MODEL = r"""
 import importlib.util

@@ -29,6 +29,10 @@ FRAMEWORK_MODULES = tuple(info.import_name for info in FRAMEWORKS.values() if in
 # import time and memory against the framework on a machine where they happen to be
 # installed (docs/methodology.md gives the figures, bench/incidental_imports.py
 # measures them). A user's own model may use them: its processes leave them visible.
+# A framework's quantizer package (FrameworkInfo.quantizer_package: torchao for torch)
+# is hidden the same way from a case that does not quantize: transformers imports
+# torchao wherever it is installed (its quantizers, for a model loaded quantized), 0.3 s
+# of CPU in every BERT or decoder process, which no fp32 case of dlbench's uses.
 INCIDENTAL_LIBRARIES = ("sklearn", "pandas", "matplotlib", "IPython")
 
 
@@ -52,10 +56,13 @@ class _Hiding(importlib.abc.MetaPathFinder):
         return getattr(self._finder, name)  # invalidate_caches() and the rest
 
 
-def block_other_frameworks(framework: str, hide_incidental: bool = True) -> list[str]:
+def block_other_frameworks(
+    framework: str, hide_incidental: bool = True, quantizes: bool = False
+) -> list[str]:
     """Make the other frameworks unimportable here, and the incidental libraries
-    unless `hide_incidental` is false (a user's model, which may import them); returns
-    the frameworks blocked.
+    unless `hide_incidental` is false (a user's model, which may import them), and the
+    framework's quantizer package too unless the case `quantizes` (or is a user's
+    model, which may need its ops); returns the frameworks blocked.
 
     Some frameworks import others when they happen to be installed
     (TensorFlow's tf.lite imports jax), which would put a second framework's
@@ -72,8 +79,10 @@ def block_other_frameworks(framework: str, hide_incidental: bool = True) -> list
     blocked = [
         name for name in FRAMEWORK_MODULES if name not in allowed and name not in sys.modules
     ]
-    incidental = [name for name in INCIDENTAL_LIBRARIES if name not in sys.modules]
-    hide_packages(blocked + (incidental if hide_incidental else []))
+    incidental = list(INCIDENTAL_LIBRARIES) if hide_incidental else []
+    if hide_incidental and not quantizes and info.quantizer_package is not None:
+        incidental.append(info.quantizer_package)
+    hide_packages(blocked + [name for name in incidental if name not in sys.modules])
     return blocked
 
 

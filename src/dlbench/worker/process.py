@@ -30,6 +30,7 @@ from dlbench.results.details import NumpyBlas
 from dlbench.results.records import STATUS_SKIPPED, Result, base_result, now_iso
 from dlbench.spec.case import Case
 from dlbench.spec.record_dict import from_dict
+from dlbench.spec.registry import precision_info
 from dlbench.spec.worker_request import WorkerRequest
 from dlbench.worker.compile_cache import compile_cache_detail, private_compile_caches
 from dlbench.worker.steps import execute, failed_from_exception
@@ -70,7 +71,11 @@ class CaseProcess:
         importlib.import_module("numpy")
         for name in THREAD_VARS:
             os.environ[name] = str(case.threads)
-        block_other_frameworks(case.framework, hide_incidental=case.model is None)
+        block_other_frameworks(
+            case.framework,
+            hide_incidental=case.model is None,
+            quantizes=precision_info(case.precision).quantized,
+        )
         self._numpy_blas: dict[str, Any] = {}
 
     @contextmanager
