@@ -55,3 +55,16 @@ def test_no_samples_is_an_error():
 def test_stats_round_trip_through_the_records_json():
     stats = summarize([0.001, 0.002, 0.004])
     assert from_dict(LatencyStats, to_dict(stats)) == stats
+
+
+def test_a_list_of_numbers_is_read_at_once_and_a_wrong_one_named_by_its_index():
+    """A record built in a process holds NumPy's floats (a float's subclass), which JSON
+    never gives: they are numbers all the same; a string among numbers is named."""
+    from dlbench.results.details import Details
+
+    numpy_floats = {"measured_wall": [np.float64(1.0), np.float64(2.5)]}
+    assert from_dict(Details, numpy_floats).measured_wall == [1.0, 2.5]
+    with pytest.raises(ValueError, match=r"measured_wall\[1\]: expected float, not str"):
+        from_dict(Details, {"measured_wall": [1.0, "2.5"]})
+    with pytest.raises(ValueError, match=r"measured_wall\[0\]: expected float, not bool"):
+        from_dict(Details, {"measured_wall": [True, 2.5]})

@@ -268,11 +268,14 @@ def _read(hint: object, value: JSONValue, where: str) -> object:
 
 
 def _check_scalars(hint: type, values: list[JSONValue], where: str) -> None:
-    exact = JSON_TYPES[hint]  # by exact type: JSON's reader makes no subclasses
+    exact = JSON_TYPES[hint]  # at once by exact type: JSON's reader makes no subclasses
     if all(type(v) in exact for v in values):
         return
-    index, wrong = next((i, v) for i, v in enumerate(values) if not _scalar_ok(hint, v))
-    raise ValueError(f"{where}[{index}]: expected {hint.__name__}, not {type(wrong).__name__}")
+    for index, value in enumerate(values):  # a record built in a process: NumPy's floats
+        if not _scalar_ok(hint, value):
+            raise ValueError(
+                f"{where}[{index}]: expected {hint.__name__}, not {type(value).__name__}"
+            )
 
 
 def _scalar_ok(hint: type, value: JSONValue) -> bool:
