@@ -68,7 +68,7 @@ def run_plan(
 ) -> Run:
     """Measure every case in its own worker and return the complete Run."""
     env = fingerprint()
-    ceilings = store.latest_ceilings(env.fact("hostname"))
+    ceilings = store.latest_ceilings(env.value_of("hostname"))
     if ceilings is not None:  # every result's efficiency is measured against these
         env = replace(env, ceilings=ceilings)
     run = Run(

@@ -318,7 +318,7 @@ def _version(run: Run, result: Result) -> JSONValue:
     installed: only the frameworks the compared cases use are context."""
     if result.framework_version is not None:
         return result.framework_version
-    installed = run.env.fact(FRAMEWORKS_FACT)
+    installed = run.env.value_of(FRAMEWORKS_FACT)
     found = installed.get(result.case.framework) if isinstance(installed, dict) else None
     return UNKNOWN if found is None else found
 

@@ -343,17 +343,18 @@ class Fingerprint:
 
     def recorded(self) -> dict[str, JSONValue]:
         """The facts this run recorded, as its JSON holds them."""
-        data = self.to_dict()
-        return {name: data[name] for name in FACT_NAMES if name in data}
+        return {
+            name: self.value_of(name) for name in FACT_NAMES if getattr(self, name) is not ABSENT
+        }
 
-    def fact(self, name: str) -> JSONValue:
+    def value_of(self, name: str) -> JSONValue:
         """One fact as its JSON holds it; None where the run did not record it."""
         value = getattr(self, name)
         return None if value is ABSENT else plain(value)
 
     def shown(self, name: str, missing: str = "?") -> str:
         """A fact as text for a title or a table; `missing` where not recorded (or null)."""
-        value = self.fact(name)
+        value = self.value_of(name)
         return missing if value is None else str(value)
 
     @property

@@ -187,11 +187,11 @@ class Store(ABC):
                 run.started_at,
                 run.finished_at,
                 run.suite,
-                run.env.fact("hostname"),
+                run.env.value_of("hostname"),
                 json.dumps(header["command"]),
                 json.dumps(header["settings"]),
                 json.dumps(header["env"]),
-                run.env.fact("dlbench"),
+                run.env.value_of("dlbench"),
                 json.dumps(header["plan"]),
             ),
         )

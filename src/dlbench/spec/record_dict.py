@@ -195,7 +195,8 @@ def pair_fields(record: type[DataclassInstance]) -> tuple[str, ...]:
 
 
 def without_none(hint: object) -> object:
-    """`X` for `X | None` (records use that form of union only)."""
+    """`X` for `X | None`, `X | Absent` and `X | None | Absent`, the unions records use
+    (any other `hint` as it is)."""
     if typing.get_origin(hint) in (Union, types.UnionType):
         inner = [a for a in typing.get_args(hint) if a is not type(None) and a is not Absent]
         return inner[0] if len(inner) == 1 else hint
@@ -232,8 +233,9 @@ def _read(hint: object, value: JSONValue, where: str) -> object:
     if origin in (Union, types.UnionType):
         if value is None and type(None) in args:
             return None
-        # records use `X | None`, `X | Absent` and `X | None | Absent` only
-        (inner,) = [a for a in args if a is not type(None) and a is not Absent]
+        inner = without_none(hint)
+        if inner is hint:
+            raise TypeError(f"{where}: {hint!r} is no union a record's field can hold")
         return _read(inner, value, where)
     if dataclasses.is_dataclass(hint) and isinstance(hint, type):
         own = getattr(hint, "from_dict", None)  # a record's own fills what older files lack
