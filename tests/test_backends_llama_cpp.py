@@ -7,7 +7,7 @@ import json
 
 import numpy as np
 import pytest
-from conftest import cli
+from conftest import cli, installed
 
 gguf = pytest.importorskip("gguf")
 pytest.importorskip("safetensors")
@@ -49,9 +49,9 @@ def test_reordered_rows_rotate_in_llama_cpps_layout_as_the_originals_do_in_trans
     assert not np.allclose(rope_pairs(weight, heads), weight)
 
 
+@installed("transformers")
 @pytest.mark.integration
 def test_the_checkpoint_is_written_whole_as_fp32_gguf():
-    pytest.importorskip("transformers")
     from safetensors.numpy import load_file
 
     from dlbench.backends.llama_cpp.gguf_export import CONVERTER, EXPORT, GGUF_FILE

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from conftest import FAST
+from conftest import FAST, installed
 
 from dlbench.launch.runner import run_case
 from dlbench.plan.validate import validate_case
@@ -50,10 +50,10 @@ MATRIX = [
 ]
 
 
+@installed("transformers")
 @pytest.mark.slow
 @pytest.mark.parametrize(("workload", "framework", "compile_mode"), MATRIX)
 def test_model_runs_and_matches_the_reference(workload, framework, compile_mode):
-    pytest.importorskip("transformers")
     case = Case(
         workload,
         framework,

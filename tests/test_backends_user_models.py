@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import cli, dlbench, session_folder
+from conftest import cli, dlbench, installed, session_folder
 
 from dlbench.reference.user_model import reference_folder
 from dlbench.spec.registry import PRECISIONS, QUANTIZED_MODEL_PRECISION
@@ -230,9 +230,9 @@ def assert_every_input_and_variable_placed(result: dict, inputs: int) -> None:
     assert int(count) > inputs, placed
 
 
+@installed("tensorflow")
 @pytest.mark.slow
 def test_keras2_hdf5_file_runs_with_its_batch_filled_in(tmp_path):
-    pytest.importorskip("tensorflow")
     model = make_model("keras2-hdf5", tmp_path / "weights.best.hdf5")
     code, results, text = dlbench_run(tmp_path, "--model", model, "-b", "2")
     assert code == 0, text
@@ -241,9 +241,9 @@ def test_keras2_hdf5_file_runs_with_its_batch_filled_in(tmp_path):
     assert_every_input_and_variable_placed(results[0], inputs=1)
 
 
+@installed("tensorflow")
 @pytest.mark.slow
 def test_savedmodel_through_its_serving_signature_with_every_output(tmp_path):
-    pytest.importorskip("tensorflow")
     model = make_model("savedmodel", tmp_path / "exported")
     code, results, text = dlbench_run(tmp_path, "--model", model, "-b", "3")
     assert code == 0, text
@@ -306,9 +306,9 @@ def test_a_pickled_module_loads_only_with_trust(tmp_path):
     assert results[0]["details"]["extra"]["model_kind"] == "torch-pickle"
 
 
+@installed("tensorflow")
 @pytest.mark.slow
 def test_keras_model_and_its_unsafe_lambda_sibling(tmp_path):
-    pytest.importorskip("tensorflow")
     plain = make_model("keras", tmp_path / "plain.keras")
     risky = make_model("keras-lambda", tmp_path / "risky.keras")
     status, results, text = dlbench_run(tmp_path, "--model", str(plain), "--input", "features:3x8")
@@ -332,11 +332,11 @@ print(json.dumps({"ok": described["ok"], "loaded": loaded}))
 """
 
 
+@installed("tensorflow")
 @pytest.mark.integration
 def test_a_model_files_inspection_loads_its_one_framework(tmp_path):
     """TensorFlow's tf.lite imports jax where it is installed: the inspection hides the
     other frameworks first, as a worker does (0.7 s of every TensorFlow inspection)."""
-    pytest.importorskip("tensorflow")
     model = make_model("keras", tmp_path / "plain.keras")
     done = subprocess.run([sys.executable, "-c", INSPECTED, str(model)],
                           capture_output=True, text=True, timeout=300)  # fmt: skip

@@ -8,7 +8,7 @@ import json
 
 import numpy as np
 import pytest
-from conftest import cli, dlbench
+from conftest import cli, dlbench, installed
 from factories import make_result, make_run
 
 from dlbench.backends.base import GenerationTrace, Job
@@ -141,10 +141,10 @@ def test_bad_generation_cases_are_one_line_user_errors(args, message):
     assert message in line, line
 
 
+@installed("transformers")
 @pytest.mark.slow
 @pytest.mark.long
 def test_engines_generate_the_reference_tokens_from_the_same_weights(tmp_path):
-    pytest.importorskip("transformers")
     out = tmp_path / "run.json"
     engines = [arg for name in ENGINES for arg in ("-f", name)]
     done = dlbench(
@@ -188,11 +188,11 @@ def test_engines_generate_the_reference_tokens_from_the_same_weights(tmp_path):
     assert picks.rows[0].label.startswith("most output tokens/s within TTFT <= 500 ms")
 
 
+@installed("transformers")
 @pytest.mark.integration
 def test_torch_generates_with_its_model_held_in_bf16_and_its_tokens_checked(tmp_path):
     """bf16 is the model's dtype (weights, KV cache), not autocast; its bytes are counted
     at 2 a value, and its tokens are held to the fp32 reference, not taken as it."""
-    pytest.importorskip("transformers")
     out = tmp_path / "run.json"
     done = dlbench("run", "-w", "llm-tiny", "-f", "torch", "-p", "bf16", "-t", "1", *FAST,
                    "--json", str(out), timeout=600)  # fmt: skip
