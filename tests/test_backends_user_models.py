@@ -134,12 +134,12 @@ def test_tf_style_onnx_colon_names_and_an_int64_scalar_from_npz(tmp_path):
     assert "input 'sr' is int32 in the file; the model takes int64" in text
 
 
+@installed("tf2onnx")
 @pytest.mark.slow
 def test_an_onnx_file_from_tf2onnx_runs_on_both_onnx_frameworks_with_its_outputs_checked(
     tmp_path,
 ):
     np = pytest.importorskip("numpy")
-    pytest.importorskip("tf2onnx")
     model = make_model("tf2onnx", tmp_path / "converted.onnx")
     data = tmp_path / "inputs.npz"
     features = np.random.default_rng(1).standard_normal((5, 12)).astype(np.float32)
