@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from dataclasses import replace
 from pathlib import Path
 
@@ -14,6 +16,7 @@ from factories import make_result
 from dlbench.launch.runner import run_case
 from dlbench.measure.cpu_features import int8_dot_units
 from dlbench.plan.validate import validate_case
+from dlbench.reference.quantized import META_FILE, QUANTIZER_MODULE, QuantizeRequest
 from dlbench.results.flags import result_flags
 from dlbench.results.metrics import CSV_METRICS, METRICS, read
 from dlbench.spec.case import Case
@@ -122,6 +125,33 @@ def test_a_user_onnx_model_is_quantized_calibrated_on_its_input_data(tmp_path):
         assert check["measure"] == "top-1 agreement" and check["samples"] == 64
         assert check["sqnr_db"] >= INT8_BOUND and check["agreement"] > 0
         assert result["details"]["quantization"]["calibration"]["data"] == "--input-data"
+
+
+# The quantizer's module run as `python -m` runs it, saying at its exit which frameworks
+# it imported
+REPORTS_FRAMEWORKS = """
+import atexit, json, runpy, sys
+from dlbench.backends.framework_guard import frameworks_in_process
+atexit.register(lambda: print(json.dumps(frameworks_in_process())))
+runpy.run_module(sys.argv.pop(1), run_name="__main__", alter_sys=True)
+"""
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("framework", ["onnxruntime", "openvino"])
+def test_a_quantizer_process_imports_no_other_framework(tmp_path, framework):
+    """ONNX Runtime's pre-processing and NNCF import torch wherever it is installed: the
+    quantizer's process hides it, as the worker that runs its model does."""
+    if not installed(framework):
+        pytest.skip(f"needs {framework}")
+    case = quantized_case(framework, "mlp", "int8", "default")
+    request = json.dumps(to_dict(QuantizeRequest(case, 0, tmp_path / "built")))
+    module = QUANTIZER_MODULE.format(framework=framework)
+    done = subprocess.run([sys.executable, "-c", REPORTS_FRAMEWORKS, module, request],
+                          capture_output=True, text=True, timeout=300)  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert (tmp_path / "built" / META_FILE).is_file()
+    assert json.loads(done.stdout.strip().splitlines()[-1]) == [framework]
 
 
 def test_agreement_by_kind_is_reported_beside_the_sqnr_that_decides():
