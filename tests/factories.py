@@ -8,7 +8,6 @@ given in their JSON form, `details={"timeline": {"throttle": "thermal"}}`.
 
 from __future__ import annotations
 
-from dataclasses import fields
 from typing import Any
 
 import numpy as np
@@ -18,8 +17,10 @@ from dlbench.results.details import Details
 from dlbench.results.env import Fingerprint
 from dlbench.results.records import STATUS_OK, Result, Run
 from dlbench.spec.case import PAIR_FIELDS, Case, Settings
+from dlbench.spec.record_dict import flat_fields
 
-CASE_FIELDS = {f.name for f in fields(Case)}
+# a case's fields by their flat names (a user model's `model`, `inputs`, ...)
+CASE_FIELDS = {name for name, _ in flat_fields(Case)}
 CASE_DEFAULTS: dict[str, Any] = {
     "workload": "mlp",
     "framework": "torch",
@@ -38,7 +39,7 @@ def make_case(**values: Any) -> Case:
     for name in PAIR_FIELDS:
         if isinstance(merged.get(name), dict):
             merged[name] = tuple(sorted(merged[name].items()))
-    return Case(**merged)
+    return Case.of(**merged)
 
 
 def make_result(**values: Any) -> Result:

@@ -267,4 +267,4 @@ def test_random_input_data_plans_or_fails_clearly(file):
         except UserError as exc:
             assert str(exc) and "\n" not in str(exc).strip()
         else:
-            assert plan.cases and all(case.input_data_digest for case in plan.cases)
+            assert plan.cases and all(case.given_model.input_data_digest for case in plan.cases)

@@ -121,8 +121,9 @@ def test_with_trust_a_pickled_file_passes_validation(tmp_path):
 
     path = tmp_path / "module.pt"
     torch.save(torch.nn.Linear(8, 4), str(path))
-    case = Case("user-model", "torch", "eager", model=str(path), trust_model=True, threads=1)
-    assert validate_case(case).model_digest
+    case = Case.of(workload="user-model", framework="torch", compile="eager",
+                   model=str(path), trust_model=True, threads=1)  # fmt: skip
+    assert validate_case(case).given_model.model_digest
 
 
 @pytest.mark.slow

@@ -24,10 +24,10 @@ AXIS_CHANGES = {
     "scenario": {"scenario": "single-stream", "batch_size": 1},
     "transfer": {"transfer": "inside"},
     "nproc": {"nproc": 2},
-    "model": {"model_digest": "ab" * 32},
+    "model": {"model": "m.onnx", "model_digest": "ab" * 32},
     "data": {"data_digest": "cd" * 32},
     "target_accuracy": {"target_accuracy": 0.98},
-    "inputs": {"inputs": {"x": "1x3:float32"}},
+    "inputs": {"model": "m.onnx", "inputs": {"x": "1x3:float32"}},
     "device kind": {"device": "cuda:0"},
     "loadgen": {"loadgen": True},
     "server rate": {"scenario": "server", "batch_size": 1, "target_qps": 100.0},
@@ -53,7 +53,7 @@ def test_every_axis_that_changes_the_measurement_changes_key_and_label():
 
 
 def test_launch_details_and_paths_are_not_identity():
-    base = make_case(model_digest="ab" * 32, data_digest="cd" * 32)
+    base = make_case(model="/here/model.onnx", model_digest="ab" * 32, data_digest="cd" * 32)
     moved = make_case(
         model_digest="ab" * 32,
         data_digest="cd" * 32,
@@ -80,7 +80,8 @@ def test_label_names_precision_and_omits_only_what_is_asked():
 
 
 def test_case_round_trips_through_its_dict_form():
-    case = make_case(params={"size": 64}, inputs={"x": "1x3"}, torchrun_args=("--standalone",))
+    case = make_case(params={"size": 64}, model="m.onnx", inputs={"x": "1x3"},
+                     torchrun_args=("--standalone",))  # fmt: skip
     assert Case.from_dict(case.to_dict()) == case
     assert case.to_dict()["torchrun_args"] == ["--standalone"]  # JSON's list form
 
@@ -111,7 +112,47 @@ def test_compare_never_matches_cases_that_measure_different_things(change, what)
 
 
 def test_labels_of_older_runs_keep_their_whole_unhashed_name():
-    a = make_case(model_digest="unhashed:model_a.onnx")
-    b = make_case(model_digest="unhashed:model_b.onnx")
+    a = make_case(model="model_a.onnx", model_digest="unhashed:model_a.onnx")
+    b = make_case(model="model_b.onnx", model_digest="unhashed:model_b.onnx")
     assert a.label() != b.label() and "model_a.onnx" in a.label()
-    assert "model=" + "ab" * 6 in make_case(model_digest="ab" * 32).label()
+    hashed = make_case(model="model.onnx", model_digest="ab" * 32)
+    assert "model=" + "ab" * 6 in hashed.label()
+
+
+def test_a_user_models_part_is_written_flat_and_read_back_into_its_record():
+    """The part's fields are keys of the case's JSON, where case files have always had
+    them; a case of a built-in workload writes them at their defaults and reads back
+    no part."""
+    from dlbench.spec.case_parts import UserModel
+
+    user = make_case(workload="user-model", model="/m/net.onnx", model_digest="ab" * 32,
+                     inputs={"x": "1x3"}, trust_model=True)  # fmt: skip
+    data = user.to_dict()
+    assert user.user_model == UserModel("/m/net.onnx", "ab" * 32, (("x", "1x3"),), True)
+    assert "user_model" not in data
+    assert (data["model"], data["inputs"], data["trust_model"]) == (
+        "/m/net.onnx",
+        {"x": "1x3"},
+        True,
+    )
+    names = list(data)  # in the order case files have always had
+    assert names[names.index("scenario") + 1 : names.index("target_accuracy")] == [
+        "model", "model_digest", "inputs", "trust_model", "input_data", "input_data_digest"
+    ]  # fmt: skip
+    assert Case.from_dict(data) == user
+    builtin = make_case().to_dict()
+    assert builtin["model"] is None and builtin["inputs"] == {} and builtin["trust_model"] is False
+    assert Case.from_dict(builtin).user_model is None
+    assert user.replaced(batch_size=4).user_model == user.user_model
+    assert user.replaced(model="/m/other.onnx").given_model.model == "/m/other.onnx"
+    with pytest.raises(TypeError, match="no model file"):
+        _ = make_case().given_model
+
+
+def test_a_stored_case_with_a_models_inputs_and_no_model_is_refused():
+    data = {**make_case().to_dict(), "inputs": {"x": "1x3"}}
+    with pytest.raises(ValueError, match=r"results\[0\]\.case\.model: expected str"):
+        Case.from_dict(data, "results[0].case")
+    del data["model"]
+    with pytest.raises(ValueError, match=r"results\[0\]\.case: missing model"):
+        Case.from_dict(data, "results[0].case")

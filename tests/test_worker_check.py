@@ -144,8 +144,9 @@ def user_model_check(tmp_path, framework: str, outputs: list, string_inputs: boo
         tiny_onnx(model)
     # a digest of its own: the session's reference cache must not mix tests
     digest = hashlib.sha256(str(tmp_path).encode()).hexdigest()
-    case = Case("user-model", framework, "default", model=str(model), model_digest=digest,
-                device="cpu", batch_size=2, threads=1)  # fmt: skip
+    case = Case.of(workload="user-model", framework=framework, compile="default",
+                   model=str(model), model_digest=digest, device="cpu", batch_size=2,
+                   threads=1)  # fmt: skip
     job = Job(case, get_workload("user-model"), "cpu", 2, {}, seed=0)
     extra = {"inputs": {"text": [2]}, **({"string_inputs": ["text"]} if string_inputs else {})}
     prepared = Prepared(step=lambda: None, device="cpu", fetch_output=lambda: outputs,

@@ -263,7 +263,8 @@ def test_each_framework_gets_strings_as_it_takes_them_or_a_clear_refusal(tmp_pat
     signature = [InputSpec("text", (None,), "string")]
 
     def fed(framework: str, array: np.ndarray) -> np.ndarray:
-        case = Case("user-model", framework, "default", model=str(model))
+        case = Case.of(workload="user-model", framework=framework, compile="default",
+                       model=str(model))  # fmt: skip
         return case_inputs(case, signature, 0, {"text": array})["text"]
 
     encoded = np.array(["naïve".encode(), b"cat"])

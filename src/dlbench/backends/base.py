@@ -224,7 +224,7 @@ def quantized(job: Job) -> tuple[Any, Quantization]:
 
     from dlbench.reference.quantized import quantized_model
 
-    if job.case.model is not None:  # a user's model: its inputs decide their own batch
+    if job.case.user_model is not None:  # a user's model: its inputs decide their own batch
         path, meta = quantized_model(job.case, job.seed)
     else:
         resolved = replace(

@@ -41,7 +41,7 @@ def user_calibration(
 ) -> tuple[list[dict[str, Any]], str]:
     """A user model's calibration batches, and where they came from: its
     --input-data when given, else seeded random batches of its inputs."""
-    if case.input_data:
+    if case.given_model.input_data:
         return [model_inputs(case, signature, seed)], "--input-data"
     batches = [
         model_inputs(case, signature, seed + CALIBRATION_SEED + k)

@@ -39,7 +39,7 @@ def check_user_models(
 ) -> None:
     """UserError (exit 2) where a user model case's inputs do not fit the signature
     its framework reads from the file."""
-    if all(case.model is None for case in cases):
+    if all(case.user_model is None for case in cases):
         return
     from dlbench.workloads.user_model import case_inputs, load_input_data
 
@@ -47,37 +47,39 @@ def check_user_models(
     checked: set[tuple[Any, ...]] = set()
     data: dict[str, dict[str, Any]] = {}
     for case in cases:
-        if case.model is None:
+        user = case.user_model
+        if user is None:
             continue
-        key = (case.model, case.framework, case.trust_model)
+        key = (user.model, case.framework, user.trust_model)
+        name = Path(user.model).name
         if key not in views:
             if progress is not None:
-                progress(f"checking {Path(case.model).name} on {case.framework}")
+                progress(f"checking {name} on {case.framework}")
             views[key] = _load(case)
         view = views[key]
         if view.untrusted:  # refused by the user's own choice: no run to store
-            raise UserError(f"--model {Path(case.model).name} on {case.framework}: {view.reason}")
-        inputs = (key, case.inputs, case.input_data, case.batch_size)
+            raise UserError(f"--model {name} on {case.framework}: {view.reason}")
+        inputs = (key, user.inputs, user.input_data, case.batch_size)
         if view.verdict != "loads" or inputs in checked:
             continue
         checked.add(inputs)
-        if case.input_data is not None and case.input_data not in data:
-            data[case.input_data] = load_input_data(Path(case.input_data))
+        if user.input_data is not None and user.input_data not in data:
+            data[user.input_data] = load_input_data(Path(user.input_data))
         signature = [_spec(entry) for entry in view.inputs]
-        given = data.get(case.input_data) if case.input_data is not None else None
+        given = data.get(user.input_data) if user.input_data is not None else None
         # the worker holds the file's arrays and the values made beside them
         room = available_bytes() - WORKER_BYTES - sum(a.nbytes for a in (given or {}).values())
         try:
             case_inputs(case, signature, seed, given, room)  # the worker's own resolution
         except CaseError as exc:
-            raise UserError(f"--model {Path(case.model).name} on {case.framework}: {exc}") from None
+            raise UserError(f"--model {name} on {case.framework}: {exc}") from None
 
 
 def _load(case: Case) -> FrameworkView:
-    assert case.model is not None
-    path = Path(case.model)
+    user = case.given_model
+    path = Path(user.model)
     version = framework_info(case.framework).installed_version() or "?"
-    return load_in_worker(case.framework, version, model_format(path), path, case.trust_model)
+    return load_in_worker(case.framework, version, model_format(path), path, user.trust_model)
 
 
 def _spec(entry: dict[str, Any]) -> InputSpec:

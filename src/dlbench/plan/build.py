@@ -430,7 +430,7 @@ def _expand_entry(
             _compile_modes(entry, str(workload), str(framework), request, where), variants, loads
         ):
             cases.append(
-                Case(
+                Case.of(
                     workload=workload,
                     framework=framework,
                     compile=compile_mode,

@@ -165,10 +165,17 @@ def _checked_serving(case: Case, token_server: FrameworkInfo | None) -> Case:
     case = validate_endpoint_case(case, slo_taken=token_server is not None)
     check_case_memory(case)  # sizes from --param, -b, --input and --input-data
     case = _validate_serving(case, token_server)
+    user = case.user_model
+    if user is not None:
+        data = user.input_data
+        user = replace(
+            user,
+            model_digest=_digest(user.model),
+            input_data_digest=_digest(data) if data is not None else None,
+        )
     return replace(
         case,
-        model_digest=_digest(case.model) if case.model is not None else None,
-        input_data_digest=_digest(case.input_data) if case.input_data is not None else None,
+        user_model=user,
         data_digest=_mnist_digest(case.data_dir) if case.data_dir is not None else None,
     )
 
@@ -393,17 +400,16 @@ def _mnist_dir_problem(data_dir: str) -> str | None:
 
 
 def _validate_model(case: Case, info: FrameworkInfo) -> None:
-    if (case.workload == "user-model") != (case.model is not None):
+    user = case.user_model
+    if (case.workload == "user-model") != (user is not None):
         raise UserError("workload user-model goes with --model FILE, and --model only with it")
-    if case.model is None:
-        if case.input_data is not None:
-            raise UserError(MODEL_OPTIONS)
+    if user is None:
         return
     from dlbench.workloads.model_format import FORMATS, model_format, require_trusted
     from dlbench.workloads.user_model import frameworks_for
 
-    require_model_file(case.model)
-    path = Path(case.model)
+    require_model_file(user.model)
+    path = Path(user.model)
     allowed = frameworks_for(path)
     if case.framework not in allowed:
         raise UserError(
@@ -411,15 +417,15 @@ def _validate_model(case: Case, info: FrameworkInfo) -> None:
             f"{', '.join(allowed) or 'no framework dlbench has'}, not {case.framework!r}"
         )
     kind = model_format(path)
-    require_trusted(path, kind, case.trust_model)  # before any worker unpickles it
+    require_trusted(path, kind, user.trust_model)  # before any worker unpickles it
     compiles = info.format_compiles.get(kind)
     if compiles is not None and case.compile not in compiles:
         raise UserError(
             f"--model {path.name} is a {FORMATS[kind]}; {case.framework} runs it in compile "
             f"modes {', '.join(compiles)}, not {case.compile!r}"
         )
-    if case.input_data is not None:
-        _check_input_data(case.input_data)
+    if user.input_data is not None:
+        _check_input_data(user.input_data)
 
 
 @functools.lru_cache(maxsize=8)

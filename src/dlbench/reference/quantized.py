@@ -65,15 +65,16 @@ def quantized_model(case: Case, seed: int) -> tuple[Path, dict[str, Any]]:
 def quantized_folder(case: Case, seed: int) -> Path:
     """One folder per quantized model: what it quantizes, how, and by which versions."""
     info = framework_info(case.framework)
+    user = case.user_model
     identity = {
         "framework": case.framework,
         "precision": case.precision,
         "workload": case.workload,
         "params": dict(case.params),
         "seed": seed,
-        "model": case.model_digest,
-        "input_data": case.input_data_digest,
-        "inputs": dict(case.inputs),
+        "model": user.model_digest if user is not None else None,
+        "input_data": user.input_data_digest if user is not None else None,
+        "inputs": dict(user.inputs) if user is not None else {},
         # torch's PT2E program is exported with the case's static shapes
         "batch": case.batch_size if case.framework == "torch" else None,
         "revision": QUANTIZE_REVISION,
@@ -88,7 +89,7 @@ def quantized_folder(case: Case, seed: int) -> Path:
         },
     }
     digest = hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()[:12]
-    name = case.workload if case.model is None else f"model-{(case.model_digest or '')[:12]}"
+    name = case.workload if user is None else f"model-{(user.model_digest or '')[:12]}"
     return cache_dir() / "quantized" / f"{name}-{case.framework}-{case.precision}-{digest}"
 
 

@@ -24,7 +24,7 @@ from dlbench.results.records import Result, Run, result_keys, run_from_json
 from dlbench.results.roofline_bound import prefill_bound, work_precision
 from dlbench.results.scaling import scaling_in_run
 from dlbench.spec.case import PAIR_FIELDS, Case
-from dlbench.spec.record_dict import finite
+from dlbench.spec.record_dict import finite, flat_fields
 
 
 def write_json(run: Run, path: Path) -> None:
@@ -82,7 +82,7 @@ def csv_columns() -> list[str]:
     metric gets its column without an edit here.
     """
     columns = ["run_id", "hostname", "label"]
-    columns += [f.name for f in fields(Case)]
+    columns += [name for name, _ in flat_fields(Case)]
     columns += [name for name in result_keys() if name not in NOT_SCALAR]
     columns += [f"latency_ms_{f.name}" for f in fields(LatencyStats)]
     columns += list(CSV_METRICS)

@@ -35,7 +35,7 @@ from dlbench.results.run_ids import shown
 from dlbench.results.schema import EXTRA_RESULT_KEYS, not_valid
 from dlbench.spec import JSONValue
 from dlbench.spec.case import Case, Settings
-from dlbench.spec.record_dict import unknown_keys, without_none
+from dlbench.spec.record_dict import flat_fields, unknown_keys, without_none
 
 # A record's keys are listed in a message when there are this few; else named by kind
 LISTED_KEYS = 12
@@ -94,7 +94,7 @@ def _key(key: str) -> str:
 def _check_keys(
     data: dict[str, Any], known: type | Collection[str], source: str, where: str, noun: str
 ) -> None:
-    names = [f.name for f in dataclasses.fields(known)] if isinstance(known, type) else known
+    names = [name for name, _ in flat_fields(known)] if isinstance(known, type) else known
     for key in data:
         if key not in names:
             allowed = (
@@ -112,23 +112,23 @@ def _check_case(case: dict[str, Any], source: str, where: str) -> None:
 
 def _check_by_options(values: dict[str, Any], record: type, source: str, where: str) -> None:
     """Each number (and each workload parameter) as the field's option reads it, typed."""
-    for f in dataclasses.fields(record):
+    for name, f in flat_fields(record):
         option = f.metadata.get("cli")
-        value = values.get(f.name)
+        value = values.get(name)
         if option is None or option.parse is None:
             continue
-        at = f"{where}.{f.name}"
-        if f.name == "params" and isinstance(value, dict):  # each as --param takes it
+        at = f"{where}.{name}"
+        if name == "params" and isinstance(value, dict):  # each as --param takes it
             typed = [(f"{at}.{_key(k)}", f"{k}={number!r}") for k, number in value.items()]
         elif isinstance(value, int | float) and not isinstance(value, bool):
             typed = [(at, repr(value))]
         else:
             continue
-        for name, text in typed:
+        for place, text in typed:
             try:
                 option.parse(text)
             except ValueError as exc:
-                raise not_valid(source, name, str(exc)) from None
+                raise not_valid(source, place, str(exc)) from None
 
 
 def _measured(hint: object) -> bool:

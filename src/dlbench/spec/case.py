@@ -17,6 +17,7 @@ from typing import Any, ClassVar
 from dlbench.measure.load_profile import LATENCY_CLOCKS
 from dlbench.measure.openai_api import APIS, COMPLETIONS
 from dlbench.spec import JSONObject, JSONValue, record_dict
+from dlbench.spec.case_parts import LAUNCH_DETAIL, RECORDED_AXIS, SUITE_AXIS, UserModel
 from dlbench.spec.cli_options import (
     cli,
     endpoint_url,
@@ -100,18 +101,6 @@ def available_cpus() -> int:
     return os.cpu_count() or 1
 
 
-# Field metadata. "key": False leaves a field out of Case.key() (how it was
-# launched, or a path whose content digest is the identity instead); "suite":
-# True lets a suite entry set it (plan.suites reads this).
-LAUNCH_DETAIL = {"key": False}
-SUITE_AXIS = {"suite": True}
-# "required": a stored result must carry it: its default would change with
-# the reader (threads: the reading machine's CPUs) or silently pick a case.
-RECORDED_AXIS = {"suite": True, record_dict.REQUIRED: True}
-# "cli" (spec.cli_options.cli): the `dlbench run` option that sets the field;
-# the parser and the plan's RunRequest are built from it.
-
-
 @dataclass(frozen=True)
 class Case:
     """The identity of one measurement; equal keys measure the same thing.
@@ -125,6 +114,11 @@ class Case:
     follow from the fields. An axis only some frameworks implement (its option
     marked by_framework, as --transfer is) needs no check of its own: plan.validate
     checks it against each framework's registry entry (FrameworkInfo.axes).
+
+    The fields only some cases have are held by parts (spec.case_parts: a user's
+    model file and its inputs, `user_model`), each a record or None, written flat
+    beside the case's own fields under their own names: `Case.of` and `replaced`
+    take those flat names, as a case file, a suite entry and `dlbench run` give them.
     """
 
     # its JSON holds every field, as every stored case does (spec.record_dict)
@@ -262,48 +256,9 @@ class Case:
             "(Poisson arrivals at --target-qps, or --find-peak)",
         ),
     )
-    # user-model cases: the file (its content digest is the identity), the
-    # --input specs (name -> "8x3x32x32:dtype"), and the trust to unpickle it
-    model: str | None = field(
-        default=None,
-        metadata=LAUNCH_DETAIL
-        | cli(
-            "--model",
-            group="model",
-            help="benchmark a model file on every framework that can run it: ONNX, "
-            "TorchScript, torch.export .pt2, Keras .keras/.h5, a SavedModel dir, OpenVINO IR "
-            ".xml, TFLite (the format is read from the content, not the extension)",
-        ),
-    )
-    model_digest: str | None = None
-    # --input's reader lives with the user-model workload (above this room), so
-    # cli.parser declares that option itself
-    inputs: tuple[tuple[str, str], ...] = ()
-    trust_model: bool = field(
-        default=False,
-        metadata=LAUNCH_DETAIL
-        | cli(
-            "--trust-model",
-            switch=True,
-            group="model",
-            help="allow loading a model file that needs unpickling (runs code from the file)",
-        ),
-    )
-    # --input-data: the arrays fed to the model (.npz by input name, or .npy),
-    # identified by their content digest
-    input_data: str | None = field(
-        default=None,
-        metadata=LAUNCH_DETAIL
-        | cli(
-            "--input-data",
-            metavar="FILE",
-            group="model",
-            help="the model's input values: an .npz of arrays by input name (a 0-d array for "
-            "a scalar), or an .npy for a single-input model; every framework gets the same "
-            "values",
-        ),
-    )
-    input_data_digest: str | None = None
+    # a user's model file, its inputs and its trust (--model): None for a built-in
+    # workload; its fields are written beside the case's own (spec.case_parts)
+    user_model: UserModel | None = field(default=None, metadata=record_dict.FLATTENED)
     # time-to-train cases (epoch workloads): stop early at this test accuracy,
     # and read MNIST's IDX files from this folder (identified by the files'
     # digest) instead of the synthetic set (data_digest None)
@@ -629,6 +584,13 @@ class Case:
         return self.threads * (self.nproc if self.ddp else 1)
 
     @property
+    def given_model(self) -> UserModel:
+        """The user model's part, for the code that runs only a user model's case."""
+        if self.user_model is None:
+            raise TypeError(f"a {self.workload} case has no model file (--model)")
+        return self.user_model
+
+    @property
     def device_kind(self) -> str:
         """cpu, cuda, mps or auto: the device without its index (cuda:1 and cuda:0 compare)."""
         return self.device.split(":")[0]
@@ -645,7 +607,11 @@ class Case:
     def key_without(self, *names: str) -> str:
         """The key with some axes left out: the 1-process twin of a DDP case matches on it."""
         whole = self.to_dict()
-        data = {f.name: whole[f.name] for f in fields(self) if _in_key(f) and f.name not in names}
+        data = {
+            name: whole[name]
+            for name, f in record_dict.flat_fields(Case)
+            if _in_key(f) and name not in names
+        }
         if "device" in data:
             data["device"] = self.device_kind
         if "interop_threads" in data:  # None and the same count as threads are one case
@@ -706,12 +672,7 @@ class Case:
             ("ddp", "ddp" if self.ddp else ""),
             ("target_accuracy", f"target={self.target_accuracy:g}" if self.target_accuracy else ""),
             ("data_digest", f"data={_short(self.data_digest)}" if self.data_digest else ""),
-            ("model_digest", f"model={_short(self.model_digest)}" if self.model_digest else ""),
-            ("inputs", " ".join(f"{k}:{v}" for k, v in self.inputs)),
-            (
-                "input_data_digest",
-                f"input-data={_short(self.input_data_digest)}" if self.input_data_digest else "",
-            ),
+            *_user_model_label_parts(self.user_model),
             ("options", " ".join(f"{k}={v}" for k, v in self.options)),
         ]
 
@@ -729,6 +690,23 @@ class Case:
         percentile = self.slo_percentile or DEFAULT_SLO_PERCENTILE
         return f"p{percentile:g} " + ",".join(bounds)
 
+    @classmethod
+    def of(cls, **flat: Any) -> Case:  # noqa: ANN401  # each field's own type
+        """The case of these fields by their flat names, as a case file, a suite entry and
+        `dlbench run`'s options name them: a part's fields (model, inputs, ...) go into
+        its record (spec.case_parts), made where one of them is given a value."""
+        return cls(**_nested(flat))
+
+    def replaced(self, **flat: Any) -> Case:  # noqa: ANN401  # each field's own type
+        """This case with some fields, by their flat names, set (dataclasses.replace
+        across the parts)."""
+        values = {name: getattr(self, name) for name in _OWN_FIELDS}
+        for part, kind in _PARTS.items():
+            record = values.pop(part)
+            if record is not None:
+                values.update((f.name, getattr(record, f.name)) for f in fields(kind))
+        return Case.of(**{**values, **flat})
+
     def to_dict(self) -> JSONObject:
         return record_dict.to_dict(self)
 
@@ -742,10 +720,42 @@ class Case:
         return record_dict.from_dict(cls, data, where)
 
 
+# Case's fields that hold a part (spec.case_parts), by name: their records' types
+_PARTS: dict[str, type[UserModel]] = {"user_model": UserModel}
+_OWN_FIELDS = tuple(f.name for f in fields(Case))
+
+
+def _nested(flat: dict[str, Any]) -> dict[str, Any]:
+    """Flat field values with each part's gathered into its record (None where none of
+    its fields is given a value other than its default)."""
+    values = dict(flat)
+    for part, kind in _PARTS.items():
+        own = {f.name: values.pop(f.name) for f in fields(kind) if f.name in values}
+        given = any(
+            value is not None and value != record_dict.field_default(f)
+            for f in fields(kind)
+            if (value := own.get(f.name)) is not None
+        )
+        if part not in values:
+            values[part] = kind(**own) if given else None
+    return values
+
+
 # How the null backend's cases are named wherever they are shown.
 NULL_LABEL = "null (harness)"
 # Case fields kept as name -> value pairs (JSON objects in files): params, options, inputs
 PAIR_FIELDS = record_dict.pair_fields(Case)
+
+
+def _user_model_label_parts(user_model: UserModel | None) -> list[tuple[str, str]]:
+    if user_model is None:
+        return []
+    model, data = user_model.model_digest, user_model.input_data_digest
+    return [
+        ("model_digest", f"model={_short(model)}" if model else ""),
+        ("inputs", " ".join(f"{k}:{v}" for k, v in user_model.inputs)),
+        ("input_data_digest", f"input-data={_short(data)}" if data else ""),
+    ]
 
 
 def _short(digest: str) -> str:
@@ -759,7 +769,7 @@ def _in_key(f: Field[Any]) -> bool:
 
 def suite_axes() -> tuple[str, ...]:
     """The Case fields a suite entry may set."""
-    return tuple(f.name for f in fields(Case) if f.metadata.get("suite"))
+    return tuple(name for name, f in record_dict.flat_fields(Case) if f.metadata.get("suite"))
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,7 @@ from __future__ import annotations
 import math
 import shlex
 from collections.abc import Callable, Collection, Mapping
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 from urllib.parse import urlsplit
@@ -84,7 +84,9 @@ def cli(*flags: str, **details: Any) -> dict[str, CliOption]:  # noqa: ANN401
 
 def cli_options(record: type) -> list[tuple[str, CliOption]]:
     """(field name, option) for each field of the dataclass `record` that has an option."""
-    return [(f.name, f.metadata["cli"]) for f in fields(record) if "cli" in f.metadata]
+    from dlbench.spec.record_dict import flat_fields
+
+    return [(name, f.metadata["cli"]) for name, f in flat_fields(record) if "cli" in f.metadata]
 
 
 def option_flag(record: type, name: str) -> str:

@@ -20,6 +20,12 @@ named ones.
 A record may define its own `to_dict()` and `from_dict(data, where)` that call these
 two and add what it documents (a result's `noisy`, the `ddp` of a case written
 before the field); a record nested in another is written and read through its own.
+
+A field marked FLATTENED holds an optional record whose fields are written beside
+its parent's own, under their own names (a case's user model: `model`, `inputs` and
+the rest, keys every case file has had), and read back into it: the record is there
+where one of those keys holds a value other than its field's default. Its fields'
+names are the parent's too: flat_fields lists them in JSON order.
 """
 
 from __future__ import annotations
@@ -47,6 +53,10 @@ REST_FIELD = {REST: True}
 # The metadata of a field with a default that a stored record must still carry (a case's
 # thread count: its default is the reading machine's, not the measuring one's)
 REQUIRED = "required"
+# The metadata of a field holding an optional record written flat (see above):
+# field(default=None, metadata=FLATTENED)
+FLATTEN = "flattened"
+FLATTENED = {FLATTEN: True}
 # The class attribute (a ClassVar, True) of a record whose JSON holds every field,
 # defaults too: the files of cases, results and runs have always had that shape.
 WRITES_EVERY_FIELD = "WRITES_EVERY_FIELD"
@@ -75,16 +85,31 @@ ABSENT = Absent.ABSENT
 def to_dict(record: DataclassInstance) -> JSONObject:
     """The record as a JSON object: nested records as objects, defaults left out
     (unless the record writes every field)."""
-    every = getattr(type(record), WRITES_EVERY_FIELD, False)
-    hints = _hints(type(record))
     data: JSONObject = {}
-    for f in dataclasses.fields(record):
-        value = getattr(record, f.name)
-        if f.metadata.get(REST):
-            data.update(value)
+    _write(record, type(record), getattr(type(record), WRITES_EVERY_FIELD, False), data)
+    return data
+
+
+def _write(
+    record: DataclassInstance | None, kind: type[DataclassInstance], every: bool, data: JSONObject
+) -> None:
+    """`record`'s fields into `data` (a flattened record's into its parent's; None: its
+    defaults, where every field is written)."""
+    if record is None and not every:
+        return
+    hints = _hints(kind)
+    for f in dataclasses.fields(kind):
+        if record is None:
+            value = _default(f)
+            value = None if value is dataclasses.MISSING else value
+        else:
+            value = getattr(record, f.name)
+        if f.metadata.get(FLATTEN):
+            _write(value, _flattened(hints[f.name]), every, data)  # type: ignore[arg-type]
+        elif f.metadata.get(REST):
+            data.update(value)  # type: ignore[call-overload]
         elif every or f.metadata.get(REQUIRED) or value != _default(f):
             data[f.name] = plain(value, hints[f.name])
-    return data
 
 
 def from_dict(record: type[R], data: JSONValue, where: str | None = None) -> R:
@@ -100,7 +125,9 @@ def from_dict(record: type[R], data: JSONValue, where: str | None = None) -> R:
     spare: str | None = None
     missing = []
     for f in dataclasses.fields(record):
-        if f.metadata.get(REST):
+        if f.metadata.get(FLATTEN):
+            values[f.name] = _read_flattened(_flattened(hints[f.name]), data, at)
+        elif f.metadata.get(REST):
             spare = f.name
         elif f.name in data:
             values[f.name] = _read(hints[f.name], data[f.name], f"{at}.{f.name}" if at else f.name)
@@ -109,8 +136,45 @@ def from_dict(record: type[R], data: JSONValue, where: str | None = None) -> R:
     if missing:
         raise ValueError(f"{at or record.__name__}: missing {', '.join(missing)}")
     if spare is not None:
-        values[spare] = {k: v for k, v in data.items() if k not in values}
+        named = {name for name, _ in flat_fields(record)}
+        values[spare] = {k: v for k, v in data.items() if k not in named}
     return record(**values)
+
+
+def _read_flattened(
+    kind: type[DataclassInstance], data: JSONObject, at: str
+) -> DataclassInstance | None:
+    """The flattened record `data` holds beside its parent's fields, None where each of
+    its keys is missing or holds its field's default."""
+    hints = _hints(kind)
+    own = {f.name for f in dataclasses.fields(kind)}
+    if all(
+        data.get(f.name) is None or data[f.name] == plain(_default(f), hints[f.name])
+        for f in dataclasses.fields(kind)
+    ):
+        return None
+    return from_dict(kind, {k: v for k, v in data.items() if k in own}, at)
+
+
+def _flattened(hint: object) -> type[DataclassInstance]:
+    """The record type of a FLATTENED field (annotated `Record | None`)."""
+    inner = without_none(hint)
+    if not (dataclasses.is_dataclass(inner) and isinstance(inner, type)):
+        raise TypeError(f"{hint!r}: a flattened field holds an optional record")
+    return inner
+
+
+def flat_fields(
+    record: type[DataclassInstance],
+) -> Iterator[tuple[str, dataclasses.Field[object]]]:
+    """(JSON key, field) for each field of `record` in JSON order, a flattened record's
+    fields in its place."""
+    hints = _hints(record)
+    for f in dataclasses.fields(record):
+        if f.metadata.get(FLATTEN):
+            yield from flat_fields(_flattened(hints[f.name]))
+        elif not f.metadata.get(REST):
+            yield f.name, f
 
 
 def unknown_keys(
@@ -122,12 +186,11 @@ def unknown_keys(
     over here (from_dict refuses it)."""
     if not isinstance(data, dict):
         return
-    hints, fields = _hints(record), dataclasses.fields(record)
-    named = {f.name for f in fields if not f.metadata.get(REST)}
-    takes_any = len(named) < len(fields)
+    named = dict(flat_fields(record))
+    takes_any = any(f.metadata.get(REST) for f in dataclasses.fields(record))
     for key, value in data.items():
         if key in named:
-            yield from _unknown_in(hints[key], value, f"{where}.{key}")
+            yield from _unknown_in(_hint_of(record, key), value, f"{where}.{key}")
         elif not takes_any:
             yield where, key, record.__name__
 
@@ -190,8 +253,20 @@ def plain(value: object, hint: object = Any) -> JSONValue:
 
 def pair_fields(record: type[DataclassInstance]) -> tuple[str, ...]:
     """The fields of `record` that hold (name, value) pairs (a JSON object each)."""
+    return tuple(name for name, _ in flat_fields(record) if is_pairs(_hint_of(record, name)))
+
+
+def _hint_of(record: type[DataclassInstance], key: str) -> object:
+    """The annotation of the field behind JSON key `key` (a flattened record's too)."""
     hints = _hints(record)
-    return tuple(f.name for f in dataclasses.fields(record) if is_pairs(hints[f.name]))
+    if key in hints:
+        return hints[key]
+    for f in dataclasses.fields(record):
+        if f.metadata.get(FLATTEN):
+            inner = _flattened(hints[f.name])
+            if key in {name for name, _ in flat_fields(inner)}:
+                return _hint_of(inner, key)
+    raise KeyError(key)
 
 
 def without_none(hint: object) -> object:
@@ -210,6 +285,11 @@ def is_pairs(hint: object) -> bool:
         return False
     pair = typing.get_args(args[0])
     return typing.get_origin(args[0]) is tuple and len(pair) == 2 and pair[0] is str
+
+
+def field_default(f: dataclasses.Field[Any]) -> object:
+    """A field's default (its factory's value), MISSING where it has none."""
+    return _default(f)
 
 
 def _default(f: dataclasses.Field[object]) -> object:

@@ -130,14 +130,14 @@ def _shape_mismatch(expected: list[Any], actual: list[Any]) -> CheckOutcome | No
 
 def _quantized_ops(job: Job) -> list[str]:
     """The int8 operators of a user's ONNX model ([]: not quantized, or not ONNX)."""
-    if job.workload.name != "user-model" or job.case.model is None:
+    if job.workload.name != "user-model" or job.case.user_model is None:
         return []
     from pathlib import Path
 
     from dlbench.workloads.model_format import model_format
     from dlbench.workloads.onnx_ops import quantized_ops
 
-    path = Path(job.case.model)
+    path = Path(job.case.given_model.model)
     return quantized_ops(path) if model_format(path) == "onnx" else []
 
 
@@ -194,10 +194,12 @@ def _user_reference(job: Job, prepared: Prepared, outputs: list[Any]) -> Referen
     from dlbench.spec.digest import path_digest
 
     shapes = prepared.details.extra.get("inputs", {})  # as resolved by the backend
-    digest = job.case.model_digest or path_digest(Path(job.case.model or ""))
+    digest = job.case.given_model.model_digest or path_digest(Path(job.case.given_model.model))
     loader = prepared.details.extra.get("loader")  # a framework with several loaders
     by = f"{job.case.framework} via {loader}" if loader else job.case.framework
-    return expected_outputs(digest, shapes, job.seed, job.case.input_data_digest, by, outputs)
+    return expected_outputs(
+        digest, shapes, job.seed, job.case.given_model.input_data_digest, by, outputs
+    )
 
 
 def _not_cross_checked(job: Job, prepared: Prepared, by: str) -> str:
@@ -207,7 +209,7 @@ def _not_cross_checked(job: Job, prepared: Prepared, by: str) -> str:
     from dlbench.spec.registry import FRAMEWORKS
     from dlbench.workloads.model_format import model_format
 
-    kind = model_format(Path(job.case.model or ""))
+    kind = model_format(Path(job.case.given_model.model))
     others = [name for name, info in FRAMEWORKS.items()
               if kind in info.model_formats and name != job.case.framework]  # fmt: skip
     if not others:

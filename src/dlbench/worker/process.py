@@ -73,7 +73,7 @@ class CaseProcess:
             os.environ[name] = str(case.threads)
         block_other_frameworks(
             case.framework,
-            hide_incidental=case.model is None,
+            hide_incidental=case.user_model is None,
             quantizes=precision_info(case.precision).quantized,
         )
         self._numpy_blas: dict[str, Any] = {}

@@ -101,7 +101,7 @@ class Agreement:
 
 def quantized_agreement(job: Job, prepared: Prepared) -> Agreement:
     """Run the evaluation batch through the int8 model and hold it to fp32."""
-    if job.case.model is not None:
+    if job.case.user_model is not None:
         return _user_model(job, prepared)
     if prepared.infer is None:
         raise RuntimeError(f"{job.case.framework} prepared no evaluation call for int8")

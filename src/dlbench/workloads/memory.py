@@ -27,6 +27,7 @@ import psutil
 
 from dlbench.errors import UserError
 from dlbench.spec.case import Case
+from dlbench.spec.case_parts import UserModel
 from dlbench.spec.registry import precision_info, seeded_on_device
 from dlbench.workloads import get_workload
 
@@ -89,7 +90,8 @@ def require_room(need: Need) -> None:
 
 def check_case_memory(case: Case) -> None:
     """Refuse (UserError) a validated case whose sizes cannot fit in this machine's memory."""
-    require_room(user_model_need(case) if case.model is not None else workload_need(case))
+    user = case.user_model
+    require_room(user_model_need(user) if user is not None else workload_need(case))
 
 
 def workload_need(case: Case) -> Need:
@@ -155,7 +157,7 @@ def input_data_need(path: Path) -> Need:
     )
 
 
-def user_model_need(case: Case) -> Need:
+def user_model_need(user: UserModel) -> Need:
     """A user model's --input-data arrays and the --input shapes the file does not give.
 
     An --input without a dtype is counted at one byte per element (the model's
@@ -166,10 +168,10 @@ def user_model_need(case: Case) -> Need:
     from dlbench.workloads.input_data import read_headers
 
     needs, fed = [], set()
-    if case.input_data is not None:
-        needs.append(input_data_need(Path(case.input_data)))
-        fed = {header.name for header in read_headers(Path(case.input_data))}
-    for name, spec in case.inputs:
+    if user.input_data is not None:
+        needs.append(input_data_need(Path(user.input_data)))
+        fed = {header.name for header in read_headers(Path(user.input_data))}
+    for name, spec in user.inputs:
         if name in fed or "" in fed:  # the file's array is fed (an .npy: the one input)
             continue
         dims, _, dtype = spec.partition(":")

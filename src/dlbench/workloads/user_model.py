@@ -216,7 +216,8 @@ def _check_batch_agrees(spec: InputSpec, shape: tuple[int, ...], batch_size: int
 
 def model_inputs(case: Case, signature: Sequence[InputSpec], seed: int) -> dict[str, np.ndarray]:
     """A user-model case's inputs: its --input shapes, --input-data values and batch size."""
-    data = load_input_data(Path(case.input_data)) if case.input_data else None
+    input_data = case.given_model.input_data
+    data = load_input_data(Path(input_data)) if input_data else None
     return case_inputs(case, signature, seed, data)
 
 
@@ -233,7 +234,7 @@ def case_inputs(
     takes = FRAMEWORKS[case.framework].string_inputs
     strings = [spec.name for spec in signature if spec.dtype == STRING]
     if strings and takes is None:
-        kind = model_format(Path(str(case.model)))
+        kind = model_format(Path(case.given_model.model))
         takers = [name for name, info in FRAMEWORKS.items()
                   if kind in info.model_formats and info.string_inputs]  # fmt: skip
         run_on = f"run it with -f {takers[0]}" if takers else f"no framework reading {kind} does"
@@ -241,7 +242,8 @@ def case_inputs(
             f"input {strings[0]!r} is a string tensor, and dlbench feeds {case.framework} "
             f"no strings; {run_on}"
         )
-    arrays = resolve_inputs(signature, dict(case.inputs), seed, case.batch_size, data, max_bytes)
+    inputs = dict(case.given_model.inputs)
+    arrays = resolve_inputs(signature, inputs, seed, case.batch_size, data, max_bytes)
     if takes == "text":
         for name in strings:
             arrays[name] = _utf8_text(name, arrays[name], case.framework)

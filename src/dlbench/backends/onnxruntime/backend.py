@@ -57,7 +57,7 @@ class OnnxRuntimeBackend(Backend):
         return requested if ":" in requested else "cuda:0"
 
     def prepare(self, job: Job) -> Prepared:
-        if job.case.model is not None:
+        if job.case.user_model is not None:
             return self._user_model(job)
         path, meta = exported_onnx(job)
         quantization = None
@@ -93,7 +93,7 @@ class OnnxRuntimeBackend(Backend):
         )
 
     def _user_model(self, job: Job) -> Prepared:
-        path, quantization = Path(str(job.case.model)), None
+        path, quantization = Path(job.case.given_model.model), None
         if job.case.precision in QUANTIZED_PRECISIONS:
             path, quantization = quantized(job)
         nodes, feeds = self._user_probe(path, job)
@@ -133,9 +133,8 @@ class OnnxRuntimeBackend(Backend):
         except CaseError:
             raise
         except Exception as exc:
-            raise load_failure(
-                f"onnxruntime {ort.__version__} cannot load {Path(str(job.case.model)).name}", exc
-            ) from None
+            name = Path(job.case.given_model.model).name
+            raise load_failure(f"onnxruntime {ort.__version__} cannot load {name}", exc) from None
 
     def _session(
         self, path: Path, device: str, change: Callable[[Any], None] | None = None

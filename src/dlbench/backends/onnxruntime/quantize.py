@@ -60,7 +60,7 @@ def _source(
     case: Case, seed: int, folder: Path
 ) -> tuple[Path, list[dict[str, Any]], str, dict[str, Any]]:
     """The fp32 model, its calibration batches and where they came from, and metadata."""
-    if case.model is None:
+    if case.user_model is None:
         workload = get_workload(case.workload)
         params = workload.resolve_params("cpu", dict(case.params))
         path, _ = onnx_model(case.workload, params, seed)
@@ -80,12 +80,12 @@ def _user_source(
     from dlbench.backends.calibration import user_calibration
     from dlbench.backends.onnxruntime.user_model import ort_signature
 
-    session = ort.InferenceSession(str(case.model), providers=["CPUExecutionProvider"])
+    session = ort.InferenceSession(case.given_model.model, providers=["CPUExecutionProvider"])
     signature = ort_signature(session)
     batches, data = user_calibration(case, signature, seed)
     outputs = session.run(None, model_inputs(case, signature, seed))
     save_reference_outputs(folder, outputs)
-    return Path(str(case.model)), batches, data, {"source": "the given ONNX file"}
+    return Path(case.given_model.model), batches, data, {"source": "the given ONNX file"}
 
 
 def _preprocessed(source: Path, folder: Path) -> tuple[Path, str]:

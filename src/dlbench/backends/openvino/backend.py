@@ -70,7 +70,7 @@ class OpenVinoBackend(Backend):
         )
 
     def prepare(self, job: Job) -> Prepared:
-        if job.case.model is not None:
+        if job.case.user_model is not None:
             return self._user_model(job)
         path, meta = exported_onnx(job)
         quantization = None
@@ -118,8 +118,8 @@ class OpenVinoBackend(Backend):
         )
 
     def _user_model(self, job: Job) -> Prepared:
-        name = Path(str(job.case.model)).name
-        path, quantization = Path(str(job.case.model)), None
+        name = Path(job.case.given_model.model).name
+        path, quantization = Path(job.case.given_model.model), None
         if job.case.precision in QUANTIZED_PRECISIONS:
             path, quantization = quantized(job)  # NNCF's IR of the file
         try:

@@ -32,7 +32,7 @@ def build(case: Case, seed: int, folder: Path) -> dict[str, Any]:
     import openvino as ov
 
     core = ov.Core()
-    if case.model is None:
+    if case.user_model is None:
         workload = get_workload(case.workload)
         params = workload.resolve_params("cpu", dict(case.params))
         path, _ = onnx_model(case.workload, params, seed)
@@ -56,7 +56,7 @@ def build(case: Case, seed: int, folder: Path) -> dict[str, Any]:
         "source": source,
         "model_file": MODEL_FILE,
         "calibration": {"samples": samples, "data": data},
-        **({"reference": "fp32-outputs.npz"} if case.model is not None else {}),
+        **({"reference": "fp32-outputs.npz"} if case.user_model is not None else {}),
     }
 
 
@@ -66,11 +66,11 @@ def _user_model(
     """A user's model, its calibration batches, and fp32's outputs kept for the check."""
     from dlbench.backends.openvino.user_model import ov_signature
 
-    model = core.read_model(str(case.model))
+    model = core.read_model(case.given_model.model)
     signature = ov_signature(model)
     batches, data = user_calibration(case, signature, seed)
     feeds = model_inputs(case, signature, seed)
-    reshaped = core.read_model(str(case.model))
+    reshaped = core.read_model(case.given_model.model)
     reshaped.reshape({name: list(array.shape) for name, array in feeds.items()})
     compiled = core.compile_model(reshaped, "CPU", {"INFERENCE_PRECISION_HINT": "f32"})
     outputs = compiled(feeds)

@@ -81,7 +81,7 @@ class TensorFlowBackend(Backend):
         return TfMnistTrainer(job, data, _tf_device(job.device))
 
     def prepare(self, job: Job) -> Prepared:
-        if job.case.model is not None:
+        if job.case.user_model is not None:
             return self._user_model(job)
         tf_device = _tf_device(job.device)
         inputs = job.workload.make_inputs(job.batch_size, job.params, "infer", job.seed)
@@ -131,11 +131,11 @@ def _tf_device(device: str) -> str:
 
 
 def _user_prepare(job: Job) -> Prepared:
-    path = Path(str(job.case.model))
+    path = Path(job.case.given_model.model)
     kind = model_format(path)
     tf_device = _tf_device(job.device)
     with tf.device(tf_device):  # the variables a Keras file or SavedModel makes, too
-        loaded = load_user_model(str(path), kind, job.case.trust_model, tf_device)
+        loaded = load_user_model(str(path), kind, job.case.given_model.trust_model, tf_device)
         arrays = model_inputs(job.case, loaded.inputs, job.seed)
         step, fetch, placed = _user_step(loaded, arrays, job.case.compile, path.name)
     extra: dict[str, Any] = {

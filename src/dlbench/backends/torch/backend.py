@@ -97,7 +97,7 @@ class TorchBackend(Backend):
 
     def prepare(self, job: Job) -> Prepared:
         torch.manual_seed(job.seed)  # dropout masks in training are reproducible too
-        if job.case.model is not None:
+        if job.case.user_model is not None:
             return self._user_model(job)
         device = torch.device(job.device)
         inference = job.case.mode == "infer"
@@ -211,15 +211,15 @@ class TorchBackend(Backend):
         return generator
 
     def _user_model(self, job: Job) -> Prepared:
-        path = Path(str(job.case.model))
+        path = Path(job.case.given_model.model)
         kind = model_format(path)
-        loaded, signature = load_torch_model(str(path), kind, job.case.trust_model)
+        loaded, signature = load_torch_model(str(path), kind, job.case.given_model.trust_model)
         device = torch.device(job.device)
         arrays = model_inputs(job.case, signature, job.seed)
         args = call_arguments(signature, arrays, device)
         extra: dict[str, Any] = {"model_kind": kind, "inputs": input_shapes(arrays)}
         if job.case.compile == "export":
-            identity = {"model": job.case.model_digest, "precision": job.case.precision}
+            identity = {"model": job.case.given_model.model_digest, "precision": job.case.precision}
             model, extra["export"] = aoti_runner(loaded, args, identity)
         else:
             module = loaded.module() if kind == "torch-export" else loaded.to(device).eval()
