@@ -301,9 +301,11 @@ def test_ddp_efficiency_counts_every_gpu_but_one_shared_cpu():
         ],
         "r",
     )
-    on_gpus = result("mlp", device="cuda:0", nproc=4, gflops=1000.0, primary_metric="gflops")
+    on_gpus = result(
+        "mlp", device="cuda:0", nproc=4, ddp=True, gflops=1000.0, primary_metric="gflops"
+    )
     assert efficiency(on_gpus, ceilings)["fraction"] == pytest.approx(0.25)
-    on_cpu = result("mlp", nproc=2, gflops=50.0, primary_metric="gflops")
+    on_cpu = result("mlp", nproc=2, ddp=True, gflops=50.0, primary_metric="gflops")
     assert efficiency(on_cpu, ceilings)["fraction"] == pytest.approx(0.5)
 
 

@@ -141,10 +141,10 @@ def write_mnist_dir(folder: Path, gz: bool) -> None:
 def test_idx_files_from_data_dir_are_used_and_progress_is_reported(tmp_path):
     folder = tmp_path / "mnist"
     write_mnist_dir(folder, gz=True)
-    case = Case(
-        "mnist-train",
-        "torch",
-        "eager",
+    case = Case.of(
+        workload="mnist-train",
+        framework="torch",
+        compile="eager",
         mode="train",
         device="cpu",
         params=(("epochs", 2), ("test_samples", 10_000), ("train_samples", 60_000)),

@@ -73,7 +73,7 @@ def run_case(
         request = worker_request(case, settings, scratch, files_dir)
         process = _worker_process(request, stack)
         # Opened before the start, so NVML's start-up cost is not charged to the case.
-        telemetry, gpu_note = _open_gpu_telemetry(case.device, case.nproc)
+        telemetry, gpu_note = _open_gpu_telemetry(case.device, case.ranks)
         started_at, wall_start = now_iso(), time.perf_counter()
         timed_out = False
         sampler: TimelineSampler | None = None
@@ -108,7 +108,7 @@ def _worker_process(request: WorkerRequest, stack: contextlib.ExitStack) -> Work
     """The case's process, not yet started: torchrun and its ranks for a DDP case,
     else one spawned worker."""
     case = request.case
-    if case.ddp:
+    if case.is_ddp:
         return TorchrunProcess(request, stack.enter_context(open(request.log_path, "ab")))
     return multiprocessing.get_context("spawn").Process(
         target=SpawnedFunction(*WORKER_ENTRY),

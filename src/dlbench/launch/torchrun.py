@@ -37,12 +37,15 @@ REQUEST_FILE = "request.json"
 
 
 def torchrun_command(case: Case, request_file: Path) -> list[str]:
-    launch = list(case.torchrun_args) or ["--standalone"]
+    ddp = case.ddp_launch
+    if ddp is None:
+        raise TypeError(f"{case.label()} is no DistributedDataParallel case")
+    launch = list(ddp.torchrun_args) or ["--standalone"]
     return [
         sys.executable,
         "-m",
         "torch.distributed.run",
-        f"--nproc-per-node={case.nproc}",
+        f"--nproc-per-node={ddp.nproc}",
         *launch,
         "-m",
         RANK_MODULE,

@@ -227,8 +227,8 @@ def _with_single_process_baselines(cases: list[Case]) -> list[Case]:
 
     out: list[Case] = []
     for case in cases:
-        if case.ddp:
-            out.append(replace(case, nproc=1, ddp=False, torchrun_args=()))
+        if case.is_ddp:
+            out.append(replace(case, ddp_launch=None))
         out.append(case)
     return out
 

@@ -42,6 +42,7 @@ from dlbench.spec.case import (
     Case,
     Settings,
 )
+from dlbench.spec.case_parts import TimeToTrain
 from dlbench.spec.cli_options import CliOption, option_flag
 from dlbench.spec.digest import files_digest, path_digest
 from dlbench.spec.registry import (
@@ -173,11 +174,11 @@ def _checked_serving(case: Case, token_server: FrameworkInfo | None) -> Case:
             model_digest=_digest(user.model),
             input_data_digest=_digest(data) if data is not None else None,
         )
-    return replace(
-        case,
-        user_model=user,
-        data_digest=_mnist_digest(case.data_dir) if case.data_dir is not None else None,
-    )
+    train = case.time_to_train
+    if train is not None:
+        folder = train.data_dir
+        train = replace(train, data_digest=_mnist_digest(folder) if folder is not None else None)
+    return replace(case, user_model=user, time_to_train=train)
 
 
 def _validate_precision_scope(precision: str, workload: Workload, info: FrameworkInfo) -> None:
@@ -315,22 +316,26 @@ def _having(capability: str) -> str:
 def _validate_distributed(case: Case, epoch_based: bool, ddp_compiles: tuple[str, ...]) -> None:
     """--nproc N: training steps under DistributedDataParallel, launched by torchrun, on a
     framework whose entry lists the compile modes it runs them in (ddp_compiles)."""
-    _require_int("nproc", case.nproc, 1, MAX_NPROC)
-    if not all(isinstance(arg, str) for arg in case.torchrun_args):
+    launch = case.ddp_launch
+    if launch is None:
+        return
+    nproc = launch.nproc
+    _require_int("nproc", nproc, 1, MAX_NPROC)
+    if not all(isinstance(arg, str) for arg in launch.torchrun_args):
         raise UserError("torchrun arguments must be strings")
-    if case.nproc > 1 and not case.ddp:
-        raise UserError(f"nproc {case.nproc} runs under DistributedDataParallel: set ddp")
-    if not case.ddp:
-        if case.torchrun_args:
+    if nproc > 1 and not launch.ddp:
+        raise UserError(f"nproc {nproc} runs under DistributedDataParallel: set ddp")
+    if not launch.ddp:
+        if launch.torchrun_args:
             raise UserError("--torchrun options go with --nproc N")
         return
-    if any(arg.replace("_", "-").startswith("--nproc-per-node") for arg in case.torchrun_args):
+    if any(arg.replace("_", "-").startswith("--nproc-per-node") for arg in launch.torchrun_args):
         raise UserError(
             "--torchrun must not set --nproc-per-node: --nproc is the processes per node"
         )
     if not ddp_compiles or case.mode != "train" or epoch_based:
         raise UserError(
-            f"--nproc {case.nproc} runs {_having('ddp_compiles')} training steps under "
+            f"--nproc {nproc} runs {_having('ddp_compiles')} training steps under "
             "DistributedDataParallel; "
             f"not {case.workload} {case.mode} on {case.framework}"
         )
@@ -340,26 +345,27 @@ def _validate_distributed(case: Case, epoch_based: bool, ddp_compiles: tuple[str
         )
     if case.device not in ("cpu", "auto", "cuda"):
         raise UserError(
-            f"--nproc {case.nproc} places one process per GPU (cuda:LOCAL_RANK) or on the CPU; "
+            f"--nproc {nproc} places one process per GPU (cuda:LOCAL_RANK) or on the CPU; "
             f"give --device cuda, cpu or auto, not {case.device}"
         )
 
 
 def _refuse_time_to_train_options(case: Case, epoch_based: bool) -> None:
     """--target-accuracy and --data-dir belong to time-to-train workloads only."""
-    if not epoch_based and (case.target_accuracy is not None or case.data_dir is not None):
+    if not epoch_based and case.time_to_train is not None:
         raise UserError(f"{TIME_TO_TRAIN_ONLY}, not {case.workload!r}")
 
 
 def checked_time_to_train(case: Case, info: FrameworkInfo) -> Case:
     """The time-to-train kind's own options (the target a fraction in (0, 1], the MNIST
     folder whole), then what every case with a load is checked for."""
-    if case.target_accuracy is not None:
-        _require_number("target accuracy", case.target_accuracy, 0.0, 1.0)
-        if case.target_accuracy == 0:
+    part = case.time_to_train or TimeToTrain()
+    if part.target_accuracy is not None:
+        _require_number("target accuracy", part.target_accuracy, 0.0, 1.0)
+        if part.target_accuracy == 0:
             raise UserError("invalid target accuracy 0; expected a fraction in (0, 1], e.g. 0.98")
-    if case.data_dir is not None:
-        problem = _mnist_dir_problem(case.data_dir)
+    if part.data_dir is not None:
+        problem = _mnist_dir_problem(part.data_dir)
         if problem:
             raise UserError(f"--data-dir: {problem}")
     return checked_load(case, info)

@@ -272,11 +272,12 @@ def efficiency(result: Result, ceilings: Ceilings | None) -> dict[str, Any] | No
     if held is None:
         return None
     ceiling = held.value
-    if result.case.nproc > 1 and device != "cpu":
+    ranks = result.case.ranks
+    if ranks > 1 and device != "cpu":
         # DDP's rate is the sum over N GPUs, each with this ceiling; CPU ranks
         # share one machine and so one ceiling
-        ceiling *= result.case.nproc
-        basis += f" x {result.case.nproc} GPUs"
+        ceiling *= ranks
+        basis += f" x {ranks} GPUs"
     found = {
         "fraction": achieved / ceiling,
         "ceiling": ceiling,

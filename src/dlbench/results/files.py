@@ -97,7 +97,8 @@ def csv_row(run: Run, result: Result) -> dict[str, Any]:
     }
     for name, value in result.case.to_dict().items():
         row[name] = ";".join(f"{k}={v}" for k, v in value.items()) if name in PAIR_FIELDS else value
-    row["torchrun_args"] = " ".join(result.case.torchrun_args)
+    launch = result.case.ddp_launch
+    row["torchrun_args"] = " ".join(launch.torchrun_args) if launch is not None else ""
     data = result.to_dict()
     row.update({name: data[name] for name in result_keys() if name not in NOT_SCALAR})
     row["flags"] = ";".join(result.flags)

@@ -24,7 +24,7 @@ def scaling_in_run(result: Result, run: Run) -> dict[str, Any] | None:
     {"scaling_note"} when the run has no 1-process result of the case; None for a
     result that is not DDP or has no throughput."""
     ddp = result.details.ddp
-    if not result.case.ddp or ddp is None:
+    if not result.case.is_ddp or ddp is None:
         return None
     if ddp.stored_scaling:
         return ddp.stored_scaling
@@ -33,7 +33,7 @@ def scaling_in_run(result: Result, run: Run) -> dict[str, Any] | None:
     single = baseline(result, run)
     if single is None or not single.throughput:
         return {"scaling_note": NO_BASELINE}
-    world = ddp.world_size or result.case.nproc
+    world = ddp.world_size or result.case.ranks
     return {
         "baseline_throughput": single.throughput,
         "scaling_efficiency": result.throughput / (world * single.throughput),
@@ -47,7 +47,7 @@ def baseline(result: Result, run: Run) -> Result | None:
         (
             r
             for r in run.results
-            if not r.case.ddp
+            if not r.case.is_ddp
             and r.ok
             and r.throughput
             and r.case.key_without("nproc", "ddp") == key

@@ -17,11 +17,17 @@ from typing import Any, ClassVar
 from dlbench.measure.load_profile import LATENCY_CLOCKS
 from dlbench.measure.openai_api import APIS, COMPLETIONS
 from dlbench.spec import JSONObject, JSONValue, record_dict
-from dlbench.spec.case_parts import LAUNCH_DETAIL, RECORDED_AXIS, SUITE_AXIS, UserModel
+from dlbench.spec.case_parts import (
+    LAUNCH_DETAIL,
+    RECORDED_AXIS,
+    SUITE_AXIS,
+    DdpLaunch,
+    TimeToTrain,
+    UserModel,
+)
 from dlbench.spec.cli_options import (
     cli,
     endpoint_url,
-    fraction,
     integer,
     non_negative_float,
     number_type,
@@ -32,7 +38,6 @@ from dlbench.spec.cli_options import (
     positive_int,
     resolved_path,
     run_label,
-    shell_words,
 )
 from dlbench.spec.registry import FRAMEWORKS, PRECISIONS, WORKLOADS
 
@@ -116,7 +121,8 @@ class Case:
     checks it against each framework's registry entry (FrameworkInfo.axes).
 
     The fields only some cases have are held by parts (spec.case_parts: a user's
-    model file and its inputs, `user_model`), each a record or None, written flat
+    model file and its inputs, `user_model`; a time-to-train case's target and data,
+    `time_to_train`; a DDP launch, `ddp_launch`), each a record or None, written flat
     beside the case's own fields under their own names: `Case.of` and `replaced`
     take those flat names, as a case file, a suite entry and `dlbench run` give them.
     """
@@ -259,59 +265,11 @@ class Case:
     # a user's model file, its inputs and its trust (--model): None for a built-in
     # workload; its fields are written beside the case's own (spec.case_parts)
     user_model: UserModel | None = field(default=None, metadata=record_dict.FLATTENED)
-    # time-to-train cases (epoch workloads): stop early at this test accuracy,
-    # and read MNIST's IDX files from this folder (identified by the files'
-    # digest) instead of the synthetic set (data_digest None)
-    target_accuracy: float | None = field(
-        default=None,
-        metadata=cli(
-            "--target-accuracy",
-            parse=fraction,
-            group="training",
-            help="stop at this test accuracy (0-1, e.g. 0.98) and report the time",
-        ),
-    )
-    data_dir: str | None = field(
-        default=None,
-        metadata=LAUNCH_DETAIL
-        | cli(
-            "--data-dir",
-            parse=resolved_path,
-            group="training",
-            help="folder with MNIST's four IDX files (.gz or not); default: a learnable "
-            "synthetic set, labelled as such",
-        ),
-    )
-    data_digest: str | None = None
-    # DistributedDataParallel training: processes launched by torchrun (one per
-    # GPU; gloo processes on a CPU), and torchrun options for multi-node runs.
-    # `ddp` is True for every torchrun case; --nproc 1 makes one with one rank
-    # (DDP's own cost, and NCCL on a single GPU) beside the plain process.
-    nproc: int = field(
-        default=1,
-        metadata=cli(
-            "--nproc",
-            "--gpus",
-            parse=positive_int,
-            metavar="N",
-            group="ddp",
-            help="train with DistributedDataParallel in N processes launched by torchrun "
-            "(one per GPU; gloo on a CPU), beside the same case in 1 process for scaling",
-        ),
-    )
-    ddp: bool = False
-    torchrun_args: tuple[str, ...] = field(
-        default=(),
-        metadata=LAUNCH_DETAIL
-        | cli(
-            "--torchrun",
-            parse=shell_words,
-            metavar="ARGS",
-            group="ddp",
-            help='torchrun options for multi-node runs, e.g. "--nnodes 2 --rdzv-backend c10d '
-            '--rdzv-endpoint host:29400" (default: --standalone)',
-        ),
-    )
+    # a time-to-train case's target accuracy and real data (--target-accuracy,
+    # --data-dir): None where it has neither (spec.case_parts)
+    time_to_train: TimeToTrain | None = field(default=None, metadata=record_dict.FLATTENED)
+    # DistributedDataParallel (--nproc, --torchrun): None for a plain process
+    ddp_launch: DdpLaunch | None = field(default=None, metadata=record_dict.FLATTENED)
     transfer: str = field(
         default="outside",
         metadata=SUITE_AXIS
@@ -581,7 +539,18 @@ class Case:
     @property
     def threads_in_use(self) -> int:
         """CPU threads the case runs at once: each DDP rank (on a GPU too) has its own."""
-        return self.threads * (self.nproc if self.ddp else 1)
+        return self.threads * self.ranks
+
+    @property
+    def is_ddp(self) -> bool:
+        """Launched by torchrun under DistributedDataParallel (--nproc N, N >= 1)."""
+        return self.ddp_launch is not None and self.ddp_launch.ddp
+
+    @property
+    def ranks(self) -> int:
+        """The processes the case trains in: its DDP ranks, 1 for a plain process."""
+        launch = self.ddp_launch
+        return launch.nproc if launch is not None and launch.ddp else 1
 
     @property
     def given_model(self) -> UserModel:
@@ -668,10 +637,8 @@ class Case:
                 "tokenizer_digest",
                 f"tokenizer={_short(self.tokenizer_digest)}" if self.tokenizer_digest else "",
             ),
-            ("nproc", f"x{self.nproc} procs" if self.nproc > 1 else ""),
-            ("ddp", "ddp" if self.ddp else ""),
-            ("target_accuracy", f"target={self.target_accuracy:g}" if self.target_accuracy else ""),
-            ("data_digest", f"data={_short(self.data_digest)}" if self.data_digest else ""),
+            *_ddp_label_parts(self.ddp_launch),
+            *_time_to_train_label_parts(self.time_to_train),
             *_user_model_label_parts(self.user_model),
             ("options", " ".join(f"{k}={v}" for k, v in self.options)),
         ]
@@ -721,7 +688,11 @@ class Case:
 
 
 # Case's fields that hold a part (spec.case_parts), by name: their records' types
-_PARTS: dict[str, type[UserModel]] = {"user_model": UserModel}
+_PARTS: dict[str, type[UserModel | TimeToTrain | DdpLaunch]] = {
+    "user_model": UserModel,
+    "time_to_train": TimeToTrain,
+    "ddp_launch": DdpLaunch,
+}
 _OWN_FIELDS = tuple(f.name for f in fields(Case))
 
 
@@ -745,6 +716,25 @@ def _nested(flat: dict[str, Any]) -> dict[str, Any]:
 NULL_LABEL = "null (harness)"
 # Case fields kept as name -> value pairs (JSON objects in files): params, options, inputs
 PAIR_FIELDS = record_dict.pair_fields(Case)
+
+
+def _ddp_label_parts(launch: DdpLaunch | None) -> list[tuple[str, str]]:
+    if launch is None:
+        return []
+    return [
+        ("nproc", f"x{launch.nproc} procs" if launch.nproc > 1 else ""),
+        ("ddp", "ddp" if launch.ddp else ""),
+    ]
+
+
+def _time_to_train_label_parts(part: TimeToTrain | None) -> list[tuple[str, str]]:
+    if part is None:
+        return []
+    target, data = part.target_accuracy, part.data_digest
+    return [
+        ("target_accuracy", f"target={target:g}" if target else ""),
+        ("data_digest", f"data={_short(data)}" if data else ""),
+    ]
 
 
 def _user_model_label_parts(user_model: UserModel | None) -> list[tuple[str, str]]:

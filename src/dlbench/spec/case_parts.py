@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from dlbench.spec import record_dict
-from dlbench.spec.cli_options import cli
+from dlbench.spec.cli_options import cli, fraction, positive_int, resolved_path, shell_words
 
 # Field metadata. "key": False leaves a field out of Case.key() (how it was
 # launched, or a path whose content digest is the identity instead); "suite":
@@ -70,3 +70,66 @@ class UserModel:
         ),
     )
     input_data_digest: str | None = None
+
+
+@dataclass(frozen=True)
+class TimeToTrain:
+    """A time-to-train case's (an epoch workload's) stop and data: stop early at this
+    test accuracy, and read MNIST's IDX files from this folder (identified by the
+    files' digest) instead of the synthetic set (data_digest None)."""
+
+    target_accuracy: float | None = field(
+        default=None,
+        metadata=cli(
+            "--target-accuracy",
+            parse=fraction,
+            group="training",
+            help="stop at this test accuracy (0-1, e.g. 0.98) and report the time",
+        ),
+    )
+    data_dir: str | None = field(
+        default=None,
+        metadata=LAUNCH_DETAIL
+        | cli(
+            "--data-dir",
+            parse=resolved_path,
+            group="training",
+            help="folder with MNIST's four IDX files (.gz or not); default: a learnable "
+            "synthetic set, labelled as such",
+        ),
+    )
+    data_digest: str | None = None
+
+
+@dataclass(frozen=True)
+class DdpLaunch:
+    """DistributedDataParallel training: processes launched by torchrun (one per GPU;
+    gloo processes on a CPU), and torchrun options for multi-node runs. `ddp` is True
+    for every torchrun case; --nproc 1 makes one with one rank (DDP's own cost, and
+    NCCL on a single GPU) beside the plain process, which has no such part."""
+
+    nproc: int = field(
+        default=1,
+        metadata=cli(
+            "--nproc",
+            "--gpus",
+            parse=positive_int,
+            metavar="N",
+            group="ddp",
+            help="train with DistributedDataParallel in N processes launched by torchrun "
+            "(one per GPU; gloo on a CPU), beside the same case in 1 process for scaling",
+        ),
+    )
+    ddp: bool = False
+    torchrun_args: tuple[str, ...] = field(
+        default=(),
+        metadata=LAUNCH_DETAIL
+        | cli(
+            "--torchrun",
+            parse=shell_words,
+            metavar="ARGS",
+            group="ddp",
+            help='torchrun options for multi-node runs, e.g. "--nnodes 2 --rdzv-backend c10d '
+            '--rdzv-endpoint host:29400" (default: --standalone)',
+        ),
+    )

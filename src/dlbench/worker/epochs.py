@@ -20,7 +20,7 @@ from dlbench.errors import CaseError
 from dlbench.measure.instruments import Instruments
 from dlbench.results.details import Epoch, Training, TrainingData
 from dlbench.results.records import STATUS_FAILED, STATUS_OK, Result
-from dlbench.spec.case import Settings
+from dlbench.spec.case import Case, Settings
 from dlbench.spec.record_dict import from_dict
 from dlbench.worker.placement import require_placement
 from dlbench.worker.progress import report_progress
@@ -34,16 +34,23 @@ if TYPE_CHECKING:
 GUARD_MIN_STEPS = 50
 
 
+def target_accuracy(case: Case) -> float | None:
+    """The test accuracy a time-to-train case stops at (--target-accuracy); None: it
+    trains every epoch."""
+    return case.time_to_train.target_accuracy if case.time_to_train is not None else None
+
+
 def load_training_data(job: Job) -> MnistData:
     """MNIST from --data-dir, or the learnable synthetic set of the same shape."""
     from dlbench.data.mnist import load_mnist_dir, synthetic_mnist
     from dlbench.errors import MnistFileError
 
     train, test = job.params["train_samples"], job.params["test_samples"]
-    if job.case.data_dir is None:
+    part = job.case.time_to_train
+    if part is None or part.data_dir is None:
         return synthetic_mnist(train, test, job.seed)
     try:
-        return load_mnist_dir(Path(job.case.data_dir), train, test)
+        return load_mnist_dir(Path(part.data_dir), train, test)
     except MnistFileError as exc:
         raise CaseError(str(exc)) from None
 
@@ -97,7 +104,7 @@ def _training(job: Job, run: _EpochLoop, data: MnistData, data_load_s: float) ->
         else None,
         wall_to_train_s=elapsed + sum(r["eval_s"] for r in run.records),
         time_to_target_s=run.time_to_target_s,
-        target_accuracy=job.case.target_accuracy,
+        target_accuracy=target_accuracy(job.case),
         final_accuracy=run.records[-1]["accuracy"] if run.records else None,
         data=TrainingData(
             source=data.source,
@@ -121,7 +128,7 @@ class _EpochLoop:
     def train(self) -> None:
         instruments = Instruments(self.job.device)
         instruments.start()
-        epochs, target = self.job.params["epochs"], self.job.case.target_accuracy
+        epochs, target = self.job.params["epochs"], target_accuracy(self.job.case)
         elapsed = 0.0
         for epoch in range(1, epochs + 1):
             record = self._epoch(epoch)

@@ -88,6 +88,11 @@ def require_room(need: Need) -> None:
         )
 
 
+def _reads_data_files(case: Case) -> bool:
+    """A time-to-train case reading MNIST's files (--data-dir), not the synthetic set."""
+    return case.time_to_train is not None and case.time_to_train.data_dir is not None
+
+
 def check_case_memory(case: Case) -> None:
     """Refuse (UserError) a validated case whose sizes cannot fit in this machine's memory."""
     user = case.user_model
@@ -110,7 +115,7 @@ def workload_need(case: Case) -> Need:
             nbytes = batch * workload.input_bytes_per_sample(params, case.mode)
         else:
             nbytes = workload.memory_bytes(
-                batch, params, case.mode, value_bytes, data_files=case.data_dir is not None
+                batch, params, case.mode, value_bytes, data_files=_reads_data_files(case)
             )
         options.append((nbytes, batch, params))
     nbytes, batch, params = min(options, key=lambda option: option[0])
