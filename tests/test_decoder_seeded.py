@@ -135,7 +135,8 @@ def test_only_a_gpu_generation_case_is_seeded_on_its_device():
     from dlbench.backends.torch.decoder import seeds_on_device
 
     def on(device: str, **case: object) -> Job:
-        built = Case("llm-tiny", "torch", "eager", device=device, threads=1, **case)
+        built = Case.of(workload="llm-tiny", framework="torch", compile="eager", device=device,
+                        threads=1, **case)  # fmt: skip
         return Job(built, get_workload("llm-tiny"), device, 1, {"isl": 32, "osl": 16}, 0)
 
     assert seeds_on_device(on("cuda:0")) and not seeds_on_device(on("cpu"))

@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 import re
 import time
-from dataclasses import replace
 
 import httpx
 import numpy as np
@@ -149,7 +148,7 @@ def test_an_open_loop_counts_from_the_schedule_what_a_late_client_hides_from_the
     case = make_case(framework="endpoint", workload="llm-requests", device="remote",
                      endpoint=llama_server, served_model="llm-tiny", request_rate=20.0)  # fmt: skip
     scheduled, due_times = judged(case, outcome, profile, WordText())
-    sent, send_times = judged(replace(case, latency_clock=SEND), outcome, profile, WordText())
+    sent, send_times = judged(case.replaced(latency_clock=SEND), outcome, profile, WordText())
     assert (scheduled.timed_from, sent.timed_from) == ("schedule", "send")
     for from_due, from_send, lag in zip(due_times, send_times, lags, strict=True):
         assert from_due.ttft_s - from_send.ttft_s == pytest.approx(lag)

@@ -224,17 +224,16 @@ def test_an_open_loop_loads_the_saturation_tests_library_before_its_load():
     """SciPy's import (0.6-1.6 s) inside a load near its peak would stall its sends:
     a case whose arrivals follow a schedule loads it in its set-up, a closed loop
     never needs it."""
-    from dataclasses import replace
 
     from factories import make_case
 
     from dlbench.worker.endpoint_run import watches_its_queue
 
     case = make_case(workload="llm-requests", framework="openai", endpoint="http://x")
-    assert watches_its_queue(replace(case, request_rate=4.0))
-    assert watches_its_queue(replace(case, find_peak=True, ttft_ms=100.0))  # a rate search
-    assert not watches_its_queue(replace(case, concurrency=4))
-    assert not watches_its_queue(replace(case, concurrency=4, find_peak=True, ttft_ms=100.0))
+    assert watches_its_queue(case.replaced(request_rate=4.0))
+    assert watches_its_queue(case.replaced(find_peak=True, ttft_ms=100.0))  # a rate search
+    assert not watches_its_queue(case.replaced(concurrency=4))
+    assert not watches_its_queue(case.replaced(concurrency=4, find_peak=True, ttft_ms=100.0))
 
 
 def test_a_queue_that_only_grows_is_saturation_and_a_steady_one_is_not():

@@ -23,7 +23,8 @@ def test_every_kind_names_a_runner_and_checks_of_the_shapes_their_callers_use(ki
 
 
 def kind_of(workload: str, framework: str, **fields: object) -> str:
-    case = Case(workload, framework, "default" if framework != "torch" else "eager", **fields)
+    compile_mode = "default" if framework != "torch" else "eager"
+    case = Case.of(workload=workload, framework=framework, compile=compile_mode, **fields)
     return loop_kind(case, get_workload(workload), framework_info(framework)).name
 
 

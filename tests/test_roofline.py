@@ -266,5 +266,5 @@ def test_a_servers_config_is_its_model_config_else_the_one_beside_its_tokenizer(
     (tmp_path / "config.json").write_text(json.dumps(LLAMA_8B))
     found = served_config(case)
     assert found is not None and found.source == "the config.json beside --tokenizer"
-    given = replace(case, model_config=str(tmp_path / "config.json"))
+    given = case.replaced(model_config=str(tmp_path / "config.json"))
     assert served_config(given).source == "--model-config"

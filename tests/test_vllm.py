@@ -48,7 +48,7 @@ PORT_TAKEN, MEASURED = "port-taken", "measured"
 def vllm_case(**fields: Any) -> Case:
     base = Case(workload="llm-135m", framework="vllm", compile="eager", device="cpu",
                 threads=2, params=tuple(sorted(PARAMS.items())))  # fmt: skip
-    return replace(base, **fields)
+    return base.replaced(**fields)
 
 
 # --- the rules, without vLLM --------------------------------------------------------
@@ -59,7 +59,7 @@ def test_the_plan_takes_the_endpoints_load_and_the_engines_batch():
     from dlbench.plan.validate import validate_case
 
     closed = validate_case(vllm_case(concurrency=4))
-    assert closed.streams == DEFAULT_BATCHED_SEQUENCES and closed.concurrency == 4
+    assert closed.streams == DEFAULT_BATCHED_SEQUENCES and closed.serving.concurrency == 4
     peak = validate_case(vllm_case(find_peak=True, ttft_ms=500.0, tpot_ms=30.0, streams=8))
     assert peak.find_peak and peak.streams == 8 and peak.scenario is None
 
@@ -257,7 +257,7 @@ def test_a_server_that_dies_under_load_ends_the_load_though_its_orphans_hold_its
     url = f"http://127.0.0.1:{port}"
     launch = ServerLaunch("stand-in", (sys.executable, "-c", ORPHANED_SOCKET, str(port)), {},
                           url, "m", health_path="/v1/models")  # fmt: skip
-    case = Case(workload="llm-requests", framework="endpoint", compile="default", endpoint=url,
+    case = Case.of(workload="llm-requests", framework="endpoint", compile="default", endpoint=url,
                 served_model="m",
                 concurrency=2, params=(("isl", 8), ("osl", 4)))  # fmt: skip
     settings = Settings(min_time_s=60.0, min_iters=4, warmup_iters=1, timeout_s=60.0)
@@ -314,7 +314,7 @@ def test_a_served_engine_killed_while_measured_fails_its_case_with_its_log(tmp_p
     from dlbench.worker.served_engine import run_served_engine
     from dlbench.worker.steps import make_job
 
-    case = Case(workload="llm-tiny", framework="vllm", compile="default", device="cpu",
+    case = Case.of(workload="llm-tiny", framework="vllm", compile="default", device="cpu",
                 concurrency=2, params=(("isl", 8), ("osl", 4)))  # fmt: skip
     settings = Settings(min_time_s=60.0, min_iters=4, warmup_iters=1, timeout_s=60.0)
     engine = StandInEngine(tmp_path / "orphan.pid")

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
-from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -83,14 +82,20 @@ def check_endpoints(cases: Sequence[Case], settings: Settings) -> list[Case]:
     checked: set[tuple[Any, ...]] = set()
     out = []
     for case in cases:
-        if case.framework != ENDPOINT_FRAMEWORK or case.endpoint is None:
+        if case.framework != ENDPOINT_FRAMEWORK or case.serving.endpoint is None:
             out.append(case)
             continue
-        key = (case.endpoint, case.served_model)
+        key = (case.serving.endpoint, case.serving.served_model)
         if key not in named:
-            named[key] = served_model(case.endpoint, case.served_model, deadline_s)
-        case = replace(case, served_model=named[key])
-        sent = (case.endpoint, named[key], case.api, case.params, case.tokenizer)
+            named[key] = served_model(case.serving.endpoint, case.serving.served_model, deadline_s)
+        case = case.replaced(served_model=named[key])
+        sent = (
+            case.serving.endpoint,
+            named[key],
+            case.serving.api,
+            case.params,
+            case.serving.tokenizer,
+        )
         if sent not in checked:
             require_stream(case, settings.seed, deadline_s)
             checked.add(sent)
@@ -162,10 +167,12 @@ def require_stream(case: Case, seed: int, deadline_s: float = CHECK_DEADLINE_S) 
     tokens), streamed whole within `deadline_s`, or UserError."""
     from dlbench.measure.openai_stream import FEW_TOKENS, negotiate
 
-    assert case.endpoint is not None and case.served_model is not None
-    url, api = case.endpoint, case.api
+    assert case.serving.endpoint is not None and case.serving.served_model is not None
+    url, api = case.serving.endpoint, case.serving.api
     turn = _check_prompt(case, seed)
-    body = request_body(api, case.served_model, turn.text, min(FEW_TOKENS, turn.output_tokens))
+    body = request_body(
+        api, case.serving.served_model, turn.text, min(FEW_TOKENS, turn.output_tokens)
+    )
 
     async def check() -> Negotiated:
         async with _client(deadline_s) as client:
@@ -197,7 +204,7 @@ def _check_prompt(case: Case, seed: int) -> Turn:
     )
 
     params = LLM_REQUESTS.resolve_params("cpu", dict(case.params))
-    text = TokenizerText(Path(case.tokenizer)) if case.tokenizer else WordText()
+    text = TokenizerText(Path(case.serving.tokenizer)) if case.serving.tokenizer else WordText()
     return RequestSet(params, seed, text, new_salt()).conversation(0, warmup=True).turns[0]
 
 

@@ -11,7 +11,6 @@ this room has no side effects.
 
 from __future__ import annotations
 
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -42,11 +41,17 @@ SLO_FLAGS = tuple(ENDPOINT_FIELDS[name] for name in ("ttft_ms", "tpot_ms", "slo_
 
 
 def endpoint_options_given(source: object) -> list[str]:
-    """The endpoint-only options a Case sets (the API counts where not its default)."""
-    given = [flag for name, flag in ENDPOINT_FIELDS.items() if getattr(source, name) is not None]
-    if getattr(source, "api", COMPLETIONS) != COMPLETIONS:
+    """The endpoint-only options a Case (or a RunRequest) sets (the API counts where not
+    its default)."""
+    given = [flag for name, flag in ENDPOINT_FIELDS.items() if _value(source, name) is not None]
+    if _value(source, "api") not in (None, COMPLETIONS):
         given.append(option_flag(Case, "api"))
     return given
+
+
+def _value(source: object, name: str) -> object:
+    """A field by its flat name: a case's (its part's), or a request's own."""
+    return source.value_of(name) if isinstance(source, Case) else getattr(source, name, None)
 
 
 def endpoint_entry(workloads: tuple[str, ...], frameworks: tuple[str, ...]) -> dict[str, Any]:
@@ -74,9 +79,11 @@ def validate_endpoint_case(case: Case, slo_taken: bool = False) -> Case:
             raise UserError(f"{', '.join(given)} go with --endpoint URL (an OpenAI-compatible "
                             f"server){slo}; {case.framework} runs its model here")  # fmt: skip
         return case
-    if case.endpoint is None:
+    if case.serving.endpoint is None:
         raise UserError(f"the {ENDPOINT_FRAMEWORK} framework needs --endpoint URL (the server)")
-    if without_credentials(case.endpoint) != case.endpoint:  # the CLI takes them out first
+    if (
+        without_credentials(case.serving.endpoint) != case.serving.endpoint
+    ):  # the CLI takes them out first
         raise UserError("an endpoint URL with credentials reached the plan, which keeps and "
                         "stores its URL: give them with --api-key or $OPENAI_API_KEY")  # fmt: skip
     if case.device not in ("auto", REMOTE_DEVICE):
@@ -87,34 +94,38 @@ def validate_endpoint_case(case: Case, slo_taken: bool = False) -> Case:
                         "endpoint's load is --concurrency N or --request-rate R")  # fmt: skip
     validate_load(case)
     _require_a_share_each(case)
-    if case.model_config is not None:
-        _require_model_config(case.model_config)
-    if case.find_peak and case.ttft_ms is None and case.tpot_ms is None:
+    if case.serving.model_config is not None:
+        _require_model_config(case.serving.model_config)
+    if case.find_peak and case.serving.ttft_ms is None and case.serving.tpot_ms is None:
         raise UserError("--find-peak with --endpoint searches for the load whose SLOs hold: "
                         "give --ttft-ms, --tpot-ms or both")  # fmt: skip
-    if case.slo_percentile is not None and case.ttft_ms is None and case.tpot_ms is None:
+    if (
+        case.serving.slo_percentile is not None
+        and case.serving.ttft_ms is None
+        and case.serving.tpot_ms is None
+    ):
         raise UserError("--slo-percentile is the percentile of --ttft-ms and --tpot-ms: "
                         "give one of them")  # fmt: skip
-    return replace(case, tokenizer_digest=_tokenizer_digest(case.tokenizer))
+    return case.replaced(tokenizer_digest=_tokenizer_digest(case.serving.tokenizer))
 
 
 def validate_load(case: Case) -> None:
     """The load a case of the endpoint client asks for (an endpoint's, or a server
     dlbench starts: plan.served_engine_cases): one profile, valid, with no more users
     than the client can hold open."""
-    if case.concurrency is not None and case.request_rate is not None:
+    if case.serving.concurrency is not None and case.serving.request_rate is not None:
         raise UserError("--concurrency (a closed loop) and --request-rate (an open loop) are "
                         "two load profiles; give one")  # fmt: skip
-    if case.burstiness is not None and case.request_rate is None:
+    if case.serving.burstiness is not None and case.serving.request_rate is None:
         raise UserError("--burstiness shapes --request-rate's arrivals; give --request-rate")
-    if case.latency_clock is not None and case.request_rate is None:
+    if case.serving.latency_clock is not None and case.serving.request_rate is None:
         raise UserError("--latency-clock says where --request-rate's latencies count from (a "
                         "closed loop's count from the send); give --request-rate")  # fmt: skip
     try:
-        LoadProfile.of(case.concurrency, case.request_rate, case.burstiness)
+        LoadProfile.of(case.serving.concurrency, case.serving.request_rate, case.serving.burstiness)
     except ValueError as exc:
         raise UserError(f"--endpoint load: {exc}") from None
-    _require_users_held(case.concurrency, case.client_processes or 1)
+    _require_users_held(case.serving.concurrency, case.serving.client_processes or 1)
 
 
 def _require_users_held(users: int | None, processes: int = 1) -> None:
@@ -132,9 +143,9 @@ def _require_users_held(users: int | None, processes: int = 1) -> None:
 
 def _require_a_share_each(case: Case) -> None:
     """--client-processes N spreads a closed loop's users: each process needs one."""
-    processes = case.client_processes or 1
-    users = case.concurrency or 1
-    if processes > 1 and case.request_rate is None and users < processes:
+    processes = case.serving.client_processes or 1
+    users = case.serving.concurrency or 1
+    if processes > 1 and case.serving.request_rate is None and users < processes:
         raise UserError(f"--client-processes {processes} spreads the users over the processes, "
                         f"and this load has {users}; allowed: 1 to {users} (or a "
                         "--request-rate, whose arrivals it spreads)")  # fmt: skip

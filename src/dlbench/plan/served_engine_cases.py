@@ -35,23 +35,27 @@ LOAD_HOW = "its load is --concurrency N or --request-rate R (with --find-peak an
 
 def validate_served_engine(case: Case, info: FrameworkInfo) -> Case:
     """The case whole and consistent; returns it with its streams filled in."""
-    given = [flag for name, flag in NOT_TAKEN.items() if getattr(case, name) is not None]
+    given = [flag for name, flag in NOT_TAKEN.items() if case.value_of(name) is not None]
     if case.loadgen:
         given.append(option_flag(Case, "loadgen"))
     if given:
         raise UserError(f"{', '.join(given)}: not taken by {case.framework}, whose server "
                         f"dlbench starts on the workload's checkpoint; {LOAD_HOW}")  # fmt: skip
-    if case.api != COMPLETIONS:
-        raise UserError(f"--api {case.api}: {case.framework} is sent the workload's seeded "
+    if case.serving.api != COMPLETIONS:
+        raise UserError(f"--api {case.serving.api}: {case.framework} is sent the workload's seeded "
                         "prompts as token ids, which the completions API takes; allowed: "
                         f"{COMPLETIONS}")  # fmt: skip
     if not isinstance(case.find_peak, bool):
         raise UserError(f"invalid find_peak {case.find_peak!r}; expected true or false")
     validate_load(case)
-    if case.find_peak and case.ttft_ms is None and case.tpot_ms is None:
+    if case.find_peak and case.serving.ttft_ms is None and case.serving.tpot_ms is None:
         raise UserError(f"--find-peak on {case.framework} searches for the load whose SLOs "
                         "hold: give --ttft-ms, --tpot-ms or both")  # fmt: skip
-    if case.slo_percentile is not None and case.ttft_ms is None and case.tpot_ms is None:
+    if (
+        case.serving.slo_percentile is not None
+        and case.serving.ttft_ms is None
+        and case.serving.tpot_ms is None
+    ):
         raise UserError("--slo-percentile is the percentile of --ttft-ms and --tpot-ms: "
                         "give one of them")  # fmt: skip
     streams = DEFAULT_BATCHED_SEQUENCES if case.streams is None else case.streams

@@ -13,7 +13,6 @@ a continuous-batching scheduler runs in a step.
 from __future__ import annotations
 
 import math
-from dataclasses import replace
 
 from dlbench.errors import UserError
 from dlbench.spec.case import (
@@ -56,9 +55,17 @@ def validate_token_server(
     osl = dict(case.params).get("osl")
     if isinstance(osl, int) and osl < 2:
         raise UserError(f"--param osl={osl}: a server's TPOT needs at least 2 output tokens")
-    ttft = _bound("--ttft-ms", DEFAULT_TTFT_MS if case.ttft_ms is None else case.ttft_ms)
-    tpot = _bound("--tpot-ms", DEFAULT_TPOT_MS if case.tpot_ms is None else case.tpot_ms)
-    percentile = DEFAULT_SLO_PERCENTILE if case.slo_percentile is None else case.slo_percentile
+    ttft = _bound(
+        "--ttft-ms", DEFAULT_TTFT_MS if case.serving.ttft_ms is None else case.serving.ttft_ms
+    )
+    tpot = _bound(
+        "--tpot-ms", DEFAULT_TPOT_MS if case.serving.tpot_ms is None else case.serving.tpot_ms
+    )
+    percentile = (
+        DEFAULT_SLO_PERCENTILE
+        if case.serving.slo_percentile is None
+        else case.serving.slo_percentile
+    )
     if not _number(percentile) or percentile not in LOADGEN_PERCENTILES:
         raise UserError(f"invalid --slo-percentile {percentile!r} for LoadGen; it reports "
                         f"{LOADGEN_PERCENTILES_TEXT}")  # fmt: skip
@@ -69,8 +76,7 @@ def validate_token_server(
         engine = f" on {case.framework!r}" if max_streams < MAX_STREAMS else ""
         raise UserError(f"invalid --streams {streams}{engine}; expected 1 to {max_streams}")
     require_room(generation_server_need(case, streams, continuous_batching))
-    return replace(
-        case,
+    return case.replaced(
         loadgen=True,
         ttft_ms=ttft,
         tpot_ms=tpot,

@@ -482,8 +482,8 @@ def _validate_serving(case: Case, token_server: FrameworkInfo | None = None) -> 
     `token_server`: a generation workload's framework (plan.token_server_cases)."""
     loadgen = case.loadgen or case.scenario in LOADGEN_SCENARIOS
     for name in ("loadgen", "find_peak"):
-        if not isinstance(getattr(case, name), bool):
-            raise UserError(f"invalid {name} {getattr(case, name)!r}; expected true or false")
+        if not isinstance(case.value_of(name), bool):
+            raise UserError(f"invalid {name} {case.value_of(name)!r}; expected true or false")
     if token_server is not None:
         _require_loadgen()
         if case.scenario == "server":  # any other scenario is refused as such below

@@ -175,7 +175,7 @@ def roofline_device(result: Result, run: Run | None) -> str | None:
     if device != REMOTE_DEVICE:
         return device
     load = result.details.endpoint
-    host = urlsplit(result.case.endpoint or (load.url if load is not None else "")).hostname
+    host = urlsplit(result.case.serving.endpoint or (load.url if load is not None else "")).hostname
     if not host or not _loopback(host) or (run is not None and run.env.gpu_list):
         return None
     return "cpu"

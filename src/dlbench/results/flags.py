@@ -225,7 +225,7 @@ def prefix_cache_warm(details: Details, case: Case) -> bool:
     params = dict(case.params)
     if params.get("prefix_pct", 0) > 0 or params.get("turns", 1) > 1:
         return False  # shared prefixes, or a conversation's history: served by design
-    head = CHAT_HEAD_TOKENS if case.api == CHAT else 0
+    head = CHAT_HEAD_TOKENS if case.serving.api == CHAT else 0
     beyond_head = server.prefix_cache_hits - head * load.requests
     return beyond_head > PREFIX_WARM_SHARE * server.prefix_cache_queries
 

@@ -10,33 +10,30 @@ import json
 import os
 import re
 from collections.abc import Collection
-from dataclasses import Field, dataclass, field, fields
+from dataclasses import MISSING, Field, dataclass, field, fields
 from types import MappingProxyType
 from typing import Any, ClassVar
 
-from dlbench.measure.load_profile import LATENCY_CLOCKS
-from dlbench.measure.openai_api import APIS, COMPLETIONS
+from dlbench.measure.openai_api import COMPLETIONS
 from dlbench.spec import JSONObject, JSONValue, record_dict
 from dlbench.spec.case_parts import (
-    LAUNCH_DETAIL,
+    DEFAULT_SLO_PERCENTILE,
     RECORDED_AXIS,
     SUITE_AXIS,
     DdpLaunch,
+    LlmServing,
     TimeToTrain,
     UserModel,
 )
 from dlbench.spec.cli_options import (
     cli,
-    endpoint_url,
     integer,
     non_negative_float,
     number_type,
     option_pair,
     param_pair,
-    percentile_value,
     positive_float,
     positive_int,
-    resolved_path,
     run_label,
 )
 from dlbench.spec.registry import FRAMEWORKS, PRECISIONS, WORKLOADS
@@ -71,9 +68,6 @@ MAX_TARGET_QPS = 1e7
 # MLPerf Inference's minimum test duration (mlperf.conf: *.*.min_duration = 600000)
 OFFICIAL_MIN_TIME_S = 600.0
 MAX_STREAMS = 1024
-# The percentile an endpoint's SLO bounds hold at, where none is given (MLPerf's LLM
-# benchmarks hold TTFT and TPOT at their 99th)
-DEFAULT_SLO_PERCENTILE = 99.0
 DEVICE_PATTERN = re.compile(r"cpu|auto|mps|cuda(:\d+)?|remote")
 # Where an endpoint case's work runs: its server, not this machine's devices
 REMOTE_DEVICE = "remote"
@@ -122,7 +116,8 @@ class Case:
 
     The fields only some cases have are held by parts (spec.case_parts: a user's
     model file and its inputs, `user_model`; a time-to-train case's target and data,
-    `time_to_train`; a DDP launch, `ddp_launch`), each a record or None, written flat
+    `time_to_train`; a DDP launch, `ddp_launch`; a served LLM's load and SLOs,
+    `llm_serving`), each a record or None, written flat
     beside the case's own fields under their own names: `Case.of` and `replaced`
     take those flat names, as a case file, a suite entry and `dlbench run` give them.
     """
@@ -356,165 +351,10 @@ class Case:
         ),
     )
 
-    # An OpenAI-compatible server (worker.endpoint_run): the llm-requests workload sent
-    # to `endpoint` (a launch detail: the same server at another address is the same
-    # case) for `served_model`, under a load profile (measure.load_profile), its
-    # latencies held to the SLO bounds at slo_percentile.
-    endpoint: str | None = field(
-        default=None,
-        metadata=LAUNCH_DETAIL
-        | cli(
-            "--endpoint",
-            parse=endpoint_url,
-            metavar="URL",
-            group="endpoint",
-            help="benchmark an OpenAI-compatible server at URL (http://host:port) through "
-            "its streaming API, with the llm-requests workload",
-        ),
-    )
-    served_model: str | None = field(
-        default=None,
-        metadata=SUITE_AXIS
-        | cli(
-            "--served-model",
-            metavar="NAME",
-            group="endpoint",
-            help="the model the requests name (default: the one the server lists)",
-        ),
-    )
-    api: str = field(
-        default=COMPLETIONS,
-        metadata=SUITE_AXIS
-        | cli(
-            "--api",
-            vocabulary=APIS,
-            group="endpoint",
-            help="/v1/completions (completions, default) or /v1/chat/completions (chat)",
-        ),
-    )
-    concurrency: int | None = field(
-        default=None,
-        metadata=SUITE_AXIS
-        | cli(
-            "--concurrency",
-            parse=positive_int,
-            metavar="N",
-            group="endpoint",
-            help="N users, each sending its next request when its last has ended",
-        ),
-    )
-    request_rate: float | None = field(
-        default=None,
-        metadata=SUITE_AXIS
-        | cli(
-            "--request-rate",
-            parse=positive_float,
-            metavar="R",
-            group="endpoint",
-            help="requests sent at seeded random times, R per second on average (an open "
-            "loop); neither this nor --concurrency: one request at a time",
-        ),
-    )
-    burstiness: float | None = field(
-        default=None,
-        metadata=SUITE_AXIS
-        | cli(
-            "--burstiness",
-            parse=positive_float,
-            metavar="B",
-            group="endpoint",
-            help="--request-rate's gaps: gamma of shape B (1: Poisson, default; below 1 burstier)",
-        ),
-    )
-    ttft_ms: float | None = field(
-        default=None,
-        metadata=SUITE_AXIS
-        | cli(
-            "--ttft-ms",
-            parse=positive_float,
-            metavar="MS",
-            group="endpoint",
-            help="SLO: time to first token at most MS at --slo-percentile",
-        ),
-    )
-    tpot_ms: float | None = field(
-        default=None,
-        metadata=SUITE_AXIS
-        | cli(
-            "--tpot-ms",
-            parse=positive_float,
-            metavar="MS",
-            group="endpoint",
-            help="SLO: time per output token after the first at most MS at --slo-percentile",
-        ),
-    )
-    slo_percentile: float | None = field(
-        default=None,
-        metadata=SUITE_AXIS
-        | cli(
-            "--slo-percentile",
-            parse=percentile_value,
-            metavar="P",
-            group="endpoint",
-            help=f"the percentile the SLO bounds hold at (default {DEFAULT_SLO_PERCENTILE:g}, "
-            "MLPerf's)",
-        ),
-    )
-    # the tokenizer that sizes prompts and counts output tokens where the server
-    # reports no usage (its content digest is the identity)
-    tokenizer: str | None = field(
-        default=None,
-        metadata=LAUNCH_DETAIL
-        | cli(
-            "--tokenizer",
-            parse=resolved_path,
-            metavar="PATH",
-            group="endpoint",
-            help="the served model's tokenizer.json (or its folder): prompts of exactly "
-            "isl tokens, and output counted where the server sends no usage",
-        ),
-    )
-    tokenizer_digest: str | None = None
-    # the served model's config.json, whose shape sizes the roofline's work (results.
-    # roofline_bound); not what is measured, so no part of the key
-    model_config: str | None = field(
-        default=None,
-        metadata=LAUNCH_DETAIL
-        | cli(
-            "--model-config",
-            parse=resolved_path,
-            metavar="FILE",
-            group="endpoint",
-            help="the served model's config.json (or its folder), for the roofline: decode "
-            "bytes and prefill FLOPs (default: the one beside --tokenizer)",
-        ),
-    )
-    # client processes the load is spread over (worker.client_processes): the same
-    # load, so no part of the key
-    client_processes: int | None = field(
-        default=None,
-        metadata=LAUNCH_DETAIL
-        | cli(
-            "--client-processes",
-            parse=positive_int,
-            metavar="N",
-            group="endpoint",
-            help="spread the users or the arrival schedule over N client processes, each "
-            "its own event loop (default 1; where one is client-bound)",
-        ),
-    )
-    # where an open loop's TTFT and end-to-end latency count from (measure.load_profile)
-    latency_clock: str | None = field(
-        default=None,
-        metadata=SUITE_AXIS
-        | cli(
-            "--latency-clock",
-            vocabulary=LATENCY_CLOCKS,
-            group="endpoint",
-            help="--request-rate's TTFT and end-to-end latency from each request's scheduled "
-            "arrival (schedule, default, as LoadGen) or from its send (send)",
-        ),
-    )
+    # a served LLM's load (--endpoint, a served engine such as vLLM, a generation
+    # server's SLOs): the server, the client's load profile and the SLO bounds; None
+    # for every other case (spec.case_parts)
+    llm_serving: LlmServing | None = field(default=None, metadata=record_dict.FLATTENED)
 
     def effective_batch_size(self, default: int) -> int:
         """The batch the worker uses: a single-stream or server query is one sample,
@@ -541,6 +381,20 @@ class Case:
         """CPU threads the case runs at once: each DDP rank (on a GPU too) has its own."""
         return self.threads * self.ranks
 
+    def value_of(self, name: str) -> Any:  # noqa: ANN401  # the field's own type
+        """A field's value by its flat name (as a case file, a suite entry and an option
+        name it): a part's field where the case has that part, else its default."""
+        if name in _OWN_FIELDS:
+            return getattr(self, name)
+        for part, named in _PART_FIELDS.items():
+            if name in named:
+                record = getattr(self, part)
+                if record is not None:
+                    return getattr(record, name)
+                default = record_dict.field_default(named[name])
+                return None if default is MISSING else default
+        raise AttributeError(f"a case has no field {name!r}")
+
     @property
     def is_ddp(self) -> bool:
         """Launched by torchrun under DistributedDataParallel (--nproc N, N >= 1)."""
@@ -551,6 +405,12 @@ class Case:
         """The processes the case trains in: its DDP ranks, 1 for a plain process."""
         launch = self.ddp_launch
         return launch.nproc if launch is not None and launch.ddp else 1
+
+    @property
+    def serving(self) -> LlmServing:
+        """A served LLM's load: its part where it has one, else every field at its
+        default (a generation server given no SLOs, a case of any other kind)."""
+        return self.llm_serving if self.llm_serving is not None else _NO_SERVING
 
     @property
     def given_model(self) -> UserModel:
@@ -626,17 +486,7 @@ class Case:
             ("find_peak", "find-peak" if self.find_peak else ""),
             ("latency_bound_ms", self._bound_label()),
             ("streams", f"streams={self.streams}" if self.streams is not None else ""),
-            ("served_model", f"model={self.served_model}" if self.served_model else ""),
-            ("api", "chat" if self.api != COMPLETIONS else ""),
-            ("concurrency", f"users={self.concurrency}" if self.concurrency else ""),
-            ("request_rate", f"rate={self.request_rate:g}/s" if self.request_rate else ""),
-            ("burstiness", f"burstiness={self.burstiness:g}" if self.burstiness else ""),
-            ("latency_clock", f"clock={self.latency_clock}" if self.latency_clock else ""),
-            ("ttft_ms", self._slo_label()),
-            (
-                "tokenizer_digest",
-                f"tokenizer={_short(self.tokenizer_digest)}" if self.tokenizer_digest else "",
-            ),
+            *_llm_serving_label_parts(self.llm_serving),
             *_ddp_label_parts(self.ddp_launch),
             *_time_to_train_label_parts(self.time_to_train),
             *_user_model_label_parts(self.user_model),
@@ -648,14 +498,6 @@ class Case:
             return ""
         percentile = self.latency_percentile or DEFAULT_LATENCY_PERCENTILE
         return f"p{percentile:g}<={self.latency_bound_ms:g}ms"
-
-    def _slo_label(self) -> str:
-        named = (("ttft", self.ttft_ms), ("tpot", self.tpot_ms))
-        bounds = [f"{name}<={value:g}ms" for name, value in named if value is not None]
-        if not bounds:
-            return ""
-        percentile = self.slo_percentile or DEFAULT_SLO_PERCENTILE
-        return f"p{percentile:g} " + ",".join(bounds)
 
     @classmethod
     def of(cls, **flat: Any) -> Case:  # noqa: ANN401  # each field's own type
@@ -688,12 +530,15 @@ class Case:
 
 
 # Case's fields that hold a part (spec.case_parts), by name: their records' types
-_PARTS: dict[str, type[UserModel | TimeToTrain | DdpLaunch]] = {
+_PARTS: dict[str, type[UserModel | TimeToTrain | DdpLaunch | LlmServing]] = {
     "user_model": UserModel,
     "time_to_train": TimeToTrain,
     "ddp_launch": DdpLaunch,
+    "llm_serving": LlmServing,
 }
 _OWN_FIELDS = tuple(f.name for f in fields(Case))
+_NO_SERVING = LlmServing()
+_PART_FIELDS = {part: {f.name: f for f in fields(kind)} for part, kind in _PARTS.items()}
 
 
 def _nested(flat: dict[str, Any]) -> dict[str, Any]:
@@ -716,6 +561,33 @@ def _nested(flat: dict[str, Any]) -> dict[str, Any]:
 NULL_LABEL = "null (harness)"
 # Case fields kept as name -> value pairs (JSON objects in files): params, options, inputs
 PAIR_FIELDS = record_dict.pair_fields(Case)
+
+
+def _llm_serving_label_parts(load: LlmServing | None) -> list[tuple[str, str]]:
+    if load is None:
+        return []
+    rate, burstiness, clock, digest = (
+        load.request_rate, load.burstiness, load.latency_clock, load.tokenizer_digest
+    )  # fmt: skip
+    return [
+        ("served_model", f"model={load.served_model}" if load.served_model else ""),
+        ("api", "chat" if load.api != COMPLETIONS else ""),
+        ("concurrency", f"users={load.concurrency}" if load.concurrency else ""),
+        ("request_rate", f"rate={rate:g}/s" if rate else ""),
+        ("burstiness", f"burstiness={burstiness:g}" if burstiness else ""),
+        ("latency_clock", f"clock={clock}" if clock else ""),
+        ("ttft_ms", _slo_label(load)),
+        ("tokenizer_digest", f"tokenizer={_short(digest)}" if digest else ""),
+    ]
+
+
+def _slo_label(load: LlmServing) -> str:
+    named = (("ttft", load.ttft_ms), ("tpot", load.tpot_ms))
+    bounds = [f"{name}<={value:g}ms" for name, value in named if value is not None]
+    if not bounds:
+        return ""
+    percentile = load.slo_percentile or DEFAULT_SLO_PERCENTILE
+    return f"p{percentile:g} " + ",".join(bounds)
 
 
 def _ddp_label_parts(launch: DdpLaunch | None) -> list[tuple[str, str]]:

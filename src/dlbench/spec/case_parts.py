@@ -11,8 +11,19 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from dlbench.measure.load_profile import LATENCY_CLOCKS
+from dlbench.measure.openai_api import APIS, COMPLETIONS
 from dlbench.spec import record_dict
-from dlbench.spec.cli_options import cli, fraction, positive_int, resolved_path, shell_words
+from dlbench.spec.cli_options import (
+    cli,
+    endpoint_url,
+    fraction,
+    percentile_value,
+    positive_float,
+    positive_int,
+    resolved_path,
+    shell_words,
+)
 
 # Field metadata. "key": False leaves a field out of Case.key() (how it was
 # launched, or a path whose content digest is the identity instead); "suite":
@@ -24,6 +35,9 @@ SUITE_AXIS = {"suite": True}
 RECORDED_AXIS = {"suite": True, record_dict.REQUIRED: True}
 # "cli" (spec.cli_options.cli): the `dlbench run` option that sets the field;
 # the parser and the plan's RunRequest are built from it.
+# The percentile an endpoint's SLO bounds hold at, where none is given (MLPerf's LLM
+# benchmarks hold TTFT and TPOT at their 99th)
+DEFAULT_SLO_PERCENTILE = 99.0
 
 
 @dataclass(frozen=True)
@@ -131,5 +145,170 @@ class DdpLaunch:
             group="ddp",
             help='torchrun options for multi-node runs, e.g. "--nnodes 2 --rdzv-backend c10d '
             '--rdzv-endpoint host:29400" (default: --standalone)',
+        ),
+    )
+
+
+@dataclass(frozen=True)
+class LlmServing:
+    """A served LLM's load: an OpenAI-compatible server (worker.endpoint_run) sent the
+    llm-requests workload at `endpoint` (a launch detail: the same server at another
+    address is the same case; None for a served engine's case, which starts its own)
+    for `served_model`, under a load profile (measure.load_profile), its latencies held
+    to the SLO bounds at slo_percentile (a generation server's are too)."""
+
+    endpoint: str | None = field(
+        default=None,
+        metadata=LAUNCH_DETAIL
+        | cli(
+            "--endpoint",
+            parse=endpoint_url,
+            metavar="URL",
+            group="endpoint",
+            help="benchmark an OpenAI-compatible server at URL (http://host:port) through "
+            "its streaming API, with the llm-requests workload",
+        ),
+    )
+    served_model: str | None = field(
+        default=None,
+        metadata=SUITE_AXIS
+        | cli(
+            "--served-model",
+            metavar="NAME",
+            group="endpoint",
+            help="the model the requests name (default: the one the server lists)",
+        ),
+    )
+    api: str = field(
+        default=COMPLETIONS,
+        metadata=SUITE_AXIS
+        | cli(
+            "--api",
+            vocabulary=APIS,
+            group="endpoint",
+            help="/v1/completions (completions, default) or /v1/chat/completions (chat)",
+        ),
+    )
+    concurrency: int | None = field(
+        default=None,
+        metadata=SUITE_AXIS
+        | cli(
+            "--concurrency",
+            parse=positive_int,
+            metavar="N",
+            group="endpoint",
+            help="N users, each sending its next request when its last has ended",
+        ),
+    )
+    request_rate: float | None = field(
+        default=None,
+        metadata=SUITE_AXIS
+        | cli(
+            "--request-rate",
+            parse=positive_float,
+            metavar="R",
+            group="endpoint",
+            help="requests sent at seeded random times, R per second on average (an open "
+            "loop); neither this nor --concurrency: one request at a time",
+        ),
+    )
+    burstiness: float | None = field(
+        default=None,
+        metadata=SUITE_AXIS
+        | cli(
+            "--burstiness",
+            parse=positive_float,
+            metavar="B",
+            group="endpoint",
+            help="--request-rate's gaps: gamma of shape B (1: Poisson, default; below 1 burstier)",
+        ),
+    )
+    ttft_ms: float | None = field(
+        default=None,
+        metadata=SUITE_AXIS
+        | cli(
+            "--ttft-ms",
+            parse=positive_float,
+            metavar="MS",
+            group="endpoint",
+            help="SLO: time to first token at most MS at --slo-percentile",
+        ),
+    )
+    tpot_ms: float | None = field(
+        default=None,
+        metadata=SUITE_AXIS
+        | cli(
+            "--tpot-ms",
+            parse=positive_float,
+            metavar="MS",
+            group="endpoint",
+            help="SLO: time per output token after the first at most MS at --slo-percentile",
+        ),
+    )
+    slo_percentile: float | None = field(
+        default=None,
+        metadata=SUITE_AXIS
+        | cli(
+            "--slo-percentile",
+            parse=percentile_value,
+            metavar="P",
+            group="endpoint",
+            help=f"the percentile the SLO bounds hold at (default {DEFAULT_SLO_PERCENTILE:g}, "
+            "MLPerf's)",
+        ),
+    )
+    # the tokenizer that sizes prompts and counts output tokens where the server
+    # reports no usage (its content digest is the identity)
+    tokenizer: str | None = field(
+        default=None,
+        metadata=LAUNCH_DETAIL
+        | cli(
+            "--tokenizer",
+            parse=resolved_path,
+            metavar="PATH",
+            group="endpoint",
+            help="the served model's tokenizer.json (or its folder): prompts of exactly "
+            "isl tokens, and output counted where the server sends no usage",
+        ),
+    )
+    tokenizer_digest: str | None = None
+    # the served model's config.json, whose shape sizes the roofline's work (results.
+    # roofline_bound); not what is measured, so no part of the key
+    model_config: str | None = field(
+        default=None,
+        metadata=LAUNCH_DETAIL
+        | cli(
+            "--model-config",
+            parse=resolved_path,
+            metavar="FILE",
+            group="endpoint",
+            help="the served model's config.json (or its folder), for the roofline: decode "
+            "bytes and prefill FLOPs (default: the one beside --tokenizer)",
+        ),
+    )
+    # client processes the load is spread over (worker.client_processes): the same
+    # load, so no part of the key
+    client_processes: int | None = field(
+        default=None,
+        metadata=LAUNCH_DETAIL
+        | cli(
+            "--client-processes",
+            parse=positive_int,
+            metavar="N",
+            group="endpoint",
+            help="spread the users or the arrival schedule over N client processes, each "
+            "its own event loop (default 1; where one is client-bound)",
+        ),
+    )
+    # where an open loop's TTFT and end-to-end latency count from (measure.load_profile)
+    latency_clock: str | None = field(
+        default=None,
+        metadata=SUITE_AXIS
+        | cli(
+            "--latency-clock",
+            vocabulary=LATENCY_CLOCKS,
+            group="endpoint",
+            help="--request-rate's TTFT and end-to-end latency from each request's scheduled "
+            "arrival (schedule, default, as LoadGen) or from its send (send)",
         ),
     )

@@ -111,10 +111,12 @@ class Session:
 
     def __init__(self, case: Case, requests: RequestSet, client: httpx.AsyncClient,
                  device: str, timeout_s: float | None = None) -> None:  # fmt: skip
-        assert case.endpoint is not None and case.served_model is not None  # the plan's
+        assert (
+            case.serving.endpoint is not None and case.serving.served_model is not None
+        )  # the plan's
         self.case, self.requests, self.client, self.device = case, requests, client, device
         self.timeout_s = timeout_s  # the client's deadline, for its client processes
-        self.url, self.model = case.endpoint, case.served_model
+        self.url, self.model = case.serving.endpoint, case.serving.served_model
         self.token_ids_field: str | None = None  # as negotiate found the server answers
         self.length_fields: list[str] = []  # those the requests sent (openai_api.LENGTH_FIELDS)
 
@@ -122,9 +124,9 @@ class Session:
         """Whether, and how, the server sends token ids: asked as the check before the
         run asked (measure.openai_stream.negotiate), outside the measured region."""
         turn = self.requests.conversation(0, warmup=True).turns[0]
-        body = request_body(self.case.api, self.model, turn.text,
+        body = request_body(self.case.serving.api, self.model, turn.text,
                             min(FEW_TOKENS, turn.output_tokens))  # fmt: skip
-        found = await negotiate(self.client, self.url, self.case.api, body)
+        found = await negotiate(self.client, self.url, self.case.serving.api, body)
         self.token_ids_field = found.token_ids_field
 
     async def conversation(self, conversation: Conversation) -> list[StreamedRequest]:
@@ -135,10 +137,10 @@ class Session:
         for turn in conversation.turns:
             history.append({"role": "user", "content": turn.text})
             prompt = turn.text if len(history) == 1 else list(history)
-            body = request_body(self.case.api, self.model, prompt, turn.output_tokens,
+            body = request_body(self.case.serving.api, self.model, prompt, turn.output_tokens,
                                 self.token_ids_field)  # fmt: skip
             self.length_fields = self.length_fields or length_fields(body)
-            record = await stream_request(self.client, self.url, self.case.api, body)
+            record = await stream_request(self.client, self.url, self.case.serving.api, body)
             records.append(record)
             if not record.ok:
                 break
@@ -173,7 +175,7 @@ class Session:
             await server.open()
             instruments.start()
 
-        processes = self.case.client_processes or 1
+        processes = self.case.serving.client_processes or 1
         if processes > 1:  # their start-up before the region (client_processes.spread)
             share = ClientShare(self.case, self.requests.params, self.requests.seed,
                                 self.requests.salt, self.token_ids_field, self.timeout_s,
@@ -239,7 +241,7 @@ def client_for(timeout_s: float | None) -> httpx.AsyncClient:
 
 
 def prompt_text(case: Case) -> PromptText:
-    return TokenizerText(Path(case.tokenizer)) if case.tokenizer else WordText()
+    return TokenizerText(Path(case.serving.tokenizer)) if case.serving.tokenizer else WordText()
 
 
 # Given the run's event loop, a future it completes once the server has exited
@@ -302,7 +304,9 @@ def run_endpoint(job: Job, settings: Settings, requests: RequestSet | None = Non
             found = find_peak(session, loop, budget, job.seed, warm, say)
             loaded = found.reported
         else:
-            profile = LoadProfile.of(case.concurrency, case.request_rate, case.burstiness)
+            profile = LoadProfile.of(
+                case.serving.concurrency, case.serving.request_rate, case.serving.burstiness
+            )
             loaded = loop.run_until_complete(session.load(profile, budget, job.seed))
     except asyncio.CancelledError:
         if exited is None or not exited.done() or exited.cancelled():
@@ -324,7 +328,9 @@ def run_endpoint(job: Job, settings: Settings, requests: RequestSet | None = Non
 def watches_its_queue(case: Case) -> bool:
     """Whether the case's loads arrive on a schedule (a rate, or a rate search),
     which measure.saturation watches for a queue that only grows."""
-    return case.request_rate is not None or (case.find_peak and case.concurrency is None)
+    return case.serving.request_rate is not None or (
+        case.find_peak and case.serving.concurrency is None
+    )
 
 
 def find_peak(
@@ -339,15 +345,15 @@ def find_peak(
     rate (from the case's, else from what one user got in the warm-up) whose SLOs
     hold; each try's verdict is a line to `say` (the progress bar)."""
     case = session.case
-    if case.concurrency is not None:
+    if case.serving.concurrency is not None:
         # no more users than this process can hold open (as the plan checked --concurrency)
         limit = connection_limit()
-        search = Search(start=case.concurrency, floor=1, whole=True,
+        search = Search(start=case.serving.concurrency, floor=1, whole=True,
                         ceiling=limit.most if limit else None,
                         ceiling_why=f"one client process holds at most {limit.most} requests "
                                     f"open ({limit.why})" if limit else "")  # fmt: skip
     else:
-        start = case.request_rate or _one_user_rate(warm)
+        start = case.serving.request_rate or _one_user_rate(warm)
         search = Search(start=start, floor=start / 64)
     # a request alone (the warm-up's best) already misses a bound: no load can keep the
     # SLOs, which one try shows (a descent to the floor would take hours at low rates)
@@ -359,7 +365,7 @@ def find_peak(
         if search.whole:
             profile = LoadProfile(CONCURRENCY, concurrency=int(load))
         else:
-            profile = LoadProfile(RATE, rate=load, burstiness=case.burstiness or POISSON)
+            profile = LoadProfile(RATE, rate=load, burstiness=case.serving.burstiness or POISSON)
         loaded = loop.run_until_complete(
             session.load(profile, budget, seed, offset=tries * MAX_CONVERSATIONS)
         )
@@ -385,7 +391,7 @@ def _alone_misses(session: Session, warm: list[StreamedRequest]) -> str | None:
     tpots = [t.tpot_s * 1000.0 for t in times if t.tpot_s is not None]
     case = session.case
     return alone_misses(min(t.ttft_s for t in times) * 1000.0, min(tpots) if tpots else None,
-                        case.ttft_ms, case.tpot_ms)  # fmt: skip
+                        case.serving.ttft_ms, case.serving.tpot_ms)  # fmt: skip
 
 
 def _one_user_rate(warm: list[StreamedRequest]) -> float:
@@ -419,15 +425,15 @@ def judged(case: Case, outcome: LoadOutcome, profile: LoadProfile,
     requests' clocks."""
     done = [r for r in outcome.requests if r.ok]
     counted, counted_by = _output_tokens(done, text)
-    clock = latency_clock(profile, case.latency_clock)
+    clock = latency_clock(profile, case.serving.latency_clock)
     times = [TokenTimes(_start(r, clock), r.chunk_times_s, n)
              for r, n in zip(done, counted, strict=True)]  # fmt: skip
     errors, first_errors = _errors(outcome.requests)
     rates = _Rates.of(done, counted, outcome.duration_s)
     record = EndpointLoad(
-        url=case.endpoint or "",
-        served_model=case.served_model or "",
-        api=case.api,
+        url=case.serving.endpoint or "",
+        served_model=case.serving.served_model or "",
+        api=case.serving.api,
         profile=profile.describe(),
         conversations=outcome.conversations,
         requests=len(outcome.requests),
@@ -557,21 +563,21 @@ def judge_slos(record: EndpointLoad, case: Case, times: list[TokenTimes],
     """The record with goodput (the answered requests within both bounds, per second)
     and the verdict: each bound kept at the percentile, no request failed, no
     saturation."""
-    if case.ttft_ms is None and case.tpot_ms is None:
+    if case.serving.ttft_ms is None and case.serving.tpot_ms is None:
         return record
-    level = case.slo_percentile or DEFAULT_SLO_PERCENTILE
+    level = case.serving.slo_percentile or DEFAULT_SLO_PERCENTILE
     good = sum(_within(t, case) for t in times)
     ttft_ms, tpot_ms = slo_percentiles(times, level)
     kept = all(
         bound is None or (value is not None and value <= bound)
-        for bound, value in ((case.ttft_ms, ttft_ms), (case.tpot_ms, tpot_ms))
+        for bound, value in ((case.serving.ttft_ms, ttft_ms), (case.serving.tpot_ms, tpot_ms))
     )
     failed = record.requests - record.ok
     return replace(
         record,
         slo_percentile=level,
-        ttft_bound_ms=case.ttft_ms,
-        tpot_bound_ms=case.tpot_ms,
+        ttft_bound_ms=case.serving.ttft_ms,
+        tpot_bound_ms=case.serving.tpot_ms,
         slo_met_share=good / record.requests if record.requests else 0.0,
         goodput_per_s=good / duration_s if duration_s > 0 else 0.0,
         slo_holds=bool(times) and kept and not failed and record.saturated is None,
@@ -587,10 +593,10 @@ def slo_percentiles(times: list[TokenTimes], level: float) -> tuple[float | None
 
 
 def _within(times: TokenTimes, case: Case) -> bool:
-    if case.ttft_ms is not None and times.ttft_s * 1000.0 > case.ttft_ms:
+    if case.serving.ttft_ms is not None and times.ttft_s * 1000.0 > case.serving.ttft_ms:
         return False
     tpot = times.tpot_s
-    return case.tpot_ms is None or tpot is None or tpot * 1000.0 <= case.tpot_ms
+    return case.serving.tpot_ms is None or tpot is None or tpot * 1000.0 <= case.serving.tpot_ms
 
 
 def _write_dataset(

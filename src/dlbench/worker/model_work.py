@@ -74,11 +74,11 @@ def endpoint_work(record: Generation, job: Job, isl: int, osl: int,
 def served_config(case: Case) -> ModelConfig | None:
     """The served model's config: --model-config, else the config.json beside
     --tokenizer's file (None: neither given, or no config there)."""
-    if case.model_config is not None:
-        return read_model_config(Path(case.model_config), "--model-config")
-    if case.tokenizer is None:
+    if case.serving.model_config is not None:
+        return read_model_config(Path(case.serving.model_config), "--model-config")
+    if case.serving.tokenizer is None:
         return None
-    folder = Path(case.tokenizer)
+    folder = Path(case.serving.tokenizer)
     folder = folder if folder.is_dir() else folder.parent
     if not (folder / "config.json").is_file():
         return None

@@ -124,8 +124,9 @@ def run_served_engine(backend: Backend, job: Job, settings: Settings) -> Result:
         report_progress(job.outputs, ready)
         details = backend.served_details(job, launch, server.log_text())
         require_placement(job.device, details)
-        served = replace(job, case=replace(job.case, endpoint=launch.url,
-                                           served_model=launch.served_model))  # fmt: skip
+        served = replace(
+            job, case=job.case.replaced(endpoint=launch.url, served_model=launch.served_model)
+        )
         sessions: list[TokenPromptSession] = []
 
         def new_session(case: Case, requests: RequestSet, client: httpx.AsyncClient,
@@ -146,7 +147,7 @@ def run_served_engine(backend: Backend, job: Job, settings: Settings) -> Result:
     # the case as asked: the server's address is a launch detail, kept in the details
     result = replace(
         result,
-        case=replace(result.case, endpoint=None, served_model=None, scenario=None),
+        case=result.case.replaced(endpoint=None, served_model=None, scenario=None),
         details=_merged(result.details, details, launch.url, folder / SERVER_LOG, ready_s),
         setup_s=(result.setup_s or 0.0) + (ready_s or 0.0),
     )

@@ -155,7 +155,7 @@ def _measure(tester: _Tester, warm: list[Answered]) -> tuple[TokenTest, Found[To
         return tester.run(float(case.target_qps or 0.0)), None
     e2e_s = statistics.median(a.times.e2e_s for a in warm)
     # one request alone misses a bound: no rate can keep it; one try shows it
-    alone = _alone_misses(warm, case.ttft_ms, case.tpot_ms)
+    alone = _alone_misses(warm, case.serving.ttft_ms, case.serving.tpot_ms)
     # The peak lies between one request at a time (1/e2e) and every stream as fast as one
     # alone (streams/e2e), which no shared CPU reaches: a continuous-batching step of 32
     # sequences is several times one's. Their geometric mean leaves the fewest tries
@@ -211,7 +211,7 @@ class _Tester:
         test = TokenTest(target_qps, loadgen_outcome(detail, "server", 1),
                          list(self.server.answered), reading, folder)  # fmt: skip
         if self.job.case.find_peak:
-            percentile = float(self.job.case.slo_percentile or 99.0)
+            percentile = float(self.job.case.serving.slo_percentile or 99.0)
             _report_try(self.job.outputs, self.count, test, percentile)
         return test
 
@@ -228,10 +228,10 @@ class _Tester:
         test.schedule_rng_seed = settings.seed
         test.server_target_qps = target_qps
         test.use_token_latencies = True
-        ttft_ms, tpot_ms = float(case.ttft_ms or 0.0), float(case.tpot_ms or 0.0)
+        ttft_ms, tpot_ms = float(case.serving.ttft_ms or 0.0), float(case.serving.tpot_ms or 0.0)
         test.ttft_latency = round(ttft_ms * 1e6)  # ns
         test.tpot_latency = round(tpot_ms * 1e6)
-        test.server_target_latency_percentile = float(case.slo_percentile or 99.0) / 100.0
+        test.server_target_latency_percentile = float(case.serving.slo_percentile or 99.0) / 100.0
         # a whole request within both bounds: LoadGen's overall latency target
         osl = self.job.params["osl"]
         test.server_target_latency_ns = round((ttft_ms + tpot_ms * (osl - 1)) * 1e6)
@@ -258,8 +258,9 @@ def _loadgen_record(
     details: dict[str, Any] = {
         "scenario": "server", "note": NOT_OFFICIAL, "min_duration_s": settings.min_time_s,
         **chosen.outcome, "log_dir": str(chosen.log_dir), "target_qps": chosen.target_qps,
-        "percentile": case.slo_percentile, "streams": case.streams,
-        "ttft_bound_ms": case.ttft_ms, "tpot_bound_ms": case.tpot_ms, "batching": batching,
+        "percentile": case.serving.slo_percentile, "streams": case.streams,
+        "ttft_bound_ms": case.serving.ttft_ms, "tpot_bound_ms": case.serving.tpot_ms,
+        "batching": batching,
     }  # fmt: skip
     if found is not None:
         details["tries"] = [test.brief() for _, test in found.tries]

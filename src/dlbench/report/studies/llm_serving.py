@@ -75,7 +75,7 @@ def load_points(result: Result) -> list[LoadPoint]:
 
 
 def slo_percentile(case: Case) -> float:
-    return case.slo_percentile or DEFAULT_SLO_PERCENTILE
+    return case.serving.slo_percentile or DEFAULT_SLO_PERCENTILE
 
 
 def nearest_recorded(percentile: float) -> float:
@@ -90,10 +90,10 @@ def _endpoint_load(result: Result, endpoint: EndpointLoad) -> list[LoadPoint]:
     if not result.ok:
         return []
     case = result.case
-    if case.request_rate is not None:
+    if case.serving.request_rate is not None:
         axis, load = RATE, endpoint.requests_per_s
     else:
-        axis, load = CONCURRENCY, float(case.concurrency or 1)  # synchronous: one user
+        axis, load = CONCURRENCY, float(case.serving.concurrency or 1)  # synchronous: one user
     if not finite(load):
         return []
     shown = nearest_recorded(slo_percentile(case))
@@ -155,8 +155,8 @@ class Measure:
 
 
 MEASURES = (
-    Measure("TTFT", lambda p: p.ttft_ms, lambda c: c.ttft_ms),
-    Measure("TPOT", lambda p: p.tpot_ms, lambda c: c.tpot_ms),
+    Measure("TTFT", lambda p: p.ttft_ms, lambda c: c.serving.ttft_ms),
+    Measure("TPOT", lambda p: p.tpot_ms, lambda c: c.serving.tpot_ms),
 )
 
 Measured = list[tuple[Result, list[LoadPoint]]]

@@ -38,7 +38,7 @@ def sweep_charts(run: Run) -> list[CurveChart]:
             lines: dict[str, list[Result]] = {}
             for result in timed:
                 lines.setdefault(result.case.label(only=axes), []).append(result)
-            if any(len({getattr(r.case, along) for r in line}) > 1 for line in lines.values()):
+            if any(len({r.case.value_of(along) for r in line}) > 1 for line in lines.values()):
                 charts.append(_chart(name, lines, along, short))
                 break
     return charts
@@ -77,7 +77,7 @@ def _xy(result: Result) -> tuple[float, float]:
 
 def _point(result: Result, front: set[tuple[float, float]], along: str, short: str) -> Point:
     x, y = _xy(result)
-    return Point(x, y, f"{short}={getattr(result.case, along)}", marked=(x, y) in front)
+    return Point(x, y, f"{short}={result.case.value_of(along)}", marked=(x, y) in front)
 
 
 def budget_table(run: Run, budget_ms: float) -> StudyTable:
