@@ -284,8 +284,8 @@ def test_an_8b_generation_on_a_gpu_asks_the_host_for_its_prompts_only():
     from dlbench.workloads.memory import workload_need
 
     def need(device: str, **fields: object) -> float:
-        case = Case("llama-3.1-8b", "torch", "eager", device=device, precision="bf16",
-                    batch_size=8, **fields)  # fmt: skip
+        case = Case.of(workload="llama-3.1-8b", framework="torch", compile="eager",
+                       device=device, precision="bf16", batch_size=8, **fields)  # fmt: skip
         return workload_need(case).nbytes
 
     assert need("cuda") == 8 * 8 * 1024  # int64 token ids of 8 prompts of 1024 tokens

@@ -59,9 +59,9 @@ def test_the_plan_takes_the_endpoints_load_and_the_engines_batch():
     from dlbench.plan.validate import validate_case
 
     closed = validate_case(vllm_case(concurrency=4))
-    assert closed.streams == DEFAULT_BATCHED_SEQUENCES and closed.serving.concurrency == 4
+    assert closed.server.streams == DEFAULT_BATCHED_SEQUENCES and closed.serving.concurrency == 4
     peak = validate_case(vllm_case(find_peak=True, ttft_ms=500.0, tpot_ms=30.0, streams=8))
-    assert peak.find_peak and peak.streams == 8 and peak.scenario is None
+    assert peak.server.find_peak and peak.server.streams == 8 and peak.scenario is None
 
 
 @pytest.mark.parametrize(

@@ -11,7 +11,8 @@ from conftest import cli, dlbench, null_case
 
 from dlbench.cli.main import main
 from dlbench.launch.runner import run_case
-from dlbench.spec.case import DEFAULT_LATENCY_BOUND_MS, Settings
+from dlbench.spec.case import Settings
+from dlbench.spec.case_parts import DEFAULT_LATENCY_BOUND_MS
 from dlbench.spec.record_dict import to_dict
 
 pytest.importorskip("mlperf_loadgen", reason="needs mlcommons-loadgen (the serving extra)")
@@ -26,17 +27,17 @@ def served(result):
 
 
 def server_case(sleep_ms: str, **fields):
-    from dataclasses import replace
 
     from dlbench.plan.validate import validate_case
 
-    case = replace(null_case(sleep_ms=sleep_ms), scenario="server", **fields)
+    case = null_case(sleep_ms=sleep_ms).replaced(scenario="server", **fields)
     return validate_case(case)  # fills the server's defaults in, as planning does
 
 
 def test_planning_fills_mlperfs_latency_bound_in_where_none_is_given():
     case = server_case("1", target_qps=800.0)
-    assert case.latency_bound_ms == DEFAULT_LATENCY_BOUND_MS and case.latency_percentile == 99.0
+    load = case.server
+    assert load.latency_bound_ms == DEFAULT_LATENCY_BOUND_MS and load.latency_percentile == 99.0
 
 
 @pytest.mark.alone
@@ -131,7 +132,7 @@ def test_loadgen_single_stream_agrees_with_the_step_loop_when_the_step_dominates
 
     base = replace(null_case(sleep_ms="5"), scenario="single-stream")
     steps = run_case(validate_case(base), SHORT)
-    lg_case = validate_case(replace(base, loadgen=True))
+    lg_case = validate_case(base.replaced(loadgen=True))
     loadgen = served(run_case(lg_case, SHORT, files_dir=tmp_path))
     assert steps.ok and steps.details.loadgen is None
     assert loadgen["latency_ms"]["50"] == pytest.approx(steps.latency_ms.median, rel=0.10)

@@ -43,13 +43,15 @@ SLO_FLAGS = tuple(ENDPOINT_FIELDS[name] for name in ("ttft_ms", "tpot_ms", "slo_
 def endpoint_options_given(source: object) -> list[str]:
     """The endpoint-only options a Case (or a RunRequest) sets (the API counts where not
     its default)."""
-    given = [flag for name, flag in ENDPOINT_FIELDS.items() if _value(source, name) is not None]
-    if _value(source, "api") not in (None, COMPLETIONS):
+    given = [
+        flag for name, flag in ENDPOINT_FIELDS.items() if option_value(source, name) is not None
+    ]
+    if option_value(source, "api") not in (None, COMPLETIONS):
         given.append(option_flag(Case, "api"))
     return given
 
 
-def _value(source: object, name: str) -> object:
+def option_value(source: object, name: str) -> object:
     """A field by its flat name: a case's (its part's), or a request's own."""
     return source.value_of(name) if isinstance(source, Case) else getattr(source, name, None)
 
@@ -89,14 +91,14 @@ def validate_endpoint_case(case: Case, slo_taken: bool = False) -> Case:
     if case.device not in ("auto", REMOTE_DEVICE):
         raise UserError(f"an endpoint's work runs on its server: --device {case.device} is not "
                         f"this client's; allowed: auto or {REMOTE_DEVICE}")  # fmt: skip
-    if case.scenario is not None or case.loadgen:
+    if case.scenario is not None or case.server.loadgen:
         raise UserError("--scenario and --loadgen are MLPerf LoadGen's, for models run here; an "
                         "endpoint's load is --concurrency N or --request-rate R")  # fmt: skip
     validate_load(case)
     _require_a_share_each(case)
     if case.serving.model_config is not None:
         _require_model_config(case.serving.model_config)
-    if case.find_peak and case.serving.ttft_ms is None and case.serving.tpot_ms is None:
+    if case.server.find_peak and case.serving.ttft_ms is None and case.serving.tpot_ms is None:
         raise UserError("--find-peak with --endpoint searches for the load whose SLOs hold: "
                         "give --ttft-ms, --tpot-ms or both")  # fmt: skip
     if (

@@ -13,8 +13,6 @@ runs at once (32 by default, as the other continuous-batching engines here).
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 from dlbench.errors import UserError
 from dlbench.measure.openai_api import COMPLETIONS
 from dlbench.plan.endpoint_cases import validate_load
@@ -36,7 +34,7 @@ LOAD_HOW = "its load is --concurrency N or --request-rate R (with --find-peak an
 def validate_served_engine(case: Case, info: FrameworkInfo) -> Case:
     """The case whole and consistent; returns it with its streams filled in."""
     given = [flag for name, flag in NOT_TAKEN.items() if case.value_of(name) is not None]
-    if case.loadgen:
+    if case.server.loadgen:
         given.append(option_flag(Case, "loadgen"))
     if given:
         raise UserError(f"{', '.join(given)}: not taken by {case.framework}, whose server "
@@ -45,10 +43,10 @@ def validate_served_engine(case: Case, info: FrameworkInfo) -> Case:
         raise UserError(f"--api {case.serving.api}: {case.framework} is sent the workload's seeded "
                         "prompts as token ids, which the completions API takes; allowed: "
                         f"{COMPLETIONS}")  # fmt: skip
-    if not isinstance(case.find_peak, bool):
-        raise UserError(f"invalid find_peak {case.find_peak!r}; expected true or false")
+    if not isinstance(case.server.find_peak, bool):
+        raise UserError(f"invalid find_peak {case.server.find_peak!r}; expected true or false")
     validate_load(case)
-    if case.find_peak and case.serving.ttft_ms is None and case.serving.tpot_ms is None:
+    if case.server.find_peak and case.serving.ttft_ms is None and case.serving.tpot_ms is None:
         raise UserError(f"--find-peak on {case.framework} searches for the load whose SLOs "
                         "hold: give --ttft-ms, --tpot-ms or both")  # fmt: skip
     if (
@@ -58,10 +56,10 @@ def validate_served_engine(case: Case, info: FrameworkInfo) -> Case:
     ):
         raise UserError("--slo-percentile is the percentile of --ttft-ms and --tpot-ms: "
                         "give one of them")  # fmt: skip
-    streams = DEFAULT_BATCHED_SEQUENCES if case.streams is None else case.streams
+    streams = DEFAULT_BATCHED_SEQUENCES if case.server.streams is None else case.server.streams
     most = info.max_streams or MAX_STREAMS
     if not isinstance(streams, int) or isinstance(streams, bool) or not 1 <= streams <= most:
         raise UserError(f"invalid --streams {streams!r} on {case.framework!r} (the most "
                         f"sequences its batch holds); expected 1 to {most}")  # fmt: skip
     require_room(generation_server_need(case, streams, one_pipeline=True))
-    return replace(case, streams=streams)
+    return case.replaced(streams=streams)

@@ -15,12 +15,11 @@ from __future__ import annotations
 import math
 
 from dlbench.errors import UserError
-from dlbench.spec.case import (
+from dlbench.spec.case import MAX_STREAMS, Case
+from dlbench.spec.case_parts import (
     DEFAULT_SLO_PERCENTILE,
     LOADGEN_PERCENTILES,
     LOADGEN_PERCENTILES_TEXT,
-    MAX_STREAMS,
-    Case,
 )
 from dlbench.workloads.memory import generation_server_need, require_room
 
@@ -45,7 +44,7 @@ def validate_token_server(
         raise UserError(f"a generation workload runs under LoadGen in the server scenario only "
                         f"({SERVER_HOW}); without --scenario its generations are timed one "
                         "at a time")  # fmt: skip
-    if case.latency_bound_ms is not None or case.latency_percentile is not None:
+    if case.server.latency_bound_ms is not None or case.server.latency_percentile is not None:
         raise UserError("a generation server is held to --ttft-ms and --tpot-ms at "
                         "--slo-percentile; --latency-bound-ms and --latency-percentile bound "
                         "a whole query")  # fmt: skip
@@ -69,7 +68,7 @@ def validate_token_server(
     if not _number(percentile) or percentile not in LOADGEN_PERCENTILES:
         raise UserError(f"invalid --slo-percentile {percentile!r} for LoadGen; it reports "
                         f"{LOADGEN_PERCENTILES_TEXT}")  # fmt: skip
-    streams = case.streams
+    streams = case.server.streams
     if streams is None:
         streams = DEFAULT_BATCHED_SEQUENCES if continuous_batching else cpu_streams
     if not 1 <= streams <= max_streams:

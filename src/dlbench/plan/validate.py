@@ -18,15 +18,12 @@ from typing import Any, NoReturn, TypeVar
 
 from dlbench.errors import UserError
 from dlbench.measure.timer import MAX_ITERS  # also the most --min-iters can ask
-from dlbench.plan.endpoint_cases import validate_endpoint_case
+from dlbench.plan.endpoint_cases import option_value, validate_endpoint_case
 from dlbench.plan.token_server_cases import validate_token_server
 from dlbench.spec.case import (
-    DEFAULT_LATENCY_BOUND_MS,
     DEFAULT_LATENCY_PERCENTILE,
     DEVICE_HELP,
     DEVICE_PATTERN,
-    LOADGEN_PERCENTILES,
-    LOADGEN_PERCENTILES_TEXT,
     LOADGEN_SCENARIOS,
     MAX_BATCH,
     MAX_MIN_TIME_S,
@@ -42,7 +39,12 @@ from dlbench.spec.case import (
     Case,
     Settings,
 )
-from dlbench.spec.case_parts import TimeToTrain
+from dlbench.spec.case_parts import (
+    DEFAULT_LATENCY_BOUND_MS,
+    LOADGEN_PERCENTILES,
+    LOADGEN_PERCENTILES_TEXT,
+    TimeToTrain,
+)
 from dlbench.spec.cli_options import CliOption, option_flag
 from dlbench.spec.digest import files_digest, path_digest
 from dlbench.spec.registry import (
@@ -472,7 +474,8 @@ def server_options_given(source: object, endpoint: bool = False) -> list[str]:
     return [
         flag
         for name, flag in SERVER_FIELDS.items()
-        if getattr(source, name) not in (None, False) and not (endpoint and name == "find_peak")
+        if option_value(source, name) not in (None, False)
+        and not (endpoint and name == "find_peak")
     ]
 
 
@@ -480,7 +483,7 @@ def _validate_serving(case: Case, token_server: FrameworkInfo | None = None) -> 
     """LoadGen cases: inference only, LoadGen installed, the server's options
     complete and in range; returns the case with the server's defaults filled in.
     `token_server`: a generation workload's framework (plan.token_server_cases)."""
-    loadgen = case.loadgen or case.scenario in LOADGEN_SCENARIOS
+    loadgen = case.server.loadgen or case.scenario in LOADGEN_SCENARIOS
     for name in ("loadgen", "find_peak"):
         if not isinstance(case.value_of(name), bool):
             raise UserError(f"invalid {name} {case.value_of(name)!r}; expected true or false")
@@ -503,8 +506,8 @@ def _validate_serving(case: Case, token_server: FrameworkInfo | None = None) -> 
         )
     _require_loadgen()
     if case.scenario != "server":
-        return replace(case, loadgen=True)
-    return replace(case, loadgen=True, **_server_settings(case))
+        return case.replaced(loadgen=True)
+    return case.replaced(loadgen=True, **_server_settings(case))
 
 
 def _server_settings(case: Case) -> dict[str, Any]:
@@ -514,15 +517,15 @@ def _server_settings(case: Case) -> dict[str, Any]:
             "offline or multi-stream scenario"
         )
     _require_rate(case, "the latency bound")
-    bound = _first(case.latency_bound_ms, DEFAULT_LATENCY_BOUND_MS)
+    bound = _first(case.server.latency_bound_ms, DEFAULT_LATENCY_BOUND_MS)
     _require_positive("latency bound (ms)", bound, MAX_MIN_TIME_S * 1000.0)
-    percentile = _first(case.latency_percentile, DEFAULT_LATENCY_PERCENTILE)
+    percentile = _first(case.server.latency_percentile, DEFAULT_LATENCY_PERCENTILE)
     _require_number("latency percentile", percentile, 0.0, 100.0)
     if percentile not in LOADGEN_PERCENTILES:
         raise UserError(
             f"invalid latency percentile {percentile!r}; LoadGen reports {LOADGEN_PERCENTILES_TEXT}"
         )
-    streams = case.streams if case.streams is not None else default_streams(case)
+    streams = case.server.streams if case.server.streams is not None else default_streams(case)
     _require_int("streams", streams, 1, MAX_STREAMS)
     return {"latency_bound_ms": float(bound), "latency_percentile": float(percentile),
             "streams": streams}  # fmt: skip
@@ -531,15 +534,15 @@ def _server_settings(case: Case) -> dict[str, Any]:
 def _require_rate(case: Case, kept: str) -> None:
     """A server case's arrival rate: --target-qps in range, or --find-peak (the highest
     rate that keeps `kept`), one of the two."""
-    if case.target_qps is None and not case.find_peak:
+    if case.server.target_qps is None and not case.server.find_peak:
         raise UserError(
             "scenario server needs --target-qps Q (queries per second) or --find-peak "
             f"(the highest rate that keeps {kept})"
         )
-    if case.target_qps is not None and case.find_peak:
+    if case.server.target_qps is not None and case.server.find_peak:
         raise UserError("--find-peak searches for the rate itself; drop --target-qps")
-    if case.target_qps is not None:
-        _require_positive("target QPS", case.target_qps, MAX_TARGET_QPS)
+    if case.server.target_qps is not None:
+        _require_positive("target QPS", case.server.target_qps, MAX_TARGET_QPS)
 
 
 def default_streams(case: Case) -> int:

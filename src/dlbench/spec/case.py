@@ -17,11 +17,13 @@ from typing import Any, ClassVar
 from dlbench.measure.openai_api import COMPLETIONS
 from dlbench.spec import JSONObject, JSONValue, record_dict
 from dlbench.spec.case_parts import (
+    DEFAULT_LATENCY_PERCENTILE,
     DEFAULT_SLO_PERCENTILE,
     RECORDED_AXIS,
     SUITE_AXIS,
     DdpLaunch,
     LlmServing,
+    ServerLoad,
     TimeToTrain,
     UserModel,
 )
@@ -29,10 +31,8 @@ from dlbench.spec.cli_options import (
     cli,
     integer,
     non_negative_float,
-    number_type,
     option_pair,
     param_pair,
-    positive_float,
     positive_int,
     run_label,
 )
@@ -47,19 +47,6 @@ SCENARIOS = ("single-stream", "multi-stream", "server", "offline")
 LOADGEN_SCENARIOS = ("multi-stream", "server")
 # MLPerf's samples per multi-stream query, where none is given
 MULTI_STREAM_SAMPLES = 8
-# The server scenario's latency bound where none is given: MLPerf's default
-# (mlperf.conf: *.Server.target_latency = 10) at its 99th percentile.
-DEFAULT_LATENCY_BOUND_MS = 10.0
-DEFAULT_LATENCY_PERCENTILE = 99.0
-# The percentiles LoadGen's detail log reports (results.cc): a bound held at any
-# other percentile could not be shown beside the verdict.
-LOADGEN_PERCENTILES = (50.0, 90.0, 95.0, 97.0, 99.0, 99.9)
-LOADGEN_PERCENTILES_TEXT = ", ".join(f"{p:g}" for p in LOADGEN_PERCENTILES)
-loadgen_percentile = number_type(
-    float,
-    lambda v: v in LOADGEN_PERCENTILES,
-    f"one of the percentiles LoadGen reports: {LOADGEN_PERCENTILES_TEXT}",
-)
 # MLPerf's early-stopping minimum for a 99th percentile with no over-latency
 # queries (mlperf.conf sets it as multi-stream's min_query_count): fewer samples
 # cannot bound p99.
@@ -116,8 +103,9 @@ class Case:
 
     The fields only some cases have are held by parts (spec.case_parts: a user's
     model file and its inputs, `user_model`; a time-to-train case's target and data,
-    `time_to_train`; a DDP launch, `ddp_launch`; a served LLM's load and SLOs,
-    `llm_serving`), each a record or None, written flat
+    `time_to_train`; a DDP launch, `ddp_launch`; a server's load under LoadGen,
+    `server_load`; a served LLM's load and SLOs, `llm_serving`), each a record or
+    None, written flat
     beside the case's own fields under their own names: `Case.of` and `replaced`
     take those flat names, as a case file, a suite entry and `dlbench run` give them.
     """
@@ -276,81 +264,10 @@ class Case:
             "or in every timed step (inside)",
         ),
     )
-    # Serving, measured by MLPerf LoadGen: `loadgen` drives the case with LoadGen
-    # instead of dlbench's step loop (always in the multi-stream and server
-    # scenarios). A server case has a Poisson arrival rate (target_qps) or
-    # searches for the highest rate that keeps its bound (find_peak); the bound
-    # is the latency_percentile-th percentile at most latency_bound_ms; `streams`
-    # queries are served at once (plan.validate fills the defaults in).
-    loadgen: bool = field(
-        default=False,
-        metadata=SUITE_AXIS
-        | cli(
-            "--loadgen",
-            switch=True,
-            group="serving",
-            help="drive single-stream and offline cases with LoadGen instead of dlbench's "
-            "step loop (multi-stream and server always use it)",
-        ),
-    )
-    target_qps: float | None = field(
-        default=None,
-        metadata=SUITE_AXIS
-        | cli(
-            "--target-qps",
-            parse=positive_float,
-            metavar="Q",
-            group="serving",
-            help="server: the Poisson arrival rate, queries per second",
-        ),
-    )
-    find_peak: bool = field(
-        default=False,
-        metadata=SUITE_AXIS
-        | cli(
-            "--find-peak",
-            switch=True,
-            group="serving",
-            help="server: search for the highest rate whose latency percentile keeps the "
-            "bound; --endpoint: the highest rate (or concurrency) whose SLOs hold",
-        ),
-    )
-    latency_bound_ms: float | None = field(
-        default=None,
-        metadata=SUITE_AXIS
-        | cli(
-            "--latency-bound-ms",
-            parse=positive_float,
-            metavar="L",
-            group="serving",
-            help="server: the latency bound in ms "
-            f"(default {DEFAULT_LATENCY_BOUND_MS:g}, MLPerf's)",
-        ),
-    )
-    latency_percentile: float | None = field(
-        default=None,
-        metadata=SUITE_AXIS
-        | cli(
-            "--latency-percentile",
-            parse=loadgen_percentile,
-            metavar="P",
-            group="serving",
-            help="server: the percentile held to the bound "
-            f"({LOADGEN_PERCENTILES_TEXT}; default {DEFAULT_LATENCY_PERCENTILE:g})",
-        ),
-    )
-    streams: int | None = field(
-        default=None,
-        metadata=SUITE_AXIS
-        | cli(
-            "--streams",
-            parse=positive_int,
-            group="serving",
-            help="server: queries served at once, each with threads/streams threads "
-            "(default: one single-threaded stream per CPU thread; 1 on a GPU)",
-        ),
-    )
-
+    # how a server case is loaded: under MLPerf LoadGen (its rate, its latency bound),
+    # with a peak search and the queries served at once; None for every other case
+    # (spec.case_parts)
+    server_load: ServerLoad | None = field(default=None, metadata=record_dict.FLATTENED)
     # a served LLM's load (--endpoint, a served engine such as vLLM, a generation
     # server's SLOs): the server, the client's load profile and the SLO bounds; None
     # for every other case (spec.case_parts)
@@ -405,6 +322,12 @@ class Case:
         """The processes the case trains in: its DDP ranks, 1 for a plain process."""
         launch = self.ddp_launch
         return launch.nproc if launch is not None and launch.ddp else 1
+
+    @property
+    def server(self) -> ServerLoad:
+        """How a server case is loaded: its part where it has one, else every field at
+        its default (no LoadGen, no search, streams not given)."""
+        return self.server_load if self.server_load is not None else _NO_SERVER_LOAD
 
     @property
     def serving(self) -> LlmServing:
@@ -478,26 +401,13 @@ class Case:
             ("threads", f"t={self.threads}"),
             ("interop_threads", "" if interop in (None, self.threads) else f"interop={interop}"),
             ("transfer", "transfer=inside" if self.transfer == "inside" else ""),
-            (
-                "loadgen",
-                "loadgen" if self.loadgen and self.scenario not in LOADGEN_SCENARIOS else "",
-            ),
-            ("target_qps", f"qps={self.target_qps:g}" if self.target_qps is not None else ""),
-            ("find_peak", "find-peak" if self.find_peak else ""),
-            ("latency_bound_ms", self._bound_label()),
-            ("streams", f"streams={self.streams}" if self.streams is not None else ""),
+            *_server_label_parts(self.server_load, self.scenario),
             *_llm_serving_label_parts(self.llm_serving),
             *_ddp_label_parts(self.ddp_launch),
             *_time_to_train_label_parts(self.time_to_train),
             *_user_model_label_parts(self.user_model),
             ("options", " ".join(f"{k}={v}" for k, v in self.options)),
         ]
-
-    def _bound_label(self) -> str:
-        if self.latency_bound_ms is None:
-            return ""
-        percentile = self.latency_percentile or DEFAULT_LATENCY_PERCENTILE
-        return f"p{percentile:g}<={self.latency_bound_ms:g}ms"
 
     @classmethod
     def of(cls, **flat: Any) -> Case:  # noqa: ANN401  # each field's own type
@@ -530,14 +440,16 @@ class Case:
 
 
 # Case's fields that hold a part (spec.case_parts), by name: their records' types
-_PARTS: dict[str, type[UserModel | TimeToTrain | DdpLaunch | LlmServing]] = {
+_PARTS: dict[str, type[UserModel | TimeToTrain | DdpLaunch | ServerLoad | LlmServing]] = {
     "user_model": UserModel,
     "time_to_train": TimeToTrain,
     "ddp_launch": DdpLaunch,
+    "server_load": ServerLoad,
     "llm_serving": LlmServing,
 }
 _OWN_FIELDS = tuple(f.name for f in fields(Case))
 _NO_SERVING = LlmServing()
+_NO_SERVER_LOAD = ServerLoad()
 _PART_FIELDS = {part: {f.name: f for f in fields(kind)} for part, kind in _PARTS.items()}
 
 
@@ -561,6 +473,26 @@ def _nested(flat: dict[str, Any]) -> dict[str, Any]:
 NULL_LABEL = "null (harness)"
 # Case fields kept as name -> value pairs (JSON objects in files): params, options, inputs
 PAIR_FIELDS = record_dict.pair_fields(Case)
+
+
+def _server_label_parts(load: ServerLoad | None, scenario: str | None) -> list[tuple[str, str]]:
+    if load is None:
+        return []
+    rate, streams = load.target_qps, load.streams
+    return [
+        ("loadgen", "loadgen" if load.loadgen and scenario not in LOADGEN_SCENARIOS else ""),
+        ("target_qps", f"qps={rate:g}" if rate is not None else ""),
+        ("find_peak", "find-peak" if load.find_peak else ""),
+        ("latency_bound_ms", _bound_label(load)),
+        ("streams", f"streams={streams}" if streams is not None else ""),
+    ]
+
+
+def _bound_label(load: ServerLoad) -> str:
+    if load.latency_bound_ms is None:
+        return ""
+    percentile = load.latency_percentile or DEFAULT_LATENCY_PERCENTILE
+    return f"p{percentile:g}<={load.latency_bound_ms:g}ms"
 
 
 def _llm_serving_label_parts(load: LlmServing | None) -> list[tuple[str, str]]:

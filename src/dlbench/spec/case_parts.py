@@ -18,6 +18,7 @@ from dlbench.spec.cli_options import (
     cli,
     endpoint_url,
     fraction,
+    number_type,
     percentile_value,
     positive_float,
     positive_int,
@@ -35,6 +36,19 @@ SUITE_AXIS = {"suite": True}
 RECORDED_AXIS = {"suite": True, record_dict.REQUIRED: True}
 # "cli" (spec.cli_options.cli): the `dlbench run` option that sets the field;
 # the parser and the plan's RunRequest are built from it.
+# The server scenario's latency bound where none is given: MLPerf's default
+# (mlperf.conf: *.Server.target_latency = 10) at its 99th percentile.
+DEFAULT_LATENCY_BOUND_MS = 10.0
+DEFAULT_LATENCY_PERCENTILE = 99.0
+# The percentiles LoadGen's detail log reports (results.cc): a bound held at any
+# other percentile could not be shown beside the verdict.
+LOADGEN_PERCENTILES = (50.0, 90.0, 95.0, 97.0, 99.0, 99.9)
+LOADGEN_PERCENTILES_TEXT = ", ".join(f"{p:g}" for p in LOADGEN_PERCENTILES)
+loadgen_percentile = number_type(
+    float,
+    lambda v: v in LOADGEN_PERCENTILES,
+    f"one of the percentiles LoadGen reports: {LOADGEN_PERCENTILES_TEXT}",
+)
 # The percentile an endpoint's SLO bounds hold at, where none is given (MLPerf's LLM
 # benchmarks hold TTFT and TPOT at their 99th)
 DEFAULT_SLO_PERCENTILE = 99.0
@@ -310,5 +324,86 @@ class LlmServing:
             group="endpoint",
             help="--request-rate's TTFT and end-to-end latency from each request's scheduled "
             "arrival (schedule, default, as LoadGen) or from its send (send)",
+        ),
+    )
+
+
+@dataclass(frozen=True)
+class ServerLoad:
+    """How a server case is loaded. Serving measured by MLPerf LoadGen: `loadgen`
+    drives the case with LoadGen instead of dlbench's step loop (always in the
+    multi-stream and server scenarios). A server case has a Poisson arrival rate
+    (target_qps) or searches for the highest rate that keeps its bound (find_peak);
+    the bound is the latency_percentile-th percentile at most latency_bound_ms;
+    `streams` queries are served at once (plan.validate fills the defaults in). An
+    endpoint's case searches too (find_peak, for the load its SLOs hold at), and a
+    served engine's serves `streams` sequences at once."""
+
+    loadgen: bool = field(
+        default=False,
+        metadata=SUITE_AXIS
+        | cli(
+            "--loadgen",
+            switch=True,
+            group="serving",
+            help="drive single-stream and offline cases with LoadGen instead of dlbench's "
+            "step loop (multi-stream and server always use it)",
+        ),
+    )
+    target_qps: float | None = field(
+        default=None,
+        metadata=SUITE_AXIS
+        | cli(
+            "--target-qps",
+            parse=positive_float,
+            metavar="Q",
+            group="serving",
+            help="server: the Poisson arrival rate, queries per second",
+        ),
+    )
+    find_peak: bool = field(
+        default=False,
+        metadata=SUITE_AXIS
+        | cli(
+            "--find-peak",
+            switch=True,
+            group="serving",
+            help="server: search for the highest rate whose latency percentile keeps the "
+            "bound; --endpoint: the highest rate (or concurrency) whose SLOs hold",
+        ),
+    )
+    latency_bound_ms: float | None = field(
+        default=None,
+        metadata=SUITE_AXIS
+        | cli(
+            "--latency-bound-ms",
+            parse=positive_float,
+            metavar="L",
+            group="serving",
+            help="server: the latency bound in ms "
+            f"(default {DEFAULT_LATENCY_BOUND_MS:g}, MLPerf's)",
+        ),
+    )
+    latency_percentile: float | None = field(
+        default=None,
+        metadata=SUITE_AXIS
+        | cli(
+            "--latency-percentile",
+            parse=loadgen_percentile,
+            metavar="P",
+            group="serving",
+            help="server: the percentile held to the bound "
+            f"({LOADGEN_PERCENTILES_TEXT}; default {DEFAULT_LATENCY_PERCENTILE:g})",
+        ),
+    )
+    streams: int | None = field(
+        default=None,
+        metadata=SUITE_AXIS
+        | cli(
+            "--streams",
+            parse=positive_int,
+            group="serving",
+            help="server: queries served at once, each with threads/streams threads "
+            "(default: one single-threaded stream per CPU thread; 1 on a GPU)",
         ),
     )

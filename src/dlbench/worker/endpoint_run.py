@@ -299,7 +299,7 @@ def run_endpoint(job: Job, settings: Settings, requests: RequestSet | None = Non
         loop.run_until_complete(session.negotiate())
         warm = loop.run_until_complete(session.warm_up(settings.warmup_iters))
         report_progress(job.outputs, f"warmed up: {len(warm)} requests")
-        if case.find_peak:
+        if case.server.find_peak:
             say = functools.partial(report_progress, job.outputs)
             found = find_peak(session, loop, budget, job.seed, warm, say)
             loaded = found.reported
@@ -319,7 +319,7 @@ def run_endpoint(job: Job, settings: Settings, requests: RequestSet | None = Non
         loop.close()
     record = replace(loaded.record, token_ids_field=session.token_ids_field,
                      length_fields=session.length_fields)  # fmt: skip
-    if case.find_peak:
+    if case.server.find_peak:
         record = _with_search(record, found)
     loaded = replace(loaded, record=record)
     return _failed_where_unusable(endpoint_result(job, loaded, warm, requests, setup_start), record)
@@ -329,7 +329,7 @@ def watches_its_queue(case: Case) -> bool:
     """Whether the case's loads arrive on a schedule (a rate, or a rate search),
     which measure.saturation watches for a queue that only grows."""
     return case.serving.request_rate is not None or (
-        case.find_peak and case.serving.concurrency is None
+        case.server.find_peak and case.serving.concurrency is None
     )
 
 

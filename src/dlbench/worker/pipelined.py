@@ -44,7 +44,7 @@ def timing_mode(job: Job, batch: int) -> str:
     """Throughput for training and offline inference, latency for single-stream and
     every LoadGen scenario (LoadGen times each query itself)."""
     case = job.case
-    if case.loadgen:
+    if case.server.loadgen:
         return LATENCY
     if case.mode == "train" or case.effective_scenario(batch) == "offline":
         return THROUGHPUT

@@ -141,16 +141,16 @@ def measure_served(prepared: Prepared, job: Job, settings: Settings) -> Served:
         service_s = statistics.median(timing.warmup_s or [timing.first_call_s])
         fastest_s = min(timing.warmup_s or [timing.first_call_s])
         server = QueryServer(
-            lg, _streams(prepared, case.streams), prepared.context, scenario, batch
+            lg, _streams(prepared, case.server.streams), prepared.context, scenario, batch
         )
         try:
             tester = _Tester(lg, server, job, settings, scenario, batch, fastest_s)
-            if case.find_peak:
-                capacity = (case.streams or 1) / max(service_s, MIN_EXPECTED_S)
+            if case.server.find_peak:
+                capacity = (case.server.streams or 1) / max(service_s, MIN_EXPECTED_S)
                 # a try at a lower rate would take LoadGen's minimum queries past MAX_STRETCH
                 floor = settings.min_iters / (MAX_STRETCH * max(settings.min_time_s, 1e-3))
-                bound = float(case.latency_bound_ms or 0.0)
-                percentile = case.latency_percentile or DEFAULT_LATENCY_PERCENTILE
+                bound = float(case.server.latency_bound_ms or 0.0)
+                percentile = case.server.latency_percentile or DEFAULT_LATENCY_PERCENTILE
                 tries, chosen, why = search_peak(
                     tester.run,
                     capacity,
@@ -162,14 +162,16 @@ def measure_served(prepared: Prepared, job: Job, settings: Settings) -> Served:
                     say=functools.partial(report_progress, job.outputs),
                 )
             else:
-                chosen = tester.run(case.target_qps)
+                chosen = tester.run(case.server.target_qps)
                 tries, why = [chosen], None
         finally:
             server.close()
     timing.samples_s = chosen.latencies_s
     usage = chosen.reading.usage
     timing.loop_wall_s = usage.wall_end_epoch_s - usage.wall_start_epoch_s
-    details = _details(job, settings, scenario, chosen, tries if case.find_peak else None, why)
+    details = _details(
+        job, settings, scenario, chosen, tries if case.server.find_peak else None, why
+    )
     rate = chosen.outcome["samples_per_s"]
     if rate is None:  # LoadGen's log had no rate: samples completed over the test's time
         rate = len(chosen.latencies_s) * batch / max(timing.loop_wall_s, 1e-9)
@@ -259,11 +261,11 @@ class _Tester:
             most_qps = MAX_GENERATED_QUERIES / (2 * max(duration_s, 1e-3))
             test.offline_expected_qps = min(expected_qps, most_qps)
         else:
-            assert target_qps is not None and case.latency_bound_ms is not None
-            bound_s = case.latency_bound_ms / 1000.0
+            assert target_qps is not None and case.server.latency_bound_ms is not None
+            bound_s = case.server.latency_bound_ms / 1000.0
             test.server_target_qps = target_qps
             test.server_target_latency_ns = round(bound_s * 1e9)
-            percentile = case.latency_percentile or DEFAULT_LATENCY_PERCENTILE
+            percentile = case.server.latency_percentile or DEFAULT_LATENCY_PERCENTILE
             test.server_target_latency_percentile = percentile / 100.0
             test.server_max_async_queries = max(
                 MIN_OUTSTANDING, math.ceil(target_qps * bound_s * OVERLOAD_BOUNDS)
@@ -363,9 +365,9 @@ def _details(
     if scenario == "server":
         details.update(
             target_qps=chosen.target_qps,
-            bound_ms=case.latency_bound_ms,
-            percentile=case.latency_percentile,
-            streams=case.streams,
+            bound_ms=case.server.latency_bound_ms,
+            percentile=case.server.latency_percentile,
+            streams=case.server.streams,
         )
     if tries is not None:
         details["tries"] = [t.brief() for t in tries]

@@ -47,8 +47,8 @@ def execute(case: Case, settings: Settings, outputs: CaseOutputs | None = None) 
     backend = load_backend(case.framework)()  # imports the framework
     import_s = time.perf_counter() - started
     intra = case.threads
-    if case.streams and not backend.streams_share_threads:
-        intra = max(1, intra // case.streams)  # each server stream runs its own thread team
+    if case.server.streams and not backend.streams_share_threads:
+        intra = max(1, intra // case.server.streams)  # each server stream runs its own thread team
     threads = backend.configure_threads(intra, case.effective_interop_threads)
     device = backend.resolve_device(case.device)
     require_device_kind(case.framework, case.device, device)
@@ -82,7 +82,7 @@ def run_steps(backend: Backend, job: Job, settings: Settings) -> Result:
         )
     mode = timing_mode(job, prepared.batch_size or job.batch_size)
     pipelined = None
-    if job.case.loadgen:
+    if job.case.server.loadgen:
         from dlbench.worker.serving import measure_served
 
         served = measure_served(prepared, job, settings)

@@ -99,7 +99,7 @@ def run_token_serving(backend: Backend, job: Job, settings: Settings) -> Result:
     """Serve the case's prompts under LoadGen; one Result (tokens checked)."""
     import mlperf_loadgen as lg  # imported here: the generation loop never loads it
 
-    streams = int(job.case.streams or 1)
+    streams = int(job.case.server.streams or 1)
     setup_start = time.perf_counter()
     engine = backend.prepare_serving(job, streams)
     record = engine.details.generation
@@ -113,7 +113,7 @@ def run_token_serving(backend: Backend, job: Job, settings: Settings) -> Result:
     try:
         first = server.serve_alone(0)
         # a search starts from the warm-up's rate: never from the first call (compilation)
-        warmups = max(settings.warmup_iters, 1 if job.case.find_peak else 0)
+        warmups = max(settings.warmup_iters, 1 if job.case.server.find_peak else 0)
         warm = [server.serve_alone((i + 1) % PROMPTS) for i in range(warmups)]
         tester = _Tester(lg, server, job, settings)
         chosen, found = _measure(tester, warm or [first])
@@ -151,8 +151,8 @@ def run_token_serving(backend: Backend, job: Job, settings: Settings) -> Result:
 def _measure(tester: _Tester, warm: list[Answered]) -> tuple[TokenTest, Found[TokenTest] | None]:
     """The test at --target-qps, or the search for the peak rate and its chosen test."""
     case = tester.job.case
-    if not case.find_peak:
-        return tester.run(float(case.target_qps or 0.0)), None
+    if not case.server.find_peak:
+        return tester.run(float(case.server.target_qps or 0.0)), None
     e2e_s = statistics.median(a.times.e2e_s for a in warm)
     # one request alone misses a bound: no rate can keep it; one try shows it
     alone = _alone_misses(warm, case.serving.ttft_ms, case.serving.tpot_ms)
@@ -160,7 +160,7 @@ def _measure(tester: _Tester, warm: list[Answered]) -> tuple[TokenTest, Found[To
     # alone (streams/e2e), which no shared CPU reaches: a continuous-batching step of 32
     # sequences is several times one's. Their geometric mean leaves the fewest tries
     # either way, and a search that starts low spends its tries on rates that drain.
-    start = 0.8 * math.sqrt(case.streams or 1) / max(e2e_s, 1e-6)
+    start = 0.8 * math.sqrt(case.server.streams or 1) / max(e2e_s, 1e-6)
     if alone is not None:
         test = tester.run(start / 4)
         return test, Found([(start / 4, test)], None, test, alone)
@@ -210,7 +210,7 @@ class _Tester:
             raise CaseError(f"LoadGen wrote no {DETAIL_LOG} in {folder}")
         test = TokenTest(target_qps, loadgen_outcome(detail, "server", 1),
                          list(self.server.answered), reading, folder)  # fmt: skip
-        if self.job.case.find_peak:
+        if self.job.case.server.find_peak:
             percentile = float(self.job.case.serving.slo_percentile or 99.0)
             _report_try(self.job.outputs, self.count, test, percentile)
         return test
@@ -235,7 +235,7 @@ class _Tester:
         # a whole request within both bounds: LoadGen's overall latency target
         osl = self.job.params["osl"]
         test.server_target_latency_ns = round((ttft_ms + tpot_ms * (osl - 1)) * 1e6)
-        test.server_max_async_queries = OUTSTANDING_PER_STREAM * max(1, case.streams or 1)
+        test.server_max_async_queries = OUTSTANDING_PER_STREAM * max(1, case.server.streams or 1)
         return test
 
 
@@ -258,7 +258,7 @@ def _loadgen_record(
     details: dict[str, Any] = {
         "scenario": "server", "note": NOT_OFFICIAL, "min_duration_s": settings.min_time_s,
         **chosen.outcome, "log_dir": str(chosen.log_dir), "target_qps": chosen.target_qps,
-        "percentile": case.serving.slo_percentile, "streams": case.streams,
+        "percentile": case.serving.slo_percentile, "streams": case.server.streams,
         "ttft_bound_ms": case.serving.ttft_ms, "tpot_bound_ms": case.serving.tpot_ms,
         "batching": batching,
     }  # fmt: skip

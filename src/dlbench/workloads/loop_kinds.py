@@ -73,7 +73,7 @@ LOOP_KINDS = (
         "generation-server",
         "a generation engine under LoadGen's server scenario, with token latencies",
         lambda case, workload, info: (
-            workload.generative and (case.scenario is not None or case.loadgen is True)
+            workload.generative and (case.scenario is not None or case.server.loadgen is True)
         ),
         "dlbench.worker.token_serving:run_token_serving",
         "dlbench.plan.validate:checked_generation_server",

@@ -110,7 +110,7 @@ def workload_need(case: Case) -> Need:
     for device in devices:
         params = workload.resolve_params(device, given)
         batch = case.batch_size or workload.default_batch_size(device, params)
-        if workload.generative and seeded_on_device(case.framework, device, case.loadgen):
+        if workload.generative and seeded_on_device(case.framework, device, case.server.loadgen):
             # its weights, cache and reference live on the GPU: the host holds prompts
             nbytes = batch * workload.input_bytes_per_sample(params, case.mode)
         else:
@@ -132,7 +132,7 @@ def generation_server_need(case: Case, streams: int, one_pipeline: bool) -> Need
     """A generation server's `streams`: one model holding a KV cache per sequence where
     the engine batches them (continuous batching), else a model and its cache per
     stream (a generator each, serving one request at a time)."""
-    case = replace(case, loadgen=True)  # a server runs under LoadGen, on the shared checkpoint
+    case = case.replaced(loadgen=True)  # a server runs under LoadGen, on the shared checkpoint
     if one_pipeline:
         batched = workload_need(replace(case, batch_size=streams))
         return Need(

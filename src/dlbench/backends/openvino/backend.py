@@ -199,7 +199,7 @@ def plugin_config(case: Case, threads: int, offline: bool) -> dict[str, Any]:
         "INFERENCE_PRECISION_HINT": _precision_hint(case.precision),
     }
     if server:
-        config["NUM_STREAMS"] = case.streams or 1
+        config["NUM_STREAMS"] = case.server.streams or 1
     return config
 
 

@@ -71,7 +71,7 @@ class VllmBackend(OpenAIServerBackend):
         return "cuda:0" if requested in ("auto", "cuda") else requested
 
     def server_launch(self, job: Job, port: int, log_dir: Path) -> ServerLaunch:
-        streams = int(job.case.streams or 1)
+        streams = int(job.case.server.streams or 1)
         checkpoint = checkpoint_folder(job.workload.name, job.seed)
         argv = server.serve_argv(self.python, checkpoint, job, port, streams)
         env = server.serve_env(job.device, cache_dir() / "vllm")

@@ -69,7 +69,7 @@ def load_points(result: Result) -> list[LoadPoint]:
         return _loadgen_points(result.case, loadgen)
     if endpoint is None:
         return []
-    if result.case.find_peak:
+    if result.case.server.find_peak:
         return _endpoint_tries(result.case, endpoint)
     return _endpoint_load(result, endpoint)
 
@@ -210,11 +210,11 @@ def _chart(key: str, measured: Measured, measure: Measure) -> CurveChart | None:
 def _curves(measured: Measured, measure: Measure) -> tuple[Curve, ...]:
     """One line of the results at a load each (a sweep), and one per --find-peak
     result; a line with no value of the measure is left out."""
-    swept = [point for result, points in measured if not result.case.find_peak
+    swept = [point for result, points in measured if not result.case.server.find_peak
              for point in points]  # fmt: skip
     curves = [_curve(_swept_label(measured[0][0].case, swept), swept, measure)]
     for result, points in measured:
-        if result.case.find_peak:
+        if result.case.server.find_peak:
             label = f"{result.case.label(only=LOAD_FIELDS)}: every load tried"
             curves.append(_curve(label, points, measure))
     return tuple(curve for curve in curves if curve.points)
@@ -259,7 +259,7 @@ def peak_of(result: Result) -> Peak | None:
     or an engine dlbench serves (vLLM) searched by the endpoint client's Poisson
     arrivals (details.endpoint, its axis the rate). None for any other result, or one
     that failed for another reason than that no rate held (its tokens diverged)."""
-    if not result.case.find_peak or result.case.mode != "infer":
+    if not result.case.server.find_peak or result.case.mode != "infer":
         return None
     loadgen, endpoint = result.details.loadgen, result.details.endpoint
     if loadgen is not None and loadgen.ttft_percentiles_ms is not None:

@@ -32,9 +32,11 @@ def serving_label(result: Result) -> str:
 def serving_tables(run: Run, baseline: str = "torch") -> list[StudyTable]:
     tables = []
     for name, results in run.inference_by_workload(loadgen=True).items():
-        peaks = [r for r in results if r.case.find_peak]
-        for bound in sorted({r.case.latency_bound_ms for r in peaks if r.case.latency_bound_ms}):
-            group = [r for r in peaks if r.case.latency_bound_ms == bound]
+        peaks = [r for r in results if r.case.server.find_peak]
+        for bound in sorted(
+            {r.case.server.latency_bound_ms for r in peaks if r.case.server.latency_bound_ms}
+        ):
+            group = [r for r in peaks if r.case.server.latency_bound_ms == bound]
             tables.append(_peak_table(name, group, baseline))
         single = [r for r in results if r.case.scenario == "single-stream"]
         if single:
@@ -61,8 +63,8 @@ def _peak_table(name: str, results: list[Result], baseline: str) -> StudyTable:
             )
         )
     title = (
-        f"{name}: peak server QPS with p{case.latency_percentile:g} <= "
-        f"{case.latency_bound_ms:g} ms (LoadGen, --find-peak)"
+        f"{name}: peak server QPS with p{case.server.latency_percentile:g} <= "
+        f"{case.server.latency_bound_ms:g} ms (LoadGen, --find-peak)"
     )
     return StudyTable(title, metric, tuple(rows), PEAK_COLUMNS)
 
@@ -107,13 +109,17 @@ def serving_charts(run: Run) -> list[CurveChart]:
     """Per workload and bound: LoadGen's p99 against the rate served, every rate tried."""
     charts = []
     for name, results in run.inference_by_workload(loadgen=True).items():
-        searched = [r for r in results if r.case.find_peak]
-        for bound in sorted({r.case.latency_bound_ms for r in searched if r.case.latency_bound_ms}):
-            group = [r for r in searched if r.case.latency_bound_ms == bound]
+        searched = [r for r in results if r.case.server.find_peak]
+        for bound in sorted(
+            {r.case.server.latency_bound_ms for r in searched if r.case.server.latency_bound_ms}
+        ):
+            group = [r for r in searched if r.case.server.latency_bound_ms == bound]
             curves = tuple(c for c in (_tries_curve(r) for r in group) if c.points)
             if not curves:
                 continue
-            percentile = f"{group[0].case.latency_percentile or DEFAULT_LATENCY_PERCENTILE:g}"
+            percentile = (
+                f"{group[0].case.server.latency_percentile or DEFAULT_LATENCY_PERCENTILE:g}"
+            )
             charts.append(
                 CurveChart(
                     name=f"serving-{slug(name)}-{bound:g}ms",
@@ -131,7 +137,7 @@ def serving_charts(run: Run) -> list[CurveChart]:
 
 def _tries_curve(result: Result) -> Curve:
     loadgen = _loadgen(result)
-    percentile = f"{result.case.latency_percentile or DEFAULT_LATENCY_PERCENTILE:g}"
+    percentile = f"{result.case.server.latency_percentile or DEFAULT_LATENCY_PERCENTILE:g}"
     peak = loadgen.peak_qps
     points = []
     for attempt in loadgen.tries or []:
