@@ -33,7 +33,7 @@ CASES = {
 
 def measure(case: Case, settings: Settings, loadgen: bool) -> float:
     """The median step (ms), or LoadGen's single-stream p50 (ms)."""
-    result = run_case(validate_case(replace(case, loadgen=loadgen)), settings)
+    result = run_case(validate_case(case.replaced(loadgen=loadgen)), settings)
     if not result.ok:
         raise SystemExit(f"{case.label()} failed: {result.error}")
     if loadgen:

@@ -25,7 +25,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import time
-from dataclasses import replace
 
 import httpx
 from endpoint_client_cost import start_server
@@ -78,11 +77,12 @@ def p(values: list[float], q: float) -> float:
 
 
 def report(label: str, outcome: LoadOutcome, args: argparse.Namespace, url: str) -> str:
-    case = Case("llm-requests", "endpoint", "default", device="remote", endpoint=url,
-                served_model="known", request_rate=args.rate)  # fmt: skip
+    case = Case.of(workload="llm-requests", framework="endpoint", compile="default",
+                   device="remote", endpoint=url, served_model="known",
+                   request_rate=args.rate)  # fmt: skip
     profile = LoadProfile(RATE, rate=args.rate)
     record, scheduled = judged(case, outcome, profile, WordText())
-    _, sent = judged(replace(case, latency_clock=SEND), outcome, profile, WordText())
+    _, sent = judged(case.replaced(latency_clock=SEND), outcome, profile, WordText())
     true_ttft = args.ttft_ms
     true_e2e = args.ttft_ms + (args.tokens - 1) * args.token_ms
     gaps = sorted(g for t in sent for g in t.gaps_s())

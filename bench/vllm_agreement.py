@@ -131,8 +131,8 @@ class Rounds:
 
 
 def server_job(isl: int, osl: int, compiled: bool) -> Job:
-    case = Case(workload=MODEL, framework="vllm", compile="default" if compiled else "eager",
-                device="cpu", threads=os.cpu_count() or 1, streams=32)  # fmt: skip
+    case = Case.of(workload=MODEL, framework="vllm", compile="default" if compiled else "eager",
+                   device="cpu", threads=os.cpu_count() or 1, streams=32)  # fmt: skip
     params = {"isl": isl + CONTEXT_MARGIN, "osl": osl}
     return Job(case, get_workload(MODEL), "cpu", 1, params, 0)
 

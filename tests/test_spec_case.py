@@ -156,3 +156,33 @@ def test_a_stored_case_with_a_models_inputs_and_no_model_is_refused():
     del data["model"]
     with pytest.raises(ValueError, match=r"results\[0\]\.case: missing model"):
         Case.from_dict(data, "results[0].case")
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "message"),
+    [
+        ("loadgen", 0, "case.loadgen: expected bool, not int"),
+        ("find_peak", 0.0, "case.find_peak: expected bool, not float"),
+        ("api", None, "case.api: expected str, not NoneType"),
+        ("nproc", True, "case.nproc: expected int, not bool"),
+        ("nproc", None, "case.nproc: expected int, not NoneType"),
+    ],
+)
+def test_a_parts_field_of_another_type_is_refused_not_read_as_its_default(key, value, message):
+    """0 is not False and null is not "completions": a part is left out only where its
+    keys hold exactly their defaults, as each field refused a wrong type before."""
+    data = {**make_case().to_dict(), key: value}
+    with pytest.raises(ValueError, match=message):
+        Case.from_dict(data, "case")
+
+
+def test_a_part_given_both_whole_and_by_its_fields_or_without_its_file_is_refused():
+    from dlbench.spec.case_parts import UserModel
+
+    core = {"workload": "user-model", "framework": "onnxruntime", "compile": "default"}
+    with pytest.raises(TypeError, match="trust_model given without model"):
+        Case.of(**core, trust_model=True)
+    with pytest.raises(TypeError, match="user_model and its fields"):
+        Case.of(**core, user_model=UserModel("a.onnx"), model="b.onnx")
+    # a suite entry's `loadgen: null` reaches planning's check as null, not as false
+    assert Case.of(**core, loadgen=None).value_of("loadgen") is None

@@ -28,12 +28,13 @@ from dlbench.plan.validate import validate_case
 from dlbench.spec import registry
 from dlbench.spec.case import Case, Settings
 from dlbench.spec.cli_options import CliOption, cli_options
+from dlbench.spec.record_dict import flat_fields
 from dlbench.spec.registry import FRAMEWORKS, AxisValues
 
 # Case fields whose values other than the default only some frameworks implement
 FRAMEWORK_AXES = [
-    (f.name, f.default, f.metadata["cli"])
-    for f in fields(Case)
+    (name, f.default, f.metadata["cli"])
+    for name, f in flat_fields(Case)
     if "cli" in f.metadata and f.metadata["cli"].by_framework
 ]
 # each such axis's values other than its default, on each framework

@@ -12,7 +12,7 @@ import functools
 import importlib.util
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import fields, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, NoReturn, TypeVar
 
@@ -47,6 +47,7 @@ from dlbench.spec.case_parts import (
 )
 from dlbench.spec.cli_options import CliOption, option_flag
 from dlbench.spec.digest import files_digest, path_digest
+from dlbench.spec.record_dict import flat_fields
 from dlbench.spec.registry import (
     ENDPOINT_FRAMEWORK,
     FRAMEWORKS,
@@ -230,8 +231,8 @@ def _validate_compile(case: Case, info: FrameworkInfo, workload: Workload) -> No
 # The Case fields only some frameworks implement the values of (beside the default),
 # with their options: read from the fields, so a new such axis needs no line here.
 FRAMEWORK_AXES = tuple(
-    (f, f.metadata["cli"])
-    for f in fields(Case)
+    (name, f, f.metadata["cli"])
+    for name, f in flat_fields(Case)
     if "cli" in f.metadata and f.metadata["cli"].by_framework
 )
 
@@ -239,10 +240,10 @@ FRAMEWORK_AXES = tuple(
 def _validate_framework_axes(case: Case, info: FrameworkInfo, workload: Workload) -> None:
     """Each per-framework axis: a value of its vocabulary, and one other than its
     default only where the framework's entry lists it for this workload."""
-    for f, option in FRAMEWORK_AXES:
-        value = getattr(case, f.name)
-        require_known(option.noun_for(f.name), value, tuple(option.vocabulary or ()))
-        values = info.axes.get(f.name)
+    for name, f, option in FRAMEWORK_AXES:
+        value = case.value_of(name)
+        require_known(option.noun_for(name), value, tuple(option.vocabulary or ()))
+        values = info.axes.get(name)
         if value == f.default or (
             values is not None
             and values.covers(value, case.workload, workload.epoch_based or workload.generative)
@@ -250,7 +251,7 @@ def _validate_framework_axes(case: Case, info: FrameworkInfo, workload: Workload
             continue
         raise UserError(
             f"{option.long_flag} {value} ({_meaning(option, value)}) is implemented for "
-            f"{_implementing(f.name, value)}, not {case.workload} on {case.framework}"
+            f"{_implementing(name, value)}, not {case.workload} on {case.framework}"
         )
 
 

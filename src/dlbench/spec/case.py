@@ -451,6 +451,10 @@ _OWN_FIELDS = tuple(f.name for f in fields(Case))
 _NO_SERVING = LlmServing()
 _NO_SERVER_LOAD = ServerLoad()
 _PART_FIELDS = {part: {f.name: f for f in fields(kind)} for part, kind in _PARTS.items()}
+# a part's field is a key of the case's JSON beside the case's own: one name, one field
+_FLAT_NAMES = [name for name, _ in record_dict.flat_fields(Case)]
+if len(set(_FLAT_NAMES)) != len(_FLAT_NAMES):
+    raise TypeError(f"Case's fields and its parts' share names: {sorted(_FLAT_NAMES)}")
 
 
 def _nested(flat: dict[str, Any]) -> dict[str, Any]:
@@ -459,14 +463,24 @@ def _nested(flat: dict[str, Any]) -> dict[str, Any]:
     values = dict(flat)
     for part, kind in _PARTS.items():
         own = {f.name: values.pop(f.name) for f in fields(kind) if f.name in values}
-        given = any(
-            value is not None and value != record_dict.field_default(f)
+        given = not all(
+            record_dict.holds_default(value, record_dict.field_default(f))
             for f in fields(kind)
-            if (value := own.get(f.name)) is not None
+            if (value := own.get(f.name, MISSING)) is not MISSING
         )
-        if part not in values:
-            values[part] = kind(**own) if given else None
+        if part in values:
+            if given:
+                raise TypeError(f"{part} and its fields ({', '.join(own)}) given together")
+            continue
+        missing = [f.name for f in fields(kind) if given and _required(f) and f.name not in own]
+        if missing:
+            raise TypeError(f"{', '.join(own)} given without {', '.join(missing)}")
+        values[part] = kind(**own) if given else None
     return values
+
+
+def _required(f: Field[Any]) -> bool:
+    return f.default is MISSING and f.default_factory is MISSING
 
 
 # How the null backend's cases are named wherever they are shown.

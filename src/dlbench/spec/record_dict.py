@@ -144,16 +144,30 @@ def from_dict(record: type[R], data: JSONValue, where: str | None = None) -> R:
 def _read_flattened(
     kind: type[DataclassInstance], data: JSONObject, at: str
 ) -> DataclassInstance | None:
-    """The flattened record `data` holds beside its parent's fields, None where each of
-    its keys is missing or holds its field's default."""
+    """The flattened record `data` holds beside its parent's fields; None where each of
+    its keys is missing or holds its field's default (null for one without a default).
+    Any other value is read, and type-checked, as the record's."""
     hints = _hints(kind)
-    own = {f.name for f in dataclasses.fields(kind)}
     if all(
-        data.get(f.name) is None or data[f.name] == plain(_default(f), hints[f.name])
+        f.name not in data or holds_default(data[f.name], plain(_default(f), hints[f.name]))
         for f in dataclasses.fields(kind)
     ):
         return None
+    own = {f.name for f in dataclasses.fields(kind)}
     return from_dict(kind, {k: v for k, v in data.items() if k in own}, at)
+
+
+def holds_default(value: object, default: object) -> bool:
+    """Whether `value` is a field's `default` (MISSING: a field without one, which null
+    stands for): equal and of the same kind, so that 0 is not False and null is not
+    "completions"; a list is the tuple it holds, and an empty object no pairs."""
+    if default is dataclasses.MISSING or value is None or default is None:
+        return value is None and default in (None, dataclasses.MISSING)
+    if isinstance(value, list | tuple) and isinstance(default, list | tuple):
+        return list(value) == list(default)
+    if isinstance(value, dict) and isinstance(default, list | tuple | dict):
+        return not value and not default
+    return type(value) is type(default) and value == default
 
 
 def _flattened(hint: object) -> type[DataclassInstance]:
