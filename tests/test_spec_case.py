@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import itertools
+from dataclasses import dataclass, field
 
 import pytest
 from factories import make_case, make_result, make_run
 
 from dlbench.report.compare import compare_runs
+from dlbench.spec import record_dict
 from dlbench.spec.case import Case, suite_axes
 
 # Each changes what is measured, so each must change the key (and the label).
@@ -186,3 +188,22 @@ def test_a_part_given_both_whole_and_by_its_fields_or_without_its_file_is_refuse
         Case.of(**core, user_model=UserModel("a.onnx"), model="b.onnx")
     # a suite entry's `loadgen: null` reaches planning's check as null, not as false
     assert Case.of(**core, loadgen=None).value_of("loadgen") is None
+
+
+@dataclass(frozen=True)
+class _Part:
+    threads: int = 1
+
+
+@dataclass(frozen=True)
+class _Parent:
+    threads: int = 2
+    part: _Part | None = field(default=None, metadata=record_dict.FLATTENED)
+
+
+def test_a_part_whose_field_shares_a_json_key_with_its_parent_is_refused():
+    """Two fields would write one key of the case's JSON: the record's type is refused
+    when its keys are first listed (for Case, as spec.case is imported)."""
+    with pytest.raises(TypeError, match="two fields write the JSON key 'threads'"):
+        record_dict.flat_fields(_Parent)
+    assert record_dict.flattened_parts(Case)["user_model"].__name__ == "UserModel"

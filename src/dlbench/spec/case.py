@@ -439,22 +439,13 @@ class Case:
         return record_dict.from_dict(cls, data, where)
 
 
-# Case's fields that hold a part (spec.case_parts), by name: their records' types
-_PARTS: dict[str, type[UserModel | TimeToTrain | DdpLaunch | ServerLoad | LlmServing]] = {
-    "user_model": UserModel,
-    "time_to_train": TimeToTrain,
-    "ddp_launch": DdpLaunch,
-    "server_load": ServerLoad,
-    "llm_serving": LlmServing,
-}
+# Case's fields that hold a part (spec.case_parts), by name: their records' types (a
+# name a part shares with the case or another part fails here, record_dict's check)
+_PARTS = record_dict.flattened_parts(Case)
 _OWN_FIELDS = tuple(f.name for f in fields(Case))
 _NO_SERVING = LlmServing()
 _NO_SERVER_LOAD = ServerLoad()
 _PART_FIELDS = {part: {f.name: f for f in fields(kind)} for part, kind in _PARTS.items()}
-# a part's field is a key of the case's JSON beside the case's own: one name, one field
-_FLAT_NAMES = [name for name, _ in record_dict.flat_fields(Case)]
-if len(set(_FLAT_NAMES)) != len(_FLAT_NAMES):
-    raise TypeError(f"Case's fields and its parts' share names: {sorted(_FLAT_NAMES)}")
 
 
 def _nested(flat: dict[str, Any]) -> dict[str, Any]:
@@ -472,15 +463,15 @@ def _nested(flat: dict[str, Any]) -> dict[str, Any]:
             if given:
                 raise TypeError(f"{part} and its fields ({', '.join(own)}) given together")
             continue
-        missing = [f.name for f in fields(kind) if given and _required(f) and f.name not in own]
+        missing = [
+            f.name
+            for f in fields(kind)
+            if given and record_dict.field_default(f) is MISSING and f.name not in own
+        ]
         if missing:
             raise TypeError(f"{', '.join(own)} given without {', '.join(missing)}")
         values[part] = kind(**own) if given else None
     return values
-
-
-def _required(f: Field[Any]) -> bool:
-    return f.default is MISSING and f.default_factory is MISSING
 
 
 # How the null backend's cases are named wherever they are shown.

@@ -136,7 +136,7 @@ def from_dict(record: type[R], data: JSONValue, where: str | None = None) -> R:
     if missing:
         raise ValueError(f"{at or record.__name__}: missing {', '.join(missing)}")
     if spare is not None:
-        named = {name for name, _ in flat_fields(record)}
+        named = _flat_hints(record)
         values[spare] = {k: v for k, v in data.items() if k not in named}
     return record(**values)
 
@@ -178,17 +178,48 @@ def _flattened(hint: object) -> type[DataclassInstance]:
     return inner
 
 
+@cache
 def flat_fields(
     record: type[DataclassInstance],
-) -> Iterator[tuple[str, dataclasses.Field[object]]]:
+) -> tuple[tuple[str, dataclasses.Field[object]], ...]:
     """(JSON key, field) for each field of `record` in JSON order, a flattened record's
-    fields in its place."""
+    fields in its place (made once per record type: a case's key and every case read
+    walk it)."""
+    _flat_hints(record)  # one field a key
+    return tuple((name, f) for name, f, _ in _flat_entries(record))
+
+
+@cache
+def _flat_hints(record: type[DataclassInstance]) -> dict[str, object]:
+    """The annotation of the field behind each JSON key of `record` (a flattened
+    record's keys too); a TypeError where two fields would write one key."""
+    hints: dict[str, object] = {}
+    for name, _, hint in _flat_entries(record):
+        if name in hints:
+            raise TypeError(f"{record.__name__}: two fields write the JSON key {name!r}")
+        hints[name] = hint
+    return hints
+
+
+def flattened_parts(record: type[DataclassInstance]) -> dict[str, type[DataclassInstance]]:
+    """The FLATTENED fields of `record`, by name: the record type each holds."""
+    hints = _hints(record)
+    return {
+        f.name: _flattened(hints[f.name])
+        for f in dataclasses.fields(record)
+        if f.metadata.get(FLATTEN)
+    }
+
+
+def _flat_entries(
+    record: type[DataclassInstance],
+) -> Iterator[tuple[str, dataclasses.Field[object], object]]:
     hints = _hints(record)
     for f in dataclasses.fields(record):
         if f.metadata.get(FLATTEN):
-            yield from flat_fields(_flattened(hints[f.name]))
+            yield from _flat_entries(_flattened(hints[f.name]))
         elif not f.metadata.get(REST):
-            yield f.name, f
+            yield f.name, f, hints[f.name]
 
 
 def unknown_keys(
@@ -200,11 +231,11 @@ def unknown_keys(
     over here (from_dict refuses it)."""
     if not isinstance(data, dict):
         return
-    named = dict(flat_fields(record))
+    named = _flat_hints(record)
     takes_any = any(f.metadata.get(REST) for f in dataclasses.fields(record))
     for key, value in data.items():
         if key in named:
-            yield from _unknown_in(_hint_of(record, key), value, f"{where}.{key}")
+            yield from _unknown_in(named[key], value, f"{where}.{key}")
         elif not takes_any:
             yield where, key, record.__name__
 
@@ -267,20 +298,7 @@ def plain(value: object, hint: object = Any) -> JSONValue:
 
 def pair_fields(record: type[DataclassInstance]) -> tuple[str, ...]:
     """The fields of `record` that hold (name, value) pairs (a JSON object each)."""
-    return tuple(name for name, _ in flat_fields(record) if is_pairs(_hint_of(record, name)))
-
-
-def _hint_of(record: type[DataclassInstance], key: str) -> object:
-    """The annotation of the field behind JSON key `key` (a flattened record's too)."""
-    hints = _hints(record)
-    if key in hints:
-        return hints[key]
-    for f in dataclasses.fields(record):
-        if f.metadata.get(FLATTEN):
-            inner = _flattened(hints[f.name])
-            if key in {name for name, _ in flat_fields(inner)}:
-                return _hint_of(inner, key)
-    raise KeyError(key)
+    return tuple(name for name, hint in _flat_hints(record).items() if is_pairs(hint))
 
 
 def without_none(hint: object) -> object:
