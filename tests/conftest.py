@@ -146,7 +146,18 @@ def unit_test_stays_in_process(
             "a unit test started a process: mark it integration (tests/conftest.py)"
         )
 
-    monkeypatch.setattr(subprocess.Popen, "__init__", refuse)
+    start_popen = subprocess.Popen.__init__
+
+    def refuse_popen(popen: subprocess.Popen[Any], command: Any, *args: Any, **kwargs: Any) -> None:
+        # Matplotlib's first import on a machine builds its font cache by running
+        # fontconfig's fc-list: the library's one-time set-up, not the test's work (a
+        # fresh machine's first chart test failed here)
+        if isinstance(command, list | tuple) and command and command[0] == "fc-list":
+            start_popen(popen, command, *args, **kwargs)
+            return
+        refuse()
+
+    monkeypatch.setattr(subprocess.Popen, "__init__", refuse_popen)
     monkeypatch.setattr(multiprocessing.process.BaseProcess, "start", refuse)
     before = {name for name in FRAMEWORK_PACKAGES if name in sys.modules}
     yield
