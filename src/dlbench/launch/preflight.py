@@ -11,7 +11,7 @@ cannot load the file is not the user's mistake (an operator it lacks, a
 conversion it cannot do): that case runs and fails with the framework's own
 reason kept in the result. A file the loader would read only unsafely (a Keras
 Lambda layer) without --trust-model is the user's call: exit 2 here, as a
-pickled torch file is refused earlier, from its format alone (plan.validate).
+pickled torch file is refused earlier, from its format alone (plan.user_model_checks).
 A file cut short is caught earlier too, by its format's own length fields
 (workloads.model_format).
 """

@@ -15,6 +15,12 @@ from typing import Any, TypeGuard, TypeVar
 
 from dlbench.errors import UserError
 from dlbench.plan.endpoint_cases import endpoint_entry
+from dlbench.plan.field_checks import require_known
+from dlbench.plan.server_load_checks import (
+    SERVER_FIELDS,
+    refuse_server_options,
+    server_options_given,
+)
 from dlbench.plan.suites import SuiteSpec, load_suite
 from dlbench.plan.sweeps import (
     LOAD_SWEEPS,
@@ -24,17 +30,9 @@ from dlbench.plan.sweeps import (
     load_variants,
     param_variants,
 )
-from dlbench.plan.validate import (
-    MODEL_OPTIONS,
-    SERVER_FIELDS,
-    TIME_TO_TRAIN_ONLY,
-    refuse_server_options,
-    require_known,
-    require_model_file,
-    server_options_given,
-    validate_case,
-    validate_settings,
-)
+from dlbench.plan.time_to_train_checks import TIME_TO_TRAIN_ONLY
+from dlbench.plan.user_model_checks import MODEL_OPTIONS, require_model_file
+from dlbench.plan.validate import validate_case, validate_settings
 from dlbench.spec import JSONObject, JSONValue
 from dlbench.spec.case import (
     COMPILE_MODES,

@@ -36,7 +36,7 @@ def validate_token_server(
     case: Case, continuous_batching: bool, cpu_streams: int, max_streams: int = MAX_STREAMS
 ) -> Case:
     """A generation case under LoadGen: the server scenario (its rate checked by
-    plan.validate, as every server case's); returns it with its bounds, percentile and
+    plan.server_load_checks, as every server case's); returns it with its bounds, percentile and
     streams filled in. `cpu_streams`: the streams an
     engine without a scheduler of its own gets where none is given; `max_streams`: the
     most the engine holds."""

@@ -50,7 +50,7 @@ def expected_outputs(
 ) -> Reference:
     """The recorded outputs to check against, recording `outputs` if they are the first.
 
-    `model_digest` is the case's (plan.validate computed it): the file is not
+    `model_digest` is the case's (plan.user_model_checks computed it): the file is not
     read again here. Outputs are kept in order (every framework that loads a
     format reads its outputs in the file's order), as `comparable` makes them.
     """

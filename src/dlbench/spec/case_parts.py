@@ -335,7 +335,7 @@ class ServerLoad:
     multi-stream and server scenarios). A server case has a Poisson arrival rate
     (target_qps) or searches for the highest rate that keeps its bound (find_peak);
     the bound is the latency_percentile-th percentile at most latency_bound_ms;
-    `streams` queries are served at once (plan.validate fills the defaults in). An
+    `streams` queries are served at once (plan.server_load_checks fills the defaults in). An
     endpoint's case searches too (find_peak, for the load its SLOs hold at), and a
     served engine's serves `streams` sequences at once."""
 

@@ -638,3 +638,9 @@ def framework_info(name: str) -> FrameworkInfo:
         return FRAMEWORKS[str(name)]
     except KeyError:
         raise UserError(f"unknown framework {name!r}; known: {', '.join(FRAMEWORKS)}") from None
+
+
+def frameworks_having(capability: str) -> str:
+    """The frameworks whose entry has `capability` (a FrameworkInfo field that is set),
+    for the messages that say where an option does apply."""
+    return ", ".join(name for name, info in FRAMEWORKS.items() if getattr(info, capability))

@@ -1,0 +1,72 @@
+"""A time-to-train case's part (`time_to_train`: --target-accuracy, --data-dir): only
+on an epoch workload, the target a fraction in (0, 1], the MNIST folder whole; then
+the folder's digest, for what the case trained on is its files' content."""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import replace
+from pathlib import Path
+
+from dlbench.errors import UserError
+from dlbench.plan.field_checks import require_number
+from dlbench.spec.case import Case
+from dlbench.spec.digest import files_digest
+
+# The plan builder gives this too, for the same mistake seen in a request
+TIME_TO_TRAIN_ONLY = (
+    "--target-accuracy and --data-dir are for time-to-train workloads (mnist-train)"
+)
+
+
+def refuse_time_to_train_options(case: Case, epoch_based: bool) -> None:
+    """--target-accuracy and --data-dir belong to time-to-train workloads only."""
+    if not epoch_based and case.time_to_train is not None:
+        raise UserError(f"{TIME_TO_TRAIN_ONLY}, not {case.workload!r}")
+
+
+def validate_time_to_train(case: Case) -> None:
+    """The part's own values: the target a fraction in (0, 1], the MNIST folder whole."""
+    part = case.time_to_train
+    if part is None:
+        return
+    if part.target_accuracy is not None:
+        require_number("target accuracy", part.target_accuracy, 0.0, 1.0)
+        if part.target_accuracy == 0:
+            raise UserError("invalid target accuracy 0; expected a fraction in (0, 1], e.g. 0.98")
+    if part.data_dir is not None:
+        problem = _mnist_dir_problem(part.data_dir)
+        if problem:
+            raise UserError(f"--data-dir: {problem}")
+
+
+def with_data_digest(case: Case) -> Case:
+    """The case with its MNIST folder's digest (where it names one)."""
+    train = case.time_to_train
+    if train is None:
+        return case
+    folder = train.data_dir
+    digest = _mnist_digest(folder) if folder is not None else None
+    return replace(case, time_to_train=replace(train, data_digest=digest))
+
+
+@functools.lru_cache(maxsize=8)
+def _mnist_digest(data_dir: str) -> str:
+    """The digest of the four MNIST files in the folder (checked before this is asked)."""
+    from dlbench.data.mnist import find_mnist_files
+
+    return files_digest(sorted(find_mnist_files(Path(data_dir)).items()))
+
+
+@functools.lru_cache(maxsize=8)
+def _mnist_dir_problem(data_dir: str) -> str | None:
+    """What is wrong with an MNIST folder, read once per folder (every case of a
+    suite names the same one, and checking means decompressing all four files)."""
+    from dlbench.data.mnist import check_mnist_dir
+    from dlbench.errors import MnistFileError
+
+    try:
+        check_mnist_dir(Path(data_dir))
+    except MnistFileError as exc:
+        return str(exc)
+    return None
