@@ -9,6 +9,9 @@ import os
 
 import pytest
 from conftest import cli, dlbench
+from factories import timed_run
+
+from dlbench.results.ci_formats import bmf
 
 jsonschema = pytest.importorskip("jsonschema")
 
@@ -54,11 +57,32 @@ def test_bmf_follows_its_schema_with_bounds_from_the_processes(repeated_run, tmp
     # Bencher's built-in measures in their units: latency in ns, throughput in ops/s
     assert measures["latency"]["value"] == pytest.approx(result["latency_ms"]["median"] * 1e6)
     assert measures["throughput"]["value"] == pytest.approx(result["throughput"])
-    # bounds across the three processes (the unit of replication), around the median
-    rates = [s["throughput"] for s in result["details"]["processes"]["summaries"]]
+    # bounds across the processes the headline used (the unit of replication): on a
+    # busy machine a disturbed process is re-run and left out, and one clean process
+    # of several leaves no bounds, never bounds from the disturbed ones
+    summaries = result["details"]["processes"]["summaries"]
+    rates = [s["throughput"] for s in summaries if s["used"] is not False]
     throughput = measures["throughput"]
+    bounds = (throughput.get("lower_value"), throughput.get("upper_value"))
+    assert bounds == ((min(rates), max(rates)) if len(rates) > 1 else (None, None))
+
+
+@pytest.mark.unit
+def test_bmf_bounds_are_the_used_processes_lowest_and_highest():
+    run = timed_run("r1", median_ms=2.0, seed=3, processes=3)
+    (result,) = run.results
+    rates = [s.values["throughput"] for s in result.details.processes.summaries]
+    (measures,) = bmf(run).values()
+    throughput = measures["throughput"]
+    assert len(set(rates)) == 3
     assert (throughput["lower_value"], throughput["upper_value"]) == (min(rates), max(rates))
-    assert throughput["lower_value"] <= throughput["value"] <= throughput["upper_value"]
+    assert throughput["lower_value"] < throughput["value"] < throughput["upper_value"]
+    # latency in Bencher's ns, bounded by the processes' medians too
+    medians = [s.values["median_ms"] * 1e6 for s in result.details.processes.summaries]
+    latency = measures["latency"]
+    assert (latency["lower_value"], latency["upper_value"]) == pytest.approx(
+        (min(medians), max(medians))
+    )
 
 
 def test_github_action_benchmark_writes_one_file_per_direction(repeated_run, tmp_path):

@@ -194,8 +194,17 @@ def test_roofline_then_every_result_carries_its_efficiency(tmp_path):
     assert set(copy["sustained"]["by_kernel"]) == {"copy", "add", "sum"}
     gemm = by_case[("gemm", "fp32")]["details"]["power_regimes"]
     assert gemm["burst"]["rate"] > 0 and gemm["burst"]["after_s"] == 0.0
+    # a ceiling per precision whose GEMM ran: fp32 always, the 16-bit ones where the CPU
+    # has them (AVX512-BF16, AMX)
+    gemm_rates = {
+        f"cpu|gflops|{precision}": (regimes.get("sustained") or regimes["burst"])["rate"]
+        for (workload, precision), each in by_case.items()
+        if workload == "gemm" and each["status"] == "ok"
+        for regimes in [each["details"]["power_regimes"]]
+    }
+    assert "cpu|gflops|fp32" in gemm_rates
     assert roof["env"]["ceilings"]["values"] == {
-        "cpu|gflops|fp32": (gemm.get("sustained") or gemm["burst"])["rate"],
+        **gemm_rates,
         "cpu|memory": max(copy["sustained"]["by_kernel"].values()),
     }
     run = run_json(
