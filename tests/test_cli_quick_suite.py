@@ -7,6 +7,8 @@ import json
 import pytest
 from conftest import assert_page_fits, dlbench
 
+from dlbench.results.details import HEADERS_BUILT
+from dlbench.results.flags import COMPILE_BUILT_HEADERS
 from dlbench.worker.compile_cache import SHARED_CACHE_ENV
 
 pytest.importorskip("torch")
@@ -47,6 +49,12 @@ def test_quick_suite_passes_every_case_and_compiles_cold_in_a_private_cache(tmp_
     assert add["gbps"] > 0 and add["case"]["params"] == {"size": 4096}
     (compiled,) = [r for r in run["results"] if r["case"]["compile"] == "compile"]
     assert compiled["details"]["compile_cache"].startswith("cold")
+    # TMPDIR moved Inductor's global header folder here too: empty, as on a fresh
+    # machine, so the first call built its precompiled headers and the result says so
+    assert compiled["details"]["compile_cache"].endswith(HEADERS_BUILT)
+    assert COMPILE_BUILT_HEADERS in compiled["flags"]
+    assert list(tmp_path.glob("torchinductor_*/precompiled_headers/*.gch"))
+    assert all(COMPILE_BUILT_HEADERS not in r["flags"] for r in run["results"] if r is not compiled)
     counters = compiled["details"]["extra"]["compile_counters"]
     assert counters["fxgraph_cache_miss"] >= 1 and counters["fxgraph_cache_hit"] == 0
     assert counters["graphs"] >= 1

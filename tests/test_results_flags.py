@@ -7,8 +7,10 @@ from __future__ import annotations
 import json
 import multiprocessing
 import os
+import sys
 import time
 from dataclasses import replace
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -16,8 +18,10 @@ from conftest import cli, dlbench
 from factories import make_result
 
 from dlbench.measure.stats import summarize
-from dlbench.results.flags import result_flags
+from dlbench.results.details import HEADERS_BUILT
+from dlbench.results.flags import COMPILE_BUILT_HEADERS, result_flags
 from dlbench.spec.case import MIN_P99_QUERIES
+from dlbench.worker.compile_cache import COLD, SHARED, headers_built_since
 
 CPUS = 2
 
@@ -188,6 +192,30 @@ def test_p99_from_too_few_samples_and_throttles_are_flagged():
     # time-to-train results have a handful of epochs, and no p99 to judge
     epochs = with_timeline([], samples=[5.0, 4.0], details={"training": {"epochs": [{}, {}]}})
     assert "low-n-p99" not in result_flags(epochs, CPUS)
+
+
+def test_a_first_call_that_built_the_compilers_headers_is_flagged_and_a_cold_one_is_not():
+    built = with_timeline([], details={"compile_cache": COLD + HEADERS_BUILT})
+    assert result_flags(built, CPUS) == [COMPILE_BUILT_HEADERS]
+    for cache in (COLD, SHARED, None):
+        assert result_flags(with_timeline([], details={"compile_cache": cache}), CPUS) == []
+
+
+def test_headers_are_built_since_a_moment_where_a_newer_one_is_in_inductors_folder(
+    tmp_path, monkeypatch
+):
+    """Read from the folder the worker's own torch._inductor.codecache names (here a
+    folder of this test's, under that module's name and attribute)."""
+    monkeypatch.setitem(
+        sys.modules, "torch._inductor.codecache", SimpleNamespace(_HEADER_DIR=str(tmp_path))
+    )
+    header = tmp_path / "c1.h.gch"
+    header.write_bytes(b"")
+    os.utime(header, (1000.0, 1000.0))
+    assert not headers_built_since(1001.0)  # built before the case began: warm
+    assert headers_built_since(999.0)
+    monkeypatch.delitem(sys.modules, "torch._inductor.codecache")
+    assert not headers_built_since(0.0)  # no compile in this process: nothing to say
 
 
 def _spin(seconds: float) -> None:

@@ -53,6 +53,10 @@ report and CSV show the list; nothing else decides a flag.
   core, or its lag at p50 or p99 above LAG_FLOOR_MS and LAG_SHARE of the inter-token
   gap at the same percentile): its latencies hold its own delay; --client-processes
   spreads the load.
+- `compile-built-headers`: the case's first call built Inductor's precompiled
+  headers, as the first compile on a machine does (details.compile_cache): its
+  first_call_ms holds that one-time build and is not comparable with a later run's;
+  its steady state is unaffected.
 - `above-ceiling`: a generation's decode or prefill faster than the memory or GEMM
   ceiling allows (results.decode_bound, results.roofline_bound: beyond
   ceilings.ABOVE_CEILING of a measured ceiling, any of a datasheet's). It cannot be:
@@ -73,7 +77,7 @@ from typing import Any, Protocol, TypeGuard
 from dlbench.measure.client_health import client_bound
 from dlbench.measure.openai_api import CHAT
 from dlbench.measure.stats import NOISE_THRESHOLD, LatencyStats
-from dlbench.results.details import Details
+from dlbench.results.details import HEADERS_BUILT, Details
 from dlbench.spec.case import MIN_P99_QUERIES, Case
 
 # A point is contended when other processes took more than this many CPUs' worth of
@@ -99,6 +103,7 @@ HOST_ISSUE_SHARE = 0.9
 HOST_BOUND = "host-bound"
 CLIENT_BOUND = "client-bound"
 ABOVE_CEILING = "above-ceiling"
+COMPILE_BUILT_HEADERS = "compile-built-headers"
 NOISY = "noisy"
 LOW_N_P99 = "low-n-p99"
 # the prefix of every GPU throttle flag (`throttled:thermal`, `throttled:power`)
@@ -153,6 +158,8 @@ def result_flags(result: Judged, cpus_available: int) -> list[str]:
         found.append(LOW_N_P99)
     if details.int8_dot_units == []:
         found.append("int8-no-vnni")
+    if details.compile_cache is not None and details.compile_cache.endswith(HEADERS_BUILT):
+        found.append(COMPILE_BUILT_HEADERS)
     if host_bound(details):
         found.append(HOST_BOUND)
     found += endpoint_flags(details)
@@ -416,6 +423,8 @@ MEANINGS: dict[str, str] = {
     PREFIX_CACHE_WARM: "the server's prefix cache served prompts this run did not share by "
     "design: a cache warm from before the run, so less work than asked",
     "int8-no-vnni": "an int8 case on a CPU without int8 dot-product units: expect little gain",
+    COMPILE_BUILT_HEADERS: "the first call built the compiler's precompiled headers, once per "
+    "machine: its first-call time is not comparable with a later run's",
     HOST_BOUND: "the GPU waited for the host: its kernels filled under 85% of a step",
     CLIENT_BOUND: "the benchmark's client could not keep up (its CPU or event-loop lag): its "
     "latencies hold its own delay; spread it with --client-processes",

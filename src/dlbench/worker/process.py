@@ -77,11 +77,13 @@ class CaseProcess:
             quantizes=precision_info(case.precision).quantized,
         )
         self._numpy_blas: dict[str, Any] = {}
+        self._work_began = time.time()
 
     @contextmanager
     def measuring(self) -> Iterator[None]:
         """Around the case's work: NumPy's BLAS at one thread, private compiler caches."""
         self._numpy_blas = limit_numpy_blas()
+        self._work_began = time.time()  # wall-clock: compared with files' mtimes
         with private_compile_caches():
             yield
 
@@ -91,7 +93,7 @@ class CaseProcess:
             result.details,
             frameworks_in_process=frameworks_in_process(),
             numpy_blas=from_dict(NumpyBlas, self._numpy_blas),
-            compile_cache=compile_cache_detail(self.case),
+            compile_cache=compile_cache_detail(self.case, self._work_began),
         )
         return replace(result, details=details)
 
