@@ -93,6 +93,29 @@ def test_the_table_fits_100_and_120_columns_with_nothing_cut():
     assert max(map(len, narrow.splitlines())) <= 60
 
 
+def test_a_long_flag_and_a_long_label_wrap_between_words_never_inside_one():
+    """The two wrapping columns are sized here: left to rich, at one width each they
+    were shrunk with every other column, and compile-built-headers broke mid-word."""
+    from factories import make_result, make_run
+
+    from dlbench.measure.stats import summarize
+    from dlbench.results.flags import COMPILE_BUILT_HEADERS
+
+    compiled = make_result(
+        workload="mlp", framework="torch", compile="compile", latency_ms=summarize([0.486] * 20),
+        throughput=1_995_457.0, gflops=146.0, first_call_ms=15_969.0, cpu_percent=199.0,
+        peak_rss_mb=418.0, flags=[COMPILE_BUILT_HEADERS],
+    )  # fmt: skip
+    run = make_run([compiled], id="20261129-062455-14dd73")
+    for width in (100, 120):
+        text = rendered(run, width)
+        assert max(map(len, text.splitlines())) <= width
+        table = text.split("compile-built-headers:")[0]  # the legend's line apart
+        for whole in ("compile-built-headers", "[compile]", "1,995,457", "median ms",
+                      "samples/s", "status"):  # fmt: skip
+            assert whole in table, (width, whole, text)
+
+
 def test_piped_output_keeps_every_column_one_row_per_case():
     run = busy_run()
     text = rendered(run, None)

@@ -145,6 +145,8 @@ COLUMNS = ("case", "device", "batch", *map(number_header, WIDE_LAYOUT), "status"
 NUMERIC = frozenset(map(number_header, WIDE_LAYOUT))
 # a rich table's border and padding: one border a column and one more, a space each side
 BORDER, PADDING = 1, 2
+# The columns that wrap, between words: the case's label on its parts, the flags
+WRAPPED = ("case", "status")
 
 
 def run_table(run: Run, width: int | None = None, wide: bool = False) -> RenderableType:
@@ -162,13 +164,16 @@ def run_table(run: Run, width: int | None = None, wide: bool = False) -> Rendera
     title = f"run {run.id} - suite {run.suite} - {run.env.shown('hostname')}"
     if width is not None:
         names, title = _fitted(names, rows, width, title)
+    wrapped = _wrapped_widths(names, rows, width) if width is not None else {}
     table = Table(title=escape_markup(title))
     for name in names:
         table.add_column(
             name,
             justify="right" if name in NUMERIC else "left",
-            no_wrap=name not in ("case", "status"),
+            no_wrap=name not in WRAPPED,
             overflow="fold",
+            min_width=_least_width(name, rows) if name in wrapped else None,  # words whole
+            max_width=wrapped.get(name),
         )
     for cells in rows:
         table.add_row(*(cells[name] for name in names))
@@ -211,16 +216,42 @@ def _fitted(
 def _needed_width(names: list[str], rows: list[dict[str, str]]) -> int:
     """The least width the table takes with each column unbroken, the case's label and
     the flags wrapped at their spaces."""
-    total = BORDER
-    for name in names:
-        cells = [Text.from_markup(cells[name]).plain for cells in rows]
-        if name in ("case", "status"):
-            words = [word for cell in [name, *cells] for word in cell.split()]
-            least = max(map(len, words), default=1)
-        else:
-            least = max(max(map(len, name.split())), *(len(cell) for cell in cells))
-        total += least + PADDING + BORDER
-    return total
+    return BORDER + sum(_least_width(name, rows) + PADDING + BORDER for name in names)
+
+
+def _wrapped_widths(names: list[str], rows: list[dict[str, str]], width: int) -> dict[str, int]:
+    """The widths of the columns that wrap (the case's label, the flags) in a table of
+    `width`: each at most its widest line and at least its longest word, the widest cut
+    first. Decided here, not by rich: where the two reached one width its collapse
+    shrank every column evenly, and a flag such as compile-built-headers was broken
+    mid-word at 100 columns."""
+    slack = width - _needed_width(names, rows)
+    if slack < 0:  # narrower than its words, even with every droppable column gone:
+        return {}  # rich folds them, the columns all still in sight
+    shown = [name for name in WRAPPED if name in names]
+    least = {name: _least_width(name, rows) for name in shown}
+    widths = {name: max(least[name], _widest_line(name, rows)) for name in shown}
+    excess = sum(widths.values()) - sum(least.values()) - slack
+    while excess > 0:  # ends: at every least width the excess is -slack
+        above_least = [name for name in shown if widths[name] > least[name]]
+        widths[max(above_least, key=widths.__getitem__)] -= 1
+        excess -= 1
+    return widths
+
+
+def _widest_line(name: str, rows: list[dict[str, str]]) -> int:
+    lines = [line for cells in rows for line in Text.from_markup(cells[name]).plain.split("\n")]
+    return max(map(len, [name, *lines]))
+
+
+def _least_width(name: str, rows: list[dict[str, str]]) -> int:
+    """A column's least width: its longest word where it wraps (the case's label, the
+    flags), else its widest cell or header word."""
+    cells = [Text.from_markup(cells[name]).plain for cells in rows]
+    if name in WRAPPED:
+        words = [word for cell in [name, *cells] for word in cell.split()]
+        return max(map(len, words), default=1)
+    return max(len(name), *(len(cell) for cell in cells))  # a header on one line, as shown
 
 
 def _notes(run: Run, hidden: list[str]) -> list[RenderableType]:
