@@ -9,11 +9,12 @@ built (a TMPDIR one earlier run filled), in interleaved rounds, and prints the m
 of `first_call_ms`, their ratio, and whether each side's results carry the flag
 `compile-built-headers`.
 
-Run: python bench/compile_headers.py [--rounds 4] [--workload mlp]
+Run: python bench/compile_headers.py [--rounds 5] [--workload mlp] [--min-time 0.2]
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import statistics
@@ -27,13 +28,14 @@ from interleave import bench_parser, interleaved_rounds
 FLAG = "compile-built-headers"
 
 
-def first_call_ms(tmpdir: str, workload: str, flags_seen: list[bool]) -> float:
+def first_call_ms(tmpdir: str, args: argparse.Namespace, flags_seen: list[bool]) -> float:
     """One `dlbench run` of the compiled case with TMPDIR at `tmpdir`."""
     with tempfile.TemporaryDirectory() as scratch:
         out = Path(scratch) / "run.json"
         env = {**os.environ, "TMPDIR": tmpdir, "DLBENCH_DB": str(Path(scratch) / "s.sqlite")}
-        command = [sys.executable, "-m", "dlbench", "run", "-w", workload, "-f", "torch",
-                   "-c", "compile", "--min-time", "0.2", "-q", "--json", str(out)]  # fmt: skip
+        command = [sys.executable, "-m", "dlbench", "run", "-w", args.workload, "-f", "torch",
+                   "-c", "compile", "-t", str(args.threads), "--min-time", str(args.min_time),
+                   "-q", "--json", str(out)]  # fmt: skip
         subprocess.run(command, env=env, check=True, capture_output=True)
         (result,) = json.loads(out.read_text())["results"]
     flags_seen.append(FLAG in result["flags"])
@@ -41,20 +43,20 @@ def first_call_ms(tmpdir: str, workload: str, flags_seen: list[bool]) -> float:
 
 
 def main() -> None:
-    parser = bench_parser(__doc__)
+    parser = bench_parser(__doc__, min_time=0.2)  # the first call is the figure
     parser.add_argument("--workload", default="mlp")
     args = parser.parse_args()
     warm_dir = tempfile.mkdtemp(prefix="bench-headers-warm-")
-    first_call_ms(warm_dir, args.workload, [])  # builds the headers there once
+    first_call_ms(warm_dir, args, [])  # builds the headers there once
     cold_flags: list[bool] = []
     warm_flags: list[bool] = []
 
     def cold() -> float:
         with tempfile.TemporaryDirectory(prefix="bench-headers-cold-") as fresh:
-            return first_call_ms(fresh, args.workload, cold_flags)
+            return first_call_ms(fresh, args, cold_flags)
 
     def warm() -> float:
-        return first_call_ms(warm_dir, args.workload, warm_flags)
+        return first_call_ms(warm_dir, args, warm_flags)
 
     def report(index: int, cold_ms: float, warm_ms: float) -> None:
         print(f"round {index + 1}: no headers {cold_ms:.0f} ms, built {warm_ms:.0f} ms")

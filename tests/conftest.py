@@ -148,12 +148,13 @@ def unit_test_stays_in_process(
 
     start_popen = subprocess.Popen.__init__
 
-    def refuse_popen(popen: subprocess.Popen[Any], command: Any, *args: Any, **kwargs: Any) -> None:
+    def refuse_popen(popen: subprocess.Popen[Any], *args: Any, **kwargs: Any) -> None:
         # Matplotlib's first import on a machine builds its font cache by running
         # fontconfig's fc-list: the library's one-time set-up, not the test's work (a
         # fresh machine's first chart test failed here)
+        command = args[0] if args else kwargs.get("args")
         if isinstance(command, list | tuple) and command and command[0] == "fc-list":
-            start_popen(popen, command, *args, **kwargs)
+            start_popen(popen, *args, **kwargs)
             return
         refuse()
 

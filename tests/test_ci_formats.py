@@ -6,12 +6,15 @@ from __future__ import annotations
 
 import json
 import os
+from dataclasses import replace
 
 import pytest
 from conftest import cli, dlbench
-from factories import timed_run
+from factories import make_result, timed_run
 
+from dlbench.measure.stats import summarize
 from dlbench.results.ci_formats import bmf
+from dlbench.results.repeats import add_process
 
 jsonschema = pytest.importorskip("jsonschema")
 
@@ -65,6 +68,8 @@ def test_bmf_follows_its_schema_with_bounds_from_the_processes(repeated_run, tmp
     throughput = measures["throughput"]
     bounds = (throughput.get("lower_value"), throughput.get("upper_value"))
     assert bounds == ((min(rates), max(rates)) if len(rates) > 1 else (None, None))
+    if len(rates) > 1:
+        assert throughput["lower_value"] <= throughput["value"] <= throughput["upper_value"]
 
 
 @pytest.mark.unit
@@ -72,13 +77,21 @@ def test_bmf_bounds_are_the_used_processes_lowest_and_highest():
     run = timed_run("r1", median_ms=2.0, seed=3, processes=3)
     (result,) = run.results
     rates = [s.values["throughput"] for s in result.details.processes.summaries]
+    # a disturbed process, ten times as fast, is kept in the list but bounds nothing
+    hog = make_result(framework="torch", scenario="offline", flags=["interference"],
+                      latency_ms=summarize([2e-4] * 50), samples_ms=[0.2] * 50,
+                      throughput=10 * max(rates))  # fmt: skip
+    run = replace(run, results=[add_process(result, hog)])
+    (result,) = run.results
+    assert [s.used for s in result.details.processes.summaries] == [True, True, True, False]
     (measures,) = bmf(run).values()
     throughput = measures["throughput"]
     assert len(set(rates)) == 3
     assert (throughput["lower_value"], throughput["upper_value"]) == (min(rates), max(rates))
     assert throughput["lower_value"] < throughput["value"] < throughput["upper_value"]
     # latency in Bencher's ns, bounded by the processes' medians too
-    medians = [s.values["median_ms"] * 1e6 for s in result.details.processes.summaries]
+    used = [s for s in result.details.processes.summaries if s.used]
+    medians = [s.values["median_ms"] * 1e6 for s in used]
     latency = measures["latency"]
     assert (latency["lower_value"], latency["upper_value"]) == pytest.approx(
         (min(medians), max(medians))

@@ -21,7 +21,7 @@ from dlbench.measure.stats import summarize
 from dlbench.results.details import HEADERS_BUILT
 from dlbench.results.flags import COMPILE_BUILT_HEADERS, result_flags
 from dlbench.spec.case import MIN_P99_QUERIES
-from dlbench.worker.compile_cache import COLD, SHARED, headers_built_since
+from dlbench.worker.compile_cache import COLD, SHARED, headers_built_between
 
 CPUS = 2
 
@@ -201,21 +201,37 @@ def test_a_first_call_that_built_the_compilers_headers_is_flagged_and_a_cold_one
         assert result_flags(with_timeline([], details={"compile_cache": cache}), CPUS) == []
 
 
-def test_headers_are_built_since_a_moment_where_a_newer_one_is_in_inductors_folder(
-    tmp_path, monkeypatch
-):
+@pytest.mark.parametrize("suffix", [".gch", ".pch"])  # g++'s, and other compilers'
+def test_headers_count_where_written_while_the_case_compiled(tmp_path, monkeypatch, suffix):
     """Read from the folder the worker's own torch._inductor.codecache names (here a
     folder of this test's, under that module's name and attribute)."""
     monkeypatch.setitem(
         sys.modules, "torch._inductor.codecache", SimpleNamespace(_HEADER_DIR=str(tmp_path))
     )
-    header = tmp_path / "c1.h.gch"
+    header = tmp_path / f"c1.h{suffix}"
     header.write_bytes(b"")
+    (tmp_path / "c1.h").write_bytes(b"")  # the header's source: not a build
     os.utime(header, (1000.0, 1000.0))
-    assert not headers_built_since(1001.0)  # built before the case began: warm
-    assert headers_built_since(999.0)
+    assert headers_built_between(999.0, 1001.0)
+    assert not headers_built_between(1001.0, 1010.0)  # before the case began: warm
+    assert not headers_built_between(990.0, 999.0)  # in its timed loop: not its compile
+    os.utime(tmp_path / "c1.h", (1005.0, 1005.0))
+    assert not headers_built_between(1001.0, 1010.0)
     monkeypatch.delitem(sys.modules, "torch._inductor.codecache")
-    assert not headers_built_since(0.0)  # no compile in this process: nothing to say
+    assert not headers_built_between(0.0, 2000.0)  # no compile in this process
+
+
+def test_a_merged_result_is_flagged_by_its_own_first_call_not_its_processes():
+    """Under --repeat the merged first call is the newest process's: a first process
+    that built the headers leaves no flag on a result whose first call did not."""
+    from dlbench.results.repeats import add_process
+
+    built = with_timeline([], details={"compile_cache": COLD + HEADERS_BUILT}, samples=[1.0] * 700)
+    later = with_timeline([], details={"compile_cache": COLD}, samples=[1.0] * 700)
+    built = replace(built, flags=result_flags(built, CPUS))
+    later = replace(later, flags=result_flags(later, CPUS))
+    assert COMPILE_BUILT_HEADERS in add_process(add_process(None, later), built).flags
+    assert COMPILE_BUILT_HEADERS not in add_process(add_process(None, built), later).flags
 
 
 def _spin(seconds: float) -> None:

@@ -226,8 +226,8 @@ def _wrapped_widths(names: list[str], rows: list[dict[str, str]], width: int) ->
     shrank every column evenly, and a flag such as compile-built-headers was broken
     mid-word at 100 columns."""
     slack = width - _needed_width(names, rows)
-    if slack < 0:  # narrower than its words, even with every droppable column gone:
-        return {}  # rich folds them, the columns all still in sight
+    if slack < 0:  # narrower than its words, even with every droppable column gone (or
+        return {}  # --wide's columns kept): rich shrinks them all and folds words, as before
     shown = [name for name in WRAPPED if name in names]
     least = {name: _least_width(name, rows) for name in shown}
     widths = {name: max(least[name], _widest_line(name, rows)) for name in shown}

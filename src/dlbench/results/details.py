@@ -261,9 +261,9 @@ class TokenCheck:
 STREAMER_CLOCK = "host clock as generate's streamer receives each step's tokens"
 DEVICE_CLOCK = "CUDA event at each step's end"
 HOST_STEP_CLOCK = "host clock after each step"
-# Appended to details.compile_cache where the case's first call built Inductor's
-# precompiled headers (worker.compile_cache): the flag compile-built-headers reads it
-HEADERS_BUILT = "; Inductor's precompiled headers built in the first call (once per machine)"
+# Appended to details.compile_cache where Inductor's precompiled headers were built
+# while the case compiled (worker.compile_cache): the flag compile-built-headers reads it
+HEADERS_BUILT = "; Inductor's precompiled headers built while it compiled (once per user)"
 
 
 @dataclass(frozen=True)
@@ -478,8 +478,8 @@ class Details(Measured):
     threads: dict[str, Any] | None = None  # each framework reports its own pools
     frameworks_in_process: list[str] | None = None
     numpy_blas: NumpyBlas | None = None
-    # worker.compile_cache's word: cold or warm, and HEADERS_BUILT where the first
-    # call built Inductor's precompiled headers
+    # worker.compile_cache's word: cold or warm, and HEADERS_BUILT where Inductor's
+    # precompiled headers were built while the case compiled
     compile_cache: str | None = None
     placement: Placement | None = None
     # the timed loop's length (its wall-clock bounds are Measured.measured_wall)

@@ -53,10 +53,12 @@ report and CSV show the list; nothing else decides a flag.
   core, or its lag at p50 or p99 above LAG_FLOOR_MS and LAG_SHARE of the inter-token
   gap at the same percentile): its latencies hold its own delay; --client-processes
   spreads the load.
-- `compile-built-headers`: the case's first call built Inductor's precompiled
-  headers, as the first compile on a machine does (details.compile_cache): its
-  first_call_ms holds that one-time build and is not comparable with a later run's;
-  its steady state is unaffected.
+- `compile-built-headers`: Inductor's precompiled headers were built while the case
+  compiled (before its timed loop; in a time-to-train case, before its last epoch
+  ended), as a user's first compile on a machine builds them (details.compile_cache):
+  its first call (a time-to-train case's first epoch, an export's set-up) holds that
+  one-time build and is not comparable with a later run's; its steady state is not.
+  Judged on a merged result's own details, whose first call is its newest process's.
 - `above-ceiling`: a generation's decode or prefill faster than the memory or GEMM
   ceiling allows (results.decode_bound, results.roofline_bound: beyond
   ceilings.ABOVE_CEILING of a measured ceiling, any of a datasheet's). It cannot be:
@@ -122,7 +124,7 @@ CHAT_HEAD_TOKENS = 32
 PREFIX_WARM_SHARE = 0.05
 PREFIX_CACHE_WARM = "prefix-cache-warm"
 # Judged again on a merged result's own numbers; its processes' other flags carry over.
-JUDGED_ON_MERGED = frozenset({NOISY, LOW_N_P99})
+JUDGED_ON_MERGED = frozenset({NOISY, LOW_N_P99, COMPILE_BUILT_HEADERS})
 
 
 class Judged(Protocol):
@@ -158,7 +160,7 @@ def result_flags(result: Judged, cpus_available: int) -> list[str]:
         found.append(LOW_N_P99)
     if details.int8_dot_units == []:
         found.append("int8-no-vnni")
-    if details.compile_cache is not None and details.compile_cache.endswith(HEADERS_BUILT):
+    if built_headers(details):
         found.append(COMPILE_BUILT_HEADERS)
     if host_bound(details):
         found.append(HOST_BOUND)
@@ -251,7 +253,13 @@ def merged_flags(
     else:
         noisy = _noisy(result.latency_ms, details) and not under_load(details)
     low_n = too_few_for_p99(result.latency_ms, details)
-    return ([NOISY] if noisy else []) + kept + ([LOW_N_P99] if low_n else [])
+    built = [COMPILE_BUILT_HEADERS] if built_headers(details) else []
+    return ([NOISY] if noisy else []) + kept + ([LOW_N_P99] if low_n else []) + built
+
+
+def built_headers(details: Details) -> bool:
+    """Inductor's precompiled headers built before the timed loop (worker.compile_cache)."""
+    return details.compile_cache is not None and details.compile_cache.endswith(HEADERS_BUILT)
 
 
 def stored_flags(noisy: object, details: Details) -> list[str]:
@@ -423,8 +431,8 @@ MEANINGS: dict[str, str] = {
     PREFIX_CACHE_WARM: "the server's prefix cache served prompts this run did not share by "
     "design: a cache warm from before the run, so less work than asked",
     "int8-no-vnni": "an int8 case on a CPU without int8 dot-product units: expect little gain",
-    COMPILE_BUILT_HEADERS: "the first call built the compiler's precompiled headers, once per "
-    "machine: its first-call time is not comparable with a later run's",
+    COMPILE_BUILT_HEADERS: "Inductor's precompiled headers were built as it compiled, once per "
+    "user: its first call (or first epoch) is not comparable with a later run's",
     HOST_BOUND: "the GPU waited for the host: its kernels filled under 85% of a step",
     CLIENT_BOUND: "the benchmark's client could not keep up (its CPU or event-loop lag): its "
     "latencies hold its own delay; spread it with --client-processes",

@@ -12,12 +12,13 @@ names one shared folder in SHARED_CACHE_ENV, and the results then say their
 compile was warm. One test keeps the variable unset and proves the cold path.
 
 One cache stays global, by Inductor's design: the precompiled headers its C++
-kernels include, built by the first compile on a machine (and again after a torch
-upgrade, or once /tmp is cleared) and kept in the default cache folder whatever
-TORCHINDUCTOR_CACHE_DIR says. That first compile takes longer (an mlp's first call
-1.46x, bench/compile_headers.py), so a process that built
-them says so in its result (`details.compile_cache`, and the flag
-`compile-built-headers`): its first call is not comparable with a later run's.
+kernels include, built by a user's first compile on a machine (and again after a
+torch or compiler upgrade, or once the temporary folder is cleared) and kept in the
+default cache folder whatever TORCHINDUCTOR_CACHE_DIR says. That first compile takes
+longer (an mlp's first call 1.46x, bench/compile_headers.py), so a process that built
+them while its case compiled says so (`details.compile_cache`, and the flag
+`compile-built-headers`): its first call (a time-to-train case's first epoch, an
+export's set-up) is not comparable with a later run's.
 """
 
 from __future__ import annotations
@@ -63,27 +64,33 @@ def private_compile_caches() -> Iterator[str]:
             shutil.rmtree(folder, ignore_errors=True)
 
 
-def compile_cache_detail(case: Case, since: float) -> str | None:
+def compile_cache_detail(case: Case, began: float, compiled_by: float) -> str | None:
     """The result's word on the caches (details.compile_cache), for the cases whose
-    first call compiles; `since`: when the case's work began (time.time())."""
+    first call compiles; `began` and `compiled_by`: when the case's work began and its
+    compilation was over (epoch seconds)."""
     if case.compile == "eager":
         return None
     detail = SHARED if os.environ.get(SHARED_CACHE_ENV) else COLD
-    return detail + HEADERS_BUILT if headers_built_since(since) else detail
+    return detail + HEADERS_BUILT if headers_built_between(began, compiled_by) else detail
 
 
-def headers_built_since(since: float) -> bool:
-    """Whether Inductor's precompiled headers were written since `since`: by this
-    process, or by another one meanwhile (which it waited for, Inductor building each
-    under a lock, or shared the CPUs with: its first call was slowed either way).
-    Read from the folder Inductor names, where this process loaded it; never imported
-    here (a case that did not compile has no headers to wait for)."""
+def headers_built_between(began: float, compiled_by: float) -> bool:
+    """Whether Inductor's precompiled headers were written while the case compiled:
+    by this process, in its set-up or first call, or by another one meanwhile (which
+    it waited for, Inductor building each under a lock, or shared the CPUs with). Read
+    from the folder Inductor names, where this process loaded it; never imported here
+    (a case that did not compile built none)."""
     codecache = sys.modules.get("torch._inductor.codecache")
     folder = getattr(codecache, "_HEADER_DIR", None)
     if not isinstance(folder, str):
         return False
+    # g++ writes .gch, other compilers .pch (torch._inductor.cpp_builder)
+    headers = [path for path in Path(folder).glob("*") if path.suffix in (".gch", ".pch")]
+    return any(began <= mtime <= compiled_by for mtime in map(_mtime, headers))
+
+
+def _mtime(path: Path) -> float:
     try:
-        built = [path.stat().st_mtime for path in Path(folder).glob("*.gch")]
-    except OSError:  # a header removed while read: none of ours
-        return False
-    return any(mtime >= since for mtime in built)
+        return path.stat().st_mtime
+    except OSError:  # removed while read: none of this case's
+        return float("-inf")

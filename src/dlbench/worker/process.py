@@ -93,9 +93,19 @@ class CaseProcess:
             result.details,
             frameworks_in_process=frameworks_in_process(),
             numpy_blas=from_dict(NumpyBlas, self._numpy_blas),
-            compile_cache=compile_cache_detail(self.case, self._work_began),
+            compile_cache=compile_cache_detail(self.case, self._work_began, _compiled_by(result)),
         )
         return replace(result, details=details)
+
+
+def _compiled_by(result: Result) -> float:
+    """When the case's compilation was over (epoch seconds): as its timed loop began;
+    for time-to-train, whose first epoch holds it, as its region ended; now where it
+    recorded no region."""
+    window = result.details.measured_wall
+    if not window:
+        return time.time()
+    return window[-1] if result.details.training is not None else window[0]
 
 
 def _redirect_output(log_path: Path) -> None:
