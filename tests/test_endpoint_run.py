@@ -277,7 +277,7 @@ def test_bad_endpoint_options_exit_2_before_anything_is_sent(args, message):
 
 def test_endpoint_options_elsewhere_and_bad_urls_exit_2():
     for args, message in (
-        (["-w", "mlp", "-f", "null", "--concurrency", "4"], "--concurrency go with --endpoint"),
+        (["-w", "mlp", "-f", "null", "--concurrency", "4"], "--concurrency goes with --endpoint"),
         (["--endpoint", "ftp://host"], "expected an http:// or https:// URL with a host"),
         (["-w", "mlp", "-f", "null", "--sweep", "rate=1,2"], "an endpoint's load; give --endpoint"),
         (["--endpoint", "http://host:99999"], "expected a port from 0 to 65535"),

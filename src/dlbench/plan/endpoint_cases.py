@@ -19,6 +19,7 @@ from dlbench.measure.client_limits import connection_limit
 from dlbench.measure.load_profile import LoadProfile
 from dlbench.measure.openai_api import COMPLETIONS
 from dlbench.measure.openai_auth import without_credentials
+from dlbench.plan.field_checks import options_go
 from dlbench.spec.case import REMOTE_DEVICE, Case
 from dlbench.spec.cli_options import option_flag
 from dlbench.spec.digest import path_digest
@@ -78,7 +79,7 @@ def validate_endpoint_case(case: Case, slo_taken: bool = False) -> Case:
         if given:
             slo = " (the SLO's, or --scenario server on a generation workload)" if all(
                 flag in SLO_FLAGS for flag in given) else ""  # fmt: skip
-            raise UserError(f"{', '.join(given)} go with --endpoint URL (an OpenAI-compatible "
+            raise UserError(f"{options_go(given)} with --endpoint URL (an OpenAI-compatible "
                             f"server){slo}; {case.framework} runs its model here")  # fmt: skip
         return case
     if case.serving.endpoint is None:

@@ -9,6 +9,11 @@ from collections.abc import Sequence
 from dlbench.errors import UserError
 
 
+def options_go(given: Sequence[str]) -> str:
+    """ "--a, --b go" or "--a goes": the options a refusal names, and its verb."""
+    return f"{', '.join(given)} {'goes' if len(given) == 1 else 'go'}"
+
+
 def require_known(what: str, value: object, allowed: Sequence[str]) -> None:
     """A name from a fixed list (a scenario, a mode), or a UserError listing the list."""
     if value not in allowed:

@@ -12,7 +12,13 @@ from typing import Any, NoReturn, TypeVar
 
 from dlbench.errors import UserError
 from dlbench.plan.endpoint_cases import option_value
-from dlbench.plan.field_checks import require_int, require_known, require_number, require_positive
+from dlbench.plan.field_checks import (
+    options_go,
+    require_int,
+    require_known,
+    require_number,
+    require_positive,
+)
 from dlbench.plan.token_server_cases import validate_token_server
 from dlbench.spec.case import (
     DEFAULT_LATENCY_PERCENTILE,
@@ -43,7 +49,7 @@ SERVER_FIELDS = {
 
 def refuse_server_options(given: Sequence[str], why: str = "") -> NoReturn:
     """Server options given where no server case takes them; `why` says where."""
-    raise UserError(f"{', '.join(given)} go with --scenario server{why}")
+    raise UserError(f"{options_go(given)} with --scenario server{why}")
 
 
 def server_options_given(source: object, endpoint: bool = False) -> list[str]:
