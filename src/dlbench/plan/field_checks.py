@@ -1,5 +1,6 @@
 """The range and name checks every part of a case's validation shares: each raises a
-UserError that names the field, the bad value and what is allowed."""
+UserError that names the field, the bad value and what is allowed; and the wording of
+a refusal that names options given where they do not apply."""
 
 from __future__ import annotations
 

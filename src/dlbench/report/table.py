@@ -164,7 +164,7 @@ def run_table(run: Run, width: int | None = None, wide: bool = False) -> Rendera
     title = f"run {run.id} - suite {run.suite} - {run.env.shown('hostname')}"
     if width is not None:
         names, title = _fitted(names, rows, width, title)
-    wrapped = _wrapped_widths(names, rows, width) if width is not None else {}
+    wrapped = _wrapped_widths(names, rows, width) if width is not None else {}  # (least, most)
     table = Table(title=escape_markup(title))
     for name in names:
         table.add_column(
@@ -172,8 +172,8 @@ def run_table(run: Run, width: int | None = None, wide: bool = False) -> Rendera
             justify="right" if name in NUMERIC else "left",
             no_wrap=name not in WRAPPED,
             overflow="fold",
-            min_width=_least_width(name, rows) if name in wrapped else None,  # words whole
-            max_width=wrapped.get(name),
+            min_width=wrapped[name][0] if name in wrapped else None,  # words whole
+            max_width=wrapped[name][1] if name in wrapped else None,
         )
     for cells in rows:
         table.add_row(*(cells[name] for name in names))
@@ -219,12 +219,14 @@ def _needed_width(names: list[str], rows: list[dict[str, str]]) -> int:
     return BORDER + sum(_least_width(name, rows) + PADDING + BORDER for name in names)
 
 
-def _wrapped_widths(names: list[str], rows: list[dict[str, str]], width: int) -> dict[str, int]:
-    """The widths of the columns that wrap (the case's label, the flags) in a table of
-    `width`: each at most its widest line and at least its longest word, the widest cut
-    first. Decided here, not by rich: where the two reached one width its collapse
-    shrank every column evenly, and a flag such as compile-built-headers was broken
-    mid-word at 100 columns."""
+def _wrapped_widths(
+    names: list[str], rows: list[dict[str, str]], width: int
+) -> dict[str, tuple[int, int]]:
+    """The least and most widths of the columns that wrap (the case's label, the flags)
+    in a table of `width`: each at least its longest word and at most its widest line,
+    the widest cut first to fit. Decided here, not by rich: where the two reached one
+    width its collapse shrank every column evenly, and a flag such as
+    compile-built-headers was broken mid-word at 100 columns."""
     slack = width - _needed_width(names, rows)
     if slack < 0:  # narrower than its words, even with every droppable column gone (or
         return {}  # --wide's columns kept): rich shrinks them all and folds words, as before
@@ -236,7 +238,7 @@ def _wrapped_widths(names: list[str], rows: list[dict[str, str]], width: int) ->
         above_least = [name for name in shown if widths[name] > least[name]]
         widths[max(above_least, key=widths.__getitem__)] -= 1
         excess -= 1
-    return widths
+    return {name: (least[name], widths[name]) for name in shown}
 
 
 def _widest_line(name: str, rows: list[dict[str, str]]) -> int:

@@ -258,7 +258,7 @@ def merged_flags(
 
 
 def built_headers(details: Details) -> bool:
-    """Inductor's precompiled headers built before the timed loop (worker.compile_cache)."""
+    """Inductor's precompiled headers built while the case compiled (worker.compile_cache)."""
     return details.compile_cache is not None and details.compile_cache.endswith(HEADERS_BUILT)
 
 
