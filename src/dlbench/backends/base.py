@@ -10,10 +10,10 @@ allocation of inputs) happens inside it.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 from dlbench.backends.serving_engine import GeneratorStreams, ServingEngine
 from dlbench.errors import CaseError, ReferenceUnavailable, UntrustedModel, cause_summary
@@ -24,9 +24,12 @@ from dlbench.results.details import Details, Generation, Placement, Quantization
 from dlbench.spec.case import Case
 from dlbench.spec.record_dict import from_dict
 from dlbench.spec.worker_request import CaseOutputs
+from dlbench.untyped import JSONObject, JSONValue
 from dlbench.workloads.base import Workload
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     import numpy as np
 
     from dlbench.data.mnist import MnistData
@@ -64,7 +67,7 @@ class Prepared:
     # Runs one more step, after measurement, and returns its output as a NumPy
     # array for the check against the reference; None where there is nothing
     # to check (training steps, the null backend).
-    fetch_output: Callable[[], Any] | None = None
+    fetch_output: Callable[[], np.ndarray | list[np.ndarray]] | None = None
     # Samples per step when the backend, not the case, decides it (a user
     # model's first input dimension).
     batch_size: int | None = None
@@ -75,7 +78,7 @@ class Prepared:
     # they are of the measured steps, not of compilation or autotuning).
     before_measure: Callable[[], None] | None = None
     # Read right after measurement (GPU memory peaks); merged into the details' extra.
-    after_measure: Callable[[], dict[str, Any]] | None = None
+    after_measure: Callable[[], JSONObject] | None = None
     # The step split for the throughput mode (measure.pipeline) where the device runs
     # it asynchronously (a CUDA stream); None: the synchronised `step` is timed as is.
     pipeline: DevicePipeline | None = None
@@ -86,7 +89,7 @@ class Prepared:
     # The prepared model on other inputs of the step's shape (a dict of NumPy
     # arrays by input name), returning its output(s) as NumPy: the int8 check
     # runs an evaluation batch through it. None where nothing checks it.
-    infer: Callable[[dict[str, Any]], Any] | None = None
+    infer: Callable[[dict[str, np.ndarray]], np.ndarray | list[np.ndarray]] | None = None
 
 
 class EpochTrainer(ABC):
@@ -142,7 +145,7 @@ class Generator(ABC):
     ) -> GenerationTrace:
         """Greedy decoding of exactly `osl` tokens after each prompt ([batch, isl] ids)."""
 
-    def after_generations(self) -> dict[str, Any]:
+    def after_generations(self) -> JSONObject:
         """Facts read once the timed generations are done (what torch.compile built),
         merged into the details' `extra`."""
         return {}
@@ -174,7 +177,7 @@ class Backend(ABC):
         """The framework's version string."""
 
     @abstractmethod
-    def configure_threads(self, intra_op: int, inter_op: int) -> dict[str, Any]:
+    def configure_threads(self, intra_op: int, inter_op: int) -> JSONObject:
         """Set thread pools explicitly; return what the framework reports it uses."""
 
     @abstractmethod
@@ -207,7 +210,7 @@ class Backend(ABC):
         return GeneratorStreams(generators, first.device, first.details)
 
 
-def exported_onnx(job: Job) -> tuple[Any, dict[str, Any]]:
+def exported_onnx(job: Job) -> tuple[Path, JSONObject]:
     """The workload's ONNX export (path, metadata); failing to make it fails the case."""
     from dlbench.reference.builtin import onnx_model
 
@@ -217,7 +220,7 @@ def exported_onnx(job: Job) -> tuple[Any, dict[str, Any]]:
         raise CaseError(str(exc)) from None
 
 
-def quantized(job: Job) -> tuple[Any, Quantization]:
+def quantized(job: Job) -> tuple[Path, Quantization]:
     """The case's int8 model file and what its quantizer did (reference.quantized
     builds it in a process of its own, once, and caches it)."""
     from dataclasses import replace
@@ -262,12 +265,12 @@ def placement(reported_by: str, reported: str, kind: str) -> Placement:
     return Placement(by=reported_by, reported=reported, kind=kind)
 
 
-def input_shapes(arrays: dict[str, Any]) -> dict[str, list[int]]:
+def input_shapes(arrays: Mapping[str, np.ndarray]) -> dict[str, list[int]]:
     """A user model's resolved input shapes, as recorded in result details."""
     return {name: list(array.shape) for name, array in arrays.items()}
 
 
-def string_inputs(arrays: dict[str, Any]) -> dict[str, list[str]]:
+def string_inputs(arrays: Mapping[str, np.ndarray]) -> dict[str, list[str]]:
     """`{"string_inputs": names}` for a user model's details where it is fed strings (the
     output check then says why no framework could check it), else nothing."""
     names = [name for name, array in arrays.items() if getattr(array, "dtype", None) is not None
@@ -275,7 +278,7 @@ def string_inputs(arrays: dict[str, Any]) -> dict[str, list[str]]:
     return {"string_inputs": names} if names else {}
 
 
-def leading_dim(arrays: dict[str, Any]) -> int:
+def leading_dim(arrays: Mapping[str, np.ndarray]) -> int:
     """Samples per step of a user model: the first input's first dimension."""
     first = next(iter(arrays.values()), None)
     shape: tuple[int, ...] = getattr(first, "shape", ())
@@ -292,7 +295,7 @@ class CpuEngineBackend(Backend):
     def __init__(self) -> None:
         self.threads = 1
 
-    def configure_threads(self, intra_op: int, inter_op: int) -> dict[str, Any]:
+    def configure_threads(self, intra_op: int, inter_op: int) -> JSONObject:
         self.threads = intra_op
         return {"intra_op": intra_op, "inter_op": self.inter_op}
 
@@ -312,7 +315,9 @@ class CpuEngineBackend(Backend):
 KV_CACHE_BYTES = {"float32": 4, "float16": 2, "bfloat16": 2, "u8": 1}
 
 
-def kv_cache_record(job: Job, dtype: str, conversion: dict[str, Any] | None = None) -> Generation:
+def kv_cache_record(
+    job: Job, dtype: str, conversion: Mapping[str, JSONValue] | None = None
+) -> Generation:
     """A generation case's record as its backend knows it before any generation: the
     KV cache of every position at the engine's cache precision, and the conversion
     (reference.decoder.converted's record)."""

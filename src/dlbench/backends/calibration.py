@@ -9,11 +9,14 @@ given, else on seeded random batches of its inputs.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING
 
 from dlbench.spec.case import Case
 from dlbench.workloads import get_workload
 from dlbench.workloads.user_model import InputSpec, model_inputs
+
+if TYPE_CHECKING:
+    import numpy as np
 
 CALIBRATION_SAMPLES = 64
 # ONNX Runtime's calibration batches of built-in workloads (the export has a dynamic batch)
@@ -24,7 +27,7 @@ CALIBRATION_SEED = 7919
 USER_CALIBRATION_BATCHES = 8
 
 
-def calibration_inputs(case: Case, seed: int, batch: int) -> list[dict[str, Any]]:
+def calibration_inputs(case: Case, seed: int, batch: int) -> list[dict[str, np.ndarray]]:
     """A built-in workload's calibration data: CALIBRATION_SAMPLES samples, in batches."""
     workload = get_workload(case.workload)
     params = workload.resolve_params("cpu", dict(case.params))
@@ -38,7 +41,7 @@ def calibration_inputs(case: Case, seed: int, batch: int) -> list[dict[str, Any]
 
 def user_calibration(
     case: Case, signature: Sequence[InputSpec], seed: int
-) -> tuple[list[dict[str, Any]], str]:
+) -> tuple[list[dict[str, np.ndarray]], str]:
     """A user model's calibration batches, and where they came from: its
     --input-data when given, else seeded random batches of its inputs."""
     if case.given_model.input_data:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, NoReturn, TypeVar
+from typing import Any, NoReturn, TypeVar  # noqa: TID251  # ArgumentParser's arguments, passed on
 
 from dlbench import __version__
 from dlbench.errors import UserError
@@ -41,7 +41,7 @@ class OneLineParser(argparse.ArgumentParser):
     """argparse, but a usage error is one line and exit code 2, and an option that takes
     one value refuses a second (StoreOnce: every plain store action is one)."""
 
-    # ArgumentParser's own arguments, passed on as they are
+    # ArgumentParser's own arguments, passed on as they are (Any: its constructor types them)
     def __init__(self, *args: Any, **kwargs: Any) -> None:  # noqa: ANN401
         super().__init__(*args, **kwargs)
         self.register("action", None, StoreOnce)

@@ -22,7 +22,7 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from dlbench.errors import UserError
 from dlbench.measure.openai_api import MODELS_PATH, request_body
@@ -79,7 +79,7 @@ def check_endpoints(cases: Sequence[Case], settings: Settings) -> list[Case]:
     where a server cannot be measured."""
     deadline_s = min(CHECK_DEADLINE_S, settings.timeout_s)
     named: dict[tuple[str, str | None], str] = {}
-    checked: set[tuple[Any, ...]] = set()
+    checked: set[tuple[str | None, str, str, tuple[tuple[str, int], ...], str | None]] = set()
     out = []
     for case in cases:
         if case.framework != ENDPOINT_FRAMEWORK or case.serving.endpoint is None:

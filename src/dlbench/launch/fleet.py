@@ -41,7 +41,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from types import ModuleType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
 import psutil
@@ -53,8 +53,8 @@ from dlbench.results.records import STATUS_FAILED, Run, base_result, now_iso
 from dlbench.results.run_ids import new_run_id
 from dlbench.results.store import Store, open_store
 from dlbench.results.store_location import redacted_argv, user_data_folder
-from dlbench.spec import JSONObject, JSONValue
 from dlbench.spec.case import Case, Settings
+from dlbench.untyped import JSONObject, JSONValue
 
 if TYPE_CHECKING:  # Ray is imported where a fleet runs (its `ray` module is passed on)
     from ray import ObjectRefGenerator
@@ -214,7 +214,7 @@ def _probe(address: str) -> None:
 
 
 def select_nodes(
-    described: Sequence[Mapping[str, Any]],
+    described: Sequence[Mapping[str, JSONValue]],
     resource: str | None = None,
     label: tuple[str, str] | None = None,
     on_note: Callable[[str], None] = lambda line: None,
@@ -301,7 +301,7 @@ def given_up_cause(sent: SentTask, node_timeout_s: float | None, give_up_s: floa
     )
 
 
-def _ceilings_of(store: Store, node: Node) -> dict[str, Any] | None:
+def _ceilings_of(store: Store, node: Node) -> JSONObject | None:
     """The node's newest stored `ceilings` run (by its host name), as JSON: its run
     measures efficiency against them, as `dlbench run` on that machine would."""
     run = store.latest_ceilings_run(node.hostname) if node.hostname else None
@@ -313,8 +313,8 @@ def _dispatch(
     nodes: Sequence[Node],
     plan: FleetPlan,
     node_timeout_s: float | None,
-    ceilings: Mapping[str, dict[str, Any] | None],
-) -> dict[Any, SentTask]:
+    ceilings: Mapping[str, JSONObject | None],
+) -> dict[ObjectRefGenerator, SentTask]:
     """A task per node, pinned to it and holding all its CPUs and GPUs; by its
     streamed answers (first TASK_BEGAN, then the node's answer), the node and when it
     was sent."""
@@ -342,7 +342,9 @@ def _dispatch(
     return pending
 
 
-def _wait(ray: ModuleType, pending: Mapping[Any, SentTask], give_up_s: float | None) -> list[Any]:
+def _wait(
+    ray: ModuleType, pending: Mapping[ObjectRefGenerator, SentTask], give_up_s: float | None
+) -> list[ObjectRefGenerator]:
     """The tasks with an item to read (begun, or ended), waiting in Ray (no polling)
     until one has or the nearest node is to be given up."""
     wait_s = None
@@ -372,7 +374,7 @@ def _collect(
 
     if isinstance(item, RayError):
         return _failed(node, plan, fleet, describe_ray_error(item))
-    answer: dict[str, Any] = item
+    answer: JSONObject = item
     data, output = answer["run"], answer["output"]
     partial: Run | None = None
     if data is not None:
@@ -488,7 +490,7 @@ def streamed_node_task(
     suite_text: str | None,
     run_options: list[str],
     timeout_s: float | None,
-    ceilings_run: dict[str, Any] | None = None,
+    ceilings_run: JSONObject | None = None,
 ) -> Iterator[JSONValue]:
     """node_task as Ray runs it on the node: first TASK_BEGAN, once the node's worker
     runs it and before the run's timeout starts, then node_task's answer."""
@@ -501,8 +503,8 @@ def node_task(
     suite_text: str | None,
     run_options: list[str],
     timeout_s: float | None,
-    ceilings_run: dict[str, Any] | None = None,
-) -> dict[str, Any]:
+    ceilings_run: JSONObject | None = None,
+) -> JSONObject:
     """On the node: `dlbench run` of the suite into a scratch store and JSON file, and
     what came back: the run's JSON where it wrote one (after each case, so a run
     stopped at `timeout_s` still holds the cases it finished), its exit status, its
@@ -525,7 +527,7 @@ def node_task(
             *("--json", str(json_path), "--db", str(scratch / "store.sqlite"), "--quiet"),
             *run_options,
         ]
-        answer: dict[str, Any] = {"run": None, "returncode": None, "timed_out_s": None}
+        answer: JSONObject = {"run": None, "returncode": None, "timed_out_s": None}
         try:
             # waits in select() on the output pipe until the run ends or the timeout
             done = subprocess.run(

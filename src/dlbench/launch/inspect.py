@@ -13,10 +13,11 @@ import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import ClassVar
 
-from dlbench.spec import JSONObject, record_dict
+from dlbench.spec import record_dict
 from dlbench.spec.registry import FRAMEWORKS
+from dlbench.untyped import JSONObject
 from dlbench.workloads.model_format import FORMATS, model_format, require_trusted
 
 # Loading a large model in a slow framework can take a while; a hang cannot stop inspect.
@@ -33,8 +34,8 @@ class FrameworkView:
     version: str | None
     verdict: str  # "loads", "cannot load", "not installed", "does not read this format"
     reason: str = ""
-    inputs: list[dict[str, Any]] = field(default_factory=list)
-    outputs: list[dict[str, Any]] = field(default_factory=list)
+    inputs: list[JSONObject] = field(default_factory=list)
+    outputs: list[JSONObject] = field(default_factory=list)
     # it loads only unsafely (a Keras Lambda layer) and --trust-model was not given
     untrusted: bool = False
 
@@ -121,7 +122,7 @@ def load_in_worker(name: str, version: str, kind: str, path: Path, trust: bool) 
     return FrameworkView(name, version, "loads", "", answer["inputs"], answer["outputs"])
 
 
-def _last_json_line(text: str) -> dict[str, Any] | None:
+def _last_json_line(text: str) -> JSONObject | None:
     """The worker's answer: its last line (frameworks may print above it)."""
     for line in reversed(text.strip().splitlines()):
         try:

@@ -20,17 +20,20 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from dlbench.errors import CaseError, UserError
 from dlbench.launch.inspect import FrameworkView, load_in_worker
 from dlbench.spec.case import Case
 from dlbench.spec.record_dict import from_dict
 from dlbench.spec.registry import framework_info
+from dlbench.untyped import JSONObject
 from dlbench.workloads.memory import WORKER_BYTES, available_bytes
 from dlbench.workloads.model_format import model_format
 
 if TYPE_CHECKING:  # user_model imports NumPy: importing dlbench's command line must not
+    import numpy as np
+
     from dlbench.workloads.user_model import InputSpec
 
 
@@ -44,8 +47,11 @@ def check_user_models(
     from dlbench.workloads.user_model import case_inputs, load_input_data
 
     views: dict[tuple[str, str, bool], FrameworkView] = {}
-    checked: set[tuple[Any, ...]] = set()
-    data: dict[str, dict[str, Any]] = {}
+    # (model, framework, trust), --input's specs, --input-data's file, batch size
+    checked: set[
+        tuple[tuple[str, str, bool], tuple[tuple[str, str], ...], str | None, int | None]
+    ] = set()
+    data: dict[str, dict[str, np.ndarray]] = {}
     for case in cases:
         user = case.user_model
         if user is None:
@@ -82,7 +88,7 @@ def _load(case: Case) -> FrameworkView:
     return load_in_worker(case.framework, version, model_format(path), path, user.trust_model)
 
 
-def _spec(entry: dict[str, Any]) -> InputSpec:
+def _spec(entry: JSONObject) -> InputSpec:
     """An InputSpec back from the loader's JSON (imported here: it brings NumPy)."""
     from dlbench.workloads.user_model import InputSpec
 

@@ -24,7 +24,7 @@ from collections.abc import Callable
 from dataclasses import replace
 from multiprocessing.process import BaseProcess
 from pathlib import Path
-from typing import Any
+from types import ModuleType
 
 from dlbench.launch.torchrun import TorchrunProcess
 from dlbench.launch.worker_entry import WORKER_ENTRY, import_in_worker
@@ -145,7 +145,7 @@ class SpawnedFunction:
     def __init__(self, module: str, name: str) -> None:
         self.module, self.name = module, name
 
-    def __reduce__(self) -> tuple[Any, tuple[Any, ...]]:
+    def __reduce__(self) -> tuple[Callable[..., object], tuple[_ImportedModule, str]]:
         return getattr, (_ImportedModule(self.module), self.name)
 
     def __call__(self, *args: object) -> None:
@@ -159,7 +159,7 @@ class _ImportedModule:
     def __init__(self, name: str) -> None:
         self.name = name
 
-    def __reduce__(self) -> tuple[Any, tuple[str]]:
+    def __reduce__(self) -> tuple[Callable[[str], ModuleType], tuple[str]]:
         return import_in_worker, (self.name,)
 
 

@@ -13,7 +13,9 @@ import contextlib
 import os
 from collections.abc import Callable, Collection, Mapping, Sequence
 from types import ModuleType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from dlbench.untyped import JSONObject, JSONValue
 
 if TYPE_CHECKING:  # pynvml is imported where NVML is opened, and ships no types
     from pynvml import c_nvmlDevice_t as NvmlHandle  # a device's handle
@@ -50,7 +52,7 @@ def throttle_names(mask: int) -> list[str]:
     return [name for bit, name in THROTTLE_REASONS.items() if mask & bit]
 
 
-def throttle_verdict(points: Sequence[Mapping[str, Any]]) -> str | None:
+def throttle_verdict(points: Sequence[Mapping[str, JSONValue]]) -> str | None:
     """ "thermal", "power", "thermal, power"...: limits that held the clocks down.
 
     A limit is named when more than VERDICT_FRACTION of the timeline points
@@ -116,7 +118,7 @@ class GpuTelemetry:
             return None, reason if reason.startswith("no GPU") else f"no GPU telemetry: {reason}"
         return cls(pynvml, handles), None
 
-    def read(self, pids: int | Collection[int]) -> list[dict[str, Any]]:
+    def read(self, pids: int | Collection[int]) -> list[JSONObject]:
         """One dict per device; a field the device cannot report is left out."""
         wanted = {pids} if isinstance(pids, int) else set(pids)
         return [self._read_device(index, handle, wanted) for index, handle in self._handles]
@@ -131,9 +133,9 @@ class GpuTelemetry:
             self._closed = True
             _shutdown(self._nvml)
 
-    def _read_device(self, index: int, handle: NvmlHandle, pids: set[int]) -> dict[str, Any]:
+    def _read_device(self, index: int, handle: NvmlHandle, pids: set[int]) -> JSONObject:
         nvml = self._nvml
-        readings: dict[str, Callable[[], Any]] = {
+        readings: dict[str, Callable[[], int | float | list[str] | None]] = {
             "gpu_util_percent": lambda: float(nvml.nvmlDeviceGetUtilizationRates(handle).gpu),
             "gpu_mem_used_mb": lambda: _mib(nvml.nvmlDeviceGetMemoryInfo(handle).used),
             "gpu_process_mem_mb": lambda: _process_memory(nvml, handle, pids),
@@ -144,7 +146,7 @@ class GpuTelemetry:
             "power_w": lambda: round(nvml.nvmlDeviceGetPowerUsage(handle) / 1000.0, 1),
             "throttle": lambda: throttle_names(_clock_event_reasons(nvml, handle)),
         }
-        device: dict[str, Any] = {"index": index}
+        device: JSONObject = {"index": index}
         for key, read in readings.items():
             # Each field on its own: many GPUs lack power or clock-reason readings.
             try:

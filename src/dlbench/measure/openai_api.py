@@ -13,7 +13,9 @@ token on time. A role-only or usage-only chunk carries none.
 from __future__ import annotations
 
 from collections.abc import Collection
-from typing import Any, NamedTuple
+from typing import NamedTuple
+
+from dlbench.untyped import JSONObject
 
 COMPLETIONS, CHAT = "completions", "chat"
 PATHS = {COMPLETIONS: "/v1/completions", CHAT: "/v1/chat/completions"}
@@ -58,18 +60,18 @@ class ChunkOutput(NamedTuple):
 LENGTH_FIELDS = ("max_tokens", "max_completion_tokens", "min_tokens", "ignore_eos")
 
 
-def length_fields(body: dict[str, Any]) -> list[str]:
+def length_fields(body: JSONObject) -> list[str]:
     """The LENGTH_FIELDS `body` holds."""
     return [name for name in LENGTH_FIELDS if name in body]
 
 
 def request_body(api: str, model: str, prompt: str | list[Message], max_tokens: int,
-                 token_ids_field: str | None = None) -> dict[str, Any]:  # fmt: skip
+                 token_ids_field: str | None = None) -> JSONObject:  # fmt: skip
     """Greedy, exactly `max_tokens` tokens where the server honours min_tokens and
     ignore_eos (vLLM, SGLang, llama.cpp's servers), usage in the stream, and each
     token's id where `token_ids_field` (of TOKEN_ID_FIELDS) asks for it. `prompt`: the
     text, or for chat the conversation's messages so far."""
-    body: dict[str, Any] = {
+    body: JSONObject = {
         "model": model,
         "max_tokens": max_tokens,
         "min_tokens": max_tokens,
@@ -132,14 +134,14 @@ _DICT_OR_NONE = (dict, type(None))
 class _TokenIds:
     """The token ids of one chunk, from the fields asked."""
 
-    def __init__(self, asked: Collection[str], chunk: dict[str, Any]) -> None:
+    def __init__(self, asked: Collection[str], chunk: JSONObject) -> None:
         self.where = [(name, TOKEN_ID_FIELDS[name]) for name in asked]
         self.count: int | None = None
         self.values: list[int] = []
         self.answered: list[str] = []
         self.read(chunk, IN_CHUNK)
 
-    def read(self, holder: dict[str, Any], level: str) -> None:
+    def read(self, holder: JSONObject, level: str) -> None:
         for name, (at, key) in self.where:
             if at != level or holder.get(key) is None:
                 continue
@@ -152,7 +154,7 @@ class _TokenIds:
                 self.answered.append(name)
 
 
-def _choice_text(api: str, choice: dict[str, Any]) -> str:
+def _choice_text(api: str, choice: JSONObject) -> str:
     if api == CHAT:
         delta = choice.get("delta")
         if not isinstance(delta, _DICT_OR_NONE):

@@ -27,7 +27,6 @@ import sys
 import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
-from typing import Any
 
 import httpx
 
@@ -38,6 +37,7 @@ from dlbench.measure.openai_api import (
     error_summary,
     read_chunk,
 )
+from dlbench.untyped import JSONObject
 
 DONE = b"[DONE]"
 # A server that does not accept a connection within this is down, not slow
@@ -111,7 +111,7 @@ class StreamedRequest:
 
 
 async def stream_request(client: httpx.AsyncClient, base_url: str, api: str,
-                         body: dict[str, Any],
+                         body: JSONObject,
                          deadline_s: float | None = None) -> StreamedRequest:  # fmt: skip
     """Send one streaming request and read its chunks to the end (or to its error);
     `deadline_s` bounds the whole answer, however slowly its bytes come."""
@@ -134,7 +134,7 @@ async def stream_request(client: httpx.AsyncClient, base_url: str, api: str,
     return record
 
 
-async def _exchange(client: httpx.AsyncClient, url: str, api: str, body: dict[str, Any],
+async def _exchange(client: httpx.AsyncClient, url: str, api: str, body: JSONObject,
                     id_fields: list[str], record: StreamedRequest) -> None:  # fmt: skip
     async with client.stream("POST", url, json=body) as reply:
         record.status = reply.status_code
@@ -222,7 +222,7 @@ class Negotiated:
     token_ids_field: str | None
 
 
-async def negotiate(client: httpx.AsyncClient, base_url: str, api: str, body: dict[str, Any],
+async def negotiate(client: httpx.AsyncClient, base_url: str, api: str, body: JSONObject,
                     deadline_s: float | None = None) -> Negotiated:  # fmt: skip
     """Send `body` asking for token ids in every way TOKEN_ID_FIELDS knows, and find out
     from the answer which way this server answers (by what it sends, not its name). A

@@ -15,7 +15,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Generic, Protocol, TypeVar
+from typing import Generic, Protocol, TypeVar
 
 
 class Try(Protocol):
@@ -35,7 +35,7 @@ class Found(Generic[T]):
 
 
 @dataclass(frozen=True)
-class Search:
+class Search(Generic[T]):
     start: float
     floor: float
     whole: bool = False  # loads are whole numbers (a concurrency)
@@ -44,7 +44,8 @@ class Search:
     max_tries: int = 12
     unit: str = ""  # written after a load in the notes (" QPS")
     # after a failed try with no load passed yet: why no lower load can hold, if none can
-    give_up: Callable[[float, Any], str | None] | None = None
+    # (from that try's outcome, a T: the type the caller's try gives)
+    give_up: Callable[[float, T], str | None] | None = None
     # the highest load that can be tried (a client's own limit), and why: growth stops
     # there, and a load that holds there is the peak found, said to be that limit's
     ceiling: float | None = None

@@ -15,12 +15,12 @@ import math
 import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 import psutil
 
 from dlbench.measure.gpu_telemetry import GpuTelemetry, throttle_verdict
 from dlbench.measure.monitor import load_average
+from dlbench.untyped import JSONObject
 
 DEFAULT_INTERVAL_S = 0.5
 # 4000 points cover 33 minutes at 0.5 s before the first halving: a typical
@@ -68,7 +68,7 @@ class TimelineSampler:
         self._interval = interval
         self._gpu = gpu
         self._max_points = max(2, max_points)
-        self._points: list[dict[str, Any]] = []
+        self._points: list[JSONObject] = []
         self._process: psutil.Process | None = None
         self._last_wall = self._origin
         self._last_cpu_s = 0.0
@@ -95,7 +95,7 @@ class TimelineSampler:
         return self._process is not None
 
     @property
-    def points(self) -> list[dict[str, Any]]:
+    def points(self) -> list[JSONObject]:
         return self._points
 
     def sample(self) -> None:
@@ -122,7 +122,7 @@ class TimelineSampler:
         now = time.perf_counter()
         cores = _core_times()
         wall = now - self._last_wall
-        point: dict[str, Any] = {
+        point: JSONObject = {
             "t": round(now - self._origin, 3),
             # A child that exited unwaited takes its CPU time with it: never below zero.
             "cpu_percent": round(max(0.0, cpu_s - self._last_cpu_s) / wall * 100, 1)
@@ -277,7 +277,7 @@ def _core_percents(
     return percents
 
 
-def _numbers(values: Iterable[Any]) -> list[float]:
+def _numbers(values: Iterable[object]) -> list[float]:
     return [
         float(v)
         for v in values
@@ -285,11 +285,11 @@ def _numbers(values: Iterable[Any]) -> list[float]:
     ]
 
 
-def _mean(values: Iterable[Any]) -> float | None:
+def _mean(values: Iterable[object]) -> float | None:
     numbers = _numbers(values)
     return round(sum(numbers) / len(numbers), 2) if numbers else None
 
 
-def _max(values: Iterable[Any]) -> float | None:
+def _max(values: Iterable[object]) -> float | None:
     numbers = _numbers(values)
     return max(numbers) if numbers else None

@@ -11,7 +11,7 @@ from __future__ import annotations
 import itertools
 from collections.abc import Mapping
 from dataclasses import Field, dataclass, field, fields
-from typing import Any, TypeGuard, TypeVar
+from typing import Any, TypeGuard, TypeVar  # noqa: TID251  # option values: their fields' types
 
 from dlbench.errors import UserError
 from dlbench.plan.endpoint_cases import endpoint_entry
@@ -33,7 +33,6 @@ from dlbench.plan.sweeps import (
 from dlbench.plan.time_to_train_checks import TIME_TO_TRAIN_ONLY
 from dlbench.plan.user_model_checks import MODEL_OPTIONS, require_model_file
 from dlbench.plan.validate import validate_case, validate_settings
-from dlbench.spec import JSONObject, JSONValue
 from dlbench.spec.case import (
     COMPILE_MODES,
     MODES,
@@ -45,6 +44,7 @@ from dlbench.spec.case import (
 )
 from dlbench.spec.cli_options import cli_options, option_flag
 from dlbench.spec.registry import ENDPOINT_FRAMEWORK, FRAMEWORKS, framework_info, precision_info
+from dlbench.untyped import JSONObject, JSONValue
 from dlbench.workloads import get_workload
 
 T = TypeVar("T")
@@ -89,9 +89,9 @@ class RunRequest:
     # --option KEY=VALUE: each one set, over a suite entry's options (not a product)
     options: tuple[tuple[str, str], ...] = ()
     # Case field -> value, for every other axis given (GENERIC_AXES)
-    axes: tuple[tuple[str, Any], ...] = ()
+    axes: tuple[tuple[str, object], ...] = ()
     # Settings field -> value, each from its own option
-    settings: tuple[tuple[str, Any], ...] = ()
+    settings: tuple[tuple[str, object], ...] = ()
     model: str | None = None
     endpoint: str | None = None  # --endpoint URL: its own case (plan.endpoint_cases)
     inputs: tuple[tuple[str, str], ...] = field(default=(), metadata={"flag": "--input"})
@@ -123,13 +123,13 @@ GENERIC_AXES = tuple(name for name, _ in cli_options(Case) if name not in _REQUE
 
 
 def request_from_options(
-    given: Mapping[str, Any],  # argparse's values by field name
+    given: Mapping[str, Any],  # argparse's values by field name (Any: each option's own type)
     **others: Any,  # noqa: ANN401  # RunRequest's fields by name: its constructor checks them
 ) -> RunRequest:
     """A RunRequest from option values by Case or Settings field name, as the fields'
     options (spec.cli_options) declare them; None, False and an empty list are "not
     given". `others` are RunRequest fields no such option sets (suite, --sweep, ...)."""
-    values: dict[str, Any] = dict(others)
+    values: dict[str, Any] = dict(others)  # Any: each RunRequest field's own type
     axes = []
     for name, option in cli_options(Case):
         value = given.get(name)
@@ -163,7 +163,7 @@ def given_options(request: RunRequest) -> list[str]:
     return given
 
 
-def _request_flag(request_field: Field[Any]) -> str:
+def _request_flag(request_field: Field[object]) -> str:
     """The option that sets a RunRequest field: its Case field's, else its own."""
     axis = request_field.metadata.get("axis", request_field.name)
     options = dict(cli_options(Case))
@@ -339,8 +339,8 @@ def _model_suite(request: RunRequest, model: str) -> SuiteSpec:
     return SuiteSpec(f"model:{path.name}", f"user model {path}", {}, (entry,))
 
 
-def _adhoc_entry(request: RunRequest) -> dict[str, Any]:
-    entry: dict[str, Any] = {
+def _adhoc_entry(request: RunRequest) -> JSONObject:
+    entry: JSONObject = {
         "workload": list(request.workloads),
         "framework": list(request.frameworks or ("torch",)),
     }
@@ -352,7 +352,7 @@ def _adhoc_entry(request: RunRequest) -> dict[str, Any]:
 
 
 def _settings(spec: SuiteSpec, request: RunRequest) -> Settings:
-    values: dict[str, Any] = {}
+    values: dict[str, Any] = {}  # Any: each Settings field's own type, for Settings(**values)
     for key, value in spec.settings.items():
         if key in SETTING_FIELDS:
             values[SETTING_FIELDS[key]] = _number(value, f"suite {spec.name}: settings.{key}")
@@ -390,7 +390,7 @@ def _expand(spec: SuiteSpec, request: RunRequest) -> list[Case]:
 
 
 def _expand_entry(
-    entry: dict[str, Any], suite_settings: dict[str, Any], request: RunRequest, where: str
+    entry: JSONObject, suite_settings: JSONObject, request: RunRequest, where: str
 ) -> list[Case]:
     """The cases of one suite entry: the product of its lists, filtered by the request."""
     sweep = {**entry_sweep(entry, where), **dict(request.sweeps)}  # the command line's win
@@ -448,8 +448,8 @@ def _expand_entry(
 
 
 def _shared_fields(
-    entry: dict[str, Any], suite_settings: dict[str, Any], request: RunRequest, where: str
-) -> dict[str, Any]:
+    entry: JSONObject, suite_settings: JSONObject, request: RunRequest, where: str
+) -> dict[str, object]:
     """The Case fields every case of one suite entry shares. A generic axis takes the
     command line's value, else the entry's, else the Case default."""
     given = dict(request.axes)
@@ -470,11 +470,11 @@ def _shared_fields(
 
 
 def _threads(
-    entry: dict[str, Any],
-    suite_settings: dict[str, Any],
+    entry: JSONObject,
+    suite_settings: JSONObject,
     request: RunRequest,
     sweep: dict[str, tuple[int, ...]],
-) -> list[Any]:
+) -> list[JSONValue]:
     """--threads N, else a threads sweep, else the entry's or the suite's count, else
     every CPU available (shared out between the processes of a DDP case on a CPU)."""
     if request.threads is not None:
@@ -504,7 +504,7 @@ def _serving_fields(scenario: JSONValue, entry: JSONObject, request: RunRequest,
     return fields
 
 
-def _precisions(entry: dict[str, Any], request: RunRequest, where: str) -> list[Any]:
+def _precisions(entry: JSONObject, request: RunRequest, where: str) -> list[JSONValue]:
     """Like scenarios: --precision filters declared precisions, else sets them."""
     if "precision" not in entry:
         return list(request.precisions) or ["fp32"]
@@ -514,7 +514,7 @@ def _precisions(entry: dict[str, Any], request: RunRequest, where: str) -> list[
     return [p for p in declared if p in request.precisions]
 
 
-def _training_fields(workload: str, params: dict[str, Any], request: RunRequest) -> dict[str, Any]:
+def _training_fields(workload: str, params: JSONObject, request: RunRequest) -> dict[str, object]:
     """--target-accuracy, --data-dir (and the epoch cap a target implies) for epoch workloads."""
     if not get_workload(workload).epoch_based:
         return {"params": tuple(sorted(params.items()))}
@@ -528,8 +528,8 @@ def _training_fields(workload: str, params: dict[str, Any], request: RunRequest)
 
 
 def _compile_modes(
-    entry: dict[str, Any], workload: str, framework: str, request: RunRequest, where: str
-) -> list[Any]:
+    entry: JSONObject, workload: str, framework: str, request: RunRequest, where: str
+) -> list[JSONValue]:
     """The entry's compile modes (default: the framework's), narrowed by --compile.
 
     A --compile value applies to the frameworks that have that mode, so
@@ -586,7 +586,7 @@ def _check_cli_params(request: RunRequest, cases: list[Case]) -> None:
             )
 
 
-def _scenarios(entry: dict[str, Any], request: RunRequest, where: str) -> list[Any]:
+def _scenarios(entry: JSONObject, request: RunRequest, where: str) -> list[JSONValue]:
     """An entry's declared scenarios, filtered by --scenario; undeclared ones take --scenario."""
     if "scenario" not in entry:
         return list(request.scenarios) or [None]
@@ -596,7 +596,7 @@ def _scenarios(entry: dict[str, Any], request: RunRequest, where: str) -> list[A
     return [s for s in declared if s in request.scenarios]
 
 
-def _model_fields(request: RunRequest) -> dict[str, Any]:
+def _model_fields(request: RunRequest) -> dict[str, object]:
     if request.model is None:
         return {}
     from pathlib import Path

@@ -12,7 +12,6 @@ this room has no side effects.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 from dlbench.errors import UserError
 from dlbench.measure.client_limits import connection_limit
@@ -24,6 +23,7 @@ from dlbench.spec.case import REMOTE_DEVICE, Case
 from dlbench.spec.cli_options import option_flag
 from dlbench.spec.digest import path_digest
 from dlbench.spec.registry import ENDPOINT_FRAMEWORK, ENDPOINT_WORKLOAD
+from dlbench.untyped import JSONObject
 from dlbench.workloads.model_config import read_model_config
 from dlbench.workloads.requests import tokenizer_file
 
@@ -57,7 +57,7 @@ def option_value(source: object, name: str) -> object:
     return source.value_of(name) if isinstance(source, Case) else getattr(source, name, None)
 
 
-def endpoint_entry(workloads: tuple[str, ...], frameworks: tuple[str, ...]) -> dict[str, Any]:
+def endpoint_entry(workloads: tuple[str, ...], frameworks: tuple[str, ...]) -> JSONObject:
     """The one suite entry --endpoint makes; another workload or framework is refused."""
     for given, allowed, flag in ((workloads, ENDPOINT_WORKLOAD, "--workload"),
                                  (frameworks, ENDPOINT_FRAMEWORK, "--framework")):  # fmt: skip

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import importlib.util
 from collections.abc import Sequence
-from typing import Any, NoReturn, TypeVar
+from typing import NoReturn, TypeVar
 
 from dlbench.errors import UserError
 from dlbench.plan.endpoint_cases import option_value
@@ -105,7 +105,7 @@ def validate_serving(case: Case, token_server: FrameworkInfo | None = None) -> C
     return case.replaced(loadgen=True, **_server_settings(case))
 
 
-def _server_settings(case: Case) -> dict[str, Any]:
+def _server_settings(case: Case) -> dict[str, float | int]:
     if case.batch_size not in (None, 1):
         raise UserError(
             f"a server query is one sample; batch size {case.batch_size} belongs to the "

@@ -21,14 +21,16 @@ the suite's name (the report's STUDIES table), so no key chooses them.
 from __future__ import annotations
 
 import importlib.resources
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import yaml
 
 from dlbench.errors import UserError
 from dlbench.spec.case import suite_axes
+from dlbench.untyped import JSONObject
 
 if TYPE_CHECKING:
     from importlib.abc import Traversable  # importlib.resources.abc's from Python 3.11
@@ -56,8 +58,8 @@ class SuiteSpec:
 
     name: str
     description: str
-    settings: dict[str, Any]
-    entries: tuple[dict[str, Any], ...]
+    settings: JSONObject
+    entries: tuple[JSONObject, ...]
 
 
 def _builtin_folder() -> Traversable:
@@ -124,7 +126,7 @@ def parse_suite(text: str, source: str, default_name: str) -> SuiteSpec:
     return SuiteSpec(name, description, dict(settings), tuple(dict(e) for e in entries))
 
 
-def _check_keys(data: dict[Any, Any], allowed: tuple[str, ...], where: str) -> None:
+def _check_keys(data: Mapping[object, object], allowed: tuple[str, ...], where: str) -> None:
     for key in data:
         if key not in allowed:
             raise UserError(f"{where}: unknown key {key!r}; allowed: {', '.join(allowed)}")

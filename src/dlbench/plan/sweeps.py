@@ -14,12 +14,11 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Collection
-from typing import Any
 
 from dlbench.errors import UserError
-from dlbench.spec import JSONValue
 from dlbench.spec.case import MAX_BATCH, MAX_THREADS, available_cpus
 from dlbench.spec.registry import ENDPOINT_FRAMEWORK
+from dlbench.untyped import JSONObject, JSONValue
 
 # The longest prompt or output a sweep may ask for (a workload's context is checked apart)
 MAX_TOKENS = 1 << 20
@@ -74,7 +73,7 @@ def sweep_values(axis: str, values: JSONValue, where: str) -> tuple[int, ...]:
     return tuple(dict.fromkeys(checked))  # in order, each once
 
 
-def entry_sweep(entry: dict[str, Any], where: str) -> dict[str, tuple[int, ...]]:
+def entry_sweep(entry: JSONObject, where: str) -> dict[str, tuple[int, ...]]:
     """A suite entry's `sweep:` mapping, checked."""
     sweep = entry.get("sweep")
     if sweep is None:
@@ -86,8 +85,8 @@ def entry_sweep(entry: dict[str, Any], where: str) -> dict[str, tuple[int, ...]]
     return {axis: sweep_values(axis, values, f"{where}.sweep") for axis, values in sweep.items()}
 
 
-def param_variants(params: dict[str, Any], sweep: dict[str, tuple[int, ...]],
-                   accepted: Collection[str], workload: str) -> list[dict[str, Any]]:  # fmt: skip
+def param_variants(params: JSONObject, sweep: dict[str, tuple[int, ...]],
+                   accepted: Collection[str], workload: str) -> list[JSONObject]:  # fmt: skip
     """`params` once per combination of the swept parameters (isl, osl); a workload
     without such a parameter is a UserError naming the workloads' own."""
     swept = [(axis, values) for axis, values in sweep.items() if axis in PARAM_SWEEPS]
@@ -101,7 +100,9 @@ def param_variants(params: dict[str, Any], sweep: dict[str, tuple[int, ...]],
             for combination in itertools.product(*(values for _, values in swept))]  # fmt: skip
 
 
-def load_variants(sweep: dict[str, tuple[int, ...]], framework: str) -> list[dict[str, Any]]:
+def load_variants(
+    sweep: dict[str, tuple[int, ...]], framework: str
+) -> list[dict[str, float | int]]:
     """The load fields of each case an endpoint sweep makes (one case, no field, where
     none is swept); a load sweep elsewhere is a UserError."""
     swept = [(axis, values) for axis, values in sweep.items() if axis in LOAD_SWEEPS]

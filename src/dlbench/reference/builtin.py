@@ -16,11 +16,12 @@ import subprocess
 import sys
 from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from dlbench import __version__
 from dlbench.atomic import build_once
 from dlbench.errors import ReferenceUnavailable
+from dlbench.untyped import JSONObject
 
 if TYPE_CHECKING:
     import numpy as np
@@ -80,7 +81,7 @@ def package_version(package: str) -> str | None:
         return None
 
 
-def onnx_model(workload: str, params: Mapping[str, int], seed: int) -> tuple[Path, dict[str, Any]]:
+def onnx_model(workload: str, params: Mapping[str, int], seed: int) -> tuple[Path, JSONObject]:
     """The exported ONNX file and its metadata (opset, exporter, torch version)."""
     folder = artifact_folder(workload, params, seed)
     path, meta = folder / "model.onnx", folder / "model.json"

@@ -28,13 +28,17 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from dlbench import __version__
 from dlbench.atomic import build_once, write_atomic
 from dlbench.errors import CaseError, ReferenceUnavailable
 from dlbench.reference.builtin import BUILD_LOCK, cache_dir, lock_beside, package_version
 from dlbench.spec.registry import framework_info
+from dlbench.untyped import JSONObject, JSONValue
+
+if TYPE_CHECKING:
+    import numpy as np
 
 # Bump when the checkpoint's construction changes (it is part of the cache key).
 CHECKPOINT_REVISION = 3
@@ -55,7 +59,7 @@ class OwnReference:
     top2), where it was made, and the seconds this case spent making it (None: found
     in the cache)."""
 
-    arrays: Mapping[str, Any]
+    arrays: Mapping[str, np.ndarray]
     origin: str
     made_s: float | None
 
@@ -68,7 +72,9 @@ def checkpoint_folder(workload: str, seed: int) -> Path:
     return folder
 
 
-def reference_tokens(workload: str, seed: int, isl: int, osl: int, batch: int) -> dict[str, Any]:
+def reference_tokens(
+    workload: str, seed: int, isl: int, osl: int, batch: int
+) -> dict[str, np.ndarray]:
     """torch eager fp32's greedy tokens for the case's prompts ([batch, osl]) and its top
     two logits at each step."""
     import numpy as np
@@ -82,7 +88,7 @@ def reference_tokens(workload: str, seed: int, isl: int, osl: int, batch: int) -
 
 
 def own_reference(
-    key: Mapping[str, Any], origin: str, make: Callable[[], dict[str, Any]]
+    key: Mapping[str, JSONValue], origin: str, make: Callable[[], dict[str, np.ndarray]]
 ) -> OwnReference:
     """The reference `make` computes in this process, cached under `key` (workload,
     seed, lengths, batch, the device's name, the versions that compute it), so the
@@ -98,13 +104,15 @@ def own_reference(
     started = time.perf_counter()
     made = make()
     made_s = time.perf_counter() - started
-    write_atomic(path, lambda temp: np.savez(temp, **made))
+    # numpy's annotation reads a ** of arrays as possibly filling savez's allow_pickle (a
+    # bool) too; these keys are the reference's names (tokens, top1, top2)
+    write_atomic(path, lambda temp: np.savez(temp, **made))  # type: ignore[arg-type]
     return OwnReference(made, origin, made_s)
 
 
 def converted(
     engine: str, workload: str, seed: int, command: Sequence[str], converter: str
-) -> tuple[Path, dict[str, Any]]:
+) -> tuple[Path, JSONObject]:
     """The checkpoint in `engine`'s format, and how it was made (converter, convert_s;
     made_now: by this call, not found in the cache).
 
@@ -155,7 +163,7 @@ def _convert(source: Path, folder: Path, command: Sequence[str], converter: str)
     publish_folder(staging, folder)
 
 
-def _run_builder(request: dict[str, Any]) -> None:
+def _run_builder(request: JSONObject) -> None:
     try:
         done = subprocess.run([sys.executable, "-m", BUILDER_MODULE, json.dumps(request)],
                               capture_output=True, text=True, timeout=BUILD_TIMEOUT_S)  # fmt: skip

@@ -22,7 +22,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from dlbench import __version__
 from dlbench.atomic import build_once, write_atomic
@@ -31,6 +31,10 @@ from dlbench.reference.builtin import cache_dir, lock_beside, package_version
 from dlbench.spec.case import Case
 from dlbench.spec.record_dict import from_dict, to_dict
 from dlbench.spec.registry import framework_info
+from dlbench.untyped import FrameworkValue, JSONObject
+
+if TYPE_CHECKING:
+    import numpy as np
 
 # bump when a quantizer's method or settings change: old models are not reused
 QUANTIZE_REVISION = 1
@@ -40,7 +44,7 @@ BUILD_TIMEOUT_S = 3600
 QUANTIZER_MODULE = "dlbench.backends.{framework}.quantize"
 
 
-def quantized_model(case: Case, seed: int) -> tuple[Path, dict[str, Any]]:
+def quantized_model(case: Case, seed: int) -> tuple[Path, JSONObject]:
     """The case's quantized model file and what its quantizer did (built if not cached)."""
     folder = quantized_folder(case, seed)
     meta_path = folder / META_FILE
@@ -121,14 +125,16 @@ def _build(case: Case, seed: int, folder: Path) -> None:
 REFERENCE_OUTPUTS = "fp32-outputs.npz"
 
 
-def save_reference_outputs(folder: Path, outputs: Sequence[Any]) -> None:
-    """The fp32 model's outputs on the case's inputs: what the int8 model is held to."""
+def save_reference_outputs(folder: Path, outputs: Sequence[FrameworkValue]) -> None:
+    """The fp32 model's outputs on the case's inputs: what the int8 model is held to.
+
+    `outputs` are as the framework gave them (ONNX Runtime's or OpenVINO's arrays)."""
     import numpy as np
 
     write_atomic(folder / REFERENCE_OUTPUTS, lambda path: np.savez(path, *outputs))
 
 
-def reference_outputs(folder: Path) -> list[Any]:
+def reference_outputs(folder: Path) -> list[np.ndarray]:
     """The fp32 outputs a user model's quantizer kept, in output order."""
     import numpy as np
 
@@ -136,7 +142,7 @@ def reference_outputs(folder: Path) -> list[Any]:
         return [saved[f"arr_{index}"] for index in range(len(saved.files))]
 
 
-def builder_main(build: Callable[[Case, int, Path], dict[str, Any]]) -> int:
+def builder_main(build: Callable[[Case, int, Path], JSONObject]) -> int:
     """A quantizer process: build the model into the request's folder, then its metadata.
 
     `build` writes the model file(s) and returns what it did (method,

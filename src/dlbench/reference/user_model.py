@@ -14,17 +14,18 @@ import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from dlbench.atomic import write_atomic
 from dlbench.reference.builtin import cache_dir
+from dlbench.untyped import JSONValue
 
 if TYPE_CHECKING:
     import numpy as np
 
 
 def reference_folder(
-    model_digest: str, shapes: Mapping[str, Any], seed: int, data_digest: str | None
+    model_digest: str, shapes: Mapping[str, JSONValue], seed: int, data_digest: str | None
 ) -> Path:
     key = json.dumps({"file": model_digest, "shapes": dict(sorted(shapes.items())),
                       "seed": seed, "data": data_digest})  # fmt: skip
@@ -35,18 +36,18 @@ def reference_folder(
 class Reference:
     """The outputs a user model's run is checked against, and who recorded them."""
 
-    outputs: list[Any]
+    outputs: list[np.ndarray]
     by: str  # the framework (and loader) that recorded them: "tensorflow via tf.saved_model.load"
     recorded_now: bool  # this run's own outputs, just recorded: nothing was checked
 
 
 def expected_outputs(
     model_digest: str,
-    shapes: Mapping[str, Any],
+    shapes: Mapping[str, JSONValue],
     seed: int,
     data_digest: str | None,
     by: str,
-    outputs: list[Any],
+    outputs: list[np.ndarray],
 ) -> Reference:
     """The recorded outputs to check against, recording `outputs` if they are the first.
 

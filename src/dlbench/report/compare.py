@@ -31,7 +31,7 @@ import math
 import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any, TypedDict
+from typing import TypedDict
 
 from dlbench.results.env import FRAMEWORKS_FACT, UNKNOWN
 from dlbench.results.env import context as env_context
@@ -40,15 +40,15 @@ from dlbench.results.limits import limit_text
 from dlbench.results.metrics import Metric, metric, read
 from dlbench.results.records import Result, Run
 from dlbench.results.repeats import processes
-from dlbench.spec import JSONValue
 from dlbench.spec.case import Case
+from dlbench.untyped import JSONValue
 
 ALPHA = 0.05
 BOOTSTRAP_RESAMPLES = 2000
 MIN_EFFECT = 0.01  # changes under 1% are never called a regression
 FAR_FACTOR = 2.0  # single-process verdicts only beyond this (see the module doc)
 # fact -> (its value in A, in B), for each fact that differs
-Context = dict[str, tuple[Any, Any]]
+Context = dict[str, tuple[JSONValue, JSONValue]]
 INCONCLUSIVE_SINGLE = "inconclusive (1 process per side: rerun with --repeat)"
 
 

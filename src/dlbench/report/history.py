@@ -22,12 +22,21 @@ import statistics
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from typing import Any
+from typing import TYPE_CHECKING
 
 from dlbench.errors import UserError
 from dlbench.report.compare import MIN_EFFECT, process_values
 from dlbench.results.metrics import Metric
 from dlbench.results.records import Result, Run
+
+if TYPE_CHECKING:  # Otava is imported where change points are found (_otava)
+    from otava.analysis import TTestStats
+    from otava.change_point_divisive.base import ChangePoint
+
+    # Otava's change points, and the weak ones it returns beside them (for a later call)
+    ComputeChangePoints = Callable[
+        ..., tuple[list[ChangePoint[TTestStats]], list[ChangePoint[TTestStats]] | None]
+    ]
 
 ORDERS = ("time", "label")
 # Otava's own defaults (otava.series.AnalysisOptions: window_len, max_pvalue).
@@ -229,7 +238,7 @@ def _by_label(measured: list[Measured]) -> list[Point]:
     ]
 
 
-def label_order(label: str) -> tuple[Any, ...]:
+def label_order(label: str) -> tuple[tuple[int, int, str], ...]:
     """Labels in natural order: runs of digits compare as numbers (v1.9 before v1.10,
     build 9 before build 10), the rest as text."""
     return tuple(
@@ -259,7 +268,7 @@ def find_changes(values: Sequence[float], method: ChangeMethod) -> tuple[Change,
     )
 
 
-def _otava() -> Callable[..., Any]:
+def _otava() -> ComputeChangePoints:
     """Otava's change-point function; a missing install is a user error naming the extra."""
     try:
         from otava.analysis import compute_change_points

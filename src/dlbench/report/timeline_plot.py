@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, TypedDict
 
 from dlbench.report.charts.model import slug
 from dlbench.report.charts.png import pyplot, save_png, wrapped
@@ -22,10 +22,21 @@ from dlbench.report.table import case_name
 from dlbench.results.details import Details
 from dlbench.results.records import Result, Run
 from dlbench.results.run_ids import run_path
-from dlbench.spec import JSONValue
+from dlbench.untyped import JSONObject, JSONValue
 
 if TYPE_CHECKING:  # matplotlib is imported where a chart is drawn (charts.png.pyplot)
     from matplotlib.axes import Axes
+    from matplotlib.typing import LegendLocType
+
+
+class _LegendPlace(TypedDict):
+    """Where a panel's legend goes, and how it looks: Axes.legend's keyword arguments."""
+
+    loc: LegendLocType
+    bbox_to_anchor: tuple[float, float]
+    fontsize: int
+    frameon: bool
+
 
 CORE_COLOR = "#4c72b0"
 TOTAL_COLOR = "#1b2a49"
@@ -34,7 +45,7 @@ MEMORY_COLOR = "#55a868"
 LOAD_COLOR = "#8172b3"
 WINDOW_COLOR = "#fdd9a0"
 # Above the panel, right-aligned: inside it, a legend would hide the 100% lines.
-LEGEND: dict[str, Any] = {
+LEGEND: _LegendPlace = {
     "loc": "lower right",
     "bbox_to_anchor": (1.0, 1.0),
     "fontsize": 7,
@@ -42,7 +53,7 @@ LEGEND: dict[str, Any] = {
 }
 
 
-def timeline_of(result: Result) -> list[dict[str, Any]]:
+def timeline_of(result: Result) -> list[JSONObject]:
     """The result's timeline points, or a ValueError saying there are none."""
     timeline = result.details.timeline
     if timeline is None or not timeline.points:
@@ -98,7 +109,7 @@ def write_timeline_pngs(runs: Sequence[Run], folder: Path) -> list[Path]:
     return written
 
 
-def _cpu_panel(axis: Axes, points: list[dict[str, Any]], times: list[float]) -> None:
+def _cpu_panel(axis: Axes, points: list[JSONObject], times: list[float]) -> None:
     cores = [p.get("cpu_cores") for p in points]
     count = max((len(c) for c in cores if isinstance(c, list)), default=0)
     for core in range(count):
@@ -120,7 +131,7 @@ def _cpu_panel(axis: Axes, points: list[dict[str, Any]], times: list[float]) -> 
     axis.grid(alpha=0.3)
 
 
-def _gpu_panel(axis: Axes, points: list[dict[str, Any]], times: list[float]) -> None:
+def _gpu_panel(axis: Axes, points: list[JSONObject], times: list[float]) -> None:
     indices = sorted(
         {d.get("index", 0) for p in points for d in p.get("gpu") or () if isinstance(d, dict)}
     )
@@ -154,7 +165,7 @@ def _gpu_panel(axis: Axes, points: list[dict[str, Any]], times: list[float]) -> 
     axis.grid(alpha=0.3)
 
 
-def _gpu_clock_panel(axis: Axes, points: list[dict[str, Any]], times: list[float]) -> None:
+def _gpu_clock_panel(axis: Axes, points: list[JSONObject], times: list[float]) -> None:
     """SM clock on the left axis; board power and temperature on the right."""
     twin = axis.twinx()
     indices = sorted(
@@ -164,7 +175,7 @@ def _gpu_clock_panel(axis: Axes, points: list[dict[str, Any]], times: list[float
     for index in indices:
         readings = [_device(p, index) for p in points]
 
-        def series(key: str, readings: list[dict[str, Any] | None] = readings) -> list[float]:
+        def series(key: str, readings: list[JSONObject | None] = readings) -> list[float]:
             return _line([_number(d.get(key)) if d else None for d in readings])
 
         lines += axis.plot(times, series("sm_clock_mhz"), linewidth=1.4, label=f"GPU {index} MHz")
@@ -182,7 +193,7 @@ def _gpu_clock_panel(axis: Axes, points: list[dict[str, Any]], times: list[float
     axis.grid(alpha=0.3)
 
 
-def _memory_panel(axis: Axes, points: list[dict[str, Any]], times: list[float]) -> None:
+def _memory_panel(axis: Axes, points: list[JSONObject], times: list[float]) -> None:
     rss = [_number(p.get("rss_mb")) for p in points]
     axis.plot(times, _line(rss), color=MEMORY_COLOR, linewidth=1.6, label="worker RSS")
     axis.set_ylabel("RSS (MiB)", color=MEMORY_COLOR)
@@ -196,7 +207,7 @@ def _memory_panel(axis: Axes, points: list[dict[str, Any]], times: list[float]) 
         twin.set_ylim(bottom=0)
 
 
-def _mark_phases(axes: list[Any], details: Details) -> None:
+def _mark_phases(axes: list[Axes], details: Details) -> None:
     """Shade the measured region and draw a line at the end of each epoch."""
     origin = details.timeline.origin_epoch_s if details.timeline else None
     if origin is None:
@@ -217,7 +228,7 @@ def _mark_phases(axes: list[Any], details: Details) -> None:
                 axis.axvline(epoch_end - origin, color="#666666", linewidth=0.7, linestyle=":")
 
 
-def _device(point: dict[str, Any], index: int) -> dict[str, Any] | None:
+def _device(point: JSONObject, index: int) -> JSONObject | None:
     for device in point.get("gpu") or ():
         if isinstance(device, dict) and device.get("index", 0) == index:
             return device

@@ -31,11 +31,11 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
-from typing import Any
 
 from dlbench.measure.power_regime import RegimeFigure
 from dlbench.results.env import Ceilings, RegimeConditions
 from dlbench.results.records import Result, Run
+from dlbench.untyped import JSONObject
 
 CEILING_SUITE = "ceilings"
 # workload -> what it is the ceiling of
@@ -242,7 +242,7 @@ def _sm_clock_mhz(result: Result) -> float | None:
     return summary.sm_clock_mhz_mean if summary is not None else None
 
 
-def efficiency(result: Result, ceilings: Ceilings | None) -> dict[str, Any] | None:
+def efficiency(result: Result, ceilings: Ceilings | None) -> JSONObject | None:
     """The result's rate as a fraction of the matching ceiling, or None."""
     if ceilings is None or not result.ok:
         return None
@@ -294,7 +294,7 @@ def efficiency(result: Result, ceilings: Ceilings | None) -> dict[str, Any] | No
     return found
 
 
-def efficiency_in_run(result: Result, run: Run) -> dict[str, Any] | None:
+def efficiency_in_run(result: Result, run: Run) -> JSONObject | None:
     """The result's efficiency against its run's ceilings, or None. A result written
     before efficiency was computed on read carries the one its run showed (a --repeat
     result's from its last process, a roofline run's own against the ceilings measured

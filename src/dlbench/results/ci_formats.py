@@ -20,12 +20,12 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from dlbench.atomic import write_atomic
 from dlbench.measure.stats import percentile
 from dlbench.results.metrics import METRICS, Metric, read, stored_number
 from dlbench.results.records import Result, Run
+from dlbench.untyped import JSONObject
 
 # The metrics a CI service tracks per case, where the case has them
 HEADLINE = ("throughput", "latency", "p99", "time_to_train", "ttft", "tpot", "decode_tps",
@@ -57,12 +57,12 @@ def headlines(run: Run) -> list[Headline]:
     return found
 
 
-def github_action_benchmark(run: Run) -> dict[str, list[dict[str, Any]]]:
+def github_action_benchmark(run: Run) -> dict[str, list[JSONObject]]:
     """{tool: entries}: the run's headline metrics split by direction, as the action's
     customBiggerIsBetter and customSmallerIsBetter tools each read one array."""
-    by_tool: dict[str, list[dict[str, Any]]] = {BIGGER: [], SMALLER: []}
+    by_tool: dict[str, list[JSONObject]] = {BIGGER: [], SMALLER: []}
     for headline in headlines(run):
-        entry: dict[str, Any] = {
+        entry: JSONObject = {
             "name": f"{headline.case} - {headline.metric.title}",
             "unit": headline.metric.unit,
             "value": headline.value,

@@ -31,12 +31,12 @@ from __future__ import annotations
 import ipaddress
 import re
 from dataclasses import dataclass
-from typing import Any
 from urllib.parse import urlsplit
 
 from dlbench.results.ceilings import ABOVE_CEILING, ceiling_for, ceiling_key
 from dlbench.results.records import Result, Run
 from dlbench.spec.case import REMOTE_DEVICE
+from dlbench.untyped import JSONObject
 
 
 @dataclass(frozen=True)
@@ -131,7 +131,7 @@ class DecodeBound:
             )
         return None
 
-    def as_dict(self, missing: str) -> dict[str, Any]:
+    def as_dict(self, missing: str) -> JSONObject:
         """The figures as a run's JSON file shows them beside the result."""
         return {
             "bytes_per_step": self.bytes_per_step,

@@ -18,15 +18,14 @@ that dict into this form when an older file or store row is read.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
 
 from dlbench.measure.client_health import ClientHealth
 from dlbench.measure.instruments import Measured
 from dlbench.measure.power_regime import PowerRegimes
 from dlbench.measure.server_counters import ServerCounters
 from dlbench.measure.timeline import TimelineSummary
-from dlbench.spec import JSONObject, JSONValue
 from dlbench.spec.record_dict import REST_FIELD, from_dict, to_dict
+from dlbench.untyped import JSONObject, JSONValue
 
 
 @dataclass(frozen=True)
@@ -78,13 +77,13 @@ class Quantization:
 
     method: str | None = None
     model_file: str | None = None
-    calibration: dict[str, Any] | None = None
+    calibration: JSONObject | None = None
     seconds: float | None = None
     cached: bool | None = None
     # the quantizer process's wall time, kept out of the case's setup_s
     build_wall_s: float | None = None
     folder: str | None = None
-    tool: dict[str, Any] = field(default_factory=dict, metadata=REST_FIELD)
+    tool: JSONObject = field(default_factory=dict, metadata=REST_FIELD)
 
 
 @dataclass(frozen=True)
@@ -97,7 +96,7 @@ class LoadGenTry:
     keeps_bound: bool | None = None
     verdict: str | None = None
     invalid_reason: str | None = None
-    over_bound: Any = None
+    over_bound: JSONValue = None
     log_dir: str | None = None
     # a generation server's (use_token_latencies): LoadGen's TTFT and TPOT percentiles
     ttft_percentiles_ms: dict[str, float] | None = None
@@ -120,11 +119,11 @@ class LoadGen:
     latency_ms: dict[str, float] = field(default_factory=dict)
     per_query_latency_ms: dict[str, float] | None = None
     # as LoadGen's log has them
-    queries: Any = None
-    scheduled_samples_per_s: Any = None
-    errors: Any = None
-    version: Any = None
-    over_bound: Any = None
+    queries: JSONValue = None
+    scheduled_samples_per_s: JSONValue = None
+    errors: JSONValue = None
+    version: JSONValue = None
+    over_bound: JSONValue = None
     log_dir: str | None = None
     target_qps: float | None = None
     bound_ms: float | None = None
@@ -229,7 +228,7 @@ class Ddp:
     # each rank's measured loop; the group's rate divides by the longest (worker.ddp_rank)
     per_rank_wall_s: list[float] = field(default_factory=list)
     # Scaling as results written before it was computed on read kept it (results.scaling)
-    stored_scaling: dict[str, Any] | None = None
+    stored_scaling: JSONObject | None = None
 
 
 @dataclass(frozen=True)
@@ -433,7 +432,7 @@ class ProcessSummary:
     disturbed: bool = False
     samples_ms: list[float] = field(default_factory=list)
     used: bool | None = None  # made the headline (set when merged)
-    values: dict[str, Any] = field(default_factory=dict, metadata=REST_FIELD)
+    values: JSONObject = field(default_factory=dict, metadata=REST_FIELD)
 
 
 @dataclass(frozen=True)
@@ -460,7 +459,7 @@ class Timeline:
     and the CPUs the worker could run on (indices into a point's `cpu_cores`; None
     where not recorded: all of them)."""
 
-    points: list[dict[str, Any]] = field(default_factory=list)
+    points: list[JSONObject] = field(default_factory=list)
     origin_epoch_s: float | None = None
     summary: TimelineSummary | None = None
     throttle: str | None = None
@@ -475,7 +474,7 @@ class Details(Measured):
     The fields of its base, Measured, are the instruments' record of the measured
     region: they come first in its JSON, beside these."""
 
-    threads: dict[str, Any] | None = None  # each framework reports its own pools
+    threads: JSONObject | None = None  # each framework reports its own pools
     frameworks_in_process: list[str] | None = None
     numpy_blas: NumpyBlas | None = None
     # worker.compile_cache's word: cold or warm, and HEADERS_BUILT where Inductor's
@@ -508,11 +507,11 @@ class Details(Measured):
     processes: Processes | None = None
     timeline: Timeline | None = None
     # efficiency as results written before it was computed on read kept it (results.ceilings)
-    stored_efficiency: dict[str, Any] | None = None
+    stored_efficiency: JSONObject | None = None
     # a framework's own settings and facts: providers, hints, a user model's inputs...
-    extra: dict[str, Any] = field(default_factory=dict)
+    extra: JSONObject = field(default_factory=dict)
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JSONObject:
         return to_dict(self)
 
     @classmethod
@@ -545,7 +544,7 @@ def details_from_v2(old: JSONValue) -> JSONObject:
     """A schema-2 result's flat details dict in the typed form's JSON; what no record
     names goes to `extra`. (A details that was not an object was read as empty.)"""
     flat = dict(old) if isinstance(old, dict) else {}
-    new: dict[str, Any] = {k: flat.pop(k) for k in V2_FIELDS if k in flat}
+    new: JSONObject = {k: flat.pop(k) for k in V2_FIELDS if k in flat}
     training = {k: flat.pop(k) for k in V2_TRAINING if k in flat}
     if training:
         new["training"] = training

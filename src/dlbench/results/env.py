@@ -23,15 +23,15 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, fields
 from importlib import metadata
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import ClassVar
 
 import psutil
 
 from dlbench import __version__
-from dlbench.spec import JSONObject, JSONValue
 from dlbench.spec.case import available_cpus
 from dlbench.spec.record_dict import ABSENT, REST_FIELD, Absent, from_dict, plain, to_dict
 from dlbench.spec.registry import FRAMEWORKS
+from dlbench.untyped import JSONObject, JSONValue
 
 # Variables that change how many threads a framework uses, or how they wait; recorded
 # because a number measured under OMP_NUM_THREADS=1 is not comparable to one without,
@@ -78,7 +78,7 @@ class GpuFact:
     memory_mb: float | Absent | None = ABSENT  # None: nvidia-smi said "[N/A]"
     driver: str | Absent = ABSENT
     # keys this dlbench does not name (a newer one's), kept as they came: any JSON
-    other: dict[str, Any] = field(default_factory=dict, metadata=REST_FIELD)
+    other: JSONObject = field(default_factory=dict, metadata=REST_FIELD)
 
 
 def gpus() -> list[GpuFact]:
@@ -239,7 +239,8 @@ def _thread_env() -> dict[str, str]:
     return {k: os.environ[k] for k in THREAD_ENV_VARS if k in os.environ}
 
 
-def fact(read: Callable[[], object]) -> Any:  # noqa: ANN401  # a dataclass field, as field() is
+# a dataclass field, typed (as field() types it) as its default: ABSENT
+def fact(read: Callable[[], object]) -> Absent:
     """A Fingerprint field: a machine fact, read by `read` when a run starts; ABSENT (its
     key left out of the JSON) in a run written before dlbench recorded it."""
     return field(default=ABSENT, metadata={FACT: read})
@@ -258,7 +259,7 @@ class RegimeConditions:
     kernel: str | None = None
     cool_start: bool | None = None
     # keys this dlbench does not name (a newer one's), kept as they came: any JSON
-    other: dict[str, Any] = field(default_factory=dict, metadata=REST_FIELD)
+    other: JSONObject = field(default_factory=dict, metadata=REST_FIELD)
 
 
 @dataclass(frozen=True)
@@ -271,7 +272,7 @@ class Ceilings:
     values: dict[str, float]
     conditions: dict[str, RegimeConditions] = field(default_factory=dict)
     # keys this dlbench does not name (a newer one's), kept as they came: any JSON
-    other: dict[str, Any] = field(default_factory=dict, metadata=REST_FIELD)
+    other: JSONObject = field(default_factory=dict, metadata=REST_FIELD)
 
 
 @dataclass(frozen=True)
@@ -290,7 +291,7 @@ class FleetMark:
     # None for a node whose `dlbench run` finished, whatever its cases did
     failure: str | None = None
     # keys this dlbench does not name (a newer one's), kept as they came: any JSON
-    other: dict[str, Any] = field(default_factory=dict, metadata=REST_FIELD)
+    other: JSONObject = field(default_factory=dict, metadata=REST_FIELD)
 
     @property
     def node(self) -> str:
@@ -332,7 +333,7 @@ class Fingerprint:
     fleet: FleetMark | Absent = ABSENT
     # keys this dlbench does not name (a newer one's facts), kept as they came (after the
     # named ones): any JSON
-    other: dict[str, Any] = field(default_factory=dict, metadata=REST_FIELD)
+    other: JSONObject = field(default_factory=dict, metadata=REST_FIELD)
 
     @classmethod
     def from_dict(cls, data: JSONValue, where: str | None = None) -> Fingerprint:

@@ -12,7 +12,6 @@ import io
 import json
 from dataclasses import fields
 from pathlib import Path
-from typing import Any
 
 from dlbench.atomic import write_atomic
 from dlbench.errors import UserError
@@ -25,13 +24,14 @@ from dlbench.results.roofline_bound import prefill_bound, work_precision
 from dlbench.results.scaling import scaling_in_run
 from dlbench.spec.case import PAIR_FIELDS, Case
 from dlbench.spec.record_dict import finite, flat_fields
+from dlbench.untyped import JSONObject
 
 
 def write_json(run: Run, path: Path) -> None:
     write_atomic(path, json.dumps(run_json(run), indent=2) + "\n")
 
 
-def run_json(run: Run) -> dict[str, Any]:
+def run_json(run: Run) -> JSONObject:
     """The run as its JSON file holds it: the records, and beside each result the values
     computed from its run (`derived`), for readers other than dlbench. dlbench reads
     the records only, and computes these again from them when it reads the file."""
@@ -43,7 +43,7 @@ def run_json(run: Run) -> dict[str, Any]:
     return data
 
 
-def derived(result: Result, run: Run) -> dict[str, Any]:
+def derived(result: Result, run: Run) -> JSONObject:
     """The result's efficiency against the run's ceilings, its DDP scaling, and a
     generation's decode and prefill against the memory-bandwidth and compute bounds,
     where it has them."""
@@ -89,8 +89,8 @@ def csv_columns() -> list[str]:
     return columns
 
 
-def csv_row(run: Run, result: Result) -> dict[str, Any]:
-    row: dict[str, Any] = {
+def csv_row(run: Run, result: Result) -> JSONObject:
+    row: JSONObject = {
         "run_id": run.id,
         "hostname": run.env.shown("hostname", ""),
         "label": result.case.label(),

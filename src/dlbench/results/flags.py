@@ -74,13 +74,14 @@ since): `stored_flags` reads them as flags when the result is loaded.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any, Protocol, TypeGuard
+from typing import Protocol, TypeGuard
 
 from dlbench.measure.client_health import client_bound
 from dlbench.measure.openai_api import CHAT
 from dlbench.measure.stats import NOISE_THRESHOLD, LatencyStats
 from dlbench.results.details import HEADERS_BUILT, Details
 from dlbench.spec.case import MIN_P99_QUERIES, Case
+from dlbench.untyped import JSONObject, JSONValue
 
 # A point is contended when other processes took more than this many CPUs' worth of
 # time beyond the case's spare CPUs. Idle background (daemons, the parent's own
@@ -290,7 +291,7 @@ def _time_to_train(details: Details) -> bool:
     return details.training is not None
 
 
-def measured_points(details: Details) -> list[Mapping[str, Any]]:
+def measured_points(details: Details) -> list[JSONObject]:
     """The timeline points whose interval overlaps the measured region ([] when
     either is missing). A point reports the interval since the one before it,
     so the first point after the region's end covers its last part."""
@@ -330,7 +331,7 @@ def contended_share(details: Details, threads: int) -> float:
     return covered / (end - start)
 
 
-def contended(point: Mapping[str, Any], cpu_set: Sequence[int] | None, threads: int) -> bool:
+def contended(point: Mapping[str, JSONValue], cpu_set: Sequence[int] | None, threads: int) -> bool:
     """Whether other processes took more than CONTENDED_CPUS beyond the CPUs the case
     leaves spare during the point's interval (unknown readings: not contended)."""
     cores = _cores(point, cpu_set)
@@ -340,7 +341,7 @@ def contended(point: Mapping[str, Any], cpu_set: Sequence[int] | None, threads: 
     return other_cpus(point, cores) > spare + CONTENDED_CPUS
 
 
-def other_cpus(point: Mapping[str, Any], cores: Sequence[float]) -> float:
+def other_cpus(point: Mapping[str, JSONValue], cores: Sequence[float]) -> float:
     """CPUs' worth of time others took on `cores` (the point's busy % of the CPUs the
     worker may run on): their busy time minus the worker's own, plus the time they
     sat waiting for I/O (the sampler counts it idle; its share is the machine's)."""
@@ -350,7 +351,7 @@ def other_cpus(point: Mapping[str, Any], cores: Sequence[float]) -> float:
     return max(0.0, sum(cores) / 100 - own + waiting)
 
 
-def _cores(point: Mapping[str, Any], cpu_set: Sequence[int] | None) -> list[float]:
+def _cores(point: Mapping[str, JSONValue], cpu_set: Sequence[int] | None) -> list[float]:
     """The busy % of each CPU the worker may run on (all of them for a timeline that
     did not record its CPU set); [] when the point has no readable per-CPU list."""
     cores = point.get("cpu_cores")
@@ -366,7 +367,7 @@ def _window(value: object) -> TypeGuard[Sequence[float]]:
     return isinstance(value, list | tuple) and len(value) == 2 and all(map(_number, value))
 
 
-def longest_stall_s(points: Sequence[Mapping[str, Any]]) -> float:
+def longest_stall_s(points: Sequence[Mapping[str, JSONValue]]) -> float:
     """The longest time covered by consecutive points with the worker (and its GPU)
     idle. A point reports the interval since the point before it, so a run of idle
     points starts at the point before the first (or at the first, for the list's
@@ -383,23 +384,23 @@ def longest_stall_s(points: Sequence[Mapping[str, Any]]) -> float:
     return longest
 
 
-def _idle(point: Mapping[str, Any]) -> bool:
+def _idle(point: Mapping[str, JSONValue]) -> bool:
     cpu = point.get("cpu_percent")
     if not _number(cpu) or cpu > STALL_CPU_PERCENT:
         return False
     return not any(_gpu_busy(device) for device in _devices(point.get("gpu")))
 
 
-def _devices(value: object) -> Iterable[Mapping[str, Any]]:
+def _devices(value: object) -> Iterable[Mapping[str, JSONValue]]:
     return [d for d in value if isinstance(d, dict)] if isinstance(value, list) else []
 
 
-def _gpu_busy(device: Mapping[str, Any]) -> bool:
+def _gpu_busy(device: Mapping[str, JSONValue]) -> bool:
     util = device.get("gpu_util_percent")
     return _number(util) and util > GPU_BUSY_PERCENT
 
 
-def _t(point: Mapping[str, Any]) -> float:
+def _t(point: Mapping[str, JSONValue]) -> float:
     value = point.get("t")
     return float(value) if _number(value) else float("nan")
 

@@ -31,7 +31,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field, fields, replace
 from datetime import datetime, timezone
-from typing import Any, ClassVar
+from typing import Any, ClassVar  # noqa: TID251  # base_result's **measured: Result's fields
 
 from dlbench.errors import UserError
 from dlbench.measure.stats import LatencyStats
@@ -40,9 +40,10 @@ from dlbench.results.env import Fingerprint
 from dlbench.results.flags import NOISY, stored_flags
 from dlbench.results.run_values import check_run_values
 from dlbench.results.schema import check_run_shape
-from dlbench.spec import JSONObject, JSONValue, record_dict
+from dlbench.spec import record_dict
 from dlbench.spec.case import Case, Settings
 from dlbench.spec.record_dict import finite
+from dlbench.untyped import JSONObject, JSONValue
 
 SCHEMA_VERSION = 3
 STATUS_OK = "ok"
@@ -135,7 +136,8 @@ def base_result(
     batch_size: int | None = None,
     params: dict[str, int] | None = None,
     scenario: str | None = None,
-    **measured: Any,  # noqa: ANN401  # Result's fields by name: its constructor checks them
+    # Any: Result's fields by name, each of its own type; Result's constructor checks them
+    **measured: Any,  # noqa: ANN401
 ) -> Result:
     """A Result embedding `case` with what the worker resolved; the caller adds the numbers."""
     ran = replace(

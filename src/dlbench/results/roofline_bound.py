@@ -25,12 +25,12 @@ miscounted, or the ceiling or precision is wrong; it is said so, never a record.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 from dlbench.results.ceilings import ABOVE_CEILING, ceiling_for, ceiling_key
 from dlbench.results.decode_bound import device_name, gpu_datasheet, roofline_device
 from dlbench.results.records import Result, Run
 from dlbench.spec.registry import PRECISIONS
+from dlbench.untyped import JSONObject
 
 # The precisions a GPU's datasheet bf16 figure holds (fp16 runs at the same rate)
 DATASHEET_PRECISIONS = ("bf16", "fp16")
@@ -97,7 +97,7 @@ class PrefillBound:
             )
         return None
 
-    def as_dict(self, missing: str) -> dict[str, Any]:
+    def as_dict(self, missing: str) -> JSONObject:
         """The figures as a run's JSON file shows them beside the result."""
         return {
             "flops": self.flops,

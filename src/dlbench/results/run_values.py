@@ -16,7 +16,7 @@ run from elsewhere cannot make a report say what was not measured:
   latency statistics', the settings', the planned cases', and those of each
   typed part of its details. Free-form by design, and not checked for keys:
   `env`'s keys beyond its facts (newer versions add facts), `details.extra`
-  and the other `dict[str, Any]` parts (a framework's own), `derived`
+  and the other `JSONObject` parts (a framework's own), `derived`
   (computed again on read).
 """
 
@@ -27,15 +27,14 @@ import math
 import re
 import typing
 from collections.abc import Collection
-from typing import Any
 
 from dlbench.measure.stats import LatencyStats
 from dlbench.results.details import Details
 from dlbench.results.run_ids import shown
 from dlbench.results.schema import EXTRA_RESULT_KEYS, not_valid
-from dlbench.spec import JSONValue
 from dlbench.spec.case import Case, Settings
 from dlbench.spec.record_dict import flat_fields, unknown_keys, without_none
+from dlbench.untyped import JSONObject, JSONValue
 
 # A record's keys are listed in a message when there are this few; else named by kind
 LISTED_KEYS = 12
@@ -43,9 +42,7 @@ PLAIN_KEY = re.compile(r"[A-Za-z0-9_.-]{1,40}")
 LATENCY_FIELDS = dataclasses.fields(LatencyStats)
 
 
-def check_run_values(
-    data: dict[str, Any], source: str, run_record: type, result_record: type
-) -> None:
+def check_run_values(data: JSONObject, source: str, run_record: type, result_record: type) -> None:
     """Check the values of a run whose shape is checked (`run_record` and `result_record`
     are the Run and Result classes, which are read from these checks)."""
     _check_finite(data, source)
@@ -71,7 +68,7 @@ def check_run_values(
 
 def _check_finite(data: JSONValue, source: str) -> None:
     # A loop, not recursion: the document may be nested as deep as the JSON reader allows.
-    pending: list[tuple[str, Any]] = [("", data)]
+    pending: list[tuple[str, JSONValue]] = [("", data)]
     while pending:
         where, value = pending.pop()
         if isinstance(value, float) and not math.isfinite(value):
@@ -92,7 +89,7 @@ def _key(key: str) -> str:
 
 
 def _check_keys(
-    data: dict[str, Any], known: type | Collection[str], source: str, where: str, noun: str
+    data: JSONObject, known: type | Collection[str], source: str, where: str, noun: str
 ) -> None:
     names = [name for name, _ in flat_fields(known)] if isinstance(known, type) else known
     for key in data:
@@ -105,12 +102,12 @@ def _check_keys(
             raise not_valid(source, where, f"unknown key {shown(key)} ({allowed})")
 
 
-def _check_case(case: dict[str, Any], source: str, where: str) -> None:
+def _check_case(case: JSONObject, source: str, where: str) -> None:
     _check_keys(case, Case, source, where, "a case")
     _check_by_options(case, Case, source, where)
 
 
-def _check_by_options(values: dict[str, Any], record: type, source: str, where: str) -> None:
+def _check_by_options(values: JSONObject, record: type, source: str, where: str) -> None:
     """Each number (and each workload parameter) as the field's option reads it, typed."""
     for name, f in flat_fields(record):
         option = f.metadata.get("cli")
@@ -140,7 +137,7 @@ def _measured(hint: object) -> bool:
     return hint in (int, float)
 
 
-def _check_measured(result: dict[str, Any], result_record: type, source: str, where: str) -> None:
+def _check_measured(result: JSONObject, result_record: type, source: str, where: str) -> None:
     numbers = []
     hints = typing.get_type_hints(result_record)
     for f in dataclasses.fields(result_record):

@@ -12,14 +12,13 @@ since run schema 3); those are what their run showed, so they are read as they a
 
 from __future__ import annotations
 
-from typing import Any
-
 from dlbench.results.records import Result, Run
+from dlbench.untyped import JSONObject
 
 NO_BASELINE = "no 1-process result of this case in the run"
 
 
-def scaling_in_run(result: Result, run: Run) -> dict[str, Any] | None:
+def scaling_in_run(result: Result, run: Run) -> JSONObject | None:
     """{"scaling_efficiency", "baseline_throughput"} of a DDP result in its run, or
     {"scaling_note"} when the run has no 1-process result of the case; None for a
     result that is not DDP or has no throughput."""

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dlbench.errors import UserError
 from dlbench.results.run_ids import run_id_problem
-from dlbench.spec import JSONObject
+from dlbench.untyped import JSONObject
 
 # Keys a result's JSON carries beside its record's fields: `noisy`, a field before
 # flags were recorded and written since for readers of older files (results.records).

@@ -35,8 +35,8 @@ from dlbench.results.store_schema import (
     STORE_SCHEMA_VERSION,
     Executes,
 )
-from dlbench.spec import JSONValue
 from dlbench.spec.record_dict import finite
+from dlbench.untyped import JSONValue
 
 P = ParamSpec("P")
 T = TypeVar("T")

@@ -20,7 +20,7 @@ import os
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
 from types import ModuleType
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, TypedDict, TypeVar
 from urllib.parse import parse_qsl, unquote, urlsplit
 
 from dlbench.errors import UserError
@@ -31,6 +31,7 @@ from dlbench.results.store_schema import STORE_SCHEMA_VERSION, Rows
 
 if TYPE_CHECKING:
     import psycopg
+    from psycopg.rows import TupleRow
 
 T = TypeVar("T")
 
@@ -41,14 +42,22 @@ CONNECT_TIMEOUT_S = 10
 SCHEMA_LOCK_KEY = 0x646C62656E6368  # "dlbench"
 
 
+class _ConnectOptions(TypedDict, total=False):
+    """The keyword arguments the store passes to psycopg.connect."""
+
+    autocommit: bool
+    application_name: str
+    connect_timeout: int
+
+
 class _QmarkConnection:
     """psycopg's connection taking the store's `?` placeholders (psycopg's are %s):
     the shared queries and migrations are written once, for both kinds of store."""
 
-    def __init__(self, connection: psycopg.Connection[Any]) -> None:
+    def __init__(self, connection: psycopg.Connection[TupleRow]) -> None:
         self.connection = connection
 
-    def execute(self, sql: str, parameters: Sequence[Any] = (), /) -> Rows:
+    def execute(self, sql: str, parameters: Sequence[object] = (), /) -> Rows:
         return self.connection.execute(sql.replace("?", "%s"), parameters)
 
 
@@ -75,7 +84,7 @@ class PostgresStore(Store):
         self._connection = self._connect(self._url)
         self._db = _QmarkConnection(self._connection)
 
-    def _connect(self, url: PostgresUrl) -> psycopg.Connection[Any]:
+    def _connect(self, url: PostgresUrl) -> psycopg.Connection[TupleRow]:
         psycopg = _psycopg()
         try:
             given = psycopg.conninfo.conninfo_to_dict(url.url)
@@ -84,7 +93,7 @@ class PostgresStore(Store):
                 f"--db {self.name} is not a PostgreSQL URL libpq reads ({self._said(exc)}); "
                 "write it as postgresql://USER@HOST:PORT/DATABASE"
             ) from None
-        options: dict[str, Any] = {"autocommit": True, "application_name": "dlbench"}
+        options: _ConnectOptions = {"autocommit": True, "application_name": "dlbench"}
         if "connect_timeout" not in given and "PGCONNECT_TIMEOUT" not in os.environ:
             options["connect_timeout"] = CONNECT_TIMEOUT_S
         try:

@@ -21,28 +21,34 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterator, Sequence
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeAlias  # noqa: TID251  # Row: the columns its query selects
 
 from dlbench.errors import UserError
 from dlbench.results.records import Result, upgrade_result_v1, upgrade_result_v2
 from dlbench.spec.case import Case
+from dlbench.untyped import JSONObject
 
 STORE_SCHEMA_VERSION = 5
+# One row a statement returns, as both drivers give it: a column's value is the driver's
+# Python value of what the statement selects (str, int, float, None), which its SQL
+# decides and the caller reads as it knows it to be; so Any.
+Row: TypeAlias = tuple[Any, ...]
 
 
 class Rows(Protocol):
     """What a statement returns, as both drivers' cursors give it."""
 
-    def fetchone(self) -> tuple[Any, ...] | None: ...  # the columns the query selects
-    def fetchall(self) -> list[Any]: ...
-    def __iter__(self) -> Iterator[Any]: ...
+    def fetchone(self) -> Row | None: ...  # the columns the query selects
+    def fetchall(self) -> list[Row]: ...
+    def __iter__(self) -> Iterator[Row]: ...
 
 
 class Executes(Protocol):
     """A connection taking SQL with `?` placeholders: sqlite3's, or the PostgreSQL
     store's adapter (`results/store_postgres.py`), so one migration serves both."""
 
-    def execute(self, sql: str, parameters: Sequence[Any] = ..., /) -> Rows: ...
+    # the parameters are passed on to the driver, which adapts them to SQL values
+    def execute(self, sql: str, parameters: Sequence[object] = ..., /) -> Rows: ...
 
 
 SCHEMA_V1 = """
@@ -71,7 +77,7 @@ INSERT INTO meta VALUES ('schema_version', '1');
 
 
 # A stored result's JSON in the next run schema, and its case key where that changes.
-Convert = Callable[[dict[str, Any], str, int], tuple[dict[str, Any], str | None]]
+Convert = Callable[[JSONObject, str, int], tuple[JSONObject, str | None]]
 
 
 def _rewrite_results(db: Executes, version: int, convert: Convert) -> None:
@@ -99,14 +105,14 @@ def _rewrite_results(db: Executes, version: int, convert: Convert) -> None:
         db.execute("UPDATE runs SET schema_version=? WHERE id=?", (version, run_id))
 
 
-def _result_v1_to_v2(data: dict[str, Any], where: str, seq: int) -> tuple[dict[str, Any], str]:
+def _result_v1_to_v2(data: JSONObject, where: str, seq: int) -> tuple[JSONObject, str]:
     """Schema 1's flat identity folded into the case, with its new case key."""
     upgraded = upgrade_result_v1(data, where, seq)
     # the case alone: its details are schema 2's, read by the next step
     return upgraded, Case.from_dict(upgraded["case"]).key()
 
 
-def _result_v2_to_v3(data: dict[str, Any], where: str, seq: int) -> tuple[dict[str, Any], None]:
+def _result_v2_to_v3(data: JSONObject, where: str, seq: int) -> tuple[JSONObject, None]:
     """Schema 2's details dict in the typed form; the case key is unchanged."""
     upgraded = upgrade_result_v2(data)
     Result.from_dict(upgraded)  # refused here, not when the run is read

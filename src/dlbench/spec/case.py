@@ -12,10 +12,10 @@ import re
 from collections.abc import Collection
 from dataclasses import MISSING, Field, dataclass, field, fields
 from types import MappingProxyType
-from typing import Any, ClassVar
+from typing import Any, ClassVar  # noqa: TID251  # field values by name: each field's own type
 
 from dlbench.measure.openai_api import COMPLETIONS
-from dlbench.spec import JSONObject, JSONValue, record_dict
+from dlbench.spec import record_dict
 from dlbench.spec.case_parts import (
     DEFAULT_LATENCY_PERCENTILE,
     DEFAULT_SLO_PERCENTILE,
@@ -37,6 +37,7 @@ from dlbench.spec.cli_options import (
     run_label,
 )
 from dlbench.spec.registry import FRAMEWORKS, PRECISIONS, WORKLOADS
+from dlbench.untyped import JSONObject, JSONValue
 
 MODES = ("infer", "train")
 # MLPerf Inference's scenarios: one request at a time (latency), a query of N
@@ -448,7 +449,7 @@ _NO_SERVER_LOAD = ServerLoad()
 _PART_FIELDS = {part: {f.name: f for f in fields(kind)} for part, kind in _PARTS.items()}
 
 
-def _nested(flat: dict[str, Any]) -> dict[str, Any]:
+def _nested(flat: dict[str, Any]) -> dict[str, Any]:  # Any: each field's own type
     """Flat field values with each part's gathered into its record (None where none of
     its fields is given a value other than its default)."""
     values = dict(flat)
@@ -562,7 +563,7 @@ def _short(digest: str) -> str:
     return digest if ":" in digest else digest[:12]
 
 
-def _in_key(f: Field[Any]) -> bool:
+def _in_key(f: Field[object]) -> bool:
     return bool(f.metadata.get("key", True))
 
 

@@ -19,7 +19,7 @@ import shlex
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, TypeVar  # noqa: TID251  # cli()'s CliOption fields, passed on
 from urllib.parse import urlsplit
 
 from dlbench.measure.openai_auth import without_credentials
@@ -34,7 +34,7 @@ class CliOption:
     flags: tuple[str, ...]
     help: str
     # text -> value, raising ValueError that says what was expected (None: the text)
-    parse: Callable[[str], Any] | None = None
+    parse: Callable[[str], object] | None = None
     # the names a value must be one of; others are refused when parsed
     vocabulary: Collection[str] | None = None
     # how a refused name is called ("unknown compile mode 'x'"); default: the field's name
@@ -76,7 +76,7 @@ class CliOption:
         return self.long_flag.lstrip("-").replace("-", "_").upper()
 
 
-# `details`: CliOption's fields by name, passed on whole (its constructor checks them)
+# `details`: CliOption's fields by name, passed on whole (Any: its constructor checks them)
 def cli(*flags: str, **details: Any) -> dict[str, CliOption]:  # noqa: ANN401
     """Field metadata: the field is set by the option `flags` (long name first)."""
     return {"cli": CliOption(flags, **details)}

@@ -38,9 +38,9 @@ from collections.abc import Iterator
 from enum import Enum
 from functools import cache
 from pathlib import Path, PurePath
-from typing import TYPE_CHECKING, Any, TypeVar, Union
+from typing import TYPE_CHECKING, Any, TypeVar, Union  # noqa: TID251  # hints compared with Any
 
-from dlbench.spec import JSONObject, JSONValue
+from dlbench.untyped import JSONObject, JSONValue
 
 if TYPE_CHECKING:
     from _typeshed import DataclassInstance  # what dataclasses.fields takes (typeshed's)
@@ -227,7 +227,7 @@ def unknown_keys(
 ) -> Iterator[tuple[str, str, str]]:
     """(where, key, record's name) for each key of `data` (the JSON of `record`), and of
     the records inside it, that no field names. A record with a REST field takes any
-    key, and a `dict[str, Any]` field is free-form; a value of the wrong type is passed
+    key, and a `dict[str, JSONValue]` field is free-form; a value of the wrong type is passed
     over here (from_dict refuses it)."""
     if not isinstance(data, dict):
         return
@@ -319,7 +319,7 @@ def is_pairs(hint: object) -> bool:
     return typing.get_origin(args[0]) is tuple and len(pair) == 2 and pair[0] is str
 
 
-def field_default(f: dataclasses.Field[Any]) -> object:
+def field_default(f: dataclasses.Field[object]) -> object:
     """A field's default (its factory's value), MISSING where it has none."""
     return _default(f)
 

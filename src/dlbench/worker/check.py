@@ -9,7 +9,7 @@ a fast number from a wrong computation is not a result.
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from dlbench.backends.base import Job, Prepared
 from dlbench.results.details import OutputCheck
@@ -94,7 +94,9 @@ def check_output(job: Job, prepared: Prepared) -> CheckOutcome | Agreement:
     return _compared(expected, actual, source, job)
 
 
-def _compared(expected: list[Any], actual: list[Any], source: str, job: Job) -> CheckOutcome:
+def _compared(
+    expected: list[np.ndarray], actual: list[np.ndarray], source: str, job: Job
+) -> CheckOutcome:
     """Every output against its reference (counts and shapes agree): the one closest
     to failing."""
     worst = CheckOutcome(0.0, 0.0, source)
@@ -113,7 +115,7 @@ def _compared(expected: list[Any], actual: list[Any], source: str, job: Job) -> 
     return worst
 
 
-def _shape_mismatch(expected: list[Any], actual: list[Any]) -> CheckOutcome | None:
+def _shape_mismatch(expected: list[np.ndarray], actual: list[np.ndarray]) -> CheckOutcome | None:
     """A failing outcome where the outputs' count or a numeric output's shape differs."""
     if len(expected) != len(actual):
         return CheckOutcome(
@@ -187,7 +189,7 @@ def _source(job: Job) -> str:
     return "numpy spot check" if job.workload.is_kernel else "torch eager fp32 reference"
 
 
-def _user_reference(job: Job, prepared: Prepared, outputs: list[Any]) -> Reference:
+def _user_reference(job: Job, prepared: Prepared, outputs: list[np.ndarray]) -> Reference:
     from pathlib import Path
 
     from dlbench.reference.user_model import expected_outputs
@@ -223,7 +225,9 @@ def _not_cross_checked(job: Job, prepared: Prepared, by: str) -> str:
     return f"not cross-checked: {why}; the outputs of {by} are recorded as the reference"
 
 
-def _expected_and_actual(job: Job, outputs: list[Any]) -> tuple[list, list]:
+def _expected_and_actual(
+    job: Job, outputs: list[np.ndarray]
+) -> tuple[list[np.ndarray], list[np.ndarray]]:
     if job.workload.is_kernel:
         inputs = job.workload.make_inputs(job.batch_size, job.params, "infer", job.seed)
         want, got = job.workload.kernel_check(inputs, outputs[0])

@@ -20,7 +20,7 @@ import time
 from dataclasses import dataclass, replace
 from pathlib import Path
 from types import ModuleType
-from typing import Any
+from typing import TypedDict, cast
 
 from dlbench.atomic import write_atomic
 from dlbench.backends.base import Job, Prepared
@@ -81,6 +81,18 @@ def rank_main(argv: list[str]) -> None:
         sys.exit(1)
 
 
+class RankReport(TypedDict):
+    """What each rank sends every other (dist.all_gather_object): rank 0 records them."""
+
+    throughput: float | None
+    median_ms: float | None
+    device: str
+    energy: EnergyReading | None
+    steps: int
+    samples: int
+    wall_s: float
+
+
 @dataclass
 class _Rank:
     """Where this rank runs, from torchrun's variables and the GPUs torch sees."""
@@ -132,8 +144,9 @@ def _measure_rank(request: WorkerRequest) -> Result | None:
         prepared = backend.prepare(job)
         setup_s = time.perf_counter() - setup_start
         mine, iterations, reading, wall_s = _timed_together(job, prepared, settings, where, dist)
-        gathered: list[Any] = [None] * where.world
-        own = {
+        # placeholders, each replaced by that rank's `own` (dist.all_gather_object)
+        gathered = cast("list[RankReport]", [None] * where.world)
+        own: RankReport = {
             "throughput": mine.throughput,
             "median_ms": mine.latency_ms.median if mine.latency_ms else None,
             "device": where.device,
@@ -163,7 +176,7 @@ def _measure_rank(request: WorkerRequest) -> Result | None:
     return replace(mine, setup_s=setup_s, framework_version=torch.__version__, details=details)
 
 
-def group_throughput(gathered: list[dict[str, Any]], agreed: int) -> float:
+def group_throughput(gathered: list[RankReport], agreed: int) -> float:
     """Samples per second of the whole group: every rank's samples over the slowest
     rank's measured wall time.
 
@@ -211,7 +224,7 @@ def _timed_together(
     return result, agreed[0], reading, timing.loop_wall_s
 
 
-def _total_energy(gathered: list[Any]) -> EnergyUse:
+def _total_energy(gathered: list[RankReport]) -> EnergyUse:
     """Every metered rank's joules over every rank's samples; unmeasurable if any rank was."""
     readings = [g["energy"] for g in gathered if g["energy"] is not None]
     samples = sum(g["samples"] for g in gathered)
@@ -220,7 +233,7 @@ def _total_energy(gathered: list[Any]) -> EnergyUse:
         return EnergyUse(unmeasurable=reasons[0] if reasons else "no rank metered its device")
     total = EnergyReading(
         readings[0].source,
-        sum(r.joules for r in readings),
+        sum(r.joules or 0.0 for r in readings),  # each a number here: a None is in `reasons`
         max(r.seconds or 0.0 for r in readings),
     )
     return total.to_details(samples)

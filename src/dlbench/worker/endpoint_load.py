@@ -29,7 +29,7 @@ import math
 import time
 from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Protocol
 
 import numpy as np
 
@@ -38,7 +38,8 @@ from dlbench.measure.load_profile import CONCURRENCY, SYNCHRONOUS, LoadProfile
 from dlbench.measure.openai_stream import StreamedRequest
 from dlbench.measure.saturation import queue_only_grows
 
-Send = Callable[[int], Coroutine[Any, Any, list[StreamedRequest]]]  # conversation i: its turns
+# conversation i: its turns (a coroutine the event loop drives: it yields to the loop, is sent None)
+Send = Callable[[int], Coroutine[object, None, list[StreamedRequest]]]
 # The saturation test runs at every this many arrivals (it sorts what it has seen)
 SATURATION_EVERY = 10
 

@@ -345,6 +345,7 @@ def find_peak(
     rate (from the case's, else from what one user got in the warm-up) whose SLOs
     hold; each try's verdict is a line to `say` (the progress bar)."""
     case = session.case
+    search: Search[Loaded]  # its tries' outcomes (try_at below)
     if case.serving.concurrency is not None:
         # no more users than this process can hold open (as the plan checked --concurrency)
         limit = connection_limit()

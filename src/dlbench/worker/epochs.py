@@ -13,7 +13,7 @@ import math
 import time
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from dlbench.backends.base import Backend, EpochTrainer, Job
 from dlbench.errors import CaseError
@@ -22,6 +22,7 @@ from dlbench.results.details import Epoch, Training, TrainingData
 from dlbench.results.records import STATUS_FAILED, STATUS_OK, Result
 from dlbench.spec.case import Case, Settings
 from dlbench.spec.record_dict import from_dict
+from dlbench.untyped import JSONObject
 from dlbench.worker.placement import require_placement
 from dlbench.worker.progress import report_progress
 from dlbench.worker.result import result_from
@@ -121,7 +122,7 @@ class _EpochLoop:
 
     def __init__(self, job: Job, trainer: EpochTrainer, used: int) -> None:
         self.job, self.trainer, self.used = job, trainer, used
-        self.records: list[dict[str, Any]] = []
+        self.records: list[JSONObject] = []
         self.error: str | None = None
         self.time_to_target_s: float | None = None
 
@@ -154,7 +155,7 @@ class _EpochLoop:
                 f"(best {best:.4f}); give more --epochs or a lower --target-accuracy"
             )
 
-    def _epoch(self, epoch: int) -> dict[str, Any]:
+    def _epoch(self, epoch: int) -> JSONObject:
         start_epoch_s, start = time.time(), time.perf_counter()
         loss = self.trainer.train_epoch(epoch)
         trained = time.perf_counter()
@@ -173,7 +174,7 @@ class _EpochLoop:
         }
 
 
-def training_error(record: dict[str, Any], steps_per_epoch: int) -> str | None:
+def training_error(record: JSONObject, steps_per_epoch: int) -> str | None:
     """Why this epoch shows broken training, or None."""
     for name in ("loss", "test_loss"):
         if not math.isfinite(record[name]):

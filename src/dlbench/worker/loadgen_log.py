@@ -10,7 +10,9 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
-from typing import Any, TypeGuard
+from typing import TypeGuard
+
+from dlbench.untyped import JSONObject
 
 DETAIL_LOG = "mlperf_log_detail.txt"
 PREFIX = ":::MLLOG "
@@ -28,9 +30,9 @@ RATE_KEYS = {
 }
 
 
-def read_entries(path: Path) -> dict[str, Any]:
+def read_entries(path: Path) -> JSONObject:
     """Every key of the detail log and its last value; errors gathered under "errors"."""
-    entries: dict[str, Any] = {}
+    entries: JSONObject = {}
     errors: list[str] = []
     for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
         if not line.startswith(PREFIX):
@@ -49,14 +51,14 @@ def read_entries(path: Path) -> dict[str, Any]:
     return entries
 
 
-def loadgen_outcome(path: Path, scenario: str, batch_size: int) -> dict[str, Any]:
+def loadgen_outcome(path: Path, scenario: str, batch_size: int) -> JSONObject:
     """LoadGen's verdict, rate and latency percentiles (ms) for one test."""
     entries = read_entries(path)
     early = (entries.get("early_stopping_result") or "").strip()
     reason = (entries.get("result_invalid_reason") or "").strip()
     if entries.get("early_stopping_met") is False:  # LoadGen leaves it out of the reason
         reason = f"{reason} Early stopping not met: {early}".strip()
-    outcome: dict[str, Any] = {
+    outcome: JSONObject = {
         "verdict": entries.get("result_validity"),
         "invalid_reason": reason or None,
         "perf_constraints_met": entries.get("result_perf_constraints_met"),
@@ -83,7 +85,7 @@ def loadgen_outcome(path: Path, scenario: str, batch_size: int) -> dict[str, Any
     return outcome
 
 
-def _rate(entries: dict[str, Any], scenario: str, batch_size: int) -> float | None:
+def _rate(entries: JSONObject, scenario: str, batch_size: int) -> float | None:
     """Samples per second: LoadGen's figure, or a query's samples over its mean latency
     (multi-stream, where LoadGen reports latencies only)."""
     if scenario == "multi-stream":
@@ -93,7 +95,7 @@ def _rate(entries: dict[str, Any], scenario: str, batch_size: int) -> float | No
     return float(value) if _positive(value) else None
 
 
-def _percentiles(entries: dict[str, Any], pattern: re.Pattern[str], stat: str) -> dict[str, float]:
+def _percentiles(entries: JSONObject, pattern: re.Pattern[str], stat: str) -> dict[str, float]:
     """{"50": ms, ..., "99.9": ms, "min": ms, "max": ms, "mean": ms} from LoadGen's ns."""
     found: dict[str, float] = {}
     for key, value in entries.items():

@@ -23,9 +23,12 @@ import time
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager, ExitStack
 from types import ModuleType
-from typing import Any
+from typing import TYPE_CHECKING
 
 from dlbench.errors import CaseError
+
+if TYPE_CHECKING:
+    from mlperf_loadgen import QuerySample  # the module itself is handed in (`loadgen`)
 
 Step = Callable[[], object]
 
@@ -104,7 +107,7 @@ class QueryServer(InMemorySamples):
     # thread (it would abort the process): a failing step is recorded, its
     # samples are still completed so the test ends, and the case fails after.
 
-    def _issue(self, samples: list[Any]) -> None:
+    def _issue(self, samples: list[QuerySample]) -> None:
         if self._scenario == "server":
             received = self._clock()
             for sample in samples:
@@ -114,7 +117,7 @@ class QueryServer(InMemorySamples):
         else:
             self._run_query(self._steps[0], [sample.id for sample in samples], self._clock())
 
-    def _run_in_batches(self, samples: list[Any]) -> None:
+    def _run_in_batches(self, samples: list[QuerySample]) -> None:
         """The offline query: every sample, one prepared batch per step."""
         for start in range(0, len(samples), self._batch):
             chunk = samples[start : start + self._batch]

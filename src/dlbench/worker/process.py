@@ -20,7 +20,6 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
 
 from dlbench.atomic import write_atomic
 from dlbench.backends.framework_guard import block_other_frameworks, frameworks_in_process
@@ -32,12 +31,13 @@ from dlbench.spec.case import Case
 from dlbench.spec.record_dict import from_dict
 from dlbench.spec.registry import precision_info
 from dlbench.spec.worker_request import WorkerRequest
+from dlbench.untyped import JSONObject
 from dlbench.worker.compile_cache import compile_cache_detail, private_compile_caches
 from dlbench.worker.steps import execute, failed_from_exception
 from dlbench.worker.thread_vars import THREAD_VARS  # set before import
 
 
-def limit_numpy_blas() -> dict[str, Any]:
+def limit_numpy_blas() -> JSONObject:
     """NumPy's own BLAS pool at one thread, set before any framework loads.
 
     No backend times NumPy's BLAS (each framework runs its own kernels), yet
@@ -76,7 +76,7 @@ class CaseProcess:
             hide_incidental=case.user_model is None,
             quantizes=precision_info(case.precision).quantized,
         )
-        self._numpy_blas: dict[str, Any] = {}
+        self._numpy_blas: JSONObject = {}
         self._work_began = time.time()
 
     @contextmanager

@@ -26,7 +26,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from dlbench.backends.base import Job, Prepared
 from dlbench.results.details import OutputCheck
@@ -138,7 +138,7 @@ def _user_model(job: Job, prepared: Prepared) -> Agreement:
 
 
 def quantized_model_check(
-    expected: list[Any], actual: list[Any], ops: list[str], source: str
+    expected: list[np.ndarray], actual: list[np.ndarray], ops: list[str], source: str
 ) -> Agreement:
     """A user's model that is already quantized, against the outputs it is cross-checked
     with: each numeric output held to int8's rule (spec.registry.QUANTIZED_MODEL_PRECISION),

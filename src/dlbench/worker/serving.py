@@ -28,7 +28,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from dlbench.backends.base import Job, Prepared
 from dlbench.errors import CaseError
@@ -43,6 +43,7 @@ from dlbench.spec.case import (
     Settings,
 )
 from dlbench.spec.record_dict import from_dict
+from dlbench.untyped import JSONObject
 from dlbench.worker.files import case_files_dir
 from dlbench.worker.loadgen_log import DETAIL_LOG, loadgen_outcome
 from dlbench.worker.loadgen_sut import QueryServer
@@ -88,7 +89,7 @@ class ServedTest:
     """One LoadGen test: what LoadGen concluded and what the system under test saw."""
 
     target_qps: float | None
-    outcome: dict[str, Any]
+    outcome: JSONObject
     latencies_s: list[float]
     reading: Reading
     log_dir: Path
@@ -102,7 +103,7 @@ class ServedTest:
         """LoadGen's performance constraint held and nothing cut the run short."""
         return self.outcome.get("perf_constraints_met") is True and not self.outcome["errors"]
 
-    def brief(self) -> dict[str, Any]:
+    def brief(self) -> JSONObject:
         """What the find-peak table keeps of a try."""
         latency = self.outcome["latency_ms"]
         return {
@@ -305,10 +306,11 @@ def search_peak(
         tried.append(_try(run_at, qps, len(tried), bound_ms, percentile, say))
         return tried[-1]
 
-    search = Search(start=0.8 * capacity_qps, floor=floor_qps, growth=1.5,
-                    precision=PEAK_PRECISION, max_tries=MAX_PEAK_TRIES, unit=" QPS",
-                    give_up=lambda qps, test: idle_miss(qps, test.reading, cpus,
-                                                        f"the {bound_ms:g} ms bound"))  # fmt: skip
+    search: Search[ServedTest] = Search(
+        start=0.8 * capacity_qps, floor=floor_qps, growth=1.5, precision=PEAK_PRECISION,
+        max_tries=MAX_PEAK_TRIES, unit=" QPS",
+        give_up=lambda qps, test: idle_miss(qps, test.reading, cpus, f"the {bound_ms:g} ms bound"),
+    )  # fmt: skip
     found = search.run(try_at)
     return tried, found.reported, found.note
 
@@ -353,9 +355,9 @@ def _details(
     chosen: ServedTest,
     tries: list[ServedTest] | None,
     why: str | None,
-) -> dict[str, Any]:
+) -> JSONObject:
     case = job.case
-    details: dict[str, Any] = {
+    details: JSONObject = {
         "scenario": scenario,
         "note": OFFICIAL_NOTE if settings.official else NOT_OFFICIAL,
         "min_duration_s": settings.min_time_s,

@@ -24,7 +24,7 @@ import time
 from dataclasses import dataclass, replace
 from pathlib import Path
 from types import ModuleType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from dlbench.backends.base import Backend, Job
 from dlbench.errors import CaseError, ReferenceUnavailable
@@ -38,6 +38,7 @@ from dlbench.spec.case import OFFICIAL_MIN_TIME_S, Settings
 from dlbench.spec.record_dict import from_dict
 from dlbench.spec.registry import precision_info
 from dlbench.spec.worker_request import CaseOutputs
+from dlbench.untyped import JSONObject
 from dlbench.worker.files import case_files_dir
 from dlbench.worker.generation import generation_record
 from dlbench.worker.loadgen_log import DETAIL_LOG, loadgen_outcome
@@ -72,7 +73,7 @@ class TokenTest:
     """One LoadGen test of the server: LoadGen's outcome and the requests answered."""
 
     target_qps: float
-    outcome: dict[str, Any]
+    outcome: JSONObject
     answered: list[Answered]
     reading: Reading
     log_dir: Path
@@ -82,7 +83,7 @@ class TokenTest:
         """LoadGen's TTFT and TPOT constraints held, and no query failed."""
         return self.outcome.get("perf_constraints_met") is True and not self.outcome["errors"]
 
-    def brief(self) -> dict[str, Any]:
+    def brief(self) -> JSONObject:
         kept = (
             "samples_per_s",
             "latency_ms",
@@ -165,9 +166,10 @@ def _measure(tester: _Tester, warm: list[Answered]) -> tuple[TokenTest, Found[To
         test = tester.run(start / 4)
         return test, Found([(start / 4, test)], None, test, alone)
     cpus = case.threads
-    search = Search(start=start, floor=start * FLOOR_FRACTION, unit=" QPS",
-                    give_up=lambda qps, test: idle_miss(qps, test.reading, cpus,
-                                                        "the TTFT/TPOT bounds"))  # fmt: skip
+    search: Search[TokenTest] = Search(
+        start=start, floor=start * FLOOR_FRACTION, unit=" QPS",
+        give_up=lambda qps, test: idle_miss(qps, test.reading, cpus, "the TTFT/TPOT bounds"),
+    )  # fmt: skip
     found = search.run(tester.run)
     return found.reported, found
 
@@ -255,7 +257,7 @@ def _loadgen_record(
     job: Job, settings: Settings, batching: str, chosen: TokenTest, found: Found[TokenTest] | None
 ) -> LoadGen:
     case = job.case
-    details: dict[str, Any] = {
+    details: JSONObject = {
         "scenario": "server", "note": NOT_OFFICIAL, "min_duration_s": settings.min_time_s,
         **chosen.outcome, "log_dir": str(chosen.log_dir), "target_qps": chosen.target_qps,
         "percentile": case.serving.slo_percentile, "streams": case.server.streams,

@@ -22,7 +22,8 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from types import ModuleType
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -30,6 +31,9 @@ from dlbench.backends.serving_engine import Request, ServingEngine
 from dlbench.errors import CaseError
 from dlbench.measure.token_latency import TokenTimes
 from dlbench.worker.loadgen_sut import InMemorySamples
+
+if TYPE_CHECKING:
+    from mlperf_loadgen import QuerySample  # the module itself is handed in (`loadgen`)
 
 # A warm-up request alone that takes longer than this is an engine that stopped
 WARMUP_WAIT_S = 600.0
@@ -57,7 +61,7 @@ class _Pending:
 class TokenQueryServer(InMemorySamples):
     """LoadGen's SUT and QSL callbacks around a serving engine, and the engine's sink."""
 
-    loadgen: Any
+    loadgen: ModuleType  # mlperf_loadgen
     engine: ServingEngine
     prompts: Sequence[Sequence[int]]
     osl: int
@@ -99,7 +103,7 @@ class TokenQueryServer(InMemorySamples):
             raise CaseError(f"a request failed: {self.error}") from self.error
 
     # LoadGen's issuing thread: hand each query to the engine, never wait for it
-    def _issue(self, samples: list[Any]) -> None:
+    def _issue(self, samples: list[QuerySample]) -> None:
         arrived = self.clock()
         for sample in samples:
             request_id = next(self._ids)

@@ -15,8 +15,9 @@ import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeGuard
+from typing import TypeGuard
 
+from dlbench.untyped import JSONValue
 from dlbench.workloads.decoder import DecoderShape
 
 CONFIG_FILE = "config.json"
@@ -53,7 +54,7 @@ def read_model_config(path: Path, source: str) -> ModelConfig:
     return ModelConfig(dense_shape(data, file.name), config_precision(data), source)
 
 
-def dense_shape(config: Mapping[str, Any], name: str) -> DecoderShape:
+def dense_shape(config: Mapping[str, JSONValue], name: str) -> DecoderShape:
     """A dense decoder's shape from a transformers config (text_config within a
     multimodal one)."""
     text = config.get("text_config")
@@ -83,7 +84,7 @@ def dense_shape(config: Mapping[str, Any], name: str) -> DecoderShape:
     )
 
 
-def config_precision(config: Mapping[str, Any]) -> str:
+def config_precision(config: Mapping[str, JSONValue]) -> str:
     """The precision its weights are stored in; ValueError where the config gives none
     dlbench sizes (none at all, or a quantized checkpoint's)."""
     if config.get("quantization_config"):

@@ -10,11 +10,11 @@ the threads (one event loop), the device.
 from __future__ import annotations
 
 import importlib.metadata
-from typing import Any
 
 from dlbench.backends.base import Backend, Job, Prepared
 from dlbench.errors import CaseError
 from dlbench.spec.case import REMOTE_DEVICE
+from dlbench.untyped import JSONObject
 
 
 class EndpointClient(Backend):
@@ -23,7 +23,7 @@ class EndpointClient(Backend):
     def version(self) -> str:
         return f"httpx {importlib.metadata.version('httpx')}"
 
-    def configure_threads(self, intra_op: int, inter_op: int) -> dict[str, Any]:
+    def configure_threads(self, intra_op: int, inter_op: int) -> JSONObject:
         # every request is a coroutine of one event loop: the client needs no pool
         return {"client": "one asyncio event loop"}
 

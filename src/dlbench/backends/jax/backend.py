@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-from typing import Any
 
 from dlbench.backends.jax.memory import PREALLOCATE, allocator_peak, step_memory
 
@@ -21,6 +20,7 @@ from dlbench.backends.placement import placement_of_each
 from dlbench.errors import CaseError
 from dlbench.measure.pipeline import WindowMeanPipeline
 from dlbench.results.details import Details
+from dlbench.untyped import JSONObject
 
 
 class JaxBackend(Backend):
@@ -30,7 +30,7 @@ class JaxBackend(Backend):
     def version(self) -> str:
         return jax.__version__
 
-    def configure_threads(self, intra_op: int, inter_op: int) -> dict[str, Any]:
+    def configure_threads(self, intra_op: int, inter_op: int) -> JSONObject:
         """XLA's CPU client has no thread-count option; it sizes its pool by the CPUs
         this process may use. So fewer threads are asked for by CPU affinity, set
         before the client starts (at first use, after this call)."""

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, TypedDict
+from typing import TYPE_CHECKING, TypedDict
 
 import llama_cpp
 
@@ -35,6 +35,7 @@ from dlbench.backends.llama_cpp.gguf_export import CONVERTER, EXPORT, GGUF_FILE
 from dlbench.backends.serving_engine import ServingEngine
 from dlbench.reference.decoder import converted
 from dlbench.results.details import Details, Placement
+from dlbench.untyped import JSONObject
 
 if TYPE_CHECKING:
     import numpy as np
@@ -93,7 +94,7 @@ class LlamaCppGenerator(Generator):
                    "system_info": llama_cpp.llama_print_system_info().decode().strip()},
         )  # fmt: skip
 
-    def recorded(self) -> dict[str, Any]:
+    def recorded(self) -> JSONObject:
         """The settings as the loaded model holds them, the cache types by name."""
         flash = self.llm.context_params.flash_attn_type == llama_cpp.LLAMA_FLASH_ATTN_TYPE_ENABLED
         return {**self.settings, "type_k": "f32", "type_v": "f32", "n_batch": self.llm.n_batch,

@@ -17,12 +17,14 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
 
 import gguf
 import numpy as np
 from safetensors import safe_open
+
+from dlbench.untyped import JSONValue
 
 GGUF_FILE = "model-f32.gguf"
 # Bump when what this module writes changes: the converter's name is part of the
@@ -43,16 +45,18 @@ def rope_pairs(weight: np.ndarray, heads: int) -> np.ndarray:
     return np.ascontiguousarray(per_head.swapaxes(1, 2).reshape(rows, columns))
 
 
-def rope_theta(config: dict[str, Any]) -> float:
+def rope_theta(config: Mapping[str, JSONValue]) -> float:
     """The rope base, from transformers 5's `rope_parameters` or 4's `rope_theta`."""
-    rope = config.get("rope_parameters") or config.get("rope_scaling") or {}
+    rope: Mapping[str, JSONValue] = (
+        config.get("rope_parameters") or config.get("rope_scaling") or {}
+    )
     kind = rope.get("rope_type", rope.get("type", "default"))
     if kind != "default":
         raise SystemExit(f"rope type {kind!r} is not converted here; only the default rope is")
     return float(rope.get("rope_theta", config.get("rope_theta", 10000.0)))
 
 
-def write_hyperparameters(writer: gguf.GGUFWriter, config: dict[str, Any]) -> None:
+def write_hyperparameters(writer: gguf.GGUFWriter, config: Mapping[str, JSONValue]) -> None:
     heads = config["num_attention_heads"]
     head_dim = config.get("head_dim") or config["hidden_size"] // heads
     if head_dim * heads != config["hidden_size"]:
@@ -95,7 +99,7 @@ def write_tokenizer(writer: gguf.GGUFWriter, folder: Path, vocab_size: int) -> N
     special_vocab.add_to_gguf(writer, quiet=True)
 
 
-def write_tensors(writer: gguf.GGUFWriter, folder: Path, config: dict[str, Any]) -> None:
+def write_tensors(writer: gguf.GGUFWriter, folder: Path, config: Mapping[str, JSONValue]) -> None:
     heads = config["num_attention_heads"]
     kv_heads = config.get("num_key_value_heads", heads)
     names = gguf.get_tensor_name_map(gguf.MODEL_ARCH.LLAMA, config["num_hidden_layers"])

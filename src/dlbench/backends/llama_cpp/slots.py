@@ -20,7 +20,7 @@ from __future__ import annotations
 import collections
 import time
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Protocol
 
 import llama_cpp
 import numpy as np
@@ -29,6 +29,7 @@ from dlbench.backends.base import Job
 from dlbench.backends.serving_engine import Request, SteppingEngine, TokenSink
 from dlbench.errors import CaseError
 from dlbench.results.details import Details
+from dlbench.untyped import JSONObject
 
 # Tokens one decode may hold (llama-server's default --batch-size): prompts longer than
 # what is left of it after the generating slots' tokens are read over several steps.
@@ -58,7 +59,7 @@ class LoadedModel(Protocol):
     llm: llama_cpp.Llama
     details: Details
 
-    def recorded(self) -> dict[str, Any]: ...
+    def recorded(self) -> JSONObject: ...
 
 
 class LlamaCppSlots(SteppingEngine):

@@ -16,12 +16,12 @@ import signal
 import sys
 import time
 from collections.abc import Callable
-from typing import Any
 
 from dlbench import __version__
 from dlbench.backends.base import Backend, Job, Prepared
 from dlbench.errors import CaseError
 from dlbench.results.details import Details
+from dlbench.untyped import JSONObject
 
 
 def _noop() -> None:
@@ -41,7 +41,7 @@ class NullBackend(Backend):
     def version(self) -> str:
         return __version__
 
-    def configure_threads(self, intra_op: int, inter_op: int) -> dict[str, Any]:
+    def configure_threads(self, intra_op: int, inter_op: int) -> JSONObject:
         return {"intra_op": intra_op, "inter_op": inter_op}
 
     def resolve_device(self, requested: str) -> str:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import onnxruntime as ort
 
@@ -24,6 +24,7 @@ from dlbench.backends.onnxruntime.user_model import ort_signature
 from dlbench.errors import CaseError
 from dlbench.results.details import Details
 from dlbench.spec.registry import QUANTIZED_PRECISIONS
+from dlbench.untyped import JSONObject
 from dlbench.workloads.user_model import model_inputs
 
 if TYPE_CHECKING:
@@ -39,7 +40,7 @@ class OnnxRuntimeBackend(Backend):
     def version(self) -> str:
         return ort.__version__
 
-    def configure_threads(self, intra_op: int, inter_op: int) -> dict[str, Any]:
+    def configure_threads(self, intra_op: int, inter_op: int) -> JSONObject:
         # Applied to the session's options in prepare(); ORT has no global pool here.
         self._threads = (intra_op, inter_op)
         return {"intra_op": intra_op, "inter_op": inter_op}
@@ -122,7 +123,7 @@ class OnnxRuntimeBackend(Backend):
             infer=lambda inputs: session.run(None, inputs),
         )
 
-    def _user_probe(self, path: Path, job: Job) -> tuple[NodePlacement, dict[str, Any]]:
+    def _user_probe(self, path: Path, job: Job) -> tuple[NodePlacement, dict[str, np.ndarray]]:
         """The probe's node placement and the model's feeds; a file ONNX Runtime cannot
         load fails the case with its cause (the probe is the first session made)."""
         try:
@@ -137,7 +138,7 @@ class OnnxRuntimeBackend(Backend):
             raise load_failure(f"onnxruntime {ort.__version__} cannot load {name}", exc) from None
 
     def _session(
-        self, path: Path, device: str, change: Callable[[Any], None] | None = None
+        self, path: Path, device: str, change: Callable[[ort.SessionOptions], None] | None = None
     ) -> ort.InferenceSession:
         """A session of the case's options and providers (`change` applied to its options)."""
         options = self._session_options()
@@ -155,7 +156,7 @@ class OnnxRuntimeBackend(Backend):
         options.log_severity_level = 3
         return options
 
-    def _providers(self, device: str) -> list[Any]:
+    def _providers(self, device: str) -> list[str | tuple[str, dict[str, int]]]:
         if device == "cpu":
             return ["CPUExecutionProvider"]
         index = int(device.partition(":")[2] or 0)

@@ -26,12 +26,14 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from dlbench.backends.placement import placement_of_each
 from dlbench.results.details import Placement
+from dlbench.untyped import JSONObject
 
 if TYPE_CHECKING:  # ONNX Runtime ships no types
+    import numpy as np
     import onnxruntime as ort
 
 CPU_PROVIDER = "CPUExecutionProvider"
@@ -68,7 +70,7 @@ class NodePlacement:
         work = [n for n in self.nodes if not n.shape_computation] or list(self.nodes)
         return placement_of_each(BY, {n.name: n.provider for n in work}, provider_kind)
 
-    def facts(self) -> dict[str, Any]:
+    def facts(self) -> JSONObject:
         """For the details' extra: nodes per provider, and the CPU shape nodes among them."""
         return {
             "nodes_by_provider": dict(Counter(n.provider for n in self.nodes)),
@@ -83,8 +85,9 @@ def provider_kind(provider: str) -> str:
 
 
 def probe_placement(
-    make_session: Callable[[Any], Any], feeds_for: Callable[[Any], dict[str, Any]]
-) -> tuple[NodePlacement, dict[str, Any]]:
+    make_session: Callable[[Callable[[ort.SessionOptions], None]], ort.InferenceSession],
+    feeds_for: Callable[[ort.InferenceSession], dict[str, np.ndarray]],
+) -> tuple[NodePlacement, dict[str, np.ndarray]]:
     """Run a profiled probe session once; (where its nodes ran, the feeds it used).
 
     `make_session(options_change)` builds a session like the measured one, applying
@@ -105,7 +108,7 @@ def probe_placement(
     return NodePlacement(node_runs(events), time.perf_counter() - started), feeds
 
 
-def node_runs(events: list[dict[str, Any]]) -> tuple[NodeRun, ...]:
+def node_runs(events: list[JSONObject]) -> tuple[NodeRun, ...]:
     """Each node's run in a profile's events (its kernel-time event)."""
     return tuple(
         NodeRun(
@@ -121,7 +124,7 @@ def node_runs(events: list[dict[str, Any]]) -> tuple[NodeRun, ...]:
     )
 
 
-def _largest(args: dict[str, Any]) -> int:
+def _largest(args: JSONObject) -> int:
     """Elements of the largest tensor among a node event's inputs and outputs (each
     recorded as {dtype: shape})."""
     shapes = [

@@ -12,7 +12,7 @@ activations at each call (MatMul and Gemm).
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from onnxruntime.quantization import CalibrationDataReader
 
@@ -21,13 +21,17 @@ from dlbench.backends.framework_guard import block_other_frameworks
 from dlbench.reference.builtin import onnx_model
 from dlbench.reference.quantized import builder_main, save_reference_outputs
 from dlbench.spec.case import Case
+from dlbench.untyped import JSONObject
 from dlbench.workloads import get_workload
 from dlbench.workloads.user_model import model_inputs
+
+if TYPE_CHECKING:
+    import numpy as np
 
 MODEL_FILE = "model.onnx"
 
 
-def build(case: Case, seed: int, folder: Path) -> dict[str, Any]:
+def build(case: Case, seed: int, folder: Path) -> JSONObject:
     from onnxruntime.quantization import QuantFormat, QuantType, quantize_dynamic, quantize_static
 
     source, batches, data, meta = _source(case, seed, folder)
@@ -58,7 +62,7 @@ def build(case: Case, seed: int, folder: Path) -> dict[str, Any]:
 
 def _source(
     case: Case, seed: int, folder: Path
-) -> tuple[Path, list[dict[str, Any]], str, dict[str, Any]]:
+) -> tuple[Path, list[dict[str, np.ndarray]], str, JSONObject]:
     """The fp32 model, its calibration batches and where they came from, and metadata."""
     if case.user_model is None:
         workload = get_workload(case.workload)
@@ -72,7 +76,7 @@ def _source(
 
 def _user_source(
     case: Case, seed: int, folder: Path
-) -> tuple[Path, list[dict[str, Any]], str, dict[str, Any]]:
+) -> tuple[Path, list[dict[str, np.ndarray]], str, JSONObject]:
     """A user's ONNX file: calibrated on --input-data (else seeded batches of its
     inputs), with fp32's outputs on the benchmark inputs kept for the check."""
     import onnxruntime as ort
@@ -103,10 +107,10 @@ def _preprocessed(source: Path, folder: Path) -> tuple[Path, str]:
 class _Reader(CalibrationDataReader):
     """Calibration batches, one per get_next(), as quantize_static reads them."""
 
-    def __init__(self, batches: list[dict[str, Any]]) -> None:
+    def __init__(self, batches: list[dict[str, np.ndarray]]) -> None:
         self._batches = iter(batches)
 
-    def get_next(self) -> dict[str, Any] | None:
+    def get_next(self) -> dict[str, np.ndarray] | None:
         return next(self._batches, None)
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 import openvino as ov
@@ -33,6 +33,7 @@ from dlbench.errors import CaseError
 from dlbench.results.details import Details, Placement
 from dlbench.spec.case import Case
 from dlbench.spec.registry import QUANTIZED_PRECISIONS
+from dlbench.untyped import JSONObject
 from dlbench.workloads.user_model import model_inputs
 
 if TYPE_CHECKING:  # OpenVINO ships no types: to the checker these are Any
@@ -57,7 +58,7 @@ class OpenVinoBackend(Backend):
     def version(self) -> str:
         return ov.__version__
 
-    def configure_threads(self, intra_op: int, inter_op: int) -> dict[str, Any]:
+    def configure_threads(self, intra_op: int, inter_op: int) -> JSONObject:
         self._threads = intra_op  # INFERENCE_NUM_THREADS at compile; streams replace inter-op
         return {"intra_op": intra_op, "inter_op": "n/a (streams)"}
 
@@ -185,7 +186,7 @@ def _precision_hint(precision: str) -> str:
     return PRECISION_HINTS[precision]
 
 
-def plugin_config(case: Case, threads: int, offline: bool) -> dict[str, Any]:
+def plugin_config(case: Case, threads: int, offline: bool) -> dict[str, str | int]:
     """The CPU plugin's settings for the case's scenario.
 
     The server scenario gets one plugin stream per query it serves at once
@@ -193,7 +194,7 @@ def plugin_config(case: Case, threads: int, offline: bool) -> dict[str, Any]:
     requests run side by side instead of queueing for one stream.
     """
     server = case.scenario == "server"
-    config: dict[str, Any] = {
+    config: dict[str, str | int] = {
         "PERFORMANCE_HINT": "THROUGHPUT" if offline or server else "LATENCY",
         "INFERENCE_NUM_THREADS": threads,
         "INFERENCE_PRECISION_HINT": _precision_hint(case.precision),

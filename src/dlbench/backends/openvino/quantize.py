@@ -10,24 +10,26 @@ type for BERT-family encoders, as NNCF advises for them.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from dlbench.backends.calibration import calibration_inputs, user_calibration
 from dlbench.backends.framework_guard import block_other_frameworks
 from dlbench.reference.builtin import onnx_model
 from dlbench.reference.quantized import builder_main, save_reference_outputs
 from dlbench.spec.case import Case
+from dlbench.untyped import JSONObject
 from dlbench.workloads import get_workload
 from dlbench.workloads.user_model import model_inputs
 
 if TYPE_CHECKING:  # imported in the builder's process (OpenVINO ships no types)
+    import nncf
     import numpy as np
     import openvino as ov
 
 MODEL_FILE = "model.xml"
 
 
-def build(case: Case, seed: int, folder: Path) -> dict[str, Any]:
+def build(case: Case, seed: int, folder: Path) -> JSONObject:
     import nncf
     import openvino as ov
 
@@ -43,7 +45,7 @@ def build(case: Case, seed: int, folder: Path) -> dict[str, Any]:
     else:
         model, batches, data = _user_model(core, case, seed, folder)
         transformer, source = False, "the given model file"
-    options: dict[str, Any] = {"subset_size": len(batches)}
+    options: dict[str, int | nncf.ModelType] = {"subset_size": len(batches)}
     if transformer:
         options["model_type"] = nncf.ModelType.TRANSFORMER
     quantized = nncf.quantize(model, nncf.Dataset(batches), **options)

@@ -5,7 +5,6 @@ the export command, fp32 throughout, and exactly osl greedy tokens."""
 from __future__ import annotations
 
 import sys
-from typing import Any
 
 import openvino_genai as ov_genai
 
@@ -15,7 +14,7 @@ EXPORT = [sys.executable, "-m", "optimum.commands.optimum_cli", "export", "openv
 CONVERTER = "optimum-intel export openvino (fp32)"
 
 
-def fp32_properties(threads: int) -> dict[str, Any]:
+def fp32_properties(threads: int) -> dict[str, str | int]:
     """fp32 compute and KV cache (the CPU plugin's defaults are bf16 and u8 where the
     CPU has bf16 units), on `threads` threads."""
     return {"INFERENCE_PRECISION_HINT": "f32", "KV_CACHE_PRECISION": "f32",

@@ -18,7 +18,6 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass, field
-from typing import Any
 
 import numpy as np
 import openvino as ov
@@ -35,6 +34,7 @@ from dlbench.backends.serving_engine import SteppingEngine, TokenSink
 from dlbench.errors import CaseError
 from dlbench.reference.decoder import converted
 from dlbench.results.details import Details
+from dlbench.untyped import FrameworkValue, JSONObject
 
 ENDED = (ov_genai.GenerationStatus.IGNORED, ov_genai.GenerationStatus.CANCEL,
          ov_genai.GenerationStatus.STOP)  # fmt: skip
@@ -42,7 +42,7 @@ ENDED = (ov_genai.GenerationStatus.IGNORED, ov_genai.GenerationStatus.CANCEL,
 
 @dataclass
 class _Running:
-    handle: Any  # the pipeline's GenerationHandle
+    handle: FrameworkValue  # the pipeline's GenerationHandle
     tokens: list[int] = field(default_factory=list)
     times: list[float] = field(default_factory=list)
 
@@ -76,7 +76,7 @@ class OvContinuousBatching(SteppingEngine):
                    "token_clock": "the end of the step that made the token"},
         )  # fmt: skip
 
-    def _scheduler_record(self) -> dict[str, Any]:
+    def _scheduler_record(self) -> JSONObject:
         s = self.scheduler
         return {"max_num_seqs": s.max_num_seqs, "max_num_batched_tokens": s.max_num_batched_tokens,
                 "cache_size_gb": s.cache_size, "dynamic_split_fuse": s.dynamic_split_fuse,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from dlbench.backends.tensorflow.memory import ALLOW_GROWTH, peak_reading, peak_reset
 
@@ -31,6 +31,7 @@ from dlbench.backends.tensorflow.user_model import LoadedModel, load_user_model
 from dlbench.errors import CaseError
 from dlbench.measure.pipeline import WindowMeanPipeline
 from dlbench.results.details import Details, Placement
+from dlbench.untyped import JSONObject
 from dlbench.workloads.model_format import model_format
 from dlbench.workloads.user_model import model_inputs
 
@@ -50,7 +51,7 @@ class TensorFlowBackend(Backend):
     def _user_model(self, job: Job) -> Prepared:
         return _user_prepare(job)
 
-    def configure_threads(self, intra_op: int, inter_op: int) -> dict[str, Any]:
+    def configure_threads(self, intra_op: int, inter_op: int) -> JSONObject:
         # Must run before TensorFlow creates its runtime: the worker is fresh.
         tf.config.threading.set_intra_op_parallelism_threads(intra_op)
         tf.config.threading.set_inter_op_parallelism_threads(inter_op)
@@ -138,7 +139,7 @@ def _user_prepare(job: Job) -> Prepared:
         loaded = load_user_model(str(path), kind, job.case.given_model.trust_model, tf_device)
         arrays = model_inputs(job.case, loaded.inputs, job.seed)
         step, fetch, placed = _user_step(loaded, arrays, job.case.compile, path.name)
-    extra: dict[str, Any] = {
+    extra: JSONObject = {
         "model_kind": kind,
         "loader": loaded.loader,
         "inputs": input_shapes(arrays),
@@ -159,15 +160,15 @@ def _user_prepare(job: Job) -> Prepared:
     )
 
 
-def _memory_setting() -> dict[str, Any]:
+def _memory_setting() -> dict[str, str | None]:
     return {"tf_force_gpu_allow_growth": os.environ.get(ALLOW_GROWTH)}
 
 
-UserStep = Callable[[], list[Any]]
+UserStep = Callable[[], list["np.ndarray"]]
 
 
 def _user_step(
-    loaded: LoadedModel, arrays: dict[str, Any], mode: str, file_name: str
+    loaded: LoadedModel, arrays: dict[str, np.ndarray], mode: str, file_name: str
 ) -> tuple[UserStep, UserStep, Placement | None]:
     """One call of the model on `arrays`, its outputs as NumPy arrays (fairness rule 4);
     the same call for the output check, which also holds every output to where the
@@ -194,10 +195,10 @@ def _user_step(
     inputs = {f"input {name}": tensor for name, tensor in feeds.items()}
     placed = tf_placement({**inputs, **by_name(loaded.variables)})
 
-    def step() -> list[Any]:
+    def step() -> list[np.ndarray]:
         return [tensor.numpy() for tensor in forward(feeds)]  # every output, materialised
 
-    def fetch() -> list[Any]:
+    def fetch() -> list[np.ndarray]:
         outputs = forward(feeds)
         require_outputs_placed(placed, outputs)
         return [tensor.numpy() for tensor in outputs]

@@ -12,7 +12,8 @@ tracing or XLA's compilation. The CPU keeps no such statistics.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+
+from dlbench.untyped import JSONObject
 
 # TensorFlow is imported inside the functions: the backend sets ALLOW_GROWTH from
 # here before it imports TensorFlow.
@@ -26,7 +27,7 @@ def peak_reset(device: str) -> Callable[[], None] | None:
     return None if name is None else lambda: _reset_peak(name)
 
 
-def peak_reading(device: str) -> Callable[[], dict[str, Any]] | None:
+def peak_reading(device: str) -> Callable[[], JSONObject] | None:
     """After measurement (Prepared.after_measure): the GPU's peak since the reset."""
     name = _gpu_name(device)
     return None if name is None else lambda: _measured_peak(name)
@@ -43,7 +44,7 @@ def _reset_peak(name: str) -> None:
     tf.config.experimental.reset_memory_stats(name)
 
 
-def _measured_peak(name: str) -> dict[str, Any]:
+def _measured_peak(name: str) -> JSONObject:
     """The most TensorFlow's allocator held on the GPU since the last reset."""
     import tensorflow as tf
 

@@ -11,12 +11,12 @@ so only tensors of numbers are asked.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import Any
 
 import tensorflow as tf
 
 from dlbench.backends.placement import placement_of_each, require_outputs_with
 from dlbench.results.details import Placement
+from dlbench.untyped import FrameworkValue
 
 BY = "TensorFlow"
 
@@ -26,20 +26,20 @@ def tf_kind(device: str) -> str:
     return "cuda" if "GPU" in device.upper() else "cpu"
 
 
-def tf_placement(pieces: Mapping[str, Any]) -> Placement | None:
+def tf_placement(pieces: Mapping[str, FrameworkValue]) -> Placement | None:
     """Where TensorFlow put each tensor or variable of `pieces` (by a name of each);
     None where none holds numbers."""
     placed = {name: device_of(p) for name, p in pieces.items() if _numeric(p)}
     return placement_of_each(BY, placed, tf_kind) if placed else None
 
 
-def by_name(variables: Iterable[Any]) -> dict[str, Any]:
+def by_name(variables: Iterable[FrameworkValue]) -> dict[str, FrameworkValue]:
     """Variables by a name unique in the model: a Keras variable's path
     ("sequential/dense/kernel"), else TensorFlow's own name ("dense/kernel:0")."""
     return {getattr(v, "path", None) or v.name: v for v in variables}
 
 
-def require_outputs_placed(placement: Placement | None, outputs: Iterable[Any]) -> None:
+def require_outputs_placed(placement: Placement | None, outputs: Iterable[FrameworkValue]) -> None:
     """A CaseError unless every output tensor is where the inputs and variables were
     (nothing to hold them to where no input or variable held numbers)."""
     if placement is None:

@@ -14,11 +14,12 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from dlbench.backends.base import load_failure, refused
 from dlbench.backends.tensorflow.signatures import dims, dtype_name, pick_signature
 from dlbench.errors import cause_summary
+from dlbench.untyped import FrameworkValue
 from dlbench.workloads.user_model import InputSpec
 
 if TYPE_CHECKING:  # TensorFlow and Keras ship no types usable here: to the checker, Any
@@ -28,7 +29,7 @@ if TYPE_CHECKING:  # TensorFlow and Keras ship no types usable here: to the chec
     from dlbench.backends.tensorflow.graph_loader import GraphSignature
 
 # Callable on a dict of tensors by input name; returns every output, in order.
-ModelCall = Callable[[dict[str, Any]], list[Any]]
+ModelCall = Callable[[dict[str, "tf.Tensor"]], list["tf.Tensor"]]
 SAVED_MODEL_LOADER = "tf.saved_model.load"
 
 
@@ -44,7 +45,7 @@ class LoadedModel:
     fallback_cause: str | None = None  # why tf.saved_model.load could not restore it
     # the weights `call` reads (Keras's, or those the signature captures): where
     # they are is part of the case's placement
-    variables: tuple[Any, ...] = ()
+    variables: tuple[FrameworkValue, ...] = ()
 
 
 def load_user_model(path: str, kind: str, trust: bool, device: str | None = None) -> LoadedModel:
@@ -58,7 +59,7 @@ def load_user_model(path: str, kind: str, trust: bool, device: str | None = None
     ]
     names = [spec.name for spec in signature]
 
-    def call(feeds: dict[str, Any]) -> list[Any]:
+    def call(feeds: dict[str, tf.Tensor]) -> list[tf.Tensor]:
         args = [feeds[n] for n in names]
         out = model(args[0] if len(args) == 1 else args, training=False)
         return _flatten(out)
@@ -95,7 +96,7 @@ def _savedmodel(path: str, device: str | None) -> LoadedModel:
     outputs = [InputSpec(key, dims(structured[key].shape), dtype_name(structured[key].dtype))
                for key in keys]  # fmt: skip
 
-    def call(feeds: dict[str, Any]) -> list[Any]:
+    def call(feeds: dict[str, tf.Tensor]) -> list[tf.Tensor]:
         result = function(**feeds)
         return [result[key] for key in keys]
 

@@ -7,7 +7,7 @@ import time
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 import torch
 
@@ -39,6 +39,7 @@ from dlbench.errors import CaseError, CaseSkipped
 from dlbench.measure.power_regime import WindowQueue
 from dlbench.results.details import Details, Placement, Quantization
 from dlbench.spec.registry import QUANTIZED_PRECISIONS, precision_info
+from dlbench.untyped import JSONObject
 from dlbench.workloads.model_format import model_format
 from dlbench.workloads.user_model import model_inputs
 
@@ -53,7 +54,7 @@ T = TypeVar("T")
 class TorchBackend(Backend):
     name = "torch"
     # set when an `export` case builds its AOTInductor package (time, cache hit)
-    export_details: dict[str, Any] | None = None
+    export_details: JSONObject | None = None
     # set when an int8 case loads or makes its quantized model (method, seconds)
     quantization: Quantization | None = None
     # set when a case builds its model: its parameters and buffers are placed too
@@ -62,7 +63,7 @@ class TorchBackend(Backend):
     def version(self) -> str:
         return torch.__version__
 
-    def configure_threads(self, intra_op: int, inter_op: int) -> dict[str, Any]:
+    def configure_threads(self, intra_op: int, inter_op: int) -> JSONObject:
         torch.set_num_threads(intra_op)
         # Settable once per process, before any inter-op work: the worker is fresh.
         torch.set_num_interop_threads(inter_op)
@@ -217,7 +218,8 @@ class TorchBackend(Backend):
         device = torch.device(job.device)
         arrays = model_inputs(job.case, signature, job.seed)
         args = call_arguments(signature, arrays, device)
-        extra: dict[str, Any] = {"model_kind": kind, "inputs": input_shapes(arrays)}
+        extra: JSONObject = {"model_kind": kind, "inputs": input_shapes(arrays)}
+        model: Callable[..., object]  # the AOTInductor package, or the module (compiled or not)
         if job.case.compile == "export":
             identity = {"model": job.case.given_model.model_digest, "precision": job.case.precision}
             model, extra["export"] = aoti_runner(loaded, args, identity)
@@ -369,7 +371,7 @@ def training_optimizer(job: Job, module: torch.nn.Module) -> torch.optim.Optimiz
     return kind(module.parameters(), lr=job.workload.learning_rate, fused=True)
 
 
-def optimizer_facts(job: Job) -> dict[str, Any]:
+def optimizer_facts(job: Job) -> dict[str, str]:
     """Which optimizer the training step runs, and which of torch's implementations."""
     if job.case.mode != "train" or job.workload.name in KERNELS:
         return {}
@@ -386,7 +388,7 @@ def _graph_step_marker(compile_mode: str) -> Callable[[], None]:
     return torch.compiler.cudagraph_mark_step_begin
 
 
-def tune_convolutions(workload: str, device: torch.device) -> dict[str, Any]:
+def tune_convolutions(workload: str, device: torch.device) -> dict[str, bool]:
     """cuDNN's autotuner for a convolutional net on a GPU: it times each convolution's
     algorithms at its first call (outside the measured steps) and keeps the fastest,
     as NVIDIA's training recipes set it; recorded, since it changes the kernels run."""
@@ -489,7 +491,7 @@ def _with_transfer(
     return step_with_copy, "inside (host-to-device copy of the inputs timed)"
 
 
-def device_facts(device: torch.device) -> dict[str, Any]:
+def device_facts(device: torch.device) -> dict[str, str]:
     """Which GPU and runtime (CUDA or ROCm: ROCm builds of torch appear as cuda)."""
     if device.type == "cuda":
         hip = getattr(torch.version, "hip", None)
@@ -532,8 +534,8 @@ def compile_counters() -> dict[str, int]:
 COMPILES = ("compile", "reduce-overhead")
 
 
-def _after_measure(device: torch.device, compile_mode: str) -> dict[str, Any]:
-    facts: dict[str, Any] = gpu_memory(device) if device.type == "cuda" else {}
+def _after_measure(device: torch.device, compile_mode: str) -> JSONObject:
+    facts: JSONObject = gpu_memory(device) if device.type == "cuda" else {}
     if compile_mode in COMPILES:
         facts["compile_counters"] = compile_counters()
     return facts

@@ -16,7 +16,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, TypedDict
 
 import numpy as np
 import torch
@@ -29,6 +29,7 @@ from dlbench.reference.decoder import OwnReference, checkpoint_folder, own_refer
 from dlbench.results.details import STREAMER_CLOCK, Details
 from dlbench.results.env import cpu_model
 from dlbench.spec.registry import seeded_on_device
+from dlbench.untyped import JSONObject
 from dlbench.workloads.decoder import (
     BOS_ID,
     EOS_ID,
@@ -41,6 +42,7 @@ from dlbench.workloads.decoder import (
 
 if TYPE_CHECKING:  # transformers is imported where a model or tokenizer is made
     from transformers import (
+        CompileConfig,
         LlamaConfig,
         LlamaForCausalLM,
         PreTrainedTokenizerBase,
@@ -162,7 +164,19 @@ def partial_utf8_tokens(tokenizer: PreTrainedTokenizerBase) -> list[int]:
     ]
 
 
-def greedy_kwargs(osl: int) -> dict[str, Any]:
+class GenerateOptions(TypedDict, total=False):
+    """The options of transformers' generate that dlbench sets (greedy_kwargs,
+    decode_step_compiled): keywords generate reads into its GenerationConfig."""
+
+    max_new_tokens: int
+    min_new_tokens: int
+    do_sample: bool
+    cache_implementation: str
+    disable_compile: bool
+    compile_config: CompileConfig
+
+
+def greedy_kwargs(osl: int) -> GenerateOptions:
     """transformers' generate: exactly `osl` greedy tokens with a static KV cache.
 
     transformers compiles the decoding step itself where it sees a GPU and a static
@@ -178,7 +192,7 @@ def greedy_kwargs(osl: int) -> dict[str, Any]:
     }
 
 
-def decode_step_compiled() -> dict[str, Any]:
+def decode_step_compiled() -> GenerateOptions:
     """generate's options for transformers' own compilation of the decoding step:
     torch.compile(mode="reduce-overhead"), CUDA graphs replaying each step's kernels
     in one launch, as gpt-fast decodes. The prefill stays eager: transformers compiles
@@ -233,7 +247,7 @@ class TorchGenerator(Generator):
         # transformers wraps PreTrainedModel.to with functools.wraps, which typeshed types
         # as a plain callable: the checker then wants the model as the first argument too
         self.model = model.to(job.device).eval()  # type: ignore[arg-type]
-        self._compiled_step: dict[str, Any] = {}
+        self._compiled_step: GenerateOptions = {}
         if job.case.compile == "compile":
             # torch.compile's defaults, as a user writes it: with dynamic=False the
             # growing attention mask recompiled every decoding step (to the
@@ -265,7 +279,7 @@ class TorchGenerator(Generator):
             return None
         return torch.cuda.max_memory_allocated(self._placed) / 2**20
 
-    def after_generations(self) -> dict[str, Any]:
+    def after_generations(self) -> JSONObject:
         if self._compile_counters is None:
             return {}
         return {"compile_counters": self._compile_counters()}
@@ -316,7 +330,7 @@ def seeds_on_device(job: Job) -> bool:
 
 def generation_model(
     job: Job, dtype: torch.dtype, seeded: bool
-) -> tuple[Any, str, OwnReference | None]:
+) -> tuple[LlamaForCausalLM, str, OwnReference | None]:
     """The case's model in `dtype`, where its weights come from (as the result records
     it), and its own reference where it has one: built from the seed on the case's
     device (`seeded_model`), else the shared checkpoint, held to the shared reference."""

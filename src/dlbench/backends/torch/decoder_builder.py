@@ -11,11 +11,11 @@ import argparse
 import json
 import os
 from pathlib import Path
-from typing import Any
 
 from dlbench.atomic import write_atomic
 from dlbench.backends.framework_guard import block_other_frameworks
 from dlbench.reference.decoder import checkpoint_folder, publish_folder
+from dlbench.untyped import JSONObject
 from dlbench.workloads import get_workload
 
 
@@ -27,7 +27,7 @@ def build_checkpoint(workload: str, seed: int, folder: Path) -> None:
     publish_folder(staging, folder)
 
 
-def build_tokens(request: dict[str, Any]) -> None:
+def build_tokens(request: JSONObject) -> None:
     import numpy as np
 
     from dlbench.backends.torch.decoder import reference_tokens

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
@@ -43,7 +43,7 @@ if TYPE_CHECKING:
 
 # reduce-overhead's one option (torch._inductor.list_mode_options), and the tuning
 # that makes Inductor write its own matrix-vector kernels for a batch of one
-DECODE_STEP_OPTIONS: dict[str, str | int | bool | Callable[..., Any]] = {
+DECODE_STEP_OPTIONS: dict[str, str | int | bool | Callable[..., object]] = {
     "triton.cudagraphs": True,
     "coordinate_descent_tuning": True,
 }

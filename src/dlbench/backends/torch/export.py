@@ -13,22 +13,24 @@ from __future__ import annotations
 import hashlib
 import json
 import time
-from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from dlbench.atomic import write_atomic
 from dlbench.errors import CaseError, cause_summary
 from dlbench.reference.builtin import cache_dir
+from dlbench.untyped import JSONObject
 
 if TYPE_CHECKING:  # torch is imported where a package is compiled
     import torch
+    from torch._inductor.package import AOTICompiledModel
 
 
 def aoti_runner(
     model: torch.nn.Module | torch.export.ExportedProgram,
     args: Sequence[object],  # tensors, and a user's model's plain values
-    identity: dict[str, Any],
-) -> tuple[Callable[..., Any], dict[str, Any]]:
+    identity: JSONObject,
+) -> tuple[AOTICompiledModel, JSONObject]:
     """(the loaded AOTInductor package, details) for a module or ExportedProgram.
 
     `identity` names what was compiled (model, input shapes, device, torch
@@ -41,7 +43,7 @@ def aoti_runner(
            "torch": torch.__version__}  # fmt: skip
     digest = hashlib.sha256(json.dumps(key, sort_keys=True, default=str).encode()).hexdigest()
     package = cache_dir() / "aoti" / digest[:16] / "model.pt2"
-    details: dict[str, Any] = {
+    details: JSONObject = {
         "method": "torch.export + AOTInductor",
         "device": key["device"],  # the package runs only there
         "cached": package.exists(),

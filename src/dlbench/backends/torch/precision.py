@@ -13,11 +13,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
-from typing import Any
 
 import torch
 
 from dlbench.errors import CaseSkipped
+from dlbench.untyped import JSONObject
 
 AUTOCAST_DTYPES = {"amp-fp16": torch.float16, "amp-bf16": torch.bfloat16}
 # The half-precision type each precision computes in: autocast's, or (bf16, fp16) that
@@ -36,8 +36,8 @@ class PrecisionPlan:
 
     autocast: Callable[[], AbstractContextManager[object]]
     # fp16 gradients underflow without loss scaling; bf16 and fp32 need none
-    scaler: Any | None
-    details: dict[str, Any] = field(default_factory=dict)
+    scaler: torch.amp.GradScaler | None
+    details: JSONObject = field(default_factory=dict)
 
 
 def precision_plan(precision: str, device: torch.device, training: bool) -> PrecisionPlan:
@@ -48,7 +48,7 @@ def precision_plan(precision: str, device: torch.device, training: bool) -> Prec
     torch.backends.cudnn.allow_tf32 = tf32
     # "highest" also keeps oneDNN from using bf16 for fp32 matmuls on CPU
     torch.set_float32_matmul_precision("high" if tf32 else "highest")
-    details: dict[str, Any] = {
+    details: JSONObject = {
         "matmul_tf32": torch.backends.cuda.matmul.allow_tf32,
         "cudnn_tf32": torch.backends.cudnn.allow_tf32,
         "float32_matmul_precision": torch.get_float32_matmul_precision(),

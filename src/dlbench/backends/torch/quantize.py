@@ -14,17 +14,17 @@ in torch.ao.quantization.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 from dlbench.backends.calibration import calibration_inputs
 from dlbench.reference.quantized import builder_main
 from dlbench.spec.case import Case
+from dlbench.untyped import JSONObject
 from dlbench.workloads import get_workload
 
 MODEL_FILE = "model.pt2"
 
 
-def build(case: Case, seed: int, folder: Path) -> dict[str, Any]:
+def build(case: Case, seed: int, folder: Path) -> JSONObject:
     import torch
     import torchao
     import torchao.quantization.pt2e.quantizer.x86_inductor_quantizer as x86

