@@ -31,7 +31,7 @@ from dlbench.reference.builtin import cache_dir, lock_beside, package_version
 from dlbench.spec.case import Case
 from dlbench.spec.record_dict import from_dict, to_dict
 from dlbench.spec.registry import framework_info
-from dlbench.untyped import FrameworkValue, JSONObject
+from dlbench.untyped import JSONObject
 
 if TYPE_CHECKING:
     import numpy as np
@@ -125,10 +125,10 @@ def _build(case: Case, seed: int, folder: Path) -> None:
 REFERENCE_OUTPUTS = "fp32-outputs.npz"
 
 
-def save_reference_outputs(folder: Path, outputs: Sequence[FrameworkValue]) -> None:
+def save_reference_outputs(folder: Path, outputs: Sequence[np.ndarray]) -> None:
     """The fp32 model's outputs on the case's inputs: what the int8 model is held to.
 
-    `outputs` are as the framework gave them (ONNX Runtime's or OpenVINO's arrays)."""
+    `outputs` are the NumPy arrays ONNX Runtime's or OpenVINO's run gave."""
     import numpy as np
 
     write_atomic(folder / REFERENCE_OUTPUTS, lambda path: np.savez(path, *outputs))

@@ -27,8 +27,8 @@ if TYPE_CHECKING:  # torch is imported where a model is loaded
 SCALAR_TYPES = {"int": "int64", "float": "float64", "bool": "bool"}
 
 
-# A ScriptModule, an ExportedProgram or a Module as `kind` says: the callers branch on
-# `kind` (a string), not on the class
+# A ScriptModule, an ExportedProgram or a Module as `kind` says. FrameworkValue, not
+# their union: the callers branch on `kind` (a string), which cannot narrow the union
 def load_torch_model(path: str, kind: str, trust: bool) -> tuple[FrameworkValue, list[InputSpec]]:
     """(the loaded model, its input signature) for a torchscript, torch-export or
     torch-pickle file. An ExportedProgram comes back as itself (the backend
