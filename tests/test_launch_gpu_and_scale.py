@@ -17,6 +17,7 @@ from factories import make_result, make_run
 
 from dlbench.backends.base import placement
 from dlbench.errors import CaseError
+from dlbench.measure.energy import EnergyReading
 from dlbench.plan.build import RunRequest, build_plan
 from dlbench.report.table import flags
 from dlbench.results.ceilings import ceilings_from_results, efficiency, efficiency_in_run
@@ -24,7 +25,7 @@ from dlbench.results.details import Details
 from dlbench.results.env import Fingerprint
 from dlbench.results.files import read_json
 from dlbench.results.records import Result
-from dlbench.worker.ddp_rank import group_throughput
+from dlbench.worker.ddp_rank import _total_energy, group_throughput
 from dlbench.worker.placement import placement_error
 
 # starts a process or imports a framework: not in the fast tier (tests/conftest.py)
@@ -91,6 +92,23 @@ def test_a_ddp_group_rate_is_its_samples_over_the_slowest_rank():
         group_throughput([rank(100, 1.0), rank(99, 1.0)], agreed=100)
     with pytest.raises(CaseError, match="measured no time"):
         group_throughput([rank(100, 0.0)], agreed=100)
+
+
+def test_a_ddp_group_s_energy_is_every_rank_s_joules_or_why_there_are_none():
+    """Two metered ranks: their joules add, over every rank's samples. A rank whose
+    reading has neither joules nor a reason makes the group's unmeasurable, saying
+    "no reading" (as one process's reading does), never a reason of None."""
+    metered = [
+        {**rank(10, 1.0), "energy": EnergyReading("nvml", 3.0, 1.0)},
+        {**rank(10, 1.0), "energy": EnergyReading("nvml", 5.0, 2.0)},
+    ]
+    total = _total_energy(metered)
+    assert total.joules == 8.0
+    assert total.joules_per_sample == pytest.approx(8.0 / 200)
+    blank = {**rank(10, 1.0), "energy": EnergyReading("nvml")}
+    assert _total_energy([metered[0], blank]).unmeasurable == "no reading"
+    unmetered = {**rank(10, 1.0), "energy": None}
+    assert _total_energy([unmetered]).unmeasurable == "no rank metered its device"
 
 
 @pytest.mark.parametrize(

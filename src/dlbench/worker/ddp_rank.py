@@ -228,7 +228,10 @@ def _total_energy(gathered: list[RankReport]) -> EnergyUse:
     """Every metered rank's joules over every rank's samples; unmeasurable if any rank was."""
     readings = [g["energy"] for g in gathered if g["energy"] is not None]
     samples = sum(g["samples"] for g in gathered)
-    reasons = [r.unmeasurable for r in readings if r.unmeasurable or r.joules is None]
+    # a reading with neither joules nor a reason says "no reading", as to_details does
+    reasons = [
+        r.unmeasurable or "no reading" for r in readings if r.unmeasurable or r.joules is None
+    ]
     if reasons or not readings:
         return EnergyUse(unmeasurable=reasons[0] if reasons else "no rank metered its device")
     total = EnergyReading(
