@@ -51,7 +51,7 @@ class Job:
     outputs: CaseOutputs = field(default_factory=CaseOutputs)
 
 
-@dataclass
+@dataclass(frozen=True)
 class Prepared:
     """What a backend hands back: the step, where it runs, and what it used."""
 
@@ -65,9 +65,10 @@ class Prepared:
     # what it measured.
     details: Details = field(default_factory=Details)
     # Runs one more step, after measurement, and returns its output as a NumPy
-    # array for the check against the reference; None where there is nothing
-    # to check (training steps, the null backend).
-    fetch_output: Callable[[], np.ndarray | list[np.ndarray]] | None = None
+    # array (or a model's outputs as a list: arrays, or a runtime's own sequence or
+    # map, which the check passes over) for the check against the reference; None
+    # where there is nothing to check (training steps, the null backend).
+    fetch_output: Callable[[], np.ndarray | list[np.ndarray] | list[object]] | None = None
     # Samples per step when the backend, not the case, decides it (a user
     # model's first input dimension).
     batch_size: int | None = None
@@ -110,7 +111,7 @@ class EpochTrainer(ABC):
         """(mean test loss, test accuracy) with dropout off and no gradients."""
 
 
-@dataclass
+@dataclass(frozen=True)
 class GenerationTrace:
     """One generation as the engine produced it: the tokens of every sequence, and the
     clock (time.perf_counter) at its start and as each output step's tokens existed."""

@@ -70,7 +70,11 @@ DEADLINE_PASSED: tuple[type[Exception], ...] = (TimeoutError, asyncio.TimeoutErr
 
 @dataclass
 class StreamedRequest:
-    """What one request did, on time.perf_counter's clock."""
+    """What one request did, on time.perf_counter's clock.
+
+    Not frozen, unlike the records built from it: the client fills it chunk by chunk
+    as its stream arrives (a copy per chunk would cost the client's hot path), and a
+    conversation's turns get their due times once it has ended (worker.endpoint_load)."""
 
     sent_s: float
     chunk_times_s: list[float] = field(default_factory=list)  # chunks that carried output

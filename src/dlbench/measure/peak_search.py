@@ -26,7 +26,7 @@ class Try(Protocol):
 T = TypeVar("T", bound=Try)
 
 
-@dataclass
+@dataclass(frozen=True)
 class Found(Generic[T]):
     tries: list[tuple[float, T]]  # every load tried, in order, with its outcome
     peak: float | None  # the highest load that held, confirmed or not; None: none held

@@ -91,7 +91,7 @@ class Window:
         return self.intervals_s / self.wall_s if self.wall_s > 0 else 1.0
 
 
-@dataclass
+@dataclass(frozen=True)
 class PipelinedTiming:
     """Raw times in seconds: the first call and warm-up (each step waited for, its
     issue time apart), then the windows' inter-completion intervals."""
@@ -135,25 +135,33 @@ def run_pipelined(
     """Time `pipeline`'s steps: the first call apart, warm-up with a wait after each
     step, then windows of back-to-back steps until the stop rule holds (its
     min_time counts the windows' wall time, its iterations the steps)."""
-    timing = PipelinedTiming(first_call_s=_waited(pipeline, clock)[0])
+    first_call_s = _waited(pipeline, clock)[0]
+    warmup_s: list[float] = []
+    warmup_issue_s: list[float] = []
     for _ in range(rule.warmup_iters):
         total, issued = _waited(pipeline, clock)
-        timing.warmup_s.append(total)
-        timing.warmup_issue_s.append(issued)
+        warmup_s.append(total)
+        warmup_issue_s.append(issued)
     # no window longer than the whole measurement asked for: a short --min-time (a
     # test's, a smoke run's) is not stretched to window_s; 0 makes one-step windows
     window_s = min(window_s, rule.min_time_s)
-    per_window = _steps_per_window(timing.warmup_s, window_s)
+    per_window = _steps_per_window(warmup_s, window_s)
+    windows: list[Window] = []
+    intervals_s: list[float] = []
+    windows_wall_s = 0.0  # PipelinedTiming.windows_wall_s, summed as the windows come
     if on_loop_start is not None:
         on_loop_start()
     loop_start = clock()
-    while not rule.done(len(timing.intervals_s), timing.windows_wall_s):
-        budget = min(rule.max_iters - len(timing.intervals_s), per_window)
+    while not rule.done(len(intervals_s), windows_wall_s):
+        budget = min(rule.max_iters - len(intervals_s), per_window)
         window, intervals = _window(pipeline, window_s, budget, clock)
-        timing.windows.append(window)
-        timing.intervals_s.extend(intervals)
-    timing.loop_wall_s = clock() - loop_start
-    return timing
+        windows.append(window)
+        intervals_s.extend(intervals)
+        windows_wall_s += window.wall_s
+    loop_wall_s = clock() - loop_start
+    return PipelinedTiming(
+        first_call_s, warmup_s, warmup_issue_s, intervals_s, windows, loop_wall_s
+    )
 
 
 def _steps_per_window(warmup_s: list[float], window_s: float) -> int:

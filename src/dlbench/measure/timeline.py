@@ -29,7 +29,7 @@ MAX_POINTS = 4000
 MIB = 1024 * 1024
 
 
-@dataclass
+@dataclass(frozen=True)
 class TimelineSummary:
     """Means and maxima of a timeline's points over the measured region (a result's
     details.timeline.summary); a reading with no data is None, and left out of JSON."""

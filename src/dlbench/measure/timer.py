@@ -37,7 +37,7 @@ class StopRule:
         return samples >= self.min_iters and measured_s >= self.min_time_s
 
 
-@dataclass
+@dataclass(frozen=True)
 class Timing:
     """Raw times in seconds; statistics are computed from these, never stored instead."""
 
@@ -67,14 +67,13 @@ def run_timed(
     warm-up times, may replace the stop rule of the measured loop: the ranks
     of a DistributedDataParallel case agree there on one step count.
     """
-    timing = Timing(first_call_s=time_once(step, clock))
-    for _ in range(rule.warmup_iters):
-        timing.warmup_s.append(time_once(step, clock))
+    first_call_s = time_once(step, clock)
+    warmup_s = [time_once(step, clock) for _ in range(rule.warmup_iters)]
     if settle is not None:
-        rule = settle(timing.warmup_s)
+        rule = settle(warmup_s)
     if on_loop_start is not None:
         on_loop_start()
-    samples = timing.samples_s
+    samples: list[float] = []
     measured = 0.0
     loop_start = clock()
     # The loop body is kept minimal: two clock reads, the step, an append.
@@ -84,5 +83,5 @@ def run_timed(
         elapsed = clock() - start
         samples.append(elapsed)
         measured += elapsed
-    timing.loop_wall_s = clock() - loop_start
-    return timing
+    loop_wall_s = clock() - loop_start
+    return Timing(first_call_s, warmup_s, samples, loop_wall_s)

@@ -59,7 +59,7 @@ class TokenTimes:
         return [later - earlier for earlier, later in pairwise(times)]
 
 
-@dataclass
+@dataclass(frozen=True)
 class TokenLatencies:
     """Every timed generation's TTFT, TPOT and end-to-end latency, and all their gaps (s)."""
 

@@ -28,7 +28,7 @@ import asyncio
 import math
 import time
 from collections.abc import Awaitable, Callable, Coroutine, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Protocol
 
 import numpy as np
@@ -93,7 +93,7 @@ class Share:
                       budget.max_count // self.of)  # fmt: skip
 
 
-@dataclass
+@dataclass(frozen=True)
 class LoadOutcome:
     """Every request's record (conversation by conversation, turns in order), and
     the run's own clock."""
@@ -163,8 +163,9 @@ async def _watched(load: Awaitable[LoadOutcome]) -> LoadOutcome:
     watch = LoopWatch()
     watch.start()
     outcome = await load
-    outcome.client = [watch.stop(sum(len(r.chunk_times_s) for r in outcome.requests))]
-    return outcome
+    return replace(
+        outcome, client=[watch.stop(sum(len(r.chunk_times_s) for r in outcome.requests))]
+    )
 
 
 async def _closed_loop(send: Send, budget: Budget, users: int, share: Share,

@@ -90,7 +90,7 @@ TOKENIZER, CHUNKS = "tokenizer", "streamed chunks"
 COUNTED_BY = (TOKEN_IDS, USAGE, LENGTH, TOKENIZER, CHUNKS)
 
 
-@dataclass
+@dataclass(frozen=True)
 class Loaded:
     """One load: its outcome, its instruments' reading, and what was judged of it."""
 

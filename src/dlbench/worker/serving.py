@@ -84,7 +84,7 @@ OFFICIAL_NOTE = (
 )
 
 
-@dataclass
+@dataclass(frozen=True)
 class ServedTest:
     """One LoadGen test: what LoadGen concluded and what the system under test saw."""
 
@@ -118,7 +118,7 @@ class ServedTest:
         }
 
 
-@dataclass
+@dataclass(frozen=True)
 class Served:
     """A served case's measurement, in the step loop's terms plus LoadGen's own."""
 
@@ -137,10 +137,10 @@ def measure_served(prepared: Prepared, job: Job, settings: Settings) -> Served:
     scenario = case.effective_scenario(batch)
     with prepared.context():
         clock = time.perf_counter
-        timing = Timing(first_call_s=time_once(prepared.step, clock))
-        timing.warmup_s = [time_once(prepared.step, clock) for _ in range(settings.warmup_iters)]
-        service_s = statistics.median(timing.warmup_s or [timing.first_call_s])
-        fastest_s = min(timing.warmup_s or [timing.first_call_s])
+        first_call_s = time_once(prepared.step, clock)
+        warmup_s = [time_once(prepared.step, clock) for _ in range(settings.warmup_iters)]
+        service_s = statistics.median(warmup_s or [first_call_s])
+        fastest_s = min(warmup_s or [first_call_s])
         server = QueryServer(
             lg, _streams(prepared, case.server.streams), prepared.context, scenario, batch
         )
@@ -167,9 +167,9 @@ def measure_served(prepared: Prepared, job: Job, settings: Settings) -> Served:
                 tries, why = [chosen], None
         finally:
             server.close()
-    timing.samples_s = chosen.latencies_s
     usage = chosen.reading.usage
-    timing.loop_wall_s = usage.wall_end_epoch_s - usage.wall_start_epoch_s
+    loop_wall_s = usage.wall_end_epoch_s - usage.wall_start_epoch_s
+    timing = Timing(first_call_s, warmup_s, chosen.latencies_s, loop_wall_s)
     details = _details(
         job, settings, scenario, chosen, tries if case.server.find_peak else None, why
     )

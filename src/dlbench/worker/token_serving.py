@@ -68,7 +68,7 @@ NOT_OFFICIAL = (
 )
 
 
-@dataclass
+@dataclass(frozen=True)
 class TokenTest:
     """One LoadGen test of the server: LoadGen's outcome and the requests answered."""
 

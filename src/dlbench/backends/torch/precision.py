@@ -30,7 +30,7 @@ def dtype_name(dtype: torch.dtype) -> str:
     return str(dtype).removeprefix("torch.")
 
 
-@dataclass
+@dataclass(frozen=True)
 class PrecisionPlan:
     """How a step runs at the case's precision."""
 
