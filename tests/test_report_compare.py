@@ -103,6 +103,25 @@ def test_every_machine_fact_that_can_change_a_number_is_context():
         assert fact in compare_runs(a, make_run(b.results, id="b", env=changed)).context, fact
 
 
+def test_differing_settings_are_listed_by_name():
+    # the order compare has always printed them in (sorted by name), not the fields'
+    a, b = timed_run("a", 1.0, 1), timed_run("b", 1.0, 2)
+    in_a = {"min_time_s": 0.0, "min_iters": 3, "warmup_iters": 1, "timeout_s": 100.0, "seed": 1}
+    in_b = {"min_time_s": 0.5, "min_iters": 5, "warmup_iters": 2, "seed": 2, "repeat": 2}
+    a = make_run(a.results, id="a", env=b.env, settings=in_a)
+    b = make_run(b.results, id="b", env=b.env, settings={**in_b, "label": "x"})
+    settings = [x for x in caption(a, b).splitlines() if "settings." in x]
+    assert settings == [
+        "context differs: settings.label: none vs x",
+        "context differs: settings.min_iters: 3 vs 5",
+        "context differs: settings.min_time_s: 0.0 vs 0.5",
+        "context differs: settings.repeat: 1 vs 2",
+        "context differs: settings.seed: 1 vs 2",
+        "context differs: settings.timeout_s: 100.0 vs 600.0",
+        "context differs: settings.warmup_iters: 1 vs 2",
+    ]
+
+
 def test_a_fact_an_older_run_did_not_record_is_unknown():
     a, b = timed_run("a", 1.0, 1), timed_run("b", 1.0, 2)
     b = replace(b, env=replace(a.env, cpu_governor="performance"))  # a's predates the fact

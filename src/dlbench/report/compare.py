@@ -298,9 +298,9 @@ def context_differences(a: Run, b: Run, pairs: Sequence[tuple[Result, Result]] =
     facts_a, facts_b = env_context(a.env), env_context(b.env)
     diff = {k: (facts_a[k], facts_b[k]) for k in facts_a if facts_a[k] != facts_b[k]}
     settings_a, settings_b = a.settings.to_dict(), b.settings.to_dict()
-    for key, value in settings_a.items():
-        if value != settings_b[key]:
-            diff[f"settings.{key}"] = (value, settings_b[key])
+    for key in sorted(settings_a):  # by name, as compare has always listed them
+        if settings_a[key] != settings_b[key]:
+            diff[f"settings.{key}"] = (settings_a[key], settings_b[key])
     for in_a, in_b in pairs:
         framework = in_a.case.framework
         per_case = {
