@@ -20,6 +20,7 @@ from dlbench.backends.base import EpochTrainer, Job
 from dlbench.backends.tensorflow.models import mnist_cnn, to_framework_layout
 from dlbench.backends.tensorflow.placement import by_name, tf_placement
 from dlbench.results.details import Details
+from dlbench.untyped import JSONObject
 from dlbench.workloads.mnist_train import (
     ADADELTA_EPS,
     ADADELTA_RHO,
@@ -60,21 +61,18 @@ class TfMnistTrainer(EpochTrainer):
         # checked against the case's device
         held = {"train x": self.x, "train y": self.y, "test x": self.test_x,
                 "test y": self.test_y, "loss sum": self.loss_sum}  # fmt: skip
-        self.details = Details(
-            placement=tf_placement({**held, **by_name(self.model.variables)}),
-            extra={"keras": keras.__version__},
-        )
+        placement = tf_placement({**held, **by_name(self.model.variables)})
+        extra: JSONObject = {"keras": keras.__version__}
         if self.mode == "fit":
             # Keras's "auto" turns XLA on wherever a GPU exists; `fit` is the plain
             # Keras loop (like torch eager), and XLA is the "xla" mode's business
             self.model.compile(optimizer=self.optimizer, loss=self.loss_fn, jit_compile=False)
-            self.details.extra["keras_jit_compile"] = bool(self.model.jit_compile)
-            self.details.extra["data_pipeline"] = "Model.fit on in-memory tensors, shuffle=True"
+            extra["keras_jit_compile"] = bool(self.model.jit_compile)
+            extra["data_pipeline"] = "Model.fit on in-memory tensors, shuffle=True"
         else:
             self.step = tf.function(self._step, jit_compile=self.mode == "xla")
-            self.details.extra["data_pipeline"] = (
-                "in-memory tensors on the device, gathered per batch"
-            )
+            extra["data_pipeline"] = "in-memory tensors on the device, gathered per batch"
+        self.details = Details(placement=placement, extra=extra)
         self.predict = tf.function(lambda x: self.model(x, training=False))
 
     def _step(self, rows: tf.Tensor) -> tf.Tensor:

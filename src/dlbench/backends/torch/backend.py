@@ -204,11 +204,13 @@ class TorchBackend(Backend):
             engine = DeviceLoopGenerator
         generator = engine(job, model, getattr(torch, dtype), weights, compile_counters)
         generator.own_reference = reference
-        generator.details.extra.update(device_facts(device), **precision.details)
-        generator.details.extra["weights_s"] = time.perf_counter() - started
+        extra = {**generator.details.extra, **device_facts(device), **precision.details}
+        extra["weights_s"] = time.perf_counter() - started
         if reference is not None:  # its time is inside weights_s where it was made
-            generator.details.extra["reference_made_s"] = reference.made_s
-        generator.details = replace(generator.details, generation=kv_cache_record(job, dtype))
+            extra["reference_made_s"] = reference.made_s
+        generator.details = replace(
+            generator.details, extra=extra, generation=kv_cache_record(job, dtype)
+        )
         return generator
 
     def _user_model(self, job: Job) -> Prepared:

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -130,10 +131,14 @@ class DeviceLoopGenerator(TorchGenerator):
         self._caches: dict[int, StaticCache] = {}
         self._step = torch.compile(self._decode_step, fullgraph=True, options=DECODE_STEP_OPTIONS)
         on_gpu = self._placed.type == "cuda"
-        self.details.extra.update(
-            engine="dlbench device loop (the transformers model's forward)",
-            decode_step=f"torch.compile fullgraph, options {DECODE_STEP_OPTIONS}",
-            token_clock=DEVICE_CLOCK if on_gpu else HOST_STEP_CLOCK,
+        self.details = replace(
+            self.details,
+            extra={
+                **self.details.extra,
+                "engine": "dlbench device loop (the transformers model's forward)",
+                "decode_step": f"torch.compile fullgraph, options {DECODE_STEP_OPTIONS}",
+                "token_clock": DEVICE_CLOCK if on_gpu else HOST_STEP_CLOCK,
+            },
         )
 
     def _decode_step(

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from dataclasses import replace
 
 import torch
 
@@ -39,7 +40,7 @@ def _pt2e(job: Job) -> tuple[Callable[..., torch.Tensor], Quantization]:
 
     path, meta = quantized(job)
     program = torch.export.load(str(path)).module()
-    meta.tool["input_check_removed"] = _drop_input_check(program)
+    meta = replace(meta, tool={**meta.tool, "input_check_removed": _drop_input_check(program)})
     inductor.freezing = True  # int8 weights folded as constants: oneDNN's int8 kernels
     return torch.compile(program), meta
 
