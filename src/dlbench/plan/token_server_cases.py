@@ -13,6 +13,7 @@ a continuous-batching scheduler runs in a step.
 from __future__ import annotations
 
 import math
+from typing import TypeGuard
 
 from dlbench.errors import UserError
 from dlbench.spec.case import MAX_STREAMS, Case
@@ -87,11 +88,11 @@ def validate_token_server(
 def _bound(flag: str, value: object) -> float:
     """A bound LoadGen can hold: a number of ms above 0, at most an hour (LoadGen keeps
     it, and a whole query's ttft + tpot x osl, in integer nanoseconds)."""
-    if not _number(value) or not 0 < float(value) <= MAX_BOUND_MS:  # type: ignore[arg-type]
+    if not _number(value) or not 0 < float(value) <= MAX_BOUND_MS:
         raise UserError(f"invalid {flag} {value!r}; expected a number of ms above 0, "
                         f"up to {MAX_BOUND_MS:g}")  # fmt: skip
-    return float(value)  # type: ignore[arg-type]
+    return float(value)
 
 
-def _number(value: object) -> bool:
+def _number(value: object) -> TypeGuard[int | float]:
     return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)

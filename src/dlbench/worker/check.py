@@ -34,7 +34,9 @@ class CheckOutcome:
 
     @property
     def failed(self) -> bool:
-        return self.tolerance is not None and not (self.max_abs_diff <= self.tolerance)  # type: ignore[operator]
+        if self.tolerance is None or self.max_abs_diff is None:
+            return False  # not checked: both are None then
+        return not (self.max_abs_diff <= self.tolerance)  # a NaN difference fails
 
     def details(self) -> OutputCheck:
         return OutputCheck(note=self.note, tolerance=self.tolerance)

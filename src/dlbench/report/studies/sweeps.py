@@ -72,7 +72,9 @@ def pareto_front(points: list[tuple[float, float]]) -> set[tuple[float, float]]:
 
 
 def _xy(result: Result) -> tuple[float, float]:
-    return float(result.throughput or 0.0), float(result.latency_ms.median)  # type: ignore[union-attr]
+    if result.latency_ms is None:  # sweep_charts charts timed results only
+        raise ValueError(f"{result.case.label()} has no latency to chart")
+    return float(result.throughput or 0.0), float(result.latency_ms.median)
 
 
 def _point(result: Result, front: set[tuple[float, float]], along: str, short: str) -> Point:
@@ -84,13 +86,13 @@ def budget_table(run: Run, budget_ms: float) -> StudyTable:
     """Per workload, the most samples/s with p99 within the budget (LoadGen cases aside)."""
     rows = []
     for name, results in run.inference_by_workload(loadgen=False).items():
-        timed = [r for r in results if r.latency_ms is not None]
-        if not timed:
+        p99s = [(r, r.latency_ms.p99) for r in results if r.latency_ms is not None]
+        if not p99s:
             continue
-        within = [r for r in timed if r.latency_ms.p99 <= budget_ms]  # type: ignore[union-attr]
+        within = [r for r, p99 in p99s if p99 <= budget_ms]
         if not within:
-            fastest = min(timed, key=lambda r: r.latency_ms.p99)  # type: ignore[union-attr]
-            note = f"none within {budget_ms:g} ms; lowest p99 {fastest.latency_ms.p99:.3g} ms"  # type: ignore[union-attr]
+            lowest = min(p99 for _, p99 in p99s)
+            note = f"none within {budget_ms:g} ms; lowest p99 {lowest:.3g} ms"
             rows.append(Row(name, None, None, note=note, extra=(None,) * len(BUDGET_COLUMNS)))
             continue
         best = max(within, key=lambda r: r.throughput or 0.0)

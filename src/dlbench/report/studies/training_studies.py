@@ -83,8 +83,8 @@ def gpu_speedup_table(results: Sequence[Result]) -> StudyTable | None:
         gpu = next((r for r in same if r.case.device != "cpu"), None)
         cpu_s = read(time_to_train, cpu) if cpu else None
         gpu_s = read(time_to_train, gpu) if gpu else None
-        if cpu_s and gpu_s:
-            note = f"{cpu_s:.1f} s on cpu vs {gpu_s:.1f} s on {gpu.case.device}"  # type: ignore[union-attr]
+        if cpu_s and gpu_s and gpu is not None:  # a time read means its result is there
+            note = f"{cpu_s:.1f} s on cpu vs {gpu_s:.1f} s on {gpu.case.device}"
             entries.append((row, cpu_s / gpu_s, None, note))
     if not entries:
         return None
