@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -14,6 +15,7 @@ from factories import make_result, make_run
 from dlbench.data.mnist import synthetic_mnist, write_idx
 from dlbench.launch.runner import run_case
 from dlbench.plan.build import RunRequest, build_plan
+from dlbench.results.details import Epoch
 from dlbench.spec.case import Case, Settings
 from dlbench.spec.record_dict import to_dict
 from dlbench.worker.epochs import training_error
@@ -200,15 +202,16 @@ def test_target_accuracy_stops_early_or_fails_clearly(tmp_path):
 
 
 def test_training_guard_catches_non_finite_loss_and_no_learning():
-    record = {"epoch": 1, "loss": 0.5, "test_loss": 0.4, "accuracy": 0.9}
+    record = Epoch(epoch=1, loss=0.5, test_loss=0.4, accuracy=0.9)
     assert training_error(record, steps_per_epoch=100) is None
-    assert "loss is nan in epoch 1" in (training_error({**record, "loss": math.nan}, 100) or "")
-    assert "chance" in (training_error({**record, "accuracy": 0.11}, 100) or "")
+    assert "loss is nan in epoch 1" in (training_error(replace(record, loss=math.nan), 100) or "")
+    assert "chance" in (training_error(replace(record, accuracy=0.11), 100) or "")
     # too few steps to expect learning: no verdict on accuracy
-    assert training_error({**record, "accuracy": 0.11}, 10) is None
+    assert training_error(replace(record, accuracy=0.11), 10) is None
     # later epochs are not held to the first-epoch bar, but NaN always fails
-    assert training_error({**record, "epoch": 2, "accuracy": 0.11}, 100) is None
-    assert training_error({**record, "epoch": 3, "test_loss": math.inf}, 100)
+    assert training_error(replace(record, epoch=2, accuracy=0.11), 100) is None
+    error = training_error(replace(record, epoch=3, test_loss=math.inf), 100)
+    assert error == "test loss is inf in epoch 3"
 
 
 def test_epoch_order_is_shared_across_frameworks_and_whole_batches_only():

@@ -11,18 +11,16 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from dlbench.backends.base import Backend, EpochTrainer, Job
 from dlbench.errors import CaseError
-from dlbench.measure.instruments import Instruments
+from dlbench.measure.instruments import Instruments, Reading
 from dlbench.results.details import Epoch, Training, TrainingData
 from dlbench.results.records import STATUS_FAILED, STATUS_OK, Result
 from dlbench.spec.case import Case, Settings
-from dlbench.spec.record_dict import from_dict
-from dlbench.untyped import JSONObject
 from dlbench.worker.placement import require_placement
 from dlbench.worker.progress import report_progress
 from dlbench.worker.result import result_from
@@ -72,19 +70,18 @@ def run_epochs(backend: Backend, job: Job, settings: Settings) -> Result:
     trainer = backend.prepare_training(job, data)
     setup_s = time.perf_counter() - setup_start
     require_placement(job.device, trainer.details)
-    run = _EpochLoop(job, trainer, used)
-    run.train()
-    train_s = [r["train_s"] for r in run.records]
-    elapsed = sum(train_s)
+    run = _EpochLoop(job, trainer, used).train()
+    elapsed = sum(run.train_s)
+    training = _training(job, run, used, data, data_load_s)
     return result_from(
         job,
         run.reading,
-        train_s,
+        run.train_s,
         device=job.device,
         batch=job.batch_size,
-        samples_done=used * len(run.records),  # the energy covers evaluation too
-        details=replace(trainer.details, training=_training(job, run, data, data_load_s)),
-        rate=used * len(run.records) / elapsed if elapsed > 0 else None,
+        samples_done=used * len(run.epochs),  # the energy covers evaluation too
+        details=replace(trainer.details, training=training),
+        rate=used * len(run.epochs) / elapsed if elapsed > 0 else None,
         first_call_ms=trainer.details.first_step_ms,
         status=STATUS_FAILED if run.error else STATUS_OK,
         error=run.error,
@@ -92,25 +89,39 @@ def run_epochs(backend: Backend, job: Job, settings: Settings) -> Result:
     )
 
 
-def _training(job: Job, run: _EpochLoop, data: MnistData, data_load_s: float) -> Training:
+@dataclass(frozen=True)
+class EpochsRun:
+    """What the epoch loop measured, built once as it ends: the Result and its
+    details.training are made from this, never from the loop's working state."""
+
+    epochs: tuple[Epoch, ...]
+    # each epoch's training time (the Result's samples), and all epochs' evaluation time
+    train_s: tuple[float, ...]
+    eval_s: float
+    time_to_target_s: float | None  # None: no target, or it was not reached
+    final_accuracy: float | None  # the last epoch's; None: no epoch ran
+    error: str | None  # why the case failed: broken training, or a target not reached
+    reading: Reading  # every epoch, evaluation included
+
+
+def _training(job: Job, run: EpochsRun, used: int, data: MnistData, data_load_s: float) -> Training:
     """The time-to-train record of the epochs that ran (details.training)."""
-    train_s = [r["train_s"] for r in run.records]
-    elapsed = sum(train_s)
+    elapsed = sum(run.train_s)
     return Training(
-        epochs=[from_dict(Epoch, r) for r in run.records],
+        epochs=list(run.epochs),
         time_to_train_s=elapsed,
         # without epoch 1, which holds compilation (torch.compile, tf.function tracing)
-        steady_samples_per_s=run.used * (len(train_s) - 1) / sum(train_s[1:])
-        if len(train_s) > 1
+        steady_samples_per_s=used * (len(run.train_s) - 1) / sum(run.train_s[1:])
+        if len(run.train_s) > 1
         else None,
-        wall_to_train_s=elapsed + sum(r["eval_s"] for r in run.records),
+        wall_to_train_s=elapsed + run.eval_s,
         time_to_target_s=run.time_to_target_s,
         target_accuracy=target_accuracy(job.case),
-        final_accuracy=run.records[-1]["accuracy"] if run.records else None,
+        final_accuracy=run.final_accuracy,
         data=TrainingData(
             source=data.source,
             synthetic=data.synthetic,
-            train_samples_used=run.used,
+            train_samples_used=used,
             test_samples=len(data.test_labels),
             load_s=data_load_s,
         ),
@@ -122,67 +133,102 @@ class _EpochLoop:
 
     def __init__(self, job: Job, trainer: EpochTrainer, used: int) -> None:
         self.job, self.trainer, self.used = job, trainer, used
-        self.records: list[JSONObject] = []
-        self.error: str | None = None
-        self.time_to_target_s: float | None = None
 
-    def train(self) -> None:
+    def train(self) -> EpochsRun:
+        """Run the epochs until the last, a target reached or broken training."""
         instruments = Instruments(self.job.device)
         instruments.start()
         epochs, target = self.job.params["epochs"], target_accuracy(self.job.case)
+        done: list[Epoch] = []
+        error: str | None = None
+        time_to_target_s: float | None = None
         elapsed = 0.0
-        for epoch in range(1, epochs + 1):
-            record = self._epoch(epoch)
-            elapsed += record["train_s"]
-            self.records.append(record)
-            line = (
-                f"epoch {epoch}/{epochs}: train {record['train_s']:.2f} s, "
-                f"loss {record['loss']:.4f}, test accuracy {record['accuracy']:.4f}"
-            )
-            print(line, flush=True)  # the case log (and its tail in an error)
-            report_progress(self.job.outputs, line)  # the parent's progress bar
-            self.error = training_error(record, self.used // self.job.batch_size)
-            if self.error:
+        for number in range(1, epochs + 1):
+            epoch = self._epoch(number)
+            elapsed += _measured(epoch.train_s)
+            done.append(epoch)
+            _report(self.job, epoch, epochs)
+            error = training_error(epoch, self.used // self.job.batch_size)
+            if error:
                 break
-            if target is not None and record["accuracy"] >= target:
-                self.time_to_target_s = elapsed
+            if target is not None and _measured(epoch.accuracy) >= target:
+                time_to_target_s = elapsed
                 break
-        self.reading = instruments.stop()  # the whole run, evaluation included
-        if target is not None and self.time_to_target_s is None and self.error is None:
-            best = max(r["accuracy"] for r in self.records)
-            self.error = (
-                f"did not reach target accuracy {target:g} in {len(self.records)} epoch(s) "
-                f"(best {best:.4f}); give more --epochs or a lower --target-accuracy"
-            )
+        reading = instruments.stop()  # the whole run, evaluation included
+        if target is not None and time_to_target_s is None and error is None:
+            error = _target_missed(done, target)
+        return _measurement(done, reading, error, time_to_target_s)
 
-    def _epoch(self, epoch: int) -> JSONObject:
+    def _epoch(self, epoch: int) -> Epoch:
         start_epoch_s, start = time.time(), time.perf_counter()
         loss = self.trainer.train_epoch(epoch)
         trained = time.perf_counter()
         test_loss, accuracy = self.trainer.evaluate()
         train_s, eval_s = trained - start, time.perf_counter() - trained
-        return {
-            "epoch": epoch,
-            "train_s": train_s,
-            "eval_s": eval_s,
-            "samples_per_s": self.used / train_s if train_s > 0 else None,
-            "loss": loss,
-            "test_loss": test_loss,
-            "accuracy": accuracy,
-            "start_epoch_s": start_epoch_s,
-            "end_epoch_s": start_epoch_s + train_s,
-        }
+        return Epoch(
+            epoch=epoch,
+            train_s=train_s,
+            eval_s=eval_s,
+            samples_per_s=self.used / train_s if train_s > 0 else None,
+            loss=loss,
+            test_loss=test_loss,
+            accuracy=accuracy,
+            start_epoch_s=start_epoch_s,
+            end_epoch_s=start_epoch_s + train_s,
+        )
 
 
-def training_error(record: JSONObject, steps_per_epoch: int) -> str | None:
+def _report(job: Job, epoch: Epoch, epochs: int) -> None:
+    """One epoch's line, in the case log (and its tail in an error) and the parent's
+    progress bar."""
+    line = (
+        f"epoch {epoch.epoch}/{epochs}: train {epoch.train_s:.2f} s, "
+        f"loss {epoch.loss:.4f}, test accuracy {epoch.accuracy:.4f}"
+    )
+    print(line, flush=True)
+    report_progress(job.outputs, line)
+
+
+def _target_missed(epochs: list[Epoch], target: float) -> str:
+    """The error of a case that trained every epoch without reaching its target."""
+    best = max(_measured(e.accuracy) for e in epochs)
+    return (
+        f"did not reach target accuracy {target:g} in {len(epochs)} epoch(s) "
+        f"(best {best:.4f}); give more --epochs or a lower --target-accuracy"
+    )
+
+
+def _measurement(
+    epochs: list[Epoch], reading: Reading, error: str | None, time_to_target_s: float | None
+) -> EpochsRun:
+    """The loop's result, made once its epochs are done."""
+    return EpochsRun(
+        epochs=tuple(epochs),
+        train_s=tuple(_measured(e.train_s) for e in epochs),
+        eval_s=sum(_measured(e.eval_s) for e in epochs),
+        time_to_target_s=time_to_target_s,
+        final_accuracy=epochs[-1].accuracy if epochs else None,
+        error=error,
+        reading=reading,
+    )
+
+
+def _measured(value: float | None) -> float:
+    """A number of an epoch this loop ran, which sets every one (Epoch's fields are
+    optional because a result read from a file may lack one)."""
+    assert value is not None, "the epoch loop fills every field of its epochs"
+    return value
+
+
+def training_error(epoch: Epoch, steps_per_epoch: int) -> str | None:
     """Why this epoch shows broken training, or None."""
-    for name in ("loss", "test_loss"):
-        if not math.isfinite(record[name]):
-            return f"{name.replace('_', ' ')} is {record[name]} in epoch {record['epoch']}"
-    guarded = record["epoch"] == 1 and steps_per_epoch >= GUARD_MIN_STEPS
-    if guarded and record["accuracy"] < FIRST_EPOCH_MIN_ACCURACY:
+    for name, value in (("loss", epoch.loss), ("test loss", epoch.test_loss)):
+        if not math.isfinite(_measured(value)):
+            return f"{name} is {value} in epoch {epoch.epoch}"
+    guarded = epoch.epoch == 1 and steps_per_epoch >= GUARD_MIN_STEPS
+    if guarded and _measured(epoch.accuracy) < FIRST_EPOCH_MIN_ACCURACY:
         return (
-            f"test accuracy after epoch 1 is {record['accuracy']:.3f}, not clearly above "
+            f"test accuracy after epoch 1 is {epoch.accuracy:.3f}, not clearly above "
             f"chance ({1 / CLASSES:.2f}): the training step does not learn"
         )
     return None
