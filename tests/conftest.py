@@ -24,7 +24,7 @@ import pytest
 from dlbench.backends.framework_guard import FRAMEWORK_MODULES
 from dlbench.results.env import fingerprint
 from dlbench.spec.case import Case, Settings
-from dlbench.worker.compile_cache import SHARED_CACHE_ENV
+from dlbench.spec.worker_request import SHARED_COMPILE_CACHE_ENV
 from dlbench.worker.engine_server import free_port
 
 SESSION_TEMP: list[Path] = []  # the session's folder, shared by its test processes
@@ -87,7 +87,7 @@ def isolated_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
     # graphs compile once (test_cli_quick_suite unsets it and proves cold).
     compile_cache = session_temp / "compile-cache"
     compile_cache.mkdir(exist_ok=True)
-    os.environ[SHARED_CACHE_ENV] = str(compile_cache)
+    os.environ[SHARED_COMPILE_CACHE_ENV] = str(compile_cache)
     return cache
 
 

@@ -263,6 +263,9 @@ def test_pt2_program_eager_compile_and_aoti_export(tmp_path):
     assert code == 0, text
     assert [r["case"]["compile"] for r in results] == ["eager", "compile", "export"]
     assert all(r["details"]["extra"]["model_kind"] == "torch-export" for r in results)
+    # the suite's shared compiler cache reached the workers through their requests
+    cache = [r["details"].get("compile_cache") or "" for r in results]
+    assert cache[0] == "" and all(c.startswith("warm: shared test cache") for c in cache[1:])
     export = results[2]["details"]["extra"]["export"]
     assert export["method"] == "torch.export + AOTInductor" and export["export_s"] > 0
     assert results[2]["max_abs_diff"] < 1e-4  # the compiled package agrees with eager

@@ -9,7 +9,7 @@ from conftest import assert_page_fits, dlbench
 
 from dlbench.results.details import HEADERS_BUILT
 from dlbench.results.flags import COMPILE_BUILT_HEADERS
-from dlbench.worker.compile_cache import SHARED_CACHE_ENV
+from dlbench.spec.worker_request import SHARED_COMPILE_CACHE_ENV
 
 pytest.importorskip("torch")
 
@@ -24,7 +24,7 @@ def test_quick_suite_passes_every_case_and_compiles_cold_in_a_private_cache(tmp_
     hit what this one wrote there. Nothing is written there, this run misses, and the
     worker's private folder is gone when it ends (the rest of the test suite shares
     one compile cache; this test leaves it, as a user's run does)."""
-    monkeypatch.delenv(SHARED_CACHE_ENV)
+    monkeypatch.delenv(SHARED_COMPILE_CACHE_ENV)
     users_cache = tmp_path / "users-inductor-cache"
     users_cache.mkdir()
     monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(users_cache))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import time
 
 import pytest
@@ -147,7 +148,12 @@ def test_a_worker_gets_its_request_as_one_document_and_reads_it_back_whole(tmp_p
     from pathlib import Path
 
     from dlbench.launch.runner import _worker_process, worker_request
-    from dlbench.spec.worker_request import REQUEST_VERSION, CaseOutputs, WorkerRequest
+    from dlbench.spec.worker_request import (
+        REQUEST_VERSION,
+        SHARED_COMPILE_CACHE_ENV,
+        CaseOutputs,
+        WorkerRequest,
+    )
 
     case, settings = null_case(sleep_ms="2"), Settings(min_time_s=0.5, seed=7)
     request = worker_request(case, settings, tmp_path, files_dir=tmp_path / "files")
@@ -159,7 +165,10 @@ def test_a_worker_gets_its_request_as_one_document_and_reads_it_back_whole(tmp_p
     assert back == request and back.case == case and back.settings.seed == 7
     assert back.outputs.progress_path == tmp_path / "progress.txt"
     assert back.outputs.files_dir == tmp_path / "files"
+    # the test suite's shared compiler cache (tests/conftest.py) travels in it too
+    assert back.shared_compile_cache == Path(os.environ[SHARED_COMPILE_CACHE_ENV])
     alone = WorkerRequest(case, settings, Path("r.json"), Path("w.log"), 1)
+    assert WorkerRequest.from_json(alone.to_json()).shared_compile_cache is None
     assert WorkerRequest.from_json(alone.to_json()).outputs == CaseOutputs()
     for bad in (
         "[]",

@@ -34,7 +34,7 @@ from dlbench.results.details import Timeline
 from dlbench.results.flags import result_flags
 from dlbench.results.records import STATUS_FAILED, Result, base_result, now_iso
 from dlbench.spec.case import Case, Settings, available_cpus
-from dlbench.spec.worker_request import CaseOutputs, WorkerRequest
+from dlbench.spec.worker_request import SHARED_COMPILE_CACHE_ENV, CaseOutputs, WorkerRequest
 
 LOG_TAIL_LINES = 20
 # Beside the result file: the progress lines of a long case (worker.progress).
@@ -128,7 +128,14 @@ def worker_request(
         log_path=scratch / "worker.log",
         parent_pid=os.getpid(),
         outputs=CaseOutputs(progress_path=scratch / PROGRESS_FILE, files_dir=files_dir),
+        shared_compile_cache=_shared_compile_cache(),
     )
+
+
+def _shared_compile_cache() -> Path | None:
+    """The test suite's shared compiler cache folder, where it names one."""
+    folder = os.environ.get(SHARED_COMPILE_CACHE_ENV)
+    return Path(folder) if folder else None
 
 
 class SpawnedFunction:

@@ -17,7 +17,11 @@ from dlbench.spec import record_dict
 from dlbench.spec.case import Case, Settings
 
 # The request's own layout: a reader refuses a document of another version.
-REQUEST_VERSION = 2
+REQUEST_VERSION = 3
+# dlbench's own test suite names one compiler cache folder here for every worker it
+# starts (the same small graphs compile once); the launcher reads it and puts it in
+# the request, and nothing else does (worker.compile_cache)
+SHARED_COMPILE_CACHE_ENV = "DLBENCH_TEST_SHARED_COMPILE_CACHE"
 
 
 @dataclass(frozen=True)
@@ -44,6 +48,9 @@ class WorkerRequest:
     # the launcher's process id: the worker ends itself if that process dies
     parent_pid: int
     outputs: CaseOutputs = field(default_factory=CaseOutputs)
+    # the compiler caches' folder shared by the test suite's workers; None, as for
+    # every user: a fresh private one per process, so compile times are cold
+    shared_compile_cache: Path | None = None
 
     def to_json(self) -> str:
         return json.dumps({"version": REQUEST_VERSION, **record_dict.to_dict(self)})

@@ -8,8 +8,9 @@ time: an A/A test fails on the cache, not the code. Each worker therefore
 points these caches at an empty folder of its own, removed when it ends.
 
 dlbench's own test suite compiles the same small graphs dozens of times; it
-names one shared folder in SHARED_CACHE_ENV, and the results then say their
-compile was warm. One test keeps the variable unset and proves the cold path.
+names one shared folder (spec.worker_request.SHARED_COMPILE_CACHE_ENV, which the
+launcher puts in each worker's request), and the results then say their compile
+was warm. One test keeps the variable unset and proves the cold path.
 
 One cache stays global, by Inductor's design: the precompiled headers its C++
 kernels include, built by a user's first compile on a machine (and again after a
@@ -37,18 +38,17 @@ from dlbench.spec.case import Case
 # Read when the compiler first needs its cache, so setting them before the
 # framework is imported is enough.
 CACHE_VARIABLES = ("TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR")
-# What the result records: compile times are from empty caches, unless
-# SHARED_CACHE_ENV names a folder (for dlbench's test suite only).
+# What the result records: compile times are from empty caches, unless the request
+# named a shared folder (for dlbench's test suite only).
 COLD = "cold: fresh per process"
 SHARED = "warm: shared test cache"
-SHARED_CACHE_ENV = "DLBENCH_TEST_SHARED_COMPILE_CACHE"
 
 
 @contextmanager
-def private_compile_caches() -> Iterator[str]:
-    """Point the compiler caches at a new empty folder; remove it afterwards."""
-    shared = os.environ.get(SHARED_CACHE_ENV)
-    folder = shared or tempfile.mkdtemp(prefix="dlbench-compile-")
+def private_compile_caches(shared: Path | None = None) -> Iterator[str]:
+    """Point the compiler caches at a new empty folder, removed afterwards (or at
+    the test suite's `shared` one, kept)."""
+    folder = str(shared) if shared else tempfile.mkdtemp(prefix="dlbench-compile-")
     saved = {name: os.environ.get(name) for name in CACHE_VARIABLES}
     for name in CACHE_VARIABLES:
         os.environ[name] = os.path.join(folder, name.split("_")[0].lower())
@@ -64,13 +64,15 @@ def private_compile_caches() -> Iterator[str]:
             shutil.rmtree(folder, ignore_errors=True)
 
 
-def compile_cache_detail(case: Case, began: float, compiled_by: float) -> str | None:
+def compile_cache_detail(
+    case: Case, began: float, compiled_by: float, shared: bool = False
+) -> str | None:
     """The result's word on the caches (details.compile_cache), for the cases whose
     first call compiles; `began` and `compiled_by`: when the case's work began and its
-    compilation was over (epoch seconds)."""
+    compilation was over (epoch seconds); `shared`: the caches were the test suite's."""
     if case.compile == "eager":
         return None
-    detail = SHARED if os.environ.get(SHARED_CACHE_ENV) else COLD
+    detail = SHARED if shared else COLD
     return detail + HEADERS_BUILT if headers_built_between(began, compiled_by) else detail
 
 

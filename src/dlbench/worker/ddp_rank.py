@@ -61,7 +61,7 @@ def rank_main(argv: list[str]) -> None:
     """Entry point of each rank: measure under DDP; rank 0 writes the Result."""
     request = WorkerRequest.from_json(Path(argv[0]).read_text(encoding="utf-8"))
     case, result_path = request.case, request.result_path
-    process = CaseProcess(case)  # before torch is imported
+    process = CaseProcess(case, request.shared_compile_cache)  # before torch is imported
     die_with_parent(os.getppid())  # torchrun killed hard: the ranks go with it
     failed = False
     try:

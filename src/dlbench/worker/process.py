@@ -64,8 +64,9 @@ class CaseProcess:
     DDP rank. Built first, before any framework loads: the thread variables are
     read when OpenMP and friends load, and the other frameworks are hidden."""
 
-    def __init__(self, case: Case) -> None:
+    def __init__(self, case: Case, shared_compile_cache: Path | None = None) -> None:
         self.case = case
+        self._shared_compile_cache = shared_compile_cache
         # NumPy loads here, its BLAS pool at the one thread the process was started with
         # (launch.worker_entry), before the case's count is set for what loads after it
         importlib.import_module("numpy")
@@ -84,7 +85,7 @@ class CaseProcess:
         """Around the case's work: NumPy's BLAS at one thread, private compiler caches."""
         self._numpy_blas = limit_numpy_blas()
         self._work_began = time.time()  # wall-clock: compared with files' mtimes
-        with private_compile_caches():
+        with private_compile_caches(self._shared_compile_cache):
             yield
 
     def recorded_in(self, result: Result) -> Result:
@@ -93,7 +94,12 @@ class CaseProcess:
             result.details,
             frameworks_in_process=frameworks_in_process(),
             numpy_blas=from_dict(NumpyBlas, self._numpy_blas),
-            compile_cache=compile_cache_detail(self.case, self._work_began, _compiled_by(result)),
+            compile_cache=compile_cache_detail(
+                self.case,
+                self._work_began,
+                _compiled_by(result),
+                shared=self._shared_compile_cache is not None,
+            ),
         )
         return replace(result, details=details)
 
@@ -129,7 +135,7 @@ def worker_main(document: str) -> None:
     case = request.case
     started_at = now_iso()
     wall_start = time.perf_counter()
-    process = CaseProcess(case)
+    process = CaseProcess(case, request.shared_compile_cache)
     try:
         with process.measuring():
             result = execute(case, request.settings, request.outputs)  # imports the framework
