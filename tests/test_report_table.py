@@ -87,6 +87,10 @@ def test_the_table_fits_100_and_120_columns_with_nothing_cut():
         # the wide columns are named under the table, those holding nothing nowhere
         assert "p99 ms" not in table and "p99 ms" in more and "J/sample" not in text
         assert "dlbench show 20261127-181237-afba25 --wide" in " ".join(more.split())
+    # under --wide, a column the terminal has no room for is shown through a pager,
+    # which gets every column (a pipe), not by asking for --wide again
+    wide = " ".join(rendered(run, 60, wide=True).split("more columns")[1].split())
+    assert "dlbench show 20261127-181237-afba25 --wide | less -S" in wide
     # at 60 columns the rate goes, then the device all rows share (named in the title)
     narrow = rendered(run, 60)
     assert "GFLOP/s" not in narrow and "device cuda:0" in narrow and "…" not in narrow

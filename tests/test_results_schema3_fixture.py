@@ -10,6 +10,7 @@ states here, so that the pytest process's own terminal does not decide the layou
 from __future__ import annotations
 
 import json
+import re
 import shutil
 from pathlib import Path
 
@@ -34,6 +35,23 @@ RESULTS_TABLE_LAYOUT = {
     "user-model.show-120-wide": "e68ac27: --wide's table at 120 columns drops the device",
     "ddp.show-120-wide": "e68ac27: --wide's table at 120 columns drops the rate",
 }
+
+
+# Under --wide, the note naming the columns the terminal had no room for points to a
+# pager (a pipe shows every column) since that change; 528e267 asked for --wide again.
+# (the line may end in the terminal's end-of-style code)
+WIDE_NOTE_END = re.compile(r" --wide(\x1b\[0m)?$", re.MULTILINE)
+
+
+def as_today(name: str, golden: str) -> str:
+    """The golden with the documented changes since 528e267 made to it."""
+    if not name.endswith("-wide"):
+        return golden
+    lines = golden.split("\n")
+    return "\n".join(
+        WIDE_NOTE_END.sub(r" --wide | less -S\1", line) if "more columns (" in line else line
+        for line in lines
+    )
 
 
 def without_results_table(text: str) -> str:
@@ -74,7 +92,7 @@ def test_today_prints_and_writes_what_528e267_did(command, tmp_path, monkeypatch
     as_in_goldens(monkeypatch, command["tty"])
     done = cli(*command["args"])
     assert done.returncode == command["rc"], done.stderr
-    stdout, expected = done.stdout, golden_text(command["stdout"])
+    stdout, expected = done.stdout, as_today(command["name"], golden_text(command["stdout"]))
     if command["name"] in RESULTS_TABLE_LAYOUT:
         assert stdout != expected  # else the exception has outlived its change
         stdout, expected = without_results_table(stdout), without_results_table(expected)

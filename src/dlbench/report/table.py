@@ -177,7 +177,8 @@ def run_table(run: Run, width: int | None = None, wide: bool = False) -> Rendera
         )
     for cells in rows:
         table.add_row(*(cells[name] for name in names))
-    return Group(table, *_notes(run, _hidden(run, names) if width is not None else []))
+    hidden = _hidden(run, names) if width is not None else []
+    return Group(table, *_notes(run, hidden, wide))
 
 
 def _hidden(run: Run, shown: list[str]) -> list[str]:
@@ -256,10 +257,10 @@ def _least_width(name: str, rows: list[dict[str, str]]) -> int:
     return max(len(name), *(len(cell) for cell in cells))  # a header on one line, as shown
 
 
-def _notes(run: Run, hidden: list[str]) -> list[RenderableType]:
+def _notes(run: Run, hidden: list[str], wide: bool = False) -> list[RenderableType]:
     """Under the table: each failure's error in full, each flag shown and what it
     means, where throughput and the median disagree, energy not measured, and the
-    columns --wide adds."""
+    columns --wide adds (under --wide, those the terminal had no room for)."""
     failures = [
         Text(
             plain(f"{r.status}: {case_name(r)}: {r.error or 'no reason recorded'}"),
@@ -275,8 +276,10 @@ def _notes(run: Run, hidden: list[str]) -> list[RenderableType]:
     uneven = [case_name(r) for r in run.results if r.ok and uneven_steps(r)]
     spread = [Text(plain(UNEVEN_NOTE + "; ".join(uneven)), style="dim")] if uneven else []
     energy = [Text(plain(f"energy: unmeasurable ({why})"), style="dim") for why in no_energy(run)]
+    # --wide given already: a wider terminal or a pipe (every column) shows the rest
+    how = f"dlbench show {run.id} --wide" + (" | less -S" if wide else "")
     more = (
-        [Text(f"more columns ({', '.join(hidden)}): dlbench show {run.id} --wide", style="dim")]
+        [Text(f"more columns ({', '.join(hidden)}): {how}", style="dim")]
         if hidden and any(r.ok for r in run.results)
         else []
     )
