@@ -36,8 +36,10 @@ def test_each_case_runs_the_first_kind_that_selects_it():
     assert kind_of("llm-tiny", "torch", scenario="server") == "generation-server"
     assert kind_of("llm-tiny", "onnxruntime-genai") == "generation"
     assert kind_of("gemm", "torch", options=(("ceiling", "burst"),)) == "ceiling"
-    # LoadGen's scenarios run around the prepared step: the step loop's kind
-    assert kind_of("mlp", "onnxruntime", scenario="server") == "steps"
+    # LoadGen's scenarios run around the prepared step: a kind of their own
+    assert kind_of("mlp", "onnxruntime", scenario="server") == "loadgen"
+    assert kind_of("mlp", "onnxruntime", scenario="single-stream", loadgen=True) == "loadgen"
+    assert kind_of("mlp", "onnxruntime", scenario="single-stream") == "steps"
     assert kind_of("mlp", "torch") == "steps"
     assert [kind.name for kind in LOOP_KINDS][-1] == "steps"  # it takes any case
     assert len({kind.name for kind in LOOP_KINDS}) == len(LOOP_KINDS)

@@ -25,17 +25,18 @@ import math
 import statistics
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING
 
-from dlbench.backends.base import Job, Prepared
+from dlbench.backends.base import Backend, Job, Prepared
 from dlbench.errors import CaseError
 from dlbench.measure.instruments import Instruments, Reading
 from dlbench.measure.peak_search import Search
 from dlbench.measure.timer import Timing, time_once
 from dlbench.results.details import LoadGen
+from dlbench.results.records import Result
 from dlbench.spec.case import (
     DEFAULT_LATENCY_PERCENTILE,
     MIN_P99_QUERIES,
@@ -48,6 +49,7 @@ from dlbench.worker.files import case_files_dir
 from dlbench.worker.loadgen_log import DETAIL_LOG, loadgen_outcome
 from dlbench.worker.loadgen_sut import QueryServer
 from dlbench.worker.progress import report_progress
+from dlbench.worker.steps import finish_steps, measured_result, prepare_steps
 
 if TYPE_CHECKING:
     from mlperf_loadgen import TestSettings  # imported where a test runs
@@ -378,3 +380,13 @@ def _details(
         if why is not None:
             details["peak_note"] = why
     return details
+
+
+def run_loadgen(backend: Backend, job: Job, settings: Settings) -> Result:
+    """The loadgen loop kind: MLPerf LoadGen's scenario around the prepared step."""
+    prepared, setup_s = prepare_steps(backend, job)
+    served = measure_served(prepared, job, settings)
+    # LoadGen's own rate: a server's queries overlap, so batch / mean latency is not it
+    result = measured_result(job, prepared, served.timing, served.reading, served.samples_per_s)
+    result = replace(result, details=replace(result.details, loadgen=served.details))
+    return finish_steps(result, job, prepared, setup_s, served.timing.loop_wall_s)

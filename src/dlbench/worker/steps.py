@@ -22,7 +22,7 @@ from dlbench.measure.cpu_features import int8_dot_units
 from dlbench.measure.instruments import Instruments, Reading
 from dlbench.measure.monitor import peak_rss_mb
 from dlbench.measure.timer import StopRule, Timing, run_timed
-from dlbench.results.details import Details, OutputCheck
+from dlbench.results.details import Details, OutputCheck, Pipelined
 from dlbench.results.records import STATUS_FAILED, Result, base_result
 from dlbench.spec.case import Case, Settings
 from dlbench.spec.registry import QUANTIZED_PRECISIONS, framework_info
@@ -68,30 +68,12 @@ def execute(case: Case, settings: Settings, outputs: CaseOutputs | None = None) 
 
 
 def run_steps(backend: Backend, job: Job, settings: Settings) -> Result:
-    """The step loop: first call, warm-up, then timed steps until the stop rule holds
-    (or MLPerf LoadGen's scenario around the prepared step)."""
-    setup_start = time.perf_counter()
-    prepared = backend.prepare(job)
-    # a fresh int8 model's quantizer run is reported apart (details.quantization)
-    setup_s = time.perf_counter() - setup_start - _quantizer_wall_s(prepared.details)
-    require_placement(job.device, prepared.details)
-    if job.case.precision in QUANTIZED_PRECISIONS:
-        # measured all the same where the CPU has none, and said so (results.flags)
-        prepared = replace(
-            prepared, details=replace(prepared.details, int8_dot_units=int8_dot_units())
-        )
+    """The step loop: first call, warm-up, then timed steps until the stop rule holds,
+    each waited for (latency) or pipelined in windows (throughput)."""
+    prepared, setup_s = prepare_steps(backend, job)
     mode = timing_mode(job, prepared.batch_size or job.batch_size)
     pipelined = None
-    if job.case.server.loadgen:
-        from dlbench.worker.serving import measure_served
-
-        served = measure_served(prepared, job, settings)
-        timing, reading = served.timing, served.reading
-        # LoadGen's own rate: a server's queries overlap, so batch / mean latency is not it
-        result = measured_result(job, prepared, timing, reading, rate=served.samples_per_s)
-        result = replace(result, details=replace(result.details, loadgen=served.details))
-        loop_wall_s = timing.loop_wall_s
-    elif mode == THROUGHPUT:
+    if mode == THROUGHPUT:
         measured = measure_pipelined(prepared, settings, prepared.batch_size or job.batch_size)
         result = pipelined_result(job, prepared, measured)
         loop_wall_s, pipelined = measured.timing.loop_wall_s, measured.record
@@ -99,12 +81,40 @@ def run_steps(backend: Backend, job: Job, settings: Settings) -> Result:
         timing, reading = measure(prepared, settings)
         result = measured_result(job, prepared, timing, reading)
         loop_wall_s = timing.loop_wall_s
+    return finish_steps(result, job, prepared, setup_s, loop_wall_s, pipelined)
+
+
+def prepare_steps(backend: Backend, job: Job) -> tuple[Prepared, float]:
+    """The backend's prepared step, its placement checked, and its set-up time (a
+    fresh int8 model's quantizer run is reported apart: details.quantization)."""
+    setup_start = time.perf_counter()
+    prepared = backend.prepare(job)
+    setup_s = time.perf_counter() - setup_start - _quantizer_wall_s(prepared.details)
+    require_placement(job.device, prepared.details)
+    if job.case.precision in QUANTIZED_PRECISIONS:
+        # measured all the same where the CPU has none, and said so (results.flags)
+        prepared = replace(
+            prepared, details=replace(prepared.details, int8_dot_units=int8_dot_units())
+        )
+    return prepared, setup_s
+
+
+def finish_steps(
+    result: Result,
+    job: Job,
+    prepared: Prepared,
+    setup_s: float,
+    loop_wall_s: float,
+    pipelined: Pipelined | None = None,
+) -> Result:
+    """A prepared step's measured result with its output and loss checks, what the
+    backend adds after measuring, the loop's length and its timing mode."""
     result = _with_loss_check(_with_check(result, job, prepared), prepared)
     after = prepared.after_measure() if prepared.after_measure else {}
     details = replace(
         result.details,  # the backend's, with what the loop measured and the checks
         loop_wall_s=loop_wall_s,
-        timing_mode=mode,
+        timing_mode=timing_mode(job, prepared.batch_size or job.batch_size),
         pipelined=pipelined,
         extra={**after, **result.details.extra},
     )

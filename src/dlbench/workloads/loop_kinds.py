@@ -17,7 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import cast
 
-from dlbench.spec.case import Case
+from dlbench.spec.case import LOADGEN_SCENARIOS, Case
 from dlbench.spec.registry import FrameworkInfo, imported_target
 from dlbench.workloads.base import Workload
 
@@ -93,8 +93,18 @@ LOOP_KINDS = (
         LOAD_CHECKS,
     ),
     LoopKind(
+        "loadgen",
+        "MLPerf LoadGen's scenario around the prepared step: its queries, its verdict",
+        # as planning reads it (plan.server_load_checks), which then sets loadgen
+        lambda case, workload, info: (
+            case.server.loadgen is True or case.scenario in LOADGEN_SCENARIOS
+        ),
+        "dlbench.worker.serving:run_loadgen",
+        LOAD_CHECKS,
+    ),
+    LoopKind(
         "steps",
-        "timed steps until --min-time and --min-iters, or MLPerf LoadGen's scenario",
+        "timed steps until --min-time and --min-iters, waited for or pipelined",
         lambda case, workload, info: True,
         "dlbench.worker.steps:run_steps",
         LOAD_CHECKS,
