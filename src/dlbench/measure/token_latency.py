@@ -72,17 +72,15 @@ class TokenLatencies:
 
 def token_latencies(generations: Sequence[TokenTimes]) -> TokenLatencies:
     """The latencies of each generation (a generation of one token has no TPOT)."""
-    latencies = TokenLatencies()
-    for times in generations:
-        if not times.token_times_s:
-            raise ValueError("a generation produced no token")
-        latencies.ttft_s.append(times.ttft_s)
-        latencies.e2e_s.append(times.e2e_s)
-        latencies.itl_s.extend(times.gaps_s())
-        latencies.decode_s.append(times.decode_s)
-        if times.tpot_s is not None:
-            latencies.tpot_s.append(times.tpot_s)
-    return latencies
+    if any(not times.token_times_s for times in generations):
+        raise ValueError("a generation produced no token")
+    return TokenLatencies(
+        ttft_s=[times.ttft_s for times in generations],
+        tpot_s=[times.tpot_s for times in generations if times.tpot_s is not None],
+        e2e_s=[times.e2e_s for times in generations],
+        itl_s=[gap for times in generations for gap in times.gaps_s()],
+        decode_s=[times.decode_s for times in generations],
+    )
 
 
 def percentiles_ms(values_s: Sequence[float]) -> tuple[float | None, float | None, float | None]:

@@ -100,8 +100,9 @@ def process_values(result: Result, chosen: Metric) -> list[float]:
     if chosen.process_key is not None:
         listed = [p for p in processes(result) if p.used]
         values = [p.values.get(chosen.process_key) for p in listed]
-        if listed and all(isinstance(v, int | float) for v in values):
-            return [float(v) for v in values]  # type: ignore[arg-type]
+        numbers = [float(v) for v in values if isinstance(v, int | float)]
+        if listed and len(numbers) == len(values):
+            return numbers
     value = read(chosen, result)
     return [] if value is None else [value]
 
