@@ -43,3 +43,47 @@ def test_each_case_runs_the_first_kind_that_selects_it():
     assert kind_of("mlp", "torch") == "steps"
     assert [kind.name for kind in LOOP_KINDS][-1] == "steps"  # it takes any case
     assert len({kind.name for kind in LOOP_KINDS}) == len(LOOP_KINDS)
+
+
+def test_every_field_of_a_part_is_taken_by_some_kind_and_named_by_its_how():
+    from dlbench.plan.validate import PART_FIELDS
+
+    taken = set().union(*(kind.takes for kind in LOOP_KINDS))
+    assert {name for name, _ in PART_FIELDS} <= taken
+    # a kind takes only fields of parts: the ones every case has are every kind's
+    assert taken <= {name for name, _ in PART_FIELDS}
+    assert all(kind.how for kind in LOOP_KINDS)
+
+
+@pytest.mark.parametrize(
+    ("workload", "framework", "fields", "refused"),
+    [
+        ("llm-tiny", "torch", {"target_accuracy": 0.9}, "--target-accuracy goes with a time-to"),
+        ("mlp", "onnxruntime", {"ttft_ms": 50.0}, "--ttft-ms goes with --endpoint URL"),
+        ("mnist-train", "torch", {"mode": "train", "streams": 2}, "--streams goes with"),
+        ("gemm", "torch", {"options": (("ceiling", "burst"),), "find_peak": True}, "--find-peak"),
+        ("llm-tiny", "torch", {"concurrency": 2}, "--concurrency goes with --endpoint URL"),
+    ],
+)
+def test_a_field_no_part_of_the_cases_kind_is_refused_naming_the_kinds_that_take_it(
+    workload, framework, fields, refused
+):
+    from dlbench.errors import UserError
+    from dlbench.plan.validate import validate_case
+
+    compile_mode = "eager" if framework == "torch" else "default"
+    case = Case.of(workload=workload, framework=framework, compile=compile_mode, **fields)
+    kind = loop_kind(case, get_workload(workload), framework_info(framework))
+    with pytest.raises(UserError, match=refused) as error:
+        validate_case(case)
+    assert str(error.value).endswith(f"runs the {kind.name} loop")
+
+
+def test_the_fields_a_kind_takes_pass_the_refusal_to_its_own_checks():
+    from dlbench.plan.validate import validate_case
+
+    # a generation server's SLO is the endpoint's option, and its kind takes it
+    case = Case.of(workload="llm-tiny", framework="torch", compile="eager", scenario="server",
+                   target_qps=1.0, ttft_ms=500.0)  # fmt: skip
+    assert kind_of("llm-tiny", "torch", scenario="server") == "generation-server"
+    assert validate_case(case).serving.ttft_ms == 500.0

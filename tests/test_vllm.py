@@ -67,8 +67,10 @@ def test_the_plan_takes_the_endpoints_load_and_the_engines_batch():
 @pytest.mark.parametrize(
     ("fields", "named"),
     [
-        ({"endpoint": "http://127.0.0.1:1"}, "--endpoint"),
-        ({"scenario": "server", "target_qps": 1.0}, "--scenario, --target-qps"),
+        ({"endpoint": "http://127.0.0.1:1"}, "--endpoint goes with --endpoint URL"),
+        ({"scenario": "server", "target_qps": 1.0}, "--target-qps goes with --scenario server"),
+        ({"scenario": "offline"}, "--scenario: not taken by vllm"),
+        ({"loadgen": True}, "llm-135m on vllm runs the served-engine loop"),
         ({"api": "chat"}, "--api chat"),
         ({"find_peak": True}, "give --ttft-ms, --tpot-ms or both"),
         ({"concurrency": 2, "request_rate": 1.0}, "two load profiles"),

@@ -2,8 +2,9 @@
 
 `--endpoint URL` alone makes the plan: one case of llm-requests on `endpoint` per
 load asked for (a sweep of --concurrency or --request-rate gives several). The
-options only such a case takes are refused anywhere else, and the ones that
-exclude each other are refused together, each in one line naming what is allowed.
+options only such a case takes are refused anywhere else (plan.validate, from the loop
+kinds' `takes`), and the ones that exclude each other are refused together, each in
+one line naming what is allowed.
 Whether the server answers, lists the model and streams is asked in the parent
 before the run is stored (launch.endpoint_probe): that needs the network, and
 this room has no side effects.
@@ -16,11 +17,8 @@ from pathlib import Path
 from dlbench.errors import UserError
 from dlbench.measure.client_limits import connection_limit
 from dlbench.measure.load_profile import LoadProfile
-from dlbench.measure.openai_api import COMPLETIONS
 from dlbench.measure.openai_auth import without_credentials
-from dlbench.plan.field_checks import options_go
 from dlbench.spec.case import REMOTE_DEVICE, Case
-from dlbench.spec.cli_options import option_flag
 from dlbench.spec.digest import path_digest
 from dlbench.spec.registry import ENDPOINT_FRAMEWORK, ENDPOINT_WORKLOAD
 from dlbench.untyped import JSONObject
@@ -28,28 +26,6 @@ from dlbench.workloads.model_config import read_model_config
 from dlbench.workloads.requests import tokenizer_file
 
 INSTALL = 'pip install "dlbench[llm-serving]"'
-# The Case fields only an endpoint case takes, by the option that sets them
-ENDPOINT_FIELDS = {
-    name: option_flag(Case, name)
-    for name in ("endpoint", "served_model", "concurrency", "request_rate", "burstiness",
-                 "ttft_ms", "tpot_ms", "slo_percentile", "tokenizer", "model_config",
-                 "client_processes", "latency_clock")
-}  # fmt: skip
-
-
-# The SLO's options, which a generation server under LoadGen takes too
-SLO_FLAGS = tuple(ENDPOINT_FIELDS[name] for name in ("ttft_ms", "tpot_ms", "slo_percentile"))
-
-
-def endpoint_options_given(source: object) -> list[str]:
-    """The endpoint-only options a Case (or a RunRequest) sets (the API counts where not
-    its default)."""
-    given = [
-        flag for name, flag in ENDPOINT_FIELDS.items() if option_value(source, name) is not None
-    ]
-    if option_value(source, "api") not in (None, COMPLETIONS):
-        given.append(option_flag(Case, "api"))
-    return given
 
 
 def option_value(source: object, name: str) -> object:
@@ -68,19 +44,10 @@ def endpoint_entry(workloads: tuple[str, ...], frameworks: tuple[str, ...]) -> J
     return {"workload": ENDPOINT_WORKLOAD, "framework": ENDPOINT_FRAMEWORK}
 
 
-def validate_endpoint_case(case: Case, slo_taken: bool = False) -> Case:
-    """An endpoint case whole and consistent; the other cases free of its options but
-    the SLO's where `slo_taken` (a generation server, plan.token_server_cases).
-    Returns the case with its tokenizer's digest."""
+def validate_endpoint_case(case: Case) -> Case:
+    """An endpoint case whole and consistent (its options on any other case are refused
+    before: plan.validate); returns it with its tokenizer's digest."""
     if case.framework != ENDPOINT_FRAMEWORK:
-        given = endpoint_options_given(case)
-        if slo_taken:
-            given = [flag for flag in given if flag not in SLO_FLAGS]
-        if given:
-            slo = " (the SLO's, or --scenario server on a generation workload)" if all(
-                flag in SLO_FLAGS for flag in given) else ""  # fmt: skip
-            raise UserError(f"{options_go(given)} with --endpoint URL (an OpenAI-compatible "
-                            f"server){slo}; {case.framework} runs its model here")  # fmt: skip
         return case
     if case.serving.endpoint is None:
         raise UserError(f"the {ENDPOINT_FRAMEWORK} framework needs --endpoint URL (the server)")

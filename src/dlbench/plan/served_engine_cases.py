@@ -5,7 +5,8 @@ Such a case is a decoder workload on the engine, measured as an endpoint is
 (worker.served_engine): its load is the endpoint's (--concurrency N, --request-rate R
 with --burstiness, --find-peak with --ttft-ms and --tpot-ms at --slo-percentile;
 none: one request at a time), not a LoadGen scenario. The options that point at a
-server someone else runs (--endpoint, --served-model, --tokenizer) are refused: dlbench
+server someone else runs (--endpoint, --served-model, --tokenizer) are refused
+(plan.validate, from the loop kinds' `takes`): dlbench
 starts this one on the workload's checkpoint and sends its seeded prompts as token ids,
 through the completions API. --streams is the engine's batch: the most sequences it
 runs at once (32 by default, as the other continuous-batching engines here).
@@ -18,27 +19,19 @@ from dlbench.measure.openai_api import COMPLETIONS
 from dlbench.plan.endpoint_cases import validate_load
 from dlbench.plan.token_server_cases import DEFAULT_BATCHED_SEQUENCES
 from dlbench.spec.case import MAX_STREAMS, Case
-from dlbench.spec.cli_options import option_flag
 from dlbench.spec.registry import FrameworkInfo
 from dlbench.workloads.memory import generation_server_need, require_room
 
-# Fields of a server someone else runs, or of MLPerf LoadGen's scenarios, by their option
-NOT_TAKEN = {
-    name: option_flag(Case, name)
-    for name in ("endpoint", "served_model", "tokenizer", "model_config", "client_processes",
-                 "scenario", "target_qps", "latency_bound_ms", "latency_percentile")
-}  # fmt: skip
 LOAD_HOW = "its load is --concurrency N or --request-rate R (with --find-peak and the SLOs)"
 
 
 def validate_served_engine(case: Case, info: FrameworkInfo) -> Case:
     """The case whole and consistent; returns it with its streams filled in."""
-    given = [flag for name, flag in NOT_TAKEN.items() if case.value_of(name) is not None]
-    if case.server.loadgen:
-        given.append(option_flag(Case, "loadgen"))
-    if given:
-        raise UserError(f"{', '.join(given)}: not taken by {case.framework}, whose server "
-                        f"dlbench starts on the workload's checkpoint; {LOAD_HOW}")  # fmt: skip
+    # the options of a server someone else runs, and LoadGen's, are refused before
+    # (plan.validate: this kind's `takes`); the scenario is every case's own field
+    if case.scenario is not None:
+        raise UserError(f"--scenario: not taken by {case.framework}, whose server dlbench "
+                        f"starts on the workload's checkpoint; {LOAD_HOW}")  # fmt: skip
     if case.serving.api != COMPLETIONS:
         raise UserError(f"--api {case.serving.api}: {case.framework} is sent the workload's seeded "
                         "prompts as token ids, which the completions API takes; allowed: "

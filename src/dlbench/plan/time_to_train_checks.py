@@ -13,16 +13,10 @@ from dlbench.plan.field_checks import require_number
 from dlbench.spec.case import Case
 from dlbench.spec.digest import files_digest
 
-# The plan builder gives this too, for the same mistake seen in a request
+# The plan builder's refusal of these options in a request with no such workload
 TIME_TO_TRAIN_ONLY = (
     "--target-accuracy and --data-dir are for time-to-train workloads (mnist-train)"
 )
-
-
-def refuse_time_to_train_options(case: Case, epoch_based: bool) -> None:
-    """--target-accuracy and --data-dir belong to time-to-train workloads only."""
-    if not epoch_based and case.time_to_train is not None:
-        raise UserError(f"{TIME_TO_TRAIN_ONLY}, not {case.workload!r}")
 
 
 def validate_time_to_train(case: Case) -> None:

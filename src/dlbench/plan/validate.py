@@ -4,30 +4,29 @@ It has no side effects: it reads the registry tables and the workloads'
 parameter rules. Every error names the field, the bad value and what is allowed,
 and is raised as UserError (exit code 2 in the CLI).
 
-Here are the checks every case has, and the entry points of the loop kinds' checks
-(workloads.loop_kinds names them). A case's part is checked in its own module, beside
-its fields' meaning: the user model (plan.user_model_checks), time-to-train
-(time_to_train_checks), the DDP launch (ddp_checks), LoadGen's load and scenario
-(server_load_checks), an endpoint's load and SLOs (endpoint_cases), a served engine
-(served_engine_cases) and a generation server (token_server_cases).
+Here are the checks every case has, the one refusal of a part's fields that the case's
+loop kind does not take (workloads.loop_kinds: each kind's `takes`), and the entry
+points of the loop kinds' checks (workloads.loop_kinds names them). The values of a
+case's part are checked in its own module, beside its fields' meaning: the user model
+(plan.user_model_checks), time-to-train (time_to_train_checks), the DDP launch
+(ddp_checks), LoadGen's load and scenario (server_load_checks), an endpoint's load and
+SLOs (endpoint_cases), a served engine (served_engine_cases) and a generation server
+(token_server_cases).
 """
 
 from __future__ import annotations
 
 import importlib.util
 from collections.abc import Mapping
+from dataclasses import fields
 
 from dlbench.errors import UserError
 from dlbench.measure.timer import MAX_ITERS  # also the most --min-iters can ask
 from dlbench.plan.ddp_checks import validate_ddp_launch
 from dlbench.plan.endpoint_cases import validate_endpoint_case
-from dlbench.plan.field_checks import require_int, require_known, require_number
+from dlbench.plan.field_checks import options_go, require_int, require_known, require_number
 from dlbench.plan.server_load_checks import validate_scenario, validate_serving
-from dlbench.plan.time_to_train_checks import (
-    refuse_time_to_train_options,
-    validate_time_to_train,
-    with_data_digest,
-)
+from dlbench.plan.time_to_train_checks import validate_time_to_train, with_data_digest
 from dlbench.plan.user_model_checks import validate_user_model, with_user_model_digests
 from dlbench.spec.case import (
     DEVICE_HELP,
@@ -42,8 +41,8 @@ from dlbench.spec.case import (
     Case,
     Settings,
 )
-from dlbench.spec.cli_options import CliOption
-from dlbench.spec.record_dict import flat_fields
+from dlbench.spec.cli_options import CliOption, cli_options
+from dlbench.spec.record_dict import field_default, flat_fields, holds_default
 from dlbench.spec.registry import (
     FRAMEWORKS,
     LLM_WORKLOADS,
@@ -55,7 +54,7 @@ from dlbench.spec.registry import (
 )
 from dlbench.workloads import get_workload
 from dlbench.workloads.base import Workload
-from dlbench.workloads.loop_kinds import loop_kind
+from dlbench.workloads.loop_kinds import LOOP_KINDS, LoopKind, loop_kind
 from dlbench.workloads.memory import check_case_memory
 
 
@@ -116,12 +115,51 @@ def validate_case(case: Case) -> Case:
         require_int("interop threads", case.interop_threads, 1, MAX_THREADS)
     workload.validate_params(dict(case.params))
     _validate_options(case, info)
-    # each part's own checks: plan.user_model_checks, time_to_train_checks, ddp_checks
+    # the parts whose checks are the same in every kind they join: plan.user_model_checks
+    # (which the user-model workload needs), ddp_checks
     validate_user_model(case, info)
-    refuse_time_to_train_options(case, workload.epoch_based)
     validate_ddp_launch(case, workload.epoch_based, info.ddp_compiles)
     _validate_framework_axes(case, info, workload)
-    return loop_kind(case, workload, info).checks_function()(case, info)
+    kind = loop_kind(case, workload, info)
+    _refuse_fields_not_taken(case, kind)
+    return kind.checks_function()(case, info)
+
+
+def _refuse_fields_not_taken(case: Case, kind: LoopKind) -> None:
+    """The fields of a part given where the case's kind of loop takes none of them
+    (workloads.loop_kinds: `takes`), named with the kinds that do."""
+    given = [
+        name
+        for name, f in PART_FIELDS
+        if name not in kind.takes and not holds_default(case.value_of(name), field_default(f))
+    ]
+    if not given:
+        return
+    # the first field's kinds, and every other given field that goes with the same
+    hows = _kinds_taking(given[0])
+    named = [_flag(name) for name in given if _kinds_taking(name) == hows]
+    where = " or ".join(filter(None, (", ".join(hows[:-1]), hows[-1])))
+    raise UserError(
+        f"{options_go(named)} with {where}; {case.workload} on {case.framework} runs the "
+        f"{kind.name} loop"
+    )
+
+
+def _kinds_taking(name: str) -> list[str]:
+    return [kind.how for kind in LOOP_KINDS if name in kind.takes]
+
+
+def _flag(name: str) -> str:
+    """A field's option (--target-qps), or its name where no option sets it (a digest
+    planning fills in, seen in a case file)."""
+    option = PART_OPTIONS.get(name)
+    return option.long_flag if option is not None else name
+
+
+# The fields of the case's parts (spec.case_parts) by flat name, and their options
+_CASE_OWN = frozenset(f.name for f in fields(Case))
+PART_FIELDS = tuple((name, f) for name, f in flat_fields(Case) if name not in _CASE_OWN)
+PART_OPTIONS = {name: option for name, option in cli_options(Case) if name not in _CASE_OWN}
 
 
 def checked_load(case: Case, info: FrameworkInfo) -> Case:
@@ -139,7 +177,7 @@ def checked_generation_server(case: Case, info: FrameworkInfo) -> Case:
 def _checked_serving(case: Case, token_server: FrameworkInfo | None) -> Case:
     """The options of the other kinds refused, the case's memory, its serving defaults
     and its files' digests (what it measured is their content, not their path)."""
-    case = validate_endpoint_case(case, slo_taken=token_server is not None)
+    case = validate_endpoint_case(case)
     check_case_memory(case)  # sizes from --param, -b, --input and --input-data
     case = validate_serving(case, token_server)
     return with_data_digest(with_user_model_digests(case))

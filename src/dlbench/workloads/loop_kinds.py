@@ -9,16 +9,22 @@ function, not imported: planning must not import worker code, and the worker no
 planning code (the import contracts in pyproject.toml); tests/test_loop_kinds.py holds
 every name to a function of the right shape. A new loop kind is an entry here, its
 runner's module and its checks.
+
+Each kind also names the fields of its own that its load is made of (`takes`): the
+fields of the case's parts (spec.case_parts) beyond the ones every case has. Planning
+refuses any other part's field given a value, in one place, naming the kinds that take
+it (plan.validate); the kind's checks then judge the values of its own.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import cast
 
 from dlbench.spec.case import LOADGEN_SCENARIOS, Case
-from dlbench.spec.registry import FrameworkInfo, imported_target
+from dlbench.spec.case_parts import DdpLaunch, LlmServing, ServerLoad, TimeToTrain, UserModel
+from dlbench.spec.registry import FrameworkInfo, frameworks_having, imported_target
 from dlbench.workloads.base import Workload
 
 # (case, its framework's entry) -> the case checked, its defaults filled in
@@ -27,15 +33,30 @@ Checks = Callable[[Case, FrameworkInfo], Case]
 CEILING_OPTION = "ceiling"
 
 
+def _names(*parts: type) -> frozenset[str]:
+    return frozenset(f.name for part in parts for f in fields(part))
+
+
+# The fields of each part, by the flat names case files and options give them
+USER_MODEL_FIELDS = _names(UserModel)
+SERVER_LOAD_FIELDS = _names(ServerLoad)
+SLO_FIELDS = frozenset({"ttft_ms", "tpot_ms", "slo_percentile"})
+# The endpoint client's load profile: what a served engine's case takes of LlmServing
+CLIENT_LOAD_FIELDS = SLO_FIELDS | {"concurrency", "request_rate", "burstiness", "latency_clock"}
+
+
 @dataclass(frozen=True)
 class LoopKind:
-    """One kind of loop: `runner` and `checks` are "module:function" names."""
+    """One kind of loop: `runner` and `checks` are "module:function" names; `takes`, the
+    part fields its load is made of; `how`, how a case is made one, for refusals."""
 
     name: str
     measures: str
     selects: Callable[[Case, Workload, FrameworkInfo], bool]
     runner: str
     checks: str
+    takes: frozenset[str]
+    how: str
 
     def runner_function(self) -> Callable[..., object]:
         """The runner: (backend, job, settings) -> the case's Result, in the worker (which
@@ -54,6 +75,8 @@ LOOP_KINDS = (
         lambda case, workload, info: workload.epoch_based,
         "dlbench.worker.epochs:run_epochs",
         "dlbench.plan.validate:checked_time_to_train",
+        _names(TimeToTrain),
+        "a time-to-train workload (mnist-train)",
     ),
     LoopKind(
         "endpoint",
@@ -61,6 +84,8 @@ LOOP_KINDS = (
         lambda case, workload, info: workload.served,
         "dlbench.worker.endpoint_run:run_endpoint_case",
         LOAD_CHECKS,
+        _names(LlmServing) | {"find_peak"},
+        "--endpoint URL (an OpenAI-compatible server)",
     ),
     LoopKind(
         "served-engine",
@@ -68,6 +93,8 @@ LOOP_KINDS = (
         lambda case, workload, info: info.serves_openai,
         "dlbench.worker.served_engine:run_served_engine",
         "dlbench.plan.served_engine_cases:validate_served_engine",
+        CLIENT_LOAD_FIELDS | {"api", "find_peak", "streams"},
+        f"an engine dlbench serves ({frameworks_having('serves_openai')})",
     ),
     LoopKind(
         "generation-server",
@@ -77,6 +104,8 @@ LOOP_KINDS = (
         ),
         "dlbench.worker.token_serving:run_token_serving",
         "dlbench.plan.validate:checked_generation_server",
+        SLO_FIELDS | {"loadgen", "target_qps", "find_peak", "streams"},
+        "--scenario server on a generation workload",
     ),
     LoopKind(
         "generation",
@@ -84,6 +113,8 @@ LOOP_KINDS = (
         lambda case, workload, info: workload.generative,
         "dlbench.worker.generation:run_generation",
         LOAD_CHECKS,
+        frozenset(),
+        "a generation workload",
     ),
     LoopKind(
         "ceiling",
@@ -91,6 +122,8 @@ LOOP_KINDS = (
         lambda case, workload, info: CEILING_OPTION in dict(case.options),
         "dlbench.worker.ceiling_windows:run_ceiling",
         LOAD_CHECKS,
+        frozenset(),
+        "dlbench roofline",
     ),
     LoopKind(
         "loadgen",
@@ -101,6 +134,8 @@ LOOP_KINDS = (
         ),
         "dlbench.worker.serving:run_loadgen",
         LOAD_CHECKS,
+        SERVER_LOAD_FIELDS | USER_MODEL_FIELDS,
+        "--scenario server (MLPerf LoadGen)",
     ),
     LoopKind(
         "steps",
@@ -108,6 +143,9 @@ LOOP_KINDS = (
         lambda case, workload, info: True,
         "dlbench.worker.steps:run_steps",
         LOAD_CHECKS,
+        # a DDP launch runs the step loop in each rank (worker.ddp_rank)
+        USER_MODEL_FIELDS | _names(DdpLaunch),
+        "the step loop",
     ),
 )
 
