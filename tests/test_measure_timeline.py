@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
 import time
-from dataclasses import replace
+from dataclasses import fields, replace
+from pathlib import Path
 from types import SimpleNamespace
 
 import psutil
@@ -14,20 +16,23 @@ import pytest
 from conftest import FAST, null_case
 from factories import make_result, make_run
 
+from dlbench.errors import UserError
 from dlbench.launch.runner import run_case
 from dlbench.measure import gpu_telemetry
 from dlbench.measure.gpu_telemetry import (
+    GpuReading,
     GpuTelemetry,
     device_indices,
     throttle_names,
     throttle_verdict,
 )
-from dlbench.measure.timeline import TimelineSampler, TimelineSummary
+from dlbench.measure.timeline import TimelinePoint, TimelineSampler, TimelineSummary
 from dlbench.report.timeline_plot import write_timeline_png, write_timeline_pngs
 from dlbench.results.details import Details
-from dlbench.results.records import Result
+from dlbench.results.files import read_json
+from dlbench.results.records import Result, Run
 from dlbench.spec.case import Settings
-from dlbench.spec.record_dict import to_dict
+from dlbench.spec.record_dict import REST_FIELD, from_dict, to_dict
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 
@@ -57,20 +62,20 @@ def test_sampler_follows_a_busy_child():
         child.wait()
     points = sampler.points
     assert len(points) >= 4
-    times = [p["t"] for p in points]
+    times = [p.t for p in points]
     assert times == sorted(times) and len(set(times)) == len(times)
     # Python's start-up reads files; every point after it is pure spinning.
-    assert max(p["cpu_percent"] for p in points) > 50
-    assert sum(p["cpu_percent"] for p in points[1:-1]) / len(points[1:-1]) > 50
+    assert max(p.cpu_percent for p in points) > 50
+    assert sum(p.cpu_percent for p in points[1:-1]) / len(points[1:-1]) > 50
     # the child may have exited, unreaped, before the last point: it has no memory left
-    assert all(p["rss_mb"] > 0 for p in points[:-1])
-    assert all(len(p["cpu_cores"]) == psutil.cpu_count() for p in points)
-    assert all(0 <= c <= 100 for p in points for c in p["cpu_cores"])
+    assert all(p.rss_mb is not None and p.rss_mb > 0 for p in points[:-1])
+    assert all(len(p.cpu_cores) == psutil.cpu_count() for p in points)
+    assert all(0 <= c <= 100 for p in points for c in p.cpu_cores)
     assert all(
-        p["system_cpu_percent"] == pytest.approx(sum(p["cpu_cores"]) / len(p["cpu_cores"]), abs=0.1)
+        p.system_cpu_percent == pytest.approx(sum(p.cpu_cores) / len(p.cpu_cores), abs=0.1)
         for p in points
     )
-    assert "gpu" not in points[0]
+    assert points[0].gpu is None and "gpu" not in to_dict(points[0])
 
 
 @pytest.mark.alone
@@ -87,8 +92,8 @@ def test_an_exited_unreaped_process_gives_a_last_point_covering_its_end():
     finally:
         child.wait()
     (last,) = sampler.points
-    assert last["cpu_percent"] > 50  # the spinning, up to the exit
-    assert "rss_mb" not in last
+    assert last.cpu_percent > 50  # the spinning, up to the exit
+    assert last.rss_mb is None and "rss_mb" not in to_dict(last)
     assert not sampler.active
 
 
@@ -122,9 +127,9 @@ def test_points_are_halved_and_the_interval_doubled_at_the_cap(sleeper):
     # Sample 21 halves 21 points to 11; then every 10th sample halves again.
     assert len(sampler.points) == 20
     assert sampler.interval == 0.5 * 2**8
-    times = [p["t"] for p in sampler.points]
+    times = [p.t for p in sampler.points]
     assert times == sorted(times)
-    assert sampler.points[0]["t"] < 0.5  # the start of the case is kept
+    assert sampler.points[0].t < 0.5  # the start of the case is kept
 
 
 @pytest.mark.alone
@@ -142,13 +147,18 @@ def test_the_child_of_the_sampled_process_counts(sleeper):
         parent.wait()
     # the shell alone reads ~0%; its busy child, counted, a core's worth where it has one
     # (48% in a full-suite run that left something else busy on both cores)
-    assert sampler.points and sampler.points[0]["cpu_percent"] > 25
+    assert sampler.points and sampler.points[0].cpu_percent > 25
+
+
+def record(point: dict) -> TimelinePoint:
+    """A point given as its JSON (the readings every point has: 0 unless given)."""
+    return from_dict(TimelinePoint, {"cpu_percent": 0.0, "cpu_cores": [], **point})
 
 
 def synthetic_sampler(points: list[dict], origin: float = 1000.0) -> TimelineSampler:
     sampler = TimelineSampler.__new__(TimelineSampler)
     sampler.origin_epoch_s = origin
-    sampler._points = points
+    sampler._points = [record(p) for p in points]
     return sampler
 
 
@@ -187,7 +197,7 @@ def gpu_point(t: float, throttle: list[str], util: float = 90.0) -> dict:
         "gpu_util_percent": util,
         "gpu_mem_used_mb": 1000.0 + t,
         "sm_clock_mhz": 1800,
-        "temperature_c": 60 + t,
+        "temperature_c": 60 + int(t),
         "power_w": 300.0,
         "throttle": throttle,
     }
@@ -247,11 +257,13 @@ def test_throttle_bits_are_the_clock_event_reasons_nvml_defines():
 
 
 def test_throttle_verdict_needs_more_than_a_tenth_of_the_samples():
-    def points(flags_per_point: list[list[str]]) -> list[dict]:
-        return [gpu_point(float(i), flags) for i, flags in enumerate(flags_per_point)]
+    def points(flags_per_point: list[list[str]]) -> list[tuple[GpuReading, ...]]:
+        return [
+            record(gpu_point(float(i), flags)).gpu or () for i, flags in enumerate(flags_per_point)
+        ]
 
     assert throttle_verdict([]) is None
-    assert throttle_verdict([{"t": 0.0, "cpu_percent": 1.0}]) is None  # no GPU readings
+    assert throttle_verdict([()]) is None  # no GPU readings
     assert throttle_verdict(points([[]] * 20)) is None
     assert throttle_verdict(points([["thermal"]] * 2 + [[]] * 18)) is None  # exactly 10%
     assert throttle_verdict(points([["hw-thermal"]] * 3 + [[]] * 17)) == "thermal"
@@ -260,7 +272,7 @@ def test_throttle_verdict_needs_more_than_a_tenth_of_the_samples():
     assert throttle_verdict(points(mixed)) == "thermal, power"
     assert throttle_verdict(points([["sync-boost"]] * 20)) is None  # not a limit
     # Points whose devices gave no throttle reading do not dilute the fraction.
-    unread = [{"t": 9.0, "gpu": [{"index": 0, "gpu_util_percent": 1.0}]}] * 100
+    unread = [(GpuReading(index=0, gpu_util_percent=1.0),)] * 100
     assert throttle_verdict(points([["power"]] * 2) + unread) == "power"
 
 
@@ -275,7 +287,7 @@ def test_gpu_telemetry_degrades_to_a_reason_without_a_gpu():
     telemetry, reason = GpuTelemetry.open([0])
     if telemetry is not None:  # a machine with a GPU: the real thing must read
         try:
-            assert telemetry.read(0)[0]["index"] == 0
+            assert telemetry.read(0)[0].index == 0
         finally:
             telemetry.close()
         pytest.skip("this machine has an NVIDIA GPU")
@@ -331,7 +343,7 @@ def test_each_nvml_field_is_read_on_its_own():
     nvml = FakeNvml()
     telemetry = GpuTelemetry(nvml, [(0, "handle")])
     [device] = telemetry.read({4242, 4243})
-    assert device == {
+    assert to_dict(device) == {
         "index": 0,
         "gpu_util_percent": 87.0,
         "gpu_mem_used_mb": 3072.0,
@@ -340,7 +352,8 @@ def test_each_nvml_field_is_read_on_its_own():
         "temperature_c": 71,
         "throttle": ["power", "thermal"],
     }  # no power_w: this GPU cannot report it
-    assert "gpu_process_mem_mb" not in telemetry.read(77)[0]  # the worker is not listed
+    assert device.power_w is None and device.throttle == ("power", "thermal")
+    assert telemetry.read(77)[0].gpu_process_mem_mb is None  # the worker is not listed
     telemetry.close()
     telemetry.close()
     assert nvml.shut
@@ -351,7 +364,7 @@ def test_old_drivers_fall_back_to_the_throttle_reasons_call():
     nvml.nvmlDeviceGetCurrentClocksEventReasons = None  # present but unusable
     nvml.nvmlDeviceGetCurrentClocksThrottleReasons = lambda handle: 0x40
     [device] = GpuTelemetry(nvml, [(0, "handle")]).read(1)
-    assert device["throttle"] == ["hw-thermal"]
+    assert device.throttle == ("hw-thermal",)
 
 
 def test_cuda_visible_devices_picks_the_nvml_device(monkeypatch):
@@ -436,9 +449,9 @@ def test_a_case_gets_a_timeline_from_the_runner():
     result = run_case(null_case(sleep_ms="5"), FAST)
     assert result.ok, result.error
     timeline = result.details.timeline.points
-    assert timeline and all({"t", "cpu_percent", "cpu_cores"} <= set(p) for p in timeline)
+    assert timeline and all(isinstance(p, TimelinePoint) and p.cpu_cores for p in timeline)
     # the last point is taken at the worker's exit, when it may have no memory left to read
-    assert all("rss_mb" in p for p in timeline[:-1])
+    assert all(p.rss_mb is not None for p in timeline[:-1])
     assert result.details.timeline.summary.samples >= 1
     assert result.details.timeline.origin_epoch_s <= time.time()
     assert result.details.timeline.gpu_telemetry is None  # a CPU case does not look for a GPU
@@ -483,3 +496,52 @@ def test_gpu_cases_say_why_they_have_no_gpu_telemetry(monkeypatch):
     result = run_case(case, FAST)
     assert result.details.timeline.gpu_telemetry == "no GPU: test says so"
     assert isinstance(result.details.timeline.points, list)
+
+
+SCHEMA_3 = Path(__file__).parent / "fixtures" / "schema-3-runs"
+
+
+def test_a_stored_timeline_reads_into_points_with_their_values():
+    stored = json.loads((SCHEMA_3 / "mixed-run.json").read_text())
+    run = read_json(SCHEMA_3 / "mixed-run.json")
+    first = stored["results"][0]["details"]["timeline"]["points"][0]
+    point = run.results[0].details.timeline.points[0]
+    assert isinstance(point, TimelinePoint)
+    assert (point.t, point.cpu_percent, point.cpu_cores) == (0.105, 86.1, (100.0, 36.4))
+    assert (point.rss_mb, point.system_cpu_percent, point.load1) == (25.5, 68.2, 0.45)
+    assert point.iowait_percent == 0.0 and point.gpu is None  # read, not left out
+    assert to_dict(point) == first  # the same keys, in the same order
+
+
+def test_a_point_writes_back_only_the_readings_it_has():
+    bare = {"t": 0.5, "cpu_percent": 12.0, "cpu_cores": [10.0, 14.0]}
+    assert list(to_dict(record(bare))) == ["t", "cpu_percent", "cpu_cores"]
+    device = {"index": 1, "gpu_util_percent": 3.0, "sm_clock_mhz": 1410, "throttle": []}
+    with_gpu = {**bare, "load1": 0.25, "gpu": [device]}
+    point = record(with_gpu)
+    assert point.gpu == (GpuReading(index=1, gpu_util_percent=3.0, sm_clock_mhz=1410, throttle=()),)
+    assert json.dumps(to_dict(point)) == json.dumps(with_gpu)  # [] kept, absent left out
+
+
+def test_a_gpu_reading_keeps_keys_it_does_not_name_and_a_point_refuses_them():
+    # the schema-2 fixture's readings name their fields otherwise: kept, after the named
+    odd = {"index": 0, "gpu_util_percent": 95.0, "memory_used_mb": 1000.0, "clock_events": []}
+    reading = from_dict(GpuReading, odd)
+    assert reading.other == {"memory_used_mb": 1000.0, "clock_events": []}
+    assert to_dict(reading) == odd
+    point = {"t": 1.0, "cpu_percent": 1.0, "cpu_cores": []}
+    data = make_run([make_result(details={"timeline": {"points": [point]}})]).to_dict()
+    Run.from_dict(data, "test")
+    data["results"][0]["details"]["timeline"]["points"][0]["cpu_temp"] = 50
+    refused = r"timeline\.points\[0\]: unknown key 'cpu_temp' \(not a field of TimelinePoint"
+    with pytest.raises(UserError, match=refused):
+        Run.from_dict(data, "test")
+    data["results"][0]["details"]["timeline"]["points"][0] = {**point, "t": "1.0"}
+    with pytest.raises(UserError, match=r"timeline\.points\[0\]\.t: expected float, not str"):
+        Run.from_dict(data, "test")
+
+
+def test_the_gpu_reading_spells_the_serialisers_rest_field():
+    # measure sits below spec, so GpuReading writes REST_FIELD's metadata out itself
+    (other,) = [f for f in fields(GpuReading) if f.name == "other"]
+    assert dict(other.metadata) == REST_FIELD

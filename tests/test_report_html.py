@@ -9,6 +9,7 @@ from conftest import assert_page_fits, chromium, dlbench
 from factories import timed_run
 
 from dlbench.measure.stats import summarize
+from dlbench.measure.timeline import TimelinePoint
 from dlbench.report.html import render
 from dlbench.results.details import Details, Timeline
 from dlbench.results.files import write_json
@@ -21,8 +22,8 @@ def hostile_run():
     # training cases get their timelines drawn
     timeline = Timeline(
         points=[
-            {"t": 0.0, "cpu_percent": 50, "rss_mb": 100},
-            {"t": 1.0, "cpu_percent": 150, "rss_mb": 120},
+            TimelinePoint(t=0.0, cpu_percent=50, cpu_cores=(), rss_mb=100),
+            TimelinePoint(t=1.0, cpu_percent=150, cpu_cores=(), rss_mb=120),
         ],
         throttle="thermal",
     )
@@ -60,7 +61,9 @@ def test_short_inference_timelines_are_left_out_long_ones_drawn():
     run = hostile_run()
     run.results[0] = replace(run.results[0], case=replace(run.results[0].case, mode="infer"))
     assert "CPU over time" not in render([run])
-    points = [{"t": float(i), "cpu_percent": 90, "rss_mb": 100} for i in range(40)]
+    points = [
+        TimelinePoint(t=float(i), cpu_percent=90, cpu_cores=(), rss_mb=100) for i in range(40)
+    ]
     timeline = replace(run.results[0].details.timeline, points=points)
     run.results[0] = replace(
         run.results[0], details=replace(run.results[0].details, timeline=timeline)

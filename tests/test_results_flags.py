@@ -161,18 +161,23 @@ def test_an_idle_worker_inside_the_timing_is_a_stall_unless_its_gpu_is_busy():
 
 
 def test_a_stall_counts_every_interval_its_idle_points_report():
+    from dlbench.measure.timeline import TimelinePoint
     from dlbench.results.flags import longest_stall_s
+    from dlbench.spec.record_dict import from_dict
+
+    def stall(points: list[dict]) -> float:
+        return longest_stall_s([from_dict(TimelinePoint, p) for p in points])
 
     # each point covers the 0.5 s since the one before: three idle points are 1.5 s idle
     three = [point(t * 0.5, worker=0 if 4 <= t <= 6 else 100, system=2) for t in range(10)]
-    assert longest_stall_s(three) == pytest.approx(1.5)
+    assert stall(three) == pytest.approx(1.5)
     assert "stalled" in result_flags(with_timeline(three), CPUS)
     two = [point(t * 0.5, worker=0 if 4 <= t <= 5 else 100, system=2) for t in range(10)]
-    assert longest_stall_s(two) == pytest.approx(1.0)
+    assert stall(two) == pytest.approx(1.0)
     assert "stalled" not in result_flags(with_timeline(two), CPUS)  # not over a second
     # one idle point at a long sampling interval (a long training run's 2 s) is a stall
     slow = [point(t * 2.0, worker=0 if t == 3 else 100, system=2) for t in range(6)]
-    assert longest_stall_s(slow) == pytest.approx(2.0)
+    assert stall(slow) == pytest.approx(2.0)
 
 
 def test_oversubscription_counts_every_ddp_rank():

@@ -11,11 +11,12 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
+from dataclasses import dataclass, field
 from types import ModuleType
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
-from dlbench.untyped import JSONObject, JSONValue
+from dlbench.untyped import JSONObject
 
 if TYPE_CHECKING:  # pynvml is imported where NVML is opened, and ships no types
     from pynvml import c_nvmlDevice_t as NvmlHandle  # a device's handle
@@ -45,6 +46,29 @@ VERDICT_GROUPS: dict[str, frozenset[str]] = {
 # A limit hit in one sample in twenty is noise; in more than one in ten it shapes the result.
 VERDICT_FRACTION = 0.1
 MIB = 1024 * 1024
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class GpuReading:
+    """One GPU at one point of a case's timeline (measure.timeline), as NVML reported it.
+
+    A field the device could not report (many GPUs lack power or clock-reason readings;
+    NVML may list none of the worker's processes) is None, and left out of the JSON."""
+
+    index: int  # the CUDA device index the case used
+    gpu_util_percent: float | None = None
+    gpu_mem_used_mb: float | None = None  # the whole device's
+    gpu_process_mem_mb: float | None = None  # the worker's processes' own
+    sm_clock_mhz: int | None = None
+    temperature_c: int | None = None
+    power_w: float | None = None
+    # the clock-event reasons that are limits (throttle_names); () where none held
+    throttle: tuple[str, ...] | None = None
+    # keys a reading stored otherwise holds (a schema-2 test fixture's `memory_used_mb`),
+    # kept as they came after the named ones: spec.record_dict's REST_FIELD, spelt out
+    # here because measure sits below spec
+    other: JSONObject = field(default_factory=dict, metadata={"rest": True})
 
 
 def throttle_names(mask: int) -> list[str]:
@@ -52,20 +76,21 @@ def throttle_names(mask: int) -> list[str]:
     return [name for bit, name in THROTTLE_REASONS.items() if mask & bit]
 
 
-def throttle_verdict(points: Sequence[Mapping[str, JSONValue]]) -> str | None:
-    """ "thermal", "power", "thermal, power"...: limits that held the clocks down.
+def throttle_verdict(points: Iterable[Sequence[GpuReading]]) -> str | None:
+    """ "thermal", "power", "thermal, power"...: limits that held the clocks down, from
+    each timeline point's GPU readings.
 
     A limit is named when more than VERDICT_FRACTION of the timeline points
     with a GPU throttle reading have it on any device; None when none does.
     """
     with_reading = 0
     hits = dict.fromkeys(VERDICT_GROUPS, 0)
-    for point in points:
-        devices = [d for d in point.get("gpu") or () if isinstance(d.get("throttle"), list)]
-        if not devices:
+    for readings in points:
+        reasons = [d.throttle for d in readings if d.throttle is not None]
+        if not reasons:
             continue
         with_reading += 1
-        flags = {flag for device in devices for flag in device["throttle"]}
+        flags = {flag for each in reasons for flag in each}
         for group, members in VERDICT_GROUPS.items():
             if flags & members:
                 hits[group] += 1
@@ -118,10 +143,10 @@ class GpuTelemetry:
             return None, reason if reason.startswith("no GPU") else f"no GPU telemetry: {reason}"
         return cls(pynvml, handles), None
 
-    def read(self, pids: int | Collection[int]) -> list[JSONObject]:
-        """One dict per device; a field the device cannot report is left out."""
+    def read(self, pids: int | Collection[int]) -> tuple[GpuReading, ...]:
+        """One reading per device; a field the device cannot report is None."""
         wanted = {pids} if isinstance(pids, int) else set(pids)
-        return [self._read_device(index, handle, wanted) for index, handle in self._handles]
+        return tuple(self._read_device(index, handle, wanted) for index, handle in self._handles)
 
     def total_energy_j(self) -> float:
         """Joules these devices used since their driver loaded (NVML's cumulative counter)."""
@@ -133,29 +158,31 @@ class GpuTelemetry:
             self._closed = True
             _shutdown(self._nvml)
 
-    def _read_device(self, index: int, handle: NvmlHandle, pids: set[int]) -> JSONObject:
+    def _read_device(self, index: int, handle: NvmlHandle, pids: set[int]) -> GpuReading:
         nvml = self._nvml
-        readings: dict[str, Callable[[], int | float | list[str] | None]] = {
-            "gpu_util_percent": lambda: float(nvml.nvmlDeviceGetUtilizationRates(handle).gpu),
-            "gpu_mem_used_mb": lambda: _mib(nvml.nvmlDeviceGetMemoryInfo(handle).used),
-            "gpu_process_mem_mb": lambda: _process_memory(nvml, handle, pids),
-            "sm_clock_mhz": lambda: nvml.nvmlDeviceGetClockInfo(handle, nvml.NVML_CLOCK_SM),
-            "temperature_c": lambda: nvml.nvmlDeviceGetTemperature(
-                handle, nvml.NVML_TEMPERATURE_GPU
+        # Each field on its own: many GPUs lack power or clock-reason readings.
+        return GpuReading(
+            index=index,
+            gpu_util_percent=_field(lambda: float(nvml.nvmlDeviceGetUtilizationRates(handle).gpu)),
+            gpu_mem_used_mb=_field(lambda: _mib(nvml.nvmlDeviceGetMemoryInfo(handle).used)),
+            gpu_process_mem_mb=_field(lambda: _process_memory(nvml, handle, pids)),
+            sm_clock_mhz=_field(
+                lambda: int(nvml.nvmlDeviceGetClockInfo(handle, nvml.NVML_CLOCK_SM))
             ),
-            "power_w": lambda: round(nvml.nvmlDeviceGetPowerUsage(handle) / 1000.0, 1),
-            "throttle": lambda: throttle_names(_clock_event_reasons(nvml, handle)),
-        }
-        device: JSONObject = {"index": index}
-        for key, read in readings.items():
-            # Each field on its own: many GPUs lack power or clock-reason readings.
-            try:
-                value = read()
-            except Exception:
-                continue
-            if value is not None:
-                device[key] = value
-        return device
+            temperature_c=_field(
+                lambda: int(nvml.nvmlDeviceGetTemperature(handle, nvml.NVML_TEMPERATURE_GPU))
+            ),
+            power_w=_field(lambda: round(nvml.nvmlDeviceGetPowerUsage(handle) / 1000.0, 1)),
+            throttle=_field(lambda: tuple(throttle_names(_clock_event_reasons(nvml, handle)))),
+        )
+
+
+def _field(read: Callable[[], T | None]) -> T | None:
+    """One NVML reading, None where the device cannot give it (NVML raises)."""
+    try:
+        return read()
+    except Exception:
+        return None
 
 
 def _handle(nvml: ModuleType, index: int, count: int) -> NvmlHandle:

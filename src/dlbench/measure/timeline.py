@@ -14,19 +14,38 @@ import contextlib
 import math
 import time
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import psutil
 
-from dlbench.measure.gpu_telemetry import GpuTelemetry, throttle_verdict
+from dlbench.measure.gpu_telemetry import GpuReading, GpuTelemetry, throttle_verdict
 from dlbench.measure.monitor import load_average
-from dlbench.untyped import JSONObject
 
 DEFAULT_INTERVAL_S = 0.5
 # 4000 points cover 33 minutes at 0.5 s before the first halving: a typical
 # case keeps every sample, and a week-long one still stores a bounded list.
 MAX_POINTS = 4000
 MIB = 1024 * 1024
+
+
+@dataclass(frozen=True)
+class TimelinePoint:
+    """One sample of a case's timeline (a result's details.timeline.points): the interval
+    since the sample before it (the first: since the sampler's origin), ending at `t`.
+
+    A reading the sampler could not take is None, and left out of the JSON: an exited
+    worker's memory, the load average or I/O wait where the OS has none, the GPUs where
+    none is watched."""
+
+    t: float  # seconds since the sampler's origin (details.timeline.origin_epoch_s)
+    # the worker and its descendants: % of one core (above 100 on several)
+    cpu_percent: float
+    cpu_cores: tuple[float, ...]  # each logical CPU's busy %
+    rss_mb: float | None = None  # the worker and its descendants
+    system_cpu_percent: float | None = None  # the mean of cpu_cores
+    iowait_percent: float | None = None  # of all CPUs' time, counted idle in cpu_cores
+    load1: float | None = None  # the 1-minute load average
+    gpu: tuple[GpuReading, ...] | None = None  # each watched GPU's reading
 
 
 @dataclass(frozen=True)
@@ -68,7 +87,7 @@ class TimelineSampler:
         self._interval = interval
         self._gpu = gpu
         self._max_points = max(2, max_points)
-        self._points: list[JSONObject] = []
+        self._points: list[TimelinePoint] = []
         self._process: psutil.Process | None = None
         self._last_wall = self._origin
         self._last_cpu_s = 0.0
@@ -95,7 +114,7 @@ class TimelineSampler:
         return self._process is not None
 
     @property
-    def points(self) -> list[JSONObject]:
+    def points(self) -> list[TimelinePoint]:
         return self._points
 
     def sample(self) -> None:
@@ -122,33 +141,35 @@ class TimelineSampler:
         now = time.perf_counter()
         cores = _core_times()
         wall = now - self._last_wall
-        point: JSONObject = {
-            "t": round(now - self._origin, 3),
-            # A child that exited unwaited takes its CPU time with it: never below zero.
-            "cpu_percent": round(max(0.0, cpu_s - self._last_cpu_s) / wall * 100, 1)
-            if wall > 0
-            else 0.0,
-            "cpu_cores": _core_percents(self._last_cores, cores),
-        }
-        if rss is not None:  # an exited process has no memory left to read
-            point["rss_mb"] = round(rss / MIB, 1)
-        system = _mean(point["cpu_cores"])
-        if system is not None:
-            point["system_cpu_percent"] = round(system, 1)
+        cpu_cores = _core_percents(self._last_cores, cores)
+        system = _mean(cpu_cores)
         # Time the CPUs sat waiting for I/O counts as idle above; the interference
         # flag adds it back (steal, time the hypervisor took, is already busy).
         iowait = _iowait_times()
+        share: float | None = None
         if iowait is not None and self._last_iowait is not None and wall > 0 and cores:
             share = (iowait - self._last_iowait) / (wall * len(cores)) * 100
-            point["iowait_percent"] = round(min(100.0, max(0.0, share)), 1)
         self._last_iowait = iowait
         load = load_average()
-        if load is not None:
-            point["load1"] = round(load, 2)
+        gpu: tuple[GpuReading, ...] | None = None
         if self._gpu is not None:
             # GpuTelemetry guards each field; this only guards the guard.
             with contextlib.suppress(Exception):
-                point["gpu"] = self._gpu.read(pids)
+                gpu = self._gpu.read(pids)
+        point = TimelinePoint(
+            t=round(now - self._origin, 3),
+            # A child that exited unwaited takes its CPU time with it: never below zero.
+            cpu_percent=round(max(0.0, cpu_s - self._last_cpu_s) / wall * 100, 1)
+            if wall > 0
+            else 0.0,
+            cpu_cores=cpu_cores,
+            # an exited process has no memory left to read
+            rss_mb=round(rss / MIB, 1) if rss is not None else None,
+            system_cpu_percent=round(system, 1) if system is not None else None,
+            iowait_percent=round(min(100.0, max(0.0, share)), 1) if share is not None else None,
+            load1=round(load, 2) if load is not None else None,
+            gpu=gpu,
+        )
         self._last_wall, self._last_cpu_s, self._last_cores = now, cpu_s, cores
         self._points.append(point)
         if len(self._points) > self._max_points:
@@ -158,8 +179,7 @@ class TimelineSampler:
 
     def forget_gpu(self) -> None:
         """Drop the GPU readings, for a case that turned out to run on the CPU."""
-        for point in self._points:
-            point.pop("gpu", None)
+        self._points = [replace(point, gpu=None) for point in self._points]
 
     def summary(self, window: tuple[float, float] | None = None) -> TimelineSummary:
         """Means and maxima over the points inside `window` (epoch seconds), else all
@@ -168,24 +188,24 @@ class TimelineSampler:
         scope = "whole case"
         if window is not None:
             start, end = window[0] - self.origin_epoch_s, window[1] - self.origin_epoch_s
-            inside = [p for p in self._points if start <= p["t"] <= end]
+            inside = [p for p in self._points if start <= p.t <= end]
             if inside:
                 chosen, scope = inside, "measured"
-        gpus = [d for p in chosen for d in p.get("gpu") or ()]
+        gpus = [d for p in chosen for d in p.gpu or ()]
         return TimelineSummary(
             samples=len(chosen),
             window=scope,
-            load_avg_mean=_mean(p.get("load1") for p in chosen),
-            cpu_percent_mean=_mean(p.get("cpu_percent") for p in chosen),
-            system_cpu_percent_mean=_mean(p.get("system_cpu_percent") for p in chosen),
-            rss_mb_max=_max(p.get("rss_mb") for p in chosen),
-            gpu_util_mean=_mean(d.get("gpu_util_percent") for d in gpus),
-            gpu_mem_used_mb_max=_max(d.get("gpu_mem_used_mb") for d in gpus),
-            gpu_process_mem_mb_max=_max(d.get("gpu_process_mem_mb") for d in gpus),
-            sm_clock_mhz_mean=_mean(d.get("sm_clock_mhz") for d in gpus),
-            temperature_c_max=_max(d.get("temperature_c") for d in gpus),
-            power_w_mean=_mean(d.get("power_w") for d in gpus),
-            throttle=throttle_verdict(chosen),
+            load_avg_mean=_mean(p.load1 for p in chosen),
+            cpu_percent_mean=_mean(p.cpu_percent for p in chosen),
+            system_cpu_percent_mean=_mean(p.system_cpu_percent for p in chosen),
+            rss_mb_max=_max(p.rss_mb for p in chosen),
+            gpu_util_mean=_mean(d.gpu_util_percent for d in gpus),
+            gpu_mem_used_mb_max=_max(d.gpu_mem_used_mb for d in gpus),
+            gpu_process_mem_mb_max=_max(d.gpu_process_mem_mb for d in gpus),
+            sm_clock_mhz_mean=_mean(d.sm_clock_mhz for d in gpus),
+            temperature_c_max=_max(d.temperature_c for d in gpus),
+            power_w_mean=_mean(d.power_w for d in gpus),
+            throttle=throttle_verdict(p.gpu or () for p in chosen),
         )
 
     @staticmethod
@@ -265,16 +285,16 @@ def _iowait_times() -> float | None:
 
 def _core_percents(
     before: Sequence[tuple[float, float]], after: Sequence[tuple[float, float]]
-) -> list[float]:
+) -> tuple[float, ...]:
     """Busy % of each core between two readings (0 for a core with no elapsed ticks)."""
     if len(before) != len(after):  # a CPU went on- or offline: no common baseline
-        return [0.0] * len(after)
+        return (0.0,) * len(after)
     percents = []
     for (busy0, total0), (busy1, total1) in zip(before, after, strict=True):
         elapsed = total1 - total0
         share = (busy1 - busy0) / elapsed * 100 if elapsed > 0 else 0.0
         percents.append(round(min(100.0, max(0.0, share)), 1))
-    return percents
+    return tuple(percents)
 
 
 def _numbers(values: Iterable[object]) -> list[float]:

@@ -197,9 +197,8 @@ def timelines(run: Run) -> str:
         if not timeline_worth_drawing(r):
             continue
         timeline = r.details.timeline.points if r.details.timeline else []
-        shares = [(p.get("t"), worker_share_of_all_cores(p)) for p in timeline]
-        cpu = [(t, share) for t, share in shares if t is not None and share is not None]
-        rss = [(p["t"], p["rss_mb"]) for p in timeline if "t" in p and "rss_mb" in p]
+        cpu = [(p.t, worker_share_of_all_cores(p)) for p in timeline]
+        rss = [(p.t, p.rss_mb) for p in timeline if p.rss_mb is not None]
         parts.append(line_chart(f"CPU over time - {case_name(r)}", CPU_AXIS, [("worker", cpu)]))
         parts.append(line_chart(f"memory over time - {case_name(r)}", "MB", [("rss", rss)]))
     return "\n".join(p for p in parts if p)

@@ -11,10 +11,10 @@ change under it.
 from __future__ import annotations
 
 from dlbench.measure.stats import percentile
+from dlbench.measure.timeline import TimelinePoint
 from dlbench.report.charts.model import Bar
 from dlbench.results.metrics import METRICS, read
 from dlbench.results.records import Result, Run
-from dlbench.untyped import JSONObject
 
 # A chart's bars differ by these axes; its title names the rest (see groups).
 CHART_AXES = ("framework", "compile", "batch_size")
@@ -67,10 +67,6 @@ def timeline_worth_drawing(result: Result) -> bool:
 CPU_AXIS = "CPU busy, % of all cores"
 
 
-def worker_share_of_all_cores(point: JSONObject) -> float | None:
-    """A timeline point's worker CPU on CPU_AXIS's scale, or None where unread."""
-    busy, cores = point.get("cpu_percent"), point.get("cpu_cores")
-    if not isinstance(busy, int | float) or isinstance(busy, bool):
-        return None
-    count = len(cores) if isinstance(cores, list) and cores else 1
-    return float(busy) / count
+def worker_share_of_all_cores(point: TimelinePoint) -> float:
+    """A timeline point's worker CPU on CPU_AXIS's scale."""
+    return float(point.cpu_percent) / (len(point.cpu_cores) or 1)

@@ -15,6 +15,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, TypedDict
 
+from dlbench.measure.gpu_telemetry import GpuReading
+from dlbench.measure.timeline import TimelinePoint
 from dlbench.report.charts.model import slug
 from dlbench.report.charts.png import pyplot, save_png, wrapped
 from dlbench.report.run_charts import CPU_AXIS, timeline_worth_drawing, worker_share_of_all_cores
@@ -22,7 +24,6 @@ from dlbench.report.table import case_name
 from dlbench.results.details import Details
 from dlbench.results.records import Result, Run
 from dlbench.results.run_ids import run_path
-from dlbench.untyped import JSONObject, JSONValue
 
 if TYPE_CHECKING:  # matplotlib is imported where a chart is drawn (charts.png.pyplot)
     from matplotlib.axes import Axes
@@ -53,7 +54,7 @@ LEGEND: _LegendPlace = {
 }
 
 
-def timeline_of(result: Result) -> list[JSONObject]:
+def timeline_of(result: Result) -> Sequence[TimelinePoint]:
     """The result's timeline points, or a ValueError saying there are none."""
     timeline = result.details.timeline
     if timeline is None or not timeline.points:
@@ -61,14 +62,14 @@ def timeline_of(result: Result) -> list[JSONObject]:
             f"{case_name(result)} has no resource timeline (details.timeline): it was "
             "measured by a dlbench that did not record one, or its worker never started"
         )
-    return [p for p in timeline.points if isinstance(p.get("t"), int | float)]
+    return timeline.points
 
 
 def write_timeline_png(result: Result, path: Path, title: str | None = None) -> Path:
     """Draw `result`'s timeline into `path` (PNG); ValueError if it has none."""
     points = timeline_of(result)
     plt = pyplot()
-    has_gpu = any(p.get("gpu") for p in points)
+    has_gpu = any(p.gpu for p in points)
     panels = 4 if has_gpu else 2
     figure, axes = plt.subplots(
         panels,
@@ -77,7 +78,7 @@ def write_timeline_png(result: Result, path: Path, title: str | None = None) -> 
         figsize=(10, 2.6 * panels + 0.6),
         gridspec_kw={"height_ratios": [2, 1, 1, 1] if has_gpu else [2, 1]},
     )
-    times = [float(p["t"]) for p in points]
+    times = [float(p.t) for p in points]
     _cpu_panel(axes[0], points, times)
     if has_gpu:
         _gpu_panel(axes[1], points, times)
@@ -109,14 +110,14 @@ def write_timeline_pngs(runs: Sequence[Run], folder: Path) -> list[Path]:
     return written
 
 
-def _cpu_panel(axis: Axes, points: list[JSONObject], times: list[float]) -> None:
-    cores = [p.get("cpu_cores") for p in points]
-    count = max((len(c) for c in cores if isinstance(c, list)), default=0)
+def _cpu_panel(axis: Axes, points: Sequence[TimelinePoint], times: list[float]) -> None:
+    cores = [p.cpu_cores for p in points]
+    count = max((len(c) for c in cores), default=0)
     for core in range(count):
-        series = [_at(c, core) for c in cores]
+        series = [c[core] if core < len(c) else None for c in cores]
         label = "each core" if core == 0 else None
         axis.plot(times, _line(series), color=CORE_COLOR, linewidth=0.6, alpha=0.45, label=label)
-    total = [_number(p.get("system_cpu_percent")) for p in points]
+    total = [p.system_cpu_percent for p in points]
     axis.plot(times, _line(total), color=TOTAL_COLOR, linewidth=2.2, label="all cores")
     if count:
         # The worker's percent is of one core; divided by the core count it
@@ -131,18 +132,14 @@ def _cpu_panel(axis: Axes, points: list[JSONObject], times: list[float]) -> None
     axis.grid(alpha=0.3)
 
 
-def _gpu_panel(axis: Axes, points: list[JSONObject], times: list[float]) -> None:
-    indices = sorted(
-        {d.get("index", 0) for p in points for d in p.get("gpu") or () if isinstance(d, dict)}
-    )
+def _gpu_panel(axis: Axes, points: Sequence[TimelinePoint], times: list[float]) -> None:
+    indices = sorted({d.index for p in points for d in p.gpu or ()})
     for index in indices:
         readings = [_device(p, index) for p in points]
-        util = [_number(d.get("gpu_util_percent")) if d else None for d in readings]
+        util = [d.gpu_util_percent if d else None for d in readings]
         axis.plot(times, _line(util), linewidth=1.4, label=f"GPU {index} util")
         throttled = [
-            (t, d["throttle"])
-            for t, d in zip(times, readings, strict=True)
-            if d and d.get("throttle")
+            (t, d.throttle) for t, d in zip(times, readings, strict=True) if d and d.throttle
         ]
         if throttled:
             axis.plot(
@@ -154,7 +151,7 @@ def _gpu_panel(axis: Axes, points: list[JSONObject], times: list[float]) -> None
                 label=f"GPU {index} clocks limited",
             )
             # each reason named where it starts, not at every sample
-            previous: list[str] = []
+            previous: tuple[str, ...] = ()
             for t, reasons in throttled:
                 if reasons != previous:
                     axis.annotate(", ".join(reasons), (t, 96), fontsize=6, color="#c44e52")
@@ -165,25 +162,20 @@ def _gpu_panel(axis: Axes, points: list[JSONObject], times: list[float]) -> None
     axis.grid(alpha=0.3)
 
 
-def _gpu_clock_panel(axis: Axes, points: list[JSONObject], times: list[float]) -> None:
+def _gpu_clock_panel(axis: Axes, points: Sequence[TimelinePoint], times: list[float]) -> None:
     """SM clock on the left axis; board power and temperature on the right."""
     twin = axis.twinx()
-    indices = sorted(
-        {d.get("index", 0) for p in points for d in p.get("gpu") or () if isinstance(d, dict)}
-    )
+    indices = sorted({d.index for p in points for d in p.gpu or ()})
     lines = []
     for index in indices:
         readings = [_device(p, index) for p in points]
-
-        def series(key: str, readings: list[JSONObject | None] = readings) -> list[float]:
-            return _line([_number(d.get(key)) if d else None for d in readings])
-
-        lines += axis.plot(times, series("sm_clock_mhz"), linewidth=1.4, label=f"GPU {index} MHz")
+        clock = _line([d.sm_clock_mhz if d else None for d in readings])
+        power = _line([d.power_w if d else None for d in readings])
+        temperature = _line([d.temperature_c if d else None for d in readings])
+        lines += axis.plot(times, clock, linewidth=1.4, label=f"GPU {index} MHz")
+        lines += twin.plot(times, power, linewidth=1.0, linestyle="--", label=f"GPU {index} W")
         lines += twin.plot(
-            times, series("power_w"), linewidth=1.0, linestyle="--", label=f"GPU {index} W"
-        )
-        lines += twin.plot(
-            times, series("temperature_c"), linewidth=1.0, linestyle=":", label=f"GPU {index} °C"
+            times, temperature, linewidth=1.0, linestyle=":", label=f"GPU {index} °C"
         )
     axis.set_ylabel("SM clock (MHz)")
     axis.set_ylim(bottom=0)
@@ -193,13 +185,13 @@ def _gpu_clock_panel(axis: Axes, points: list[JSONObject], times: list[float]) -
     axis.grid(alpha=0.3)
 
 
-def _memory_panel(axis: Axes, points: list[JSONObject], times: list[float]) -> None:
-    rss = [_number(p.get("rss_mb")) for p in points]
+def _memory_panel(axis: Axes, points: Sequence[TimelinePoint], times: list[float]) -> None:
+    rss = [p.rss_mb for p in points]
     axis.plot(times, _line(rss), color=MEMORY_COLOR, linewidth=1.6, label="worker RSS")
     axis.set_ylabel("RSS (MiB)", color=MEMORY_COLOR)
     axis.set_ylim(bottom=0)
     axis.grid(alpha=0.3)
-    load = [_number(p.get("load1")) for p in points]
+    load = [p.load1 for p in points]
     if any(v is not None for v in load):
         twin = axis.twinx()
         twin.plot(times, _line(load), color=LOAD_COLOR, linewidth=1.0, label="load avg (1 min)")
@@ -228,25 +220,11 @@ def _mark_phases(axes: list[Axes], details: Details) -> None:
                 axis.axvline(epoch_end - origin, color="#666666", linewidth=0.7, linestyle=":")
 
 
-def _device(point: JSONObject, index: int) -> JSONObject | None:
-    for device in point.get("gpu") or ():
-        if isinstance(device, dict) and device.get("index", 0) == index:
-            return device
-    return None
+def _device(point: TimelinePoint, index: int) -> GpuReading | None:
+    return next((device for device in point.gpu or () if device.index == index), None)
 
 
 def _line(values: Sequence[float | None]) -> list[float]:
     """A series for Axes.plot: a missing reading as NaN, a gap in the line (as matplotlib
     draws a None, which its annotations do not admit)."""
     return [math.nan if value is None else value for value in values]
-
-
-def _at(values: JSONValue, index: int) -> float | None:
-    return _number(values[index]) if isinstance(values, list) and index < len(values) else None
-
-
-def _number(value: object) -> float | None:
-    """A float for matplotlib, or None (a gap in the line) for a missing reading."""
-    if isinstance(value, int | float) and not isinstance(value, bool):
-        return float(value)
-    return None

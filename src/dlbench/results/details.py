@@ -23,7 +23,7 @@ from dlbench.measure.client_health import ClientHealth
 from dlbench.measure.instruments import Measured
 from dlbench.measure.power_regime import PowerRegimes
 from dlbench.measure.server_counters import ServerCounters
-from dlbench.measure.timeline import TimelineSummary
+from dlbench.measure.timeline import TimelinePoint, TimelineSummary
 from dlbench.spec.record_dict import REST_FIELD, from_dict, to_dict
 from dlbench.untyped import JSONObject, JSONValue
 
@@ -459,7 +459,7 @@ class Timeline:
     and the CPUs the worker could run on (indices into a point's `cpu_cores`; None
     where not recorded: all of them)."""
 
-    points: list[JSONObject] = field(default_factory=list)
+    points: list[TimelinePoint] = field(default_factory=list)
     origin_epoch_s: float | None = None
     summary: TimelineSummary | None = None
     throttle: str | None = None

@@ -73,15 +73,16 @@ since): `stored_flags` reads them as flags when the result is loaded.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Sequence
 from typing import Protocol, TypeGuard
 
 from dlbench.measure.client_health import client_bound
+from dlbench.measure.gpu_telemetry import GpuReading
 from dlbench.measure.openai_api import CHAT
 from dlbench.measure.stats import NOISE_THRESHOLD, LatencyStats
+from dlbench.measure.timeline import TimelinePoint
 from dlbench.results.details import HEADERS_BUILT, Details
 from dlbench.spec.case import MIN_P99_QUERIES, Case
-from dlbench.untyped import JSONObject, JSONValue
 
 # A point is contended when other processes took more than this many CPUs' worth of
 # time beyond the case's spare CPUs. Idle background (daemons, the parent's own
@@ -291,7 +292,7 @@ def _time_to_train(details: Details) -> bool:
     return details.training is not None
 
 
-def measured_points(details: Details) -> list[JSONObject]:
+def measured_points(details: Details) -> list[TimelinePoint]:
     """The timeline points whose interval overlaps the measured region ([] when
     either is missing). A point reports the interval since the one before it,
     so the first point after the region's end covers its last part."""
@@ -302,9 +303,9 @@ def measured_points(details: Details) -> list[JSONObject]:
     if origin is None:
         return []
     start, end = window[0] - origin, window[1] - origin
-    points = sorted((p for p in timeline.points if _number(p.get("t"))), key=_t)
-    inside = [p for p in points if start < _t(p) <= end]
-    after = next((p for p in points if _t(p) > end), None)
+    points = sorted(timeline.points, key=_t)
+    inside = [p for p in points if start < p.t <= end]
+    after = next((p for p in points if p.t > end), None)
     return inside + ([after] if after is not None else [])
 
 
@@ -323,15 +324,15 @@ def contended_share(details: Details, threads: int) -> float:
     if end <= start:
         return 0.0
     covered, previous = 0.0, 0.0
-    for point in sorted((p for p in timeline.points if _number(p.get("t"))), key=_t):
-        overlap = min(_t(point), end) - max(previous, start)
+    for point in sorted(timeline.points, key=_t):
+        overlap = min(point.t, end) - max(previous, start)
         if overlap > 0 and contended(point, timeline.cpu_set, threads):
             covered += overlap
-        previous = _t(point)
+        previous = point.t
     return covered / (end - start)
 
 
-def contended(point: Mapping[str, JSONValue], cpu_set: Sequence[int] | None, threads: int) -> bool:
+def contended(point: TimelinePoint, cpu_set: Sequence[int] | None, threads: int) -> bool:
     """Whether other processes took more than CONTENDED_CPUS beyond the CPUs the case
     leaves spare during the point's interval (unknown readings: not contended)."""
     cores = _cores(point, cpu_set)
@@ -341,22 +342,20 @@ def contended(point: Mapping[str, JSONValue], cpu_set: Sequence[int] | None, thr
     return other_cpus(point, cores) > spare + CONTENDED_CPUS
 
 
-def other_cpus(point: Mapping[str, JSONValue], cores: Sequence[float]) -> float:
+def other_cpus(point: TimelinePoint, cores: Sequence[float]) -> float:
     """CPUs' worth of time others took on `cores` (the point's busy % of the CPUs the
     worker may run on): their busy time minus the worker's own, plus the time they
     sat waiting for I/O (the sampler counts it idle; its share is the machine's)."""
-    worker, iowait = point.get("cpu_percent"), point.get("iowait_percent")
-    own = worker / 100 if _number(worker) else 0.0
-    waiting = iowait / 100 * len(cores) if _number(iowait) else 0.0
+    own = point.cpu_percent / 100
+    iowait = point.iowait_percent
+    waiting = iowait / 100 * len(cores) if iowait is not None else 0.0
     return max(0.0, sum(cores) / 100 - own + waiting)
 
 
-def _cores(point: Mapping[str, JSONValue], cpu_set: Sequence[int] | None) -> list[float]:
+def _cores(point: TimelinePoint, cpu_set: Sequence[int] | None) -> list[float]:
     """The busy % of each CPU the worker may run on (all of them for a timeline that
-    did not record its CPU set); [] when the point has no readable per-CPU list."""
-    cores = point.get("cpu_cores")
-    if not isinstance(cores, list) or not cores or not all(_number(c) for c in cores):
-        return []
+    did not record its CPU set); [] when the point has no per-CPU readings."""
+    cores = point.cpu_cores
     if not cpu_set:
         return [float(c) for c in cores]
     return [float(cores[i]) for i in cpu_set if 0 <= i < len(cores)]
@@ -367,7 +366,7 @@ def _window(value: object) -> TypeGuard[Sequence[float]]:
     return isinstance(value, list | tuple) and len(value) == 2 and all(map(_number, value))
 
 
-def longest_stall_s(points: Sequence[Mapping[str, JSONValue]]) -> float:
+def longest_stall_s(points: Sequence[TimelinePoint]) -> float:
     """The longest time covered by consecutive points with the worker (and its GPU)
     idle. A point reports the interval since the point before it, so a run of idle
     points starts at the point before the first (or at the first, for the list's
@@ -376,33 +375,27 @@ def longest_stall_s(points: Sequence[Mapping[str, JSONValue]]) -> float:
     for point in points:
         if _idle(point):
             if run_start is None:
-                run_start = previous_t if previous_t is not None else _t(point)
-            longest = max(longest, _t(point) - run_start)
+                run_start = previous_t if previous_t is not None else point.t
+            longest = max(longest, point.t - run_start)
         else:
             run_start = None
-        previous_t = _t(point)
+        previous_t = point.t
     return longest
 
 
-def _idle(point: Mapping[str, JSONValue]) -> bool:
-    cpu = point.get("cpu_percent")
-    if not _number(cpu) or cpu > STALL_CPU_PERCENT:
+def _idle(point: TimelinePoint) -> bool:
+    if point.cpu_percent > STALL_CPU_PERCENT:
         return False
-    return not any(_gpu_busy(device) for device in _devices(point.get("gpu")))
+    return not any(_gpu_busy(device) for device in point.gpu or ())
 
 
-def _devices(value: object) -> Iterable[Mapping[str, JSONValue]]:
-    return [d for d in value if isinstance(d, dict)] if isinstance(value, list) else []
+def _gpu_busy(device: GpuReading) -> bool:
+    util = device.gpu_util_percent
+    return util is not None and util > GPU_BUSY_PERCENT
 
 
-def _gpu_busy(device: Mapping[str, JSONValue]) -> bool:
-    util = device.get("gpu_util_percent")
-    return _number(util) and util > GPU_BUSY_PERCENT
-
-
-def _t(point: Mapping[str, JSONValue]) -> float:
-    value = point.get("t")
-    return float(value) if _number(value) else float("nan")
+def _t(point: TimelinePoint) -> float:
+    return point.t
 
 
 def _number(value: object) -> TypeGuard[float]:
