@@ -12,7 +12,9 @@ from factories import make_result, make_run
 from dlbench.report.charts.svg import curve_chart
 from dlbench.report.studies.serving import serving_charts, serving_tables
 from dlbench.report.studies.study_output import study_csv
+from dlbench.results.details import LoadGen
 from dlbench.results.flags import result_flags
+from dlbench.spec.record_dict import from_dict, to_dict
 from dlbench.worker.loadgen_log import loadgen_outcome
 
 
@@ -134,19 +136,52 @@ def test_loadgens_detail_log_is_read_into_its_verdict_rate_and_milliseconds(tmp_
         )
     )
     outcome = loadgen_outcome(log, "server", 1)
-    assert outcome["verdict"] == "INVALID" and outcome["perf_constraints_met"] is False
-    assert outcome["invalid_reason"].startswith("Reduce target QPS")
-    assert "Early stopping not met: * Only processed 40" in outcome["invalid_reason"]
-    assert outcome["samples_per_s"] == 812.5 and outcome["scheduled_samples_per_s"] == 850.0
-    assert outcome["latency_ms"] == {"99": 12.5, "99.9": 20.0, "min": 1.0}
-    assert outcome["over_bound"] == 7
-    assert outcome["errors"] == ["error_runtime: Too many outstanding queries."]
+    assert outcome.verdict == "INVALID" and outcome.perf_constraints_met is False
+    assert outcome.invalid_reason and outcome.invalid_reason.startswith("Reduce target QPS")
+    assert "Early stopping not met: * Only processed 40" in outcome.invalid_reason
+    assert outcome.samples_per_s == 812.5 and outcome.scheduled_samples_per_s == 850.0
+    assert outcome.latency_ms == {"99": 12.5, "99.9": 20.0, "min": 1.0}
+    assert outcome.over_bound == 7
+    assert outcome.errors == ["error_runtime: Too many outstanding queries."]
+    assert outcome.queries is None and outcome.version is None  # not in this log
+    assert outcome.per_query_latency_ms is None and outcome.ttft_percentiles_ms is None
+
+
+def test_a_loadgen_value_of_another_type_than_loadgen_logs_is_none(tmp_path):
+    log = tmp_path / "mlperf_log_detail.txt"
+    log.write_text(
+        "\n".join(
+            [
+                mllog("result_validity", "VALID"),
+                mllog("result_query_count", 1024),
+                mllog("loadgen_version", "6.0.17 @ d6147c7eb7"),
+                mllog("result_overlatency_query_count", "7"),  # a count is an integer
+                mllog("result_scheduled_samples_per_sec", True),
+                mllog("early_stopping_result", ["a list"]),
+            ]
+        )
+    )
+    outcome = loadgen_outcome(log, "server", 1)
+    assert (outcome.verdict, outcome.queries) == ("VALID", 1024)
+    assert outcome.version == "6.0.17 @ d6147c7eb7"
+    assert outcome.over_bound is None and outcome.scheduled_samples_per_s is None
+    assert outcome.early_stopping is None and outcome.errors == []
+    # its JSON is what the LoadGen record reads: a field LoadGen did not give is left out
+    assert to_dict(outcome) == {"verdict": "VALID", "invalid_reason": None,
+                                "perf_constraints_met": None, "early_stopping": None,
+                                "queries": 1024, "samples_per_s": None, "latency_ms": {},
+                                "errors": [], "version": "6.0.17 @ d6147c7eb7"}  # fmt: skip
+    record = from_dict(LoadGen, {"scenario": "server", **to_dict(outcome)})
+    assert to_dict(record) == {"scenario": "server", "verdict": "VALID", "queries": 1024,
+                               "errors": [], "version": "6.0.17 @ d6147c7eb7"}  # fmt: skip
 
 
 def test_multi_stream_samples_per_second_come_from_the_mean_query_latency(tmp_path):
     log = tmp_path / "mlperf_log_detail.txt"
     log.write_text(mllog("result_mean_query_latency_ns", 2_000_000))
-    assert loadgen_outcome(log, "multi-stream", 8)["samples_per_s"] == pytest.approx(4000.0)
+    outcome = loadgen_outcome(log, "multi-stream", 8)
+    assert outcome.samples_per_s == pytest.approx(4000.0)
+    assert outcome.per_query_latency_ms == {"mean": 2.0}
 
 
 # The built-in serving suite's shapes (its name selects its study), one case of each

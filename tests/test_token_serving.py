@@ -146,7 +146,7 @@ def test_a_request_that_fails_is_answered_so_loadgen_ends_and_the_case_fails(tmp
         server.raise_if_failed()
     outcome = loadgen_outcome(tmp_path / "mlperf_log_detail.txt", "server", 1)
     # answered, and LoadGen logged its token latencies
-    assert outcome["ttft_percentiles_ms"] and outcome["tpot_percentiles_ms"]
+    assert outcome.ttft_percentiles_ms and outcome.tpot_percentiles_ms
 
 
 def test_the_queue_of_an_engine_is_served_in_arrival_order_by_its_streams():

@@ -231,12 +231,15 @@ def fake_server(keeps: Callable[[float], bool]):
     from dlbench.measure.energy import EnergyReading
     from dlbench.measure.instruments import Reading
     from dlbench.measure.monitor import ResourceUse
+    from dlbench.worker.loadgen_log import LoadGenOutcome
     from dlbench.worker.serving import ServedTest
 
     def run_at(qps: float) -> ServedTest:
         kept = keeps(qps)
-        outcome = {"perf_constraints_met": kept, "errors": [], "latency_ms": {"99": 1.0},
-                   "samples_per_s": qps, "verdict": "VALID", "invalid_reason": None}  # fmt: skip
+        outcome = LoadGenOutcome(
+            verdict="VALID", invalid_reason=None, perf_constraints_met=kept, early_stopping=None,
+            queries=None, samples_per_s=qps, latency_ms={"99": 1.0}, errors=[], version=None,
+        )  # fmt: skip
         # two CPUs, busy in proportion to the rate up to 150 QPS
         busy = 200.0 * min(qps / 150.0, 1.0)
         usage = ResourceUse(cpu_percent=busy, peak_rss_mb=0.0, load_avg_before=None,

@@ -96,7 +96,7 @@ class LoadGenTry:
     keeps_bound: bool | None = None
     verdict: str | None = None
     invalid_reason: str | None = None
-    over_bound: JSONValue = None
+    over_bound: int | None = None  # a server's queries over the bound
     log_dir: str | None = None
     # a generation server's (use_token_latencies): LoadGen's TTFT and TPOT percentiles
     ttft_percentiles_ms: dict[str, float] | None = None
@@ -118,12 +118,12 @@ class LoadGen:
     samples_per_s_source: str | None = None
     latency_ms: dict[str, float] = field(default_factory=dict)
     per_query_latency_ms: dict[str, float] | None = None
-    # as LoadGen's log has them
-    queries: JSONValue = None
-    scheduled_samples_per_s: JSONValue = None
-    errors: JSONValue = None
-    version: JSONValue = None
-    over_bound: JSONValue = None
+    # as LoadGen's log has them (worker.loadgen_log.LoadGenOutcome)
+    queries: int | None = None
+    scheduled_samples_per_s: float | None = None  # a server's
+    errors: list[str] | None = None  # each entry LoadGen marked as an error
+    version: str | None = None  # LoadGen's own ("6.0.17 @ d6147c7eb7")
+    over_bound: int | None = None  # a server's queries over the bound
     log_dir: str | None = None
     target_qps: float | None = None
     bound_ms: float | None = None

@@ -2,17 +2,20 @@
 
 Each line of that log is `:::MLLOG {json}` with a "key" and a "value".
 LoadGen's own numbers (validity, rates, latency percentiles) are kept as it
-wrote them, converted to milliseconds.
+wrote them, converted to milliseconds, in a LoadGenOutcome: each value it has
+is of the type LoadGen logs it as, or None where the log lacks it (or holds
+something else there).
 """
 
 from __future__ import annotations
 
 import json
 import re
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeGuard
 
-from dlbench.untyped import JSONObject
+from dlbench.untyped import JSONObject, JSONValue
 
 DETAIL_LOG = "mlperf_log_detail.txt"
 PREFIX = ":::MLLOG "
@@ -28,6 +31,35 @@ RATE_KEYS = {
     "server": "result_completed_samples_per_sec",
     "offline": "result_samples_per_second",
 }
+
+
+@dataclass(frozen=True)
+class LoadGenOutcome:
+    """One LoadGen test's verdict, rates and latency percentiles (ms), from its detail
+    log: the fields of results.details.LoadGen (and of a --find-peak try) that LoadGen
+    gives, under the same names, so its JSON (spec.record_dict.to_dict) spreads into
+    that record's. The fields without a default are in every test's outcome; the
+    others only in some scenarios' (None, and left out of the JSON, elsewhere)."""
+
+    verdict: str | None  # result_validity: "VALID" or "INVALID"
+    # result_invalid_reason, with why early stopping was not met where it was not
+    invalid_reason: str | None
+    perf_constraints_met: bool | None
+    early_stopping: str | None  # early_stopping_result, LoadGen's sentences
+    queries: int | None  # result_query_count
+    samples_per_s: float | None  # the scenario's rate (RATE_KEYS), or multi-stream's
+    latency_ms: dict[str, float]  # "50" ... "99.9", "min", "max", "mean"
+    errors: list[str]  # each entry LoadGen marked is_error, as "key: value"
+    version: str | None  # loadgen_version: "6.0.17 @ d6147c7eb7"
+    # the server scenario's
+    scheduled_samples_per_s: float | None = None
+    over_bound: int | None = None  # result_overlatency_query_count
+    # multi-stream's: each query's latency (its samples together)
+    per_query_latency_ms: dict[str, float] | None = None
+    # a server with token latencies (use_token_latencies): TTFT and TPOT percentiles
+    ttft_percentiles_ms: dict[str, float] | None = None
+    tpot_percentiles_ms: dict[str, float] | None = None
+    tokens_per_s: float | None = None  # result_completed_tokens_per_second
 
 
 def read_entries(path: Path) -> JSONObject:
@@ -51,38 +83,38 @@ def read_entries(path: Path) -> JSONObject:
     return entries
 
 
-def loadgen_outcome(path: Path, scenario: str, batch_size: int) -> JSONObject:
+def loadgen_outcome(path: Path, scenario: str, batch_size: int) -> LoadGenOutcome:
     """LoadGen's verdict, rate and latency percentiles (ms) for one test."""
     entries = read_entries(path)
-    early = (entries.get("early_stopping_result") or "").strip()
-    reason = (entries.get("result_invalid_reason") or "").strip()
+    early = (_text(entries.get("early_stopping_result")) or "").strip()
+    reason = (_text(entries.get("result_invalid_reason")) or "").strip()
     if entries.get("early_stopping_met") is False:  # LoadGen leaves it out of the reason
         reason = f"{reason} Early stopping not met: {early}".strip()
-    outcome: JSONObject = {
-        "verdict": entries.get("result_validity"),
-        "invalid_reason": reason or None,
-        "perf_constraints_met": entries.get("result_perf_constraints_met"),
-        "early_stopping": early or None,
-        "queries": entries.get("result_query_count"),
-        "samples_per_s": _rate(entries, scenario, batch_size),
-        "latency_ms": _percentiles(entries, PERCENTILE_KEY, "result_{}_latency_ns"),
-        "errors": entries["errors"],
-        "version": entries.get("loadgen_version"),
-    }
-    if scenario == "server":
-        outcome["scheduled_samples_per_s"] = entries.get("result_scheduled_samples_per_sec")
-        outcome["over_bound"] = entries.get("result_overlatency_query_count")
-    if scenario == "multi-stream":
-        outcome["per_query_latency_ms"] = _percentiles(
-            entries, PER_QUERY_KEY, "result_{}_query_latency_ns"
-        )
-    if scenario == "server" and "result_first_token_mean_latency_ns" in entries:
-        first, rest = "result_first_token_{}_latency_ns", "result_time_to_output_token_{}"
-        outcome["ttft_percentiles_ms"] = _percentiles(entries, TTFT_KEY, first)
-        outcome["tpot_percentiles_ms"] = _percentiles(entries, TPOT_KEY, rest)
-        tokens = entries.get("result_completed_tokens_per_second")
-        outcome["tokens_per_s"] = float(tokens) if _positive(tokens) else None
-    return outcome
+    server = scenario == "server"
+    tokens = server and "result_first_token_mean_latency_ns" in entries
+    first, rest = "result_first_token_{}_latency_ns", "result_time_to_output_token_{}"
+    completed = entries.get("result_completed_tokens_per_second")
+    return LoadGenOutcome(
+        verdict=_text(entries.get("result_validity")),
+        invalid_reason=reason or None,
+        perf_constraints_met=_flag(entries.get("result_perf_constraints_met")),
+        early_stopping=early or None,
+        queries=_count(entries.get("result_query_count")),
+        samples_per_s=_rate(entries, scenario, batch_size),
+        latency_ms=_percentiles(entries, PERCENTILE_KEY, "result_{}_latency_ns"),
+        errors=entries["errors"],
+        version=_text(entries.get("loadgen_version")),
+        scheduled_samples_per_s=_value(entries.get("result_scheduled_samples_per_sec"))
+        if server
+        else None,
+        over_bound=_count(entries.get("result_overlatency_query_count")) if server else None,
+        per_query_latency_ms=_percentiles(entries, PER_QUERY_KEY, "result_{}_query_latency_ns")
+        if scenario == "multi-stream"
+        else None,
+        ttft_percentiles_ms=_percentiles(entries, TTFT_KEY, first) if tokens else None,
+        tpot_percentiles_ms=_percentiles(entries, TPOT_KEY, rest) if tokens else None,
+        tokens_per_s=float(completed) if tokens and _positive(completed) else None,
+    )
 
 
 def _rate(entries: JSONObject, scenario: str, batch_size: int) -> float | None:
@@ -111,6 +143,23 @@ def _percentiles(entries: JSONObject, pattern: re.Pattern[str], stat: str) -> di
 
 def _number(value: object) -> TypeGuard[float]:
     return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def _value(value: JSONValue) -> float | None:
+    """A number as LoadGen wrote it (an integer stays one in the JSON), else None."""
+    return value if _number(value) else None
+
+
+def _count(value: JSONValue) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _flag(value: JSONValue) -> bool | None:
+    return value if isinstance(value, bool) else None
+
+
+def _text(value: JSONValue) -> str | None:
+    return value if isinstance(value, str) else None
 
 
 def _positive(value: object) -> TypeGuard[float]:

@@ -43,10 +43,10 @@ from dlbench.spec.case import (
     OFFICIAL_MIN_TIME_S,
     Settings,
 )
-from dlbench.spec.record_dict import from_dict
+from dlbench.spec.record_dict import from_dict, to_dict
 from dlbench.untyped import JSONObject
 from dlbench.worker.files import case_files_dir
-from dlbench.worker.loadgen_log import DETAIL_LOG, loadgen_outcome
+from dlbench.worker.loadgen_log import DETAIL_LOG, LoadGenOutcome, loadgen_outcome
 from dlbench.worker.loadgen_sut import QueryServer
 from dlbench.worker.progress import report_progress
 from dlbench.worker.steps import finish_steps, measured_result, prepare_steps
@@ -91,7 +91,7 @@ class ServedTest:
     """One LoadGen test: what LoadGen concluded and what the system under test saw."""
 
     target_qps: float | None
-    outcome: JSONObject
+    outcome: LoadGenOutcome
     latencies_s: list[float]
     reading: Reading
     log_dir: Path
@@ -103,19 +103,19 @@ class ServedTest:
     @property
     def keeps_bound(self) -> bool:
         """LoadGen's performance constraint held and nothing cut the run short."""
-        return self.outcome.get("perf_constraints_met") is True and not self.outcome["errors"]
+        return self.outcome.perf_constraints_met is True and not self.outcome.errors
 
     def brief(self) -> JSONObject:
         """What the find-peak table keeps of a try."""
-        latency = self.outcome["latency_ms"]
+        latency = self.outcome.latency_ms
         return {
             "target_qps": self.target_qps,
-            "samples_per_s": self.outcome["samples_per_s"],
+            "samples_per_s": self.outcome.samples_per_s,
             "latency_ms": latency,
             "keeps_bound": self.keeps_bound,
-            "verdict": self.outcome["verdict"],
-            "invalid_reason": self.outcome["invalid_reason"],
-            "over_bound": self.outcome.get("over_bound"),
+            "verdict": self.outcome.verdict,
+            "invalid_reason": self.outcome.invalid_reason,
+            "over_bound": self.outcome.over_bound,
             "log_dir": str(self.log_dir),
         }
 
@@ -175,7 +175,7 @@ def measure_served(prepared: Prepared, job: Job, settings: Settings) -> Served:
     details = _details(
         job, settings, scenario, chosen, tries if case.server.find_peak else None, why
     )
-    rate = chosen.outcome["samples_per_s"]
+    rate = chosen.outcome.samples_per_s
     if rate is None:  # LoadGen's log had no rate: samples completed over the test's time
         rate = len(chosen.latencies_s) * batch / max(timing.loop_wall_s, 1e-9)
         details["samples_per_s_source"] = "dlbench: samples completed over the test's wall time"
@@ -341,7 +341,7 @@ def _try(
 ) -> ServedTest:
     test = run_at(qps)
     held = f"{percentile:g}"
-    latency = test.outcome["latency_ms"].get(held, float("nan"))
+    latency = test.outcome.latency_ms.get(held, float("nan"))
     verdict = "keeps" if test.keeps_bound else "misses"
     say(
         f"find-peak try {done + 1}: {qps:.4g} QPS, p{held} {latency:.3g} ms "
@@ -363,7 +363,7 @@ def _details(
         "scenario": scenario,
         "note": OFFICIAL_NOTE if settings.official else NOT_OFFICIAL,
         "min_duration_s": settings.min_time_s,
-        **chosen.outcome,
+        **to_dict(chosen.outcome),
         "log_dir": str(chosen.log_dir),
     }
     if scenario == "server":

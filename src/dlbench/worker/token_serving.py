@@ -35,13 +35,13 @@ from dlbench.reference.decoder import reference_tokens
 from dlbench.results.details import Generation, LoadGen, TokenCheck
 from dlbench.results.records import STATUS_FAILED, Result
 from dlbench.spec.case import OFFICIAL_MIN_TIME_S, Settings
-from dlbench.spec.record_dict import from_dict
+from dlbench.spec.record_dict import from_dict, to_dict
 from dlbench.spec.registry import precision_info
 from dlbench.spec.worker_request import CaseOutputs
 from dlbench.untyped import JSONObject
 from dlbench.worker.files import case_files_dir
 from dlbench.worker.generation import generation_record
-from dlbench.worker.loadgen_log import DETAIL_LOG, loadgen_outcome
+from dlbench.worker.loadgen_log import DETAIL_LOG, LoadGenOutcome, loadgen_outcome
 from dlbench.worker.placement import require_placement
 from dlbench.worker.progress import report_progress
 from dlbench.worker.result import result_from
@@ -73,7 +73,7 @@ class TokenTest:
     """One LoadGen test of the server: LoadGen's outcome and the requests answered."""
 
     target_qps: float
-    outcome: JSONObject
+    outcome: LoadGenOutcome
     answered: list[Answered]
     reading: Reading
     log_dir: Path
@@ -81,7 +81,7 @@ class TokenTest:
     @property
     def holds(self) -> bool:
         """LoadGen's TTFT and TPOT constraints held, and no query failed."""
-        return self.outcome.get("perf_constraints_met") is True and not self.outcome["errors"]
+        return self.outcome.perf_constraints_met is True and not self.outcome.errors
 
     def brief(self) -> JSONObject:
         kept = (
@@ -92,8 +92,9 @@ class TokenTest:
             "ttft_percentiles_ms",
             "tpot_percentiles_ms",
         )
+        outcome = to_dict(self.outcome)
         return {"target_qps": self.target_qps, "keeps_bound": self.holds,
-                "log_dir": str(self.log_dir), **{k: self.outcome.get(k) for k in kept}}  # fmt: skip
+                "log_dir": str(self.log_dir), **{k: outcome.get(k) for k in kept}}  # fmt: skip
 
 
 def run_token_serving(backend: Backend, job: Job, settings: Settings) -> Result:
@@ -121,7 +122,7 @@ def run_token_serving(backend: Backend, job: Job, settings: Settings) -> Result:
     finally:
         server.close()
     samples = [a.times.e2e_s for a in chosen.answered]
-    rate = chosen.outcome["samples_per_s"]
+    rate = chosen.outcome.samples_per_s
     result = result_from(
         job, chosen.reading, samples, device=engine.device, batch=1,
         samples_done=len(samples), details=engine.details, rate=rate,
@@ -243,8 +244,8 @@ class _Tester:
 
 def _report_try(outputs: CaseOutputs, count: int, test: TokenTest, percentile: float) -> None:
     held = f"{percentile:g}"
-    ttft = (test.outcome.get("ttft_percentiles_ms") or {}).get(held, math.nan)
-    tpot = (test.outcome.get("tpot_percentiles_ms") or {}).get(held, math.nan)
+    ttft = (test.outcome.ttft_percentiles_ms or {}).get(held, math.nan)
+    tpot = (test.outcome.tpot_percentiles_ms or {}).get(held, math.nan)
     verdict = "holds" if test.holds else "misses"
     report_progress(
         outputs,
@@ -259,7 +260,7 @@ def _loadgen_record(
     case = job.case
     details: JSONObject = {
         "scenario": "server", "note": NOT_OFFICIAL, "min_duration_s": settings.min_time_s,
-        **chosen.outcome, "log_dir": str(chosen.log_dir), "target_qps": chosen.target_qps,
+        **to_dict(chosen.outcome), "log_dir": str(chosen.log_dir), "target_qps": chosen.target_qps,
         "percentile": case.serving.slo_percentile, "streams": case.server.streams,
         "ttft_bound_ms": case.serving.ttft_ms, "tpot_bound_ms": case.serving.tpot_ms,
         "batching": batching,
