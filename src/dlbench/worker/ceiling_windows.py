@@ -28,9 +28,9 @@ from dlbench.measure.power_regime import RegimePlan, RegimeRun, WindowKernel, ru
 from dlbench.results.records import Result
 from dlbench.spec.case import Settings
 from dlbench.spec.registry import precision_info
-from dlbench.worker.check import check_output, with_outcome
+from dlbench.worker.check import check_output, verdict_of
 from dlbench.worker.placement import require_placement
-from dlbench.worker.result import result_from
+from dlbench.worker.result import BARE, Measurement, ProcessSetup, result_from
 from dlbench.workloads.copy import MEMORY_KERNELS
 from dlbench.workloads.loop_kinds import CEILING_OPTION
 
@@ -42,7 +42,9 @@ GPU_SUSTAIN_S = 10.0
 WINDOWED_WORKLOADS = ("gemm", "copy", "add")
 
 
-def run_ceiling(backend: Backend, job: Job, settings: Settings) -> Result:
+def run_ceiling(
+    backend: Backend, job: Job, settings: Settings, process: ProcessSetup = BARE
+) -> Result:
     """Prepare, run the phases with the instruments around them, check the output."""
     setup_start = time.perf_counter()
     prepared = backend.prepare(job)
@@ -71,7 +73,7 @@ def run_ceiling(backend: Backend, job: Job, settings: Settings) -> Result:
     finally:
         if probe is not None:
             probe.close()
-    return replace(_result(job, prepared, run, reading), setup_s=setup_s)
+    return _result(job, prepared, run, reading, setup_s, process)
 
 
 def regime_plan(job: Job, settings: Settings) -> RegimePlan:
@@ -110,32 +112,29 @@ def window_kernels(job: Job) -> list[WindowKernel]:
     return [WindowKernel(workload.name, batch * float(work or 0.0))]
 
 
-def _result(job: Job, prepared: Prepared, run: RegimeRun, reading: Reading) -> Result:
-    batch = prepared.batch_size or job.batch_size
-    result = result_from(
-        job,
-        reading,
-        run.samples_s,
-        device=prepared.device,
-        batch=batch,
-        samples_done=run.calls * batch,
-        details=replace(prepared.details, power_regimes=run.record),
-        first_call_ms=run.first_call_s * 1000.0,
-        warmup_s=run.warmup_s,
-    )
-    result = _with_check(result, job, prepared)
+def _result(job: Job, prepared: Prepared, run: RegimeRun, reading: Reading, setup_s: float,
+            process: ProcessSetup) -> Result:  # fmt: skip
+    """The last phase's windows, the kernel's spot check (a mismatch fails the case, as
+    in the step loop) and what the backend adds after measuring, made one Result."""
+    with prepared.context():
+        verdict = verdict_of(check_output(job, prepared))
     after = prepared.after_measure() if prepared.after_measure else {}
     usage = reading.usage
     details = replace(
-        result.details,
+        prepared.details,
+        power_regimes=run.record,
         loop_wall_s=usage.wall_end_epoch_s - usage.wall_start_epoch_s,
-        extra={**after, **result.details.extra},
+        extra={**after, **prepared.details.extra},
     )
-    return replace(result, details=details)
-
-
-def _with_check(result: Result, job: Job, prepared: Prepared) -> Result:
-    """A kernel's spot check (worker.check); a mismatch fails the case, as in the step loop."""
-    with prepared.context():
-        outcome = check_output(job, prepared)
-    return with_outcome(result, outcome)
+    batch = prepared.batch_size or job.batch_size
+    measured = Measurement(
+        reading,
+        tuple(run.samples_s),
+        device=prepared.device,
+        batch=batch,
+        samples_done=run.calls * batch,
+        details=details,
+        first_call_ms=run.first_call_s * 1000.0,
+        warmup_s=tuple(run.warmup_s),
+    )
+    return result_from(job, measured, setup_s=setup_s, verdict=verdict, process=process)

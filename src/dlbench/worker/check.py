@@ -8,14 +8,14 @@ a fast number from a wrong computation is not a result.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from dlbench.backends.base import Job, Prepared
 from dlbench.results.details import OutputCheck
-from dlbench.results.records import STATUS_FAILED, Result
 from dlbench.spec.registry import precision_info
 from dlbench.worker.quantized_check import Agreement, quantized_model_check
+from dlbench.worker.result import Verdict
 
 if TYPE_CHECKING:
     import numpy as np
@@ -48,17 +48,14 @@ class CheckOutcome:
         )
 
 
-def with_outcome(result: Result, outcome: CheckOutcome | Agreement) -> Result:
-    """The result with its output check recorded; a mismatch turns it into a failure
-    (the step loop's and the kernel windows' one rule)."""
-    checked = replace(
-        result,
+def verdict_of(outcome: CheckOutcome | Agreement) -> Verdict:
+    """What the output check records, and why it fails the case where it does (the
+    step loop's and the kernel windows' one rule: a mismatch fails the case)."""
+    return Verdict(
+        error=outcome.reason() if outcome.failed else None,
         max_abs_diff=outcome.max_abs_diff,
-        details=replace(result.details, check=outcome.details()),
+        check=outcome.details(),
     )
-    if outcome.failed:
-        return replace(checked, status=STATUS_FAILED, error=outcome.reason())
-    return checked
 
 
 def check_output(job: Job, prepared: Prepared) -> CheckOutcome | Agreement:

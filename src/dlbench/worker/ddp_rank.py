@@ -17,6 +17,7 @@ import math
 import os
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 from types import ModuleType
@@ -27,15 +28,15 @@ from dlbench.backends.base import Job, Prepared
 from dlbench.errors import CaseError, CaseSkipped, first_line
 from dlbench.lifeline import die_with_parent
 from dlbench.measure.energy import EnergyReading, EnergyUse
-from dlbench.measure.instruments import Instruments, Reading
+from dlbench.measure.instruments import Instruments
 from dlbench.measure.timer import MAX_ITERS, StopRule, run_timed
-from dlbench.results.details import Ddp
-from dlbench.results.metrics import with_rates
+from dlbench.results.details import Ddp, Details
 from dlbench.results.records import STATUS_SKIPPED, Result, base_result
 from dlbench.spec.case import Case, Settings
 from dlbench.spec.worker_request import WorkerRequest
 from dlbench.worker.process import CaseProcess
-from dlbench.worker.steps import failed_from_exception, make_job, measured_result
+from dlbench.worker.result import Measurement, ProcessSetup, result_from
+from dlbench.worker.steps import failed_from_exception, make_job, step_measurement
 
 
 def _agreed_iterations(
@@ -66,9 +67,7 @@ def rank_main(argv: list[str]) -> None:
     failed = False
     try:
         with process.measuring():
-            result = _measure_rank(request)
-        if result is not None:
-            result = process.recorded_in(result)
+            result = _measure_rank(request, process.recorded_in)
     except CaseSkipped as skip:
         result, failed = base_result(case, STATUS_SKIPPED, error=first_line(skip)), True
     except Exception as exc:
@@ -123,7 +122,7 @@ class _Rank:
         return cls(rank, local_rank, int(os.environ["WORLD_SIZE"]), device)
 
 
-def _measure_rank(request: WorkerRequest) -> Result | None:
+def _measure_rank(request: WorkerRequest, recorded: Callable[[Details], Details]) -> Result | None:
     import torch
     import torch.distributed as dist
 
@@ -143,16 +142,17 @@ def _measure_rank(request: WorkerRequest) -> Result | None:
         setup_start = time.perf_counter()
         prepared = backend.prepare(job)
         setup_s = time.perf_counter() - setup_start
-        mine, iterations, reading, wall_s = _timed_together(job, prepared, settings, where, dist)
+        mine, iterations, wall_s = _timed_together(job, prepared, settings, where, dist)
         # placeholders, each replaced by that rank's `own` (dist.all_gather_object)
         gathered = cast("list[RankReport]", [None] * where.world)
+        stats = mine.latency()
         own: RankReport = {
-            "throughput": mine.throughput,
-            "median_ms": mine.latency_ms.median if mine.latency_ms else None,
+            "throughput": mine.samples_per_s(),
+            "median_ms": stats.median if stats else None,
             "device": where.device,
-            "energy": reading.energy,
-            "steps": len(mine.samples_ms),
-            "samples": len(mine.samples_ms) * job.batch_size,
+            "energy": mine.reading.energy,
+            "steps": len(mine.samples_s),
+            "samples": len(mine.samples_s) * job.batch_size,
             "wall_s": wall_s,
         }
         dist.all_gather_object(gathered, own)
@@ -160,8 +160,6 @@ def _measure_rank(request: WorkerRequest) -> Result | None:
         dist.destroy_process_group()
     if where.rank != 0:
         return None
-    # the group's rate; its compute and memory rates follow it
-    mine = with_rates(replace(mine, throughput=group_throughput(gathered, iterations)))
     ddp = Ddp(
         world_size=where.world,
         backend="nccl" if where.on_gpu else "gloo",
@@ -171,9 +169,16 @@ def _measure_rank(request: WorkerRequest) -> Result | None:
         per_rank_device=[g["device"] for g in gathered],
         per_rank_wall_s=[g["wall_s"] for g in gathered],
     )
-    # the rank's own details (the backend's, its measured window) with every rank's energy
-    details = replace(mine.details, threads=threads, ddp=ddp, energy=_total_energy(gathered))
-    return replace(mine, setup_s=setup_s, framework_version=torch.__version__, details=details)
+    group = replace(
+        mine,
+        # this rank's usage and measured window; every rank's energy, in the details
+        reading=replace(mine.reading, energy=None),
+        details=replace(mine.details, ddp=ddp, energy=_total_energy(gathered)),
+        # the group's rate; its compute and memory rates follow it
+        rate=group_throughput(gathered, iterations),
+    )
+    setup = ProcessSetup(threads=threads, version=backend.version, recorded=recorded)
+    return result_from(job, group, setup_s=setup_s, process=setup)
 
 
 def group_throughput(gathered: list[RankReport], agreed: int) -> float:
@@ -196,9 +201,9 @@ def group_throughput(gathered: list[RankReport], agreed: int) -> float:
 
 def _timed_together(
     job: Job, prepared: Prepared, settings: Settings, where: _Rank, dist: ModuleType
-) -> tuple[Result, int, Reading, float]:
+) -> tuple[Measurement, int, float]:
     """The rank's timed steps, after warm-up every rank the same step count: its
-    Result, the agreed count, the instruments' reading and the loop's wall time."""
+    measurement, the agreed count and the loop's wall time."""
     # each rank meters its own GPU; on a CPU the ranks share the package, so rank 0 alone
     instruments = Instruments(where.device, meter_energy=where.on_gpu or where.rank == 0)
     agreed: list[int] = []
@@ -220,8 +225,8 @@ def _timed_together(
     with prepared.context():
         timing = run_timed(prepared.step, rule, on_loop_start=loop_start, settle=settle)
         reading = instruments.stop()
-    result = measured_result(job, prepared, timing, reading)
-    return result, agreed[0], reading, timing.loop_wall_s
+    measured = step_measurement(job, prepared, timing, reading)
+    return measured, agreed[0], timing.loop_wall_s
 
 
 def _total_energy(gathered: list[RankReport]) -> EnergyUse:

@@ -61,7 +61,7 @@ from dlbench.measure.server_metrics import ServerWindow, client_means
 from dlbench.measure.stats import percentile
 from dlbench.measure.token_latency import TokenTimes, token_latencies
 from dlbench.results.details import Details, EndpointLoad, Generation, LoadStep
-from dlbench.results.records import STATUS_FAILED, Result
+from dlbench.results.records import Result
 from dlbench.spec.case import DEFAULT_SLO_PERCENTILE, Case, Settings
 from dlbench.spec.worker_request import CaseOutputs
 from dlbench.worker.client_processes import spread, wait_for_start
@@ -70,7 +70,7 @@ from dlbench.worker.files import case_files_dir
 from dlbench.worker.generation import generation_record
 from dlbench.worker.model_work import endpoint_work
 from dlbench.worker.progress import report_progress
-from dlbench.worker.result import result_from
+from dlbench.worker.result import BARE, Measurement, ProcessSetup, Verdict, result_from
 from dlbench.workloads.requests import (
     Conversation,
     PromptText,
@@ -266,15 +266,30 @@ def _cancel_all_once(loop: asyncio.AbstractEventLoop,
     return exited
 
 
-def run_endpoint_case(backend: Backend, job: Job, settings: Settings) -> Result:
+def run_endpoint_case(
+    backend: Backend, job: Job, settings: Settings, process: ProcessSetup = BARE
+) -> Result:
     """An endpoint case as its loop kind runs it: the server is someone else's, and
     its backend (no framework) is not used."""
-    return run_endpoint(job, settings)
+    run = run_endpoint(job, settings)
+    return result_from(job, run.measured, setup_s=run.setup_s, verdict=run.verdict,
+                       process=process)  # fmt: skip
+
+
+@dataclass(frozen=True)
+class EndpointRun:
+    """What run_endpoint measured, for its caller to make the Result of: the load (the
+    reported try of a search), the set-up before it (the warm-up), and whether its
+    numbers describe a steady load."""
+
+    measured: Measurement
+    setup_s: float
+    verdict: Verdict
 
 
 def run_endpoint(job: Job, settings: Settings, requests: RequestSet | None = None,
                  new_session: Callable[..., Session] = Session,
-                 server_exit: ExitWatch | None = None) -> Result:  # fmt: skip
+                 server_exit: ExitWatch | None = None) -> EndpointRun:  # fmt: skip
     """Warm the server up, put the case's load on it (or search the highest load whose
     SLOs hold), and judge its SLOs. One event loop and one client for it all, so
     every load finds the connections the warm-up opened. `requests` and `new_session`:
@@ -322,7 +337,9 @@ def run_endpoint(job: Job, settings: Settings, requests: RequestSet | None = Non
     if case.server.find_peak:
         record = _with_search(record, found)
     loaded = replace(loaded, record=record)
-    return _failed_where_unusable(endpoint_result(job, loaded, warm, requests, setup_start), record)
+    measured = endpoint_measurement(job, loaded, warm, requests)
+    setup_s = loaded.outcome.started_s - setup_start  # the warm-up, before the load
+    return EndpointRun(measured, setup_s, Verdict(error=_unusable(record)))
 
 
 def watches_its_queue(case: Case) -> bool:
@@ -470,9 +487,9 @@ def _start(request: StreamedRequest, clock: str) -> float:
     return request.sent_s
 
 
-def endpoint_result(job: Job, loaded: Loaded, warm: list[StreamedRequest],
-                    requests: RequestSet, setup_start: float) -> Result:  # fmt: skip
-    """The Result of one load: e2e latency samples, token latencies, the SLO verdict,
+def endpoint_measurement(job: Job, loaded: Loaded, warm: list[StreamedRequest],
+                         requests: RequestSet) -> Measurement:  # fmt: skip
+    """What one load measured: e2e latency samples, token latencies, the SLO verdict,
     and the requests it sent, kept beside the run."""
     outcome, times = loaded.outcome, loaded.times
     dataset_file, dataset_digest = _write_dataset(
@@ -487,17 +504,15 @@ def endpoint_result(job: Job, loaded: Loaded, warm: list[StreamedRequest],
         generation = generation_record(Generation(), token_latencies(times), 1, isl,
                                        job.params["osl"])  # fmt: skip
         generation = endpoint_work(generation, job, isl, osl, record.server)
-    return result_from(
-        job,
+    return Measurement(
         loaded.reading,
-        [t.e2e_s for t in times],
+        tuple(t.e2e_s for t in times),
         device=job.device,
         batch=1,
         samples_done=record.ok,
         details=Details(generation=generation, endpoint=record, loop_wall_s=outcome.duration_s),
         rate=record.requests_per_s,
-        warmup_s=[r.done_s - r.sent_s for r in warm if r.done_s is not None],
-        setup_s=outcome.started_s - setup_start,  # the warm-up, before the load
+        warmup_s=tuple(r.done_s - r.sent_s for r in warm if r.done_s is not None),
     )
 
 
@@ -616,17 +631,16 @@ def _write_dataset(
     return str(path), hashlib.sha256(data).hexdigest()
 
 
-def _failed_where_unusable(result: Result, record: EndpointLoad) -> Result:
-    """No answered request, or a saturated server: the numbers describe no steady load.
-    A search's result is its reported try (one that held, where any did): it fails
-    only where no load held at all."""
-    error = None
+def _unusable(record: EndpointLoad) -> str | None:
+    """Why a load's numbers describe no steady load (it fails the case): no answered
+    request, or a saturated server. A search's result is its reported try (one that
+    held, where any did): it fails only where no load held at all."""
     if record.peak_axis is not None:
         if record.peak is None:
-            error = f"no load kept the SLOs: {record.peak_note}"
+            return f"no load kept the SLOs: {record.peak_note}"
     elif record.saturated:
-        error = f"saturated: {record.saturated}"
+        return f"saturated: {record.saturated}"
     elif not record.ok:
         first = record.first_errors[0] if record.first_errors else "none was sent"
-        error = f"no request was answered ({record.requests} sent): {first}"
-    return replace(result, status=STATUS_FAILED, error=error) if error else result
+        return f"no request was answered ({record.requests} sent): {first}"
+    return None

@@ -19,11 +19,11 @@ from dlbench.backends.base import Backend, EpochTrainer, Job
 from dlbench.errors import CaseError
 from dlbench.measure.instruments import Instruments, Reading
 from dlbench.results.details import Epoch, Training, TrainingData
-from dlbench.results.records import STATUS_FAILED, STATUS_OK, Result
+from dlbench.results.records import Result
 from dlbench.spec.case import Case, Settings
 from dlbench.worker.placement import require_placement
 from dlbench.worker.progress import report_progress
-from dlbench.worker.result import result_from
+from dlbench.worker.result import BARE, Measurement, ProcessSetup, Verdict, result_from
 from dlbench.workloads.mnist_train import CLASSES, FIRST_EPOCH_MIN_ACCURACY, usable_train_samples
 
 if TYPE_CHECKING:
@@ -54,7 +54,9 @@ def load_training_data(job: Job) -> MnistData:
         raise CaseError(str(exc)) from None
 
 
-def run_epochs(backend: Backend, job: Job, settings: Settings) -> Result:
+def run_epochs(
+    backend: Backend, job: Job, settings: Settings, process: ProcessSetup = BARE
+) -> Result:
     """Train epoch by epoch; the Result's samples are the per-epoch training times.
     `settings` as every loop kind's runner takes them: the workload's epochs and target
     pace this loop, not the stop rule's --min-time."""
@@ -73,8 +75,7 @@ def run_epochs(backend: Backend, job: Job, settings: Settings) -> Result:
     run = _EpochLoop(job, trainer, used).train()
     elapsed = sum(run.train_s)
     training = _training(job, run, used, data, data_load_s)
-    return result_from(
-        job,
+    measured = Measurement(
         run.reading,
         run.train_s,
         device=job.device,
@@ -83,10 +84,10 @@ def run_epochs(backend: Backend, job: Job, settings: Settings) -> Result:
         details=replace(trainer.details, training=training),
         rate=used * len(run.epochs) / elapsed if elapsed > 0 else None,
         first_call_ms=trainer.details.first_step_ms,
-        status=STATUS_FAILED if run.error else STATUS_OK,
-        error=run.error,
-        setup_s=setup_s,
     )
+    # broken training, or a target not reached, fails the case
+    verdict = Verdict(error=run.error)
+    return result_from(job, measured, setup_s=setup_s, verdict=verdict, process=process)
 
 
 @dataclass(frozen=True)

@@ -29,31 +29,36 @@ from dlbench.measure.token_latency import (
 )
 from dlbench.reference.decoder import SHARED_REFERENCE, OwnReference, reference_tokens
 from dlbench.results.details import Generation, TokenCheck
-from dlbench.results.metrics import with_rates
-from dlbench.results.records import STATUS_FAILED, Result
+from dlbench.results.records import Result
 from dlbench.spec.case import Settings
 from dlbench.spec.registry import precision_info
 from dlbench.worker.model_work import decoder_work
 from dlbench.worker.placement import require_placement
-from dlbench.worker.result import result_from
+from dlbench.worker.result import BARE, Measurement, ProcessSetup, Verdict, result_from
 from dlbench.worker.token_check import DIVERGED, check_generations, failure
 
 if TYPE_CHECKING:
     import numpy as np
 
 
-def run_generation(backend: Backend, job: Job, settings: Settings) -> Result:
+def run_generation(
+    backend: Backend, job: Job, settings: Settings, process: ProcessSetup = BARE
+) -> Result:
     """Prepare the engine, time its generations, check its tokens; one Result."""
     setup_start = time.perf_counter()
     generator = backend.prepare_generation(job)
     record = generator.details.generation or Generation()
     converting_s = (record.convert_s or 0.0) if record.converted_now else 0.0
     setup_s = time.perf_counter() - setup_start - converting_s  # conversion reported apart
-    return measure_generation(generator, job, settings, setup_s)
+    return measure_generation(generator, job, settings, setup_s, process)
 
 
 def measure_generation(
-    generator: Generator, job: Job, settings: Settings, setup_s: float
+    generator: Generator,
+    job: Job,
+    settings: Settings,
+    setup_s: float,
+    process: ProcessSetup = BARE,
 ) -> Result:
     """Time a prepared engine's generations and check its tokens; one Result."""
     record = generator.details.generation or Generation()
@@ -70,21 +75,11 @@ def measure_generation(
     )
     reading = instruments.stop()
     timed = traces[1 + len(timing.warmup_s) :]
-    result = result_from(
-        job,
-        reading,
-        timing.samples_s,
-        device=generator.device,
-        batch=job.batch_size,
-        samples_done=len(timing.samples_s) * job.batch_size,
-        details=generator.details,
-        first_call_ms=timing.first_call_s * 1000.0,
-        warmup_s=timing.warmup_s,
-    )
-    result = _batch_shares_the_weights(result, job.batch_size)
+    samples_done = len(timing.samples_s) * job.batch_size
     times = [TokenTimes(trace.started_s, trace.token_times_s) for trace in timed]
     generation = generation_record(record, token_latencies(times), job.batch_size, isl, osl)
-    joules = result.details.energy.joules_per_sample if result.details.energy else None
+    energy = reading.recorded_in(generator.details, samples_done).energy
+    joules = energy.joules_per_sample if energy else None
     generation = replace(
         generation,
         energy_per_output_token_j=joules / osl if joules is not None else None,
@@ -92,19 +87,29 @@ def measure_generation(
         tokens=_token_check(job, traces, generator.own_reference),
     )
     generation = decoder_work(generation, job, record.kv_cache_dtype)
-    extra = {**result.details.extra, **generator.after_generations()}
+    extra = {**generator.details.extra, **generator.after_generations()}
     busy, unprofiled = _decode_busy(generator, prompts, osl, times)
     generation = replace(generation, decode_device_busy=busy)
     if unprofiled:
         extra["decode_kernel_time"] = unprofiled
     details = replace(
-        result.details, generation=generation, extra=extra, loop_wall_s=timing.loop_wall_s
+        generator.details, generation=generation, extra=extra, loop_wall_s=timing.loop_wall_s
     )
-    result = replace(result, details=details, setup_s=setup_s)
+    measured = Measurement(
+        reading,
+        tuple(timing.samples_s),
+        device=generator.device,
+        batch=job.batch_size,
+        samples_done=samples_done,
+        details=details,
+        first_call_ms=timing.first_call_s * 1000.0,
+        warmup_s=tuple(timing.warmup_s),
+        weights_shared=True,  # each step reads the weights once for the batch
+    )
     error = failure(generation.tokens) if generation.tokens is not None else None
-    if error:
-        result = replace(result, status=STATUS_FAILED, error=error)
-    return result
+    return result_from(
+        job, measured, setup_s=setup_s, verdict=Verdict(error=error), process=process
+    )
 
 
 def generation_record(
@@ -126,15 +131,6 @@ def generation_record(
         decode_tokens_per_s=median_rate(batch * (osl - 1), latencies.decode_s),
         output_tokens_per_s=median_rate(batch * osl, latencies.e2e_s),
     )  # fmt: skip
-
-
-def _batch_shares_the_weights(result: Result, batch: int) -> Result:
-    """The result with its bytes per sequence (and so its GB/s) as the batch's share:
-    each step reads the weights once for all of its sequences, where the workload's
-    bytes per sample are a batch of one's (workloads.decoder)."""
-    if result.bytes_per_sample is None or batch == 1:
-        return result
-    return with_rates(replace(result, bytes_per_sample=result.bytes_per_sample / batch))
 
 
 def _decode_busy(generator: Generator, prompts: np.ndarray, osl: int,

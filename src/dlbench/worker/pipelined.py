@@ -31,9 +31,8 @@ from dlbench.measure.pipeline import (
 )
 from dlbench.measure.timer import Clock, StopRule
 from dlbench.results.details import Pipelined
-from dlbench.results.records import Result
 from dlbench.spec.case import Settings
-from dlbench.worker.result import result_from
+from dlbench.worker.result import Measurement
 
 LATENCY, THROUGHPUT = "latency", "throughput"
 # The synchronised steps after the windows: at least this many, for about this long.
@@ -79,22 +78,23 @@ def measure_pipelined(prepared: Prepared, settings: Settings, batch: int) -> Pip
     return PipelinedMeasurement(timing, reading, record)
 
 
-def pipelined_result(job: Job, prepared: Prepared, measured: PipelinedMeasurement) -> Result:
-    """The Result: samples are the inter-completion intervals, the rate is steps x
-    batch over the windows' wall time (not batch over a mean interval)."""
+def pipelined_measurement(
+    job: Job, prepared: Prepared, measured: PipelinedMeasurement
+) -> Measurement:
+    """What the windows measured: samples are the inter-completion intervals, the rate
+    is steps x batch over the windows' wall time (not batch over a mean interval)."""
     timing = measured.timing
     batch = prepared.batch_size or job.batch_size
-    return result_from(
-        job,
+    return Measurement(
         measured.reading,
-        timing.intervals_s,
+        tuple(timing.intervals_s),
         device=prepared.device,
         batch=batch,
         samples_done=timing.steps * batch,
         details=prepared.details,
         rate=timing.steps_per_s() * batch,
         first_call_ms=timing.first_call_s * 1000.0,
-        warmup_s=timing.warmup_s,
+        warmup_s=tuple(timing.warmup_s),
     )
 
 

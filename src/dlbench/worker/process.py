@@ -25,8 +25,8 @@ from dlbench.atomic import write_atomic
 from dlbench.backends.framework_guard import block_other_frameworks, frameworks_in_process
 from dlbench.errors import CaseSkipped, first_line
 from dlbench.lifeline import die_with_parent
-from dlbench.results.details import NumpyBlas
-from dlbench.results.records import STATUS_SKIPPED, Result, base_result, now_iso
+from dlbench.results.details import Details, NumpyBlas
+from dlbench.results.records import STATUS_SKIPPED, base_result, now_iso
 from dlbench.spec.case import Case
 from dlbench.spec.record_dict import from_dict
 from dlbench.spec.registry import precision_info
@@ -88,30 +88,30 @@ class CaseProcess:
         with private_compile_caches(self._shared_compile_cache):
             yield
 
-    def recorded_in(self, result: Result) -> Result:
-        """The result with what it records of the process it ran in."""
-        details = replace(
-            result.details,
+    def recorded_in(self, details: Details) -> Details:
+        """A result's details (its loop's, as its Result is made: worker.result) with what
+        they record of the process it ran in."""
+        return replace(
+            details,
             frameworks_in_process=frameworks_in_process(),
             numpy_blas=from_dict(NumpyBlas, self._numpy_blas),
             compile_cache=compile_cache_detail(
                 self.case,
                 self._work_began,
-                _compiled_by(result),
+                _compiled_by(details),
                 shared=self._shared_compile_cache is not None,
             ),
         )
-        return replace(result, details=details)
 
 
-def _compiled_by(result: Result) -> float:
+def _compiled_by(details: Details) -> float:
     """When the case's compilation was over (epoch seconds): as its timed loop began;
     for time-to-train, whose first epoch holds it, as its region ended; now where it
     recorded no region."""
-    window = result.details.measured_wall
+    window = details.measured_wall
     if not window:
         return time.time()
-    return window[-1] if result.details.training is not None else window[0]
+    return window[-1] if details.training is not None else window[0]
 
 
 def _redirect_output(log_path: Path) -> None:
@@ -137,14 +137,15 @@ def worker_main(document: str) -> None:
     wall_start = time.perf_counter()
     process = CaseProcess(case, request.shared_compile_cache)
     try:
-        with process.measuring():
-            result = execute(case, request.settings, request.outputs)  # imports the framework
-        result = process.recorded_in(result)
+        with process.measuring():  # execute imports the framework
+            result = execute(case, request.settings, request.outputs, process.recorded_in)
     except CaseSkipped as exc:
         device = exc.device or case.device
         result = base_result(case, STATUS_SKIPPED, error=first_line(exc), device=device)
     except Exception as exc:  # any failure of the case is recorded, not raised
         result = failed_from_exception(case, exc)
+    # The wrapper's own: when the process began and how long it took, case and all, on a
+    # copy of the Result (made once by its loop, worker.result); a failure's too
     result = replace(result, started_at=started_at, duration_s=time.perf_counter() - wall_start)
     write_atomic(request.result_path, json.dumps(result.to_dict()))
     sys.stdout.flush()

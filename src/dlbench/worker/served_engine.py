@@ -27,7 +27,7 @@ from dlbench.measure.openai_api import COMPLETIONS, length_fields, request_body
 from dlbench.measure.openai_stream import StreamedRequest, stream_request
 from dlbench.reference.decoder import reference_tokens
 from dlbench.results.details import Details, Generation, TokenCheck
-from dlbench.results.records import STATUS_FAILED, Result
+from dlbench.results.records import Result
 from dlbench.spec.case import Case, Settings
 from dlbench.spec.registry import precision_info
 from dlbench.worker.endpoint_run import Session, run_endpoint
@@ -35,6 +35,7 @@ from dlbench.worker.engine_server import EngineServer, free_port, require_free
 from dlbench.worker.files import case_files_dir
 from dlbench.worker.placement import require_placement
 from dlbench.worker.progress import report_progress
+from dlbench.worker.result import BARE, ProcessSetup, Verdict, result_from
 from dlbench.worker.token_check import check_tokens, failure
 from dlbench.workloads.requests import Conversation, RequestSet, Turn, WordText
 
@@ -104,7 +105,9 @@ class TokenPromptSession(Session):
         return [record]
 
 
-def run_served_engine(backend: Backend, job: Job, settings: Settings) -> Result:
+def run_served_engine(
+    backend: Backend, job: Job, settings: Settings, process: ProcessSetup = BARE
+) -> Result:
     """Start the case's server, measure it under the case's load, check its tokens.
     Its loop kind selects it by the registry's `serves_openai`; the backend must be the
     class that serves (a registry entry and its backend that disagree are dlbench's bug)."""
@@ -135,8 +138,8 @@ def run_served_engine(backend: Backend, job: Job, settings: Settings) -> Result:
             return sessions[-1]
 
         try:
-            result = run_endpoint(served, settings, SeededPrompts(job), new_session,
-                                  server.exit_watch)  # fmt: skip
+            run = run_endpoint(served, settings, SeededPrompts(job), new_session,
+                               server.exit_watch)  # fmt: skip
         except Exception:
             if server.exited() is None:
                 raise
@@ -144,14 +147,20 @@ def run_served_engine(backend: Backend, job: Job, settings: Settings) -> Result:
         if server.exited() is not None:  # its requests failed: the server's words say why
             raise server.failure("stopped during the run")
         ready_s = server.ready_s
-    # the case as asked: the server's address is a launch detail, kept in the details
-    result = replace(
-        result,
-        case=result.case.replaced(endpoint=None, served_model=None, scenario=None),
-        details=_merged(result.details, details, launch.url, folder / SERVER_LOG, ready_s),
-        setup_s=(result.setup_s or 0.0) + (ready_s or 0.0),
+    # every answered request's tokens against the reference's for its prompt
+    check = token_check(job, sessions[0].answers if sessions else [])
+    merged = _merged(run.measured.details, details, launch.url, folder / SERVER_LOG, ready_s)
+    generation = merged.generation
+    assert generation is not None  # _merged's
+    measured = replace(
+        run.measured, details=replace(merged, generation=replace(generation, tokens=check))
     )
-    result = _with_token_check(job, result, sessions[0].answers if sessions else [])
+    # the load's own failure first; else a clear divergence of the tokens fails the case
+    verdict = Verdict(error=run.verdict.error or failure(check))
+    # the case as asked: the server's address is a launch detail, kept in the details
+    asked = replace(job, case=job.case.replaced(endpoint=None, served_model=None, scenario=None))
+    setup_s = (run.setup_s or 0.0) + (ready_s or 0.0)
+    result = result_from(asked, measured, setup_s=setup_s, verdict=verdict, process=process)
     stopped = f"{launch.engine}'s server stopped ({time.perf_counter() - started:.0f} s)"
     report_progress(job.outputs, stopped)
     return result
@@ -167,21 +176,6 @@ def _merged(measured: Details, served: Details, url: str, log: Path,
     extra = {**served.extra, "server_url": url, "server_log": str(log),
              "server_ready_s": ready_s, **measured.extra}  # fmt: skip
     return replace(measured, placement=served.placement, extra=extra, generation=generation)
-
-
-def _with_token_check(job: Job, result: Result,
-                      answers: list[tuple[int, StreamedRequest]]) -> Result:  # fmt: skip
-    """Every answered request's tokens against the reference's for its prompt; a clear
-    divergence fails the case."""
-    generation = result.details.generation
-    assert generation is not None  # _merged's
-    check = token_check(job, answers)
-    details = replace(result.details, generation=replace(generation, tokens=check))
-    result = replace(result, details=details)
-    error = failure(check)
-    if error and result.status != STATUS_FAILED:
-        return replace(result, status=STATUS_FAILED, error=error)
-    return result
 
 
 def token_check(job: Job, answers: list[tuple[int, StreamedRequest]]) -> TokenCheck:

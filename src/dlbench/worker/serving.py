@@ -49,7 +49,8 @@ from dlbench.worker.files import case_files_dir
 from dlbench.worker.loadgen_log import DETAIL_LOG, LoadGenOutcome, loadgen_outcome
 from dlbench.worker.loadgen_sut import QueryServer
 from dlbench.worker.progress import report_progress
-from dlbench.worker.steps import finish_steps, measured_result, prepare_steps
+from dlbench.worker.result import BARE, ProcessSetup
+from dlbench.worker.steps import finish_steps, prepare_steps, step_measurement
 
 if TYPE_CHECKING:
     from mlperf_loadgen import TestSettings  # imported where a test runs
@@ -382,11 +383,13 @@ def _details(
     return details
 
 
-def run_loadgen(backend: Backend, job: Job, settings: Settings) -> Result:
+def run_loadgen(
+    backend: Backend, job: Job, settings: Settings, process: ProcessSetup = BARE
+) -> Result:
     """The loadgen loop kind: MLPerf LoadGen's scenario around the prepared step."""
     prepared, setup_s = prepare_steps(backend, job)
     served = measure_served(prepared, job, settings)
     # LoadGen's own rate: a server's queries overlap, so batch / mean latency is not it
-    result = measured_result(job, prepared, served.timing, served.reading, served.samples_per_s)
-    result = replace(result, details=replace(result.details, loadgen=served.details))
-    return finish_steps(result, job, prepared, setup_s, served.timing.loop_wall_s)
+    measured = step_measurement(job, prepared, served.timing, served.reading, served.samples_per_s)
+    measured = replace(measured, details=replace(measured.details, loadgen=served.details))
+    return finish_steps(measured, job, prepared, setup_s, served.timing.loop_wall_s, None, process)

@@ -3,7 +3,7 @@
 summarise).
 
 Runs inside the worker process (worker.process calls `execute`); the DDP
-rank (worker.ddp_rank) reuses `make_job`, `measured_result` and the timer.
+rank (worker.ddp_rank) reuses `make_job`, `step_measurement` and the timer.
 """
 
 from __future__ import annotations
@@ -27,22 +27,34 @@ from dlbench.results.records import STATUS_FAILED, Result, base_result
 from dlbench.spec.case import Case, Settings
 from dlbench.spec.registry import QUANTIZED_PRECISIONS, framework_info
 from dlbench.spec.worker_request import CaseOutputs
-from dlbench.worker.check import check_output, with_outcome
-from dlbench.worker.pipelined import THROUGHPUT, measure_pipelined, pipelined_result, timing_mode
+from dlbench.worker.check import check_output, verdict_of
+from dlbench.worker.pipelined import (
+    THROUGHPUT,
+    measure_pipelined,
+    pipelined_measurement,
+    timing_mode,
+)
 from dlbench.worker.placement import require_device_kind, require_placement
 from dlbench.worker.quantized_check import quantized_agreement
-from dlbench.worker.result import result_from
+from dlbench.worker.result import BARE, Measurement, ProcessSetup, Verdict, result_from
 from dlbench.workloads import get_workload
 from dlbench.workloads.loop_kinds import loop_kind
 
-# What every loop kind's runner is (workloads.loop_kinds names each by module and function)
-Runner = Callable[[Backend, Job, Settings], Result]
+# What every loop kind's runner is (workloads.loop_kinds names each by module and
+# function): it makes its Result once, with what the worker set up around it
+Runner = Callable[[Backend, Job, Settings, ProcessSetup], Result]
 
 
-def execute(case: Case, settings: Settings, outputs: CaseOutputs | None = None) -> Result:
+def execute(
+    case: Case,
+    settings: Settings,
+    outputs: CaseOutputs | None = None,
+    recorded: Callable[[Details], Details] | None = None,
+) -> Result:
     """Import, prepare, time and summarise one case (in this process); its progress
     lines and files beside the run go where `outputs` says (nowhere, and a temporary
-    folder, without)."""
+    folder, without); `recorded`: what the process records of itself into the
+    result's details (worker.process.CaseProcess)."""
     started = time.perf_counter()
     backend = load_backend(case.framework)()  # imports the framework
     import_s = time.perf_counter() - started
@@ -54,20 +66,17 @@ def execute(case: Case, settings: Settings, outputs: CaseOutputs | None = None) 
     require_device_kind(case.framework, case.device, device)
     job = make_job(case, settings, device, outputs or CaseOutputs())
     kind = loop_kind(case, job.workload, framework_info(case.framework))
+    process = ProcessSetup(import_s, threads, backend.version, recorded)
     try:
-        result = cast(Runner, kind.runner_function())(backend, job, settings)
+        return cast(Runner, kind.runner_function())(backend, job, settings, process)
     except CaseSkipped as skip:
         skip.device = job.device  # the skip names the device it judged
         raise
-    return replace(
-        result,
-        import_s=import_s,
-        framework_version=backend.version(),
-        details=replace(result.details, threads=threads),
-    )
 
 
-def run_steps(backend: Backend, job: Job, settings: Settings) -> Result:
+def run_steps(
+    backend: Backend, job: Job, settings: Settings, process: ProcessSetup = BARE
+) -> Result:
     """The step loop: first call, warm-up, then timed steps until the stop rule holds,
     each waited for (latency) or pipelined in windows (throughput)."""
     prepared, setup_s = prepare_steps(backend, job)
@@ -75,13 +84,13 @@ def run_steps(backend: Backend, job: Job, settings: Settings) -> Result:
     pipelined = None
     if mode == THROUGHPUT:
         measured = measure_pipelined(prepared, settings, prepared.batch_size or job.batch_size)
-        result = pipelined_result(job, prepared, measured)
+        measurement = pipelined_measurement(job, prepared, measured)
         loop_wall_s, pipelined = measured.timing.loop_wall_s, measured.record
     else:
         timing, reading = measure(prepared, settings)
-        result = measured_result(job, prepared, timing, reading)
+        measurement = step_measurement(job, prepared, timing, reading)
         loop_wall_s = timing.loop_wall_s
-    return finish_steps(result, job, prepared, setup_s, loop_wall_s, pipelined)
+    return finish_steps(measurement, job, prepared, setup_s, loop_wall_s, pipelined, process)
 
 
 def prepare_steps(backend: Backend, job: Job) -> tuple[Prepared, float]:
@@ -100,42 +109,52 @@ def prepare_steps(backend: Backend, job: Job) -> tuple[Prepared, float]:
 
 
 def finish_steps(
-    result: Result,
+    measured: Measurement,
     job: Job,
     prepared: Prepared,
     setup_s: float,
     loop_wall_s: float,
     pipelined: Pipelined | None = None,
+    process: ProcessSetup = BARE,
 ) -> Result:
-    """A prepared step's measured result with its output and loss checks, what the
-    backend adds after measuring, the loop's length and its timing mode."""
-    result = _with_loss_check(_with_check(result, job, prepared), prepared)
+    """A prepared step's Result: its measurement with the output and loss checks'
+    verdict, what the backend adds after measuring, the loop's length and its timing
+    mode."""
+    verdict = _checks(job, prepared)
     after = prepared.after_measure() if prepared.after_measure else {}
     details = replace(
-        result.details,  # the backend's, with what the loop measured and the checks
+        measured.details,  # the backend's, with what the loop measured
         loop_wall_s=loop_wall_s,
         timing_mode=timing_mode(job, prepared.batch_size or job.batch_size),
         pipelined=pipelined,
-        extra={**after, **result.details.extra},
+        extra={**after, **measured.details.extra},
     )
-    return replace(result, setup_s=setup_s, details=details)
+    measured = replace(measured, details=details)
+    return result_from(job, measured, setup_s=setup_s, verdict=verdict, process=process)
 
 
-def _with_loss_check(result: Result, prepared: Prepared) -> Result:
+def _checks(job: Job, prepared: Prepared) -> Verdict:
+    """The output check, then (where it passed) the loss check."""
+    verdict = _output_check(job, prepared)
+    if verdict.error or prepared.fetch_loss is None:
+        return verdict
+    loss = _loss_check(prepared)
+    return replace(verdict, error=loss.error, final_loss=loss.final_loss)
+
+
+def _loss_check(prepared: Prepared) -> Verdict:
     """Training must produce a finite loss; NaN weights would make every later loss NaN."""
-    if prepared.fetch_loss is None or not result.ok:
-        return result
+    assert prepared.fetch_loss is not None  # the callers'
     with prepared.context():
         loss = float(prepared.fetch_loss())
-    checked = replace(result, details=replace(result.details, final_loss=loss))
     if math.isfinite(loss):
-        return checked
+        return Verdict(final_loss=loss)
     why = f"training loss is not finite ({loss}) after the measured steps"
-    return replace(checked, status=STATUS_FAILED, error=why)
+    return Verdict(error=why, final_loss=loss)
 
 
-def _with_check(result: Result, job: Job, prepared: Prepared) -> Result:
-    """The result with its output check; a mismatch turns it into a failure.
+def _output_check(job: Job, prepared: Prepared) -> Verdict:
+    """The output check's verdict; a mismatch fails the case.
 
     int8 is held to fp32 by the SQNR of its outputs (worker.quantized_check), not by
     fp32's tolerance (worker.check).
@@ -146,9 +165,32 @@ def _with_check(result: Result, job: Job, prepared: Prepared) -> Result:
         with prepared.context():
             outcome = check(job, prepared)
     except ReferenceUnavailable as exc:
-        unchecked = OutputCheck(note=f"reference unavailable: {exc}")
-        return replace(result, details=replace(result.details, check=unchecked))
-    return with_outcome(result, outcome)
+        return Verdict(check=OutputCheck(note=f"reference unavailable: {exc}"))
+    return verdict_of(outcome)
+
+
+# Each check's verdict on a bare Result, for the tests that hold a check to its rule
+# (tests/test_worker_check.py, tests/test_worker_training.py). No runner calls these:
+# a runner's checks give a Verdict, made into its Result once (worker.result).
+def _with_check(result: Result, job: Job, prepared: Prepared) -> Result:
+    return _checked(result, _output_check(job, prepared))
+
+
+def _with_loss_check(result: Result, prepared: Prepared) -> Result:
+    if prepared.fetch_loss is None or not result.ok:
+        return result
+    return _checked(result, _loss_check(prepared))
+
+
+def _checked(result: Result, verdict: Verdict) -> Result:
+    failed = bool(verdict.error)
+    return replace(  # a copy: the tests' Result is not the runner's, made once
+        result,
+        status=STATUS_FAILED if failed else result.status,
+        error=verdict.error if failed else result.error,
+        max_abs_diff=verdict.max_abs_diff if verdict.check is not None else result.max_abs_diff,
+        details=verdict.recorded_in(result.details),
+    )
 
 
 def make_job(
@@ -186,22 +228,21 @@ def measure(prepared: Prepared, settings: Settings) -> tuple[Timing, Reading]:
     return timing, reading
 
 
-def measured_result(
+def step_measurement(
     job: Job, prepared: Prepared, timing: Timing, reading: Reading, rate: float | None = None
-) -> Result:
-    """The step loop's Result: its timed steps through the one result builder."""
+) -> Measurement:
+    """What the step loop measured: its timed steps, frozen for the one result builder."""
     batch = prepared.batch_size or job.batch_size
-    return result_from(
-        job,
+    return Measurement(
         reading,
-        timing.samples_s,
+        tuple(timing.samples_s),
         device=prepared.device,
         batch=batch,
         samples_done=len(timing.samples_s) * batch,
         details=prepared.details,
         rate=rate,
         first_call_ms=timing.first_call_s * 1000.0,
-        warmup_s=timing.warmup_s,
+        warmup_s=tuple(timing.warmup_s),
     )
 
 

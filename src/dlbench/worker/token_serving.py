@@ -33,7 +33,7 @@ from dlbench.measure.peak_search import Found, Search, alone_misses
 from dlbench.measure.token_latency import token_latencies
 from dlbench.reference.decoder import reference_tokens
 from dlbench.results.details import Generation, LoadGen, TokenCheck
-from dlbench.results.records import STATUS_FAILED, Result
+from dlbench.results.records import Result
 from dlbench.spec.case import OFFICIAL_MIN_TIME_S, Settings
 from dlbench.spec.record_dict import from_dict, to_dict
 from dlbench.spec.registry import precision_info
@@ -44,7 +44,7 @@ from dlbench.worker.generation import generation_record
 from dlbench.worker.loadgen_log import DETAIL_LOG, LoadGenOutcome, loadgen_outcome
 from dlbench.worker.placement import require_placement
 from dlbench.worker.progress import report_progress
-from dlbench.worker.result import result_from
+from dlbench.worker.result import BARE, Measurement, ProcessSetup, Verdict, result_from
 from dlbench.worker.serving import idle_miss
 from dlbench.worker.token_check import check_tokens, failure
 from dlbench.worker.token_sut import Answered, TokenQueryServer
@@ -97,7 +97,9 @@ class TokenTest:
                 "log_dir": str(self.log_dir), **{k: outcome.get(k) for k in kept}}  # fmt: skip
 
 
-def run_token_serving(backend: Backend, job: Job, settings: Settings) -> Result:
+def run_token_serving(
+    backend: Backend, job: Job, settings: Settings, process: ProcessSetup = BARE
+) -> Result:
     """Serve the case's prompts under LoadGen; one Result (tokens checked)."""
     import mlperf_loadgen as lg  # imported here: the generation loop never loads it
 
@@ -121,16 +123,11 @@ def run_token_serving(backend: Backend, job: Job, settings: Settings) -> Result:
         chosen, found = _measure(tester, warm or [first])
     finally:
         server.close()
-    samples = [a.times.e2e_s for a in chosen.answered]
-    rate = chosen.outcome.samples_per_s
-    result = result_from(
-        job, chosen.reading, samples, device=engine.device, batch=1,
-        samples_done=len(samples), details=engine.details, rate=rate,
-        first_call_ms=first.times.e2e_s * 1000.0, warmup_s=[a.times.e2e_s for a in warm],
-    )  # fmt: skip
+    samples = tuple(a.times.e2e_s for a in chosen.answered)
     latencies = token_latencies([a.times for a in chosen.answered])
     generation = generation_record(record or Generation(), latencies, 1, isl, osl)
-    joules = result.details.energy.joules_per_sample if result.details.energy else None
+    energy = chosen.reading.recorded_in(engine.details, len(samples)).energy
+    joules = energy.joules_per_sample if energy else None
     generation = replace(
         generation,
         energy_per_output_token_j=joules / osl if joules is not None else None,
@@ -138,16 +135,21 @@ def run_token_serving(backend: Backend, job: Job, settings: Settings) -> Result:
     )
     usage = chosen.reading.usage
     details = replace(
-        result.details,
+        engine.details,
         generation=generation,
         loadgen=_loadgen_record(job, settings, engine.batching, chosen, found),
         loop_wall_s=usage.wall_end_epoch_s - usage.wall_start_epoch_s,
     )
-    result = replace(result, details=details, setup_s=setup_s)
+    measured = Measurement(
+        chosen.reading, samples, device=engine.device, batch=1, samples_done=len(samples),
+        details=details, rate=chosen.outcome.samples_per_s,
+        first_call_ms=first.times.e2e_s * 1000.0,
+        warmup_s=tuple(a.times.e2e_s for a in warm),
+    )  # fmt: skip
     error = failure(generation.tokens) if generation.tokens is not None else None
-    if error:
-        result = replace(result, status=STATUS_FAILED, error=error)
-    return result
+    return result_from(
+        job, measured, setup_s=setup_s, verdict=Verdict(error=error), process=process
+    )
 
 
 def _measure(tester: _Tester, warm: list[Answered]) -> tuple[TokenTest, Found[TokenTest] | None]:
