@@ -76,7 +76,7 @@ def test_a_field_no_part_of_the_cases_kind_is_refused_naming_the_kinds_that_take
     kind = loop_kind(case, get_workload(workload), framework_info(framework))
     with pytest.raises(UserError, match=refused) as error:
         validate_case(case)
-    assert str(error.value).endswith(f"runs the {kind.name} loop")
+    assert str(error.value).endswith(f"runs the {kind.name} loop ({kind.measures})")
 
 
 def test_the_fields_a_kind_takes_pass_the_refusal_to_its_own_checks():

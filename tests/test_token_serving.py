@@ -193,7 +193,9 @@ def test_the_queue_of_an_engine_is_served_in_arrival_order_by_its_streams():
         (("--scenario", "single-stream"), "in the server scenario only"),
         (("--scenario", "server"), "needs --target-qps Q"),
         (("--scenario", "server", "--target-qps", "2", "--latency-bound-ms", "5"),
-         "held to --ttft-ms and --tpot-ms"),
+         "--latency-bound-ms goes with --scenario server (MLPerf LoadGen); llm-tiny on torch "
+         "runs the generation-server loop (a generation engine under LoadGen's server scenario, "
+         "with token latencies)"),
         (("--scenario", "server", "--find-peak", "--param", "osl=1"), "at least 2 output tokens"),
         (("--scenario", "server", "--find-peak", "-b", "2"), "a server query is one prompt"),
         (("--scenario", "server", "--find-peak", "--slo-percentile", "42"), "LoadGen; it reports"),

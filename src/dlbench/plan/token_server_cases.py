@@ -3,7 +3,8 @@ scenario with token latencies (worker.token_serving).
 
 Such a case is judged as MLPerf judges its LLM servers: TTFT and TPOT at a
 percentile against --ttft-ms and --tpot-ms, not one latency bound for the whole
-query, so --latency-bound-ms and --latency-percentile are refused for it. Where no
+query, so its loop kind does not take --latency-bound-ms and --latency-percentile
+(workloads.loop_kinds; plan.validate refuses them). Where no
 bound is given, MLPerf's Server bounds for Llama-3.1-8B apply (mlperf.conf:
 llama3_1-8b.Server ttft_latency 2000 ms, tpot_latency 100 ms). `streams` is the most
 requests served at once: generators one request at a time each, or the sequences
@@ -45,10 +46,6 @@ def validate_token_server(
         raise UserError(f"a generation workload runs under LoadGen in the server scenario only "
                         f"({SERVER_HOW}); without --scenario its generations are timed one "
                         "at a time")  # fmt: skip
-    if case.server.latency_bound_ms is not None or case.server.latency_percentile is not None:
-        raise UserError("a generation server is held to --ttft-ms and --tpot-ms at "
-                        "--slo-percentile; --latency-bound-ms and --latency-percentile bound "
-                        "a whole query")  # fmt: skip
     if case.batch_size not in (None, 1):
         raise UserError(f"a server query is one prompt; batch size {case.batch_size} is not "
                         "taken (the engine batches requests itself: --streams)")  # fmt: skip

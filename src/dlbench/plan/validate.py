@@ -141,7 +141,7 @@ def _refuse_fields_not_taken(case: Case, kind: LoopKind) -> None:
     where = " or ".join(filter(None, (", ".join(hows[:-1]), hows[-1])))
     raise UserError(
         f"{options_go(named)} with {where}; {case.workload} on {case.framework} runs the "
-        f"{kind.name} loop"
+        f"{kind.name} loop ({kind.measures})"
     )
 
 
