@@ -9,7 +9,7 @@ import pytest
 from dlbench.spec.case import Case
 from dlbench.spec.registry import framework_info
 from dlbench.workloads import get_workload
-from dlbench.workloads.loop_kinds import LOOP_KINDS, loop_kind
+from dlbench.workloads.loop_kinds import LOOP_KINDS, TORCHRUN, loop_kind
 
 
 @pytest.mark.parametrize("kind", LOOP_KINDS, ids=lambda kind: kind.name)
@@ -29,6 +29,10 @@ def kind_of(workload: str, framework: str, **fields: object) -> str:
 
 
 def test_each_case_runs_the_first_kind_that_selects_it():
+    # a DDP case's ranks run their own loop, in processes torchrun starts
+    assert kind_of("mlp", "torch", mode="train", nproc=2, ddp=True) == "ddp"
+    assert kind_of("mnist-train", "torch", mode="train", nproc=2, ddp=True) == "ddp"
+    assert [kind.name for kind in LOOP_KINDS if kind.launcher == TORCHRUN] == ["ddp"]
     assert kind_of("mnist-train", "torch", mode="train") == "time-to-train"
     assert kind_of("llm-requests", "endpoint", endpoint="http://127.0.0.1:1") == "endpoint"
     # vLLM serves a decoder workload: its own server, not a generation loop

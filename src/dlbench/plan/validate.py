@@ -115,10 +115,9 @@ def validate_case(case: Case) -> Case:
         require_int("interop threads", case.interop_threads, 1, MAX_THREADS)
     workload.validate_params(dict(case.params))
     _validate_options(case, info)
-    # the parts whose checks are the same in every kind they join: plan.user_model_checks
-    # (which the user-model workload needs), ddp_checks
+    # the part whose checks are the same in every kind it joins, and which the
+    # user-model workload needs (plan.user_model_checks)
     validate_user_model(case, info)
-    validate_ddp_launch(case, workload.epoch_based, info.ddp_compiles)
     _validate_framework_axes(case, info, workload)
     kind = loop_kind(case, workload, info)
     _refuse_fields_not_taken(case, kind)
@@ -308,6 +307,13 @@ def _validate_quantized(case: Case, info: FrameworkInfo) -> None:
             f"{' or '.join(path.compiles)}: use {' or '.join('-c ' + m for m in path.compiles)}, "
             f"not {case.compile}"
         )
+
+
+def checked_ddp(case: Case, info: FrameworkInfo) -> Case:
+    """The DDP kind's launch (plan.ddp_checks), then what every case with a load is
+    checked for."""
+    validate_ddp_launch(case, get_workload(case.workload).epoch_based, info.ddp_compiles)
+    return checked_load(case, info)
 
 
 def checked_time_to_train(case: Case, info: FrameworkInfo) -> Case:

@@ -24,7 +24,8 @@ from types import ModuleType
 from typing import TypedDict, cast
 
 from dlbench.atomic import write_atomic
-from dlbench.backends.base import Job, Prepared
+from dlbench.backends import load_backend
+from dlbench.backends.base import Backend, Job, Prepared
 from dlbench.errors import CaseError, CaseSkipped, first_line
 from dlbench.lifeline import die_with_parent
 from dlbench.measure.energy import EnergyReading, EnergyUse
@@ -35,8 +36,9 @@ from dlbench.results.records import STATUS_SKIPPED, Result, base_result
 from dlbench.spec.case import Case, Settings
 from dlbench.spec.worker_request import WorkerRequest
 from dlbench.worker.process import CaseProcess
-from dlbench.worker.result import Measurement, ProcessSetup, result_from
-from dlbench.worker.steps import failed_from_exception, make_job, step_measurement
+from dlbench.worker.result import BARE, Measurement, ProcessSetup, result_from
+from dlbench.worker.steps import Runner, failed_from_exception, make_job, step_measurement
+from dlbench.workloads.loop_kinds import case_loop_kind
 
 
 def _agreed_iterations(
@@ -67,12 +69,12 @@ def rank_main(argv: list[str]) -> None:
     failed = False
     try:
         with process.measuring():
-            result = _measure_rank(request, process.recorded_in)
+            result = _run_rank(request, process.recorded_in)
     except CaseSkipped as skip:
         result, failed = base_result(case, STATUS_SKIPPED, error=first_line(skip)), True
     except Exception as exc:
         result, failed = failed_from_exception(case, exc), True
-    if int(os.environ.get("RANK", "0")) == 0 and result is not None:
+    if int(os.environ.get("RANK", "0")) == 0:
         write_atomic(result_path, json.dumps(result.to_dict()))
     if failed:
         # a non-zero exit makes torchrun stop the other ranks at once, instead of
@@ -122,21 +124,33 @@ class _Rank:
         return cls(rank, local_rank, int(os.environ["WORLD_SIZE"]), device)
 
 
-def _measure_rank(request: WorkerRequest, recorded: Callable[[Details], Details]) -> Result | None:
+def _run_rank(request: WorkerRequest, recorded: Callable[[Details], Details]) -> Result:
+    """This rank's set-up (its framework, threads and device), then its loop kind's
+    runner (workloads.loop_kinds: the ddp kind's, run_ddp_steps)."""
     import torch
-    import torch.distributed as dist
-
-    from dlbench.backends.torch.backend import TorchBackend
 
     case, settings = request.case, request.settings
-    backend = TorchBackend()
+    backend = load_backend(case.framework)()
     threads = backend.configure_threads(case.threads, case.effective_interop_threads)
     where = _Rank.from_environment(case)
     if where.on_gpu:
         torch.cuda.set_device(where.local_rank)
+    job = make_job(case, settings, where.device, request.outputs)
+    process = ProcessSetup(threads=threads, version=backend.version, recorded=recorded)
+    return cast(Runner, case_loop_kind(case).runner_function())(backend, job, settings, process)
+
+
+def run_ddp_steps(
+    backend: Backend, job: Job, settings: Settings, process: ProcessSetup = BARE
+) -> Result:
+    """The ddp kind's runner, in each rank: the step loop under DDP, the ranks agreeing
+    on one step count; rank 0's Result holds the group's rate and every rank's figures
+    (the other ranks' own Results are not written)."""
+    import torch.distributed as dist
+
+    where = _Rank.from_environment(job.case)
     dist.init_process_group("nccl" if where.on_gpu else "gloo")
     try:
-        job = make_job(case, settings, where.device, request.outputs)
         # each rank its own batch (seed + rank), the same initial weights (DDP broadcasts)
         job = replace(job, seed=job.seed + where.rank, world_size=where.world)
         setup_start = time.perf_counter()
@@ -159,7 +173,7 @@ def _measure_rank(request: WorkerRequest, recorded: Callable[[Details], Details]
     finally:
         dist.destroy_process_group()
     if where.rank != 0:
-        return None
+        return result_from(job, mine, setup_s=setup_s, process=process)
     ddp = Ddp(
         world_size=where.world,
         backend="nccl" if where.on_gpu else "gloo",
@@ -177,8 +191,7 @@ def _measure_rank(request: WorkerRequest, recorded: Callable[[Details], Details]
         # the group's rate; its compute and memory rates follow it
         rate=group_throughput(gathered, iterations),
     )
-    setup = ProcessSetup(threads=threads, version=backend.version, recorded=recorded)
-    return result_from(job, group, setup_s=setup_s, process=setup)
+    return result_from(job, group, setup_s=setup_s, process=process)
 
 
 def group_throughput(gathered: list[RankReport], agreed: int) -> float:

@@ -24,9 +24,19 @@ from typing import cast
 
 from dlbench.spec.case import LOADGEN_SCENARIOS, Case
 from dlbench.spec.case_parts import DdpLaunch, LlmServing, ServerLoad, TimeToTrain, UserModel
-from dlbench.spec.registry import FrameworkInfo, frameworks_having, imported_target
+from dlbench.spec.registry import (
+    FrameworkInfo,
+    framework_info,
+    frameworks_having,
+    imported_target,
+)
+from dlbench.workloads import get_workload
 from dlbench.workloads.base import Workload
 
+# Where a kind's runner runs (launch.runner starts it): one spawned worker process, or
+# each of the ranks torchrun starts (worker.ddp_rank)
+SPAWNED = "spawned"
+TORCHRUN = "torchrun"
 # (case, its framework's entry) -> the case checked, its defaults filled in
 Checks = Callable[[Case, FrameworkInfo], Case]
 # The option of `dlbench roofline`'s GEMM and copy cases (plan/builtin_suites/ceilings.yaml)
@@ -57,10 +67,13 @@ class LoopKind:
     checks: str
     takes: frozenset[str]
     how: str
+    # the process the runner runs in: one spawned worker, or each rank torchrun starts
+    launcher: str = SPAWNED
 
     def runner_function(self) -> Callable[..., object]:
-        """The runner: (backend, job, settings) -> the case's Result, in the worker (which
-        names that type: this layer is below the backends and the records)."""
+        """The runner: (backend, job, settings, process set-up) -> the case's Result, in
+        the worker (worker.steps.Runner names that type: this layer is below the backends
+        and the records)."""
         return cast("Callable[..., object]", imported_target(self.runner))
 
     def checks_function(self) -> Checks:
@@ -69,6 +82,16 @@ class LoopKind:
 
 LOAD_CHECKS = "dlbench.plan.validate:checked_load"
 LOOP_KINDS = (
+    LoopKind(
+        "ddp",
+        "training steps under DistributedDataParallel, one process per rank; the group's rate",
+        lambda case, workload, info: case.is_ddp,
+        "dlbench.worker.ddp_rank:run_ddp_steps",
+        "dlbench.plan.validate:checked_ddp",
+        _names(DdpLaunch),
+        "--nproc N (DistributedDataParallel, launched by torchrun)",
+        launcher=TORCHRUN,
+    ),
     LoopKind(
         "time-to-train",
         "epochs of training, each timed, until the target accuracy or the last epoch",
@@ -143,8 +166,7 @@ LOOP_KINDS = (
         lambda case, workload, info: True,
         "dlbench.worker.steps:run_steps",
         LOAD_CHECKS,
-        # a DDP launch runs the step loop in each rank (worker.ddp_rank)
-        USER_MODEL_FIELDS | _names(DdpLaunch),
+        USER_MODEL_FIELDS,
         "the step loop",
     ),
 )
@@ -153,3 +175,8 @@ LOOP_KINDS = (
 def loop_kind(case: Case, workload: Workload, info: FrameworkInfo) -> LoopKind:
     """The kind of loop `case` runs (the last entry, the step loop, takes any case)."""
     return next(kind for kind in LOOP_KINDS if kind.selects(case, workload, info))
+
+
+def case_loop_kind(case: Case) -> LoopKind:
+    """The kind of loop `case` runs, its workload and framework looked up by name."""
+    return loop_kind(case, get_workload(case.workload), framework_info(case.framework))
