@@ -91,3 +91,28 @@ def test_the_fields_a_kind_takes_pass_the_refusal_to_its_own_checks():
                    target_qps=1.0, ttft_ms=500.0)  # fmt: skip
     assert kind_of("llm-tiny", "torch", scenario="server") == "generation-server"
     assert validate_case(case).serving.ttft_ms == 500.0
+
+
+@pytest.mark.parametrize(
+    ("workload", "mode", "refused"),
+    [
+        # an earlier kind runs these cases: the option would be in the label and do nothing
+        ("llm-tiny", "infer", "selects the ceiling loop .*; llm-tiny on torch runs the generation"),
+        ("mnist-train", "train", "mnist-train on torch runs the time-to-train loop"),
+        # the ceiling kind's own check, at planning rather than in the worker
+        ("mlp", "infer", "option ceiling is for the gemm, copy, add workloads, not 'mlp'"),
+    ],
+)
+def test_an_option_that_selects_a_kind_is_refused_where_it_would_measure_nothing(
+    workload, mode, refused
+):
+    from dlbench.errors import UserError
+    from dlbench.plan.validate import validate_case
+
+    case = Case.of(workload=workload, framework="torch", compile="eager", mode=mode,
+                   options=(("ceiling", "burst"),))  # fmt: skip
+    with pytest.raises(UserError, match=refused):
+        validate_case(case)
+    gemm = Case.of(workload="gemm", framework="torch", compile="eager",
+                   options=(("ceiling", "burst"),))  # fmt: skip
+    assert validate_case(gemm).options == (("ceiling", "burst"),)

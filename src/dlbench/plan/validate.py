@@ -54,7 +54,13 @@ from dlbench.spec.registry import (
 )
 from dlbench.workloads import get_workload
 from dlbench.workloads.base import Workload
-from dlbench.workloads.loop_kinds import LOOP_KINDS, LoopKind, loop_kind
+from dlbench.workloads.loop_kinds import (
+    CEILING_OPTION,
+    LOOP_KINDS,
+    WINDOWED_WORKLOADS,
+    LoopKind,
+    loop_kind,
+)
 from dlbench.workloads.memory import check_case_memory
 
 
@@ -121,7 +127,22 @@ def validate_case(case: Case) -> Case:
     _validate_framework_axes(case, info, workload)
     kind = loop_kind(case, workload, info)
     _refuse_fields_not_taken(case, kind)
+    _refuse_options_of_other_kinds(case, kind)
     return kind.checks_function()(case, info)
+
+
+def _refuse_options_of_other_kinds(case: Case, kind: LoopKind) -> None:
+    """A framework option that selects a loop kind (workloads.loop_kinds: `option`), on a
+    case that an earlier kind in the table runs: it would be in the case's label and
+    key, and measure nothing."""
+    options = dict(case.options)
+    for other in LOOP_KINDS:
+        if other is not kind and other.option is not None and other.option in options:
+            raise UserError(
+                f"--option {other.option}={options[other.option]} selects the {other.name} "
+                f"loop ({other.measures}); {case.workload} on {case.framework} runs the "
+                f"{kind.name} loop ({kind.measures})"
+            )
 
 
 def _refuse_fields_not_taken(case: Case, kind: LoopKind) -> None:
@@ -313,6 +334,17 @@ def checked_ddp(case: Case, info: FrameworkInfo) -> Case:
     """The DDP kind's launch (plan.ddp_checks), then what every case with a load is
     checked for."""
     validate_ddp_launch(case, get_workload(case.workload).epoch_based, info.ddp_compiles)
+    return checked_load(case, info)
+
+
+def checked_ceiling(case: Case, info: FrameworkInfo) -> Case:
+    """A kernel timed in windows (`dlbench roofline`'s option), then what every case
+    with a load is checked for."""
+    if case.workload not in WINDOWED_WORKLOADS:
+        raise UserError(
+            f"option {CEILING_OPTION} is for the {', '.join(WINDOWED_WORKLOADS)} workloads, "
+            f"not {case.workload!r}"
+        )
     return checked_load(case, info)
 
 

@@ -32,14 +32,12 @@ from dlbench.worker.check import check_output, verdict_of
 from dlbench.worker.placement import require_placement
 from dlbench.worker.result import BARE, Measurement, ProcessSetup, result_from
 from dlbench.workloads.copy import MEMORY_KERNELS
-from dlbench.workloads.loop_kinds import CEILING_OPTION
+from dlbench.workloads.loop_kinds import CEILING_OPTION, WINDOWED_WORKLOADS
 
 SUSTAINED = "sustained"
 # The power cap settles an H100's bf16 GEMM within seconds (bench/gpu_memory_kernels.py:
 # ~670 TFLOP/s from 2 s on, after ~730 in the first 150 ms); 10 s leaves no doubt
 GPU_SUSTAIN_S = 10.0
-# Kernels whose work runs on the device; h2d's copy waits for the host each call
-WINDOWED_WORKLOADS = ("gemm", "copy", "add")
 
 
 def run_ceiling(

@@ -41,6 +41,9 @@ TORCHRUN = "torchrun"
 Checks = Callable[[Case, FrameworkInfo], Case]
 # The option of `dlbench roofline`'s GEMM and copy cases (plan/builtin_suites/ceilings.yaml)
 CEILING_OPTION = "ceiling"
+# The kernels timed in windows under it: their work runs on the device (h2d's copy
+# waits for the host each call)
+WINDOWED_WORKLOADS = ("gemm", "copy", "add")
 
 
 def _names(*parts: type) -> frozenset[str]:
@@ -69,6 +72,9 @@ class LoopKind:
     how: str
     # the process the runner runs in: one spawned worker, or each rank torchrun starts
     launcher: str = SPAWNED
+    # the framework option (--option KEY=VALUE) that selects the kind, where one does:
+    # planning refuses it on a case another kind runs
+    option: str | None = None
 
     def runner_function(self) -> Callable[..., object]:
         """The runner: (backend, job, settings, process set-up) -> the case's Result, in
@@ -144,9 +150,10 @@ LOOP_KINDS = (
         "a kernel in windows: a burst figure and a sustained one (dlbench roofline)",
         lambda case, workload, info: CEILING_OPTION in dict(case.options),
         "dlbench.worker.ceiling_windows:run_ceiling",
-        LOAD_CHECKS,
+        "dlbench.plan.validate:checked_ceiling",
         frozenset(),
         "dlbench roofline",
+        option=CEILING_OPTION,
     ),
     LoopKind(
         "loadgen",
