@@ -108,6 +108,16 @@ def test_list_shows_what_is_installed(capsys):
         assert name in text
 
 
+def test_list_frameworks_names_each_frameworks_own_options():
+    """--option's help sends the reader here: every option an entry takes, as it takes it."""
+    from dlbench.cli.info_commands import framework_options
+    from dlbench.spec.registry import FRAMEWORKS
+
+    assert framework_options(FRAMEWORKS["torch"]) == "optimizer=fused, ceiling=burst|sustained"
+    assert "sleep_ms=N" in framework_options(FRAMEWORKS["null"])
+    assert framework_options(FRAMEWORKS["jax"]) == "-"
+
+
 @pytest.mark.integration
 def test_env_json_has_the_fingerprint(capsys):
     assert main(["env", "--json"]) == 0

@@ -14,7 +14,7 @@ from dlbench.report.server_side import server_table
 from dlbench.report.table import escape_markup, readable
 from dlbench.results.lookup import load_run
 from dlbench.spec.case import MODES
-from dlbench.spec.registry import FRAMEWORKS, WORKLOADS
+from dlbench.spec.registry import FRAMEWORKS, WORKLOADS, FrameworkInfo
 from dlbench.workloads import get_workload
 
 
@@ -54,7 +54,7 @@ def support_table() -> Table:
 def frameworks_table() -> Table:
     table = Table(title="frameworks")
     table.add_column("name", no_wrap=True)
-    for name in ("installed", "compile modes", "about"):
+    for name in ("installed", "compile modes", "options (--option)", "about"):
         table.add_column(name, overflow="fold")
     for info in FRAMEWORKS.values():
         version = info.installed_version()
@@ -68,8 +68,22 @@ def frameworks_table() -> Table:
             )
         else:
             status = f"[red]no[/red] ({escape_markup(info.install_hint)})"
-        table.add_row(info.name, status, ", ".join(info.compile_modes), info.label)
+        table.add_row(
+            info.name, status, ", ".join(info.compile_modes), framework_options(info), info.label
+        )
     return table
+
+
+def framework_options(info: FrameworkInfo) -> str:
+    """A framework's own options as `--option` takes them: KEY=a|b for a choice, KEY=N
+    for a number (plan.validate reads the same entry), '-' where it has none."""
+    return (
+        ", ".join(
+            f"{key}={'|'.join(values) if values is not None else 'N'}"
+            for key, values in info.options.items()
+        )
+        or "-"
+    )
 
 
 def workloads_table() -> Table:

@@ -229,7 +229,7 @@ class Case:
             parse=option_pair,
             metavar="KEY=VALUE",
             help="a framework's own option, part of the case's label, e.g. optimizer=fused "
-            "(torch's fused AdamW); `dlbench list support` names each framework's",
+            "(torch's fused AdamW); `dlbench list frameworks` names each framework's",
         ),
     )
     scenario: str | None = field(
