@@ -12,10 +12,11 @@ A field equal to its default is left out of the JSON, so a result that has
 no LoadGen test or no energy counter does not carry a page of nulls; a record
 that sets WRITES_EVERY_FIELD (a case, a result, a run: the shapes their files have
 always had) writes every field. A tuple of (name, value) pairs (a case's params)
-is a JSON object, any other tuple a list. A field marked with REST_FIELD gathers
-the keys its record does not name (a quantizer's own metadata, the metric values
-of a --repeat process keyed by the metrics table) and writes them back beside the
-named ones.
+is a JSON object, any other tuple a list. A field annotated `Mapping[str, X]` is
+a JSON object read into a read-only `types.MappingProxyType` (its keys in the
+file's order). A field marked with REST_FIELD gathers the keys its record does not
+name (a quantizer's own metadata, the metric values of a --repeat process keyed by
+the metrics table) and writes them back beside the named ones.
 
 A record may define its own `to_dict()` and `from_dict(data, where)` that call these
 two and add what it documents (a result's `noisy`, the `ddp` of a case written
@@ -34,7 +35,7 @@ import dataclasses
 import math
 import types
 import typing
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from enum import Enum
 from functools import cache
 from pathlib import Path, PurePath
@@ -137,7 +138,8 @@ def from_dict(record: type[R], data: JSONValue, where: str | None = None) -> R:
         raise ValueError(f"{at or record.__name__}: missing {', '.join(missing)}")
     if spare is not None:
         named = _flat_hints(record)
-        values[spare] = {k: v for k, v in data.items() if k not in named}
+        rest = {k: v for k, v in data.items() if k not in named}
+        values[spare] = types.MappingProxyType(rest) if _is_mapping(hints[spare]) else rest
     return record(**values)
 
 
@@ -227,8 +229,8 @@ def unknown_keys(
 ) -> Iterator[tuple[str, str, str]]:
     """(where, key, record's name) for each key of `data` (the JSON of `record`), and of
     the records inside it, that no field names. A record with a REST field takes any
-    key, and a `dict[str, JSONValue]` field is free-form; a value of the wrong type is passed
-    over here (from_dict refuses it)."""
+    key, and a `dict[str, JSONValue]` or `Mapping[str, JSONValue]` field is free-form; a
+    value of the wrong type is passed over here (from_dict refuses it)."""
     if not isinstance(data, dict):
         return
     named = _flat_hints(record)
@@ -247,10 +249,10 @@ def _unknown_in(hint: object, value: JSONValue, where: str) -> Iterator[tuple[st
             yield from _unknown_in(inner, value, where)
     elif dataclasses.is_dataclass(hint) and isinstance(hint, type):
         yield from unknown_keys(hint, value, where)
-    elif origin is list and isinstance(value, list):
+    elif origin in (list, tuple) and args and args[0] not in SCALARS and isinstance(value, list):
         for index, item in enumerate(value):
             yield from _unknown_in(args[0], item, f"{where}[{index}]")
-    elif origin is dict and isinstance(value, dict):
+    elif origin in (dict, Mapping) and isinstance(value, dict):
         for key, item in value.items():
             yield from _unknown_in(args[1], item, f"{where}.{key}")
 
@@ -288,8 +290,8 @@ def plain(value: object, hint: object = Any) -> JSONValue:
         if item in SCALARS:  # a result's samples: thousands, already JSON's
             return list(value)
         return [plain(v, item) for v in value]
-    if isinstance(value, dict):
-        item = args[1] if typing.get_origin(hint) is dict and len(args) == 2 else Any
+    if isinstance(value, Mapping):  # a dict, or a record's read-only MappingProxyType
+        item = args[1] if typing.get_origin(hint) in (dict, Mapping) and len(args) == 2 else Any
         return {k: plain(v, item) for k, v in value.items()}
     if isinstance(value, PurePath):  # a path the worker writes to: its text
         return str(value)
@@ -308,6 +310,11 @@ def without_none(hint: object) -> object:
         inner = [a for a in typing.get_args(hint) if a is not type(None) and a is not Absent]
         return inner[0] if len(inner) == 1 else hint
     return hint
+
+
+def _is_mapping(hint: object) -> bool:
+    """Whether `hint` is `Mapping[...]` (None and ABSENT aside): read-only where it is read."""
+    return typing.get_origin(without_none(hint)) is Mapping
 
 
 def is_pairs(hint: object) -> bool:
@@ -366,10 +373,11 @@ def _read(hint: object, value: JSONValue, where: str) -> object:
         else:
             items = [_read(args[0], v, f"{where}[{i}]") for i, v in enumerate(value)]
         return items if origin is list else tuple(items)
-    if origin is dict:
-        if not isinstance(value, dict):
+    if origin is dict or origin is Mapping:
+        if not isinstance(value, Mapping):  # a dict; a record built in a process: any mapping
             raise ValueError(f"{where}: expected an object")
-        return {k: _read(args[1], v, f"{where}.{k}") for k, v in value.items()}
+        read = {k: _read(args[1], v, f"{where}.{k}") for k, v in value.items()}
+        return read if origin is dict else types.MappingProxyType(read)
     if hint is Path:
         if not isinstance(value, str):
             raise ValueError(f"{where}: expected a path (a string), not {type(value).__name__}")
