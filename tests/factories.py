@@ -8,6 +8,7 @@ given in their JSON form, `details={"timeline": {"throttle": "thermal"}}`.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -68,7 +69,13 @@ def make_run(results: list[Result] | None = None, **values: Any) -> Run:
         given["env"] = Fingerprint.from_dict(given["env"])
     if isinstance(given["settings"], dict):
         given["settings"] = Settings(**given["settings"])  # unchecked: a test may give a bad one
-    return Run(results=list(results or []), **given)
+    return Run(results=tuple(results or ()), **given)
+
+
+def with_result(run: Run, index: int, result: Result) -> Run:
+    """`run` with `result` in place of its result at `index` (added at the end where
+    `index` is its count): a Run's results are a tuple."""
+    return replace(run, results=(*run.results[:index], result, *run.results[index + 1 :]))
 
 
 def samples(median_ms: float, seed: int, n: int = 400) -> list[float]:

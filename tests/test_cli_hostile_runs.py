@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 from conftest import cli
-from factories import timed_run
+from factories import timed_run, with_result
 from rich.console import Console
 
 from dlbench.cli.terminal import comparison_table
@@ -49,7 +49,7 @@ def test_strings_from_runs_are_printed_as_text_never_as_markup(tmp_path):
     for run_id, median in (("a", 1.0), ("b", 1.1)):
         run = replace(timed_run(run_id, median, 1, host=MARKUP), suite="[/]")
         case = replace(run.results[0].case, scenario="[/]", options=(("k", MARKUP),))
-        run.results[0] = replace(run.results[0], case=case)
+        run = with_result(run, 0, replace(run.results[0], case=case))
         write_json(run, tmp_path / f"{run_id}.json")
         assert cli("import", str(tmp_path / f"{run_id}.json")).returncode == 0
     for args in (
@@ -71,8 +71,10 @@ def test_terminal_control_characters_from_runs_are_spelt_out_never_sent(tmp_path
     for run_id, median in (("a", 1.0), ("b", 1.1)):
         run = timed_run(run_id, median, 1, host=ESCAPES)
         case = replace(run.results[0].case, options=(("k", ESCAPES),))
-        run.results[0] = replace(run.results[0], case=case)
-        run.results.append(replace(run.results[0], status="failed", error=ESCAPES))
+        run = with_result(run, 0, replace(run.results[0], case=case))
+        run = with_result(
+            run, len(run.results), replace(run.results[0], status="failed", error=ESCAPES)
+        )
         write_json(run, tmp_path / f"{run_id}.json")
         assert cli("import", str(tmp_path / f"{run_id}.json")).returncode == 0
     for args in (
@@ -270,7 +272,7 @@ def test_a_value_a_run_measured_but_that_is_not_finite_is_written_as_null(tmp_pa
     written as null, so dlbench's own files import again."""
     run = timed_run("diverged", 1.0, 1)
     diverged = replace(run.results[0].details, final_loss=math.nan)
-    run.results[0] = replace(run.results[0], max_abs_diff=math.inf, details=diverged)
+    run = with_result(run, 0, replace(run.results[0], max_abs_diff=math.inf, details=diverged))
     write_json(run, tmp_path / "run.json")
     assert "NaN" not in (tmp_path / "run.json").read_text()
     assert cli("import", str(tmp_path / "run.json")).returncode == 0

@@ -7,7 +7,7 @@ import sqlite3
 
 import pytest
 from conftest import cli, dlbench
-from factories import timed_run
+from factories import timed_run, with_result
 
 from dlbench.errors import UserError
 from dlbench.results.files import write_json
@@ -106,7 +106,7 @@ def test_import_export_round_trip_and_duplicate_refused(tmp_path, isolated_store
 
 def test_store_import_is_atomic(tmp_path):
     run = timed_run("atomic", 1.0, 1)
-    run.results.append(run.results[0])
+    run = with_result(run, len(run.results), run.results[0])
     with open_store(tmp_path / "s.sqlite") as store:
         store.import_run(run)
         with pytest.raises(UserError, match="already in store"):

@@ -9,7 +9,7 @@ import sys
 import numpy as np
 import pytest
 from conftest import cli, installed
-from factories import make_result, make_run
+from factories import make_result, make_run, with_result
 
 from dlbench.cli.history_commands import sparkline
 from dlbench.measure.stats import summarize
@@ -189,8 +189,12 @@ def test_a_store_without_runs_is_one_line_exit_2(isolated_store):
 
 def test_failed_results_are_skipped_and_counted(isolated_store):
     runs = history_runs()
-    runs[3].results.append(make_result(workload="mlp", threads=1, status="failed", error="x"))
-    runs[4].results[1] = make_result(**FLAT, status="failed", error="boom")
+    runs[3] = with_result(
+        runs[3],
+        len(runs[3].results),
+        make_result(workload="mlp", threads=1, status="failed", error="x"),
+    )
+    runs[4] = with_result(runs[4], 1, make_result(**FLAT, status="failed", error="boom"))
     store_runs(isolated_store, runs)
     proc = cli("history", SUITE)
     assert proc.returncode == 0, proc.stderr

@@ -63,7 +63,7 @@ def test_a_list_of_numbers_is_read_at_once_and_a_wrong_one_named_by_its_index():
     from dlbench.results.details import Details
 
     numpy_floats = {"measured_wall": [np.float64(1.0), np.float64(2.5)]}
-    assert from_dict(Details, numpy_floats).measured_wall == [1.0, 2.5]
+    assert from_dict(Details, numpy_floats).measured_wall == (1.0, 2.5)
     with pytest.raises(ValueError, match=r"measured_wall\[1\]: expected float, not str"):
         from_dict(Details, {"measured_wall": [1.0, "2.5"]})
     with pytest.raises(ValueError, match=r"measured_wall\[0\]: expected float, not bool"):

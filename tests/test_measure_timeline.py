@@ -104,7 +104,7 @@ def test_sampling_a_process_that_exited_ends_quietly():
     child.wait()  # reaped: the pid no longer exists
     sampler.sample()
     sampler.sample()
-    assert sampler.points == []
+    assert sampler.points == ()
     assert not sampler.active
     assert sampler.summary() == TimelineSummary(samples=0, window="whole case")
 
@@ -115,7 +115,7 @@ def test_a_pid_that_never_existed_samples_nothing():
     child.wait()
     sampler = TimelineSampler(child.pid)
     sampler.sample()
-    assert not sampler.active and sampler.points == []
+    assert not sampler.active and sampler.points == ()
 
 
 @pytest.mark.integration
@@ -457,7 +457,7 @@ def test_a_case_gets_a_timeline_from_the_runner():
     assert result.details.timeline.gpu_telemetry is None  # a CPU case does not look for a GPU
     assert result.details.timeline.throttle is None
     # the CPUs the worker may run on, which the interference flag judges (results.flags)
-    assert result.details.timeline.cpu_set == sorted(os.sched_getaffinity(0))
+    assert result.details.timeline.cpu_set == tuple(sorted(os.sched_getaffinity(0)))
     stored = Result.from_dict(result.to_dict()).details.timeline
     assert stored is not None and stored.cpu_set == result.details.timeline.cpu_set
 
@@ -495,7 +495,7 @@ def test_gpu_cases_say_why_they_have_no_gpu_telemetry(monkeypatch):
     case = type(case)(**{**case.__dict__, "device": "cuda:0"})
     result = run_case(case, FAST)
     assert result.details.timeline.gpu_telemetry == "no GPU: test says so"
-    assert isinstance(result.details.timeline.points, list)
+    assert isinstance(result.details.timeline.points, tuple)
 
 
 SCHEMA_3 = Path(__file__).parent / "fixtures" / "schema-3-runs"

@@ -8,7 +8,7 @@ from dataclasses import replace
 
 import pytest
 from conftest import cli
-from factories import make_run, timed_run
+from factories import make_run, timed_run, with_result
 
 from dlbench.report.compare import compare_runs, regressions
 from dlbench.report.leaderboard import pivot
@@ -139,10 +139,10 @@ def test_only_the_versions_of_the_compared_cases_frameworks_are_context():
     b = replace(b, env=replace(b.env, frameworks={"torch": "2.14.0", "jax": "0.11.0"}))
     assert compare_runs(a, b).context == {"torch version": ("2.13.0", "2.14.0")}
     # the version the worker imported wins over the installed one
-    a.results[0] = replace(a.results[0], framework_version="2.13.0")
-    b.results[0] = replace(b.results[0], framework_version="2.13.0")
+    a = with_result(a, 0, replace(a.results[0], framework_version="2.13.0"))
+    b = with_result(b, 0, replace(b.results[0], framework_version="2.13.0"))
     assert compare_runs(a, b).context == {}
-    b.results[0] = replace(b.results[0], framework_version="2.15.0")
+    b = with_result(b, 0, replace(b.results[0], framework_version="2.15.0"))
     assert compare_runs(a, b).context == {"torch version": ("2.13.0", "2.15.0")}
 
 
@@ -224,7 +224,7 @@ def test_a_gate_judges_the_matched_cases_and_warns_of_the_unmatched(tmp_path):
 def test_a_case_that_failed_on_one_side_is_unmatched_and_says_so():
     a = suite_run("a", 1.0, 1, ["mlp", "gemm"])
     b = suite_run("b", 1.0, 1, ["mlp", "gemm"])
-    b.results[1] = replace(b.results[1], status="failed", samples_ms=[])
+    b = with_result(b, 1, replace(b.results[1], status="failed", samples_ms=[]))
     comparison = compare_runs(a, b)
     assert [c.label for c in comparison.cases] == [a.results[0].case.label()]
     assert comparison.only_a == [f"{a.results[1].case.label()} (not measured in B)"]
@@ -256,7 +256,9 @@ def test_pivot_by_machine_has_one_row_per_machine_relative_to_baseline():
 
 def test_pivot_by_framework_keeps_each_frameworks_best_compile_mode():
     fast, slow = timed_run("a", 1.0, 1), timed_run("b", 3.0, 2)
-    slow.results[0] = replace(slow.results[0], case=replace(slow.results[0].case, compile="script"))
+    slow = with_result(
+        slow, 0, replace(slow.results[0], case=replace(slow.results[0].case, compile="script"))
+    )
     table = pivot([fast, slow], "framework", "latency", "torch")
     assert table.rows == ["torch"] and len(table.columns) == 1
     assert table.cells[("torch", table.columns[0])] == pytest.approx(1.0, rel=0.05)
@@ -275,7 +277,7 @@ def test_a_verdict_and_a_gate_on_a_disturbed_side_name_it(tmp_path):
     """A 106 ms -> 0.688 ms change was called faster without saying one side was
     flagged interference: the verdict and the gate now name the flagged side."""
     a, b = timed_run("a", 1.0, 1, processes=5), timed_run("b", 1.3, 2, processes=5)
-    b.results[0] = replace(b.results[0], flags=["interference"])
+    b = with_result(b, 0, replace(b.results[0], flags=["interference"]))
     case = compare_runs(a, b).cases[0]
     assert case.verdict == "slower" and case.flagged == "B: interference"
     done = gate(tmp_path, a, b)
@@ -286,5 +288,5 @@ def test_a_verdict_and_a_gate_on_a_disturbed_side_name_it(tmp_path):
     )
     assert "B: interference" in " ".join(done.stdout.split())  # beside the verdict
     # a flag that is no disturbance (low-n-p99) names nothing
-    b.results[0] = replace(b.results[0], flags=["low-n-p99"])
+    b = with_result(b, 0, replace(b.results[0], flags=["low-n-p99"]))
     assert compare_runs(a, b).cases[0].flagged == ""

@@ -6,7 +6,7 @@ from dataclasses import replace
 
 import pytest
 from conftest import assert_page_fits, chromium, dlbench
-from factories import timed_run
+from factories import timed_run, with_result
 
 from dlbench.measure.stats import summarize
 from dlbench.measure.timeline import TimelinePoint
@@ -27,11 +27,15 @@ def hostile_run():
         ],
         throttle="thermal",
     )
-    run.results[0] = replace(
-        run.results[0],
-        case=replace(run.results[0].case, workload=HOSTILE, mode="train"),
-        details=Details(timeline=timeline),
-        flags=["throttled:thermal"],  # as results.flags decides from the verdict
+    run = with_result(
+        run,
+        0,
+        replace(
+            run.results[0],
+            case=replace(run.results[0].case, workload=HOSTILE, mode="train"),
+            details=Details(timeline=timeline),
+            flags=["throttled:thermal"],  # as results.flags decides from the verdict
+        ),
     )
     return run
 
@@ -59,14 +63,16 @@ def test_flags_and_timelines_are_shown():
 
 def test_short_inference_timelines_are_left_out_long_ones_drawn():
     run = hostile_run()
-    run.results[0] = replace(run.results[0], case=replace(run.results[0].case, mode="infer"))
+    run = with_result(
+        run, 0, replace(run.results[0], case=replace(run.results[0].case, mode="infer"))
+    )
     assert "CPU over time" not in render([run])
     points = [
         TimelinePoint(t=float(i), cpu_percent=90, cpu_cores=(), rss_mb=100) for i in range(40)
     ]
     timeline = replace(run.results[0].details.timeline, points=points)
-    run.results[0] = replace(
-        run.results[0], details=replace(run.results[0].details, timeline=timeline)
+    run = with_result(
+        run, 0, replace(run.results[0], details=replace(run.results[0].details, timeline=timeline))
     )
     assert "CPU over time" in render([run])
 

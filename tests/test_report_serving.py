@@ -142,7 +142,7 @@ def test_loadgens_detail_log_is_read_into_its_verdict_rate_and_milliseconds(tmp_
     assert outcome.samples_per_s == 812.5 and outcome.scheduled_samples_per_s == 850.0
     assert outcome.latency_ms == {"99": 12.5, "99.9": 20.0, "min": 1.0}
     assert outcome.over_bound == 7
-    assert outcome.errors == ["error_runtime: Too many outstanding queries."]
+    assert outcome.errors == ("error_runtime: Too many outstanding queries.",)
     assert outcome.queries is None and outcome.version is None  # not in this log
     assert outcome.per_query_latency_ms is None and outcome.ttft_percentiles_ms is None
 
@@ -165,7 +165,7 @@ def test_a_loadgen_value_of_another_type_than_loadgen_logs_is_none(tmp_path):
     assert (outcome.verdict, outcome.queries) == ("VALID", 1024)
     assert outcome.version == "6.0.17 @ d6147c7eb7"
     assert outcome.over_bound is None and outcome.scheduled_samples_per_s is None
-    assert outcome.early_stopping is None and outcome.errors == []
+    assert outcome.early_stopping is None and outcome.errors == ()
     # its JSON is what the LoadGen record reads: a field LoadGen did not give is left out
     assert to_dict(outcome) == {"verdict": "VALID", "invalid_reason": None,
                                 "perf_constraints_met": None, "early_stopping": None,

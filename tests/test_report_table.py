@@ -6,7 +6,7 @@ import math
 import re
 from dataclasses import replace
 
-from factories import sample_run
+from factories import sample_run, with_result
 from rich.console import Console
 
 from dlbench.report.table import fmt, rate_column, run_table
@@ -38,7 +38,7 @@ def test_rate_column_leads_with_the_workloads_primary_metric():
 
 def test_table_shows_failures_in_full_and_escapes_markup():
     run = sample_run()
-    run.results[1] = replace(run.results[1], error="[bold red]not markup[/bold red] boom")
+    run = with_result(run, 1, replace(run.results[1], error="[bold red]not markup[/bold red] boom"))
     console = Console(width=250, record=True)
     console.print(run_table(run))
     text = console.export_text()

@@ -9,7 +9,7 @@ import json
 from dataclasses import replace
 
 import pytest
-from factories import make_result, make_run
+from factories import make_result, make_run, with_result
 
 from dlbench.report.table import rate_column
 from dlbench.results.ceilings import efficiency_in_run
@@ -69,7 +69,7 @@ def test_scaling_is_read_from_the_same_case_in_one_process_of_the_run():
     assert scaling_in_run(single, run) is None
     assert read(METRICS["scaling"], double, run) == pytest.approx(0.75)
     # the run's results as they stand: a --repeat merge that moves the baseline moves it
-    run.results[run.results.index(single)] = replace(single, throughput=30.0)
+    run = with_result(run, run.results.index(single), replace(single, throughput=30.0))
     assert read(METRICS["scaling"], double, run) == pytest.approx(1.0)
     assert double.details.ddp.stored_scaling is None
     alone = make_run([double])

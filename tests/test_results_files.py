@@ -10,7 +10,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from factories import sample_run
+from factories import sample_run, with_result
 
 from dlbench.atomic import build_once, write_atomic
 from dlbench.errors import UserError
@@ -57,16 +57,20 @@ def test_csv_has_one_row_per_result_and_survives_odd_strings(tmp_path):
 def test_csv_text_cells_a_spreadsheet_would_run_are_neutralised(tmp_path):
     run = sample_run()
     run = replace(run, env=replace(run.env, hostname="@SUM(1+1)*cmd|' /C calc'!A0"))
-    run.results[1] = replace(
-        run.results[1],
-        error='=HYPERLINK("http://example.com","click")',
-        error_detail="\t=1+1",
-        framework_version="-2+3",
-        requested_device="\r=1",
-        primary_metric="+1",
+    run = with_result(
+        run,
+        1,
+        replace(
+            run.results[1],
+            error='=HYPERLINK("http://example.com","click")',
+            error_detail="\t=1+1",
+            framework_version="-2+3",
+            requested_device="\r=1",
+            primary_metric="+1",
+        ),
     )
     # a number, not text: it stays a number
-    run.results[0] = replace(run.results[0], cpu_percent=-1.5)
+    run = with_result(run, 0, replace(run.results[0], cpu_percent=-1.5))
     write_csv(run, tmp_path / "run.csv")
     with open(tmp_path / "run.csv", newline="") as handle:
         rows = list(csv.DictReader(handle))

@@ -46,7 +46,7 @@ def with_timeline(points: list[dict], window=(1.0, 5.0), **values) -> object:
 
 def test_a_quiet_well_sampled_result_has_no_flags():
     quiet = [point(t * 0.5, worker=100, system=50) for t in range(12)]
-    assert result_flags(with_timeline(quiet), CPUS) == []
+    assert result_flags(with_timeline(quiet), CPUS) == ()
 
 
 def test_other_processes_busy_while_measured_is_interference():
@@ -193,7 +193,7 @@ def test_p99_from_too_few_samples_and_throttles_are_flagged():
     assert "low-n-p99" in result_flags(few, CPUS)
     spread = [1.0, 2.0] * 500  # IQR over median 2/3: noisy
     hot = with_timeline([], details={"timeline": {"throttle": "thermal, power"}}, samples=spread)
-    assert result_flags(hot, CPUS) == ["noisy", "throttled:thermal", "throttled:power"]
+    assert result_flags(hot, CPUS) == ("noisy", "throttled:thermal", "throttled:power")
     # time-to-train results have a handful of epochs, and no p99 to judge
     epochs = with_timeline([], samples=[5.0, 4.0], details={"training": {"epochs": [{}, {}]}})
     assert "low-n-p99" not in result_flags(epochs, CPUS)
@@ -201,9 +201,9 @@ def test_p99_from_too_few_samples_and_throttles_are_flagged():
 
 def test_a_first_call_that_built_the_compilers_headers_is_flagged_and_a_cold_one_is_not():
     built = with_timeline([], details={"compile_cache": COLD + HEADERS_BUILT})
-    assert result_flags(built, CPUS) == [COMPILE_BUILT_HEADERS]
+    assert result_flags(built, CPUS) == (COMPILE_BUILT_HEADERS,)
     for cache in (COLD, SHARED, None):
-        assert result_flags(with_timeline([], details={"compile_cache": cache}), CPUS) == []
+        assert result_flags(with_timeline([], details={"compile_cache": cache}), CPUS) == ()
 
 
 @pytest.mark.parametrize("suffix", [".gch", ".pch"])  # g++'s, and other compilers'
@@ -319,7 +319,7 @@ def test_a_timed_out_oversubscribed_case_still_says_so():
 
 def test_noisy_is_decided_here_and_kept_only_among_the_flags():
     spread = with_timeline([], samples=[1.0, 2.0] * 500)
-    assert result_flags(spread, CPUS) == ["noisy"]
+    assert result_flags(spread, CPUS) == ("noisy",)
     spread = replace(spread, flags=result_flags(spread, CPUS))
     assert spread.noisy and spread.to_dict()["noisy"] is True  # read from the flags
     # a time-to-train result's samples are its epochs, the first holding compilation
@@ -336,7 +336,7 @@ def test_a_result_written_before_flags_reads_its_noisy_field_and_throttle_as_fla
     del old["flags"]
     old["noisy"] = True
     loaded = Result.from_dict(old)
-    assert loaded.flags == ["noisy", "throttled:thermal"] and loaded.noisy
+    assert loaded.flags == ("noisy", "throttled:thermal") and loaded.noisy
     assert flags(loaded) == "noisy, throttled:thermal"
     # with flags recorded, the flags are the whole story: the table adds nothing
     hot = {"timeline": {"throttle": "power"}}

@@ -108,8 +108,8 @@ def test_a_store_row_that_cannot_be_upgraded_is_a_user_error(tmp_path):
 
 def test_the_noisy_field_of_0_1_runs_is_read_as_the_flag_and_written_back(tmp_path):
     run = read_json(FIXTURES / "null-run.json")
-    assert [r.flags for r in run.results] == [["noisy"], ["noisy"]]
-    assert read_json(FIXTURES / "torch-run.json").results[0].flags == []
+    assert [r.flags for r in run.results] == [("noisy",), ("noisy",)]
+    assert read_json(FIXTURES / "torch-run.json").results[0].flags == ()
     path = tmp_path / "old.sqlite"
     shutil.copy(FIXTURES / "store-schema3.sqlite", path)
     with open_store(path) as store:

@@ -26,6 +26,7 @@ from dlbench.results.details import DEVICE_CLOCK, STREAMER_CLOCK, Generation
 from dlbench.results.flags import ABOVE_CEILING, CLIENT_BOUND, HOST_BOUND, result_flags
 from dlbench.results.limits import judge, with_limits
 from dlbench.results.metrics import METRICS, read
+from dlbench.results.records import Result
 from dlbench.results.roofline_bound import prefill_bound
 from dlbench.spec.case import REMOTE_DEVICE
 from dlbench.spec.record_dict import to_dict
@@ -126,18 +127,24 @@ def test_without_a_ceiling_the_verdict_is_unknown_and_says_what_to_run():
     assert limit.figure == "no memory ceiling for cpu: run `dlbench roofline` on this machine"
 
 
+def on_device(result: Result, name: str) -> Result:
+    """`result` as measured on the GPU `name` (its framework's extra says which)."""
+    extra = {**result.details.extra, "device_name": name}
+    return replace(result, details=replace(result.details, extra=extra))
+
+
 def test_a_gpu_without_a_roofline_is_held_to_its_datasheet_both_ways():
     """bf16 on an H100 SXM: 3,350 GB/s and 989 dense TFLOP/s, labelled datasheet."""
     result = generated(isl=1024, ttft_ms=2.0, tpot_ms=1.0, device="cuda:0", batch=8,
                        work_precision="bf16")  # fmt: skip
-    result.details.extra["device_name"] = "NVIDIA H100 80GB HBM3"
+    result = on_device(result, "NVIDIA H100 80GB HBM3")
     run = make_run([result])
     bound = prefill_bound(result, run)
     assert (bound.ceiling.gflops, bound.ceiling.source) == (989e3, "datasheet: H100 SXM bf16 dense")
     limit = judge(result, run)
     assert limit.verdict == "memory-bound" and "datasheet: H100 SXM" in limit.figure
     fp32 = generated(ttft_ms=2.0, tpot_ms=1.0, device="cuda:0")  # no fp32 tensor figure
-    fp32.details.extra["device_name"] = "NVIDIA H100 80GB HBM3"
+    fp32 = on_device(fp32, "NVIDIA H100 80GB HBM3")
     assert prefill_bound(fp32, make_run([fp32])).ceiling is None
     assert "no GEMM fp32 ceiling for cuda:0" in judge(fp32, make_run([fp32])).figure
 
@@ -147,7 +154,7 @@ def test_a_model_held_in_bf16_is_held_to_the_measured_amp_bf16_gemm_not_the_data
     a generation whose weights are bf16 multiplies with those kernels."""
     result = generated(isl=1024, ttft_ms=2.0, tpot_ms=1.0, device="cuda:0",
                        work_precision="bf16")  # fmt: skip
-    result.details.extra["device_name"] = "NVIDIA H200"
+    result = on_device(result, "NVIDIA H200")
     ceilings = {"source_run": "roof", "values": {"cuda:0|gflops|amp-bf16|burst": 717e3,
                                                  "cuda:0|memory|burst": 4360.0}}  # fmt: skip
     bound = prefill_bound(result, make_run([result], env={"ceilings": ceilings}))

@@ -215,9 +215,9 @@ def test_a_wrong_scale_fails_and_a_log_partition_is_no_signal():
 def test_a_cpu_without_int8_dot_products_is_flagged_not_skipped(tmp_path):
     cpuinfo = tmp_path / "cpuinfo"
     cpuinfo.write_text("processor : 0\nflags : fpu sse4_2 avx avx2 fma\n")
-    assert int8_dot_units(cpuinfo) == []
+    assert int8_dot_units(cpuinfo) == ()
     cpuinfo.write_text("flags : avx2 avx512f avx512_vnni amx_int8\n")
-    assert int8_dot_units(cpuinfo) == ["avx512_vnni", "amx_int8"]
+    assert int8_dot_units(cpuinfo) == ("avx512_vnni", "amx_int8")
     plain = make_result(precision="int8", details={"int8_dot_units": []})
     assert "int8-no-vnni" in result_flags(plain, 2)
     vnni = make_result(precision="int8", details={"int8_dot_units": ["avx512_vnni"]})

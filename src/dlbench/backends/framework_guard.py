@@ -92,6 +92,6 @@ def hide_packages(names: Sequence[str]) -> None:
     sys.meta_path[:] = [_Hiding(finder, hidden) for finder in sys.meta_path]
 
 
-def frameworks_in_process() -> list[str]:
+def frameworks_in_process() -> tuple[str, ...]:
     """Which frameworks this worker imported: fairness rule 6 says exactly one."""
-    return [name for name in FRAMEWORK_MODULES if sys.modules.get(name) is not None]
+    return tuple(name for name in FRAMEWORK_MODULES if sys.modules.get(name) is not None)

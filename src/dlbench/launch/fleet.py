@@ -415,7 +415,7 @@ def _failed(
         done = partial.results
         run = partial
     else:
-        planned, done = list(plan.cases), []
+        planned, done = list(plan.cases), ()
         run = Run(
             id=new_run_id(),
             started_at=now_iso(),
@@ -430,7 +430,7 @@ def _failed(
         base_result(case, STATUS_FAILED, error=error, error_detail=detail)
         for case in planned[len(done) :]
     ]
-    run = replace(run, results=[*done, *failed], finished_at=now_iso())
+    run = replace(run, results=(*done, *failed), finished_at=now_iso())
     return NodeOutcome(node, _marked(run, fleet.mark(node, cause)), failure=cause)
 
 

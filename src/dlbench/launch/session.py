@@ -187,7 +187,7 @@ def _runs_as_cases_end(
                 store.replace_result(run.id, index, result)
             # only once stored: a fault above leaves `run` holding what the store holds
             results[index] = result
-            run = replace(measured, results=[results[i] for i in sorted(results)])
+            run = replace(measured, results=tuple(results[i] for i in sorted(results)))
             yield run
             progress.case_finished(index, len(cases), result, run)
 

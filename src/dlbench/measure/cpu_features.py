@@ -35,10 +35,10 @@ def cpu_flags(cpuinfo: Path = CPUINFO) -> set[str] | None:
     return None
 
 
-def int8_dot_units(cpuinfo: Path = CPUINFO) -> list[str] | None:
+def int8_dot_units(cpuinfo: Path = CPUINFO) -> tuple[str, ...] | None:
     """The int8 dot-product extensions this CPU has, in INT8_DOT_FLAGS order (None
     where the CPU's flags cannot be read)."""
     flags = cpu_flags(cpuinfo)
     if flags is None:
         return None
-    return [flag for flag in INT8_DOT_FLAGS if flag in flags]
+    return tuple(flag for flag in INT8_DOT_FLAGS if flag in flags)

@@ -11,12 +11,12 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Callable, Collection, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from types import ModuleType
+from types import MappingProxyType, ModuleType
 from typing import TYPE_CHECKING, TypeVar
 
-from dlbench.untyped import JSONObject
+from dlbench.untyped import JSONValue
 
 if TYPE_CHECKING:  # pynvml is imported where NVML is opened, and ships no types
     from pynvml import c_nvmlDevice_t as NvmlHandle  # a device's handle
@@ -66,9 +66,11 @@ class GpuReading:
     # the clock-event reasons that are limits (throttle_names); () where none held
     throttle: tuple[str, ...] | None = None
     # keys a reading stored otherwise holds (a schema-2 test fixture's `memory_used_mb`),
-    # kept as they came after the named ones: spec.record_dict's REST_FIELD, spelt out
-    # here because measure sits below spec
-    other: JSONObject = field(default_factory=dict, metadata={"rest": True})
+    # kept as they came after the named ones, read-only: spec.record_dict's REST_FIELD,
+    # spelt out here because measure sits below spec
+    other: Mapping[str, JSONValue] = field(
+        default_factory=lambda: MappingProxyType({}), metadata={"rest": True}
+    )
 
 
 def throttle_names(mask: int) -> list[str]:

@@ -30,7 +30,7 @@ class Measured:
 
     # the region's wall-clock bounds (epoch seconds): they pick it out of the parent's
     # timeline
-    measured_wall: list[float] | None = None
+    measured_wall: tuple[float, ...] | None = None
     energy: EnergyUse | None = None
 
 
@@ -48,7 +48,7 @@ class Reading:
     def recorded_in(self, record: M, samples_done: float) -> M:
         """`record` (a result's details) with the region's place on the wall clock and
         its energy per sample."""
-        window = [self.usage.wall_start_epoch_s, self.usage.wall_end_epoch_s]
+        window = (self.usage.wall_start_epoch_s, self.usage.wall_end_epoch_s)
         if self.energy is None:
             return replace(record, measured_wall=window)
         return replace(record, measured_wall=window, energy=self.energy.to_details(samples_done))

@@ -95,7 +95,7 @@ class TimelineSampler:
         self._last_iowait = _iowait_times()
         # The CPUs the worker may run on: only others' use of these contends with it
         # (results.flags). Read once: the worker inherits the parent's at its start.
-        self.cpu_set: list[int] | None = None
+        self.cpu_set: tuple[int, ...] | None = None
         try:
             self._process = psutil.Process(pid)
             self._last_cpu_s, _, _ = self._tree_usage(self._process)
@@ -114,8 +114,9 @@ class TimelineSampler:
         return self._process is not None
 
     @property
-    def points(self) -> list[TimelinePoint]:
-        return self._points
+    def points(self) -> tuple[TimelinePoint, ...]:
+        """The points so far (a copy: a result keeps them as they are now)."""
+        return tuple(self._points)
 
     def sample(self) -> None:
         """Append one point, or end the sampling if the process has exited.
@@ -249,13 +250,13 @@ class TimelineSampler:
         return cpu_s, rss, pids
 
 
-def _affinity(process: psutil.Process) -> list[int] | None:
+def _affinity(process: psutil.Process) -> tuple[int, ...] | None:
     """The process's CPU affinity, None where the OS has none to read (macOS)."""
     read = getattr(process, "cpu_affinity", None)
     if read is None:
         return None
     try:
-        return sorted(read())
+        return tuple(sorted(read()))
     except (psutil.Error, OSError, ValueError):
         return None
 

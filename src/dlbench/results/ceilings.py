@@ -301,7 +301,7 @@ def efficiency_in_run(result: Result, run: Run) -> JSONObject | None:
     so far): kept, so an old run shows the numbers it always did."""
     stored = result.details.stored_efficiency
     if stored is not None:
-        return stored
+        return dict(stored)  # the caller's own copy of the read-only record's
     return efficiency(result, run.env.ceilings_or_none)
 
 

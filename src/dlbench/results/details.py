@@ -11,21 +11,69 @@ What is truly free-form, a framework's own settings (ONNX Runtime's
 providers, OpenVINO's hints, a user model's inputs and outputs, an export's
 facts), goes in `extra`. Readers use the fields; none sniffs for keys.
 
+Every record is immutable, not only frozen: a sequence is a tuple, and a mapping
+(a field annotated `Mapping[str, X]`: latency percentiles by name, errors by kind,
+a framework's own settings) is a read-only `types.MappingProxyType` copy, made when
+the record is built (Immutable) or read (spec.record_dict), so no reader can
+change what another reads. A mapping, not (name, value) pairs: its JSON object
+keeps its keys in their order (pairs are read back sorted, for a case's params).
+The JSON values inside a free-form mapping (`extra`'s lists) are kept as JSON has
+them.
+
 Run schema 2 kept all of this in one flat dict: `details_from_v2` turns
 that dict into this form when an older file or store row is read.
 """
 
 from __future__ import annotations
 
+import typing
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from types import MappingProxyType
 
 from dlbench.measure.client_health import ClientHealth
 from dlbench.measure.instruments import Measured
 from dlbench.measure.power_regime import PowerRegimes
 from dlbench.measure.server_counters import ServerCounters
 from dlbench.measure.timeline import TimelinePoint, TimelineSummary
-from dlbench.spec.record_dict import REST_FIELD, from_dict, to_dict
+from dlbench.spec.record_dict import REST_FIELD, from_dict, to_dict, without_none
 from dlbench.untyped import JSONObject, JSONValue
+
+
+class Immutable:
+    """The base of a record with sequence or mapping fields, which makes them immutable
+    as it is built (`dataclasses.replace` too): a mapping (a field annotated `Mapping`)
+    given as a dict is replaced by a read-only copy, a MappingProxyType (already
+    read-only) kept; a sequence (a field annotated `tuple[...]`) given as a list, which
+    only an untyped caller can give (a `**kwargs` of Any), becomes a tuple."""
+
+    def __post_init__(self) -> None:
+        kind = type(self)
+        found = _SHAPED_FIELDS.get(kind)
+        if found is None:  # once per record type
+            found = _SHAPED_FIELDS[kind] = _shaped_fields(kind)
+        mappings, sequences = found
+        for name in mappings:
+            value = getattr(self, name)
+            if value is not None and not isinstance(value, MappingProxyType):
+                object.__setattr__(self, name, MappingProxyType(dict(value)))
+        for name in sequences:
+            value = getattr(self, name)
+            if isinstance(value, list):
+                object.__setattr__(self, name, tuple(value))
+
+
+def _shaped_fields(record: type) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """The names of `record`'s Mapping fields, and of its tuple fields."""
+    hints = typing.get_type_hints(record)
+    origins = {name: typing.get_origin(without_none(hint)) for name, hint in hints.items()}
+    return (
+        tuple(name for name, origin in origins.items() if origin is Mapping),
+        tuple(name for name, origin in origins.items() if origin is tuple),
+    )
+
+
+_SHAPED_FIELDS: dict[type, tuple[tuple[str, ...], tuple[str, ...]]] = {}
 
 
 @dataclass(frozen=True)
@@ -39,15 +87,15 @@ class Placement:
 
 
 @dataclass(frozen=True)
-class NumpyBlas:
+class NumpyBlas(Immutable):
     """NumPy's own BLAS pool in the worker, held at one thread."""
 
     threads: int | None = None
-    libraries: list[str] = field(default_factory=list)
+    libraries: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
-class OutputCheck:
+class OutputCheck(Immutable):
     """The output against the reference (fp32's tolerance), or an int8 model's
     outputs against fp32's: their signal-to-quantization-noise ratio, which decides,
     and their agreement (`agreement` and how it was measured) beside it."""
@@ -67,44 +115,44 @@ class OutputCheck:
     min_sqnr_db: float | None = None
     # a user's model that is already quantized: the int8 operators its graph holds,
     # which put its check across frameworks under int8's rule
-    quantized_ops: list[str] | None = None
+    quantized_ops: tuple[str, ...] | None = None
 
 
 @dataclass(frozen=True)
-class Quantization:
+class Quantization(Immutable):
     """What an int8 model's quantizer did; the rest of its metadata (tool versions,
     its source, preprocessing) is the quantizer's own, kept as it wrote it."""
 
     method: str | None = None
     model_file: str | None = None
-    calibration: JSONObject | None = None
+    calibration: Mapping[str, JSONValue] | None = None
     seconds: float | None = None
     cached: bool | None = None
     # the quantizer process's wall time, kept out of the case's setup_s
     build_wall_s: float | None = None
     folder: str | None = None
-    tool: JSONObject = field(default_factory=dict, metadata=REST_FIELD)
+    tool: Mapping[str, JSONValue] = field(default_factory=dict, metadata=REST_FIELD)
 
 
 @dataclass(frozen=True)
-class LoadGenTry:
+class LoadGenTry(Immutable):
     """One rate --find-peak tried."""
 
     target_qps: float | None = None
     samples_per_s: float | None = None
-    latency_ms: dict[str, float] = field(default_factory=dict)
+    latency_ms: Mapping[str, float] = field(default_factory=dict)
     keeps_bound: bool | None = None
     verdict: str | None = None
     invalid_reason: str | None = None
     over_bound: int | None = None  # a server's queries over the bound
     log_dir: str | None = None
     # a generation server's (use_token_latencies): LoadGen's TTFT and TPOT percentiles
-    ttft_percentiles_ms: dict[str, float] | None = None
-    tpot_percentiles_ms: dict[str, float] | None = None
+    ttft_percentiles_ms: Mapping[str, float] | None = None
+    tpot_percentiles_ms: Mapping[str, float] | None = None
 
 
 @dataclass(frozen=True)
-class LoadGen:
+class LoadGen(Immutable):
     """What MLPerf LoadGen concluded for a served case (worker.serving, worker.loadgen_log)."""
 
     scenario: str | None = None
@@ -116,12 +164,12 @@ class LoadGen:
     early_stopping: str | None = None
     samples_per_s: float | None = None
     samples_per_s_source: str | None = None
-    latency_ms: dict[str, float] = field(default_factory=dict)
-    per_query_latency_ms: dict[str, float] | None = None
+    latency_ms: Mapping[str, float] = field(default_factory=dict)
+    per_query_latency_ms: Mapping[str, float] | None = None
     # as LoadGen's log has them (worker.loadgen_log.LoadGenOutcome)
     queries: int | None = None
     scheduled_samples_per_s: float | None = None  # a server's
-    errors: list[str] | None = None  # each entry LoadGen marked as an error
+    errors: tuple[str, ...] | None = None  # each entry LoadGen marked as an error
     version: str | None = None  # LoadGen's own ("6.0.17 @ d6147c7eb7")
     over_bound: int | None = None  # a server's queries over the bound
     log_dir: str | None = None
@@ -129,15 +177,15 @@ class LoadGen:
     bound_ms: float | None = None
     percentile: float | None = None
     streams: int | None = None
-    tries: list[LoadGenTry] | None = None  # --find-peak only
+    tries: tuple[LoadGenTry, ...] | None = None  # --find-peak only
     peak_qps: float | None = None
     peak_confirmed: bool | None = None
     peak_note: str | None = None
     # A generation server (worker.token_serving): LoadGen's token latencies, TTFT from
     # the query's arrival to its first token and TPOT over the rest, as percentiles
     # (ms) with their bounds, its completed tokens/s, and how requests shared the engine.
-    ttft_percentiles_ms: dict[str, float] | None = None
-    tpot_percentiles_ms: dict[str, float] | None = None
+    ttft_percentiles_ms: Mapping[str, float] | None = None
+    tpot_percentiles_ms: Mapping[str, float] | None = None
     ttft_bound_ms: float | None = None
     tpot_bound_ms: float | None = None
     tokens_per_s: float | None = None
@@ -171,10 +219,10 @@ class TrainingData:
 
 
 @dataclass(frozen=True)
-class Training:
+class Training(Immutable):
     """A time-to-train case: its epochs and the times and accuracy they add up to."""
 
-    epochs: list[Epoch] = field(default_factory=list)
+    epochs: tuple[Epoch, ...] = ()
     time_to_train_s: float | None = None
     # without epoch 1, which holds compilation (torch.compile, tf.function tracing)
     steady_samples_per_s: float | None = None
@@ -186,7 +234,7 @@ class Training:
 
 
 @dataclass(frozen=True)
-class Pipelined:
+class Pipelined(Immutable):
     """A throughput-mode result's timing (measure.pipeline): steps issued back to back
     in windows with one wait each; its samples are inter-completion times. What
     limits it: the host's time to issue a step against the step's interval, the
@@ -212,23 +260,23 @@ class Pipelined:
     # the same steps each waited for (after measuring): what the latency mode gets
     synced_samples_per_s: float | None = None
     # why a figure above is missing (no profiler, a synchronous device)
-    notes: list[str] = field(default_factory=list)
+    notes: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
-class Ddp:
+class Ddp(Immutable):
     """A DistributedDataParallel case's ranks."""
 
     world_size: int | None = None
     backend: str | None = None
     iterations_per_rank: int | None = None
-    per_rank_throughput: list[float | None] = field(default_factory=list)
-    per_rank_median_ms: list[float | None] = field(default_factory=list)
-    per_rank_device: list[str] = field(default_factory=list)
+    per_rank_throughput: tuple[float | None, ...] = ()
+    per_rank_median_ms: tuple[float | None, ...] = ()
+    per_rank_device: tuple[str, ...] = ()
     # each rank's measured loop; the group's rate divides by the longest (worker.ddp_rank)
-    per_rank_wall_s: list[float] = field(default_factory=list)
+    per_rank_wall_s: tuple[float, ...] = ()
     # Scaling as results written before it was computed on read kept it (results.scaling)
-    stored_scaling: JSONObject | None = None
+    stored_scaling: Mapping[str, JSONValue] | None = None
 
 
 @dataclass(frozen=True)
@@ -341,7 +389,7 @@ class LoadStep:
 
 
 @dataclass(frozen=True)
-class EndpointLoad:
+class EndpointLoad(Immutable):
     """An OpenAI-compatible server under load (worker.endpoint_run): what was sent,
     what came back, and the SLOs (docs/guides/llm-serving.md). Its token latencies
     are the result's Generation record."""
@@ -355,8 +403,8 @@ class EndpointLoad:
     ok: int = 0
     # error kind (measure.openai_stream.ERROR_KINDS: connection, timeout, http, stream,
     # malformed, client) -> requests
-    errors: dict[str, int] = field(default_factory=dict)
-    first_errors: list[str] = field(default_factory=list)  # a few, as the client kept them
+    errors: Mapping[str, int] = field(default_factory=dict)
+    first_errors: tuple[str, ...] = ()  # a few, as the client kept them
     # answered with fewer tokens than asked (the server stopped early or cut them off):
     # their rates are of less work
     short_answers: int = 0
@@ -372,7 +420,7 @@ class EndpointLoad:
     token_ids_field: str | None = None
     # the request fields that fixed each answer's length (measure.openai_api.LENGTH_FIELDS);
     # empty in a run from before they were kept
-    length_fields: list[str] = field(default_factory=list)
+    length_fields: tuple[str, ...] = ()
     # the run's random salt, drawn into each prompt's start (None: --param unsalted=1)
     salt: str | None = None
     send_lag_p99_ms: float | None = None  # an open loop's lateness against its schedule
@@ -400,7 +448,7 @@ class EndpointLoad:
     peak: float | None = None
     peak_confirmed: bool | None = None
     peak_note: str | None = None
-    tries: list[LoadStep] | None = None
+    tries: tuple[LoadStep, ...] | None = None
     # the server's own counters over the same window (its /metrics), or why none
     server: ServerCounters | None = None
 
@@ -418,7 +466,7 @@ class Limit:
 
 
 @dataclass(frozen=True)
-class ProcessSummary:
+class ProcessSummary(Immutable):
     """What a --repeat result keeps of one process (results.repeats): its bookkeeping
     and samples, and in `values` each metric that has a process_key in the metrics
     table, under that key (so a new metric needs no field here)."""
@@ -428,11 +476,11 @@ class ProcessSummary:
     started_at: str | None = None
     mean_ms: float | None = None
     n: int = 0
-    flags: list[str] = field(default_factory=list)
+    flags: tuple[str, ...] = ()
     disturbed: bool = False
-    samples_ms: list[float] = field(default_factory=list)
+    samples_ms: tuple[float, ...] = ()
     used: bool | None = None  # made the headline (set when merged)
-    values: JSONObject = field(default_factory=dict, metadata=REST_FIELD)
+    values: Mapping[str, JSONValue] = field(default_factory=dict, metadata=REST_FIELD)
 
 
 @dataclass(frozen=True)
@@ -444,38 +492,38 @@ class ProcessSpread:
 
 
 @dataclass(frozen=True)
-class Processes:
+class Processes(Immutable):
     """A result merged from several --repeat processes: each one's summary, and their spread."""
 
-    summaries: list[ProcessSummary] = field(default_factory=list)
+    summaries: tuple[ProcessSummary, ...] = ()
     spread: ProcessSpread | None = None
 
 
 @dataclass(frozen=True)
-class Timeline:
+class Timeline(Immutable):
     """The parent's resource timeline of the case (launch.runner): its points, as
     seconds since `origin_epoch_s`, their summary over the measured region, the
     GPU's throttle verdict, why there are no GPU readings where there are none,
     and the CPUs the worker could run on (indices into a point's `cpu_cores`; None
     where not recorded: all of them)."""
 
-    points: list[TimelinePoint] = field(default_factory=list)
+    points: tuple[TimelinePoint, ...] = ()
     origin_epoch_s: float | None = None
     summary: TimelineSummary | None = None
     throttle: str | None = None
     gpu_telemetry: str | None = None
-    cpu_set: list[int] | None = None
+    cpu_set: tuple[int, ...] | None = None
 
 
 @dataclass(frozen=True)
-class Details(Measured):
+class Details(Measured, Immutable):
     """Everything a result holds beside its numbers; each part None where it does not apply.
 
     The fields of its base, Measured, are the instruments' record of the measured
     region: they come first in its JSON, beside these."""
 
-    threads: JSONObject | None = None  # each framework reports its own pools
-    frameworks_in_process: list[str] | None = None
+    threads: Mapping[str, JSONValue] | None = None  # each framework reports its own pools
+    frameworks_in_process: tuple[str, ...] | None = None
     numpy_blas: NumpyBlas | None = None
     # worker.compile_cache's word: cold or warm, and HEADERS_BUILT where Inductor's
     # precompiled headers were built while the case compiled
@@ -486,7 +534,7 @@ class Details(Measured):
     first_step_ms: float | None = None
     final_loss: float | None = None
     # an int8 case's CPU int8 dot-product units ([]: none, so expect little gain)
-    int8_dot_units: list[str] | None = None
+    int8_dot_units: tuple[str, ...] | None = None
     # the host-to-device copy: outside or inside the timed step, and its bytes when inside
     transfer: str | None = None
     transfer_bytes_per_step: float | None = None
@@ -507,9 +555,9 @@ class Details(Measured):
     processes: Processes | None = None
     timeline: Timeline | None = None
     # efficiency as results written before it was computed on read kept it (results.ceilings)
-    stored_efficiency: JSONObject | None = None
+    stored_efficiency: Mapping[str, JSONValue] | None = None
     # a framework's own settings and facts: providers, hints, a user model's inputs...
-    extra: JSONObject = field(default_factory=dict)
+    extra: Mapping[str, JSONValue] = field(default_factory=dict)
 
     def to_dict(self) -> JSONObject:
         return to_dict(self)

@@ -141,7 +141,7 @@ class Judged(Protocol):
     def details(self) -> Details: ...
 
 
-def result_flags(result: Judged, cpus_available: int) -> list[str]:
+def result_flags(result: Judged, cpus_available: int) -> tuple[str, ...]:
     """The flags of one finished result, in a fixed order."""
     details = result.details
     measured = measured_points(details)
@@ -160,7 +160,7 @@ def result_flags(result: Judged, cpus_available: int) -> list[str]:
     found += throttle_flags(details.timeline.throttle if details.timeline else None)
     if too_few_for_p99(result.latency_ms, details):
         found.append(LOW_N_P99)
-    if details.int8_dot_units == []:
+    if details.int8_dot_units == ():
         found.append("int8-no-vnni")
     if built_headers(details):
         found.append(COMPILE_BUILT_HEADERS)
@@ -175,7 +175,7 @@ def result_flags(result: Judged, cpus_available: int) -> list[str]:
             found.append("over-bound")
         if loadgen.verdict == "INVALID":
             found.append("loadgen-invalid")
-    return found
+    return tuple(found)
 
 
 def host_bound(details: Details) -> bool:
@@ -243,7 +243,7 @@ def prefix_cache_warm(details: Details, case: Case) -> bool:
 
 def merged_flags(
     result: Judged, process_flags: Sequence[Sequence[str]], spread: float
-) -> list[str]:
+) -> tuple[str, ...]:
     """The flags of a result merged from the processes it used (results.repeats): their
     flags, but noise and a p99's sample count judged again on the merged numbers. With
     several processes, noise is their disagreement: `spread`, the IQR over the median of
@@ -256,7 +256,7 @@ def merged_flags(
         noisy = _noisy(result.latency_ms, details) and not under_load(details)
     low_n = too_few_for_p99(result.latency_ms, details)
     built = [COMPILE_BUILT_HEADERS] if built_headers(details) else []
-    return ([NOISY] if noisy else []) + kept + ([LOW_N_P99] if low_n else []) + built
+    return tuple(([NOISY] if noisy else []) + kept + ([LOW_N_P99] if low_n else []) + built)
 
 
 def built_headers(details: Details) -> bool:
@@ -264,11 +264,11 @@ def built_headers(details: Details) -> bool:
     return details.compile_cache is not None and details.compile_cache.endswith(HEADERS_BUILT)
 
 
-def stored_flags(noisy: object, details: Details) -> list[str]:
+def stored_flags(noisy: object, details: Details) -> tuple[str, ...]:
     """The flags of a result written before flags were recorded, from what it kept
     instead: its own `noisy` field (as its JSON holds it) and its GPU's throttle verdict."""
     throttle = details.timeline.throttle if details.timeline else None
-    return ([NOISY] if noisy is True else []) + throttle_flags(throttle)
+    return tuple(([NOISY] if noisy is True else []) + throttle_flags(throttle))
 
 
 def throttle_flags(verdict: object) -> list[str]:

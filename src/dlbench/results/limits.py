@@ -70,7 +70,7 @@ def with_limits(result: Result, run: Run) -> Result:
     if above_ceiling(result, run):
         flags.append(ABOVE_CEILING)
     details = replace(result.details, limit=judge(result, run))
-    return replace(result, flags=flags, details=details)
+    return replace(result, flags=tuple(flags), details=details)
 
 
 def above_ceiling(result: Result, run: Run) -> bool:

@@ -35,7 +35,7 @@ from typing import Any, ClassVar  # noqa: TID251  # base_result's **measured: Re
 
 from dlbench.errors import UserError
 from dlbench.measure.stats import LatencyStats
-from dlbench.results.details import Details, details_from_v2
+from dlbench.results.details import Details, Immutable, details_from_v2
 from dlbench.results.env import Fingerprint
 from dlbench.results.flags import NOISY, stored_flags
 from dlbench.results.run_values import check_run_values
@@ -57,7 +57,7 @@ TIME_TO_TRAIN_KEY = "time_to_train_s"
 
 
 @dataclass(frozen=True)
-class Result:
+class Result(Immutable):
     """One measured case: the case as it ran, its samples and stats."""
 
     # its JSON holds every field, as every stored result's does (spec.record_dict)
@@ -81,10 +81,10 @@ class Result:
     bytes_per_sample: float | None = None
     # what a reader must know beside the numbers (results.flags decides them);
     # `noisy` among them, so it is not kept a second time (see the property)
-    flags: list[str] = field(default_factory=list)
+    flags: tuple[str, ...] = ()
     first_call_ms: float | None = None
-    warmup_ms: list[float] = field(default_factory=list)
-    samples_ms: list[float] = field(default_factory=list)
+    warmup_ms: tuple[float, ...] = ()
+    samples_ms: tuple[float, ...] = ()
     cpu_percent: float | None = None
     peak_rss_mb: float | None = None
     load_avg_before: float | None = None
@@ -156,7 +156,7 @@ def now_iso() -> str:
 
 
 @dataclass(frozen=True)
-class Run:
+class Run(Immutable):
     """A set of results measured together, with the context they were measured in."""
 
     # its JSON holds every field, as every stored run's does (spec.record_dict)
@@ -170,9 +170,9 @@ class Run:
     settings: Settings
     # the machine's facts, the ceilings its results are read against, a fleet node's mark
     env: Fingerprint
-    command: list[str] = field(default_factory=list)
+    command: tuple[str, ...] = ()
     finished_at: str | None = None
-    results: list[Result] = field(default_factory=list)
+    results: tuple[Result, ...] = ()
     schema_version: int = SCHEMA_VERSION
     # The cases as planned, in order: what --resume completes.
     plan: tuple[Case, ...] = ()

@@ -35,16 +35,16 @@ def disturbed(result: Result) -> bool:
     return bool(DISTURBED & set(result.flags))
 
 
-def processes(result: Result) -> list[ProcessSummary]:
-    """The per-process summaries a merged result keeps ([] for a one-process result)."""
+def processes(result: Result) -> tuple[ProcessSummary, ...]:
+    """The per-process summaries a merged result keeps (none for a one-process result)."""
     found = result.details.processes
-    return found.summaries if found is not None else []
+    return found.summaries if found is not None else ()
 
 
 def slots_done(result: Result) -> int:
     """Repeats finished: a clean process ends its repeat; a disturbed one leaves it
     open for a re-run, until MAX_RETRIES re-runs were disturbed too."""
-    listed = processes(result) or [summary_of(result)]
+    listed = processes(result) or (summary_of(result),)
     done, tries = 0, 0
     for process in listed:
         tries += 1
@@ -70,21 +70,21 @@ def summary_of(result: Result) -> ProcessSummary:
         values={m.process_key: read(m, result) for m in METRICS.values() if m.process_key},
         mean_ms=stats.mean if stats else None,
         n=stats.n if stats else 0,
-        flags=list(result.flags),
+        flags=result.flags,
         disturbed=disturbed(result),
-        samples_ms=list(result.samples_ms),
+        samples_ms=result.samples_ms,
     )
 
 
 def add_process(merged: Result | None, process: Result) -> Result:
     """`merged` (the case's processes so far, or None) with one more process."""
     if merged is None:
-        earlier: list[ProcessSummary] = []
+        earlier: tuple[ProcessSummary, ...] = ()
     else:
-        earlier = processes(merged) or [summary_of(merged)]
+        earlier = processes(merged) or (summary_of(merged),)
     # the newest measured process supplies what the processes share (case, details)
     base = process if process.ok or merged is None else merged
-    combined = merge(base, [*earlier, summary_of(process)])
+    combined = merge(base, (*earlier, summary_of(process)))
     if process.ok or merged is None:
         return combined
     # A process that failed after others measured fails the case: a crash is not
@@ -95,7 +95,7 @@ def add_process(merged: Result | None, process: Result) -> Result:
     )
 
 
-def merge(base: Result, summaries: list[ProcessSummary]) -> Result:
+def merge(base: Result, summaries: tuple[ProcessSummary, ...]) -> Result:
     """One Result from its processes' summaries; `base` gives the shared fields and
     the values of metrics not merged. Each metric is merged by its own rule
     (results.metrics.Merge); results.flags judges the merged result."""
@@ -105,13 +105,13 @@ def merge(base: Result, summaries: list[ProcessSummary]) -> Result:
         return replace(base, details=details)
     clean = [p for p in measured if not p.disturbed]
     used = clean or measured
-    summaries = [replace(summary, used=summary in used) for summary in summaries]
+    summaries = tuple(replace(summary, used=summary in used) for summary in summaries)
     if len(summaries) == 1:
         # one process: the result is that process
         return replace(base, details=replace(details, processes=None))
     spread = _relative_spread(_values(METRICS["latency"], used) or [])
     details = replace(details, processes=Processes(summaries, ProcessSpread(spread, len(used))))
-    pooled = [s for p in used for s in p.samples_ms]
+    pooled = tuple(s for p in used for s in p.samples_ms)
     # The pooled samples and their statistics (Merge.POOLED reads these); the other
     # rules then put their values over them, rates after the throughput they follow.
     merged = replace(

@@ -132,8 +132,8 @@ def _measured(hint: object) -> bool:
     """Whether a result's field of this annotation holds measured numbers (a number, or
     a list of them): none of them is ever negative."""
     hint = without_none(hint)
-    if typing.get_origin(hint) is list:
-        (hint,) = typing.get_args(hint)
+    if typing.get_origin(hint) in (list, tuple):  # tuple[float, ...]: samples, warm-up
+        hint = typing.get_args(hint)[0]
     return hint in (int, float)
 
 

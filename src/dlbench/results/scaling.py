@@ -26,7 +26,7 @@ def scaling_in_run(result: Result, run: Run) -> JSONObject | None:
     if not result.case.is_ddp or ddp is None:
         return None
     if ddp.stored_scaling:
-        return ddp.stored_scaling
+        return dict(ddp.stored_scaling)  # the caller's own copy of the read-only record's
     if not result.throughput:
         return None
     single = baseline(result, run)

@@ -176,7 +176,7 @@ class Store(ABC):
         problem = run_id_problem(run.id)
         if problem is not None:
             raise UserError(f"run id {problem}; nothing stored in {self.name}")
-        header = replace(run, results=[]).to_dict()  # as in the run's JSON, by one path
+        header = replace(run, results=()).to_dict()  # as in the run's JSON, by one path
         self._db.execute(
             "INSERT INTO runs (id, schema_version, started_at, finished_at, suite, hostname, "
             "command, settings, env, dlbench_version, plan) "

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
@@ -84,7 +85,7 @@ _USERINFO_PASSWORD = re.compile(r"(://[^:/@?#]*):[^@]*@")
 _QUERY_PASSWORD = re.compile(r"([?&])password=[^&#]*&?")
 
 
-def redacted_argv(argv: list[str]) -> list[str]:
+def redacted_argv(argv: Sequence[str]) -> tuple[str, ...]:
     """A command line as stored with a run: every PostgreSQL URL in it without its
     password (`--db URL` and `--db=URL` alike), every http(s) URL without its
     credentials (--endpoint's), and --api-key's value hidden."""
@@ -97,7 +98,7 @@ def redacted_argv(argv: list[str]) -> list[str]:
             words.append(f"{option}={HIDDEN}" if equals else option)
         else:
             words.append(_redacted_word(word))
-    return words
+    return tuple(words)
 
 
 HIDDEN = "***"

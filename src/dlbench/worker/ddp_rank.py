@@ -178,10 +178,10 @@ def run_ddp_steps(
         world_size=where.world,
         backend="nccl" if where.on_gpu else "gloo",
         iterations_per_rank=iterations,
-        per_rank_throughput=[g["throughput"] for g in gathered],
-        per_rank_median_ms=[g["median_ms"] for g in gathered],
-        per_rank_device=[g["device"] for g in gathered],
-        per_rank_wall_s=[g["wall_s"] for g in gathered],
+        per_rank_throughput=tuple(g["throughput"] for g in gathered),
+        per_rank_median_ms=tuple(g["median_ms"] for g in gathered),
+        per_rank_device=tuple(g["device"] for g in gathered),
+        per_rank_wall_s=tuple(g["wall_s"] for g in gathered),
     )
     group = replace(
         mine,

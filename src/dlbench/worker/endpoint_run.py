@@ -333,7 +333,7 @@ def run_endpoint(job: Job, settings: Settings, requests: RequestSet | None = Non
         loop.run_until_complete(client.aclose())
         loop.close()
     record = replace(loaded.record, token_ids_field=session.token_ids_field,
-                     length_fields=session.length_fields)  # fmt: skip
+                     length_fields=tuple(session.length_fields))  # fmt: skip
     if case.server.find_peak:
         record = _with_search(record, found)
     loaded = replace(loaded, record=record)
@@ -425,7 +425,7 @@ def _with_search(record: EndpointLoad, found: Found[Loaded]) -> EndpointLoad:
         peak=found.peak,
         peak_confirmed=found.note is None and found.peak is not None,
         peak_note=found.note,
-        tries=[_step(load, loaded) for load, loaded in found.tries],
+        tries=tuple(_step(load, loaded) for load, loaded in found.tries),
     )
 
 
@@ -470,7 +470,7 @@ def judged(case: Case, outcome: LoadOutcome, profile: LoadProfile,
         if outcome.send_lag_s
         else None,
         errors=errors,
-        first_errors=first_errors,
+        first_errors=tuple(first_errors),
         requests_per_s=rates.requests_per_s,
         output_tokens_per_s=rates.output_tokens_per_s,
         output_tokens_mean=rates.output_tokens_mean,

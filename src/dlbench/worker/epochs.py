@@ -109,7 +109,7 @@ def _training(job: Job, run: EpochsRun, used: int, data: MnistData, data_load_s:
     """The time-to-train record of the epochs that ran (details.training)."""
     elapsed = sum(run.train_s)
     return Training(
-        epochs=list(run.epochs),
+        epochs=tuple(run.epochs),
         time_to_train_s=elapsed,
         # without epoch 1, which holds compilation (torch.compile, tf.function tracing)
         steady_samples_per_s=used * (len(run.train_s) - 1) / sum(run.train_s[1:])

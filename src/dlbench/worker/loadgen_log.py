@@ -11,10 +11,12 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeGuard
 
+from dlbench.results.details import Immutable
 from dlbench.untyped import JSONObject, JSONValue
 
 DETAIL_LOG = "mlperf_log_detail.txt"
@@ -34,7 +36,7 @@ RATE_KEYS = {
 
 
 @dataclass(frozen=True)
-class LoadGenOutcome:
+class LoadGenOutcome(Immutable):
     """One LoadGen test's verdict, rates and latency percentiles (ms), from its detail
     log: the fields of results.details.LoadGen (and of a --find-peak try) that LoadGen
     gives, under the same names, so its JSON (spec.record_dict.to_dict) spreads into
@@ -48,17 +50,17 @@ class LoadGenOutcome:
     early_stopping: str | None  # early_stopping_result, LoadGen's sentences
     queries: int | None  # result_query_count
     samples_per_s: float | None  # the scenario's rate (RATE_KEYS), or multi-stream's
-    latency_ms: dict[str, float]  # "50" ... "99.9", "min", "max", "mean"
-    errors: list[str]  # each entry LoadGen marked is_error, as "key: value"
+    latency_ms: Mapping[str, float]  # "50" ... "99.9", "min", "max", "mean"
+    errors: tuple[str, ...]  # each entry LoadGen marked is_error, as "key: value"
     version: str | None  # loadgen_version: "6.0.17 @ d6147c7eb7"
     # the server scenario's
     scheduled_samples_per_s: float | None = None
     over_bound: int | None = None  # result_overlatency_query_count
     # multi-stream's: each query's latency (its samples together)
-    per_query_latency_ms: dict[str, float] | None = None
+    per_query_latency_ms: Mapping[str, float] | None = None
     # a server with token latencies (use_token_latencies): TTFT and TPOT percentiles
-    ttft_percentiles_ms: dict[str, float] | None = None
-    tpot_percentiles_ms: dict[str, float] | None = None
+    ttft_percentiles_ms: Mapping[str, float] | None = None
+    tpot_percentiles_ms: Mapping[str, float] | None = None
     tokens_per_s: float | None = None  # result_completed_tokens_per_second
 
 
@@ -102,7 +104,7 @@ def loadgen_outcome(path: Path, scenario: str, batch_size: int) -> LoadGenOutcom
         queries=_count(entries.get("result_query_count")),
         samples_per_s=_rate(entries, scenario, batch_size),
         latency_ms=_percentiles(entries, PERCENTILE_KEY, "result_{}_latency_ns"),
-        errors=entries["errors"],
+        errors=tuple(entries["errors"]),
         version=_text(entries.get("loadgen_version")),
         scheduled_samples_per_s=_value(entries.get("result_scheduled_samples_per_sec"))
         if server

@@ -129,7 +129,7 @@ def diagnose(pipeline: DevicePipeline, record: Pipelined, batch: int) -> Pipelin
         device_busy=busy_s * 1000.0 / interval if busy_s is not None and interval else None,
         hidden_syncs=hidden_syncs,
         synced_samples_per_s=synced,
-        notes=[*record.notes, *([why] if why else [])],
+        notes=(*record.notes, *([why] if why else [])),
     )
 
 

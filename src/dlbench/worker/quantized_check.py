@@ -84,7 +84,7 @@ class Agreement:
             max_abs_diff=self.max_abs_diff,
             sqnr_db=self.sqnr_db,
             min_sqnr_db=None if exact else self.min_sqnr_db,
-            quantized_ops=list(self.quantized_ops) or None,
+            quantized_ops=tuple(self.quantized_ops) or None,
         )
 
     def reason(self) -> str:

@@ -104,7 +104,7 @@ def _endpoint_load(result: Result, endpoint: EndpointLoad) -> list[LoadPoint]:
 def _endpoint_tries(case: Case, endpoint: EndpointLoad) -> list[LoadPoint]:
     """Every load --find-peak tried, at the SLO's own percentile; the last try at the
     peak (the confirming one, where it was confirmed) is the peak."""
-    tries = endpoint.tries or []
+    tries = endpoint.tries or ()
     axis = RATE if endpoint.peak_axis == RATE else CONCURRENCY
     at_peak = [i for i, step in enumerate(tries) if step.holds and step.load == endpoint.peak]
     peak = at_peak[-1] if at_peak else None
