@@ -20,8 +20,8 @@ from dlbench.errors import UserError
 from dlbench.launch.runner import run_case
 from dlbench.measure import gpu_telemetry
 from dlbench.measure.gpu_telemetry import (
-    GpuReading,
     GpuTelemetry,
+    GpuTelemetryReading,
     device_indices,
     throttle_names,
     throttle_verdict,
@@ -257,7 +257,7 @@ def test_throttle_bits_are_the_clock_event_reasons_nvml_defines():
 
 
 def test_throttle_verdict_needs_more_than_a_tenth_of_the_samples():
-    def points(flags_per_point: list[list[str]]) -> list[tuple[GpuReading, ...]]:
+    def points(flags_per_point: list[list[str]]) -> list[tuple[GpuTelemetryReading, ...]]:
         return [
             record(gpu_point(float(i), flags)).gpu or () for i, flags in enumerate(flags_per_point)
         ]
@@ -272,7 +272,7 @@ def test_throttle_verdict_needs_more_than_a_tenth_of_the_samples():
     assert throttle_verdict(points(mixed)) == "thermal, power"
     assert throttle_verdict(points([["sync-boost"]] * 20)) is None  # not a limit
     # Points whose devices gave no throttle reading do not dilute the fraction.
-    unread = [(GpuReading(index=0, gpu_util_percent=1.0),)] * 100
+    unread = [(GpuTelemetryReading(index=0, gpu_util_percent=1.0),)] * 100
     assert throttle_verdict(points([["power"]] * 2) + unread) == "power"
 
 
@@ -519,14 +519,16 @@ def test_a_point_writes_back_only_the_readings_it_has():
     device = {"index": 1, "gpu_util_percent": 3.0, "sm_clock_mhz": 1410, "throttle": []}
     with_gpu = {**bare, "load1": 0.25, "gpu": [device]}
     point = record(with_gpu)
-    assert point.gpu == (GpuReading(index=1, gpu_util_percent=3.0, sm_clock_mhz=1410, throttle=()),)
+    assert point.gpu == (
+        GpuTelemetryReading(index=1, gpu_util_percent=3.0, sm_clock_mhz=1410, throttle=()),
+    )
     assert json.dumps(to_dict(point)) == json.dumps(with_gpu)  # [] kept, absent left out
 
 
 def test_a_gpu_reading_keeps_keys_it_does_not_name_and_a_point_refuses_them():
     # the schema-2 fixture's readings name their fields otherwise: kept, after the named
     odd = {"index": 0, "gpu_util_percent": 95.0, "memory_used_mb": 1000.0, "clock_events": []}
-    reading = from_dict(GpuReading, odd)
+    reading = from_dict(GpuTelemetryReading, odd)
     assert reading.other == {"memory_used_mb": 1000.0, "clock_events": []}
     assert to_dict(reading) == odd
     point = {"t": 1.0, "cpu_percent": 1.0, "cpu_cores": []}
@@ -542,6 +544,6 @@ def test_a_gpu_reading_keeps_keys_it_does_not_name_and_a_point_refuses_them():
 
 
 def test_the_gpu_reading_spells_the_serialisers_rest_field():
-    # measure sits below spec, so GpuReading writes REST_FIELD's metadata out itself
-    (other,) = [f for f in fields(GpuReading) if f.name == "other"]
+    # measure sits below spec, so GpuTelemetryReading writes REST_FIELD's metadata out itself
+    (other,) = [f for f in fields(GpuTelemetryReading) if f.name == "other"]
     assert dict(other.metadata) == REST_FIELD

@@ -50,7 +50,7 @@ T = TypeVar("T")
 
 
 @dataclass(frozen=True)
-class GpuReading:
+class GpuTelemetryReading:
     """One GPU at one point of a case's timeline (measure.timeline), as NVML reported it.
 
     A field the device could not report (many GPUs lack power or clock-reason readings;
@@ -78,7 +78,7 @@ def throttle_names(mask: int) -> list[str]:
     return [name for bit, name in THROTTLE_REASONS.items() if mask & bit]
 
 
-def throttle_verdict(points: Iterable[Sequence[GpuReading]]) -> str | None:
+def throttle_verdict(points: Iterable[Sequence[GpuTelemetryReading]]) -> str | None:
     """ "thermal", "power", "thermal, power"...: limits that held the clocks down, from
     each timeline point's GPU readings.
 
@@ -145,7 +145,7 @@ class GpuTelemetry:
             return None, reason if reason.startswith("no GPU") else f"no GPU telemetry: {reason}"
         return cls(pynvml, handles), None
 
-    def read(self, pids: int | Collection[int]) -> tuple[GpuReading, ...]:
+    def read(self, pids: int | Collection[int]) -> tuple[GpuTelemetryReading, ...]:
         """One reading per device; a field the device cannot report is None."""
         wanted = {pids} if isinstance(pids, int) else set(pids)
         return tuple(self._read_device(index, handle, wanted) for index, handle in self._handles)
@@ -160,10 +160,10 @@ class GpuTelemetry:
             self._closed = True
             _shutdown(self._nvml)
 
-    def _read_device(self, index: int, handle: NvmlHandle, pids: set[int]) -> GpuReading:
+    def _read_device(self, index: int, handle: NvmlHandle, pids: set[int]) -> GpuTelemetryReading:
         nvml = self._nvml
         # Each field on its own: many GPUs lack power or clock-reason readings.
-        return GpuReading(
+        return GpuTelemetryReading(
             index=index,
             gpu_util_percent=_field(lambda: float(nvml.nvmlDeviceGetUtilizationRates(handle).gpu)),
             gpu_mem_used_mb=_field(lambda: _mib(nvml.nvmlDeviceGetMemoryInfo(handle).used)),

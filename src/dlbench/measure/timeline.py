@@ -18,7 +18,7 @@ from dataclasses import dataclass, replace
 
 import psutil
 
-from dlbench.measure.gpu_telemetry import GpuReading, GpuTelemetry, throttle_verdict
+from dlbench.measure.gpu_telemetry import GpuTelemetry, GpuTelemetryReading, throttle_verdict
 from dlbench.measure.monitor import load_average
 
 DEFAULT_INTERVAL_S = 0.5
@@ -45,7 +45,7 @@ class TimelinePoint:
     system_cpu_percent: float | None = None  # the mean of cpu_cores
     iowait_percent: float | None = None  # of all CPUs' time, counted idle in cpu_cores
     load1: float | None = None  # the 1-minute load average
-    gpu: tuple[GpuReading, ...] | None = None  # each watched GPU's reading
+    gpu: tuple[GpuTelemetryReading, ...] | None = None  # each watched GPU's reading
 
 
 @dataclass(frozen=True)
@@ -152,7 +152,7 @@ class TimelineSampler:
             share = (iowait - self._last_iowait) / (wall * len(cores)) * 100
         self._last_iowait = iowait
         load = load_average()
-        gpu: tuple[GpuReading, ...] | None = None
+        gpu: tuple[GpuTelemetryReading, ...] | None = None
         if self._gpu is not None:
             # GpuTelemetry guards each field; this only guards the guard.
             with contextlib.suppress(Exception):

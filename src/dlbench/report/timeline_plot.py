@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, TypedDict
 
-from dlbench.measure.gpu_telemetry import GpuReading
+from dlbench.measure.gpu_telemetry import GpuTelemetryReading
 from dlbench.measure.timeline import TimelinePoint
 from dlbench.report.charts.model import slug
 from dlbench.report.charts.png import pyplot, save_png, wrapped
@@ -220,7 +220,7 @@ def _mark_phases(axes: list[Axes], details: Details) -> None:
                 axis.axvline(epoch_end - origin, color="#666666", linewidth=0.7, linestyle=":")
 
 
-def _device(point: TimelinePoint, index: int) -> GpuReading | None:
+def _device(point: TimelinePoint, index: int) -> GpuTelemetryReading | None:
     return next((device for device in point.gpu or () if device.index == index), None)
 
 

@@ -77,7 +77,7 @@ from collections.abc import Sequence
 from typing import Protocol, TypeGuard
 
 from dlbench.measure.client_health import client_bound
-from dlbench.measure.gpu_telemetry import GpuReading
+from dlbench.measure.gpu_telemetry import GpuTelemetryReading
 from dlbench.measure.openai_api import CHAT
 from dlbench.measure.stats import NOISE_THRESHOLD, LatencyStats
 from dlbench.measure.timeline import TimelinePoint
@@ -389,7 +389,7 @@ def _idle(point: TimelinePoint) -> bool:
     return not any(_gpu_busy(device) for device in point.gpu or ())
 
 
-def _gpu_busy(device: GpuReading) -> bool:
+def _gpu_busy(device: GpuTelemetryReading) -> bool:
     util = device.gpu_util_percent
     return util is not None and util > GPU_BUSY_PERCENT
 
