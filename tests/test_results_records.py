@@ -89,8 +89,14 @@ RUN_FILES = [
 ]
 
 
-@pytest.mark.parametrize("path", RUN_FILES, ids=lambda path: path.name)
+@pytest.mark.parametrize(
+    "path",
+    [*sorted(FIXTURES.glob("*-run.json")), *sorted(RESULTS.glob("*/*.json"))],
+    ids=lambda path: f"{path.parent.name}/{path.name}",
+)
 def test_every_container_a_run_file_reads_into_is_immutable(path):
+    """The fixtures and every reference run: GPU timelines, a ceiling's power regimes,
+    LoadGen, DDP, an endpoint's load, a training run's epochs (schema 2, upgraded)."""
     run = read_json(path)
     assert isinstance(run.results, tuple) and run.results
     for index, result in enumerate(run.results):

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from types import ModuleType
 from typing import TYPE_CHECKING, TypeVar
 
@@ -43,7 +43,7 @@ class GpuReading:
     power_w: float | None = None
     temperature_c: int | None = None
     # the clock-event reasons that held the clock down (CLOCK_LIMITS), by name
-    limits: list[str] = field(default_factory=list)
+    limits: tuple[str, ...] = ()
 
 
 class GpuProbe:
@@ -87,7 +87,7 @@ class GpuProbe:
             temperature_c=_or_none(
                 lambda: nvml.nvmlDeviceGetTemperature(handle, nvml.NVML_TEMPERATURE_GPU)
             ),
-            limits=[n for n in throttle_names(reasons or 0) if n in CLOCK_LIMITS],
+            limits=tuple(n for n in throttle_names(reasons or 0) if n in CLOCK_LIMITS),
         )
 
     def close(self) -> None:

@@ -28,11 +28,14 @@ import itertools
 import math
 import statistics
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Protocol
+from types import MappingProxyType
+from typing import Protocol, TypeVar
 
 from dlbench.measure.gpu_probe import GpuProbe, GpuReading
+
+V = TypeVar("V")
 
 # From a cool start an H100's SM clock held 1980 MHz for ~50 ms of a bf16 GEMM and
 # the power cap engaged by ~160 ms: the first 150 ms is the burst a short case sees.
@@ -95,8 +98,12 @@ class RegimeFigure:
     sm_clock_mhz: float | None = None  # median of the readings as its windows ended
     power_w: float | None = None  # likewise
     temperature_c: int | None = None  # the highest read
-    limits: list[str] = field(default_factory=list)  # clock limits seen during it
-    by_kernel: dict[str, float] = field(default_factory=dict)  # several kernels: each one's
+    limits: tuple[str, ...] = ()  # clock limits seen during it
+    # several kernels: each one's (read-only, as a result's details are throughout)
+    by_kernel: Mapping[str, float] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "by_kernel", _frozen(self.by_kernel))
 
 
 @dataclass(frozen=True)
@@ -105,7 +112,7 @@ class PowerRegimes:
 
     unit: str  # GFLOP/s or GB/s
     timed_by: str
-    calls_per_window: dict[str, int]
+    calls_per_window: Mapping[str, int]  # read-only, as a result's details are throughout
     burst: RegimeFigure
     sustained: RegimeFigure | None = None  # None: the run stopped before sustain_s
     # the burst began with no clock limit in force (None: no GPU readings)
@@ -113,6 +120,14 @@ class PowerRegimes:
     start: GpuReading | None = None  # the reading just before the burst
     power_source: str | None = None
     gpu_readings: str | None = None  # why there are none
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "calls_per_window", _frozen(self.calls_per_window))
+
+
+def _frozen(mapping: Mapping[str, V]) -> Mapping[str, V]:
+    """A read-only copy of `mapping` (one already read-only is kept: a record read back)."""
+    return mapping if isinstance(mapping, MappingProxyType) else MappingProxyType(dict(mapping))
 
 
 @dataclass(frozen=True)
@@ -289,6 +304,6 @@ def _figure(windows: list[Window], by_kernel: dict[str, float], after_s: float) 
         sm_clock_mhz=statistics.median(clocks) if clocks else None,
         power_w=statistics.median(powers) if powers else None,
         temperature_c=max(temperatures) if temperatures else None,
-        limits=sorted({name for r in readings for name in r.limits}),
+        limits=tuple(sorted({name for r in readings for name in r.limits})),
         by_kernel=by_kernel if len(by_kernel) > 1 else {},
     )
