@@ -243,18 +243,29 @@ def unknown_keys(
 
 
 def _unknown_in(hint: object, value: JSONValue, where: str) -> Iterator[tuple[str, str, str]]:
+    if not _holds_records(hint):  # a number, a string, free-form JSON: no keys to check
+        return
     origin, args = typing.get_origin(hint), typing.get_args(hint)
     if origin in (Union, types.UnionType):
         for inner in (a for a in args if a is not type(None)):
             yield from _unknown_in(inner, value, where)
     elif dataclasses.is_dataclass(hint) and isinstance(hint, type):
         yield from unknown_keys(hint, value, where)
-    elif origin in (list, tuple) and args and args[0] not in SCALARS and isinstance(value, list):
+    elif origin in (list, tuple) and args and isinstance(value, list):
         for index, item in enumerate(value):
             yield from _unknown_in(args[0], item, f"{where}[{index}]")
     elif origin in (dict, Mapping) and isinstance(value, dict):
         for key, item in value.items():
             yield from _unknown_in(args[1], item, f"{where}.{key}")
+
+
+@cache
+def _holds_records(hint: object) -> bool:
+    """Whether a value of `hint` may hold a record (whose keys unknown_keys checks): once
+    per annotation, as a run's thousands of timeline points each ask it of every field."""
+    if dataclasses.is_dataclass(hint) and isinstance(hint, type):
+        return True
+    return any(_holds_records(arg) for arg in typing.get_args(hint) if arg is not Ellipsis)
 
 
 def finite(value: JSONValue) -> JSONValue:
@@ -346,6 +357,14 @@ def _hints(record: type[DataclassInstance]) -> dict[str, object]:
 
 def _read(hint: object, value: JSONValue, where: str) -> object:
     """`value` as `hint` says: records built, containers walked, scalars checked."""
+    scalar = _scalar_hint(hint)
+    if scalar is not None:  # most fields: checked at once (a timeline's thousands of points)
+        kind, nullable = scalar
+        if value is None and nullable:
+            return None
+        if not _scalar_ok(kind, value):
+            raise ValueError(f"{where}: expected {kind.__name__}, not {type(value).__name__}")
+        return value
     origin, args = typing.get_origin(hint), typing.get_args(hint)
     if hint is Any:
         return value
@@ -387,6 +406,21 @@ def _read(hint: object, value: JSONValue, where: str) -> object:
     if not _scalar_ok(hint, value):
         raise ValueError(f"{where}: expected {hint.__name__}, not {type(value).__name__}")
     return value
+
+
+@cache
+def _scalar_hint(hint: object) -> tuple[type, bool] | None:
+    """(S, whether null is read as None) for a hint that is a JSON scalar S, `S | None`,
+    `S | Absent` or `S | None | Absent`; None for any other hint."""
+    if hint in SCALARS:
+        return typing.cast(type, hint), False
+    if typing.get_origin(hint) not in (Union, types.UnionType):
+        return None
+    args = typing.get_args(hint)
+    inner = [a for a in args if a is not type(None) and a is not Absent]
+    if len(inner) != 1 or inner[0] not in SCALARS:
+        return None
+    return inner[0], type(None) in args
 
 
 def _check_scalars(hint: type, values: list[JSONValue], where: str) -> None:
