@@ -51,7 +51,7 @@ def test_outputs_match_the_reference(framework, compile_mode, workload):
     assert result.latency_ms.n >= 3 and result.throughput > 0
     assert result.case.scenario == "offline"
     # One framework per process: torch made the reference elsewhere.
-    assert result.details.frameworks_in_process == [framework]
+    assert result.details.frameworks_in_process == (framework,)
     assert result.framework_version
     placed = result.details.placement
     assert placed is not None and placed.kind == "cpu", placed

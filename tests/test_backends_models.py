@@ -67,7 +67,7 @@ def test_model_runs_and_matches_the_reference(workload, framework, compile_mode)
     assert result.ok, f"{result.error}\n{result.error_detail}"
     assert result.max_abs_diff is not None
     assert result.max_abs_diff <= result.details.check.tolerance
-    assert result.details.frameworks_in_process == [framework]
+    assert result.details.frameworks_in_process == (framework,)
     assert result.gflops > 0
     if workload.startswith(("bert", "distil")) and compile_mode == "script":
         assert result.details.extra["script"] == "traced"

@@ -93,7 +93,7 @@ def test_int8_runs_quantized_and_is_held_to_fp32_by_sqnr(
         if not quantization["cached"]:
             assert quantization["build_wall_s"] >= quantization["seconds"]
     # the quantizer ran in a process of its own: the worker holds its framework alone
-    assert result.details.frameworks_in_process == [framework]
+    assert result.details.frameworks_in_process == (framework,)
 
 
 @pytest.mark.slow
