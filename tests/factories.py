@@ -146,3 +146,23 @@ def sample_run() -> Run:
         params={"size": 64},
     )
     return make_run([ok, failed], id="r1", settings={"min_time_s": 1.0}, env={"hostname": "h"})
+
+
+def checked_result(job: Any, verdict: Any) -> Result:
+    """The Result the worker's one assembler (worker.result.result_from) makes of a
+    check's verdict, around a measurement of nothing: for the tests that hold a check
+    to its rule."""
+    from dlbench.measure.energy import EnergyReading
+    from dlbench.measure.instruments import Reading
+    from dlbench.measure.monitor import ResourceUse
+    from dlbench.worker.result import Measurement, result_from
+
+    nothing = Measurement(
+        reading=Reading(ResourceUse(0.0, 0.0, None, None), EnergyReading()),
+        samples_s=(),
+        device=job.device,
+        batch=job.batch_size,
+        samples_done=0.0,
+        details=Details(),
+    )
+    return result_from(job, nothing, setup_s=None, verdict=verdict)

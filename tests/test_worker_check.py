@@ -6,12 +6,12 @@ import importlib.util
 
 import numpy as np
 import pytest
+from factories import checked_result
 
 from dlbench.backends.base import Job, Prepared
 from dlbench.results.details import Details
-from dlbench.results.records import base_result
 from dlbench.spec.case import Case
-from dlbench.worker.steps import _with_check
+from dlbench.worker.steps import _output_check
 from dlbench.workloads import get_workload
 
 
@@ -25,7 +25,7 @@ def kernel_job() -> Job:
 def run_check(output: np.ndarray):
     job = kernel_job()
     prepared = Prepared(step=lambda: None, device="cpu", fetch_output=lambda: output)
-    return _with_check(base_result(job.case, "ok"), job, prepared)
+    return checked_result(job, _output_check(job, prepared))
 
 
 def correct_output() -> np.ndarray:
@@ -151,7 +151,7 @@ def user_model_check(tmp_path, framework: str, outputs: list, string_inputs: boo
     extra = {"inputs": {"text": [2]}, **({"string_inputs": ["text"]} if string_inputs else {})}
     prepared = Prepared(step=lambda: None, device="cpu", fetch_output=lambda: outputs,
                         details=Details(extra=extra))  # fmt: skip
-    return _with_check(base_result(case, "ok"), job, prepared)
+    return checked_result(job, _output_check(job, prepared))
 
 
 @pytest.mark.integration

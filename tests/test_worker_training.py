@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from conftest import cli, dlbench
-from factories import make_result, make_run
+from factories import checked_result, make_case, make_result, make_run
 
 from dlbench.data.mnist import synthetic_mnist, write_idx
 from dlbench.launch.runner import run_case
@@ -225,16 +225,16 @@ def test_epoch_order_is_shared_across_frameworks_and_whole_batches_only():
 
 def test_loss_check_fails_a_case_whose_training_diverged():
     from dlbench.backends.base import Prepared
-    from dlbench.worker.steps import _with_loss_check
+    from dlbench.worker.steps import _loss_check, make_job
 
-    measured = make_result(mode="train", batch_size=8, threads=1)
+    job = make_job(make_case(mode="train", batch_size=8, threads=1), Settings(), "cpu")
     finite = Prepared(step=lambda: None, device="cpu", fetch_loss=lambda: 0.7)
-    result = _with_loss_check(measured, finite)
+    result = checked_result(job, _loss_check(finite))
     assert result.ok and result.details.final_loss == 0.7
     diverged = Prepared(step=lambda: None, device="cpu", fetch_loss=lambda: math.nan)
-    result = _with_loss_check(measured, diverged)
+    result = checked_result(job, _loss_check(diverged))
     assert result.status == "failed" and "not finite" in (result.error or "")
-    assert measured.ok and measured.details.final_loss is None  # the measured one as it was
+    assert math.isnan(result.details.final_loss)  # the loss that failed it, recorded
 
 
 def cpu_supports(kind: str) -> bool:

@@ -169,30 +169,6 @@ def _output_check(job: Job, prepared: Prepared) -> Verdict:
     return verdict_of(outcome)
 
 
-# Each check's verdict on a bare Result, for the tests that hold a check to its rule
-# (tests/test_worker_check.py, tests/test_worker_training.py). No runner calls these:
-# a runner's checks give a Verdict, made into its Result once (worker.result).
-def _with_check(result: Result, job: Job, prepared: Prepared) -> Result:
-    return _checked(result, _output_check(job, prepared))
-
-
-def _with_loss_check(result: Result, prepared: Prepared) -> Result:
-    if prepared.fetch_loss is None or not result.ok:
-        return result
-    return _checked(result, _loss_check(prepared))
-
-
-def _checked(result: Result, verdict: Verdict) -> Result:
-    failed = bool(verdict.error)
-    return replace(  # a copy: the tests' Result is not the runner's, made once
-        result,
-        status=STATUS_FAILED if failed else result.status,
-        error=verdict.error if failed else result.error,
-        max_abs_diff=verdict.max_abs_diff if verdict.check is not None else result.max_abs_diff,
-        details=verdict.recorded_in(result.details),
-    )
-
-
 def make_job(
     case: Case, settings: Settings, device: str, outputs: CaseOutputs | None = None
 ) -> Job:
