@@ -36,7 +36,7 @@ from dlbench.measure.instruments import Measured
 from dlbench.measure.power_regime import PowerRegimes
 from dlbench.measure.server_counters import ServerCounters
 from dlbench.measure.timeline import TimelinePoint, TimelineSummary
-from dlbench.spec.record_dict import REST_FIELD, from_dict, to_dict, without_none
+from dlbench.spec.record_dict import ABSENT, REST_FIELD, from_dict, to_dict, without_none
 from dlbench.untyped import JSONObject, JSONValue
 
 
@@ -45,7 +45,8 @@ class Immutable:
     as it is built (`dataclasses.replace` too): a mapping (a field annotated `Mapping`)
     given as a dict is replaced by a read-only copy, a MappingProxyType (already
     read-only) kept; a sequence (a field annotated `tuple[...]`) given as a list, which
-    only an untyped caller can give (a `**kwargs` of Any), becomes a tuple."""
+    only an untyped caller can give (a `**kwargs` of Any), becomes a tuple. None, and
+    ABSENT (a run's fact it did not record: results.env), are kept as they are."""
 
     def __post_init__(self) -> None:
         kind = type(self)
@@ -55,8 +56,9 @@ class Immutable:
         mappings, sequences = found
         for name in mappings:
             value = getattr(self, name)
-            if value is not None and not isinstance(value, MappingProxyType):
-                object.__setattr__(self, name, MappingProxyType(dict(value)))
+            if value is None or value is ABSENT or isinstance(value, MappingProxyType):
+                continue
+            object.__setattr__(self, name, MappingProxyType(dict(value)))
         for name in sequences:
             value = getattr(self, name)
             if isinstance(value, list):
