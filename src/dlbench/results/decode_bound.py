@@ -243,6 +243,6 @@ def device_name(result: Result, run: Run | None) -> str | None:
     name = result.details.extra.get("device_name")
     if isinstance(name, str):
         return name
-    gpus = run.env.gpu_list if run else []
+    gpus = run.env.gpu_list if run else ()
     index = int(device.partition(":")[2] or 0)
     return gpus[index].name if index < len(gpus) else None

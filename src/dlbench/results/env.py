@@ -8,6 +8,13 @@ between two runs (`context`). A run written before a fact was recorded lacks
 it (the field is ABSENT, and its JSON still lacks the key): `context` reads it
 as UNKNOWN. Beside the facts, `env` holds the hardware ceilings a run is read
 against (`Ceilings`) and, for a fleet's node, its `FleetMark`.
+
+Like a result's details (results.details), every record here is immutable all the
+way down, whether collected in this process or read from a file: the GPUs are a
+tuple; the versions, the thread variables, the ceilings' figures and a newer
+dlbench's keys (`other`) read-only mappings (`Immutable`), the JSON values inside
+`other` kept as JSON has them. `Fingerprint.value_of` gives a fact as its JSON holds
+it (a list, an object: a copy), as readers that test for JSON's types expect.
 """
 
 from __future__ import annotations
@@ -19,15 +26,17 @@ import shutil
 import socket
 import subprocess
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields
 from importlib import metadata
 from pathlib import Path
+from types import MappingProxyType
 from typing import ClassVar
 
 import psutil
 
 from dlbench import __version__
+from dlbench.results.details import Immutable
 from dlbench.spec.case import available_cpus
 from dlbench.spec.record_dict import ABSENT, REST_FIELD, Absent, from_dict, plain, to_dict
 from dlbench.spec.registry import FRAMEWORKS
@@ -71,19 +80,19 @@ def cpu_model() -> str:
 
 
 @dataclass(frozen=True)
-class GpuFact:
+class GpuFact(Immutable):
     """One GPU as nvidia-smi reports it."""
 
     name: str
     memory_mb: float | Absent | None = ABSENT  # None: nvidia-smi said "[N/A]"
     driver: str | Absent = ABSENT
     # keys this dlbench does not name (a newer one's), kept as they came: any JSON
-    other: JSONObject = field(default_factory=dict, metadata=REST_FIELD)
+    other: Mapping[str, JSONValue] = field(default_factory=dict, metadata=REST_FIELD)
 
 
-def gpus() -> list[GpuFact]:
+def gpus() -> tuple[GpuFact, ...]:
     """NVIDIA GPUs as nvidia-smi reports them; empty where there is none."""
-    return list(_nvidia_smi_gpus())
+    return _nvidia_smi_gpus()
 
 
 @functools.cache
@@ -123,20 +132,23 @@ def _nvidia_smi_gpus() -> tuple[GpuFact, ...]:
 MODEL_LIBRARIES = ("transformers", "tokenizers", "triton")
 
 
-def model_library_versions() -> dict[str, str | None]:
+def model_library_versions() -> Mapping[str, str | None]:
     """The installed version of each model library (None: not installed), from package
-    metadata, without importing it."""
+    metadata, without importing it; read-only, as the Fingerprint holds it."""
     found: dict[str, str | None] = {}
     for name in MODEL_LIBRARIES:
         try:
             found[name] = metadata.version(name)
         except metadata.PackageNotFoundError:
             found[name] = None
-    return found
+    return MappingProxyType(found)
 
 
-def framework_versions() -> dict[str, str | None]:
-    return {name: info.installed_version() for name, info in FRAMEWORKS.items() if name != "null"}
+def framework_versions() -> Mapping[str, str | None]:
+    """The installed version of each framework (None: not installed), read-only."""
+    return MappingProxyType(
+        {name: info.installed_version() for name, info in FRAMEWORKS.items() if name != "null"}
+    )
 
 
 def cpu_quota(cgroup_root: Path = CGROUP_ROOT, own: Path = OWN_CGROUPS) -> float | None:
@@ -235,8 +247,8 @@ def _ram_gb() -> float:
     return round(psutil.virtual_memory().total / 1024**3, 2)
 
 
-def _thread_env() -> dict[str, str]:
-    return {k: os.environ[k] for k in THREAD_ENV_VARS if k in os.environ}
+def _thread_env() -> Mapping[str, str]:
+    return MappingProxyType({k: os.environ[k] for k in THREAD_ENV_VARS if k in os.environ})
 
 
 # a dataclass field, typed (as field() types it) as its default: ABSENT
@@ -250,7 +262,7 @@ FACT = "fact"
 
 
 @dataclass(frozen=True)
-class RegimeConditions:
+class RegimeConditions(Immutable):
     """What the GPU did while a ceiling's figure was measured (results.ceilings reads it)."""
 
     sm_clock_mhz: float | None = None
@@ -259,24 +271,24 @@ class RegimeConditions:
     kernel: str | None = None
     cool_start: bool | None = None
     # keys this dlbench does not name (a newer one's), kept as they came: any JSON
-    other: JSONObject = field(default_factory=dict, metadata=REST_FIELD)
+    other: Mapping[str, JSONValue] = field(default_factory=dict, metadata=REST_FIELD)
 
 
 @dataclass(frozen=True)
-class Ceilings:
+class Ceilings(Immutable):
     """The hardware ceilings a run's results are read against (results.ceilings):
     rates by key ("cpu|gflops|fp32", "cuda:0|memory|sustained"), the run that measured
     them, and what the GPU did during each figure that has a power regime."""
 
     source_run: str | None
-    values: dict[str, float]
-    conditions: dict[str, RegimeConditions] = field(default_factory=dict)
+    values: Mapping[str, float]
+    conditions: Mapping[str, RegimeConditions] = field(default_factory=dict)
     # keys this dlbench does not name (a newer one's), kept as they came: any JSON
-    other: JSONObject = field(default_factory=dict, metadata=REST_FIELD)
+    other: Mapping[str, JSONValue] = field(default_factory=dict, metadata=REST_FIELD)
 
 
 @dataclass(frozen=True)
-class FleetMark:
+class FleetMark(Immutable):
     """Which fleet run a node's run belongs to, and which node it ran on (results.fleet_marks)."""
 
     # its JSON holds every field, as marks always have
@@ -291,7 +303,7 @@ class FleetMark:
     # None for a node whose `dlbench run` finished, whatever its cases did
     failure: str | None = None
     # keys this dlbench does not name (a newer one's), kept as they came: any JSON
-    other: JSONObject = field(default_factory=dict, metadata=REST_FIELD)
+    other: Mapping[str, JSONValue] = field(default_factory=dict, metadata=REST_FIELD)
 
     @property
     def node(self) -> str:
@@ -301,7 +313,7 @@ class FleetMark:
 
 
 @dataclass(frozen=True)
-class Fingerprint:
+class Fingerprint(Immutable):
     """A run's `env`: every fact about the machine that a result's meaning depends on,
     in the order `dlbench env` and compare show them, then the ceilings and fleet mark.
     Add a fact here (a field made by `fact`) and it is recorded with every run and
@@ -317,14 +329,14 @@ class Fingerprint:
     cpu_boost: bool | Absent | None = fact(cpu_boost)
     smt: bool | Absent | None = fact(smt_active)
     ram_gb: float | Absent = fact(_ram_gb)
-    gpus: list[GpuFact] | Absent = fact(gpus)
+    gpus: tuple[GpuFact, ...] | Absent = fact(gpus)
     os: str | Absent = fact(platform.platform)
     python: str | Absent = fact(lambda: sys.version.split()[0])
     python_implementation: str | Absent = fact(platform.python_implementation)
     dlbench: str | Absent = fact(lambda: __version__)
-    frameworks: dict[str, str | None] | Absent = fact(framework_versions)
-    model_libraries: dict[str, str | None] | Absent = fact(model_library_versions)
-    thread_env: dict[str, str] | Absent = fact(_thread_env)
+    frameworks: Mapping[str, str | None] | Absent = fact(framework_versions)
+    model_libraries: Mapping[str, str | None] | Absent = fact(model_library_versions)
+    thread_env: Mapping[str, str] | Absent = fact(_thread_env)
     # the process's scheduling niceness: beside other work, a run at 15 (as a Ray task
     # would be) gets a small share of the CPU
     niceness: int | Absent = fact(lambda: os.getpriority(os.PRIO_PROCESS, 0))
@@ -333,7 +345,7 @@ class Fingerprint:
     fleet: FleetMark | Absent = ABSENT
     # keys this dlbench does not name (a newer one's facts), kept as they came (after the
     # named ones): any JSON
-    other: JSONObject = field(default_factory=dict, metadata=REST_FIELD)
+    other: Mapping[str, JSONValue] = field(default_factory=dict, metadata=REST_FIELD)
 
     @classmethod
     def from_dict(cls, data: JSONValue, where: str | None = None) -> Fingerprint:
@@ -349,7 +361,8 @@ class Fingerprint:
         }
 
     def value_of(self, name: str) -> JSONValue:
-        """One fact as its JSON holds it; None where the run did not record it."""
+        """One fact as its JSON holds it (the GPUs a list, the versions a dict: a copy,
+        whose change changes nothing here); None where the run did not record it."""
         value = getattr(self, name)
         return None if value is ABSENT else plain(value)
 
@@ -359,9 +372,9 @@ class Fingerprint:
         return missing if value is None else str(value)
 
     @property
-    def gpu_list(self) -> list[GpuFact]:
+    def gpu_list(self) -> tuple[GpuFact, ...]:
         """The run's GPUs; none where it recorded none (or predates the fact)."""
-        return self.gpus if isinstance(self.gpus, list) else []
+        return self.gpus if isinstance(self.gpus, tuple) else ()
 
     @property
     def ceilings_or_none(self) -> Ceilings | None:
