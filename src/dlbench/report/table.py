@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 from rich.console import Group, RenderableType
 from rich.markup import escape
@@ -35,15 +35,16 @@ def fmt(value: float | None, digits: int = 3) -> str:
 
 def readable(value: object) -> str:
     """A run's env or settings value as people read it, not as Python writes it: a
-    mapping as "key: value" lines, a list comma-separated, None and [] as "none",
-    booleans as yes and no, numbers as fmt() writes them."""
-    if value is None or value == [] or value == {}:
+    mapping (a dict, or a record's read-only one) as "key: value" lines, a list or
+    tuple comma-separated, None and an empty one as "none", booleans as yes and no,
+    numbers as fmt() writes them."""
+    if value is None or (isinstance(value, Mapping | list | tuple) and not value):
         return "none"
     if isinstance(value, bool):
         return "yes" if value else "no"
     if isinstance(value, float):
         return fmt(value)
-    if isinstance(value, dict):
+    if isinstance(value, Mapping):
         return "\n".join(f"{key}: {readable(item)}" for key, item in value.items())
     if isinstance(value, list | tuple):
         return ", ".join(readable(item) for item in value)
