@@ -5,11 +5,12 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import replace
+from types import MappingProxyType
 
 from factories import sample_run, with_result
 from rich.console import Console
 
-from dlbench.report.table import fmt, rate_column, run_table
+from dlbench.report.table import fmt, rate_column, readable, run_table
 from dlbench.results.env import Ceilings
 
 
@@ -23,6 +24,15 @@ def test_fmt_three_significant_digits():
     assert fmt(None) == "-" and fmt(0) == "0"
     # a missing value (nan) reads as missing, like None; infinities stay visible
     assert fmt(math.nan) == "-" and fmt(math.inf) == "inf"
+
+
+def test_readable_reads_a_records_tuples_and_read_only_mappings_as_lists_and_dicts():
+    versions = MappingProxyType({"torch": "2.13.0", "vllm": None})
+    assert readable(versions) == readable(dict(versions)) == "torch: 2.13.0\nvllm: none"
+    assert readable(("H200", "H100")) == readable(["H200", "H100"]) == "H200, H100"
+    for empty in (None, [], (), {}, MappingProxyType({})):
+        assert readable(empty) == "none", empty
+    assert readable(0) == "0" and readable("") == "" and readable(False) == "no"
 
 
 def test_rate_column_leads_with_the_workloads_primary_metric():

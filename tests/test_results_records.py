@@ -67,12 +67,20 @@ def test_a_rest_field_is_read_only_and_keeps_its_keys_where_they_were():
 
 
 def mutable_inside(value: object, where: str) -> list[str]:
-    """The places in `value` (a record, walked through its fields and tuples) that hold a
-    list or a dict; a read-only mapping's own values are JSON, and not walked."""
+    """The places in `value` (a record, walked through its fields, tuples and the records
+    a read-only mapping holds: a ceiling's conditions) that hold a list or a dict; a
+    read-only mapping's other values are JSON, and not walked."""
     if isinstance(value, list | dict):
         return [where]
     if isinstance(value, tuple):
         return [p for i, item in enumerate(value) for p in mutable_inside(item, f"{where}[{i}]")]
+    if isinstance(value, MappingProxyType):
+        return [
+            place
+            for key, item in value.items()
+            if dataclasses.is_dataclass(item)
+            for place in mutable_inside(item, f"{where}.{key}")
+        ]
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         return [
             place
@@ -96,9 +104,11 @@ RUN_FILES = [
 )
 def test_every_container_a_run_file_reads_into_is_immutable(path):
     """The fixtures and every reference run: GPU timelines, a ceiling's power regimes,
-    LoadGen, DDP, an endpoint's load, a training run's epochs (schema 2, upgraded)."""
+    LoadGen, DDP, an endpoint's load, a training run's epochs (schema 2, upgraded), and
+    the run's env."""
     run = read_json(path)
     assert isinstance(run.results, tuple) and run.results
+    assert mutable_inside(run.env, "env") == []  # its GPUs, versions, ceilings, fleet mark
     for index, result in enumerate(run.results):
         found = mutable_inside(dataclasses.replace(result, case=None), f"results[{index}]")
         assert found == [], found
@@ -127,3 +137,43 @@ def test_a_reference_runs_details_are_written_back_as_they_were(path):
     written = run_json(read_json(path))
     for old, new in zip(stored["results"], written["results"], strict=True):
         assert json.dumps(new["details"]) == json.dumps(old["details"])
+
+
+ALL_RUN_FILES = sorted(
+    [*(FIXTURES.parent).glob("*/*-run.json"), *RESULTS.glob("*/*.json")],
+    key=lambda path: (path.parent.name, path.name),
+)
+
+
+@pytest.mark.parametrize("path", ALL_RUN_FILES, ids=lambda path: f"{path.parent.name}/{path.name}")
+def test_a_runs_env_is_written_back_as_it_was(path):
+    """Every fixture (dlbench 0.1's, schema 2's, schema 3's) and reference run: its env,
+    GPUs, versions, ceilings and a newer dlbench's keys, byte for byte and in its order
+    (an env is not upgraded with its run)."""
+    stored = json.loads(path.read_text())
+    assert json.dumps(run_json(read_json(path))["env"]) == json.dumps(stored["env"])
+
+
+def test_a_run_with_a_full_env_read_and_written_again_is_byte_identical(tmp_path):
+    from dlbench.results.files import write_json
+
+    env = {
+        "hostname": "h",
+        "gpus": [{"name": "H200", "memory_mb": None, "driver": "580.1", "uuid": "GPU-1"}],
+        "frameworks": {"torch": "2.13.0", "jax": None},
+        "thread_env": {"OMP_NUM_THREADS": "4", "KMP_BLOCKTIME": "0"},
+        "ceilings": {
+            "source_run": "roof",
+            "values": {"cuda:0|memory|sustained": 4100.0, "cpu|memory": 9.5},
+            "conditions": {"cuda:0|memory|sustained": {"sm_clock_mhz": 1980.0}},
+        },
+        "fleet": {"fleet_id": "f", "started_at": "s", "node_id": "n", "node_ip": "i",
+                  "hostname": None, "failure": None},
+        "a_newer_fact": [1, {"two": 2}],
+    }  # fmt: skip
+    write_json(make_run([make_result()], env=env), tmp_path / "first.json")
+    run = read_json(tmp_path / "first.json")
+    assert mutable_inside(run.env, "env") == []
+    write_json(run, tmp_path / "again.json")
+    assert (tmp_path / "again.json").read_bytes() == (tmp_path / "first.json").read_bytes()
+    assert json.dumps(json.loads((tmp_path / "again.json").read_text())["env"]) == json.dumps(env)
