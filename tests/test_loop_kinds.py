@@ -116,3 +116,30 @@ def test_an_option_that_selects_a_kind_is_refused_where_it_would_measure_nothing
     gemm = Case.of(workload="gemm", framework="torch", compile="eager",
                    options=(("ceiling", "burst"),))  # fmt: skip
     assert validate_case(gemm).options == (("ceiling", "burst"),)
+
+
+@pytest.mark.parametrize(
+    ("fields", "refused"),
+    [
+        # a DDP launch says what it runs before any field of another kind's load is judged
+        ({"workload": "llm-tiny", "concurrency": 2}, "--nproc 2 runs torch training steps"),
+        ({"workload": "mnist-train", "mode": "train", "target_accuracy": 0.9},
+         "--nproc 2 runs torch training steps"),
+    ],
+)  # fmt: skip
+def test_a_ddp_cases_own_check_speaks_before_another_kinds_fields(fields, refused):
+    from dlbench.errors import UserError
+    from dlbench.plan.validate import validate_case
+
+    case = Case.of(framework="torch", compile="eager", nproc=2, ddp=True, **fields)
+    with pytest.raises(UserError, match=refused):
+        validate_case(case)
+
+
+def test_a_refusal_says_the_load_the_cases_own_kind_takes():
+    from dlbench.errors import UserError
+    from dlbench.plan.validate import validate_case
+
+    case = Case.of(workload="llm-135m", framework="vllm", compile="default", target_qps=5.0)
+    with pytest.raises(UserError, match="its load: --concurrency N or --request-rate R"):
+        validate_case(case)

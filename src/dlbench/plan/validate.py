@@ -121,9 +121,11 @@ def validate_case(case: Case) -> Case:
         require_int("interop threads", case.interop_threads, 1, MAX_THREADS)
     workload.validate_params(dict(case.params))
     _validate_options(case, info)
-    # the part whose checks are the same in every kind it joins, and which the
-    # user-model workload needs (plan.user_model_checks)
+    # the parts whose checks come before the refusal of other kinds' fields: a user's
+    # model, which the user-model workload needs (plan.user_model_checks), and a DDP
+    # launch, which says what it runs before any field of another load (ddp_checks)
     validate_user_model(case, info)
+    validate_ddp_launch(case, workload.epoch_based, info.ddp_compiles)
     _validate_framework_axes(case, info, workload)
     kind = loop_kind(case, workload, info)
     _refuse_fields_not_taken(case, kind)
@@ -159,9 +161,10 @@ def _refuse_fields_not_taken(case: Case, kind: LoopKind) -> None:
     hows = _kinds_taking(given[0])
     named = [_flag(name) for name in given if _kinds_taking(name) == hows]
     where = " or ".join(filter(None, (", ".join(hows[:-1]), hows[-1])))
+    load = f"; its load: {kind.load_how}" if kind.load_how else ""
     raise UserError(
         f"{options_go(named)} with {where}; {case.workload} on {case.framework} runs the "
-        f"{kind.name} loop ({kind.measures})"
+        f"{kind.name} loop ({kind.measures}){load}"
     )
 
 
@@ -173,13 +176,15 @@ def _flag(name: str) -> str:
     """A field's option (--target-qps), or its name where no option sets it (a digest
     planning fills in, seen in a case file)."""
     option = PART_OPTIONS.get(name)
-    return option.long_flag if option is not None else name
+    return option.long_flag if option is not None else PART_FLAGS.get(name, name)
 
 
 # The fields of the case's parts (spec.case_parts) by flat name, and their options
 _CASE_OWN = frozenset(f.name for f in fields(Case))
 PART_FIELDS = tuple((name, f) for name, f in flat_fields(Case) if name not in _CASE_OWN)
 PART_OPTIONS = {name: option for name, option in cli_options(Case) if name not in _CASE_OWN}
+# a part's field whose option cli.parser declares itself (spec.case_parts says why)
+PART_FLAGS = {"inputs": "--input"}
 
 
 def checked_load(case: Case, info: FrameworkInfo) -> Case:
@@ -328,13 +333,6 @@ def _validate_quantized(case: Case, info: FrameworkInfo) -> None:
             f"{' or '.join(path.compiles)}: use {' or '.join('-c ' + m for m in path.compiles)}, "
             f"not {case.compile}"
         )
-
-
-def checked_ddp(case: Case, info: FrameworkInfo) -> Case:
-    """The DDP kind's launch (plan.ddp_checks), then what every case with a load is
-    checked for."""
-    validate_ddp_launch(case, get_workload(case.workload).epoch_based, info.ddp_compiles)
-    return checked_load(case, info)
 
 
 def checked_ceiling(case: Case, info: FrameworkInfo) -> Case:

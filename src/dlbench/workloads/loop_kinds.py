@@ -75,6 +75,9 @@ class LoopKind:
     # the framework option (--option KEY=VALUE) that selects the kind, where one does:
     # planning refuses it on a case another kind runs
     option: str | None = None
+    # what the kind's load is made of, where a refusal of another kind's field should
+    # say it (the options a user reaches for first are LoadGen's)
+    load_how: str | None = None
 
     def runner_function(self) -> Callable[..., object]:
         """The runner: (backend, job, settings, process set-up) -> the case's Result, in
@@ -93,7 +96,7 @@ LOOP_KINDS = (
         "training steps under DistributedDataParallel, one process per rank; the group's rate",
         lambda case, workload, info: case.is_ddp,
         "dlbench.worker.ddp_rank:run_ddp_steps",
-        "dlbench.plan.validate:checked_ddp",
+        LOAD_CHECKS,
         _names(DdpLaunch),
         "--nproc N (DistributedDataParallel, launched by torchrun)",
         launcher=TORCHRUN,
@@ -124,6 +127,8 @@ LOOP_KINDS = (
         "dlbench.plan.served_engine_cases:validate_served_engine",
         CLIENT_LOAD_FIELDS | {"api", "find_peak", "streams"},
         f"an engine dlbench serves ({frameworks_having('serves_openai')})",
+        load_how="--concurrency N or --request-rate R, with --find-peak and the SLOs "
+        "(--ttft-ms, --tpot-ms)",
     ),
     LoopKind(
         "generation-server",
@@ -135,6 +140,8 @@ LOOP_KINDS = (
         "dlbench.plan.validate:checked_generation_server",
         SLO_FIELDS | {"loadgen", "target_qps", "find_peak", "streams"},
         "--scenario server on a generation workload",
+        load_how="--target-qps Q or --find-peak, its tokens held to --ttft-ms and --tpot-ms "
+        "at --slo-percentile (not a whole query's --latency-bound-ms)",
     ),
     LoopKind(
         "generation",
@@ -165,7 +172,7 @@ LOOP_KINDS = (
         "dlbench.worker.serving:run_loadgen",
         LOAD_CHECKS,
         SERVER_LOAD_FIELDS | USER_MODEL_FIELDS,
-        "--scenario server (MLPerf LoadGen)",
+        "MLPerf LoadGen (--scenario server or multi-stream, or --loadgen)",
     ),
     LoopKind(
         "steps",
@@ -174,7 +181,7 @@ LOOP_KINDS = (
         "dlbench.worker.steps:run_steps",
         LOAD_CHECKS,
         USER_MODEL_FIELDS,
-        "the step loop",
+        "a model's timed steps (the default loop)",
     ),
 )
 
