@@ -13,13 +13,15 @@ from __future__ import annotations
 import contextlib
 import math
 import time
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, replace
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from types import MappingProxyType
 
 import psutil
 
 from dlbench.measure.gpu_telemetry import GpuTelemetry, GpuTelemetryReading, throttle_verdict
 from dlbench.measure.monitor import load_average
+from dlbench.untyped import JSONValue
 
 DEFAULT_INTERVAL_S = 0.5
 # 4000 points cover 33 minutes at 0.5 s before the first halving: a typical
@@ -46,6 +48,12 @@ class TimelinePoint:
     iowait_percent: float | None = None  # of all CPUs' time, counted idle in cpu_cores
     load1: float | None = None  # the 1-minute load average
     gpu: tuple[GpuTelemetryReading, ...] | None = None  # each watched GPU's reading
+    # keys a point stored otherwise holds (a run another tool wrote or edited), kept as
+    # they came after the named ones, read-only: spec.record_dict's REST_FIELD, spelt
+    # out here because measure sits below spec
+    other: Mapping[str, JSONValue] = field(
+        default_factory=lambda: MappingProxyType({}), metadata={"rest": True}
+    )
 
 
 @dataclass(frozen=True)
