@@ -177,3 +177,17 @@ def test_a_run_with_a_full_env_read_and_written_again_is_byte_identical(tmp_path
     write_json(run, tmp_path / "again.json")
     assert (tmp_path / "again.json").read_bytes() == (tmp_path / "first.json").read_bytes()
     assert json.dumps(json.loads((tmp_path / "again.json").read_text())["env"]) == json.dumps(env)
+
+
+def test_a_result_and_a_run_pickle_and_copy_with_their_mappings_read_only():
+    """A loaded Run can go to another process (multiprocessing, Ray) or be copied:
+    dlbench.read_only registers how a read-only mapping pickles."""
+    import copy
+    import pickle
+
+    result = make_result(details={"extra": {"providers": ["CPUExecutionProvider"]}})
+    run = make_run([result])
+    for back in (pickle.loads(pickle.dumps(run)), copy.deepcopy(run)):
+        assert back == run
+        with pytest.raises(TypeError):
+            back.results[0].details.extra["providers"] = []  # type: ignore[index]

@@ -7,6 +7,9 @@ itself stays light and each framework's memory and import time are its own.
 
 from typing import TYPE_CHECKING
 
+# records' read-only mappings pickle and copy in every process that has dlbench
+import dlbench.read_only  # noqa: F401
+
 if TYPE_CHECKING:  # what __getattr__ gives, as the type checker sees it
     from dlbench.api import load_runs
 
