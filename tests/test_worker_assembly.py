@@ -106,6 +106,9 @@ def test_a_served_engines_case_keeps_its_own_scenario_as_an_endpoints_does():
     served = job(workload="llm-tiny", framework="vllm", compile="default",
                  params={"isl": 8, "osl": 4})  # fmt: skip
     assert result_from(served, measurement(batch=1), setup_s=None).case.scenario is None
+    # time-to-train serves no queries: its kind keeps the scenario given (none)
+    trained = job(workload="mnist-train", mode="train")
+    assert result_from(trained, measurement(batch=1), setup_s=None).case.scenario is None
 
 
 def kernel_check(output: np.ndarray, loss: float) -> tuple[Verdict, list[str]]:

@@ -23,8 +23,9 @@ from dlbench.measure.stats import LatencyStats, summarize, throughput
 from dlbench.results.details import Details, OutputCheck
 from dlbench.results.metrics import with_rates
 from dlbench.results.records import STATUS_FAILED, STATUS_OK, Result, base_result
-from dlbench.spec.registry import framework_info, precision_info
+from dlbench.spec.registry import precision_info
 from dlbench.untyped import JSONObject
+from dlbench.workloads.loop_kinds import case_loop_kind
 
 
 @dataclass(frozen=True)
@@ -138,7 +139,7 @@ def result_from(
         batch_size=measured.batch,
         params=job.params,
         scenario=case.scenario
-        if _queries_are_not_its_own(job)
+        if case_loop_kind(case).keeps_scenario
         else case.effective_scenario(measured.batch),
         latency_ms=measured.latency(),
         throughput=measured.samples_per_s(),
@@ -161,14 +162,6 @@ def result_from(
     return with_rates(result)  # GFLOP/s and GB/s from the rate and the work per sample
 
 
-def _queries_are_not_its_own(job: Job) -> bool:
-    """Whether the case keeps the scenario it was given rather than the batch's: time-to-
-    train serves no queries, and a server's load (an endpoint's, an engine dlbench serves)
-    has the case's own fields for its profile."""
-    served_engine = framework_info(job.case.framework).serves_openai
-    return job.workload.epoch_based or job.workload.served or served_engine
-
-
-def to_ms(samples_s: Sequence[float]) -> list[float]:
+def to_ms(samples_s: Sequence[float]) -> tuple[float, ...]:
     """Milliseconds rounded to the nanosecond: finer than any clock, and compact in JSON."""
-    return [round(s * 1000.0, 6) for s in samples_s]
+    return tuple(round(s * 1000.0, 6) for s in samples_s)

@@ -78,6 +78,10 @@ class LoopKind:
     # what the kind's load is made of, where a refusal of another kind's field should
     # say it (the options a user reaches for first are LoadGen's)
     load_how: str | None = None
+    # whether its results keep the scenario the case was given, not the one its batch
+    # implies: time-to-train serves no queries, and a server's load (an endpoint's, an
+    # engine dlbench serves) has the case's own fields for its profile
+    keeps_scenario: bool = False
 
     def runner_function(self) -> Callable[..., object]:
         """The runner: (backend, job, settings, process set-up) -> the case's Result, in
@@ -109,6 +113,7 @@ LOOP_KINDS = (
         "dlbench.plan.validate:checked_time_to_train",
         _names(TimeToTrain),
         "a time-to-train workload (mnist-train)",
+        keeps_scenario=True,
     ),
     LoopKind(
         "endpoint",
@@ -118,6 +123,7 @@ LOOP_KINDS = (
         LOAD_CHECKS,
         _names(LlmServing) | {"find_peak"},
         "--endpoint URL (an OpenAI-compatible server)",
+        keeps_scenario=True,
     ),
     LoopKind(
         "served-engine",
@@ -129,6 +135,7 @@ LOOP_KINDS = (
         f"an engine dlbench serves ({frameworks_having('serves_openai')})",
         load_how="--concurrency N or --request-rate R, with --find-peak and the SLOs "
         "(--ttft-ms, --tpot-ms)",
+        keeps_scenario=True,
     ),
     LoopKind(
         "generation-server",
