@@ -14,18 +14,25 @@ from __future__ import annotations
 import copyreg
 from collections.abc import Callable, Mapping
 from types import MappingProxyType
+from typing import TypeVar
+
+K = TypeVar("K")
+V = TypeVar("V")
 
 
-def read_only(values: Mapping[str, object]) -> MappingProxyType[str, object]:
-    """A read-only proxy of a copy of `values` (what a pickled proxy is read back as)."""
+def read_only(values: Mapping[K, V]) -> MappingProxyType[K, V]:
+    """A read-only proxy of a copy of `values`; one already read-only is kept (a record
+    read back, or copied by replace()). What a record's mapping field holds
+    (results.details.Immutable, measure.power_regime) and what a pickled proxy is read
+    back as."""
+    if isinstance(values, MappingProxyType):
+        return values
     return MappingProxyType(dict(values))
 
 
 def _reduced(
-    proxy: MappingProxyType[str, object],
-) -> tuple[
-    Callable[[Mapping[str, object]], MappingProxyType[str, object]], tuple[dict[str, object]]
-]:
+    proxy: MappingProxyType[K, V],
+) -> tuple[Callable[[Mapping[K, V]], MappingProxyType[K, V]], tuple[dict[K, V]]]:
     return read_only, (dict(proxy),)
 
 

@@ -30,12 +30,10 @@ import statistics
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from types import MappingProxyType
-from typing import Protocol, TypeVar
+from typing import Protocol
 
 from dlbench.measure.gpu_probe import GpuProbe, GpuReading
-
-V = TypeVar("V")
+from dlbench.read_only import read_only
 
 # From a cool start an H100's SM clock held 1980 MHz for ~50 ms of a bf16 GEMM and
 # the power cap engaged by ~160 ms: the first 150 ms is the burst a short case sees.
@@ -103,7 +101,7 @@ class RegimeFigure:
     by_kernel: Mapping[str, float] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "by_kernel", _frozen(self.by_kernel))
+        object.__setattr__(self, "by_kernel", read_only(self.by_kernel))
 
 
 @dataclass(frozen=True)
@@ -122,12 +120,7 @@ class PowerRegimes:
     gpu_readings: str | None = None  # why there are none
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "calls_per_window", _frozen(self.calls_per_window))
-
-
-def _frozen(mapping: Mapping[str, V]) -> Mapping[str, V]:
-    """A read-only copy of `mapping` (one already read-only is kept: a record read back)."""
-    return mapping if isinstance(mapping, MappingProxyType) else MappingProxyType(dict(mapping))
+        object.__setattr__(self, "calls_per_window", read_only(self.calls_per_window))
 
 
 @dataclass(frozen=True)

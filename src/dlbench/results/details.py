@@ -29,13 +29,13 @@ from __future__ import annotations
 import typing
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from types import MappingProxyType
 
 from dlbench.measure.client_health import ClientHealth
 from dlbench.measure.instruments import Measured
 from dlbench.measure.power_regime import PowerRegimes
 from dlbench.measure.server_counters import ServerCounters
 from dlbench.measure.timeline import TimelinePoint, TimelineSummary
+from dlbench.read_only import read_only
 from dlbench.spec.record_dict import ABSENT, REST_FIELD, from_dict, to_dict, without_none
 from dlbench.untyped import JSONObject, JSONValue
 
@@ -56,9 +56,8 @@ class Immutable:
         mappings, sequences = found
         for name in mappings:
             value = getattr(self, name)
-            if value is None or value is ABSENT or isinstance(value, MappingProxyType):
-                continue
-            object.__setattr__(self, name, MappingProxyType(dict(value)))
+            if value is not None and value is not ABSENT:
+                object.__setattr__(self, name, read_only(value))
         for name in sequences:
             value = getattr(self, name)
             if isinstance(value, list):
