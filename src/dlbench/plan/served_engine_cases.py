@@ -20,9 +20,8 @@ from dlbench.plan.endpoint_cases import validate_load
 from dlbench.plan.token_server_cases import DEFAULT_BATCHED_SEQUENCES
 from dlbench.spec.case import MAX_STREAMS, Case
 from dlbench.spec.registry import FrameworkInfo
+from dlbench.workloads.loop_kinds import CLIENT_LOAD_HOW
 from dlbench.workloads.memory import generation_server_need, require_room
-
-LOAD_HOW = "its load is --concurrency N or --request-rate R (with --find-peak and the SLOs)"
 
 
 def validate_served_engine(case: Case, info: FrameworkInfo) -> Case:
@@ -31,7 +30,8 @@ def validate_served_engine(case: Case, info: FrameworkInfo) -> Case:
     # (plan.validate: this kind's `takes`); the scenario is every case's own field
     if case.scenario is not None:
         raise UserError(f"--scenario: not taken by {case.framework}, whose server dlbench "
-                        f"starts on the workload's checkpoint; {LOAD_HOW}")  # fmt: skip
+                        "starts on the workload's checkpoint; its load is "
+                        f"{CLIENT_LOAD_HOW}")  # fmt: skip
     if case.serving.api != COMPLETIONS:
         raise UserError(f"--api {case.serving.api}: {case.framework} is sent the workload's seeded "
                         "prompts as token ids, which the completions API takes; allowed: "

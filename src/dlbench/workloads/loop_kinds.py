@@ -56,6 +56,10 @@ SERVER_LOAD_FIELDS = _names(ServerLoad)
 SLO_FIELDS = frozenset({"ttft_ms", "tpot_ms", "slo_percentile"})
 # The endpoint client's load profile: what a served engine's case takes of LlmServing
 CLIENT_LOAD_FIELDS = SLO_FIELDS | {"concurrency", "request_rate", "burstiness", "latency_clock"}
+# ... and how a user gives it, for the refusals that name it
+CLIENT_LOAD_HOW = (
+    "--concurrency N or --request-rate R, with --find-peak and the SLOs (--ttft-ms, --tpot-ms)"
+)
 
 
 @dataclass(frozen=True)
@@ -133,8 +137,7 @@ LOOP_KINDS = (
         "dlbench.plan.served_engine_cases:validate_served_engine",
         CLIENT_LOAD_FIELDS | {"api", "find_peak", "streams"},
         f"an engine dlbench serves ({frameworks_having('serves_openai')})",
-        load_how="--concurrency N or --request-rate R, with --find-peak and the SLOs "
-        "(--ttft-ms, --tpot-ms)",
+        load_how=CLIENT_LOAD_HOW,
         keeps_scenario=True,
     ),
     LoopKind(
