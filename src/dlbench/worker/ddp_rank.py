@@ -159,7 +159,7 @@ def run_ddp_steps(
         mine, iterations, wall_s = _timed_together(job, prepared, settings, where, dist)
         # placeholders, each replaced by that rank's `own` (dist.all_gather_object)
         gathered = cast("list[RankReport]", [None] * where.world)
-        stats = mine.latency()
+        stats = mine.latency
         own: RankReport = {
             "throughput": mine.samples_per_s(),
             "median_ms": stats.median if stats else None,

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
+from functools import cached_property
 
 from dlbench.backends.base import Job
 from dlbench.measure.instruments import Reading
@@ -47,14 +48,17 @@ class Measurement:
     # a sequence's bytes are the batch's share of a batch of one's (workloads.decoder)
     weights_shared: bool = False
 
+    @cached_property
     def latency(self) -> LatencyStats | None:
+        """The samples' statistics, computed once: the Result's latency and, where the
+        loop gave no rate, its throughput are both read from them."""
         return summarize(list(self.samples_s)) if self.samples_s else None
 
     def samples_per_s(self) -> float | None:
         """The rate as the loop gave it, else the batch over the mean sample."""
         if self.rate is not None:
             return self.rate
-        stats = self.latency()
+        stats = self.latency
         return throughput(self.batch, stats) if stats is not None else None
 
 
@@ -141,7 +145,7 @@ def result_from(
         scenario=case.scenario
         if case_loop_kind(case).keeps_scenario
         else case.effective_scenario(measured.batch),
-        latency_ms=measured.latency(),
+        latency_ms=measured.latency,
         throughput=measured.samples_per_s(),
         primary_metric=job.workload.primary_metric,
         flops_per_sample=flops,
