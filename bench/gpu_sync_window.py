@@ -95,7 +95,7 @@ def compare(case: Case, device: str, rounds: int, window: int) -> None:
     """Time the three ways in interleaved rounds and print the ratios."""
     job = make_job(case, Settings(), device)
     prepared = TorchBackend().prepare(job)  # dlbench's step, synchronised inside
-    arrays = job.workload.make_inputs(job.batch_size, job.params, "train", 0)
+    arrays = job.inputs(mode="train")
     inputs = {name: laid_out(a, device, case.workload) for name, a in arrays.items()}
     hand = hand_step(case, inputs, device)
     for warm in (prepared.step, hand):

@@ -144,7 +144,7 @@ def test_inference_records_no_autograd():
 def test_add_and_gemm_write_the_right_answer_into_the_preallocated_output():
     for name, reference in (("add", np.add), ("gemm", np.matmul)):
         spec_job = job(name, "infer", batch=2)
-        inputs = spec_job.workload.make_inputs(2, spec_job.params, "infer", seed=0)
+        inputs = spec_job.inputs()
         prepared = TorchBackend().prepare(spec_job)
         with prepared.context():
             out = prepared.step()

@@ -167,7 +167,7 @@ def test_the_device_loop_decodes_the_seeded_model_as_generate_does_its_step_one_
     assert extra["engine"].startswith("dlbench device loop")
     assert extra["token_clock"] == HOST_STEP_CLOCK
     assert 0 < generation.ttft_p50_ms < generation.e2e_p50_ms
-    prompts = case_job.workload.make_inputs(2, case_job.params, "infer", 0)["input_ids"]
+    prompts = case_job.inputs(2)["input_ids"]
     first_token_calls = []
     trace = generator.generate(prompts, 16, on_first_token=lambda: first_token_calls.append(1))
     assert first_token_calls == [1]

@@ -22,10 +22,12 @@ from dlbench.measure.power_regime import WindowQueue
 from dlbench.reference.decoder import OwnReference
 from dlbench.results.details import Details, Generation, Placement, Quantization
 from dlbench.spec.case import Case
+from dlbench.spec.case_inputs import CaseInputs
 from dlbench.spec.record_dict import from_dict
 from dlbench.spec.worker_request import CaseOutputs
 from dlbench.untyped import JSONObject, JSONValue
-from dlbench.workloads.base import Workload
+from dlbench.workloads.base import WeightDict, Workload
+from dlbench.workloads.inputs import case_arrays
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -49,6 +51,16 @@ class Job:
     world_size: int = 1
     # where the case's progress lines and files beside the run go (its request's)
     outputs: CaseOutputs = field(default_factory=CaseOutputs)
+
+    def case_inputs(self, count: int | None = None, mode: str = "infer") -> CaseInputs:
+        """What the case's inputs are made from: `count` samples (default: its batch)."""
+        samples = self.batch_size if count is None else count
+        return CaseInputs.of(self.case, self.params, self.seed, samples, mode)
+
+    def inputs(self, count: int | None = None, mode: str = "infer") -> WeightDict:
+        """A built-in workload's inputs as NumPy arrays by name: the one call every
+        backend, check and loop makes them with (workloads.inputs.case_arrays)."""
+        return case_arrays(self.case_inputs(count, mode), self.workload)
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,9 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from dlbench.spec.case import Case
+from dlbench.spec.case_inputs import CaseInputs
 from dlbench.workloads import get_workload
+from dlbench.workloads.inputs import case_arrays
 from dlbench.workloads.user_model import InputSpec, model_inputs
 
 if TYPE_CHECKING:
@@ -32,7 +34,7 @@ def calibration_inputs(case: Case, seed: int, batch: int) -> list[dict[str, np.n
     workload = get_workload(case.workload)
     params = workload.resolve_params("cpu", dict(case.params))
     count = max(CALIBRATION_SAMPLES, batch)
-    arrays = workload.make_inputs(count, params, "infer", seed + CALIBRATION_SEED)
+    arrays = case_arrays(CaseInputs.of(case, params, seed + CALIBRATION_SEED, count), workload)
     return [
         {name: array[start : start + batch] for name, array in arrays.items()}
         for start in range(0, count - batch + 1, batch)

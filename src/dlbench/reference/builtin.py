@@ -21,6 +21,8 @@ from typing import TYPE_CHECKING
 from dlbench import __version__
 from dlbench.atomic import build_once
 from dlbench.errors import ReferenceUnavailable
+from dlbench.spec.case_inputs import CaseInputs
+from dlbench.spec.record_dict import to_dict
 from dlbench.untyped import JSONObject
 
 if TYPE_CHECKING:
@@ -33,6 +35,9 @@ OPSET = 17
 # (the output check caught exactly that once, after BatchNorm calibration).
 REFERENCE_REVISION = 2
 BUILD_TIMEOUT_S = 1800
+# The batch of the ONNX export's example inputs (its batch axis is dynamic); its builder
+# writes the reference's output at this batch too
+EXPORT_BATCH = 2
 # Runs in its own process: it imports torch and the torch model builders.
 BUILDER_MODULE = "dlbench.backends.torch.reference_builder"
 # In an artifact's folder: held while one process builds something there (atomic.build_once)
@@ -88,36 +93,29 @@ def onnx_model(workload: str, params: Mapping[str, int], seed: int) -> tuple[Pat
     build_once(
         folder / BUILD_LOCK,
         lambda: path.exists() and meta.exists(),
-        lambda: _build("onnx", workload, params, seed, batch_size=2),
+        lambda: _build("onnx", CaseInputs(workload, tuple(params.items()), seed, EXPORT_BATCH)),
     )
     return path, json.loads(meta.read_text(encoding="utf-8"))
 
 
-def reference_output(
-    workload: str, params: Mapping[str, int], seed: int, batch_size: int
-) -> np.ndarray:
-    """The reference's output (a NumPy array) for the case's input of this batch size."""
+def reference_output(inputs: CaseInputs) -> np.ndarray:
+    """The reference's output (a NumPy array) for exactly these inputs."""
     import numpy as np
 
-    path = artifact_folder(workload, params, seed) / f"output-b{batch_size}.npy"
-    build_once(
-        path.parent / BUILD_LOCK,
-        path.exists,
-        lambda: _build("output", workload, params, seed, batch_size),
-    )
+    path = reference_output_path(inputs)
+    build_once(path.parent / BUILD_LOCK, path.exists, lambda: _build("output", inputs))
     return np.load(path)
 
 
-def _build(kind: str, workload: str, params: Mapping[str, int], seed: int, batch_size: int) -> None:
-    request = json.dumps(
-        {
-            "kind": kind,
-            "workload": workload,
-            "params": dict(params),
-            "seed": seed,
-            "batch_size": batch_size,
-        }
-    )
+def reference_output_path(inputs: CaseInputs) -> Path:
+    """Where the reference's output for these inputs is cached: the model's folder, and
+    a file named by the inputs' digest (their batch, and any axis that changes them)."""
+    folder = artifact_folder(inputs.workload, dict(inputs.params), inputs.seed)
+    return folder / f"output-b{inputs.batch_size}-{inputs.digest()}.npy"
+
+
+def _build(kind: str, inputs: CaseInputs) -> None:
+    request = json.dumps({"kind": kind, "inputs": to_dict(inputs)})
     try:
         proc = subprocess.run(
             [sys.executable, "-m", BUILDER_MODULE, request],
@@ -130,4 +128,6 @@ def _build(kind: str, workload: str, params: Mapping[str, int], seed: int, batch
     if proc.returncode != 0:
         lines = (proc.stderr or proc.stdout).strip().splitlines()
         reason = lines[-1] if lines else f"exit status {proc.returncode}"
-        raise ReferenceUnavailable(f"could not build the {kind} reference for {workload}: {reason}")
+        raise ReferenceUnavailable(
+            f"could not build the {kind} reference for {inputs.workload}: {reason}"
+        )

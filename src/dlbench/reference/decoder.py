@@ -34,6 +34,8 @@ from dlbench import __version__
 from dlbench.atomic import build_once, write_atomic
 from dlbench.errors import CaseError, ReferenceUnavailable
 from dlbench.reference.builtin import BUILD_LOCK, cache_dir, lock_beside, package_version
+from dlbench.spec.case_inputs import CaseInputs
+from dlbench.spec.record_dict import to_dict
 from dlbench.spec.registry import framework_info
 from dlbench.untyped import JSONObject, JSONValue
 
@@ -72,16 +74,14 @@ def checkpoint_folder(workload: str, seed: int) -> Path:
     return folder
 
 
-def reference_tokens(
-    workload: str, seed: int, isl: int, osl: int, batch: int
-) -> dict[str, np.ndarray]:
-    """torch eager fp32's greedy tokens for the case's prompts ([batch, osl]) and its top
-    two logits at each step."""
+def reference_tokens(prompts: CaseInputs) -> dict[str, np.ndarray]:
+    """torch eager fp32's greedy tokens for these prompts ([batch, osl]) and its top two
+    logits at each step."""
     import numpy as np
 
-    path = checkpoint_folder(workload, seed) / "reference" / f"isl{isl}-osl{osl}-b{batch}.npz"
-    request = {"kind": "tokens", "workload": workload, "seed": seed, "isl": isl, "osl": osl,
-               "batch": batch, "path": str(path)}  # fmt: skip
+    folder = checkpoint_folder(prompts.workload, prompts.seed) / "reference"
+    path = folder / f"b{prompts.batch_size}-{prompts.digest()}.npz"
+    request = {"kind": "tokens", "prompts": to_dict(prompts), "path": str(path)}
     build_once(path.parent / BUILD_LOCK, path.exists, lambda: _run_builder(request))
     with np.load(path) as arrays:
         return {name: arrays[name] for name in arrays.files}

@@ -34,6 +34,11 @@ SUITE_AXIS = {"suite": True}
 # "required": a stored result must carry it: its default would change with
 # the reader (threads: the reading machine's CPUs) or silently pick a case.
 RECORDED_AXIS = {"suite": True, record_dict.REQUIRED: True}
+# A field that changes a built-in workload's inputs: spec.case_inputs carries its value
+# to every place that makes them (workloads.inputs.case_arrays) and into the
+# reference's cache key, e.g. `metadata=SUITE_AXIS | INPUT_AXIS | cli(...)`.
+INPUTS_KEY = "inputs"
+INPUT_AXIS = {INPUTS_KEY: True}
 # "cli" (spec.cli_options.cli): the `dlbench run` option that sets the field;
 # the parser and the plan's RunRequest are built from it.
 # The server scenario's latency bound where none is given: MLPerf's default

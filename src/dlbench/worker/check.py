@@ -228,9 +228,9 @@ def _expected_and_actual(
     job: Job, outputs: list[np.ndarray]
 ) -> tuple[list[np.ndarray], list[np.ndarray]]:
     if job.workload.is_kernel:
-        inputs = job.workload.make_inputs(job.batch_size, job.params, "infer", job.seed)
+        inputs = job.inputs()
         want, got = job.workload.kernel_check(inputs, outputs[0])
         return [want], [got]
     from dlbench.reference.builtin import reference_output
 
-    return [reference_output(job.workload.name, job.params, job.seed, job.batch_size)], outputs
+    return [reference_output(job.case_inputs())], outputs

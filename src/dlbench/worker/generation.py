@@ -64,7 +64,7 @@ def measure_generation(
     record = generator.details.generation or Generation()
     require_placement(job.device, generator.details)
     isl, osl = job.params["isl"], job.params["osl"]
-    prompts = job.workload.make_inputs(job.batch_size, job.params, "infer", job.seed)["input_ids"]
+    prompts = job.inputs()["input_ids"]
     traces: list[GenerationTrace] = []
     rule = StopRule(settings.min_time_s, settings.min_iters, settings.warmup_iters)
     instruments = Instruments(generator.device)
@@ -178,9 +178,7 @@ def _token_check(job: Job, traces: list[GenerationTrace], own: OwnReference | No
     else:
         origin = SHARED_REFERENCE
         try:
-            reference = reference_tokens(
-                job.workload.name, job.seed, job.params["isl"], job.params["osl"], job.batch_size
-            )
+            reference = reference_tokens(job.case_inputs())
         except ReferenceUnavailable as exc:
             if not agree:
                 return TokenCheck(verdict=f"{DIVERGED}: the engine's own generations disagree, "

@@ -112,12 +112,12 @@ def quantized_agreement(job: Job, prepared: Prepared) -> Agreement:
     kind = job.workload.int8_agreement
     batch = job.batch_size
     count = math.ceil(EVAL_SAMPLES[kind] / batch) * batch
-    inputs = job.workload.make_inputs(count, job.params, "infer", job.seed)
+    inputs = job.inputs(count)
     outputs = [
         np.asarray(prepared.infer({name: a[start : start + batch] for name, a in inputs.items()}))
         for start in range(0, count, batch)
     ]
-    reference = reference_output(job.workload.name, job.params, job.seed, count)
+    reference = reference_output(job.case_inputs(count))
     return measure(kind, np.concatenate(outputs), reference, count, job.case.precision)
 
 

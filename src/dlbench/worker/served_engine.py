@@ -68,7 +68,7 @@ class SeededPrompts(RequestSet):
 
     def __init__(self, job: Job) -> None:
         super().__init__(job.params, job.seed, WordText())
-        inputs = job.workload.make_inputs(PROMPTS, job.params, "infer", job.seed)
+        inputs = job.inputs(PROMPTS)
         self.prompts = [tuple(int(t) for t in row) for row in inputs["input_ids"]]
         self.isl, self.osl = job.params["isl"], job.params["osl"]
 
@@ -185,14 +185,14 @@ def token_check(job: Job, answers: list[tuple[int, StreamedRequest]]) -> TokenCh
     answered = [(row, record.output_ids) for row, record in done if record.output_ids is not None]
     if len(answered) < len(done):
         return TokenCheck(verdict="not checked: the server sent no token ids")
-    isl, osl = job.params["isl"], job.params["osl"]
+    osl = job.params["osl"]
     lengths = [len(ids) for _, ids in answered]
     short = [length for length in lengths if length != osl]
     if short:
         return TokenCheck(verdict=f"diverged: an answer of {short[0]} tokens, where {osl} "
                           "were asked")  # fmt: skip
     try:
-        reference = reference_tokens(job.workload.name, job.seed, isl, osl, PROMPTS)
+        reference = reference_tokens(job.case_inputs(PROMPTS))
     except ReferenceUnavailable as exc:
         return TokenCheck(verdict=f"not checked: {exc}")
     rows = [row for row, _ in answered]

@@ -111,7 +111,7 @@ def run_token_serving(
     setup_s = time.perf_counter() - setup_start - converting_s
     require_placement(job.device, engine.details)
     isl, osl = job.params["isl"], job.params["osl"]
-    inputs = job.workload.make_inputs(PROMPTS, job.params, "infer", job.seed)["input_ids"]
+    inputs = job.inputs(PROMPTS)["input_ids"]
     prompts = [[int(t) for t in row] for row in inputs]
     server = TokenQueryServer(lg, engine, prompts, osl)
     try:
@@ -277,9 +277,8 @@ def _loadgen_record(
 
 def _token_check(job: Job, answered: list[Answered]) -> TokenCheck:
     """Every answered request's tokens against the reference's for its prompt."""
-    isl, osl = job.params["isl"], job.params["osl"]
     try:
-        reference = reference_tokens(job.workload.name, job.seed, isl, osl, PROMPTS)
+        reference = reference_tokens(job.case_inputs(PROMPTS))
     except ReferenceUnavailable as exc:
         return TokenCheck(verdict=f"not checked: {exc}")
     rows = [a.prompt_index for a in answered]

@@ -72,9 +72,7 @@ class JaxBackend(Backend):
         device = _jax_device(job.device)
         weights = job.workload.reference_weights(job.params, job.seed)
         params = {name: jax.device_put(value, device) for name, value in weights.items()}
-        x = jax.device_put(
-            job.workload.make_inputs(job.batch_size, job.params, "infer", job.seed)["x"], device
-        )
+        x = jax.device_put(job.inputs()["x"], device)
         forward = jax.jit(FORWARDS[job.workload.name])
 
         def step() -> jax.Array:

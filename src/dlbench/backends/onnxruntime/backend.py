@@ -64,7 +64,7 @@ class OnnxRuntimeBackend(Backend):
         quantization = None
         if job.case.precision in QUANTIZED_PRECISIONS:
             path, quantization = quantized(job)
-        arrays = job.workload.make_inputs(job.batch_size, job.params, "infer", job.seed)
+        arrays = job.inputs()
         nodes, feeds = probe_placement(
             lambda change: self._session(path, job.device, change),
             lambda probe: {spec.name: arrays[spec.name] for spec in probe.get_inputs()},

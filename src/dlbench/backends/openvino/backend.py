@@ -77,7 +77,7 @@ class OpenVinoBackend(Backend):
         quantization = None
         if job.case.precision in QUANTIZED_PRECISIONS:
             path, quantization = quantized(job)  # NNCF's IR of the same export
-        arrays = job.workload.make_inputs(job.batch_size, job.params, "infer", job.seed)
+        arrays = job.inputs()
         offline = job.case.effective_scenario(job.batch_size) == "offline"
         requests = 1
         if offline:

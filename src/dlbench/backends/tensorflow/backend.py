@@ -85,7 +85,7 @@ class TensorFlowBackend(Backend):
         if job.case.user_model is not None:
             return self._user_model(job)
         tf_device = _tf_device(job.device)
-        inputs = job.workload.make_inputs(job.batch_size, job.params, "infer", job.seed)
+        inputs = job.inputs()
         with tf.device(tf_device):
             model = BUILDERS[job.workload.name](
                 job.workload.reference_weights(job.params, job.seed)

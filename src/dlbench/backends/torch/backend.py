@@ -107,9 +107,7 @@ class TorchBackend(Backend):
         tuned = tune_convolutions(job.workload.name, device)
         inputs = {
             name: _laid_out(torch.from_numpy(array).to(device), layout)
-            for name, array in job.workload.make_inputs(
-                job.batch_size, job.params, job.case.mode, job.seed
-            ).items()
+            for name, array in job.inputs(mode=job.case.mode).items()
         }
         infer = None
         if job.workload.name in KERNELS:

@@ -381,7 +381,7 @@ def seeded_reference(job: Job, model: LlamaForCausalLM, device: torch.device) ->
     origin = f"torch eager fp32 on {where}, TF32 off, from the same seeded weights"
 
     def make() -> dict[str, np.ndarray]:
-        prompts = job.workload.make_inputs(job.batch_size, job.params, "infer", job.seed)
+        prompts = job.inputs()
         return greedy_reference(model, prompts["input_ids"], osl)
 
     return own_reference(key, origin, make)

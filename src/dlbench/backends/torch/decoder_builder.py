@@ -15,8 +15,10 @@ from pathlib import Path
 from dlbench.atomic import write_atomic
 from dlbench.backends.framework_guard import block_other_frameworks
 from dlbench.reference.decoder import checkpoint_folder, publish_folder
+from dlbench.spec.case_inputs import CaseInputs
+from dlbench.spec.record_dict import from_dict
 from dlbench.untyped import JSONObject
-from dlbench.workloads import get_workload
+from dlbench.workloads.inputs import case_arrays
 
 
 def build_checkpoint(workload: str, seed: int, folder: Path) -> None:
@@ -32,11 +34,11 @@ def build_tokens(request: JSONObject) -> None:
 
     from dlbench.backends.torch.decoder import reference_tokens
 
-    params = {"isl": request["isl"], "osl": request["osl"]}
-    seed = request["seed"]
-    prompts = get_workload(request["workload"]).make_inputs(request["batch"], params, "infer", seed)
+    prompts = from_dict(CaseInputs, request["prompts"], "prompts")
     arrays = reference_tokens(
-        checkpoint_folder(request["workload"], seed), prompts["input_ids"], request["osl"]
+        checkpoint_folder(prompts.workload, prompts.seed),
+        case_arrays(prompts)["input_ids"],
+        dict(prompts.params)["osl"],
     )
 
     def save(temp: Path) -> None:

@@ -17,26 +17,25 @@ from typing import TYPE_CHECKING
 from dlbench.atomic import write_atomic
 from dlbench.backends.framework_guard import block_other_frameworks
 from dlbench.backends.torch.models import reference_module
-from dlbench.reference.builtin import OPSET, artifact_folder
-from dlbench.workloads import get_workload
+from dlbench.reference.builtin import OPSET, reference_output_path
+from dlbench.spec.case_inputs import CaseInputs
+from dlbench.spec.record_dict import from_dict
+from dlbench.workloads.inputs import case_arrays
 
 if TYPE_CHECKING:  # imported in the builder's process
     import torch
 
 
-def _build_here(kind: str, workload: str, params: dict[str, int], seed: int, batch: int) -> None:
+def _build_here(kind: str, wanted: CaseInputs) -> None:
     """Runs in the builder process: imports torch and writes the artifact."""
     import numpy as np
     import torch
 
-    spec = get_workload(workload)
-    torch.manual_seed(seed)
-    module = reference_module(workload, params, seed).eval()
-    inputs = {
-        k: torch.from_numpy(v) for k, v in spec.make_inputs(batch, params, "infer", seed).items()
-    }
-    folder = artifact_folder(workload, params, seed)
-    output_path = folder / f"output-b{batch}.npy"
+    params = dict(wanted.params)
+    torch.manual_seed(wanted.seed)
+    module = reference_module(wanted.workload, params, wanted.seed).eval()
+    inputs = {name: torch.from_numpy(array) for name, array in case_arrays(wanted).items()}
+    output_path = reference_output_path(wanted)
     # the export's batch's output too, while the model is built: an ONNX case at that
     # batch (the one most runs use) then needs no second builder process
     if kind == "output" or not output_path.exists():
@@ -46,6 +45,7 @@ def _build_here(kind: str, workload: str, params: dict[str, int], seed: int, bat
     if kind == "output":
         return
     started = time.perf_counter()
+    folder = output_path.parent
     write_atomic(folder / "model.onnx", lambda p: _export(module, inputs, p))
     meta = {
         "opset": OPSET,
@@ -79,15 +79,9 @@ def main(argv: list[str] | None = None) -> int:
     # transformers imports only because they are installed, hidden
     block_other_frameworks("torch")
     parser = argparse.ArgumentParser(description="build a reference artifact (internal)")
-    parser.add_argument("request", help="JSON: kind, workload, params, seed, batch_size")
+    parser.add_argument("request", help="JSON: kind (output or onnx) and the inputs")
     request = json.loads(parser.parse_args(argv).request)
-    _build_here(
-        request["kind"],
-        request["workload"],
-        request["params"],
-        request["seed"],
-        request["batch_size"],
-    )
+    _build_here(request["kind"], from_dict(CaseInputs, request["inputs"], "inputs"))
     return 0
 
 
