@@ -6,13 +6,13 @@ from __future__ import annotations
 from dataclasses import replace
 
 import numpy as np
+from factories import make_case
 
 from dlbench.spec.case import Case, Settings
 from dlbench.spec.case_inputs import CaseInputs, input_axes
 from dlbench.spec.case_parts import INPUTS_KEY
 from dlbench.spec.record_dict import flat_fields, from_dict, to_dict
 from dlbench.worker.steps import make_job
-from factories import make_case
 
 
 def test_a_job_feeds_the_workloads_inputs_at_its_batch_params_and_seed():
@@ -41,6 +41,8 @@ def test_the_inputs_record_reads_back_and_names_one_set_of_inputs():
         replace(inputs, axes=(("input_values", "zeros"),)),
     ]
     assert len({inputs.digest(), *(other.digest() for other in others)}) == 5
+    # an axis's value reads back as the JSON it was (what the reference's builder gets)
+    assert all(from_dict(CaseInputs, to_dict(other)) == other for other in others)
 
 
 def test_a_job_s_inputs_record_carries_the_case_s_input_axes():

@@ -17,9 +17,7 @@ from dataclasses import dataclass
 from dlbench.spec import record_dict
 from dlbench.spec.case import Case
 from dlbench.spec.case_parts import INPUTS_KEY
-
-# A marked axis's value: a case field's scalar (a name from its vocabulary, a number)
-AxisValue = str | int | float | bool | None
+from dlbench.untyped import JSONValue
 
 
 @dataclass(frozen=True)
@@ -33,7 +31,9 @@ class CaseInputs:
     seed: int
     batch_size: int
     mode: str = "infer"
-    axes: tuple[tuple[str, AxisValue], ...] = ()
+    # each a case field's value as JSON (a name from its vocabulary, a number): the
+    # fields are any that are marked, so their types are theirs
+    axes: tuple[tuple[str, JSONValue], ...] = ()
 
     def __post_init__(self) -> None:
         # one order, so that the same inputs have one digest however params were given
@@ -57,10 +57,10 @@ class CaseInputs:
         return hashlib.sha256(text.encode()).hexdigest()[:12]
 
 
-def input_axes(case: Case) -> tuple[tuple[str, AxisValue], ...]:
+def input_axes(case: Case) -> tuple[tuple[str, JSONValue], ...]:
     """The case's values of the fields that change its inputs, by their flat names."""
     return tuple(
-        (name, case.value_of(name))
+        (name, record_dict.plain(case.value_of(name)))
         for name, f in record_dict.flat_fields(Case)
         if f.metadata.get(INPUTS_KEY)
     )
