@@ -309,6 +309,32 @@ def test_framework_rules_are_read_from_the_frameworks_entry(values, message):
     assert str(caught.value) == message
 
 
+@pytest.mark.parametrize(
+    ("option", "message"),
+    [
+        ("sleep_ms=-1", "null option sleep_ms='-1': expected a number >= 0, got -1"),
+        ("spin_ms=soon", "null option spin_ms='soon': expected a number >= 0, got 'soon'"),
+    ],
+)
+def test_a_framework_option_s_free_value_is_held_to_its_reader_at_planning(option, message):
+    key, value = option.split("=")
+    case = make_case(framework="null", compile="default", options={key: value})
+    with pytest.raises(UserError) as caught:
+        validate_case(case)
+    assert str(caught.value) == message
+    assert validate_case(make_case(framework="null", compile="default", options={key: "2.5"}))
+
+
+def test_the_engines_options_are_read_as_what_the_engine_takes():
+    """vLLM is told a whole number of batched tokens and a port: planning refuses what
+    the server would fail on after it started."""
+    readers = registry.FRAMEWORKS["vllm"].options
+    for key, text in (("max_num_batched_tokens", "2.5"), ("port", "70000"), ("port", "0")):
+        with pytest.raises(ValueError):
+            readers[key](text)
+    assert readers["port"]("8000") == 8000
+
+
 def test_a_quantized_paths_compile_modes_are_data_in_the_registry(monkeypatch):
     info = registry.FRAMEWORKS["onnxruntime"]
     path = replace(info.quantized["int8"], compiles=("other",), why="a reason")

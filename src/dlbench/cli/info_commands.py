@@ -79,7 +79,7 @@ def framework_options(info: FrameworkInfo) -> str:
     for a number (plan.validate reads the same entry), '-' where it has none."""
     return (
         ", ".join(
-            f"{key}={'|'.join(values) if values is not None else 'N'}"
+            f"{key}={'|'.join(values) if isinstance(values, tuple) else 'N'}"
             for key, values in info.options.items()
         )
         or "-"

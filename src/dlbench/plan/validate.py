@@ -363,16 +363,13 @@ def _validate_options(case: Case, info: FrameworkInfo) -> None:
     for key, value in case.options:
         require_known(f"{case.framework}-backend option", key, tuple(info.options))
         allowed = info.options[key]
-        if allowed is not None and value not in allowed:
-            raise UserError(
-                f"{case.framework} option {key}={value!r}; allowed: {', '.join(allowed)}"
-            )
-        if allowed is None and not _is_non_negative_number(value):
-            raise UserError(f"{case.framework} option {key}={value!r}; expected a number >= 0")
-
-
-def _is_non_negative_number(value: str) -> bool:
-    try:
-        return float(value) >= 0
-    except ValueError:
-        return False
+        if isinstance(allowed, tuple):
+            if value not in allowed:
+                raise UserError(
+                    f"{case.framework} option {key}={value!r}; allowed: {', '.join(allowed)}"
+                )
+            continue
+        try:
+            allowed(value)
+        except ValueError as exc:
+            raise UserError(f"{case.framework} option {key}={value!r}: {exc}") from None

@@ -118,6 +118,7 @@ non_negative_float = number_type(float, lambda v: v >= 0, "a number >= 0")
 positive_float = number_type(float, lambda v: 0 < v < math.inf, "a number > 0")
 percentile_value = number_type(float, lambda v: 0 < v < 100, "a percentile in (0, 100)")
 fraction = number_type(float, lambda v: 0 < v <= 1, "a fraction in (0, 1]")
+port_number = number_type(int, lambda v: 0 < v < 65536, "a port from 1 to 65535")
 
 
 def param_pair(text: str) -> tuple[str, int]:

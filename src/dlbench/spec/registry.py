@@ -14,12 +14,23 @@ import importlib
 import importlib.metadata
 import importlib.util
 import sys
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
+from typing import TypeAlias
 
 from dlbench.errors import UserError
+from dlbench.spec.cli_options import (
+    non_negative_float,
+    port_number,
+    positive_float,
+    positive_int,
+)
 from dlbench.spec.python_env import python_with, version_in
+
+# A framework option's free value, read from its text: raises ValueError saying what was
+# expected (spec.cli_options's value readers)
+OptionReader: TypeAlias = Callable[[str], object]
 
 
 @dataclass(frozen=True)
@@ -194,9 +205,11 @@ class FrameworkInfo:
     quantized: Mapping[str, QuantizedPath] = field(default_factory=dict)
     # The package its int8 quantizer needs beside the framework (None: its own).
     quantizer_package: str | None = None
-    # Case options only this backend understands, each with its allowed values
-    # (None: a number >= 0); a backend without any takes none.
-    options: Mapping[str, tuple[str, ...] | None] = field(default_factory=dict)
+    # Case options only this backend understands, each with its allowed values, or the
+    # reader of a free value (spec.cli_options: a number, its range), which planning
+    # applies to it as the command line does to a field's; a backend without any takes
+    # none.
+    options: Mapping[str, tuple[str, ...] | OptionReader] = field(default_factory=dict)
     # Distributions its backend also needs (a converter's), checked by metadata: without
     # one it counts as not installed
     needs: tuple[str, ...] = ()
@@ -362,8 +375,8 @@ FRAMEWORKS: dict[str, FrameworkInfo] = {
             options=MappingProxyType(
                 {
                     "fault": ("raise", "abort", "segfault", "kill", "hang", "exit", "step-raise"),
-                    "sleep_ms": None,
-                    "spin_ms": None,
+                    "sleep_ms": non_negative_float,
+                    "spin_ms": non_negative_float,
                 }
             ),
         ),
@@ -587,10 +600,10 @@ FRAMEWORKS: dict[str, FrameworkInfo] = {
             # the requests repeat the workload's seeded prompts), and the port (a free one)
             options=MappingProxyType(
                 {
-                    "kv_cache_mib": None,
-                    "max_num_batched_tokens": None,
+                    "kv_cache_mib": positive_float,
+                    "max_num_batched_tokens": positive_int,
                     "prefix_caching": ("on",),
-                    "port": None,
+                    "port": port_number,
                 }
             ),
             # dlbench's side: the endpoint client, in the worker

@@ -114,7 +114,7 @@ def run_served_engine(
     if not isinstance(backend, OpenAIServerBackend):
         raise TypeError(f"{job.case.framework} serves_openai, but its backend is no server")
     options = dict(job.case.options)
-    port = int(float(options["port"])) if "port" in options else free_port()
+    port = int(options["port"]) if "port" in options else free_port()
     if "port" in options:
         require_free(port)
     folder = case_files_dir(job.outputs)
