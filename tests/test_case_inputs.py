@@ -48,7 +48,7 @@ def test_the_inputs_record_reads_back_and_names_one_set_of_inputs():
 def test_a_job_s_inputs_record_carries_the_case_s_input_axes():
     case = make_case(workload="mlp")
     marked = [name for name, f in flat_fields(Case) if f.metadata.get(INPUTS_KEY)]
-    assert input_axes(case) == tuple((name, case.value_of(name)) for name in marked)
+    assert [name for name, _ in input_axes(case)] == marked
     job = make_job(case, Settings(seed=2), "cpu")
     record = job.case_inputs(6)
     assert (record.workload, record.seed, record.batch_size) == ("mlp", 2, 6)

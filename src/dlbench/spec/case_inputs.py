@@ -17,7 +17,6 @@ from dataclasses import dataclass
 from dlbench.spec import record_dict
 from dlbench.spec.case import Case
 from dlbench.spec.case_parts import INPUTS_KEY
-from dlbench.untyped import JSONValue
 
 
 @dataclass(frozen=True)
@@ -31,9 +30,9 @@ class CaseInputs:
     seed: int
     batch_size: int
     mode: str = "infer"
-    # each a case field's value as JSON (a name from its vocabulary, a number): the
-    # fields are any that are marked, so their types are theirs
-    axes: tuple[tuple[str, JSONValue], ...] = ()
+    # each as text: a name from its vocabulary as it is, any other value as its JSON
+    # (the marked fields may be of any type; text keeps this record typed)
+    axes: tuple[tuple[str, str], ...] = ()
 
     def __post_init__(self) -> None:
         # one order, so that the same inputs have one digest however params were given
@@ -57,10 +56,14 @@ class CaseInputs:
         return hashlib.sha256(text.encode()).hexdigest()[:12]
 
 
-def input_axes(case: Case) -> tuple[tuple[str, JSONValue], ...]:
+def input_axes(case: Case) -> tuple[tuple[str, str], ...]:
     """The case's values of the fields that change its inputs, by their flat names."""
     return tuple(
-        (name, record_dict.plain(case.value_of(name)))
+        (name, _as_text(case.value_of(name)))
         for name, f in record_dict.flat_fields(Case)
         if f.metadata.get(INPUTS_KEY)
     )
+
+
+def _as_text(value: object) -> str:
+    return value if isinstance(value, str) else json.dumps(record_dict.plain(value))
