@@ -325,6 +325,58 @@ def test_a_framework_option_s_free_value_is_held_to_its_reader_at_planning(optio
     assert validate_case(make_case(framework="null", compile="default", options={key: "2.5"}))
 
 
+@pytest.mark.parametrize(
+    ("entry", "message"),
+    [
+        # a suite's SLO bounds (--endpoint given on the command line) once reached the
+        # worker unread: their option's reader was their only check
+        (
+            "{workload: llm-requests, framework: endpoint, concurrency: 2, ttft_ms: -5}",
+            "--ttft-ms -5: expected a number > 0, got -5",
+        ),
+        (
+            "{workload: llm-requests, framework: endpoint, concurrency: 0}",
+            "--concurrency 0: expected an integer > 0, got 0",
+        ),
+        (
+            "{workload: mlp, framework: torch, scenario: server, find_peak: true, "
+            "latency_percentile: 42}",
+            "--latency-percentile 42: expected one of the percentiles LoadGen reports: "
+            "50, 90, 95, 97, 99, 99.9, got 42",
+        ),
+    ],
+)
+def test_a_suite_s_number_is_held_to_its_option_s_reader(tmp_path, entry, message):
+    suite = write(tmp_path, f"cases:\n  - {entry}\n")
+    # refused before the endpoint is asked anything
+    endpoint = ("--endpoint", "http://127.0.0.1:9") if "endpoint" in entry else ()
+    done = cli("run", suite, *endpoint)
+    assert done.returncode == 2
+    assert done.stderr.strip() == f"dlbench: error: {message}"
+
+
+@pytest.mark.parametrize(
+    ("values", "message"),
+    [
+        (
+            {"workload": "llm-requests", "framework": "endpoint", "compile": "default",
+             "device": "remote", "batch_size": None, "endpoint": "http://127.0.0.1:9",
+             "concurrency": 2, "client_processes": 0},
+            "--client-processes 0: expected an integer > 0, got 0",
+        ),
+        (
+            {"workload": "mnist-train", "mode": "train", "target_accuracy": 0.0},
+            "--target-accuracy 0.0: expected a fraction in (0, 1], got 0.0",
+        ),
+    ],
+)  # fmt: skip
+def test_a_case_file_s_number_is_held_to_its_option_s_reader(values, message):
+    """A case read from a file (a stored run's, rerun) is held as the command line is."""
+    with pytest.raises(UserError) as caught:
+        validate_case(make_case(**values))
+    assert str(caught.value) == message
+
+
 def test_the_engines_options_are_read_as_what_the_engine_takes():
     """vLLM is told a whole number of batched tokens and a port: planning refuses what
     the server would fail on after it started."""

@@ -17,7 +17,7 @@ SLOs (endpoint_cases), a served engine (served_engine_cases) and a generation se
 from __future__ import annotations
 
 import importlib.util
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import fields
 
 from dlbench.errors import UserError
@@ -41,7 +41,7 @@ from dlbench.spec.case import (
     Case,
     Settings,
 )
-from dlbench.spec.cli_options import CliOption, cli_options
+from dlbench.spec.cli_options import CliOption, NumberReader, cli_options
 from dlbench.spec.record_dict import field_default, flat_fields, holds_default
 from dlbench.spec.registry import (
     FRAMEWORKS,
@@ -130,7 +130,32 @@ def validate_case(case: Case) -> Case:
     kind = loop_kind(case, workload, info)
     _refuse_fields_not_taken(case, kind)
     _refuse_options_of_other_kinds(case, kind)
+    _hold_numbers_to_their_readers(case)
     return kind.checks_function()(case, info)
+
+
+def _hold_numbers_to_their_readers(case: Case) -> None:
+    """A number a suite entry or a case file gives, held to its option's reader as the
+    command line's text is (--ttft-ms: a number > 0), so a range is said once, on the
+    field's option, and no value skips it by coming from a file."""
+    for name, flag, reader in NUMBER_READERS:
+        value = case.value_of(name)
+        if value is None:
+            continue
+        try:
+            reader.check(value)
+        except ValueError as exc:
+            raise UserError(f"{flag} {value}: {exc}") from None
+
+
+def _number_readers() -> Iterator[tuple[str, str, NumberReader[int] | NumberReader[float]]]:
+    for name, option in cli_options(Case):
+        if isinstance(option.parse, NumberReader):
+            yield name, option.long_flag, option.parse
+
+
+# The case's fields whose value is a number: (name, option, its reader)
+NUMBER_READERS = tuple(_number_readers())
 
 
 def _refuse_options_of_other_kinds(case: Case, kind: LoopKind) -> None:

@@ -19,7 +19,7 @@ import shlex
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar  # noqa: TID251  # cli()'s CliOption fields, passed on
+from typing import Any, Generic, TypeVar  # noqa: TID251  # cli()'s CliOption fields, passed on
 from urllib.parse import urlsplit
 
 from dlbench.measure.openai_auth import without_credentials
@@ -94,22 +94,39 @@ def option_flag(record: type, name: str) -> str:
     return dict(cli_options(record))[name].long_flag
 
 
-def number_type(
-    convert: Callable[[str], N], accept: Callable[[N], bool], expected: str
-) -> Callable[[str], N]:
-    """A value reader: `convert` the text, and refuse what `accept` does not, saying
-    what was expected (nan is refused by every comparison)."""
+@dataclass(frozen=True)
+class NumberReader(Generic[N]):
+    """A number's value reader: `convert` the text, and refuse what `accept` does not,
+    saying what was expected (nan is refused by every comparison). Planning holds a
+    number a suite or case file gives to the same reader (`check`), so a field's range
+    is said once, on its option."""
 
-    def parse(text: str) -> N:
+    convert: Callable[[str], N]
+    accept: Callable[[N], bool]
+    expected: str
+
+    def __call__(self, text: str) -> N:
         try:
-            value = convert(text)
+            value = self.convert(text)
         except ValueError:
-            raise ValueError(f"expected {expected}, got {text!r}") from None
-        if not accept(value):
-            raise ValueError(f"expected {expected}, got {text}")
+            raise ValueError(f"expected {self.expected}, got {text!r}") from None
+        if not self.accept(value):
+            raise ValueError(f"expected {self.expected}, got {text}")
         return value
 
-    return parse
+    def check(self, value: object) -> None:
+        """A value already read (a suite's YAML number): ValueError where the command
+        line would refuse its text."""
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise ValueError(f"expected {self.expected}, got {value!r}")
+        self(str(value))
+
+
+def number_type(
+    convert: Callable[[str], N], accept: Callable[[N], bool], expected: str
+) -> NumberReader[N]:
+    """A value reader of a number (NumberReader)."""
+    return NumberReader(convert, accept, expected)
 
 
 integer = number_type(int, lambda v: True, "an integer")
