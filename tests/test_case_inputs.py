@@ -6,13 +6,14 @@ from __future__ import annotations
 from dataclasses import replace
 
 import numpy as np
+import pytest
 from factories import make_case
 
-from dlbench.spec.case import Case, Settings
+from dlbench.spec.case import Settings
 from dlbench.spec.case_inputs import CaseInputs, input_axes
-from dlbench.spec.case_parts import INPUTS_KEY
-from dlbench.spec.record_dict import flat_fields, from_dict, to_dict
+from dlbench.spec.record_dict import from_dict, to_dict
 from dlbench.worker.steps import make_job
+from dlbench.workloads.inputs import case_arrays
 
 
 def test_a_job_feeds_the_workloads_inputs_at_its_batch_params_and_seed():
@@ -45,12 +46,22 @@ def test_the_inputs_record_reads_back_and_names_one_set_of_inputs():
     assert all(from_dict(CaseInputs, to_dict(other)) == other for other in others)
 
 
-def test_a_job_s_inputs_record_carries_the_case_s_input_axes():
+def test_a_job_s_inputs_record_is_the_case_s_at_the_job_s_params_seed_and_batch():
     case = make_case(workload="mlp")
-    marked = [name for name, f in flat_fields(Case) if f.metadata.get(INPUTS_KEY)]
-    assert [name for name, _ in input_axes(case)] == marked
     job = make_job(case, Settings(seed=2), "cpu")
     record = job.case_inputs(6)
-    assert (record.workload, record.seed, record.batch_size) == ("mlp", 2, 6)
+    assert (record.workload, record.seed, record.batch_size, record.mode) == ("mlp", 2, 6, "infer")
     assert dict(record.params) == job.params
-    assert record.axes == input_axes(case)
+    # an axis at its default is left out: adding one keeps every cached output's name
+    assert record.axes == input_axes(case) == ()
+
+
+def test_an_input_axis_case_arrays_does_not_apply_is_an_error_not_a_new_cache_key():
+    marked = CaseInputs("mlp", (), 0, 2, axes=(("input_values", '"zeros"'),))
+    with pytest.raises(TypeError, match="input_values"):
+        case_arrays(marked)
+    # values are JSON text: 1 and "1" are two inputs
+    assert (
+        replace(marked, axes=(("n", "1"),)).digest()
+        != replace(marked, axes=(("n", '"1"'),)).digest()
+    )

@@ -60,7 +60,7 @@ class Job:
     def inputs(self, count: int | None = None, mode: str = "infer") -> WeightDict:
         """A built-in workload's inputs as NumPy arrays by name: the one call every
         backend, check and loop makes them with (workloads.inputs.case_arrays)."""
-        return case_arrays(self.case_inputs(count, mode), self.workload)
+        return case_arrays(self.case_inputs(count, mode))
 
 
 @dataclass(frozen=True)

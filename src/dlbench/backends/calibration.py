@@ -34,7 +34,7 @@ def calibration_inputs(case: Case, seed: int, batch: int) -> list[dict[str, np.n
     workload = get_workload(case.workload)
     params = workload.resolve_params("cpu", dict(case.params))
     count = max(CALIBRATION_SAMPLES, batch)
-    arrays = case_arrays(CaseInputs.of(case, params, seed + CALIBRATION_SEED, count), workload)
+    arrays = case_arrays(CaseInputs.of(case, params, seed + CALIBRATION_SEED, count))
     return [
         {name: array[start : start + batch] for name, array in arrays.items()}
         for start in range(0, count - batch + 1, batch)

@@ -29,6 +29,7 @@ from dlbench.atomic import build_once, write_atomic
 from dlbench.errors import CaseError
 from dlbench.reference.builtin import cache_dir, lock_beside, package_version
 from dlbench.spec.case import Case
+from dlbench.spec.case_inputs import input_axes
 from dlbench.spec.record_dict import from_dict, to_dict
 from dlbench.spec.registry import framework_info
 from dlbench.untyped import JSONObject
@@ -79,6 +80,8 @@ def quantized_folder(case: Case, seed: int) -> Path:
         "model": user.model_digest if user is not None else None,
         "input_data": user.input_data_digest if user is not None else None,
         "inputs": dict(user.inputs) if user is not None else {},
+        # calibrated on the case's inputs: an axis that changes them changes the model
+        "input_axes": dict(input_axes(case)),
         # torch's PT2E program is exported with the case's static shapes
         "batch": case.batch_size if case.framework == "torch" else None,
         "revision": QUANTIZE_REVISION,

@@ -23,15 +23,18 @@ from dlbench.spec.case_parts import INPUTS_KEY
 class CaseInputs:
     """A built-in workload's inputs: `batch_size` samples of `workload` at its resolved
     `params`, from `seed`, for `mode` (training adds the targets), and the values of the
-    case's axes that change them (`axes`: Case fields marked INPUT_AXIS, by name)."""
+    case's axes that change them (`axes`: Case fields marked INPUT_AXIS, by name).
+    The reference's outputs, its int8 models and the torch decoder's own reference are
+    cached under its digest."""
 
     workload: str
     params: tuple[tuple[str, int], ...]
     seed: int
     batch_size: int
     mode: str = "infer"
-    # each as text: a name from its vocabulary as it is, any other value as its JSON
-    # (the marked fields may be of any type; text keeps this record typed)
+    # those away from their default only (adding an axis keeps every cached output),
+    # each value as its JSON text (the marked fields may be of any type; text keeps
+    # this record typed, and JSON keeps 1 and "1" apart)
     axes: tuple[tuple[str, str], ...] = ()
 
     def __post_init__(self) -> None:
@@ -57,13 +60,13 @@ class CaseInputs:
 
 
 def input_axes(case: Case) -> tuple[tuple[str, str], ...]:
-    """The case's values of the fields that change its inputs, by their flat names."""
-    return tuple(
-        (name, _as_text(case.value_of(name)))
-        for name, f in record_dict.flat_fields(Case)
-        if f.metadata.get(INPUTS_KEY)
-    )
-
-
-def _as_text(value: object) -> str:
-    return value if isinstance(value, str) else json.dumps(record_dict.plain(value))
+    """The case's values of the fields that change its inputs, by their flat names, where
+    they are not at their default."""
+    axes = []
+    for name, f in record_dict.flat_fields(Case):
+        if not f.metadata.get(INPUTS_KEY):
+            continue
+        value = case.value_of(name)
+        if not record_dict.holds_default(value, record_dict.field_default(f)):
+            axes.append((name, json.dumps(record_dict.plain(value))))
+    return tuple(axes)

@@ -373,10 +373,10 @@ def seeded_model(job: Job, dtype: torch.dtype) -> tuple[LlamaForCausalLM, OwnRef
 def seeded_reference(job: Job, model: LlamaForCausalLM, device: torch.device) -> OwnReference:
     """torch eager fp32's greedy tokens and top two logits for the case's prompts, from
     `model` (fp32) on `device`, TF32 off; made once per key (reference.decoder)."""
-    isl, osl = job.params["isl"], job.params["osl"]
+    osl = job.params["osl"]
     where = device_name(device)
-    key = {"workload": job.workload.name, "seed": job.seed, "isl": isl, "osl": osl,
-           "batch": job.batch_size, "device": where, "torch": torch.__version__,
+    key = {"workload": job.workload.name, "prompts": job.case_inputs().digest(),
+           "device": where, "torch": torch.__version__,
            "transformers": package_version("transformers")}  # fmt: skip
     origin = f"torch eager fp32 on {where}, TF32 off, from the same seeded weights"
 
