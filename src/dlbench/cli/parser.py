@@ -76,7 +76,7 @@ positive_int = argument_type(spec_options.positive_int)
 non_negative_float = argument_type(spec_options.non_negative_float)
 positive_float = argument_type(spec_options.positive_float)
 fraction = argument_type(spec_options.fraction)
-at_least_two = argument_type(spec_options.number_type(int, lambda v: v >= 2, "an integer >= 2"))
+at_least_two = argument_type(spec_options.NumberReader(int, lambda v: v >= 2, "an integer >= 2"))
 
 
 def input_spec(text: str) -> tuple[str, str]:

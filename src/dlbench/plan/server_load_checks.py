@@ -28,9 +28,7 @@ from dlbench.spec.case import (
     SCENARIOS,
     Case,
 )
-from dlbench.spec.case_parts import (
-    DEFAULT_LATENCY_BOUND_MS,
-)
+from dlbench.spec.case_parts import DEFAULT_LATENCY_BOUND_MS
 from dlbench.spec.cli_options import option_flag
 from dlbench.spec.registry import ENDPOINT_FRAMEWORK, FrameworkInfo
 
@@ -111,7 +109,7 @@ def _server_settings(case: Case) -> dict[str, float | int]:
     _require_rate(case, "the latency bound")
     bound = _first(case.server.latency_bound_ms, DEFAULT_LATENCY_BOUND_MS)
     require_positive("latency bound (ms)", bound, MAX_MIN_TIME_S * 1000.0)
-    # one LoadGen reports: its option's reader (spec.case_parts), held to at planning
+    # a given percentile is one LoadGen reports: planning held it to its option's reader
     percentile = _first(case.server.latency_percentile, DEFAULT_LATENCY_PERCENTILE)
     streams = case.server.streams if case.server.streams is not None else default_streams(case)
     require_int("streams", streams, 1, MAX_STREAMS)

@@ -17,7 +17,7 @@ SLOs (endpoint_cases), a served engine (served_engine_cases) and a generation se
 from __future__ import annotations
 
 import importlib.util
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import fields
 
 from dlbench.errors import UserError
@@ -136,26 +136,16 @@ def validate_case(case: Case) -> Case:
 
 def _hold_numbers_to_their_readers(case: Case) -> None:
     """A number a suite entry or a case file gives, held to its option's reader as the
-    command line's text is (--ttft-ms: a number > 0), so a range is said once, on the
-    field's option, and no value skips it by coming from a file."""
-    for name, flag, reader in NUMBER_READERS:
+    command line's text is (--ttft-ms: a number > 0), so no value skips the option's
+    rule by coming from a file."""
+    for name, option in cli_options(Case):
         value = case.value_of(name)
-        if value is None:
+        if value is None or not isinstance(option.parse, NumberReader):
             continue
         try:
-            reader.check(value)
+            option.parse.check(value)
         except ValueError as exc:
-            raise UserError(f"{flag} {value}: {exc}") from None
-
-
-def _number_readers() -> Iterator[tuple[str, str, NumberReader[int] | NumberReader[float]]]:
-    for name, option in cli_options(Case):
-        if isinstance(option.parse, NumberReader):
-            yield name, option.long_flag, option.parse
-
-
-# The case's fields whose value is a number: (name, option, its reader)
-NUMBER_READERS = tuple(_number_readers())
+            raise UserError(f"{name} {value!r} ({option.long_flag}): {exc}") from None
 
 
 def _refuse_options_of_other_kinds(case: Case, kind: LoopKind) -> None:

@@ -15,10 +15,10 @@ from dlbench.measure.load_profile import LATENCY_CLOCKS
 from dlbench.measure.openai_api import APIS, COMPLETIONS
 from dlbench.spec import record_dict
 from dlbench.spec.cli_options import (
+    NumberReader,
     cli,
     endpoint_url,
     fraction,
-    number_type,
     percentile_value,
     positive_float,
     positive_int,
@@ -49,7 +49,7 @@ DEFAULT_LATENCY_PERCENTILE = 99.0
 # other percentile could not be shown beside the verdict.
 LOADGEN_PERCENTILES = (50.0, 90.0, 95.0, 97.0, 99.0, 99.9)
 LOADGEN_PERCENTILES_TEXT = ", ".join(f"{p:g}" for p in LOADGEN_PERCENTILES)
-loadgen_percentile = number_type(
+loadgen_percentile = NumberReader(
     float,
     lambda v: v in LOADGEN_PERCENTILES,
     f"one of the percentiles LoadGen reports: {LOADGEN_PERCENTILES_TEXT}",

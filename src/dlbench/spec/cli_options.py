@@ -98,8 +98,7 @@ def option_flag(record: type, name: str) -> str:
 class NumberReader(Generic[N]):
     """A number's value reader: `convert` the text, and refuse what `accept` does not,
     saying what was expected (nan is refused by every comparison). Planning holds a
-    number a suite or case file gives to the same reader (`check`), so a field's range
-    is said once, on its option."""
+    number a suite entry or a case file gives to the same rule (`check`)."""
 
     convert: Callable[[str], N]
     accept: Callable[[N], bool]
@@ -115,27 +114,23 @@ class NumberReader(Generic[N]):
         return value
 
     def check(self, value: object) -> None:
-        """A value already read (a suite's YAML number): ValueError where the command
-        line would refuse its text."""
-        if isinstance(value, bool) or not isinstance(value, int | float):
-            raise ValueError(f"expected {self.expected}, got {value!r}")
-        self(str(value))
+        """A value already read (a suite's YAML number): ValueError saying what was
+        expected where the command line would refuse its text."""
+        try:
+            ok = not isinstance(value, bool) and self.accept(self.convert(str(value)))
+        except ValueError:
+            ok = False
+        if not ok:
+            raise ValueError(f"expected {self.expected}")
 
 
-def number_type(
-    convert: Callable[[str], N], accept: Callable[[N], bool], expected: str
-) -> NumberReader[N]:
-    """A value reader of a number (NumberReader)."""
-    return NumberReader(convert, accept, expected)
-
-
-integer = number_type(int, lambda v: True, "an integer")
-positive_int = number_type(int, lambda v: v > 0, "an integer > 0")
-non_negative_float = number_type(float, lambda v: v >= 0, "a number >= 0")
-positive_float = number_type(float, lambda v: 0 < v < math.inf, "a number > 0")
-percentile_value = number_type(float, lambda v: 0 < v < 100, "a percentile in (0, 100)")
-fraction = number_type(float, lambda v: 0 < v <= 1, "a fraction in (0, 1]")
-port_number = number_type(int, lambda v: 0 < v < 65536, "a port from 1 to 65535")
+integer = NumberReader(int, lambda v: True, "an integer")
+positive_int = NumberReader(int, lambda v: v > 0, "an integer > 0")
+non_negative_float = NumberReader(float, lambda v: v >= 0, "a number >= 0")
+positive_float = NumberReader(float, lambda v: 0 < v < math.inf, "a number > 0")
+percentile_value = NumberReader(float, lambda v: 0 < v <= 100, "a percentile in (0, 100]")
+fraction = NumberReader(float, lambda v: 0 < v <= 1, "a fraction in (0, 1]")
+port_number = NumberReader(int, lambda v: 0 < v < 65536, "a port from 1 to 65535")
 
 
 def param_pair(text: str) -> tuple[str, int]:

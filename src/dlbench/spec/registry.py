@@ -14,23 +14,22 @@ import importlib
 import importlib.metadata
 import importlib.util
 import sys
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import TypeAlias
 
 from dlbench.errors import UserError
 from dlbench.spec.cli_options import (
+    NumberReader,
     non_negative_float,
     port_number,
-    positive_float,
     positive_int,
 )
 from dlbench.spec.python_env import python_with, version_in
 
-# A framework option's free value, read from its text: raises ValueError saying what was
-# expected (spec.cli_options's value readers)
-OptionReader: TypeAlias = Callable[[str], object]
+# A framework option's free value, read from its text (spec.cli_options's readers)
+OptionReader: TypeAlias = NumberReader[int] | NumberReader[float]
 
 
 @dataclass(frozen=True)
@@ -600,7 +599,7 @@ FRAMEWORKS: dict[str, FrameworkInfo] = {
             # the requests repeat the workload's seeded prompts), and the port (a free one)
             options=MappingProxyType(
                 {
-                    "kv_cache_mib": positive_float,
+                    "kv_cache_mib": positive_int,
                     "max_num_batched_tokens": positive_int,
                     "prefix_caching": ("on",),
                     "port": port_number,

@@ -79,7 +79,7 @@ def kv_cache_size(job: Job, streams: int) -> int:
     CPU would take most of the machine's memory)."""
     asked = dict(job.case.options).get("kv_cache_mib")
     if asked is not None:
-        return int(float(asked) * 2**20)
+        return int(asked) * 2**20
     tokens = job.params["isl"] + job.params["osl"]
     tokens = math.ceil(tokens / KV_TOKEN_GRANULE) * KV_TOKEN_GRANULE
     value_bytes = precision_info(job.case.precision).value_bytes
