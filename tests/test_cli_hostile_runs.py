@@ -193,13 +193,21 @@ def put(data: dict, path: str, value: object) -> None:
 
 
 BAD_VALUES = [
-    ("results.0.case.batch_size", -5, "case.batch_size: expected an integer > 0, got -5"),
-    ("results.0.case.batch_size", 0, "case.batch_size: expected an integer > 0, got 0"),
-    ("results.0.case.threads", 0, "case.threads: expected an integer > 0"),
+    (
+        "results.0.case.batch_size",
+        -5,
+        "case.batch_size: expected an integer from 1 to 2147483647, got -5",
+    ),
+    (
+        "results.0.case.batch_size",
+        0,
+        "case.batch_size: expected an integer from 1 to 2147483647, got 0",
+    ),
+    ("results.0.case.threads", 0, "case.threads: expected an integer from 1 to 1024"),
     ("results.0.case.params", {"size": -1}, "case.params.size: expected an integer > 0, got -1"),
     ("results.0.case.target_accuracy", 1.5, "target_accuracy: expected a fraction in (0, 1]"),
-    ("results.0.case.nproc", -2, "case.nproc: expected an integer > 0"),
-    ("plan.0.batch_size", -1, "plan[0].batch_size: expected an integer > 0"),
+    ("results.0.case.nproc", -2, "case.nproc: expected an integer from 1 to 1024"),
+    ("plan.0.batch_size", -1, "plan[0].batch_size: expected an integer from 1 to"),
     ("settings.repeat", 0, "settings.repeat: expected an integer > 0"),
     ("settings.min_time_s", -1.0, "settings.min_time_s: expected a number >= 0"),
     ("settings.seed", "1", "settings.seed: expected int, not str"),

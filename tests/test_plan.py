@@ -106,7 +106,7 @@ def test_batch_size_override_replaces_suite_values(tmp_path):
         ),
         (RunRequest(workloads=("mlp",), modes=("serve",)), "unknown mode 'serve'"),
         (RunRequest(workloads=("mlp",), device="tpu"), "unknown device 'tpu'"),
-        (RunRequest(workloads=("mlp",), batch_sizes=(0,)), "invalid batch size 0"),
+        (RunRequest(workloads=("mlp",), batch_sizes=(0,)), r"batch_size 0 \(--batch-size\)"),
         (
             RunRequest(workloads=("mlp",), params=(("size", 8),)),
             "--param size: no workload of this run \\(mlp\\) has it; their parameters: none",
@@ -127,7 +127,7 @@ def test_batch_size_override_replaces_suite_values(tmp_path):
         (RunRequest(settings=(("min_iters", 200_000),)), "from 1 to 100000"),
         (RunRequest(settings=(("seed", -1),)), "invalid seed -1"),
         (RunRequest(workloads=("mlp",), device="cpu\n"), "unknown device"),
-        (RunRequest(workloads=("mlp",), threads=10**20), "invalid threads"),
+        (RunRequest(workloads=("mlp",), threads=10**20), "expected an integer from 1 to 1024"),
     ],
 )
 def test_bad_requests_name_the_problem(request_, message):
@@ -163,7 +163,7 @@ def test_bad_requests_name_the_problem(request_, message):
         ("cases: [{workload: mlp, framework: null}]\n", 'write "null" in quotes'),
         (
             "cases: [{workload: mlp, framework: torch, batch_size: big}]\n",
-            "invalid batch size 'big'",
+            "batch_size 'big' \\(--batch-size\\): expected an integer from 1 to",
         ),
         ("cases: [{workload: {a: 1}, framework: torch}]\n", "unknown workload"),
         ("cases: [{workload: mlp, framework: torch, device: [1]}]\n", "unknown device"),

@@ -5,8 +5,7 @@ compile modes it runs them in, one process per GPU or on the CPU."""
 from __future__ import annotations
 
 from dlbench.errors import UserError
-from dlbench.plan.field_checks import require_int
-from dlbench.spec.case import MAX_NPROC, Case
+from dlbench.spec.case import Case
 from dlbench.spec.registry import frameworks_having
 
 
@@ -17,7 +16,6 @@ def validate_ddp_launch(case: Case, epoch_based: bool, ddp_compiles: tuple[str, 
     if launch is None:
         return
     nproc = launch.nproc
-    require_int("nproc", nproc, 1, MAX_NPROC)
     if not all(isinstance(arg, str) for arg in launch.torchrun_args):
         raise UserError("torchrun arguments must be strings")
     if nproc > 1 and not launch.ddp:

@@ -31,11 +31,9 @@ from dlbench.plan.user_model_checks import validate_user_model, with_user_model_
 from dlbench.spec.case import (
     DEVICE_HELP,
     DEVICE_PATTERN,
-    MAX_BATCH,
     MAX_MIN_TIME_S,
     MAX_REPEAT,
     MAX_SEED,
-    MAX_THREADS,
     MAX_TIMEOUT_S,
     OFFICIAL_MIN_TIME_S,
     Case,
@@ -86,6 +84,7 @@ def validate_case(case: Case) -> Case:
     """Check every field against the registry; return the case with its files' digests."""
     info = framework_info(case.framework)
     workload = get_workload(case.workload)
+    _hold_numbers_to_their_readers(case)  # every check below may count with them
     _validate_compile(case, info, workload)
     if case.mode not in workload.modes:
         raise UserError(
@@ -101,13 +100,15 @@ def validate_case(case: Case) -> Case:
     validate_scenario(case)
     if not isinstance(case.device, str) or not DEVICE_PATTERN.fullmatch(case.device):
         raise UserError(f"unknown device {case.device!r}; allowed: {DEVICE_HELP}")
-    if case.batch_size is not None:
-        require_int("batch size", case.batch_size, 1, MAX_BATCH)
-        if info.max_batch is not None and case.batch_size > info.max_batch:
-            raise UserError(
-                f"batch size {case.batch_size} on {case.framework!r}: it runs at most "
-                f"{info.max_batch} at once; allowed: up to {info.max_batch}"
-            )
+    if (
+        case.batch_size is not None
+        and info.max_batch is not None
+        and case.batch_size > info.max_batch
+    ):
+        raise UserError(
+            f"batch size {case.batch_size} on {case.framework!r}: it runs at most "
+            f"{info.max_batch} at once; allowed: up to {info.max_batch}"
+        )
     if precision_info(case.precision).quantized:
         _validate_quantized(case, info)
     if case.precision not in info.precisions:
@@ -116,9 +117,6 @@ def validate_case(case: Case) -> Case:
             f"allowed there: {', '.join(info.precisions)}"
         )
     _validate_precision_scope(case.precision, workload, info)
-    require_int("threads", case.threads, 1, MAX_THREADS)
-    if case.interop_threads is not None:
-        require_int("interop threads", case.interop_threads, 1, MAX_THREADS)
     workload.validate_params(dict(case.params))
     _validate_options(case, info)
     # the parts whose checks come before the refusal of other kinds' fields: a user's
@@ -130,7 +128,6 @@ def validate_case(case: Case) -> Case:
     kind = loop_kind(case, workload, info)
     _refuse_fields_not_taken(case, kind)
     _refuse_options_of_other_kinds(case, kind)
-    _hold_numbers_to_their_readers(case)
     return kind.checks_function()(case, info)
 
 

@@ -30,6 +30,7 @@ from dlbench.spec.case_parts import (
 from dlbench.spec.cli_options import (
     cli,
     integer,
+    integer_in,
     non_negative_float,
     option_pair,
     param_pair,
@@ -52,7 +53,6 @@ MULTI_STREAM_SAMPLES = 8
 # queries (mlperf.conf sets it as multi-stream's min_query_count): fewer samples
 # cannot bound p99.
 MIN_P99_QUERIES = 662
-MAX_TARGET_QPS = 1e7
 # MLPerf Inference's minimum test duration (mlperf.conf: *.*.min_duration = 600000)
 OFFICIAL_MIN_TIME_S = 600.0
 MAX_STREAMS = 1024
@@ -76,7 +76,6 @@ MAX_TIMEOUT_S = 7 * 86_400.0
 MAX_SEED = 2**32 - 1
 MAX_THREADS = 1024
 MAX_BATCH = 2**31 - 1
-MAX_NPROC = 1024
 # processes per case: more is a different experiment, not a benchmark run
 MAX_REPEAT = 100
 
@@ -171,7 +170,7 @@ class Case:
             "--batch-size",
             "-b",
             repeat=True,
-            parse=positive_int,
+            parse=integer_in(1, MAX_BATCH),
             help="samples per step; default: the workload's, 1 for single-stream and server, "
             f"{MULTI_STREAM_SAMPLES} for multi-stream",
         ),
@@ -196,7 +195,7 @@ class Case:
         | cli(
             "--threads",
             "-t",
-            parse=positive_int,
+            parse=integer_in(1, MAX_THREADS),
             help="intra-op threads (default: all CPUs available)",
         ),
     )
@@ -205,7 +204,7 @@ class Case:
         metadata={record_dict.REQUIRED: True}
         | cli(
             "--interop-threads",
-            parse=positive_int,
+            parse=integer_in(1, MAX_THREADS),
             help="inter-op threads (default: same as --threads)",
         ),
     )

@@ -19,7 +19,9 @@ from dlbench.spec.cli_options import (
     cli,
     endpoint_url,
     fraction,
+    integer_in,
     percentile_value,
+    positive_at_most,
     positive_float,
     positive_int,
     resolved_path,
@@ -41,6 +43,11 @@ INPUTS_KEY = "inputs"
 INPUT_AXIS = {INPUTS_KEY: True}
 # "cli" (spec.cli_options.cli): the `dlbench run` option that sets the field;
 # the parser and the plan's RunRequest are built from it.
+# Upper bounds that keep values sane: DDP processes, a server's arrival rate, and its
+# latency bound (a day)
+MAX_NPROC = 1024
+MAX_TARGET_QPS = 1e7
+MAX_LATENCY_BOUND_MS = 86_400_000.0
 # The server scenario's latency bound where none is given: MLPerf's default
 # (mlperf.conf: *.Server.target_latency = 10) at its 99th percentile.
 DEFAULT_LATENCY_BOUND_MS = 10.0
@@ -146,7 +153,7 @@ class DdpLaunch:
         metadata=cli(
             "--nproc",
             "--gpus",
-            parse=positive_int,
+            parse=integer_in(1, MAX_NPROC),
             metavar="N",
             group="ddp",
             help="train with DistributedDataParallel in N processes launched by torchrun "
@@ -360,7 +367,7 @@ class ServerLoad:
         metadata=SUITE_AXIS
         | cli(
             "--target-qps",
-            parse=positive_float,
+            parse=positive_at_most(MAX_TARGET_QPS),
             metavar="Q",
             group="serving",
             help="server: the Poisson arrival rate, queries per second",
@@ -382,7 +389,7 @@ class ServerLoad:
         metadata=SUITE_AXIS
         | cli(
             "--latency-bound-ms",
-            parse=positive_float,
+            parse=positive_at_most(MAX_LATENCY_BOUND_MS),
             metavar="L",
             group="serving",
             help="server: the latency bound in ms "

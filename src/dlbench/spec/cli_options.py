@@ -124,6 +124,16 @@ class NumberReader(Generic[N]):
             raise ValueError(f"expected {self.expected}")
 
 
+def integer_in(low: int, high: int) -> NumberReader[int]:
+    """An integer from `low` to `high`: a count with a sane upper bound."""
+    return NumberReader(int, lambda v: low <= v <= high, f"an integer from {low} to {high}")
+
+
+def positive_at_most(high: float) -> NumberReader[float]:
+    """A number above 0 and at most `high`."""
+    return NumberReader(float, lambda v: 0 < v <= high, f"a number > 0, at most {high:g}")
+
+
 integer = NumberReader(int, lambda v: True, "an integer")
 positive_int = NumberReader(int, lambda v: v > 0, "an integer > 0")
 non_negative_float = NumberReader(float, lambda v: v >= 0, "a number >= 0")
