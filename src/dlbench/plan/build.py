@@ -53,12 +53,8 @@ DEFAULT_SUITE = "quick"
 # With --target-accuracy and no epoch count, train at most this many epochs
 # (the pytorch/examples MNIST default).
 TARGET_DEFAULT_EPOCHS = 14
-# A suite's settings key -> the Settings field: the option's name (min_time for
-# --min-time), so a suite and the command line spell a setting alike.
-SETTING_FIELDS = {
-    option.long_flag.removeprefix("--").replace("-", "_"): name
-    for name, option in cli_options(Settings)
-}
+# A suite's settings key (CliOption.setting_key) -> the Settings field
+SETTING_FIELDS = {option.setting_key: name for name, option in cli_options(Settings)}
 
 
 @dataclass(frozen=True)

@@ -4,7 +4,6 @@ a refusal that names options given where they do not apply."""
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 
 from dlbench.errors import UserError
@@ -24,22 +23,6 @@ def require_known(what: str, value: object, allowed: Sequence[str]) -> None:
 def require_int(what: str, value: object, low: int, high: int) -> None:
     ok = isinstance(value, int) and not isinstance(value, bool) and low <= value <= high
     _require(ok, what, value, f"an integer from {low} to {high}")
-
-
-def require_number(what: str, value: object, low: float, high: float) -> None:
-    ok = (
-        isinstance(value, int | float)
-        and not isinstance(value, bool)
-        and math.isfinite(value)
-        and low <= value <= high
-    )
-    _require(ok, what, value, f"a number from {low:g} to {high:g}")
-
-
-def require_positive(what: str, value: object, high: float) -> None:
-    require_number(what, value, 0.0, high)
-    if value == 0:
-        raise UserError(f"invalid {what} 0; expected a number > 0 (up to {high:g})")
 
 
 def _require(ok: bool, what: str, value: object, allowed: str) -> None:

@@ -21,20 +21,15 @@ from collections.abc import Mapping
 from dataclasses import fields
 
 from dlbench.errors import UserError
-from dlbench.measure.timer import MAX_ITERS  # also the most --min-iters can ask
 from dlbench.plan.ddp_checks import validate_ddp_launch
 from dlbench.plan.endpoint_cases import validate_endpoint_case
-from dlbench.plan.field_checks import options_go, require_int, require_known, require_number
+from dlbench.plan.field_checks import options_go, require_known
 from dlbench.plan.server_load_checks import validate_scenario, validate_serving
 from dlbench.plan.time_to_train_checks import validate_time_to_train, with_data_digest
 from dlbench.plan.user_model_checks import validate_user_model, with_user_model_digests
 from dlbench.spec.case import (
     DEVICE_HELP,
     DEVICE_PATTERN,
-    MAX_MIN_TIME_S,
-    MAX_REPEAT,
-    MAX_SEED,
-    MAX_TIMEOUT_S,
     OFFICIAL_MIN_TIME_S,
     Case,
     Settings,
@@ -63,15 +58,9 @@ from dlbench.workloads.memory import check_case_memory
 
 
 def validate_settings(settings: Settings) -> Settings:
-    """Reject stop rules that could never finish, overflow, or make no sense."""
-    require_number("min-time", settings.min_time_s, 0, MAX_MIN_TIME_S)
-    require_int("min-iters", settings.min_iters, 1, MAX_ITERS)
-    require_int("warmup", settings.warmup_iters, 0, MAX_ITERS)
-    require_number("timeout", settings.timeout_s, 0, MAX_TIMEOUT_S)
-    if settings.timeout_s == 0:
-        raise UserError("invalid timeout 0; expected a number of seconds > 0")
-    require_int("seed", settings.seed, 0, MAX_SEED)
-    require_int("repeat", settings.repeat, 1, MAX_REPEAT)
+    """Reject stop rules that could never finish, overflow, or make no sense: each
+    setting held to its option's reader, and --official to MLPerf's duration."""
+    _hold_numbers_to_their_readers(settings)
     if settings.official and settings.min_time_s < OFFICIAL_MIN_TIME_S:
         raise UserError(
             f"--official runs last at least MLPerf's {OFFICIAL_MIN_TIME_S:g} s; "
@@ -131,18 +120,21 @@ def validate_case(case: Case) -> Case:
     return kind.checks_function()(case, info)
 
 
-def _hold_numbers_to_their_readers(case: Case) -> None:
+def _hold_numbers_to_their_readers(record: Case | Settings) -> None:
     """A number a suite entry or a case file gives, held to its option's reader as the
     command line's text is (--ttft-ms: a number > 0), so no value skips the option's
     rule by coming from a file."""
-    for name, option in cli_options(Case):
-        value = case.value_of(name)
+    for name, option in cli_options(type(record)):
+        if isinstance(record, Case):
+            value, key = record.value_of(name), name
+        else:  # a setting, by its key in a suite
+            value, key = getattr(record, name), option.setting_key
         if value is None or not isinstance(option.parse, NumberReader):
             continue
         try:
             option.parse.check(value)
         except ValueError as exc:
-            raise UserError(f"{name} {value!r} ({option.long_flag}): {exc}") from None
+            raise UserError(f"{key} {value!r} ({option.long_flag}): {exc}") from None
 
 
 def _refuse_options_of_other_kinds(case: Case, kind: LoopKind) -> None:

@@ -15,6 +15,7 @@ from types import MappingProxyType
 from typing import Any, ClassVar  # noqa: TID251  # field values by name: each field's own type
 
 from dlbench.measure.openai_api import COMPLETIONS
+from dlbench.measure.timer import MAX_ITERS
 from dlbench.spec import record_dict
 from dlbench.spec.case_parts import (
     DEFAULT_LATENCY_PERCENTILE,
@@ -29,12 +30,11 @@ from dlbench.spec.case_parts import (
 )
 from dlbench.spec.cli_options import (
     cli,
-    integer,
     integer_in,
-    non_negative_float,
+    number_in,
     option_pair,
     param_pair,
-    positive_int,
+    positive_at_most,
     run_label,
 )
 from dlbench.spec.registry import FRAMEWORKS, PRECISIONS, WORKLOADS
@@ -584,7 +584,7 @@ class Settings:
         default=1.0,
         metadata=cli(
             "--min-time",
-            parse=non_negative_float,
+            parse=number_in(0.0, MAX_MIN_TIME_S),
             group="measurement",
             help="seconds of measured time",
         ),
@@ -593,7 +593,7 @@ class Settings:
         default=10,
         metadata=cli(
             "--min-iters",
-            parse=positive_int,
+            parse=integer_in(1, MAX_ITERS),
             group="measurement",
             help="measured iterations at least",
         ),
@@ -602,7 +602,7 @@ class Settings:
         default=3,
         metadata=cli(
             "--warmup",
-            parse=integer,
+            parse=integer_in(0, MAX_ITERS),
             group="measurement",
             help="warm-up iterations after the first call",
         ),
@@ -611,7 +611,7 @@ class Settings:
         default=600.0,
         metadata=cli(
             "--timeout",
-            parse=non_negative_float,
+            parse=positive_at_most(MAX_TIMEOUT_S),
             group="measurement",
             help="seconds per case (default 600)",
         ),
@@ -620,7 +620,7 @@ class Settings:
         default=0,
         metadata=cli(
             "--seed",
-            parse=integer,
+            parse=integer_in(0, MAX_SEED),
             group="measurement",
             help="seed for weights and inputs (default 0)",
         ),
@@ -630,7 +630,7 @@ class Settings:
         default=1,
         metadata=cli(
             "--repeat",
-            parse=positive_int,
+            parse=integer_in(1, MAX_REPEAT),
             metavar="N",
             group="measurement",
             help="run each case in N fresh worker processes, round-robin over the cases; "

@@ -65,6 +65,12 @@ class CliOption:
     def long_flag(self) -> str:
         return self.flags[0]
 
+    @property
+    def setting_key(self) -> str:
+        """A setting's key in a suite: the option's name (min_time for --min-time), so a
+        suite and the command line spell it alike."""
+        return self.long_flag.removeprefix("--").replace("-", "_")
+
     def noun_for(self, name: str) -> str:
         """How a refused value of field `name` is called: "unknown {noun} 'x'"."""
         return self.noun or name.replace("_", " ")
@@ -127,6 +133,11 @@ class NumberReader(Generic[N]):
 def integer_in(low: int, high: int) -> NumberReader[int]:
     """An integer from `low` to `high`: a count with a sane upper bound."""
     return NumberReader(int, lambda v: low <= v <= high, f"an integer from {low} to {high}")
+
+
+def number_in(low: float, high: float) -> NumberReader[float]:
+    """A number from `low` to `high`."""
+    return NumberReader(float, lambda v: low <= v <= high, f"a number from {low:g} to {high:g}")
 
 
 def positive_at_most(high: float) -> NumberReader[float]:
