@@ -254,7 +254,7 @@ def test_a_queue_that_only_grows_is_saturation_and_a_steady_one_is_not():
         (["--concurrency", "2", "--request-rate", "3"], "two load profiles; give one"),
         (["--burstiness", "0.5"], "--burstiness shapes --request-rate's arrivals"),
         (["--find-peak"], "give --ttft-ms, --tpot-ms or both"),
-        (["--slo-percentile", "0", "--ttft-ms", "5"], "a percentile in (0, 100]"),
+        (["--slo-percentile", "100", "--ttft-ms", "5"], "a percentile in (0, 100)"),
         (["--slo-percentile", "90"], "--slo-percentile is the percentile of --ttft-ms"),
         (["--scenario", "server"], "an endpoint's load is --concurrency N or --request-rate R"),
         (["-w", "mlp"], "--workload mlp is not taken (allowed: llm-requests)"),

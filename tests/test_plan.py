@@ -329,6 +329,30 @@ def test_a_framework_option_s_free_value_is_held_to_its_reader_at_planning(optio
 
 
 @pytest.mark.parametrize(
+    ("suite", "message"),
+    [
+        # text is not a number, even where int() would read it
+        (
+            'cases: [{workload: mlp, framework: torch, threads: "4"}]\n',
+            "threads '4' (--threads): expected an integer from 1 to 1024",
+        ),
+        (
+            'cases: [{workload: mlp, framework: torch, scenario: server, target_qps: "100"}]\n',
+            "target_qps '100' (--target-qps): expected a number > 0, at most 1e+07",
+        ),
+        (
+            "settings: {timeout: 0}\ncases: [{workload: mlp, framework: torch}]\n",
+            "timeout 0 (--timeout): expected a number > 0, at most 604800",
+        ),
+    ],
+)
+def test_a_suite_s_text_or_setting_is_held_to_its_option_s_reader(tmp_path, suite, message):
+    done = cli("run", write(tmp_path, suite))
+    assert done.returncode == 2
+    assert done.stderr.strip() == f"dlbench: error: {message}"
+
+
+@pytest.mark.parametrize(
     ("entry", "message"),
     [
         # a suite's SLO bounds (--endpoint given on the command line) once reached the
@@ -339,7 +363,7 @@ def test_a_framework_option_s_free_value_is_held_to_its_reader_at_planning(optio
         ),
         (
             "{workload: llm-requests, framework: endpoint, concurrency: 0}",
-            "concurrency 0 (--concurrency): expected an integer > 0",
+            "concurrency 0 (--concurrency): expected an integer from 1 to 65536",
         ),
         (
             "{workload: mlp, framework: torch, scenario: server, find_peak: true, "

@@ -74,7 +74,7 @@ def test_the_plan_takes_the_endpoints_load_and_the_engines_batch():
         ({"api": "chat"}, "--api chat"),
         ({"find_peak": True}, "give --ttft-ms, --tpot-ms or both"),
         ({"concurrency": 2, "request_rate": 1.0}, "two load profiles"),
-        ({"streams": 100_000}, "invalid --streams 100000"),
+        ({"streams": 100_000}, r"streams 100000 \(--streams\): expected an integer from 1 to"),
     ],
 )
 def test_the_plan_refuses_what_a_server_dlbench_starts_does_not_take(fields, named):

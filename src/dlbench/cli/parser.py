@@ -23,6 +23,7 @@ from dlbench.results.metrics import COMPARABLE
 from dlbench.results.store_location import store_location
 from dlbench.spec import cli_options as spec_options
 from dlbench.spec.case import MULTI_STREAM_SAMPLES, Case, Settings
+from dlbench.spec.case_parts import MAX_MIN_TIME_S
 from dlbench.spec.cli_options import CliOption, cli_options
 
 LIST_TOPICS = ("frameworks", "workloads", "support", "suites")
@@ -108,17 +109,24 @@ def build_parser() -> argparse.ArgumentParser:
         "host-to-device GB/s); later runs report efficiency against them",
     )
     roofline.add_argument("--device", "-d", help="cpu, cuda, cuda:N or auto (default: auto)")
-    roofline.add_argument("--threads", "-t", type=positive_int, help="intra-op threads")
+    # read as `dlbench run`'s options of the same fields are
     roofline.add_argument(
-        "--min-time", type=non_negative_float, help="seconds of windows per ceiling figure"
+        "--threads", "-t", type=run_type(Case, "threads"), help="intra-op threads"
+    )
+    roofline.add_argument(
+        "--min-time",
+        type=run_type(Settings, "min_time_s"),
+        help="seconds of windows per ceiling figure",
     )
     roofline.add_argument(
         "--sustain",
-        type=non_negative_float,
+        type=argument_type(spec_options.number_in(0.0, MAX_MIN_TIME_S)),
         help="seconds of continuous work before the sustained figures of the bf16 GEMM and "
         "copy (default: 10 on a GPU, 0 on a CPU)",
     )
-    roofline.add_argument("--timeout", type=non_negative_float, help="seconds per case")
+    roofline.add_argument(
+        "--timeout", type=run_type(Settings, "timeout_s"), help="seconds per case"
+    )
     roofline.add_argument("--json", type=Path, dest="json_path", help="write the run as JSON")
     roofline.add_argument("--csv", type=Path, dest="csv_path", help="write the results as CSV")
     roofline.add_argument("--db", type=store_location, help=DB_HELP)
@@ -379,6 +387,12 @@ def _sweep_hint(field: str) -> str:
 
     axes = [axis for axis, (target, _) in SWEEP_AXES.items() if target == field]
     return f": for several, --sweep {axes[0]}=V1,V2" if axes else ""
+
+
+def run_type(record: type, name: str) -> Callable[[str], object]:
+    """The argparse type of `dlbench run`'s option of a Case or Settings field."""
+    option = dict(cli_options(record))[name]
+    return field_type(option, option.noun_for(name))
 
 
 def field_type(option: CliOption, noun: str) -> Callable[[str], object]:

@@ -41,6 +41,7 @@ from dlbench.spec.case import (
     Case,
     Settings,
     available_cpus,
+    default_threads,
 )
 from dlbench.spec.cli_options import cli_options, option_flag
 from dlbench.spec.registry import ENDPOINT_FRAMEWORK, FRAMEWORKS, framework_info, precision_info
@@ -477,7 +478,7 @@ def _threads(
         return [request.threads]
     if "threads" in sweep:
         return list(sweep["threads"])
-    default = max(1, available_cpus() // (request.nproc or 1))
+    default = max(1, default_threads() // (request.nproc or 1))
     return [_first_given(entry.get("threads"), suite_settings.get("threads"), default)]
 
 

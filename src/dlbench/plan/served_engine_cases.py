@@ -18,7 +18,8 @@ from dlbench.errors import UserError
 from dlbench.measure.openai_api import COMPLETIONS
 from dlbench.plan.endpoint_cases import validate_load
 from dlbench.plan.token_server_cases import DEFAULT_BATCHED_SEQUENCES
-from dlbench.spec.case import MAX_STREAMS, Case
+from dlbench.spec.case import Case
+from dlbench.spec.case_parts import MAX_STREAMS
 from dlbench.spec.registry import FrameworkInfo
 from dlbench.workloads.loop_kinds import CLIENT_LOAD_HOW
 from dlbench.workloads.memory import generation_server_need, require_room
@@ -51,7 +52,7 @@ def validate_served_engine(case: Case, info: FrameworkInfo) -> Case:
                         "give one of them")  # fmt: skip
     streams = DEFAULT_BATCHED_SEQUENCES if case.server.streams is None else case.server.streams
     most = info.max_streams or MAX_STREAMS
-    if not isinstance(streams, int) or isinstance(streams, bool) or not 1 <= streams <= most:
+    if streams > most:  # a given one is an integer from 1 to MAX_STREAMS (its reader)
         raise UserError(f"invalid --streams {streams!r} on {case.framework!r} (the most "
                         f"sequences its batch holds); expected 1 to {most}")  # fmt: skip
     require_room(generation_server_need(case, streams, one_pipeline=True))

@@ -14,18 +14,16 @@ from dlbench.errors import UserError
 from dlbench.plan.endpoint_cases import option_value
 from dlbench.plan.field_checks import (
     options_go,
-    require_int,
     require_known,
 )
 from dlbench.plan.token_server_cases import validate_token_server
 from dlbench.spec.case import (
     DEFAULT_LATENCY_PERCENTILE,
     LOADGEN_SCENARIOS,
-    MAX_STREAMS,
     SCENARIOS,
     Case,
 )
-from dlbench.spec.case_parts import DEFAULT_LATENCY_BOUND_MS
+from dlbench.spec.case_parts import DEFAULT_LATENCY_BOUND_MS, MAX_STREAMS
 from dlbench.spec.cli_options import option_flag
 from dlbench.spec.registry import ENDPOINT_FRAMEWORK, FrameworkInfo
 
@@ -108,7 +106,6 @@ def _server_settings(case: Case) -> dict[str, float | int]:
     # a given percentile is one LoadGen reports: planning held it to its option's reader
     percentile = _first(case.server.latency_percentile, DEFAULT_LATENCY_PERCENTILE)
     streams = case.server.streams if case.server.streams is not None else default_streams(case)
-    require_int("streams", streams, 1, MAX_STREAMS)
     return {"latency_bound_ms": float(bound), "latency_percentile": float(percentile),
             "streams": streams}  # fmt: skip
 

@@ -16,14 +16,13 @@ import itertools
 from collections.abc import Collection
 
 from dlbench.errors import UserError
-from dlbench.spec.case import MAX_BATCH, MAX_THREADS, available_cpus
+from dlbench.spec.case import default_threads
+from dlbench.spec.case_parts import MAX_BATCH, MAX_RATE, MAX_THREADS, MAX_USERS
 from dlbench.spec.registry import ENDPOINT_FRAMEWORK
 from dlbench.untyped import JSONObject, JSONValue
 
 # The longest prompt or output a sweep may ask for (a workload's context is checked apart)
 MAX_TOKENS = 1 << 20
-# The most users, and requests a second, an endpoint sweep may ask for
-MAX_USERS, MAX_RATE = 1 << 16, 1 << 20
 # sweep axis -> the Case field it sets ("params": the workload parameter of its name),
 # and the largest value allowed
 SWEEP_AXES = {
@@ -33,7 +32,7 @@ SWEEP_AXES = {
     "osl": ("params", MAX_TOKENS),
     # an endpoint's load (--endpoint): users, or requests a second
     "concurrency": ("concurrency", MAX_USERS),
-    "rate": ("request_rate", MAX_RATE),
+    "rate": ("request_rate", int(MAX_RATE)),
 }
 # The load axes: each value is a case of its own, for an endpoint's curves
 LOAD_SWEEPS = ("concurrency", "rate")
@@ -64,7 +63,7 @@ def sweep_values(axis: str, values: JSONValue, where: str) -> tuple[int, ...]:
     checked = []
     for value in values:
         if axis == "threads" and value == ALL_CPUS:
-            value = available_cpus()
+            value = default_threads()
         number = _integer(value)
         if number is None or not 1 <= number <= limit:
             allowed = f"integers from 1 to {limit}" + (" or 'all'" if axis == "threads" else "")

@@ -17,11 +17,12 @@ import math
 from typing import TypeGuard
 
 from dlbench.errors import UserError
-from dlbench.spec.case import MAX_STREAMS, Case
+from dlbench.spec.case import Case
 from dlbench.spec.case_parts import (
     DEFAULT_SLO_PERCENTILE,
     LOADGEN_PERCENTILES,
     LOADGEN_PERCENTILES_TEXT,
+    MAX_STREAMS,
 )
 from dlbench.workloads.memory import generation_server_need, require_room
 

@@ -20,6 +20,12 @@ from dlbench.spec import record_dict
 from dlbench.spec.case_parts import (
     DEFAULT_LATENCY_PERCENTILE,
     DEFAULT_SLO_PERCENTILE,
+    MAX_BATCH,
+    MAX_MIN_TIME_S,
+    MAX_REPEAT,
+    MAX_SEED,
+    MAX_THREADS,
+    MAX_TIMEOUT_S,
     RECORDED_AXIS,
     SUITE_AXIS,
     DdpLaunch,
@@ -55,7 +61,6 @@ MULTI_STREAM_SAMPLES = 8
 MIN_P99_QUERIES = 662
 # MLPerf Inference's minimum test duration (mlperf.conf: *.*.min_duration = 600000)
 OFFICIAL_MIN_TIME_S = 600.0
-MAX_STREAMS = 1024
 DEVICE_PATTERN = re.compile(r"cpu|auto|mps|cuda(:\d+)?|remote")
 # Where an endpoint case's work runs: its server, not this machine's devices
 REMOTE_DEVICE = "remote"
@@ -70,14 +75,11 @@ TRANSFERS = MappingProxyType(
 )
 # Every framework's compile modes: what --compile may name (each framework has its own).
 COMPILE_MODES = tuple(sorted({mode for info in FRAMEWORKS.values() for mode in info.compile_modes}))
-# Bounds that keep values sane and below what the OS and frameworks accept.
-MAX_MIN_TIME_S = 86_400.0
-MAX_TIMEOUT_S = 7 * 86_400.0
-MAX_SEED = 2**32 - 1
-MAX_THREADS = 1024
-MAX_BATCH = 2**31 - 1
-# processes per case: more is a different experiment, not a benchmark run
-MAX_REPEAT = 100
+
+
+def default_threads() -> int:
+    """A case's threads where none are given: every CPU available, up to MAX_THREADS."""
+    return min(available_cpus(), MAX_THREADS)
 
 
 def available_cpus() -> int:
@@ -190,7 +192,7 @@ class Case:
         ),
     )
     threads: int = field(
-        default_factory=available_cpus,
+        default_factory=default_threads,
         metadata=RECORDED_AXIS
         | cli(
             "--threads",

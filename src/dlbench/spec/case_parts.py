@@ -43,11 +43,24 @@ INPUTS_KEY = "inputs"
 INPUT_AXIS = {INPUTS_KEY: True}
 # "cli" (spec.cli_options.cli): the `dlbench run` option that sets the field;
 # the parser and the plan's RunRequest are built from it.
-# Upper bounds that keep values sane: DDP processes, a server's arrival rate, and its
-# latency bound (a day)
+
+# Bounds that keep values sane and below what the OS and frameworks accept, each the
+# range of its fields' option readers (spec.cli_options), which planning holds every
+# value to: the settings' (spec.case.Settings), then a case's and its parts'
+MAX_MIN_TIME_S = 86_400.0
+MAX_TIMEOUT_S = 7 * 86_400.0
+MAX_SEED = 2**32 - 1
+MAX_THREADS = 1024
+MAX_BATCH = 2**31 - 1
+# processes per case: more is a different experiment, not a benchmark run
+MAX_REPEAT = 100
 MAX_NPROC = 1024
+MAX_STREAMS = 1024
 MAX_TARGET_QPS = 1e7
-MAX_LATENCY_BOUND_MS = 86_400_000.0
+MAX_LATENCY_BOUND_MS = MAX_MIN_TIME_S * 1000.0
+# the most users, and requests a second, an endpoint's load may ask for
+MAX_USERS = 1 << 16
+MAX_RATE = float(1 << 20)
 # The server scenario's latency bound where none is given: MLPerf's default
 # (mlperf.conf: *.Server.target_latency = 10) at its 99th percentile.
 DEFAULT_LATENCY_BOUND_MS = 10.0
@@ -220,7 +233,7 @@ class LlmServing:
         metadata=SUITE_AXIS
         | cli(
             "--concurrency",
-            parse=positive_int,
+            parse=integer_in(1, MAX_USERS),
             metavar="N",
             group="endpoint",
             help="N users, each sending its next request when its last has ended",
@@ -231,7 +244,7 @@ class LlmServing:
         metadata=SUITE_AXIS
         | cli(
             "--request-rate",
-            parse=positive_float,
+            parse=positive_at_most(MAX_RATE),
             metavar="R",
             group="endpoint",
             help="requests sent at seeded random times, R per second on average (an open "
@@ -413,7 +426,7 @@ class ServerLoad:
         metadata=SUITE_AXIS
         | cli(
             "--streams",
-            parse=positive_int,
+            parse=integer_in(1, MAX_STREAMS),
             group="serving",
             help="server: queries served at once, each with threads/streams threads "
             "(default: one single-threaded stream per CPU thread; 1 on a GPU)",

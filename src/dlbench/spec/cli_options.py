@@ -121,12 +121,13 @@ class NumberReader(Generic[N]):
 
     def check(self, value: object) -> None:
         """A value already read (a suite's YAML number): ValueError saying what was
-        expected where the command line would refuse its text."""
-        try:
-            ok = not isinstance(value, bool) and self.accept(self.convert(str(value)))
-        except ValueError:
-            ok = False
-        if not ok:
+        expected where it is not a number of the reader's type (an integer for an
+        integer's; text such as "4" is not a number) or the command line would refuse
+        it."""
+        numbers = (int,) if self.convert is int else (int, float)
+        if isinstance(value, bool) or not isinstance(value, numbers):
+            raise ValueError(f"expected {self.expected}")
+        if not self.accept(self.convert(str(value))):
             raise ValueError(f"expected {self.expected}")
 
 
@@ -145,11 +146,10 @@ def positive_at_most(high: float) -> NumberReader[float]:
     return NumberReader(float, lambda v: 0 < v <= high, f"a number > 0, at most {high:g}")
 
 
-integer = NumberReader(int, lambda v: True, "an integer")
 positive_int = NumberReader(int, lambda v: v > 0, "an integer > 0")
-non_negative_float = NumberReader(float, lambda v: v >= 0, "a number >= 0")
+non_negative_float = NumberReader(float, lambda v: 0 <= v < math.inf, "a number >= 0")
 positive_float = NumberReader(float, lambda v: 0 < v < math.inf, "a number > 0")
-percentile_value = NumberReader(float, lambda v: 0 < v <= 100, "a percentile in (0, 100]")
+percentile_value = NumberReader(float, lambda v: 0 < v < 100, "a percentile in (0, 100)")
 fraction = NumberReader(float, lambda v: 0 < v <= 1, "a fraction in (0, 1]")
 port_number = NumberReader(int, lambda v: 0 < v < 65536, "a port from 1 to 65535")
 

@@ -68,7 +68,7 @@ def serve_argv(python: str, checkpoint: Path, job: Job, port: int, streams: int)
     if case.compile == "eager":
         argv.append("--enforce-eager")
     if "max_num_batched_tokens" in options:
-        argv += ["--max-num-batched-tokens", options["max_num_batched_tokens"]]
+        argv += ["--max-num-batched-tokens", str(int(options["max_num_batched_tokens"]))]
     return argv
 
 
