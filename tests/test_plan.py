@@ -334,11 +334,12 @@ def test_a_framework_option_s_free_value_is_held_to_its_reader_at_planning(optio
         # text is not a number, even where int() would read it
         (
             'cases: [{workload: mlp, framework: torch, threads: "4"}]\n',
-            "threads '4' (--threads): expected an integer from 1 to 1024",
+            "suite suite: cases[0]: threads '4' (--threads): expected an integer from 1 to 1024",
         ),
         (
             'cases: [{workload: mlp, framework: torch, scenario: server, target_qps: "100"}]\n',
-            "target_qps '100' (--target-qps): expected a number > 0, at most 1e+07",
+            "suite suite: cases[0]: target_qps '100' (--target-qps): "
+            "expected a number > 0, at most 1e+07",
         ),
         (
             "settings: {timeout: 0}\ncases: [{workload: mlp, framework: torch}]\n",
@@ -379,7 +380,8 @@ def test_a_suite_s_number_is_held_to_its_option_s_reader(tmp_path, entry, messag
     endpoint = ("--endpoint", "http://127.0.0.1:9") if "endpoint" in entry else ()
     done = cli("run", suite, *endpoint)
     assert done.returncode == 2
-    assert done.stderr.strip() == f"dlbench: error: {message}"
+    # the entry it came from first, as a refusal of an entry's own keys names it
+    assert done.stderr.strip() == f"dlbench: error: suite suite: cases[0]: {message}"
 
 
 @pytest.mark.parametrize(

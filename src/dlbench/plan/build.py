@@ -185,6 +185,7 @@ def build_plan(request: RunRequest) -> Plan:
     if request.model is None and (request.inputs or request.input_data or request.trust_model):
         raise UserError(MODEL_OPTIONS)
     endpoint = request.endpoint
+    from_a_suite = False
     if request.model is not None:
         spec = _model_suite(request, request.model)
     elif endpoint is not None and request.suite is None:
@@ -193,9 +194,9 @@ def build_plan(request: RunRequest) -> Plan:
     elif request.suite is None and request.workloads:
         spec = SuiteSpec("adhoc", "from the command line", {}, (_adhoc_entry(request),))
     else:
-        spec = load_suite(request.suite or DEFAULT_SUITE)
+        spec, from_a_suite = load_suite(request.suite or DEFAULT_SUITE), True
     settings = _settings(spec, request)
-    cases = [validate_case(c) for c in _with_single_process_baselines(_expand(spec, request))]
+    cases = _validated(_expand(spec, request), from_a_suite)
     cases = list(dict.fromkeys(cases))  # drop duplicates, keep order
     _check_serving_used(request, settings, cases)
     if request.strict:
@@ -213,6 +214,21 @@ def build_plan(request: RunRequest) -> Plan:
     if not cases:
         raise UserError("; ".join(skipped))
     return Plan(spec.name, settings, tuple(cases), tuple(skipped))
+
+
+def _validated(expanded: list[tuple[str, Case]], from_a_suite: bool) -> list[Case]:
+    """Each case (and a DDP case's 1-process twin) validated; a refusal of a suite's
+    case names the entry it came from, as a refusal of the entry's own keys does."""
+    cases = []
+    for where, case in expanded:
+        for each in _with_single_process_baselines([case]):
+            try:
+                cases.append(validate_case(each))
+            except UserError as exc:
+                if not from_a_suite:
+                    raise
+                raise UserError(f"{where}: {exc}") from None
+    return cases
 
 
 def _with_single_process_baselines(cases: list[Case]) -> list[Case]:
@@ -378,12 +394,15 @@ def _as_list(value: JSONValue, where: str) -> list[JSONValue]:
     return values
 
 
-def _expand(spec: SuiteSpec, request: RunRequest) -> list[Case]:
-    cases: list[Case] = []
+def _expand(spec: SuiteSpec, request: RunRequest) -> list[tuple[str, Case]]:
+    """Each entry's cases, with where the entry is (for the messages that refuse one)."""
+    expanded: list[tuple[str, Case]] = []
     for index, entry in enumerate(spec.entries):
         where = f"suite {spec.name}: cases[{index}]"
-        cases.extend(_expand_entry(entry, spec.settings, request, where))
-    return cases
+        expanded.extend(
+            (where, case) for case in _expand_entry(entry, spec.settings, request, where)
+        )
+    return expanded
 
 
 def _expand_entry(
