@@ -343,7 +343,7 @@ def test_a_framework_option_s_free_value_is_held_to_its_reader_at_planning(optio
         ),
         (
             "settings: {timeout: 0}\ncases: [{workload: mlp, framework: torch}]\n",
-            "timeout 0 (--timeout): expected a number > 0, at most 604800",
+            "suite suite: settings.timeout 0 (--timeout): expected a number > 0, at most 604800",
         ),
     ],
 )

@@ -32,7 +32,7 @@ from dlbench.plan.sweeps import (
 )
 from dlbench.plan.time_to_train_checks import TIME_TO_TRAIN_ONLY
 from dlbench.plan.user_model_checks import MODEL_OPTIONS, require_model_file
-from dlbench.plan.validate import validate_case, validate_settings
+from dlbench.plan.validate import hold_to_reader, validate_case, validate_settings
 from dlbench.spec.case import (
     COMPILE_MODES,
     MODES,
@@ -366,9 +366,12 @@ def _adhoc_entry(request: RunRequest) -> JSONObject:
 
 def _settings(spec: SuiteSpec, request: RunRequest) -> Settings:
     values: dict[str, Any] = {}  # Any: each Settings field's own type, for Settings(**values)
+    options = dict(cli_options(Settings))
     for key, value in spec.settings.items():
         if key in SETTING_FIELDS:
-            values[SETTING_FIELDS[key]] = _number(value, f"suite {spec.name}: settings.{key}")
+            where, name = f"suite {spec.name}: settings.{key}", SETTING_FIELDS[key]
+            hold_to_reader(_number(value, where), options[name], where)  # named where it is
+            values[name] = value
     values.update(dict(request.settings))
     if values.get("official") and "min_time_s" not in dict(request.settings):
         values["min_time_s"] = OFFICIAL_MIN_TIME_S  # MLPerf's duration, over the suite's

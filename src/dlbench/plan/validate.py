@@ -126,15 +126,20 @@ def _hold_numbers_to_their_readers(record: Case | Settings) -> None:
     rule by coming from a file."""
     for name, option in cli_options(type(record)):
         if isinstance(record, Case):
-            value, key = record.value_of(name), name
+            hold_to_reader(record.value_of(name), option, name)
         else:  # a setting, by its key in a suite
-            value, key = getattr(record, name), option.setting_key
-        if value is None or not isinstance(option.parse, NumberReader):
-            continue
-        try:
-            option.parse.check(value)
-        except ValueError as exc:
-            raise UserError(f"{key} {value!r} ({option.long_flag}): {exc}") from None
+            hold_to_reader(getattr(record, name), option, option.setting_key)
+
+
+def hold_to_reader(value: object, option: CliOption, key: str) -> None:
+    """A UserError naming `key`, the value and the option, where the option reads
+    numbers and refuses this one (None: not given)."""
+    if value is None or not isinstance(option.parse, NumberReader):
+        return
+    try:
+        option.parse.check(value)
+    except ValueError as exc:
+        raise UserError(f"{key} {value!r} ({option.long_flag}): {exc}") from None
 
 
 def _refuse_options_of_other_kinds(case: Case, kind: LoopKind) -> None:
