@@ -7,9 +7,7 @@ import inspect
 import pytest
 
 from dlbench.spec.case import Case
-from dlbench.spec.registry import framework_info
-from dlbench.workloads import get_workload
-from dlbench.workloads.loop_kinds import LOOP_KINDS, TORCHRUN, loop_kind
+from dlbench.spec.loop_kinds import LOOP_KINDS, TORCHRUN, loop_kind
 
 
 @pytest.mark.parametrize("kind", LOOP_KINDS, ids=lambda kind: kind.name)
@@ -25,7 +23,7 @@ def test_every_kind_names_a_runner_and_checks_of_the_shapes_their_callers_use(ki
 def kind_of(workload: str, framework: str, **fields: object) -> str:
     compile_mode = "default" if framework != "torch" else "eager"
     case = Case.of(workload=workload, framework=framework, compile=compile_mode, **fields)
-    return loop_kind(case, get_workload(workload), framework_info(framework)).name
+    return loop_kind(case).name
 
 
 def test_each_case_runs_the_first_kind_that_selects_it():
@@ -77,7 +75,7 @@ def test_a_field_no_part_of_the_cases_kind_is_refused_naming_the_kinds_that_take
 
     compile_mode = "eager" if framework == "torch" else "default"
     case = Case.of(workload=workload, framework=framework, compile=compile_mode, **fields)
-    kind = loop_kind(case, get_workload(workload), framework_info(framework))
+    kind = loop_kind(case)
     with pytest.raises(UserError, match=refused) as error:
         validate_case(case)
     assert str(error.value).endswith(f"runs the {kind.name} loop ({kind.measures})")

@@ -34,8 +34,8 @@ from dlbench.results.details import Timeline
 from dlbench.results.flags import result_flags
 from dlbench.results.records import STATUS_FAILED, Result, base_result, now_iso
 from dlbench.spec.case import Case, Settings, available_cpus
+from dlbench.spec.loop_kinds import TORCHRUN, loop_kind
 from dlbench.spec.worker_request import SHARED_COMPILE_CACHE_ENV, CaseOutputs, WorkerRequest
-from dlbench.workloads.loop_kinds import TORCHRUN, case_loop_kind
 
 LOG_TAIL_LINES = 20
 # Beside the result file: the progress lines of a long case (worker.progress).
@@ -106,10 +106,10 @@ def run_case(
 
 
 def _worker_process(request: WorkerRequest, stack: contextlib.ExitStack) -> WorkerProcess:
-    """The case's process, not yet started, as its loop kind says (workloads.loop_kinds:
+    """The case's process, not yet started, as its loop kind says (spec.loop_kinds:
     `launcher`): torchrun and its ranks for a DDP case, else one spawned worker."""
     case = request.case
-    if case_loop_kind(case).launcher == TORCHRUN:
+    if loop_kind(case).launcher == TORCHRUN:
         return TorchrunProcess(request, stack.enter_context(open(request.log_path, "ab")))
     return multiprocessing.get_context("spawn").Process(
         target=SpawnedFunction(*WORKER_ENTRY),

@@ -20,8 +20,8 @@ from dlbench.plan.endpoint_cases import validate_load
 from dlbench.plan.token_server_cases import DEFAULT_BATCHED_SEQUENCES
 from dlbench.spec.case import Case
 from dlbench.spec.case_parts import MAX_STREAMS
+from dlbench.spec.loop_kinds import CLIENT_LOAD_HOW
 from dlbench.spec.registry import FrameworkInfo
-from dlbench.workloads.loop_kinds import CLIENT_LOAD_HOW
 from dlbench.workloads.memory import generation_server_need, require_room
 
 

@@ -4,7 +4,7 @@ scenario with token latencies (worker.token_serving).
 Such a case is judged as MLPerf judges its LLM servers: TTFT and TPOT at a
 percentile against --ttft-ms and --tpot-ms, not one latency bound for the whole
 query, so its loop kind does not take --latency-bound-ms and --latency-percentile
-(workloads.loop_kinds; plan.validate refuses them). Where no
+(spec.loop_kinds; plan.validate refuses them). Where no
 bound is given, MLPerf's Server bounds for Llama-3.1-8B apply (mlperf.conf:
 llama3_1-8b.Server ttft_latency 2000 ms, tpot_latency 100 ms). `streams` is the most
 requests served at once: generators one request at a time each, or the sequences

@@ -5,8 +5,8 @@ parameter rules. Every error names the field, the bad value and what is allowed,
 and is raised as UserError (exit code 2 in the CLI).
 
 Here are the checks every case has, the one refusal of a part's fields that the case's
-loop kind does not take (workloads.loop_kinds: each kind's `takes`), and the entry
-points of the loop kinds' checks (workloads.loop_kinds names them). The values of a
+loop kind does not take (spec.loop_kinds: each kind's `takes`), and the entry
+points of the loop kinds' checks (spec.loop_kinds names them). The values of a
 case's part are checked in its own module, beside its fields' meaning: the user model
 (plan.user_model_checks), time-to-train (time_to_train_checks), the DDP launch
 (ddp_checks), LoadGen's load and scenario (server_load_checks), an endpoint's load and
@@ -35,6 +35,13 @@ from dlbench.spec.case import (
     Settings,
 )
 from dlbench.spec.cli_options import CliOption, NumberReader, cli_options
+from dlbench.spec.loop_kinds import (
+    CEILING_OPTION,
+    LOOP_KINDS,
+    WINDOWED_WORKLOADS,
+    LoopKind,
+    loop_kind,
+)
 from dlbench.spec.record_dict import field_default, flat_fields, holds_default
 from dlbench.spec.registry import (
     FRAMEWORKS,
@@ -47,13 +54,6 @@ from dlbench.spec.registry import (
 )
 from dlbench.workloads import get_workload
 from dlbench.workloads.base import Workload
-from dlbench.workloads.loop_kinds import (
-    CEILING_OPTION,
-    LOOP_KINDS,
-    WINDOWED_WORKLOADS,
-    LoopKind,
-    loop_kind,
-)
 from dlbench.workloads.memory import check_case_memory
 
 
@@ -114,7 +114,7 @@ def validate_case(case: Case) -> Case:
     validate_user_model(case, info)
     validate_ddp_launch(case, workload.epoch_based, info.ddp_compiles)
     _validate_framework_axes(case, info, workload)
-    kind = loop_kind(case, workload, info)
+    kind = loop_kind(case)
     _refuse_fields_not_taken(case, kind)
     _refuse_options_of_other_kinds(case, kind)
     return kind.checks_function()(case, info)
@@ -143,7 +143,7 @@ def hold_to_reader(value: object, option: CliOption, key: str) -> None:
 
 
 def _refuse_options_of_other_kinds(case: Case, kind: LoopKind) -> None:
-    """A framework option that selects a loop kind (workloads.loop_kinds: `option`), on a
+    """A framework option that selects a loop kind (spec.loop_kinds: `option`), on a
     case that an earlier kind in the table runs: it would be in the case's label and
     key, and measure nothing."""
     options = dict(case.options)
@@ -158,7 +158,7 @@ def _refuse_options_of_other_kinds(case: Case, kind: LoopKind) -> None:
 
 def _refuse_fields_not_taken(case: Case, kind: LoopKind) -> None:
     """The fields of a part given where the case's kind of loop takes none of them
-    (workloads.loop_kinds: `takes`), named with the kinds that do."""
+    (spec.loop_kinds: `takes`), named with the kinds that do."""
     given = [
         name
         for name, f in PART_FIELDS
@@ -198,7 +198,7 @@ PART_FLAGS = {"inputs": "--input"}
 
 def checked_load(case: Case, info: FrameworkInfo) -> Case:
     """The checks of the loop kinds that take the step loop's load, LoadGen's scenarios
-    or an endpoint's (workloads.loop_kinds)."""
+    or an endpoint's (spec.loop_kinds)."""
     return _checked_serving(case, None)
 
 

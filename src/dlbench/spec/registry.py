@@ -321,10 +321,14 @@ WORKLOADS: dict[str, str] = {
     "llama-3.1-8b": "dlbench.workloads.decoder:LLAMA_31_8B",
     "llm-requests": "dlbench.workloads.requests:LLM_REQUESTS",
 }
+# What decides a workload's kind of loop (spec.loop_kinds), named here so that a case's
+# kind follows from the case and this registry alone: a stored case's too.
 # Requests to an OpenAI-compatible server (--endpoint), by the endpoint client alone
 ENDPOINT_WORKLOAD, ENDPOINT_FRAMEWORK = "llm-requests", "endpoint"
 # Text generation (workloads.decoder): torch's transformers and the LLM engines
 LLM_WORKLOADS = ("llm-tiny", "llm-135m", "llama-3.1-8b")
+# Time-to-train: epochs over a data set, with evaluation, not one step timed again
+EPOCH_WORKLOADS = ("mnist-train",)
 
 INFER_ONLY = ("infer",)
 BOTH_MODES = ("infer", "train")
@@ -364,7 +368,7 @@ FRAMEWORKS: dict[str, FrameworkInfo] = {
             support=MappingProxyType(
                 dict.fromkeys(
                     set(WORKLOADS)
-                    - {"user-model", "mnist-train", ENDPOINT_WORKLOAD, *LLM_WORKLOADS},
+                    - {"user-model", ENDPOINT_WORKLOAD, *EPOCH_WORKLOADS, *LLM_WORKLOADS},
                     BOTH_MODES,
                 )
             ),

@@ -2,7 +2,7 @@
 
 `dlbench roofline`'s GEMM and copy cases carry the torch option
 `ceiling=burst` or `ceiling=sustained` (plan/builtin_suites/ceilings.yaml);
-its loop kind (workloads.loop_kinds) sends such a case here, not to the step loop. The
+its loop kind (spec.loop_kinds) sends such a case here, not to the step loop. The
 backend prepares the case as the step loop would (its inputs, placement and
 output check) and hands its kernel, unsynchronised, to a WindowQueue; the
 phases are measure.power_regime's. `burst` runs the burst and then windows
@@ -27,12 +27,12 @@ from dlbench.measure.instruments import Instruments, Reading
 from dlbench.measure.power_regime import RegimePlan, RegimeRun, WindowKernel, run_regimes
 from dlbench.results.records import Result
 from dlbench.spec.case import Settings
+from dlbench.spec.loop_kinds import CEILING_OPTION, WINDOWED_WORKLOADS
 from dlbench.spec.registry import precision_info
 from dlbench.worker.check import check_output, verdict_of
 from dlbench.worker.placement import require_placement
 from dlbench.worker.result import BARE, Measurement, ProcessSetup, result_from
 from dlbench.workloads.copy import MEMORY_KERNELS
-from dlbench.workloads.loop_kinds import CEILING_OPTION, WINDOWED_WORKLOADS
 
 SUSTAINED = "sustained"
 # The power cap settles an H100's bf16 GEMM within seconds (bench/gpu_memory_kernels.py:

@@ -34,11 +34,11 @@ from dlbench.measure.timer import MAX_ITERS, StopRule, run_timed
 from dlbench.results.details import Ddp, Details
 from dlbench.results.records import STATUS_SKIPPED, Result, base_result
 from dlbench.spec.case import Case, Settings
+from dlbench.spec.loop_kinds import loop_kind
 from dlbench.spec.worker_request import WorkerRequest
 from dlbench.worker.process import CaseProcess
 from dlbench.worker.result import BARE, Measurement, ProcessSetup, result_from
 from dlbench.worker.steps import Runner, failed_from_exception, make_job, step_measurement
-from dlbench.workloads.loop_kinds import case_loop_kind
 
 
 def _agreed_iterations(
@@ -126,7 +126,7 @@ class _Rank:
 
 def _run_rank(request: WorkerRequest, recorded: Callable[[Details], Details]) -> Result:
     """This rank's set-up (its framework, threads and device), then its loop kind's
-    runner (workloads.loop_kinds: the ddp kind's, run_ddp_steps)."""
+    runner (spec.loop_kinds: the ddp kind's, run_ddp_steps)."""
     import torch
 
     case, settings = request.case, request.settings
@@ -137,7 +137,7 @@ def _run_rank(request: WorkerRequest, recorded: Callable[[Details], Details]) ->
         torch.cuda.set_device(where.local_rank)
     job = make_job(case, settings, where.device, request.outputs)
     process = ProcessSetup(threads=threads, version=backend.version, recorded=recorded)
-    return cast(Runner, case_loop_kind(case).runner_function())(backend, job, settings, process)
+    return cast(Runner, loop_kind(case).runner_function())(backend, job, settings, process)
 
 
 def run_ddp_steps(

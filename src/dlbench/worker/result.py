@@ -24,9 +24,9 @@ from dlbench.measure.stats import LatencyStats, summarize, throughput
 from dlbench.results.details import Details, OutputCheck
 from dlbench.results.metrics import with_rates
 from dlbench.results.records import STATUS_FAILED, STATUS_OK, Result, base_result
+from dlbench.spec.loop_kinds import loop_kind
 from dlbench.spec.registry import precision_info
 from dlbench.untyped import JSONObject
-from dlbench.workloads.loop_kinds import case_loop_kind
 
 
 @dataclass(frozen=True)
@@ -143,7 +143,7 @@ def result_from(
         batch_size=measured.batch,
         params=job.params,
         scenario=case.scenario
-        if case_loop_kind(case).keeps_scenario
+        if loop_kind(case).keeps_scenario
         else case.effective_scenario(measured.batch),
         latency_ms=measured.latency,
         throughput=measured.samples_per_s(),

@@ -1,5 +1,5 @@
 """A case in the worker: import the framework, then run the case's loop kind
-(workloads.loop_kinds); and the step loop itself (prepare, time the steps, check,
+(spec.loop_kinds); and the step loop itself (prepare, time the steps, check,
 summarise).
 
 Runs inside the worker process (worker.process calls `execute`); the DDP
@@ -25,7 +25,8 @@ from dlbench.measure.timer import StopRule, Timing, run_timed
 from dlbench.results.details import Details, OutputCheck, Pipelined
 from dlbench.results.records import STATUS_FAILED, Result, base_result
 from dlbench.spec.case import Case, Settings
-from dlbench.spec.registry import QUANTIZED_PRECISIONS, framework_info
+from dlbench.spec.loop_kinds import loop_kind
+from dlbench.spec.registry import QUANTIZED_PRECISIONS
 from dlbench.spec.worker_request import CaseOutputs
 from dlbench.worker.check import check_output, verdict_of
 from dlbench.worker.pipelined import (
@@ -38,9 +39,8 @@ from dlbench.worker.placement import require_device_kind, require_placement
 from dlbench.worker.quantized_check import quantized_agreement
 from dlbench.worker.result import BARE, Measurement, ProcessSetup, Verdict, result_from
 from dlbench.workloads import get_workload
-from dlbench.workloads.loop_kinds import loop_kind
 
-# What every loop kind's runner is (workloads.loop_kinds names each by module and
+# What every loop kind's runner is (spec.loop_kinds names each by module and
 # function): it makes its Result once, with what the worker set up around it
 Runner = Callable[[Backend, Job, Settings, ProcessSetup], Result]
 
@@ -65,7 +65,7 @@ def execute(
     device = backend.resolve_device(case.device)
     require_device_kind(case.framework, case.device, device)
     job = make_job(case, settings, device, outputs or CaseOutputs())
-    kind = loop_kind(case, job.workload, framework_info(case.framework))
+    kind = loop_kind(case)
     process = ProcessSetup(import_s, threads, backend.version, recorded)
     try:
         return cast(Runner, kind.runner_function())(backend, job, settings, process)

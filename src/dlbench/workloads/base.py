@@ -8,6 +8,7 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING, ClassVar
 
 from dlbench.errors import UserError
+from dlbench.spec.registry import ENDPOINT_WORKLOAD, EPOCH_WORKLOADS, LLM_WORKLOADS
 
 if TYPE_CHECKING:
     import numpy as np
@@ -119,15 +120,24 @@ class Workload(ABC):
         raise NotImplementedError
 
     is_kernel: ClassVar[bool] = False
-    # Time-to-train workloads run epochs over a dataset (with evaluation) instead
-    # of timing one step again and again.
-    epoch_based: ClassVar[bool] = False
-    # Text generation: the worker's generation loop (worker.generation) times whole
-    # generations token by token instead of a step.
-    generative: ClassVar[bool] = False
-    # Requests to a server (--endpoint): the worker's endpoint loop (worker.endpoint_run)
-    # sends them; nothing runs in the worker but the client.
-    served: ClassVar[bool] = False
+
+    # Which kind of loop runs the workload is the registry's fact (spec.loop_kinds
+    # decides a case's kind from it), read here by name.
+    @property
+    def epoch_based(self) -> bool:
+        """Time-to-train: epochs over a data set (with evaluation), not one step timed."""
+        return self.name in EPOCH_WORKLOADS
+
+    @property
+    def generative(self) -> bool:
+        """Text generation: whole generations timed token by token (worker.generation)."""
+        return self.name in LLM_WORKLOADS
+
+    @property
+    def served(self) -> bool:
+        """Requests to a server (--endpoint): nothing runs in the worker but the client."""
+        return self.name == ENDPOINT_WORKLOAD
+
     # framework -> the compile modes this workload runs in there (default: all of
     # the framework's modes except the epoch-loop-only ones).
     compile_modes: ClassVar[Mapping[str, tuple[str, ...]]] = MappingProxyType({})

@@ -129,7 +129,6 @@ class DecoderWorkload(Workload):
     """Greedy generation of `osl` tokens after an `isl`-token prompt, per sequence."""
 
     modes = ("infer",)
-    generative = True
     torch_scriptable = False
     transformer = True
     cpu_params: ClassVar[Mapping[str, int]] = MappingProxyType({"isl": 128, "osl": 32})

@@ -38,7 +38,6 @@ class MnistTrainWorkload(MnistCnnWorkload):
         "learnable synthetic set), per-epoch time, loss and test accuracy"
     )
     modes = ("train",)
-    epoch_based = True
     cpu_params: ClassVar[Mapping[str, int]] = MappingProxyType(
         {"epochs": 1, "train_samples": 60_000, "test_samples": 10_000}
     )

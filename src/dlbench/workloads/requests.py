@@ -198,7 +198,6 @@ class LlmRequests(Workload):
         "shared prefixes, multi-turn"
     )
     modes = ("infer",)
-    served = True
     cpu_params: ClassVar[Mapping[str, int]] = MappingProxyType(
         dict(isl=128, osl=32, range_pct=0, prefix_pct=0, prefixes=1, turns=1, unsalted=0)
     )

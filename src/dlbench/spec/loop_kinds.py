@@ -1,10 +1,12 @@
 """The kinds of loop a case runs, in one table: which one a case runs, what one of its
 results measures, and where its runner and its checks are.
 
-A case's kind follows from its workload, its framework's registry entry and its
-scenario: the first entry of LOOP_KINDS whose `selects` holds. The worker runs the
-kind's runner (worker.steps.execute), and planning runs the kind's checks after the
-ones every case has (plan.validate.validate_case). Both are named by module and
+A case's kind follows from the planned case and the registry alone (its workload's
+kind of loop, its framework's entry, its scenario): the first entry of LOOP_KINDS
+whose `selects` holds. (A result's case is not read for it: a generation's result
+holds the scenario its batch implies, which its case was not given.) The worker runs
+the kind's runner (worker.steps.execute), and planning runs the kind's checks after
+the ones every case has (plan.validate.validate_case). Both are named by module and
 function, not imported: planning must not import worker code, and the worker no
 planning code (the import contracts in pyproject.toml); tests/test_loop_kinds.py holds
 every name to a function of the right shape. A new loop kind is an entry here, its
@@ -25,13 +27,14 @@ from typing import cast
 from dlbench.spec.case import LOADGEN_SCENARIOS, Case
 from dlbench.spec.case_parts import DdpLaunch, LlmServing, ServerLoad, TimeToTrain, UserModel
 from dlbench.spec.registry import (
+    ENDPOINT_WORKLOAD,
+    EPOCH_WORKLOADS,
+    LLM_WORKLOADS,
     FrameworkInfo,
     framework_info,
     frameworks_having,
     imported_target,
 )
-from dlbench.workloads import get_workload
-from dlbench.workloads.base import Workload
 
 # Where a kind's runner runs (launch.runner starts it): one spawned worker process, or
 # each of the ranks torchrun starts (worker.ddp_rank)
@@ -69,7 +72,7 @@ class LoopKind:
 
     name: str
     measures: str
-    selects: Callable[[Case, Workload, FrameworkInfo], bool]
+    selects: Callable[[Case, FrameworkInfo], bool]
     runner: str
     checks: str
     takes: frozenset[str]
@@ -102,7 +105,7 @@ LOOP_KINDS = (
     LoopKind(
         "ddp",
         "training steps under DistributedDataParallel, one process per rank; the group's rate",
-        lambda case, workload, info: case.is_ddp,
+        lambda case, info: case.is_ddp,
         "dlbench.worker.ddp_rank:run_ddp_steps",
         LOAD_CHECKS,
         _names(DdpLaunch),
@@ -112,7 +115,7 @@ LOOP_KINDS = (
     LoopKind(
         "time-to-train",
         "epochs of training, each timed, until the target accuracy or the last epoch",
-        lambda case, workload, info: workload.epoch_based,
+        lambda case, info: case.workload in EPOCH_WORKLOADS,
         "dlbench.worker.epochs:run_epochs",
         "dlbench.plan.validate:checked_time_to_train",
         _names(TimeToTrain),
@@ -122,7 +125,7 @@ LOOP_KINDS = (
     LoopKind(
         "endpoint",
         "an OpenAI-compatible server someone runs, under dlbench's client's load",
-        lambda case, workload, info: workload.served,
+        lambda case, info: case.workload == ENDPOINT_WORKLOAD,
         "dlbench.worker.endpoint_run:run_endpoint_case",
         LOAD_CHECKS,
         _names(LlmServing) | {"find_peak"},
@@ -132,7 +135,7 @@ LOOP_KINDS = (
     LoopKind(
         "served-engine",
         "an engine's own server, started for the case, under the endpoint client's load",
-        lambda case, workload, info: info.serves_openai,
+        lambda case, info: info.serves_openai,
         "dlbench.worker.served_engine:run_served_engine",
         "dlbench.plan.served_engine_cases:validate_served_engine",
         CLIENT_LOAD_FIELDS | {"api", "find_peak", "streams"},
@@ -143,8 +146,9 @@ LOOP_KINDS = (
     LoopKind(
         "generation-server",
         "a generation engine under LoadGen's server scenario, with token latencies",
-        lambda case, workload, info: (
-            workload.generative and (case.scenario is not None or case.server.loadgen is True)
+        lambda case, info: (
+            case.workload in LLM_WORKLOADS
+            and (case.scenario is not None or case.server.loadgen is True)
         ),
         "dlbench.worker.token_serving:run_token_serving",
         "dlbench.plan.validate:checked_generation_server",
@@ -156,7 +160,7 @@ LOOP_KINDS = (
     LoopKind(
         "generation",
         "whole greedy generations, timed token by token, their tokens checked",
-        lambda case, workload, info: workload.generative,
+        lambda case, info: case.workload in LLM_WORKLOADS,
         "dlbench.worker.generation:run_generation",
         LOAD_CHECKS,
         frozenset(),
@@ -165,7 +169,7 @@ LOOP_KINDS = (
     LoopKind(
         "ceiling",
         "a kernel in windows: a burst figure and a sustained one (dlbench roofline)",
-        lambda case, workload, info: CEILING_OPTION in dict(case.options),
+        lambda case, info: CEILING_OPTION in dict(case.options),
         "dlbench.worker.ceiling_windows:run_ceiling",
         "dlbench.plan.validate:checked_ceiling",
         frozenset(),
@@ -176,9 +180,7 @@ LOOP_KINDS = (
         "loadgen",
         "MLPerf LoadGen's scenario around the prepared step: its queries, its verdict",
         # as planning reads it (plan.server_load_checks), which then sets loadgen
-        lambda case, workload, info: (
-            case.server.loadgen is True or case.scenario in LOADGEN_SCENARIOS
-        ),
+        lambda case, info: case.server.loadgen is True or case.scenario in LOADGEN_SCENARIOS,
         "dlbench.worker.serving:run_loadgen",
         LOAD_CHECKS,
         SERVER_LOAD_FIELDS | USER_MODEL_FIELDS,
@@ -187,7 +189,7 @@ LOOP_KINDS = (
     LoopKind(
         "steps",
         "timed steps until --min-time and --min-iters, waited for or pipelined",
-        lambda case, workload, info: True,
+        lambda case, info: True,
         "dlbench.worker.steps:run_steps",
         LOAD_CHECKS,
         USER_MODEL_FIELDS,
@@ -196,11 +198,7 @@ LOOP_KINDS = (
 )
 
 
-def loop_kind(case: Case, workload: Workload, info: FrameworkInfo) -> LoopKind:
+def loop_kind(case: Case) -> LoopKind:
     """The kind of loop `case` runs (the last entry, the step loop, takes any case)."""
-    return next(kind for kind in LOOP_KINDS if kind.selects(case, workload, info))
-
-
-def case_loop_kind(case: Case) -> LoopKind:
-    """The kind of loop `case` runs, its workload and framework looked up by name."""
-    return loop_kind(case, get_workload(case.workload), framework_info(case.framework))
+    info = framework_info(case.framework)
+    return next(kind for kind in LOOP_KINDS if kind.selects(case, info))
