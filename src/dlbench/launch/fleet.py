@@ -38,7 +38,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING
@@ -137,21 +137,22 @@ class SentTask:
         return (self.sent_at if self.began_at is None else self.began_at) + give_up_s
 
 
-@dataclass
+@dataclass(frozen=True)
 class NodeOutcome:
     node: Node
     run: Run
     failure: str | None = None
+    # from when its task was sent to when its answer (or the give-up) came
     seconds: float = 0.0
 
 
-@dataclass
+@dataclass(frozen=True)
 class FleetOutcome:
     fleet_id: str
     started_at: str
-    outcomes: list[NodeOutcome] = field(default_factory=list)
+    outcomes: tuple[NodeOutcome, ...] = ()
     # node runs the store could not take, written as JSON files instead
-    kept_aside: list[Path] = field(default_factory=list)
+    kept_aside: tuple[Path, ...] = ()
 
     def mark(self, node: Node, failure: str | None = None) -> FleetMark:
         """What a node's run carries: this fleet, and the node it ran on."""
@@ -260,7 +261,14 @@ def run_fleet(
     on_note: Callable[[str], None] = lambda line: None,
 ) -> FleetOutcome:
     """One task per node; each node's run stored as it arrives, failures included."""
-    outcome = FleetOutcome(fleet_id, now_iso())
+    fleet = FleetOutcome(fleet_id, now_iso())
+    outcomes: list[NodeOutcome] = []
+    kept_aside: list[Path] = []
+
+    def finish(done: NodeOutcome, sent: SentTask) -> None:
+        outcomes.append(replace(done, seconds=time.monotonic() - sent.sent_at))
+        kept_aside.extend(_store(outcomes[-1], store, on_note))
+
     ceilings = {node.id: _ceilings_of(store, node) for node in nodes}
     pending = _dispatch(ray, nodes, plan, node_timeout_s, ceilings)
     give_up_s = None if node_timeout_s is None else node_timeout_s + STOP_GRACE_S
@@ -273,19 +281,17 @@ def run_fleet(
                     sent.began_at = time.monotonic()
                     continue
                 del pending[task]
-                done = _collect(item, sent.node, plan, outcome)
-                _store(done, sent.sent_at, store, outcome, on_note)
+                finish(_collect(item, sent.node, plan, fleet), sent)
             for task, sent in list(pending.items()):
                 if give_up_s is not None and time.monotonic() >= sent.give_up_at(give_up_s):
                     ray.cancel(task, force=True)  # its worker killed, and its run with it
                     del pending[task]
                     cause = given_up_cause(sent, node_timeout_s, give_up_s)
-                    done = _failed(sent.node, plan, outcome, cause)
-                    _store(done, sent.sent_at, store, outcome, on_note)
+                    finish(_failed(sent.node, plan, fleet, cause), sent)
     finally:
         for task in pending:  # Ctrl-C or a store fault: nothing runs on for no one
             ray.cancel(task, force=True)
-    return outcome
+    return replace(fleet, outcomes=tuple(outcomes), kept_aside=tuple(kept_aside))
 
 
 def given_up_cause(sent: SentTask, node_timeout_s: float | None, give_up_s: float) -> str:
@@ -434,29 +440,22 @@ def _failed(
     return NodeOutcome(node, _marked(run, fleet.mark(node, cause)), failure=cause)
 
 
-def _store(
-    done: NodeOutcome,
-    sent_at: float,
-    store: Store,
-    outcome: FleetOutcome,
-    on_note: Callable[[str], None],
-) -> None:
-    done.seconds = time.monotonic() - sent_at
-    outcome.outcomes.append(done)
+def _store(done: NodeOutcome, store: Store, on_note: Callable[[str], None]) -> list[Path]:
+    """The node's run into the store; where the store fails, the file kept instead."""
     try:
         store.import_run(done.run)
     except UserError as exc:  # the store failed (a lost connection): keep the run, go on
         kept = _keep_aside(done.run)
-        outcome.kept_aside.append(kept)
         on_note(f"node {done.node.name}: its run could not be stored ({exc}); kept in "
                 f"{kept}: `dlbench import {kept}` once the store is back")  # fmt: skip
-        return
+        return [kept]
     failures = done.run.failures
     counts = f"{len(done.run.results)} case(s), {failures} failed"
     if done.failure is not None:
         on_note(f"node {done.node.name}: FAILED: {done.failure}; run {done.run.id} stored")
     else:
         on_note(f"node {done.node.name}: run {done.run.id} stored ({counts}, {done.seconds:.1f} s)")
+    return []
 
 
 def _keep_aside(run: Run) -> Path:
