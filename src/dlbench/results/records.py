@@ -31,7 +31,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field, fields, replace
 from datetime import datetime, timezone
-from typing import Any, ClassVar  # noqa: TID251  # base_result's **measured: Result's fields
+from typing import ClassVar  # base_result's **measured: Result's fields
 
 from dlbench.errors import UserError
 from dlbench.measure.stats import LatencyStats
@@ -136,10 +136,11 @@ def base_result(
     batch_size: int | None = None,
     params: dict[str, int] | None = None,
     scenario: str | None = None,
-    # Any: Result's fields by name, each of its own type; Result's constructor checks them
-    **measured: Any,  # noqa: ANN401
+    error: str | None = None,
+    error_detail: str | None = None,
 ) -> Result:
-    """A Result embedding `case` with what the worker resolved; the caller adds the numbers."""
+    """A Result embedding `case` with what the worker resolved; the caller adds the
+    numbers with `dataclasses.replace`, whose fields the type checker knows."""
     ran = replace(
         case,
         device=device if device is not None else case.device,
@@ -148,7 +149,13 @@ def base_result(
         scenario=scenario if scenario is not None else case.scenario,
         interop_threads=case.effective_interop_threads,
     )
-    return Result(case=ran, status=status, requested_device=case.device, **measured)
+    return Result(
+        case=ran,
+        status=status,
+        requested_device=case.device,
+        error=error,
+        error_detail=error_detail,
+    )
 
 
 def now_iso() -> str:

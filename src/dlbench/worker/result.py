@@ -135,7 +135,7 @@ def result_from(
         details = process.recorded(details)
     usage = measured.reading.usage
     failed = bool(verdict.error)
-    result = base_result(
+    ran = base_result(
         case,
         STATUS_FAILED if failed else STATUS_OK,
         error=verdict.error if failed else None,
@@ -145,6 +145,9 @@ def result_from(
         scenario=case.scenario
         if loop_kind(case).keeps_scenario
         else case.effective_scenario(measured.batch),
+    )
+    result = replace(
+        ran,
         latency_ms=measured.latency,
         throughput=measured.samples_per_s(),
         primary_metric=job.workload.primary_metric,

@@ -237,6 +237,5 @@ def failed_from_exception(case: Case, exc: BaseException) -> Result:
     detail = "".join(traceback.format_exception(exc)[-8:])
     if isinstance(exc, CaseError) and exc.detail:
         detail = f"{exc.detail.rstrip()}\n\n{detail}"  # the framework's whole message first
-    return base_result(
-        case, STATUS_FAILED, error=message, error_detail=detail, peak_rss_mb=peak_rss_mb()
-    )
+    failed = base_result(case, STATUS_FAILED, error=message, error_detail=detail)
+    return replace(failed, peak_rss_mb=peak_rss_mb())
