@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import contextlib
 import fcntl
 import http.server
@@ -166,6 +167,49 @@ def unit_test_stays_in_process(
     assert not imported, (
         f"a unit test imported {', '.join(imported)}: mark it integration (tests/conftest.py)"
     )
+
+
+def unit_only(config: pytest.Config) -> bool:
+    """The fast tier's run (`-m unit`)."""
+    return str(config.getoption("markexpr", "")).strip() == "unit"
+
+
+def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
+    """In the fast tier's run, a test module that skips whole without a framework (a
+    `pytest.importorskip` of one at its top) is not imported: it has no unit test, as a
+    unit test imports no framework, and importing it would load the framework into the
+    run (torch: seconds) and hide any unit test that imports it from the guard below."""
+    if not unit_only(config) or collection_path.suffix != ".py":
+        return None
+    return any(name in FRAMEWORK_PACKAGES for name in _skipped_whole_without(collection_path))
+
+
+def _skipped_whole_without(path: Path) -> list[str]:
+    """The modules a test file's top-level statements `pytest.importorskip`."""
+    names = []
+    for statement in ast.parse(path.read_text(), str(path)).body:
+        call = getattr(statement, "value", None)
+        if (
+            isinstance(call, ast.Call)
+            and isinstance(call.func, ast.Attribute)
+            and call.func.attr == "importorskip"
+            and call.args
+            and isinstance(call.args[0], ast.Constant)
+        ):
+            names.append(str(call.args[0].value))
+    return names
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """The fast tier's collection imports no framework, so that the guard below sees a
+    unit test that does (it compares what is loaded before and after each test)."""
+    loaded = sorted(name for name in FRAMEWORK_PACKAGES if name in sys.modules)
+    if unit_only(session.config) and loaded:
+        raise pytest.UsageError(
+            f"collecting the unit tests imported {', '.join(loaded)}: a test module imports "
+            "it at its top; import it inside the tests that need it, or skip the module "
+            "with pytest.importorskip at its top"
+        )
 
 
 def has(item: pytest.Item, marker: str) -> bool:

@@ -358,6 +358,7 @@ def test_normalised() -> None:
         normalised(images[:, None])
 
 
+@pytest.mark.integration  # imports torch, for torchvision's arithmetic
 def test_normalised_matches_torchvision_arithmetic() -> None:
     torch = pytest.importorskip("torch")
     images = np.resize(np.arange(256, dtype=np.uint8), (1, 28, 28))  # every value

@@ -92,6 +92,7 @@ class Payload:
         return (os.system, (f"touch {self.marker}",))
 
 
+@pytest.mark.integration  # torch.save makes the files
 @pytest.mark.parametrize("saved", ["module", "payload", "legacy"])
 def test_a_pickled_torch_file_is_refused_before_anything_loads_it(tmp_path, isolated_store, saved):
     torch = pytest.importorskip("torch")
@@ -114,6 +115,7 @@ def test_a_pickled_torch_file_is_refused_before_anything_loads_it(tmp_path, isol
     assert not marker.exists()
 
 
+@pytest.mark.integration  # torch.save makes the file
 def test_with_trust_a_pickled_file_passes_validation(tmp_path):
     torch = pytest.importorskip("torch")
     from dlbench.plan.validate import validate_case

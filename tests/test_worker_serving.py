@@ -7,7 +7,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from conftest import cli, dlbench, null_case
+from conftest import cli, dlbench, installed, null_case
 
 from dlbench.cli.main import main
 from dlbench.launch.runner import run_case
@@ -15,7 +15,8 @@ from dlbench.spec.case import Settings
 from dlbench.spec.case_parts import DEFAULT_LATENCY_BOUND_MS
 from dlbench.spec.record_dict import to_dict
 
-pytest.importorskip("mlperf_loadgen", reason="needs mlcommons-loadgen (the serving extra)")
+# found without importing it: the planning tests here are the fast tier's
+pytestmark = installed("mlperf_loadgen", reason="needs mlcommons-loadgen (the serving extra)")
 
 BOUND_MS = 30.0
 SHORT = Settings(min_time_s=0.5, min_iters=10, warmup_iters=3, timeout_s=120.0)

@@ -1,0 +1,65 @@
+"""The fast tier (`python -m pytest -m unit`) holds its tests to importing no framework:
+the guard in tests/conftest.py, run on test files made for it."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import installed
+
+# starts pytest in a process, and the files it runs import torch
+pytestmark = [pytest.mark.integration, installed("torch")]
+
+CONFTEST = Path(__file__).with_name("conftest.py")
+
+
+def unit_run(folder: Path, **files: str) -> subprocess.CompletedProcess[str]:
+    """`pytest -m unit` over `files` (name -> source) beside a copy of the suite's conftest."""
+    shutil.copy(CONFTEST, folder / "conftest.py")
+    for name, source in files.items():
+        (folder / f"{name}.py").write_text(source)
+    command = [sys.executable, "-m", "pytest", "-m", "unit", "-p", "no:cacheprovider", "-q"]
+    return subprocess.run(
+        [*command, "-p", "no:xdist", "-c", str(folder / "empty.ini"), str(folder)],
+        capture_output=True, text=True, cwd=folder, timeout=300,
+    )  # fmt: skip
+
+
+def test_a_unit_test_that_imports_a_framework_fails_naming_the_marker_it_needs(tmp_path):
+    (tmp_path / "empty.ini").write_text("[pytest]\n")
+    run = unit_run(
+        tmp_path,
+        test_imports="def test_uses_torch():\n    import torch\n    assert torch.ones(1)\n",
+        test_plain="def test_adds():\n    assert 1 + 1 == 2\n",
+    )
+    assert run.returncode == 1, run.stdout + run.stderr
+    assert "a unit test imported torch: mark it integration" in run.stdout
+    # the guard fails the test as it ends: its teardown errs, the plain one is untouched
+    assert "ERROR test_imports.py::test_uses_torch" in run.stdout
+    assert "1 error" in run.stdout and "test_plain" not in run.stdout
+
+
+def test_a_module_that_skips_whole_without_a_framework_is_not_collected(tmp_path):
+    (tmp_path / "empty.ini").write_text("[pytest]\n")
+    run = unit_run(
+        tmp_path,
+        test_needs_torch='import pytest\ntorch = pytest.importorskip("torch")\n\n'
+        "def test_uses_torch():\n    assert torch.ones(1)\n",
+        test_plain="def test_adds():\n    assert 1 + 1 == 2\n",
+    )
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert "1 passed" in run.stdout  # the plain one only: the other module is not imported
+
+
+def test_a_module_that_imports_a_framework_at_its_top_stops_the_run(tmp_path):
+    (tmp_path / "empty.ini").write_text("[pytest]\n")
+    run = unit_run(
+        tmp_path,
+        test_top="import torch\n\ndef test_adds():\n    assert torch.ones(1)\n",
+    )
+    assert run.returncode == 4, run.stdout + run.stderr  # a usage error
+    assert "collecting the unit tests imported torch" in run.stderr
