@@ -15,7 +15,8 @@ def options_go(given: Sequence[str]) -> str:
     return f"{', '.join(given)} {'goes' if len(given) == 1 else 'go'}"
 
 
-def require_known(what: str, value: object, allowed: Sequence[str]) -> None:
+def require_known(what: str, value: object, allowed: Sequence[str]) -> str:
     """A name from a fixed list (a scenario, a mode), or a UserError listing the list."""
-    if value not in allowed:
+    if not isinstance(value, str) or value not in allowed:
         raise UserError(f"unknown {what} {value!r}; allowed: {', '.join(allowed)}")
+    return value

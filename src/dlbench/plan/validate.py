@@ -274,8 +274,8 @@ def _validate_framework_axes(case: Case, info: FrameworkInfo, workload: Workload
     """Each per-framework axis: a value of its vocabulary, and one other than its
     default only where the framework's entry lists it for this workload."""
     for name, f, option in FRAMEWORK_AXES:
-        value = case.value_of(name)
-        require_known(option.noun_for(name), value, tuple(option.vocabulary or ()))
+        vocabulary = tuple(option.vocabulary or ())
+        value = require_known(option.noun_for(name), case.value_of(name), vocabulary)
         values = info.axes.get(name)
         if value == f.default or (
             values is not None

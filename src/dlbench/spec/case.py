@@ -300,7 +300,7 @@ class Case:
         """CPU threads the case runs at once: each DDP rank (on a GPU too) has its own."""
         return self.threads * self.ranks
 
-    def value_of(self, name: str) -> Any:  # noqa: ANN401  # the field's own type
+    def value_of(self, name: str) -> object:
         """A field's value by its flat name (as a case file, a suite entry and an option
         name it): a part's field where the case has that part, else its default."""
         if name in _OWN_FIELDS:
