@@ -3,6 +3,7 @@ the guard in tests/conftest.py, run on test files made for it."""
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import sys
@@ -23,9 +24,11 @@ def unit_run(folder: Path, **files: str) -> subprocess.CompletedProcess[str]:
     for name, source in files.items():
         (folder / f"{name}.py").write_text(source)
     command = [sys.executable, "-m", "pytest", "-m", "unit", "-p", "no:cacheprovider", "-q"]
+    # a run of its own: not one of this session's pytest-xdist test processes
+    env = {name: value for name, value in os.environ.items() if not name.startswith("PYTEST_")}
     return subprocess.run(
         [*command, "-p", "no:xdist", "-c", str(folder / "empty.ini"), str(folder)],
-        capture_output=True, text=True, cwd=folder, timeout=300,
+        capture_output=True, text=True, cwd=folder, env=env, timeout=300,
     )  # fmt: skip
 
 
