@@ -15,6 +15,7 @@ import os
 import subprocess
 import sys
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -122,8 +123,17 @@ def reference_output_path(inputs: CaseInputs) -> Path:
     return folder / f"output-b{inputs.batch_size}-{inputs.digest()}.npy"
 
 
+@dataclass(frozen=True)
+class ReferenceRequest:
+    """What the reference's builder process is asked, as its one argument: the output
+    for `inputs` ("output"), or the model's ONNX export and that output ("onnx")."""
+
+    kind: str
+    inputs: CaseInputs
+
+
 def _build(kind: str, inputs: CaseInputs) -> None:
-    request = json.dumps({"kind": kind, "inputs": to_dict(inputs)})
+    request = json.dumps(to_dict(ReferenceRequest(kind, inputs)))
     try:
         proc = subprocess.run(
             [sys.executable, "-m", BUILDER_MODULE, request],

@@ -28,7 +28,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, ClassVar
 
 from dlbench import __version__
 from dlbench.atomic import build_once, write_atomic
@@ -66,11 +66,32 @@ class OwnReference:
     made_s: float | None
 
 
+@dataclass(frozen=True)
+class CheckpointRequest:
+    """Asks the decoder's builder process for the workload's seeded checkpoint, saved
+    into `folder`."""
+
+    KIND: ClassVar[str] = "checkpoint"
+    workload: str
+    seed: int
+    folder: str
+
+
+@dataclass(frozen=True)
+class TokensRequest:
+    """Asks the decoder's builder process for torch's reference tokens for `prompts`,
+    written to `path`."""
+
+    KIND: ClassVar[str] = "tokens"
+    prompts: CaseInputs
+    path: str
+
+
 def checkpoint_folder(workload: str, seed: int) -> Path:
     """The workload's checkpoint folder (built on first need)."""
     folder = _keyed_folder(workload, seed)
-    request = {"kind": "checkpoint", "workload": workload, "seed": seed, "folder": str(folder)}
-    build_once(lock_beside(folder), folder.exists, lambda: _run_builder(request))
+    request = CheckpointRequest(workload, seed, str(folder))
+    build_once(lock_beside(folder), folder.exists, lambda: _run_builder(request, workload))
     return folder
 
 
@@ -81,8 +102,10 @@ def reference_tokens(prompts: CaseInputs) -> dict[str, np.ndarray]:
 
     folder = checkpoint_folder(prompts.workload, prompts.seed) / "reference"
     path = folder / f"b{prompts.batch_size}-{prompts.digest()}.npz"
-    request = {"kind": "tokens", "prompts": to_dict(prompts), "path": str(path)}
-    build_once(path.parent / BUILD_LOCK, path.exists, lambda: _run_builder(request))
+    request = TokensRequest(prompts, str(path))
+    build_once(
+        path.parent / BUILD_LOCK, path.exists, lambda: _run_builder(request, prompts.workload)
+    )
     with np.load(path) as arrays:
         return {name: arrays[name] for name in arrays.files}
 
@@ -163,15 +186,17 @@ def _convert(source: Path, folder: Path, command: Sequence[str], converter: str)
     publish_folder(staging, folder)
 
 
-def _run_builder(request: JSONObject) -> None:
+def _run_builder(request: CheckpointRequest | TokensRequest, workload: str) -> None:
+    """The builder process, given the request's kind and the request as one document."""
+    document = json.dumps(to_dict(request))
     try:
-        done = subprocess.run([sys.executable, "-m", BUILDER_MODULE, json.dumps(request)],
+        done = subprocess.run([sys.executable, "-m", BUILDER_MODULE, request.KIND, document],
                               capture_output=True, text=True, timeout=BUILD_TIMEOUT_S)  # fmt: skip
     except subprocess.TimeoutExpired:
-        raise ReferenceUnavailable(f"building the decoder's {request['kind']} timed out") from None
+        raise ReferenceUnavailable(f"building the decoder's {request.KIND} timed out") from None
     if done.returncode != 0:
         raise ReferenceUnavailable(
-            f"could not build the {request['workload']} {request['kind']}: {_last_line(done)}"
+            f"could not build the {workload} {request.KIND}: {_last_line(done)}"
         )
 
 

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 from dlbench.atomic import write_atomic
 from dlbench.backends.framework_guard import block_other_frameworks
 from dlbench.backends.torch.models import reference_module
-from dlbench.reference.builtin import OPSET, reference_output_path
+from dlbench.reference.builtin import OPSET, ReferenceRequest, reference_output_path
 from dlbench.spec.case_inputs import CaseInputs
 from dlbench.spec.record_dict import from_dict
 from dlbench.workloads.inputs import case_arrays
@@ -80,8 +80,9 @@ def main(argv: list[str] | None = None) -> int:
     block_other_frameworks("torch")
     parser = argparse.ArgumentParser(description="build a reference artifact (internal)")
     parser.add_argument("request", help="JSON: kind (output or onnx) and the inputs")
-    request = json.loads(parser.parse_args(argv).request)
-    _build_here(request["kind"], from_dict(CaseInputs, request["inputs"], "inputs"))
+    document = json.loads(parser.parse_args(argv).request)
+    request = from_dict(ReferenceRequest, document, "the builder's request")
+    _build_here(request.kind, request.inputs)
     return 0
 
 
