@@ -11,8 +11,9 @@ import pytest
 from conftest import dlbench
 
 from dlbench.errors import CaseError, UserError, cause_summary
+from dlbench.spec.model_signature import InputSpec
 from dlbench.workloads.model_format import model_format
-from dlbench.workloads.user_model import InputSpec, parse_input_option, resolve_inputs
+from dlbench.workloads.user_model import parse_input_option, resolve_inputs
 
 # builds ONNX files (imports onnx): not in the fast tier (tests/conftest.py)
 pytestmark = pytest.mark.integration

@@ -13,9 +13,10 @@ from typing import TYPE_CHECKING
 
 from dlbench.spec.case import Case
 from dlbench.spec.case_inputs import CaseInputs
+from dlbench.spec.model_signature import InputSpec
 from dlbench.workloads import get_workload
 from dlbench.workloads.inputs import case_arrays
-from dlbench.workloads.user_model import InputSpec, model_inputs
+from dlbench.workloads.user_model import model_inputs
 
 if TYPE_CHECKING:
     import numpy as np

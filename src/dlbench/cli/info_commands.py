@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import argparse
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 from rich.table import Table
 
@@ -14,6 +14,7 @@ from dlbench.report.server_side import server_table
 from dlbench.report.table import escape_markup, readable
 from dlbench.results.lookup import load_run
 from dlbench.spec.case import MODES
+from dlbench.spec.model_signature import InputSpec
 from dlbench.spec.registry import FRAMEWORKS, WORKLOADS, FrameworkInfo
 from dlbench.workloads import get_workload
 
@@ -161,7 +162,7 @@ def cmd_inspect(args: argparse.Namespace) -> int:
     # the path and what the file says of itself are the user's, not markup
     about = escape_markup(f"{found.path}: {found.description} ({size})")
     out.print(about, highlight=False)
-    shown: tuple[list, list] | None = None
+    shown: tuple[tuple[InputSpec, ...], tuple[InputSpec, ...]] | None = None
     for view in found.frameworks:
         if view.verdict != "loads":
             continue
@@ -185,13 +186,13 @@ def cmd_inspect(args: argparse.Namespace) -> int:
         )
     out.print(table)
     # `shown` is None where no framework loads the file: there is no signature to advise on
-    inputs = shown[0] if shown else []
-    if any(spec.get("dims") and None in spec["dims"][1:] for spec in inputs):
+    inputs = shown[0] if shown else ()
+    if any(spec.dims and None in spec.dims[1:] for spec in inputs):
         say("dimensions marked ? beyond the first need --input NAME:SHAPE or --input-data")
     return 0
 
 
-def signature_table(title: str, specs: list[dict]) -> Table:
+def signature_table(title: str, specs: Sequence[InputSpec]) -> Table:
     """Names, shapes (? where dynamic; the first ? is filled by --batch-size) and dtypes."""
     table = Table(title=title)
     for name in ("name", "shape", "dtype"):
@@ -199,19 +200,15 @@ def signature_table(title: str, specs: list[dict]) -> Table:
     for spec in specs:
         # names and dtypes are read from the model file
         table.add_row(
-            escape_markup(spec["name"]),
-            escape_markup(_shape_text(spec)),
-            escape_markup(str(spec["dtype"])),
+            escape_markup(spec.name), escape_markup(_shape_text(spec)), escape_markup(spec.dtype)
         )
     if not specs:
         table.add_row("(not recorded in this format)", "", "")
     return table
 
 
-def _shape_text(spec: dict) -> str:
-    if spec.get("scalar"):
+def _shape_text(spec: InputSpec) -> str:
+    """The shape column's text (the dtype has a column of its own)."""
+    if spec.scalar:
         return "python value"
-    dims = spec.get("dims")
-    if dims is None:
-        return "unknown"
-    return "x".join("?" if d is None else str(d) for d in dims) or "scalar"
+    return "unknown" if spec.dims is None else spec.shape_text()

@@ -11,11 +11,12 @@ import json
 import subprocess
 import sys
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar
 
 from dlbench.spec import record_dict
+from dlbench.spec.model_signature import InputSpec, LoaderAnswer, LoaderRequest
 from dlbench.spec.registry import FRAMEWORKS
 from dlbench.untyped import JSONObject
 from dlbench.workloads.model_format import FORMATS, model_format, require_trusted
@@ -34,8 +35,8 @@ class FrameworkView:
     version: str | None
     verdict: str  # "loads", "cannot load", "not installed", "does not read this format"
     reason: str = ""
-    inputs: list[JSONObject] = field(default_factory=list)
-    outputs: list[JSONObject] = field(default_factory=list)
+    inputs: tuple[InputSpec, ...] = ()
+    outputs: tuple[InputSpec, ...] = ()
     # it loads only unsafely (a Keras Lambda layer) and --trust-model was not given
     untrusted: bool = False
 
@@ -49,7 +50,7 @@ class Inspection:
     format: str
     description: str
     size_bytes: int
-    frameworks: list[FrameworkView]
+    frameworks: tuple[FrameworkView, ...]
 
     def loads(self) -> bool:
         return any(view.verdict == "loads" for view in self.frameworks)
@@ -95,14 +96,14 @@ def inspect_model(
             if progress is not None:
                 progress(f"loading {path.name} with {name} {version}")
             views.append(load_in_worker(name, version, kind, path, trust))
-    return Inspection(str(path), kind, FORMATS[kind], size, views)
+    return Inspection(str(path), kind, FORMATS[kind], size, tuple(views))
 
 
 def load_in_worker(name: str, version: str, kind: str, path: Path, trust: bool) -> FrameworkView:
-    command = [sys.executable, "-m", "dlbench.worker.inspect_model", name, kind, str(path)]
+    request = json.dumps(record_dict.to_dict(LoaderRequest(name, kind, str(path), trust)))
     try:
         done = subprocess.run(
-            command + (["--trust"] if trust else []),
+            [sys.executable, "-m", "dlbench.worker.inspect_model", request],
             capture_output=True,
             text=True,
             timeout=LOAD_TIMEOUT_S,
@@ -116,19 +117,17 @@ def load_in_worker(name: str, version: str, kind: str, path: Path, trust: bool) 
         return FrameworkView(
             name, version, "cannot load", f"the loader exited {done.returncode}: {tail}"
         )
-    if not answer["ok"]:
-        reason, untrusted = str(answer["error"]), bool(answer.get("untrusted", False))
-        return FrameworkView(name, version, "cannot load", reason, untrusted=untrusted)
-    return FrameworkView(name, version, "loads", "", answer["inputs"], answer["outputs"])
+    if not answer.ok:
+        reason = answer.error or "no reason given"
+        return FrameworkView(name, version, "cannot load", reason, untrusted=answer.untrusted)
+    return FrameworkView(name, version, "loads", "", answer.inputs, answer.outputs)
 
 
-def _last_json_line(text: str) -> JSONObject | None:
-    """The worker's answer: its last line (frameworks may print above it)."""
+def _last_json_line(text: str) -> LoaderAnswer | None:
+    """The worker's answer: its last line that is one (frameworks may print above it)."""
     for line in reversed(text.strip().splitlines()):
         try:
-            value = json.loads(line)
-        except json.JSONDecodeError:
+            return record_dict.from_dict(LoaderAnswer, json.loads(line), "the loader's answer")
+        except (json.JSONDecodeError, ValueError):
             continue
-        if isinstance(value, dict) and "ok" in value:
-            return value
     return None

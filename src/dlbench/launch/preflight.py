@@ -25,16 +25,12 @@ from typing import TYPE_CHECKING
 from dlbench.errors import CaseError, UserError
 from dlbench.launch.inspect import FrameworkView, load_in_worker
 from dlbench.spec.case import Case
-from dlbench.spec.record_dict import from_dict
 from dlbench.spec.registry import framework_info
-from dlbench.untyped import JSONObject
 from dlbench.workloads.memory import WORKER_BYTES, available_bytes
 from dlbench.workloads.model_format import model_format
 
 if TYPE_CHECKING:  # user_model imports NumPy: importing dlbench's command line must not
     import numpy as np
-
-    from dlbench.workloads.user_model import InputSpec
 
 
 def check_user_models(
@@ -71,7 +67,7 @@ def check_user_models(
         checked.add(inputs)
         if user.input_data is not None and user.input_data not in data:
             data[user.input_data] = load_input_data(Path(user.input_data))
-        signature = [_spec(entry) for entry in view.inputs]
+        signature = list(view.inputs)
         given = data.get(user.input_data) if user.input_data is not None else None
         # the worker holds the file's arrays and the values made beside them
         room = available_bytes() - WORKER_BYTES - sum(a.nbytes for a in (given or {}).values())
@@ -86,10 +82,3 @@ def _load(case: Case) -> FrameworkView:
     path = Path(user.model)
     version = framework_info(case.framework).installed_version() or "?"
     return load_in_worker(case.framework, version, model_format(path), path, user.trust_model)
-
-
-def _spec(entry: JSONObject) -> InputSpec:
-    """An InputSpec back from the loader's JSON (imported here: it brings NumPy)."""
-    from dlbench.workloads.user_model import InputSpec
-
-    return from_dict(InputSpec, entry, "the loader's answer")

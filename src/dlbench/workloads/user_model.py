@@ -13,15 +13,14 @@ import re
 import zipfile
 import zlib
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType
-from typing import ClassVar
 
 import numpy as np
 
 from dlbench.errors import CaseError, UserError, first_line
 from dlbench.spec.case import Case
+from dlbench.spec.model_signature import InputSpec
 from dlbench.spec.registry import FRAMEWORKS
 from dlbench.workloads.base import WeightDict, Workload
 from dlbench.workloads.input_data import read_headers
@@ -37,35 +36,6 @@ SPEC = re.compile(r"(?P<name>.+):(?P<shape>\d+(?:x\d+)*)(?::(?P<dtype>" + "|".jo
 # An input of strings (ONNX's tensor(string), TensorFlow's tf.string, OpenVINO's
 # string): its values come from --input-data, as a NumPy str (U) or bytes (S) array.
 STRING = "string"
-
-
-@dataclass(frozen=True)
-class InputSpec:
-    """One model input: dims are ints, or None where the model leaves them dynamic.
-
-    `scalar` marks a plain Python argument (a TorchScript `int sr`), which is
-    called with a number, not a tensor, and must be given with --input-data.
-    """
-
-    # its JSON (a loader's answer, `dlbench inspect --json`) holds every field
-    WRITES_EVERY_FIELD: ClassVar[bool] = True
-
-    name: str
-    dims: tuple[int | None, ...] | None  # None: the format records no shape (TorchScript)
-    dtype: str
-    scalar: bool = False
-    optional: bool = False  # the model has a default for it: left out unless given
-    # False where the format records no element type (a TorchScript or Python
-    # `Tensor` argument): `dtype` is then only the default for generated values,
-    # and --input-data may give any numeric type (int64 token ids, say)
-    typed: bool = True
-
-    def shape_text(self) -> str:
-        if self.scalar:
-            return f"python {self.dtype}"
-        if self.dims is None:
-            return "?"
-        return "x".join("?" if d is None else str(d) for d in self.dims) or "scalar"
 
 
 def input_dtype(name: str, dtype: str | None, framework_type: str) -> str:

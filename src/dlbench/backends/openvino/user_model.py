@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from dlbench.workloads.user_model import STRING, InputSpec, input_dtype
+from dlbench.spec.model_signature import InputSpec
+from dlbench.workloads.user_model import STRING, input_dtype
 
 if TYPE_CHECKING:  # OpenVINO ships no types
     import openvino as ov

@@ -23,7 +23,7 @@ import tensorflow as tf
 from dlbench.backends.base import load_failure
 from dlbench.backends.tensorflow.signatures import dims, dtype_name, pick_signature
 from dlbench.errors import CaseError
-from dlbench.workloads.user_model import InputSpec
+from dlbench.spec.model_signature import InputSpec
 
 if TYPE_CHECKING:
     from tensorflow.core.protobuf.meta_graph_pb2 import SignatureDef

@@ -19,8 +19,8 @@ from typing import TYPE_CHECKING
 from dlbench.backends.base import load_failure, refused
 from dlbench.backends.tensorflow.signatures import dims, dtype_name, pick_signature
 from dlbench.errors import cause_summary
+from dlbench.spec.model_signature import InputSpec
 from dlbench.untyped import FrameworkValue
-from dlbench.workloads.user_model import InputSpec
 
 if TYPE_CHECKING:  # TensorFlow and Keras ship no types usable here: to the checker, Any
     import keras

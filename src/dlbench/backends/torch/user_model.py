@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING
 from dlbench.backends.base import load_failure, refused
 from dlbench.backends.torch.precision import dtype_name
 from dlbench.errors import CaseError
+from dlbench.spec.model_signature import InputSpec
 from dlbench.untyped import FrameworkValue
-from dlbench.workloads.user_model import InputSpec
 
 if TYPE_CHECKING:  # torch is imported where a model is loaded
     import numpy as np
