@@ -4,6 +4,7 @@ the nodes side by side with their outliers."""
 from __future__ import annotations
 
 import argparse
+from dataclasses import replace
 from pathlib import Path
 
 from dlbench.cli.terminal import out, say
@@ -56,7 +57,7 @@ def cmd_fleet_run(args: argparse.Namespace) -> int:
 
 def _fleet_plan(args: argparse.Namespace) -> FleetPlan:
     """The suite as the nodes get it, checked here as `dlbench run` would check it."""
-    request = request_from_options(vars(args), suite=args.suite)
+    request = replace(request_from_options(vars(args)), suite=args.suite)
     with memory_checked_elsewhere():  # each node's own run checks its memory
         plan = build_plan(request)
     for note in plan.skipped:

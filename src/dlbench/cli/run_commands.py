@@ -35,8 +35,8 @@ from dlbench.results.store import Store, open_store
 def request_from_args(args: argparse.Namespace) -> RunRequest:
     """The run command's request: every Case and Settings field's option by its field
     name (cli.parser adds them from the fields' metadata), and the plan's own options."""
-    request = request_from_options(
-        vars(args),
+    request = replace(
+        request_from_options(vars(args)),
         suite=args.suite,
         inputs=tuple(sorted(dict(args.inputs).items())),  # one shape per input, the last
         strict=args.strict,

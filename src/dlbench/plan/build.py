@@ -121,12 +121,12 @@ GENERIC_AXES = tuple(name for name, _ in cli_options(Case) if name not in _REQUE
 
 def request_from_options(
     given: Mapping[str, Any],  # argparse's values by field name (Any: each option's own type)
-    **others: Any,  # noqa: ANN401  # RunRequest's fields by name: its constructor checks them
 ) -> RunRequest:
     """A RunRequest from option values by Case or Settings field name, as the fields'
     options (spec.cli_options) declare them; None, False and an empty list are "not
-    given". `others` are RunRequest fields no such option sets (suite, --sweep, ...)."""
-    values: dict[str, Any] = dict(others)  # Any: each RunRequest field's own type
+    given". The RunRequest fields no such option sets (suite, --sweep, ...) the caller
+    adds with dataclasses.replace, whose keywords the type checker knows."""
+    values: dict[str, Any] = {}  # Any: each RunRequest field's own type
     axes = []
     for name, option in cli_options(Case):
         value = given.get(name)
