@@ -424,10 +424,11 @@ def test_a_node_measures_against_its_own_stored_ceilings(tmp_path):
     suite = tmp_path / "tiny.yaml"
     suite.write_text(TINY_SUITE)
     answer = node_task(str(suite), TINY_SUITE, [], None, ceilings.to_dict())
-    assert answer["returncode"] == 0, answer["output"]
-    carried = answer["run"]["env"]["ceilings"]
+    assert answer.returncode == 0 and answer.run is not None, answer.output
+    carried = answer.run["env"]["ceilings"]
     assert carried["source_run"] == "ceil-1" and carried["values"] == {"cpu|gflops|fp32": 50.0}
-    assert node_task(str(suite), TINY_SUITE, [], None)["run"]["env"].get("ceilings") is None
+    alone = node_task(str(suite), TINY_SUITE, [], None)
+    assert alone.run is not None and alone.run["env"].get("ceilings") is None
 
 
 @pytest.mark.integration

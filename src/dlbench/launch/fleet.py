@@ -138,6 +138,18 @@ class SentTask:
 
 
 @dataclass(frozen=True)
+class NodeAnswer:
+    """What a node's task sends back (node_task): the run's JSON where it wrote one (the
+    parent reads it, naming the node where it is not a run), the run's output, and its
+    exit status, or the timeout it ran past."""
+
+    output: str
+    returncode: int | None = None
+    timed_out_s: float | None = None
+    run: JSONObject | None = None
+
+
+@dataclass(frozen=True)
 class NodeOutcome:
     node: Node
     run: Run
@@ -277,7 +289,7 @@ def run_fleet(
             for task in _wait(ray, pending, give_up_s):
                 sent = pending[task]
                 item = _next_item(ray, task)
-                if item == TASK_BEGAN:
+                if isinstance(item, str):  # TASK_BEGAN, the one text a task sends
                     sent.began_at = time.monotonic()
                     continue
                 del pending[task]
@@ -361,7 +373,7 @@ def _wait(
     return list(ready)
 
 
-def _next_item(ray: ModuleType, task: ObjectRefGenerator) -> JSONValue | RayError:
+def _next_item(ray: ModuleType, task: ObjectRefGenerator) -> str | NodeAnswer | RayError:
     """A task's next streamed item (ray.wait said it is there), or the RayError that
     ended the task (its node died, its worker crashed, its code raised)."""
     from ray.exceptions import RayError
@@ -373,28 +385,27 @@ def _next_item(ray: ModuleType, task: ObjectRefGenerator) -> JSONValue | RayErro
 
 
 def _collect(
-    item: JSONObject | RayError, node: Node, plan: FleetPlan, fleet: FleetOutcome
+    item: NodeAnswer | RayError, node: Node, plan: FleetPlan, fleet: FleetOutcome
 ) -> NodeOutcome:
     """The node's run from its task's answer, or a failed one saying why there is none."""
     from ray.exceptions import RayError
 
     if isinstance(item, RayError):
         return _failed(node, plan, fleet, describe_ray_error(item))
-    answer: JSONObject = item
-    data, output = answer["run"], answer["output"]
+    output = item.output
     partial: Run | None = None
-    if data is not None:
+    if item.run is not None:
         try:
-            partial = Run.from_dict(data, f"node {node.name}'s run")
+            partial = Run.from_dict(item.run, f"node {node.name}'s run")
         except UserError as exc:
             return _failed(node, plan, fleet, str(exc), output)
         if partial.finished_at is not None:
             return NodeOutcome(node, _marked(partial, fleet.mark(node)))
-    if answer["timed_out_s"] is not None:
-        cause = f"timed out after {answer['timed_out_s']:g} s (--node-timeout)"
+    if item.timed_out_s is not None:
+        cause = f"timed out after {item.timed_out_s:g} s (--node-timeout)"
     else:
         last = _first_line(output.strip().splitlines()[-1]) if output.strip() else "no output"
-        cause = f"dlbench run on the node exited with status {answer['returncode']}: {last}"
+        cause = f"dlbench run on the node exited with status {item.returncode}: {last}"
     return _failed(node, plan, fleet, cause, output, partial)
 
 
@@ -490,7 +501,7 @@ def streamed_node_task(
     run_options: list[str],
     timeout_s: float | None,
     ceilings_run: JSONObject | None = None,
-) -> Iterator[JSONValue]:
+) -> Iterator[str | NodeAnswer]:
     """node_task as Ray runs it on the node: first TASK_BEGAN, once the node's worker
     runs it and before the run's timeout starts, then node_task's answer."""
     yield TASK_BEGAN
@@ -503,7 +514,7 @@ def node_task(
     run_options: list[str],
     timeout_s: float | None,
     ceilings_run: JSONObject | None = None,
-) -> JSONObject:
+) -> NodeAnswer:
     """On the node: `dlbench run` of the suite into a scratch store and JSON file, and
     what came back: the run's JSON where it wrote one (after each case, so a run
     stopped at `timeout_s` still holds the cases it finished), its exit status, its
@@ -526,7 +537,6 @@ def node_task(
             *("--json", str(json_path), "--db", str(scratch / "store.sqlite"), "--quiet"),
             *run_options,
         ]
-        answer: JSONObject = {"run": None, "returncode": None, "timed_out_s": None}
         try:
             # waits in select() on the output pipe until the run ends or the timeout
             done = subprocess.run(
@@ -540,13 +550,13 @@ def node_task(
                 timeout=timeout_s,
                 check=False,
             )
-            answer |= {"returncode": done.returncode, "output": done.stdout}
+            answer = NodeAnswer(done.stdout, returncode=done.returncode)
         except subprocess.TimeoutExpired as expired:  # the run was killed (SIGKILL)
             output = expired.output
             text = output.decode(errors="replace") if isinstance(output, bytes) else output
-            answer |= {"timed_out_s": timeout_s, "output": text or ""}
+            answer = NodeAnswer(text or "", timed_out_s=timeout_s)
         if json_path.exists():  # written atomically: complete where it exists
-            answer["run"] = json.loads(json_path.read_text(encoding="utf-8"))
+            answer = replace(answer, run=json.loads(json_path.read_text(encoding="utf-8")))
         return answer
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
