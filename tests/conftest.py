@@ -114,6 +114,24 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if not starts_processes(item):
             item.add_marker(pytest.mark.unit)
+    loaded = sorted(name for name in FRAMEWORK_PACKAGES if name in sys.modules)
+    if unit_only(config) and loaded:
+        _fail_the_fast_tier(config, items, loaded)
+
+
+# What collecting the fast tier imported, where it imported a framework
+COLLECTION_LOADED: list[str] = []
+
+
+def _fail_the_fast_tier(config: pytest.Config, items: list[pytest.Item], loaded: list[str]) -> None:
+    """The fast tier's collection imported a framework, so the guard below (what a test
+    loads, before against after) cannot see a unit test that does: its first unit test
+    alone runs, and fails saying so. (Raising here, or pytest.exit, breaks a run on
+    pytest-xdist's test processes, which collect on their own.)"""
+    COLLECTION_LOADED[:] = loaded
+    first = next((item for item in items if not starts_processes(item)), None)
+    config.hook.pytest_deselected(items=[item for item in items if item is not first])
+    items[:] = [first] if first is not None else []
 
 
 # The fast tier (`python -m pytest -m unit`, for the edit-test loop): every test but
@@ -140,6 +158,12 @@ def unit_test_stays_in_process(
     if request.node.get_closest_marker("unit") is None:
         yield
         return
+    if COLLECTION_LOADED:
+        pytest.fail(
+            f"collecting the unit tests imported {', '.join(COLLECTION_LOADED)}: a test module "
+            "imports it at its top; import it inside the tests that need it, or skip the "
+            "module with pytest.importorskip at its top"
+        )
     import multiprocessing.process
 
     def refuse(*args: Any, **kwargs: Any) -> None:
@@ -181,7 +205,8 @@ def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool 
     run (torch: seconds) and hide any unit test that imports it from the guard below."""
     if not unit_only(config) or collection_path.suffix != ".py":
         return None
-    return any(name in FRAMEWORK_PACKAGES for name in _skipped_whole_without(collection_path))
+    # None, not False, where it is collected: pytest's own --ignore answers after this
+    return any(n in FRAMEWORK_PACKAGES for n in _skipped_whole_without(collection_path)) or None
 
 
 def _skipped_whole_without(path: Path) -> list[str]:
@@ -198,18 +223,6 @@ def _skipped_whole_without(path: Path) -> list[str]:
         ):
             names.append(str(call.args[0].value))
     return names
-
-
-def pytest_collection_finish(session: pytest.Session) -> None:
-    """The fast tier's collection imports no framework, so that the guard below sees a
-    unit test that does (it compares what is loaded before and after each test)."""
-    loaded = sorted(name for name in FRAMEWORK_PACKAGES if name in sys.modules)
-    if unit_only(session.config) and loaded:
-        raise pytest.UsageError(
-            f"collecting the unit tests imported {', '.join(loaded)}: a test module imports "
-            "it at its top; import it inside the tests that need it, or skip the module "
-            "with pytest.importorskip at its top"
-        )
 
 
 def has(item: pytest.Item, marker: str) -> bool:

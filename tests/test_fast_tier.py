@@ -18,8 +18,9 @@ pytestmark = [pytest.mark.integration, installed("torch")]
 CONFTEST = Path(__file__).with_name("conftest.py")
 
 
-def unit_run(folder: Path, **files: str) -> subprocess.CompletedProcess[str]:
-    """`pytest -m unit` over `files` (name -> source) beside a copy of the suite's conftest."""
+def unit_run(folder: Path, *options: str, **files: str) -> subprocess.CompletedProcess[str]:
+    """`pytest -m unit` over `files` (name -> source) beside a copy of the suite's conftest,
+    in one test process unless `options` ask for pytest-xdist's (-n 2)."""
     shutil.copy(CONFTEST, folder / "conftest.py")
     for name, source in files.items():
         (folder / f"{name}.py").write_text(source)
@@ -27,7 +28,7 @@ def unit_run(folder: Path, **files: str) -> subprocess.CompletedProcess[str]:
     # a run of its own: not one of this session's pytest-xdist test processes
     env = {name: value for name, value in os.environ.items() if not name.startswith("PYTEST_")}
     return subprocess.run(
-        [*command, "-p", "no:xdist", "-c", str(folder / "empty.ini"), str(folder)],
+        [*command, *(options or ("-p", "no:xdist")), "-c", str(folder / "empty.ini"), str(folder)],
         capture_output=True, text=True, cwd=folder, env=env, timeout=300,
     )  # fmt: skip
 
@@ -58,11 +59,24 @@ def test_a_module_that_skips_whole_without_a_framework_is_not_collected(tmp_path
     assert "1 passed" in run.stdout  # the plain one only: the other module is not imported
 
 
-def test_a_module_that_imports_a_framework_at_its_top_stops_the_run(tmp_path):
+@pytest.mark.parametrize("processes", [(), ("-n", "2")], ids=["one process", "xdist"])
+def test_a_module_that_imports_a_framework_at_its_top_fails_the_fast_tier(tmp_path, processes):
     (tmp_path / "empty.ini").write_text("[pytest]\n")
     run = unit_run(
         tmp_path,
+        *processes,
         test_top="import torch\n\ndef test_adds():\n    assert torch.ones(1)\n",
+        test_plain="def test_adds():\n    assert 1 + 1 == 2\n",
     )
-    assert run.returncode == 4, run.stdout + run.stderr  # a usage error
-    assert "collecting the unit tests imported torch" in run.stderr
+    assert run.returncode == 1, run.stdout + run.stderr
+    assert "collecting the unit tests imported torch: a test module imports" in run.stdout
+    # its first unit test alone runs, and errs in the guard
+    assert "1 error" in run.stdout and "INTERNALERROR" not in run.stdout + run.stderr
+
+
+def test_the_fast_tier_keeps_pytests_own_ignore(tmp_path):
+    (tmp_path / "empty.ini").write_text("[pytest]\n")
+    (tmp_path / "test_ignored.py").write_text("def test_fails():\n    assert False\n")
+    run = unit_run(tmp_path, "-p", "no:xdist", "--ignore", str(tmp_path / "test_ignored.py"),
+                   test_plain="def test_adds():\n    assert 1 + 1 == 2\n")  # fmt: skip
+    assert run.returncode == 0 and "1 passed" in run.stdout, run.stdout + run.stderr
