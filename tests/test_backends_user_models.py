@@ -327,10 +327,11 @@ def test_keras_model_and_its_unsafe_lambda_sibling(tmp_path):
 
 INSPECTED = r"""
 import json, sys
+from pathlib import Path
 from dlbench.backends.framework_guard import FRAMEWORK_MODULES
 from dlbench.spec.model_signature import LoaderRequest
 from dlbench.worker.inspect_model import describe
-described = describe(LoaderRequest("tensorflow", "keras", sys.argv[1]))
+described = describe(LoaderRequest("tensorflow", "keras", Path(sys.argv[1])))
 loaded = sorted(name for name in FRAMEWORK_MODULES if sys.modules.get(name) is not None)
 print(json.dumps({"ok": described.ok, "loaded": loaded}))
 """

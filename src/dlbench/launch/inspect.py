@@ -100,7 +100,7 @@ def inspect_model(
 
 
 def load_in_worker(name: str, version: str, kind: str, path: Path, trust: bool) -> FrameworkView:
-    request = json.dumps(record_dict.to_dict(LoaderRequest(name, kind, str(path), trust)))
+    request = json.dumps(record_dict.to_dict(LoaderRequest(name, kind, path, trust)))
     try:
         done = subprocess.run(
             [sys.executable, "-m", "dlbench.worker.inspect_model", request],
@@ -118,16 +118,22 @@ def load_in_worker(name: str, version: str, kind: str, path: Path, trust: bool) 
             name, version, "cannot load", f"the loader exited {done.returncode}: {tail}"
         )
     if not answer.ok:
-        reason = answer.error or "no reason given"
+        reason = answer.error or ""  # a failed answer has one (LoaderAnswer)
         return FrameworkView(name, version, "cannot load", reason, untrusted=answer.untrusted)
     return FrameworkView(name, version, "loads", "", answer.inputs, answer.outputs)
 
 
 def _last_json_line(text: str) -> LoaderAnswer | None:
-    """The worker's answer: its last line that is one (frameworks may print above it)."""
+    """The worker's answer: the last line of its output that is a JSON object with "ok"
+    (frameworks may print above it); one saying so where that line is not an answer."""
     for line in reversed(text.strip().splitlines()):
         try:
-            return record_dict.from_dict(LoaderAnswer, json.loads(line), "the loader's answer")
-        except (json.JSONDecodeError, ValueError):
+            value = json.loads(line)
+        except json.JSONDecodeError:
             continue
+        if isinstance(value, dict) and "ok" in value:
+            try:
+                return record_dict.from_dict(LoaderAnswer, value, "the loader's answer")
+            except ValueError as exc:
+                return LoaderAnswer(ok=False, error=f"the loader answered wrongly: {exc}")
     return None

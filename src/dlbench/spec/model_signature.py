@@ -8,6 +8,7 @@ Records only, without NumPy, so that the parent process reads a loader's answer 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 from typing import ClassVar
 
 
@@ -47,7 +48,7 @@ class LoaderRequest:
 
     framework: str
     kind: str
-    path: str
+    path: Path
     trust: bool = False
 
 
@@ -61,3 +62,7 @@ class LoaderAnswer:
     untrusted: bool = False
     inputs: tuple[InputSpec, ...] = ()
     outputs: tuple[InputSpec, ...] = ()
+
+    def __post_init__(self) -> None:
+        if not self.ok and not self.error:
+            raise ValueError("an answer that the file does not load says why (error)")

@@ -25,7 +25,7 @@ def describe(request: LoaderRequest) -> LoaderAnswer:
     # each backend package has a user_model module with describe(path, kind, trust)
     module = importlib.import_module(f"dlbench.backends.{request.framework}.user_model")
     try:
-        inputs, outputs = module.describe(request.path, request.kind, request.trust)
+        inputs, outputs = module.describe(str(request.path), request.kind, request.trust)
     except UntrustedModel as exc:  # the user's call, not the framework's failing
         return LoaderAnswer(ok=False, error=str(exc), untrusted=True)
     except CaseError as exc:
