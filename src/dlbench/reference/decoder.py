@@ -28,7 +28,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, ClassVar
+from typing import TYPE_CHECKING
 
 from dlbench import __version__
 from dlbench.atomic import build_once, write_atomic
@@ -66,32 +66,28 @@ class OwnReference:
     made_s: float | None
 
 
-@dataclass(frozen=True)
-class CheckpointRequest:
-    """Asks the decoder's builder process for the workload's seeded checkpoint, saved
-    into `folder`."""
+# What the decoder's builder process makes (DecoderRequest.kind)
+CHECKPOINT, TOKENS = "checkpoint", "tokens"
 
-    KIND: ClassVar[str] = "checkpoint"
+
+@dataclass(frozen=True)
+class DecoderRequest:
+    """What the decoder's builder process is asked, as its one argument: the workload's
+    seeded checkpoint, saved into the folder `path` (CHECKPOINT); or torch's reference
+    tokens for `prompts`, written to the file `path` (TOKENS)."""
+
+    kind: str
     workload: str
     seed: int
-    folder: str
-
-
-@dataclass(frozen=True)
-class TokensRequest:
-    """Asks the decoder's builder process for torch's reference tokens for `prompts`,
-    written to `path`."""
-
-    KIND: ClassVar[str] = "tokens"
-    prompts: CaseInputs
-    path: str
+    path: Path
+    prompts: CaseInputs | None = None
 
 
 def checkpoint_folder(workload: str, seed: int) -> Path:
     """The workload's checkpoint folder (built on first need)."""
     folder = _keyed_folder(workload, seed)
-    request = CheckpointRequest(workload, seed, str(folder))
-    build_once(lock_beside(folder), folder.exists, lambda: _run_builder(request, workload))
+    request = DecoderRequest(CHECKPOINT, workload, seed, folder)
+    build_once(lock_beside(folder), folder.exists, lambda: _run_builder(request))
     return folder
 
 
@@ -102,10 +98,8 @@ def reference_tokens(prompts: CaseInputs) -> dict[str, np.ndarray]:
 
     folder = checkpoint_folder(prompts.workload, prompts.seed) / "reference"
     path = folder / f"b{prompts.batch_size}-{prompts.digest()}.npz"
-    request = TokensRequest(prompts, str(path))
-    build_once(
-        path.parent / BUILD_LOCK, path.exists, lambda: _run_builder(request, prompts.workload)
-    )
+    request = DecoderRequest(TOKENS, prompts.workload, prompts.seed, path, prompts)
+    build_once(path.parent / BUILD_LOCK, path.exists, lambda: _run_builder(request))
     with np.load(path) as arrays:
         return {name: arrays[name] for name in arrays.files}
 
@@ -186,17 +180,16 @@ def _convert(source: Path, folder: Path, command: Sequence[str], converter: str)
     publish_folder(staging, folder)
 
 
-def _run_builder(request: CheckpointRequest | TokensRequest, workload: str) -> None:
-    """The builder process, given the request's kind and the request as one document."""
+def _run_builder(request: DecoderRequest) -> None:
     document = json.dumps(to_dict(request))
     try:
-        done = subprocess.run([sys.executable, "-m", BUILDER_MODULE, request.KIND, document],
+        done = subprocess.run([sys.executable, "-m", BUILDER_MODULE, document],
                               capture_output=True, text=True, timeout=BUILD_TIMEOUT_S)  # fmt: skip
     except subprocess.TimeoutExpired:
-        raise ReferenceUnavailable(f"building the decoder's {request.KIND} timed out") from None
+        raise ReferenceUnavailable(f"building the decoder's {request.kind} timed out") from None
     if done.returncode != 0:
         raise ReferenceUnavailable(
-            f"could not build the {workload} {request.KIND}: {_last_line(done)}"
+            f"could not build the {request.workload} {request.kind}: {_last_line(done)}"
         )
 
 

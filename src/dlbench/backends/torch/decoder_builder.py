@@ -15,11 +15,12 @@ from pathlib import Path
 from dlbench.atomic import write_atomic
 from dlbench.backends.framework_guard import block_other_frameworks
 from dlbench.reference.decoder import (
-    CheckpointRequest,
-    TokensRequest,
+    CHECKPOINT,
+    DecoderRequest,
     checkpoint_folder,
     publish_folder,
 )
+from dlbench.spec.case_inputs import CaseInputs
 from dlbench.spec.record_dict import from_dict
 from dlbench.workloads.inputs import case_arrays
 
@@ -32,12 +33,11 @@ def build_checkpoint(workload: str, seed: int, folder: Path) -> None:
     publish_folder(staging, folder)
 
 
-def build_tokens(request: TokensRequest) -> None:
+def build_tokens(prompts: CaseInputs, path: Path) -> None:
     import numpy as np
 
     from dlbench.backends.torch.decoder import reference_tokens
 
-    prompts = request.prompts
     arrays = reference_tokens(
         checkpoint_folder(prompts.workload, prompts.seed),
         case_arrays(prompts)["input_ids"],
@@ -49,7 +49,7 @@ def build_tokens(request: TokensRequest) -> None:
         # (a bool) too; these keys are the ones reference_tokens names
         np.savez(temp, **arrays)  # type: ignore[arg-type]
 
-    write_atomic(Path(request.path), save)
+    write_atomic(path, save)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -57,15 +57,15 @@ def main(argv: list[str] | None = None) -> int:
     # transformers imports only because they are installed, hidden
     block_other_frameworks("torch")
     parser = argparse.ArgumentParser(description="build a decoder artifact (internal)")
-    parser.add_argument("kind", choices=(CheckpointRequest.KIND, TokensRequest.KIND))
-    parser.add_argument("request", help="JSON: the kind's request (reference.decoder)")
-    args = parser.parse_args(argv)
-    document = json.loads(args.request)
-    if args.kind == CheckpointRequest.KIND:
-        wanted = from_dict(CheckpointRequest, document, "the builder's request")
-        build_checkpoint(wanted.workload, wanted.seed, Path(wanted.folder))
+    parser.add_argument("request", help="JSON: a reference.decoder.DecoderRequest")
+    document = json.loads(parser.parse_args(argv).request)
+    request = from_dict(DecoderRequest, document, "the builder's request")
+    if request.kind == CHECKPOINT:
+        build_checkpoint(request.workload, request.seed, request.path)
+    elif request.prompts is not None:
+        build_tokens(request.prompts, request.path)
     else:
-        build_tokens(from_dict(TokensRequest, document, "the builder's request"))
+        raise ValueError(f"a {request.kind} request names its prompts")
     return 0
 
 
