@@ -24,7 +24,7 @@ from urllib.parse import urlsplit
 
 import psutil
 import pytest
-from conftest import DLBENCH, POSTGRES_ENV, cli, dlbench, free_port, postgres_schema
+from conftest import DLBENCH, POSTGRES_ENV, cli, dlbench, free_port, null_case, postgres_schema
 from factories import make_result, make_run
 
 from dlbench.launch.fleet import (
@@ -43,6 +43,7 @@ from dlbench.results.fleet_marks import FleetMark, fleet_mark
 from dlbench.results.records import Run
 from dlbench.results.store import open_store
 from dlbench.results.store_location import PostgresUrl, store_location
+from dlbench.spec.case import Settings
 
 TINY_SUITE = """
 name: tiny
@@ -188,6 +189,22 @@ def test_a_node_is_given_up_by_the_clock_of_its_task_once_it_has_begun():
     assert given_up_cause(sent, 10.0, 15.0) == (
         "timed out after 10 s (--node-timeout), and its task did not answer 5 s later: given up"
     )
+
+
+@pytest.mark.integration  # _collect imports Ray's exceptions
+def test_a_node_answering_in_another_form_fails_alone_saying_so():
+    pytest.importorskip("ray.exceptions")
+    from dlbench.launch.fleet import FOREIGN_ANSWER, FleetOutcome, FleetPlan, _collect
+
+    case = null_case()
+    plan = FleetPlan("tiny.yaml", None, (), "tiny", Settings(), (case,))
+    node = Node("n1", "10.0.0.1", "h1", cpus=1.0, gpus=0.0)
+    # an older dlbench's node_task answered with a dict
+    older = {"run": None, "returncode": 0, "timed_out_s": None, "output": ""}
+    outcome = _collect(older, node, plan, FleetOutcome("fleet-1", "2026-11-29T00:00:00+00:00"))
+    assert outcome.failure == FOREIGN_ANSWER
+    (failed,) = outcome.run.results
+    assert failed.status == "failed" and FOREIGN_ANSWER in (failed.error or "")
 
 
 @pytest.mark.integration

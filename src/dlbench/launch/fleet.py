@@ -70,6 +70,11 @@ CONNECT_PROBE_S = 5.0
 STOP_GRACE_S = 5.0
 # A node task's first item: it runs (its worker is up), and its timeout starts.
 TASK_BEGAN = "began"
+# A node whose dlbench answers in another form: the task Ray runs there is its own
+FOREIGN_ANSWER = (
+    "answered in a form this dlbench does not read (another dlbench version on the "
+    "node?): install the same dlbench on every node"
+)
 # Ray starts a task's worker at niceness 15 unless the task's environment sets this
 # (Ray's own job supervisor sets it to 0): the node's run would inherit it, and beside
 # any other work on the node a niced run gets a sliver of the CPU (bench/fleet_niceness.py:
@@ -373,7 +378,7 @@ def _wait(
     return list(ready)
 
 
-def _next_item(ray: ModuleType, task: ObjectRefGenerator) -> str | NodeAnswer | RayError:
+def _next_item(ray: ModuleType, task: ObjectRefGenerator) -> object:
     """A task's next streamed item (ray.wait said it is there), or the RayError that
     ended the task (its node died, its worker crashed, its code raised)."""
     from ray.exceptions import RayError
@@ -385,13 +390,15 @@ def _next_item(ray: ModuleType, task: ObjectRefGenerator) -> str | NodeAnswer | 
 
 
 def _collect(
-    item: NodeAnswer | RayError, node: Node, plan: FleetPlan, fleet: FleetOutcome
+    item: object, node: Node, plan: FleetPlan, fleet: FleetOutcome
 ) -> NodeOutcome:
     """The node's run from its task's answer, or a failed one saying why there is none."""
     from ray.exceptions import RayError
 
     if isinstance(item, RayError):
         return _failed(node, plan, fleet, describe_ray_error(item))
+    if not isinstance(item, NodeAnswer):  # Ray runs the node's own dlbench's node_task
+        return _failed(node, plan, fleet, FOREIGN_ANSWER)
     output = item.output
     partial: Run | None = None
     if item.run is not None:
