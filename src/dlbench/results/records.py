@@ -31,7 +31,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field, fields, replace
 from datetime import datetime, timezone
-from typing import ClassVar  # base_result's **measured: Result's fields
+from typing import ClassVar
 
 from dlbench.errors import UserError
 from dlbench.measure.stats import LatencyStats
