@@ -58,7 +58,6 @@ from dlbench.untyped import JSONObject, JSONValue
 
 if TYPE_CHECKING:  # Ray is imported where a fleet runs (its `ray` module is passed on)
     from ray import ObjectRefGenerator
-    from ray.exceptions import RayError
 
 FLEET_EXTRA = "fleet"
 # How long a plain host:port address may take to answer before it is called wrong:
