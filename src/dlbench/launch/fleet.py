@@ -388,9 +388,7 @@ def _next_item(ray: ModuleType, task: ObjectRefGenerator) -> object:
         return exc
 
 
-def _collect(
-    item: object, node: Node, plan: FleetPlan, fleet: FleetOutcome
-) -> NodeOutcome:
+def _collect(item: object, node: Node, plan: FleetPlan, fleet: FleetOutcome) -> NodeOutcome:
     """The node's run from its task's answer, or a failed one saying why there is none."""
     from ray.exceptions import RayError
 
