@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import inspect
+from dataclasses import replace
 
 import pytest
 
@@ -141,3 +142,46 @@ def test_a_refusal_says_the_load_the_cases_own_kind_takes():
     case = Case.of(workload="llm-135m", framework="vllm", compile="default", target_qps=5.0)
     with pytest.raises(UserError, match="its load: --concurrency N or --request-rate R"):
         validate_case(case)
+
+
+# A planned case of each kind, by its flat fields (the framework's compile mode added)
+PLANNED = {
+    "steps": {"workload": "mlp", "framework": "torch"},
+    "steps at a batch": {"workload": "mlp", "framework": "onnxruntime", "batch_size": 8},
+    "loadgen server": {"workload": "mlp", "framework": "onnxruntime", "scenario": "server",
+                       "target_qps": 5.0, "loadgen": True},
+    "loadgen single-stream": {"workload": "mlp", "framework": "onnxruntime",
+                              "scenario": "single-stream", "loadgen": True},
+    "generation": {"workload": "llm-tiny", "framework": "torch"},
+    "generation at a batch": {"workload": "llm-tiny", "framework": "torch", "batch_size": 4},
+    "generation-server": {"workload": "llm-tiny", "framework": "torch", "scenario": "server",
+                          "target_qps": 1.0},
+    "time-to-train": {"workload": "mnist-train", "framework": "torch", "mode": "train"},
+    "endpoint": {"workload": "llm-requests", "framework": "endpoint",
+                 "endpoint": "http://127.0.0.1:1"},
+    "served-engine": {"workload": "llm-tiny", "framework": "vllm"},
+    "ceiling": {"workload": "gemm", "framework": "torch", "options": (("ceiling", "burst"),)},
+    "ddp": {"workload": "mlp", "framework": "torch", "mode": "train", "nproc": 2, "ddp": True},
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("fields", PLANNED.values(), ids=PLANNED)
+def test_a_results_case_reads_as_the_kind_its_planned_case_ran(fields):
+    """The worker records the batch it ran and, for the kinds that do not keep the
+    scenario given, the scenario that batch implies (worker.result): the case a result
+    holds still selects its kind, so it plans again as it ran (`dlbench rerun`)."""
+    compile_mode = "eager" if fields["framework"] == "torch" else "default"
+    case = Case.of(compile=compile_mode, **fields)
+    kind = loop_kind(case)
+    batch = case.effective_batch_size(4)
+    scenario = case.scenario if kind.keeps_scenario else case.effective_scenario(batch)
+    assert loop_kind(replace(case, batch_size=batch, scenario=scenario)) is kind
+
+
+def test_a_generations_result_plans_again_as_a_generation():
+    from dlbench.plan.validate import validate_case
+
+    # as a generation at batch 1 ran and recorded it: `dlbench rerun` validates this
+    ran = Case.of(workload="llm-tiny", framework="torch", compile="eager", batch_size=1,
+                  scenario="single-stream", threads=1)  # fmt: skip
+    assert loop_kind(validate_case(ran)).name == "generation"

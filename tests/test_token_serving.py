@@ -195,7 +195,8 @@ def test_the_queue_of_an_engine_is_served_in_arrival_order_by_its_streams():
     ("args", "message"),
     [
         (("--loadgen",), "in the server scenario only"),
-        (("--scenario", "single-stream"), "in the server scenario only"),
+        (("--scenario", "multi-stream"), "in the server scenario only"),
+        (("--loadgen", "--scenario", "offline"), "in the server scenario only"),
         (("--scenario", "server"), "needs --target-qps Q"),
         (("--scenario", "server", "--target-qps", "2", "--latency-bound-ms", "5"),
          "runs the generation-server loop (a generation engine under LoadGen's server scenario, "

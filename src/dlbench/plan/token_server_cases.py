@@ -35,6 +35,17 @@ SERVER_HOW = "--scenario server with --target-qps Q or --find-peak"
 MAX_BOUND_MS = 3_600_000.0
 
 
+def refuse_other_scenarios(case: Case) -> None:
+    """A generation case under LoadGen runs its server scenario only: multi-stream, or
+    --loadgen without --scenario server, is refused. Single-stream and offline describe
+    the generation loop itself (one sequence, or a batch of them, generated whole), as
+    its results record them, so a result's case plans again (`dlbench rerun`)."""
+    if case.scenario == "multi-stream" or (case.server.loadgen and case.scenario != "server"):
+        raise UserError(f"a generation workload runs under LoadGen in the server scenario only "
+                        f"({SERVER_HOW}); without --scenario its generations are timed one "
+                        "at a time")  # fmt: skip
+
+
 def validate_token_server(
     case: Case, continuous_batching: bool, cpu_streams: int, max_streams: int = MAX_STREAMS
 ) -> Case:
@@ -43,10 +54,7 @@ def validate_token_server(
     streams filled in. `cpu_streams`: the streams an
     engine without a scheduler of its own gets where none is given; `max_streams`: the
     most the engine holds."""
-    if case.scenario != "server":
-        raise UserError(f"a generation workload runs under LoadGen in the server scenario only "
-                        f"({SERVER_HOW}); without --scenario its generations are timed one "
-                        "at a time")  # fmt: skip
+    refuse_other_scenarios(case)
     if case.batch_size not in (None, 1):
         raise UserError(f"a server query is one prompt; batch size {case.batch_size} is not "
                         "taken (the engine batches requests itself: --streams)")  # fmt: skip

@@ -1,10 +1,11 @@
 """The kinds of loop a case runs, in one table: which one a case runs, what one of its
 results measures, and where its runner and its checks are.
 
-A case's kind follows from the planned case and the registry alone (its workload's
-kind of loop, its framework's entry, its scenario): the first entry of LOOP_KINDS
-whose `selects` holds. (A result's case is not read for it: a generation's result
-holds the scenario its batch implies, which its case was not given.) The worker runs
+A case's kind follows from the case and the registry alone (its workload's kind of
+loop, its framework's entry, its scenario): the first entry of LOOP_KINDS whose
+`selects` holds. A result's case selects the kind its planned case ran, though the
+worker records there the scenario its batch implies (tests/test_loop_kinds.py), so a
+stored result plans again as it ran (`dlbench rerun`). The worker runs
 the kind's runner (worker.steps.execute), and planning runs the kind's checks after
 the ones every case has (plan.validate.validate_case). Both are named by module and
 function, not imported: planning must not import worker code, and the worker no
@@ -146,9 +147,11 @@ LOOP_KINDS = (
     LoopKind(
         "generation-server",
         "a generation engine under LoadGen's server scenario, with token latencies",
+        # only "server" selects it: a generation's result holds the scenario its batch
+        # implies (single-stream, offline), and still reads as the generation loop's
         lambda case, info: (
             case.workload in LLM_WORKLOADS
-            and (case.scenario is not None or case.server.loadgen is True)
+            and (case.scenario == "server" or case.server.loadgen is True)
         ),
         "dlbench.worker.token_serving:run_token_serving",
         "dlbench.plan.validate:checked_generation_server",
@@ -162,7 +165,7 @@ LOOP_KINDS = (
         "whole greedy generations, timed token by token, their tokens checked",
         lambda case, info: case.workload in LLM_WORKLOADS,
         "dlbench.worker.generation:run_generation",
-        LOAD_CHECKS,
+        "dlbench.plan.validate:checked_generation",
         frozenset(),
         "a generation workload",
     ),

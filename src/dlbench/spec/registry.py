@@ -321,8 +321,8 @@ WORKLOADS: dict[str, str] = {
     "llama-3.1-8b": "dlbench.workloads.decoder:LLAMA_31_8B",
     "llm-requests": "dlbench.workloads.requests:LLM_REQUESTS",
 }
-# What decides a workload's kind of loop (spec.loop_kinds), named here so that a planned
-# case's kind follows from the case and this registry alone.
+# What decides a workload's kind of loop (spec.loop_kinds), named here so that a case's
+# kind follows from the case and this registry alone (a stored result's case too).
 # Requests to an OpenAI-compatible server (--endpoint), by the endpoint client alone
 ENDPOINT_WORKLOAD, ENDPOINT_FRAMEWORK = "llm-requests", "endpoint"
 # Text generation (workloads.decoder): torch's transformers and the LLM engines
