@@ -144,44 +144,58 @@ def test_a_refusal_says_the_load_the_cases_own_kind_takes():
         validate_case(case)
 
 
-# A planned case of each kind, by its flat fields (the framework's compile mode added)
+# A case of each kind, by its flat fields (the framework's compile mode added)
 PLANNED = {
     "steps": {"workload": "mlp", "framework": "torch"},
     "steps at a batch": {"workload": "mlp", "framework": "onnxruntime", "batch_size": 8},
     "loadgen server": {"workload": "mlp", "framework": "onnxruntime", "scenario": "server",
-                       "target_qps": 5.0, "loadgen": True},
+                       "target_qps": 5.0},
     "loadgen single-stream": {"workload": "mlp", "framework": "onnxruntime",
                               "scenario": "single-stream", "loadgen": True},
     "generation": {"workload": "llm-tiny", "framework": "torch"},
     "generation at a batch": {"workload": "llm-tiny", "framework": "torch", "batch_size": 4},
+    "generation single-stream": {"workload": "llm-tiny", "framework": "onnxruntime-genai",
+                                 "scenario": "single-stream"},
+    "generation offline": {"workload": "llm-tiny", "framework": "torch", "scenario": "offline",
+                           "batch_size": 4},
     "generation-server": {"workload": "llm-tiny", "framework": "torch", "scenario": "server",
                           "target_qps": 1.0},
     "time-to-train": {"workload": "mnist-train", "framework": "torch", "mode": "train"},
     "endpoint": {"workload": "llm-requests", "framework": "endpoint",
-                 "endpoint": "http://127.0.0.1:1"},
-    "served-engine": {"workload": "llm-tiny", "framework": "vllm"},
+                 "endpoint": "http://127.0.0.1:1", "batch_size": 1},
     "ceiling": {"workload": "gemm", "framework": "torch", "options": (("ceiling", "burst"),)},
     "ddp": {"workload": "mlp", "framework": "torch", "mode": "train", "nproc": 2, "ddp": True},
 }  # fmt: skip
 
 
 @pytest.mark.parametrize("fields", PLANNED.values(), ids=PLANNED)
-def test_a_results_case_reads_as_the_kind_its_planned_case_ran(fields):
-    """The worker records the batch it ran and, for the kinds that do not keep the
-    scenario given, the scenario that batch implies (worker.result): the case a result
-    holds still selects its kind, so it plans again as it ran (`dlbench rerun`)."""
-    compile_mode = "eager" if fields["framework"] == "torch" else "default"
-    case = Case.of(compile=compile_mode, **fields)
-    kind = loop_kind(case)
-    batch = case.effective_batch_size(4)
-    scenario = case.scenario if kind.keeps_scenario else case.effective_scenario(batch)
-    assert loop_kind(replace(case, batch_size=batch, scenario=scenario)) is kind
-
-
-def test_a_generations_result_plans_again_as_a_generation():
+def test_a_results_case_plans_again_as_the_case_that_ran(fields):
+    """The worker records the batch it ran and the scenario its kind says
+    (LoopKind.recorded_scenario: the one the batch implies where none was given): that
+    case plans again as the same kind and the same case (`dlbench rerun`)."""
     from dlbench.plan.validate import validate_case
 
-    # as a generation at batch 1 ran and recorded it: `dlbench rerun` validates this
-    ran = Case.of(workload="llm-tiny", framework="torch", compile="eager", batch_size=1,
-                  scenario="single-stream", threads=1)  # fmt: skip
-    assert loop_kind(validate_case(ran)).name == "generation"
+    compile_mode = "eager" if fields["framework"] == "torch" else "default"
+    planned = validate_case(Case.of(compile=compile_mode, threads=1, **fields))
+    kind = loop_kind(planned)
+    batch = planned.effective_batch_size(2)
+    ran = replace(planned, batch_size=batch, scenario=kind.recorded_scenario(planned, batch))
+    again = validate_case(ran)
+    assert loop_kind(again) is kind
+    assert again.key() == ran.key()
+
+
+@pytest.mark.parametrize(
+    ("fields", "refused"),
+    [
+        ({"scenario": "offline"}, "scenario offline on llm-tiny generates a batch"),
+        ({"scenario": "offline", "batch_size": 1}, "batch size 1 is one sequence: give -b N"),
+        ({"scenario": "multi-stream"}, "in the server scenario only"),
+    ],
+)
+def test_a_generation_takes_the_scenarios_that_describe_it(fields, refused):
+    from dlbench.errors import UserError
+    from dlbench.plan.validate import validate_case
+
+    with pytest.raises(UserError, match=refused):
+        validate_case(Case.of(workload="llm-tiny", framework="torch", compile="eager", **fields))

@@ -74,7 +74,7 @@ def validate_serving(case: Case, token_server: FrameworkInfo | None = None) -> C
             raise UserError(f"invalid {name} {case.value_of(name)!r}; expected true or false")
     if token_server is not None:
         _require_loadgen()
-        if case.scenario == "server":  # any other scenario is refused as such below
+        if case.scenario == "server":  # --loadgen without it is refused as such below
             _require_rate(case, "its TTFT and TPOT bounds")
         cpu_streams = case.threads if token_server.cpu_only else default_streams(case)
         most = token_server.max_streams or MAX_STREAMS

@@ -42,8 +42,19 @@ def refuse_other_scenarios(case: Case) -> None:
     its results record them, so a result's case plans again (`dlbench rerun`)."""
     if case.scenario == "multi-stream" or (case.server.loadgen and case.scenario != "server"):
         raise UserError(f"a generation workload runs under LoadGen in the server scenario only "
-                        f"({SERVER_HOW}); without --scenario its generations are timed one "
-                        "at a time")  # fmt: skip
+                        f"({SERVER_HOW}); otherwise its generations are timed whole, one "
+                        "sequence or a batch at a time")  # fmt: skip
+
+
+def require_offline_batch(case: Case) -> None:
+    """Offline generation is a batch of sequences generated together: given without a
+    batch above 1, it would record one sequence as offline, a case apart from the same
+    generation run without --scenario."""
+    if case.scenario != "offline" or (case.batch_size or 0) >= 2:
+        return
+    given = "" if case.batch_size is None else f"; batch size {case.batch_size} is one sequence"
+    raise UserError(f"scenario offline on {case.workload} generates a batch of sequences "
+                    f"together{given}: give -b N, N of 2 or more, or no --scenario")  # fmt: skip
 
 
 def validate_token_server(

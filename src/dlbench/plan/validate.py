@@ -26,7 +26,7 @@ from dlbench.plan.endpoint_cases import validate_endpoint_case
 from dlbench.plan.field_checks import options_go, require_known
 from dlbench.plan.server_load_checks import validate_scenario, validate_serving
 from dlbench.plan.time_to_train_checks import validate_time_to_train, with_data_digest
-from dlbench.plan.token_server_cases import refuse_other_scenarios
+from dlbench.plan.token_server_cases import refuse_other_scenarios, require_offline_batch
 from dlbench.plan.user_model_checks import validate_user_model, with_user_model_digests
 from dlbench.spec.case import (
     DEVICE_HELP,
@@ -208,6 +208,7 @@ def checked_generation(case: Case, info: FrameworkInfo) -> Case:
     generation server's kind, selected by --scenario server or --loadgen), then what
     every case with a load is checked for."""
     refuse_other_scenarios(case)
+    require_offline_batch(case)
     return checked_load(case, info)
 
 

@@ -4,8 +4,9 @@ results measures, and where its runner and its checks are.
 A case's kind follows from the case and the registry alone (its workload's kind of
 loop, its framework's entry, its scenario): the first entry of LOOP_KINDS whose
 `selects` holds. A result's case selects the kind its planned case ran, though the
-worker records there the scenario its batch implies (tests/test_loop_kinds.py), so a
-stored result plans again as it ran (`dlbench rerun`). The worker runs
+worker records there the scenario its batch implies where none was given
+(`recorded_scenario`; tests/test_loop_kinds.py), so a stored result plans again as it
+ran (`dlbench rerun`). The worker runs
 the kind's runner (worker.steps.execute), and planning runs the kind's checks after
 the ones every case has (plan.validate.validate_case). Both are named by module and
 function, not imported: planning must not import worker code, and the worker no
@@ -90,6 +91,11 @@ class LoopKind:
     # implies: time-to-train serves no queries, and a server's load (an endpoint's, an
     # engine dlbench serves) has the case's own fields for its profile
     keeps_scenario: bool = False
+
+    def recorded_scenario(self, case: Case, batch: int) -> str | None:
+        """The scenario a result of `case` at `batch` records: the one given, else, where
+        the kind does not keep the case's own, the one the batch implies."""
+        return case.scenario if self.keeps_scenario else case.effective_scenario(batch)
 
     def runner_function(self) -> Callable[..., object]:
         """The runner: (backend, job, settings, process set-up) -> the case's Result, in

@@ -142,9 +142,7 @@ def result_from(
         device=measured.device,
         batch_size=measured.batch,
         params=job.params,
-        scenario=case.scenario
-        if loop_kind(case).keeps_scenario
-        else case.effective_scenario(measured.batch),
+        scenario=loop_kind(case).recorded_scenario(case, measured.batch),
     )
     result = replace(
         ran,
