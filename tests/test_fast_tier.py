@@ -16,13 +16,17 @@ from conftest import installed
 pytestmark = [pytest.mark.integration, installed("torch")]
 
 CONFTEST = Path(__file__).with_name("conftest.py")
+# a unit test beside each run's own files: the guard must leave it alone
+PLAIN = "def test_adds():\n    assert 1 + 1 == 2\n"
 
 
 def unit_run(folder: Path, *options: str, **files: str) -> subprocess.CompletedProcess[str]:
-    """`pytest -m unit` over `files` (name -> source) beside a copy of the suite's conftest,
-    in one test process unless `options` ask for pytest-xdist's (-n 2)."""
+    """`pytest -m unit` over `files` (name -> source) and test_plain (PLAIN) beside a copy
+    of the suite's conftest and an empty ini file, in one test process unless `options`
+    ask for pytest-xdist's (-n 2)."""
     shutil.copy(CONFTEST, folder / "conftest.py")
-    for name, source in files.items():
+    (folder / "empty.ini").write_text("[pytest]\n")
+    for name, source in {**files, "test_plain": PLAIN}.items():
         (folder / f"{name}.py").write_text(source)
     command = [sys.executable, "-m", "pytest", "-m", "unit", "-p", "no:cacheprovider", "-q"]
     # a run of its own: not one of this session's pytest-xdist test processes
@@ -34,11 +38,9 @@ def unit_run(folder: Path, *options: str, **files: str) -> subprocess.CompletedP
 
 
 def test_a_unit_test_that_imports_a_framework_fails_naming_the_marker_it_needs(tmp_path):
-    (tmp_path / "empty.ini").write_text("[pytest]\n")
     run = unit_run(
         tmp_path,
         test_imports="def test_uses_torch():\n    import torch\n    assert torch.ones(1)\n",
-        test_plain="def test_adds():\n    assert 1 + 1 == 2\n",
     )
     assert run.returncode == 1, run.stdout + run.stderr
     assert "a unit test imported torch: mark it integration" in run.stdout
@@ -48,12 +50,10 @@ def test_a_unit_test_that_imports_a_framework_fails_naming_the_marker_it_needs(t
 
 
 def test_a_module_that_skips_whole_without_a_framework_is_not_collected(tmp_path):
-    (tmp_path / "empty.ini").write_text("[pytest]\n")
     run = unit_run(
         tmp_path,
         test_needs_torch='import pytest\ntorch = pytest.importorskip("torch")\n\n'
         "def test_uses_torch():\n    assert torch.ones(1)\n",
-        test_plain="def test_adds():\n    assert 1 + 1 == 2\n",
     )
     assert run.returncode == 0, run.stdout + run.stderr
     assert "1 passed" in run.stdout  # the plain one only: the other module is not imported
@@ -61,12 +61,10 @@ def test_a_module_that_skips_whole_without_a_framework_is_not_collected(tmp_path
 
 @pytest.mark.parametrize("processes", [(), ("-n", "2")], ids=["one process", "xdist"])
 def test_a_module_that_imports_a_framework_at_its_top_fails_the_fast_tier(tmp_path, processes):
-    (tmp_path / "empty.ini").write_text("[pytest]\n")
     run = unit_run(
         tmp_path,
         *processes,
         test_top="import torch\n\ndef test_adds():\n    assert torch.ones(1)\n",
-        test_plain="def test_adds():\n    assert 1 + 1 == 2\n",
     )
     assert run.returncode == 1, run.stdout + run.stderr
     assert "collecting the unit tests imported torch: a test module imports" in run.stdout
@@ -75,8 +73,6 @@ def test_a_module_that_imports_a_framework_at_its_top_fails_the_fast_tier(tmp_pa
 
 
 def test_the_fast_tier_keeps_pytests_own_ignore(tmp_path):
-    (tmp_path / "empty.ini").write_text("[pytest]\n")
     (tmp_path / "test_ignored.py").write_text("def test_fails():\n    assert False\n")
-    run = unit_run(tmp_path, "-p", "no:xdist", "--ignore", str(tmp_path / "test_ignored.py"),
-                   test_plain="def test_adds():\n    assert 1 + 1 == 2\n")  # fmt: skip
+    run = unit_run(tmp_path, "-p", "no:xdist", "--ignore", str(tmp_path / "test_ignored.py"))
     assert run.returncode == 0 and "1 passed" in run.stdout, run.stdout + run.stderr
