@@ -18,7 +18,7 @@ from dlbench.measure.openai_api import CHAT, COMPLETIONS, PATHS, request_body
 from dlbench.measure.openai_stream import CONNECTION, HTTP, STREAM, stream_request
 from dlbench.measure.token_latency import TokenTimes
 from dlbench.worker.endpoint_load import Budget, arrival_offsets, drive
-from dlbench.worker.endpoint_run import judged
+from dlbench.worker.endpoint_run import endpoint_target, judged
 from dlbench.workloads.requests import WordText
 
 OSL = 8
@@ -147,8 +147,9 @@ def test_an_open_loop_counts_from_the_schedule_what_a_late_client_hides_from_the
     assert sum(lag > 0.1 for lag in lags) >= 2  # those due during the block went late too
     case = make_case(framework="endpoint", workload="llm-requests", device="remote",
                      endpoint=llama_server, served_model="llm-tiny", request_rate=20.0)  # fmt: skip
-    scheduled, due_times = judged(case, outcome, profile, WordText())
-    sent, send_times = judged(case.replaced(latency_clock=SEND), outcome, profile, WordText())
+    by_schedule, by_send = endpoint_target(case), endpoint_target(case.replaced(latency_clock=SEND))
+    scheduled, due_times = judged(by_schedule, outcome, profile, WordText())
+    sent, send_times = judged(by_send, outcome, profile, WordText())
     assert (scheduled.timed_from, sent.timed_from) == ("schedule", "send")
     for from_due, from_send, lag in zip(due_times, send_times, lags, strict=True):
         assert from_due.ttft_s - from_send.ttft_s == pytest.approx(lag)

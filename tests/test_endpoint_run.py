@@ -227,13 +227,18 @@ def test_an_open_loop_loads_the_saturation_tests_library_before_its_load():
 
     from factories import make_case
 
-    from dlbench.worker.endpoint_run import watches_its_queue
+    from dlbench.worker.endpoint_run import endpoint_target, watches_its_queue
 
-    case = make_case(workload="llm-requests", framework="openai", endpoint="http://x")
-    assert watches_its_queue(case.replaced(request_rate=4.0))
-    assert watches_its_queue(case.replaced(find_peak=True, ttft_ms=100.0))  # a rate search
-    assert not watches_its_queue(case.replaced(concurrency=4))
-    assert not watches_its_queue(case.replaced(concurrency=4, find_peak=True, ttft_ms=100.0))
+    case = make_case(workload="llm-requests", framework="endpoint", endpoint="http://x",
+                     served_model="m")  # fmt: skip
+
+    def watches(**load: object) -> bool:
+        return watches_its_queue(endpoint_target(case.replaced(**load)).load)
+
+    assert watches(request_rate=4.0)
+    assert watches(find_peak=True, ttft_ms=100.0)  # a rate search
+    assert not watches(concurrency=4)
+    assert not watches(concurrency=4, find_peak=True, ttft_ms=100.0)
 
 
 def test_a_queue_that_only_grows_is_saturation_and_a_steady_one_is_not():

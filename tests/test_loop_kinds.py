@@ -2,13 +2,30 @@
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
 from dataclasses import replace
 
 import pytest
 
 from dlbench.spec.case import Case
-from dlbench.spec.loop_kinds import LOOP_KINDS, TORCHRUN, loop_kind
+from dlbench.spec.case_parts import DdpLaunch, TimeToTrain
+from dlbench.spec.loads import (
+    ForeignServerLoad,
+    GenerationServerLoad,
+    LoadGenLoad,
+    PeakSearch,
+    ServedEngineLoad,
+    SloBounds,
+)
+from dlbench.spec.loop_kinds import (
+    LOOP_KINDS,
+    TORCHRUN,
+    case_load,
+    load_part,
+    loop_kind,
+    searches_peak,
+)
 
 
 @pytest.mark.parametrize("kind", LOOP_KINDS, ids=lambda kind: kind.name)
@@ -89,7 +106,51 @@ def test_the_fields_a_kind_takes_pass_the_refusal_to_its_own_checks():
     case = Case.of(workload="llm-tiny", framework="torch", compile="eager", scenario="server",
                    target_qps=1.0, ttft_ms=500.0)  # fmt: skip
     assert kind_of("llm-tiny", "torch", scenario="server") == "generation-server"
-    assert validate_case(case).serving.ttft_ms == 500.0
+    assert case_load(validate_case(case), GenerationServerLoad).ttft_ms == 500.0
+
+
+@pytest.mark.parametrize(
+    ("fields", "record", "values"),
+    [
+        ({"workload": "mlp", "framework": "onnxruntime", "scenario": "server",
+          "target_qps": 5.0, "latency_bound_ms": 50.0},
+         LoadGenLoad, {"target_qps": 5.0, "latency_bound_ms": 50.0, "find_peak": False}),
+        ({"workload": "llm-tiny", "scenario": "server", "find_peak": True, "ttft_ms": 500.0,
+          "streams": 2},
+         GenerationServerLoad, {"find_peak": True, "ttft_ms": 500.0, "streams": 2}),
+        ({"workload": "llm-requests", "framework": "endpoint", "endpoint": "http://h:1",
+          "concurrency": 4, "tpot_ms": 20.0},
+         ForeignServerLoad, {"endpoint": "http://h:1", "concurrency": 4, "tpot_ms": 20.0}),
+        ({"workload": "llm-tiny", "framework": "vllm", "request_rate": 2.0, "streams": 8},
+         ServedEngineLoad, {"request_rate": 2.0, "streams": 8, "api": "completions"}),
+        ({"workload": "mnist-train", "mode": "train", "target_accuracy": 0.9},
+         TimeToTrain, {"target_accuracy": 0.9}),
+        ({"workload": "mlp", "mode": "train", "nproc": 2, "ddp": True},
+         DdpLaunch, {"nproc": 2, "ddp": True}),
+    ],
+)  # fmt: skip
+def test_a_cases_load_is_read_as_its_kinds_own_record_and_as_no_other(fields, record, values):
+    case = Case.of(**{"framework": "torch", "compile": "default", **fields})
+    kind = loop_kind(case)
+    load = case_load(case, record)
+    assert kind.load is record and type(load) is record
+    assert {name: getattr(load, name) for name in values} == values
+    assert kind.takes >= {f.name for f in dataclasses.fields(record)}
+    # the groups it shares are read from any kind that has them, and none other's
+    assert load_part(case, SloBounds) == (load if isinstance(load, SloBounds) else None)
+    assert searches_peak(case) is bool(values.get("find_peak"))
+    others = [r for r in (LoadGenLoad, GenerationServerLoad, ForeignServerLoad,
+                          ServedEngineLoad, TimeToTrain, DdpLaunch) if r is not record]  # fmt: skip
+    for other in others:
+        assert load_part(case, other) is None
+        with pytest.raises(TypeError, match=f"a {kind.name} case's load is no {other.__name__}"):
+            case_load(case, other)
+
+
+def test_a_kind_with_no_load_of_its_own_has_no_record():
+    steps = Case.of(workload="mlp", framework="torch", compile="eager")
+    assert loop_kind(steps).load_of(steps) is None
+    assert load_part(steps, PeakSearch) is None and not searches_peak(steps)
 
 
 @pytest.mark.parametrize(

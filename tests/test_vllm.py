@@ -57,11 +57,14 @@ def vllm_case(**fields: Any) -> Case:
 def test_the_plan_takes_the_endpoints_load_and_the_engines_batch():
     from dlbench.plan.served_engine_cases import DEFAULT_BATCHED_SEQUENCES
     from dlbench.plan.validate import validate_case
+    from dlbench.spec.loads import ServedEngineLoad
+    from dlbench.spec.loop_kinds import case_load
 
-    closed = validate_case(vllm_case(concurrency=4))
-    assert closed.server.streams == DEFAULT_BATCHED_SEQUENCES and closed.serving.concurrency == 4
-    peak = validate_case(vllm_case(find_peak=True, ttft_ms=500.0, tpot_ms=30.0, streams=8))
-    assert peak.server.find_peak and peak.server.streams == 8 and peak.scenario is None
+    closed = case_load(validate_case(vllm_case(concurrency=4)), ServedEngineLoad)
+    assert closed.streams == DEFAULT_BATCHED_SEQUENCES and closed.concurrency == 4
+    case = validate_case(vllm_case(find_peak=True, ttft_ms=500.0, tpot_ms=30.0, streams=8))
+    peak = case_load(case, ServedEngineLoad)
+    assert peak.find_peak and peak.streams == 8 and case.scenario is None
 
 
 @pytest.mark.parametrize(
@@ -251,7 +254,7 @@ def test_a_server_that_dies_under_load_ends_the_load_though_its_orphans_hold_its
     backlog, and without a watch on the server its read waited for the case's whole
     --timeout (a vLLM case in the full suite hung there)."""
     from dlbench.backends.openai_server import ServerLaunch
-    from dlbench.worker.endpoint_run import ServerExited, run_endpoint
+    from dlbench.worker.endpoint_run import ServerExited, endpoint_target, run_endpoint
     from dlbench.worker.engine_server import EngineServer
     from dlbench.worker.steps import make_job
 
@@ -270,7 +273,8 @@ def test_a_server_that_dies_under_load_ends_the_load_though_its_orphans_hold_its
         killer.start()
         started = time.monotonic()
         with pytest.raises(ServerExited, match="the server exited during the load"):
-            run_endpoint(make_job(case, settings, "cpu"), settings, server_exit=server.exit_watch)
+            job = make_job(case, settings, "cpu")
+            run_endpoint(job, settings, endpoint_target(case), server_exit=server.exit_watch)
         assert time.monotonic() - started < 10  # not the 60 s its reads may wait
         assert server.exited() == -signal.SIGKILL
 

@@ -13,6 +13,8 @@ from dlbench.cli.main import main
 from dlbench.launch.runner import run_case
 from dlbench.spec.case import Settings
 from dlbench.spec.case_parts import DEFAULT_LATENCY_BOUND_MS
+from dlbench.spec.loads import LoadGenLoad
+from dlbench.spec.loop_kinds import case_load
 from dlbench.spec.record_dict import to_dict
 
 # found without importing it: the planning tests here are the fast tier's
@@ -37,7 +39,7 @@ def server_case(sleep_ms: str, **fields):
 
 def test_planning_fills_mlperfs_latency_bound_in_where_none_is_given():
     case = server_case("1", target_qps=800.0)
-    load = case.server
+    load = case_load(case, LoadGenLoad)
     assert load.latency_bound_ms == DEFAULT_LATENCY_BOUND_MS and load.latency_percentile == 99.0
 
 

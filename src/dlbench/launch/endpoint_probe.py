@@ -36,6 +36,8 @@ from dlbench.measure.openai_auth import (
     without_credentials,
 )
 from dlbench.spec.case import Case, Settings
+from dlbench.spec.loads import ForeignServerLoad
+from dlbench.spec.loop_kinds import case_load, load_part
 from dlbench.spec.registry import ENDPOINT_FRAMEWORK
 
 if TYPE_CHECKING:  # imported where a check runs: a run without --endpoint needs none
@@ -82,20 +84,15 @@ def check_endpoints(cases: Sequence[Case], settings: Settings) -> list[Case]:
     checked: set[tuple[str | None, str, str, tuple[tuple[str, int], ...], str | None]] = set()
     out = []
     for case in cases:
-        if case.framework != ENDPOINT_FRAMEWORK or case.serving.endpoint is None:
+        load = load_part(case, ForeignServerLoad)
+        if case.framework != ENDPOINT_FRAMEWORK or load is None or load.endpoint is None:
             out.append(case)
             continue
-        key = (case.serving.endpoint, case.serving.served_model)
+        key = (load.endpoint, load.served_model)
         if key not in named:
-            named[key] = served_model(case.serving.endpoint, case.serving.served_model, deadline_s)
+            named[key] = served_model(load.endpoint, load.served_model, deadline_s)
         case = case.replaced(served_model=named[key])
-        sent = (
-            case.serving.endpoint,
-            named[key],
-            case.serving.api,
-            case.params,
-            case.serving.tokenizer,
-        )
+        sent = (load.endpoint, named[key], load.api, case.params, load.tokenizer)
         if sent not in checked:
             require_stream(case, settings.seed, deadline_s)
             checked.add(sent)
@@ -167,12 +164,11 @@ def require_stream(case: Case, seed: int, deadline_s: float = CHECK_DEADLINE_S) 
     tokens), streamed whole within `deadline_s`, or UserError."""
     from dlbench.measure.openai_stream import FEW_TOKENS, negotiate
 
-    assert case.serving.endpoint is not None and case.serving.served_model is not None
-    url, api = case.serving.endpoint, case.serving.api
-    turn = _check_prompt(case, seed)
-    body = request_body(
-        api, case.serving.served_model, turn.text, min(FEW_TOKENS, turn.output_tokens)
-    )
+    load = case_load(case, ForeignServerLoad)
+    assert load.endpoint is not None and load.served_model is not None  # the plan's
+    url, api = load.endpoint, load.api
+    turn = _check_prompt(case, load.tokenizer, seed)
+    body = request_body(api, load.served_model, turn.text, min(FEW_TOKENS, turn.output_tokens))
 
     async def check() -> Negotiated:
         async with _client(deadline_s) as client:
@@ -191,7 +187,7 @@ def require_stream(case: Case, seed: int, deadline_s: float = CHECK_DEADLINE_S) 
                     f"{error}{deadline}{hint}")  # fmt: skip
 
 
-def _check_prompt(case: Case, seed: int) -> Turn:
+def _check_prompt(case: Case, tokenizer: str | None, seed: int) -> Turn:
     """The first turn of a conversation as the run makes them, with a salt of its own:
     the run's first prompts find no cache this one warmed (but a shared prefix the
     workload designs, as the run's warm-up warms it)."""
@@ -204,7 +200,7 @@ def _check_prompt(case: Case, seed: int) -> Turn:
     )
 
     params = LLM_REQUESTS.resolve_params("cpu", dict(case.params))
-    text = TokenizerText(Path(case.serving.tokenizer)) if case.serving.tokenizer else WordText()
+    text = TokenizerText(Path(tokenizer)) if tokenizer else WordText()
     return RequestSet(params, seed, text, new_salt()).conversation(0, warmup=True).turns[0]
 
 

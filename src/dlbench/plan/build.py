@@ -291,7 +291,7 @@ def _check_serving_used(request: RunRequest, settings: Settings, cases: list[Cas
         c.scenario == "multi-stream" for c in cases
     ):
         raise UserError("--samples-per-query goes with --scenario multi-stream; no case is one")
-    if settings.official and not any(c.server.loadgen for c in cases):
+    if settings.official and not any(c.driven_by_loadgen for c in cases):
         raise UserError(
             "--official sets MLPerf's durations for LoadGen cases (--scenario server or "
             "multi-stream, or --loadgen); this run has none"

@@ -20,6 +20,8 @@ from dlbench.measure.load_profile import LoadProfile
 from dlbench.measure.openai_auth import without_credentials
 from dlbench.spec.case import REMOTE_DEVICE, Case
 from dlbench.spec.digest import path_digest
+from dlbench.spec.loads import ClientLoad, ForeignServerLoad
+from dlbench.spec.loop_kinds import case_load
 from dlbench.spec.registry import ENDPOINT_FRAMEWORK, ENDPOINT_WORKLOAD
 from dlbench.untyped import JSONObject
 from dlbench.workloads.model_config import read_model_config
@@ -49,53 +51,50 @@ def validate_endpoint_case(case: Case) -> Case:
     before: plan.validate); returns it with its tokenizer's digest."""
     if case.framework != ENDPOINT_FRAMEWORK:
         return case
-    if case.serving.endpoint is None:
+    load = case_load(case, ForeignServerLoad)
+    if load.endpoint is None:
         raise UserError(f"the {ENDPOINT_FRAMEWORK} framework needs --endpoint URL (the server)")
-    if (
-        without_credentials(case.serving.endpoint) != case.serving.endpoint
-    ):  # the CLI takes them out first
+    if without_credentials(load.endpoint) != load.endpoint:  # the CLI takes them out first
         raise UserError("an endpoint URL with credentials reached the plan, which keeps and "
                         "stores its URL: give them with --api-key or $OPENAI_API_KEY")  # fmt: skip
     if case.device not in ("auto", REMOTE_DEVICE):
         raise UserError(f"an endpoint's work runs on its server: --device {case.device} is not "
                         f"this client's; allowed: auto or {REMOTE_DEVICE}")  # fmt: skip
-    if case.scenario is not None or case.server.loadgen:
+    if case.scenario is not None or case.driven_by_loadgen:
         raise UserError("--scenario and --loadgen are MLPerf LoadGen's, for models run here; an "
                         "endpoint's load is --concurrency N or --request-rate R")  # fmt: skip
-    validate_load(case)
-    _require_a_share_each(case)
-    if case.serving.model_config is not None:
-        _require_model_config(case.serving.model_config)
-    if case.server.find_peak and case.serving.ttft_ms is None and case.serving.tpot_ms is None:
-        raise UserError("--find-peak with --endpoint searches for the load whose SLOs hold: "
-                        "give --ttft-ms, --tpot-ms or both")  # fmt: skip
-    if (
-        case.serving.slo_percentile is not None
-        and case.serving.ttft_ms is None
-        and case.serving.tpot_ms is None
-    ):
-        raise UserError("--slo-percentile is the percentile of --ttft-ms and --tpot-ms: "
-                        "give one of them")  # fmt: skip
-    return case.replaced(tokenizer_digest=_tokenizer_digest(case.serving.tokenizer))
+    processes = load.client_processes or 1
+    validate_load(load, "--find-peak with --endpoint", processes)
+    _require_a_share_each(load, processes)
+    if load.model_config is not None:
+        _require_model_config(load.model_config)
+    return case.replaced(tokenizer_digest=_tokenizer_digest(load.tokenizer))
 
 
-def validate_load(case: Case) -> None:
+def validate_load(load: ClientLoad, searched: str, processes: int = 1) -> None:
     """The load a case of the endpoint client asks for (an endpoint's, or a server
     dlbench starts: plan.served_engine_cases): one profile, valid, with no more users
-    than the client can hold open."""
-    if case.serving.concurrency is not None and case.serving.request_rate is not None:
+    than the client's `processes` can hold open, and the SLO bounds that its search
+    (`searched`: how a refusal names it) and its percentile are of."""
+    if load.concurrency is not None and load.request_rate is not None:
         raise UserError("--concurrency (a closed loop) and --request-rate (an open loop) are "
                         "two load profiles; give one")  # fmt: skip
-    if case.serving.burstiness is not None and case.serving.request_rate is None:
+    if load.burstiness is not None and load.request_rate is None:
         raise UserError("--burstiness shapes --request-rate's arrivals; give --request-rate")
-    if case.serving.latency_clock is not None and case.serving.request_rate is None:
+    if load.latency_clock is not None and load.request_rate is None:
         raise UserError("--latency-clock says where --request-rate's latencies count from (a "
                         "closed loop's count from the send); give --request-rate")  # fmt: skip
     try:
-        LoadProfile.of(case.serving.concurrency, case.serving.request_rate, case.serving.burstiness)
+        LoadProfile.of(load.concurrency, load.request_rate, load.burstiness)
     except ValueError as exc:
         raise UserError(f"--endpoint load: {exc}") from None
-    _require_users_held(case.serving.concurrency, case.serving.client_processes or 1)
+    _require_users_held(load.concurrency, processes)
+    if load.find_peak and load.ttft_ms is None and load.tpot_ms is None:
+        raise UserError(f"{searched} searches for the load whose SLOs hold: "
+                        "give --ttft-ms, --tpot-ms or both")  # fmt: skip
+    if load.slo_percentile is not None and load.ttft_ms is None and load.tpot_ms is None:
+        raise UserError("--slo-percentile is the percentile of --ttft-ms and --tpot-ms: "
+                        "give one of them")  # fmt: skip
 
 
 def _require_users_held(users: int | None, processes: int = 1) -> None:
@@ -111,11 +110,10 @@ def _require_users_held(users: int | None, processes: int = 1) -> None:
                     "(more with --client-processes)")  # fmt: skip
 
 
-def _require_a_share_each(case: Case) -> None:
+def _require_a_share_each(load: ClientLoad, processes: int) -> None:
     """--client-processes N spreads a closed loop's users: each process needs one."""
-    processes = case.serving.client_processes or 1
-    users = case.serving.concurrency or 1
-    if processes > 1 and case.serving.request_rate is None and users < processes:
+    users = load.concurrency or 1
+    if processes > 1 and load.request_rate is None and users < processes:
         raise UserError(f"--client-processes {processes} spreads the users over the processes, "
                         f"and this load has {users}; allowed: 1 to {users} (or a "
                         "--request-rate, whose arrivals it spreads)")  # fmt: skip

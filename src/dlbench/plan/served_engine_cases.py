@@ -20,7 +20,8 @@ from dlbench.plan.endpoint_cases import validate_load
 from dlbench.plan.token_server_cases import DEFAULT_BATCHED_SEQUENCES
 from dlbench.spec.case import Case
 from dlbench.spec.case_parts import MAX_STREAMS
-from dlbench.spec.loop_kinds import CLIENT_LOAD_HOW
+from dlbench.spec.loads import ServedEngineLoad
+from dlbench.spec.loop_kinds import CLIENT_LOAD_HOW, case_load
 from dlbench.spec.registry import FrameworkInfo
 from dlbench.workloads.memory import generation_server_need, require_room
 
@@ -33,24 +34,15 @@ def validate_served_engine(case: Case, info: FrameworkInfo) -> Case:
         raise UserError(f"--scenario: not taken by {case.framework}, whose server dlbench "
                         "starts on the workload's checkpoint; its load is "
                         f"{CLIENT_LOAD_HOW}")  # fmt: skip
-    if case.serving.api != COMPLETIONS:
-        raise UserError(f"--api {case.serving.api}: {case.framework} is sent the workload's seeded "
+    load = case_load(case, ServedEngineLoad)
+    if load.api != COMPLETIONS:
+        raise UserError(f"--api {load.api}: {case.framework} is sent the workload's seeded "
                         "prompts as token ids, which the completions API takes; allowed: "
                         f"{COMPLETIONS}")  # fmt: skip
-    if not isinstance(case.server.find_peak, bool):
-        raise UserError(f"invalid find_peak {case.server.find_peak!r}; expected true or false")
-    validate_load(case)
-    if case.server.find_peak and case.serving.ttft_ms is None and case.serving.tpot_ms is None:
-        raise UserError(f"--find-peak on {case.framework} searches for the load whose SLOs "
-                        "hold: give --ttft-ms, --tpot-ms or both")  # fmt: skip
-    if (
-        case.serving.slo_percentile is not None
-        and case.serving.ttft_ms is None
-        and case.serving.tpot_ms is None
-    ):
-        raise UserError("--slo-percentile is the percentile of --ttft-ms and --tpot-ms: "
-                        "give one of them")  # fmt: skip
-    streams = DEFAULT_BATCHED_SEQUENCES if case.server.streams is None else case.server.streams
+    if not isinstance(load.find_peak, bool):
+        raise UserError(f"invalid find_peak {load.find_peak!r}; expected true or false")
+    validate_load(load, searched=f"--find-peak on {case.framework}")
+    streams = DEFAULT_BATCHED_SEQUENCES if load.streams is None else load.streams
     most = info.max_streams or MAX_STREAMS
     if streams > most:  # a given one is an integer from 1 to MAX_STREAMS (its reader)
         raise UserError(f"invalid --streams {streams!r} on {case.framework!r} (the most "

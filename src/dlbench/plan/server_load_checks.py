@@ -25,6 +25,8 @@ from dlbench.spec.case import (
 )
 from dlbench.spec.case_parts import DEFAULT_LATENCY_BOUND_MS, MAX_STREAMS
 from dlbench.spec.cli_options import option_flag
+from dlbench.spec.loads import LoadGenLoad, QueryLoad
+from dlbench.spec.loop_kinds import case_load
 from dlbench.spec.registry import ENDPOINT_FRAMEWORK, FrameworkInfo
 
 T = TypeVar("T")
@@ -68,7 +70,7 @@ def validate_serving(case: Case, token_server: FrameworkInfo | None = None) -> C
     """LoadGen cases: inference only, LoadGen installed, the server's options
     complete and in range; returns the case with the server's defaults filled in.
     `token_server`: a generation workload's framework (plan.token_server_cases)."""
-    loadgen = case.server.loadgen or case.scenario in LOADGEN_SCENARIOS
+    loadgen = case.driven_by_loadgen or case.scenario in LOADGEN_SCENARIOS
     for name in ("loadgen", "find_peak"):
         if not isinstance(case.value_of(name), bool):
             raise UserError(f"invalid {name} {case.value_of(name)!r}; expected true or false")
@@ -102,10 +104,11 @@ def _server_settings(case: Case) -> dict[str, float | int]:
             "offline or multi-stream scenario"
         )
     _require_rate(case, "the latency bound")
-    bound = _first(case.server.latency_bound_ms, DEFAULT_LATENCY_BOUND_MS)
+    load = case_load(case, LoadGenLoad)
+    bound = _first(load.latency_bound_ms, DEFAULT_LATENCY_BOUND_MS)
     # a given percentile is one LoadGen reports: planning held it to its option's reader
-    percentile = _first(case.server.latency_percentile, DEFAULT_LATENCY_PERCENTILE)
-    streams = case.server.streams if case.server.streams is not None else default_streams(case)
+    percentile = _first(load.latency_percentile, DEFAULT_LATENCY_PERCENTILE)
+    streams = load.streams if load.streams is not None else default_streams(case)
     return {"latency_bound_ms": float(bound), "latency_percentile": float(percentile),
             "streams": streams}  # fmt: skip
 
@@ -113,12 +116,13 @@ def _server_settings(case: Case) -> dict[str, float | int]:
 def _require_rate(case: Case, kept: str) -> None:
     """A server case's arrival rate: --target-qps in range, or --find-peak (the highest
     rate that keeps `kept`), one of the two."""
-    if case.server.target_qps is None and not case.server.find_peak:
+    load = case_load(case, QueryLoad)
+    if load.target_qps is None and not load.find_peak:
         raise UserError(
             "scenario server needs --target-qps Q (queries per second) or --find-peak "
             f"(the highest rate that keeps {kept})"
         )
-    if case.server.target_qps is not None and case.server.find_peak:
+    if load.target_qps is not None and load.find_peak:
         raise UserError("--find-peak searches for the rate itself; drop --target-qps")
 
 

@@ -24,6 +24,8 @@ from dlbench.spec.case_parts import (
     LOADGEN_PERCENTILES_TEXT,
     MAX_STREAMS,
 )
+from dlbench.spec.loads import GenerationServerLoad
+from dlbench.spec.loop_kinds import case_load
 from dlbench.workloads.memory import generation_server_need, require_room
 
 DEFAULT_TTFT_MS = 2000.0
@@ -40,7 +42,7 @@ def refuse_other_scenarios(case: Case) -> None:
     --loadgen without --scenario server, is refused. Single-stream and offline describe
     the generation loop itself (one sequence, or a batch of them, generated whole), as
     its results record them, so a result's case plans again (`dlbench rerun`)."""
-    if case.scenario == "multi-stream" or (case.server.loadgen and case.scenario != "server"):
+    if case.scenario == "multi-stream" or (case.driven_by_loadgen and case.scenario != "server"):
         raise UserError(f"a generation workload runs under LoadGen in the server scenario only "
                         f"({SERVER_HOW}); otherwise its generations are timed whole, one "
                         "sequence or a batch at a time")  # fmt: skip
@@ -72,21 +74,14 @@ def validate_token_server(
     osl = dict(case.params).get("osl")
     if isinstance(osl, int) and osl < 2:
         raise UserError(f"--param osl={osl}: a server's TPOT needs at least 2 output tokens")
-    ttft = _bound(
-        "--ttft-ms", DEFAULT_TTFT_MS if case.serving.ttft_ms is None else case.serving.ttft_ms
-    )
-    tpot = _bound(
-        "--tpot-ms", DEFAULT_TPOT_MS if case.serving.tpot_ms is None else case.serving.tpot_ms
-    )
-    percentile = (
-        DEFAULT_SLO_PERCENTILE
-        if case.serving.slo_percentile is None
-        else case.serving.slo_percentile
-    )
+    load = case_load(case, GenerationServerLoad)
+    ttft = _bound("--ttft-ms", DEFAULT_TTFT_MS if load.ttft_ms is None else load.ttft_ms)
+    tpot = _bound("--tpot-ms", DEFAULT_TPOT_MS if load.tpot_ms is None else load.tpot_ms)
+    percentile = DEFAULT_SLO_PERCENTILE if load.slo_percentile is None else load.slo_percentile
     if not _number(percentile) or percentile not in LOADGEN_PERCENTILES:
         raise UserError(f"invalid --slo-percentile {percentile!r} for LoadGen; it reports "
                         f"{LOADGEN_PERCENTILES_TEXT}")  # fmt: skip
-    streams = case.server.streams
+    streams = load.streams
     if streams is None:
         streams = DEFAULT_BATCHED_SEQUENCES if continuous_batching else cpu_streams
     if not 1 <= streams <= max_streams:

@@ -36,6 +36,8 @@ from urllib.parse import urlsplit
 from dlbench.results.ceilings import ABOVE_CEILING, ceiling_for, ceiling_key
 from dlbench.results.records import Result, Run
 from dlbench.spec.case import REMOTE_DEVICE
+from dlbench.spec.loads import ForeignServerLoad
+from dlbench.spec.loop_kinds import load_part
 from dlbench.untyped import JSONObject
 
 
@@ -174,8 +176,9 @@ def roofline_device(result: Result, run: Run | None) -> str | None:
     device = result.case.device
     if device != REMOTE_DEVICE:
         return device
-    load = result.details.endpoint
-    host = urlsplit(result.case.serving.endpoint or (load.url if load is not None else "")).hostname
+    asked, load = load_part(result.case, ForeignServerLoad), result.details.endpoint
+    url = (asked.endpoint if asked is not None else None) or (load.url if load else "")
+    host = urlsplit(url).hostname
     if not host or not _loopback(host) or (run is not None and run.env.gpu_list):
         return None
     return "cpu"

@@ -83,6 +83,8 @@ from dlbench.measure.stats import NOISE_THRESHOLD, LatencyStats
 from dlbench.measure.timeline import TimelinePoint
 from dlbench.results.details import HEADERS_BUILT, Details
 from dlbench.spec.case import MIN_P99_QUERIES, Case
+from dlbench.spec.loads import ClientLoad
+from dlbench.spec.loop_kinds import load_part
 
 # A point is contended when other processes took more than this many CPUs' worth of
 # time beyond the case's spare CPUs. Idle background (daemons, the parent's own
@@ -236,7 +238,8 @@ def prefix_cache_warm(details: Details, case: Case) -> bool:
     params = dict(case.params)
     if params.get("prefix_pct", 0) > 0 or params.get("turns", 1) > 1:
         return False  # shared prefixes, or a conversation's history: served by design
-    head = CHAT_HEAD_TOKENS if case.serving.api == CHAT else 0
+    client = load_part(case, ClientLoad)
+    head = CHAT_HEAD_TOKENS if client is not None and client.api == CHAT else 0
     beyond_head = server.prefix_cache_hits - head * load.requests
     return beyond_head > PREFIX_WARM_SHARE * server.prefix_cache_queries
 

@@ -191,7 +191,7 @@ class Run(Immutable):
         grouped: dict[str, list[Result]] = {}
         for result in self.results:
             case = result.case
-            if result.ok and case.mode == "infer" and bool(case.server.loadgen) == loadgen:
+            if result.ok and case.mode == "infer" and case.driven_by_loadgen == loadgen:
                 name = case.label(only=("workload", "params", "device"))
                 grouped.setdefault(name, []).append(result)
         return grouped

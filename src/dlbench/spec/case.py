@@ -326,16 +326,10 @@ class Case:
         return launch.nproc if launch is not None and launch.ddp else 1
 
     @property
-    def server(self) -> ServerLoad:
-        """How a server case is loaded: its part where it has one, else every field at
-        its default (no LoadGen, no search, streams not given)."""
-        return self.server_load if self.server_load is not None else _NO_SERVER_LOAD
-
-    @property
-    def serving(self) -> LlmServing:
-        """A served LLM's load: its part where it has one, else every field at its
-        default (a generation server given no SLOs, a case of any other kind)."""
-        return self.llm_serving if self.llm_serving is not None else _NO_SERVING
+    def driven_by_loadgen(self) -> bool:
+        """Given --loadgen (or planning set it: a multi-stream or server scenario): MLPerf
+        LoadGen drives it, whatever its kind of loop reads of the rest of its load."""
+        return self.server_load is not None and self.server_load.loadgen is True
 
     @property
     def given_model(self) -> UserModel:
@@ -445,8 +439,6 @@ class Case:
 # name a part shares with the case or another part fails here, record_dict's check)
 _PARTS = record_dict.flattened_parts(Case)
 _OWN_FIELDS = tuple(f.name for f in fields(Case))
-_NO_SERVING = LlmServing()
-_NO_SERVER_LOAD = ServerLoad()
 _PART_FIELDS = {part: {f.name: f for f in fields(kind)} for part, kind in _PARTS.items()}
 
 

@@ -14,26 +14,35 @@ planning code (the import contracts in pyproject.toml); tests/test_loop_kinds.py
 every name to a function of the right shape. A new loop kind is an entry here, its
 runner's module and its checks.
 
-Each kind also names the fields of its own that its load is made of (`takes`): the
-fields of the case's parts (spec.case_parts) beyond the ones every case has. Planning
-refuses any other part's field given a value, in one place, naming the kinds that take
-it (plan.validate); the kind's checks then judge the values of its own.
+Each kind's load is one typed record (`load`, spec.loads: the fields of the case's
+parts, spec.case_parts, beyond the ones every case has), and a kind that runs a user's
+model file takes its part too (`user_model`). Planning refuses any other part's field
+given a value, in one place, naming the kinds that take it (plan.validate); the kind's
+checks then judge the values of its own, and its checks and runner read them as its
+record (`case_load`), never as another kind's.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, fields
-from typing import cast
+from typing import TypeVar, cast
 
 from dlbench.spec.case import LOADGEN_SCENARIOS, Case
-from dlbench.spec.case_parts import DdpLaunch, LlmServing, ServerLoad, TimeToTrain, UserModel
+from dlbench.spec.case_parts import DdpLaunch, TimeToTrain, UserModel
+from dlbench.spec.loads import (
+    ForeignServerLoad,
+    GenerationServerLoad,
+    LoadGenLoad,
+    PeakSearch,
+    ServedEngineLoad,
+)
 from dlbench.spec.registry import (
     ENDPOINT_WORKLOAD,
     EPOCH_WORKLOADS,
+    FRAMEWORKS,
     LLM_WORKLOADS,
     FrameworkInfo,
-    framework_info,
     frameworks_having,
     imported_target,
 )
@@ -51,17 +60,16 @@ CEILING_OPTION = "ceiling"
 WINDOWED_WORKLOADS = ("gemm", "copy", "add")
 
 
-def _names(*parts: type) -> frozenset[str]:
-    return frozenset(f.name for part in parts for f in fields(part))
+L = TypeVar("L")
 
 
-# The fields of each part, by the flat names case files and options give them
+def _names(*records: type) -> frozenset[str]:
+    return frozenset(f.name for record in records for f in fields(record))
+
+
+# The user model's fields, by the flat names case files and options give them
 USER_MODEL_FIELDS = _names(UserModel)
-SERVER_LOAD_FIELDS = _names(ServerLoad)
-SLO_FIELDS = frozenset({"ttft_ms", "tpot_ms", "slo_percentile"})
-# The endpoint client's load profile: what a served engine's case takes of LlmServing
-CLIENT_LOAD_FIELDS = SLO_FIELDS | {"concurrency", "request_rate", "burstiness", "latency_clock"}
-# ... and how a user gives it, for the refusals that name it
+# How a user gives the endpoint client's load profile, for the refusals that name it
 CLIENT_LOAD_HOW = (
     "--concurrency N or --request-rate R, with --find-peak and the SLOs (--ttft-ms, --tpot-ms)"
 )
@@ -74,13 +82,18 @@ class LoopKind:
 
     name: str
     measures: str
-    selects: Callable[[Case, FrameworkInfo], bool]
+    # (case, its framework's entry; None for a name the registry lacks: a stored run's
+    # case is read whatever its framework) -> whether it is this kind's
+    selects: Callable[[Case, FrameworkInfo | None], bool]
     runner: str
     checks: str
-    takes: frozenset[str]
+    # the record its load is made of (None: a load of no fields of its own)
+    load: type | None
     how: str
     # the process the runner runs in: one spawned worker, or each rank torchrun starts
     launcher: str = SPAWNED
+    # whether it runs a user's model file (--model): its part's fields are taken too
+    user_model: bool = False
     # the framework option (--option KEY=VALUE) that selects the kind, where one does:
     # planning refuses it on a case another kind runs
     option: str | None = None
@@ -91,6 +104,18 @@ class LoopKind:
     # implies: time-to-train serves no queries, and a server's load (an endpoint's, an
     # engine dlbench serves) has the case's own fields for its profile
     keeps_scenario: bool = False
+
+    @property
+    def takes(self) -> frozenset[str]:
+        """The fields of the case's parts its cases may give: its load's, its model's."""
+        load = _names(self.load) if self.load is not None else frozenset()
+        return load | (USER_MODEL_FIELDS if self.user_model else frozenset())
+
+    def load_of(self, case: Case) -> object | None:
+        """`case`'s load as this kind's record, read from its parts (None: no record)."""
+        if self.load is None:
+            return None
+        return self.load(**{f.name: case.value_of(f.name) for f in fields(self.load)})
 
     def recorded_scenario(self, case: Case, batch: int) -> str | None:
         """The scenario a result of `case` at `batch` records: the one given, else, where
@@ -115,7 +140,7 @@ LOOP_KINDS = (
         lambda case, info: case.is_ddp,
         "dlbench.worker.ddp_rank:run_ddp_steps",
         LOAD_CHECKS,
-        _names(DdpLaunch),
+        DdpLaunch,
         "--nproc N (DistributedDataParallel, launched by torchrun)",
         launcher=TORCHRUN,
     ),
@@ -125,7 +150,7 @@ LOOP_KINDS = (
         lambda case, info: case.workload in EPOCH_WORKLOADS,
         "dlbench.worker.epochs:run_epochs",
         "dlbench.plan.validate:checked_time_to_train",
-        _names(TimeToTrain),
+        TimeToTrain,
         "a time-to-train workload (mnist-train)",
         keeps_scenario=True,
     ),
@@ -135,17 +160,17 @@ LOOP_KINDS = (
         lambda case, info: case.workload == ENDPOINT_WORKLOAD,
         "dlbench.worker.endpoint_run:run_endpoint_case",
         LOAD_CHECKS,
-        _names(LlmServing) | {"find_peak"},
+        ForeignServerLoad,
         "--endpoint URL (an OpenAI-compatible server)",
         keeps_scenario=True,
     ),
     LoopKind(
         "served-engine",
         "an engine's own server, started for the case, under the endpoint client's load",
-        lambda case, info: info.serves_openai,
+        lambda case, info: info is not None and info.serves_openai,
         "dlbench.worker.served_engine:run_served_engine",
         "dlbench.plan.served_engine_cases:validate_served_engine",
-        CLIENT_LOAD_FIELDS | {"api", "find_peak", "streams"},
+        ServedEngineLoad,
         f"an engine dlbench serves ({frameworks_having('serves_openai')})",
         load_how=CLIENT_LOAD_HOW,
         keeps_scenario=True,
@@ -156,12 +181,11 @@ LOOP_KINDS = (
         # only "server" selects it: a generation's result holds the scenario its batch
         # implies (single-stream, offline), and still reads as the generation loop's
         lambda case, info: (
-            case.workload in LLM_WORKLOADS
-            and (case.scenario == "server" or case.server.loadgen is True)
+            case.workload in LLM_WORKLOADS and (case.scenario == "server" or case.driven_by_loadgen)
         ),
         "dlbench.worker.token_serving:run_token_serving",
         "dlbench.plan.validate:checked_generation_server",
-        SLO_FIELDS | {"loadgen", "target_qps", "find_peak", "streams"},
+        GenerationServerLoad,
         "--scenario server on a generation workload",
         load_how="--target-qps Q or --find-peak, its tokens held to --ttft-ms and --tpot-ms "
         "at --slo-percentile (not a whole query's --latency-bound-ms)",
@@ -172,7 +196,7 @@ LOOP_KINDS = (
         lambda case, info: case.workload in LLM_WORKLOADS,
         "dlbench.worker.generation:run_generation",
         "dlbench.plan.validate:checked_generation",
-        frozenset(),
+        None,
         "a generation workload",
     ),
     LoopKind(
@@ -181,7 +205,7 @@ LOOP_KINDS = (
         lambda case, info: CEILING_OPTION in dict(case.options),
         "dlbench.worker.ceiling_windows:run_ceiling",
         "dlbench.plan.validate:checked_ceiling",
-        frozenset(),
+        None,
         "dlbench roofline",
         option=CEILING_OPTION,
     ),
@@ -189,11 +213,12 @@ LOOP_KINDS = (
         "loadgen",
         "MLPerf LoadGen's scenario around the prepared step: its queries, its verdict",
         # as planning reads it (plan.server_load_checks), which then sets loadgen
-        lambda case, info: case.server.loadgen is True or case.scenario in LOADGEN_SCENARIOS,
+        lambda case, info: case.driven_by_loadgen or case.scenario in LOADGEN_SCENARIOS,
         "dlbench.worker.serving:run_loadgen",
         LOAD_CHECKS,
-        SERVER_LOAD_FIELDS | USER_MODEL_FIELDS,
+        LoadGenLoad,
         "MLPerf LoadGen (--scenario server or multi-stream, or --loadgen)",
+        user_model=True,
     ),
     LoopKind(
         "steps",
@@ -201,13 +226,39 @@ LOOP_KINDS = (
         lambda case, info: True,
         "dlbench.worker.steps:run_steps",
         LOAD_CHECKS,
-        USER_MODEL_FIELDS,
+        None,
         "a model's timed steps (the default loop)",
+        user_model=True,
     ),
 )
 
 
 def loop_kind(case: Case) -> LoopKind:
     """The kind of loop `case` runs (the last entry, the step loop, takes any case)."""
-    info = framework_info(case.framework)
+    info = FRAMEWORKS.get(case.framework)
     return next(kind for kind in LOOP_KINDS if kind.selects(case, info))
+
+
+def case_load(case: Case, record: type[L]) -> L:
+    """`case`'s load as `record`: its kind's record, or a group of fields it is made of
+    (spec.loads), for a kind's own checks and runner; TypeError where it is not one (a
+    case of another kind: a bug, planning refuses such a case)."""
+    load = load_part(case, record)
+    if load is None:
+        kind = loop_kind(case)
+        raise TypeError(f"a {kind.name} case's load is no {record.__name__}")
+    return load
+
+
+def load_part(case: Case, record: type[L]) -> L | None:
+    """`case`'s load as `record` where its kind's load is one, else None: for code that
+    reads any kind's case (a report's peak search, a backend's served streams)."""
+    load = loop_kind(case).load_of(case)
+    return load if isinstance(load, record) else None
+
+
+def searches_peak(case: Case) -> bool:
+    """Whether `case` searches for its highest load that holds (--find-peak), whatever
+    its kind of server."""
+    search = load_part(case, PeakSearch)
+    return search is not None and search.find_peak

@@ -63,6 +63,8 @@ from dlbench.measure.token_latency import TokenTimes, token_latencies
 from dlbench.results.details import Details, EndpointLoad, Generation, LoadStep
 from dlbench.results.records import Result
 from dlbench.spec.case import DEFAULT_SLO_PERCENTILE, Case, Settings
+from dlbench.spec.loads import ClientLoad, ForeignServerLoad, SloBounds
+from dlbench.spec.loop_kinds import case_load
 from dlbench.spec.worker_request import CaseOutputs
 from dlbench.worker.client_processes import spread, wait_for_start
 from dlbench.worker.endpoint_load import Budget, LoadOutcome, Send, Share, StopSignal, drive
@@ -106,17 +108,33 @@ class Loaded:
         return bool(self.record.slo_holds)
 
 
+@dataclass(frozen=True)
+class LoadTarget:
+    """Where a case's load goes and what it is: the server's address, the model the
+    requests name, the case's load (its kind's record: an endpoint's, or a served
+    engine's), and the client processes it is spread over."""
+
+    url: str
+    model: str
+    load: ClientLoad
+    processes: int = 1
+
+
+def endpoint_target(case: Case) -> LoadTarget:
+    """An endpoint case's: the server and model its plan named."""
+    load = case_load(case, ForeignServerLoad)
+    assert load.endpoint is not None and load.served_model is not None  # the plan's
+    return LoadTarget(load.endpoint, load.served_model, load, load.client_processes or 1)
+
+
 class Session:
     """The requests of one case, sent on one client."""
 
-    def __init__(self, case: Case, requests: RequestSet, client: httpx.AsyncClient,
+    def __init__(self, target: LoadTarget, requests: RequestSet, client: httpx.AsyncClient,
                  device: str, timeout_s: float | None = None) -> None:  # fmt: skip
-        assert (
-            case.serving.endpoint is not None and case.serving.served_model is not None
-        )  # the plan's
-        self.case, self.requests, self.client, self.device = case, requests, client, device
+        self.target, self.requests, self.client, self.device = target, requests, client, device
         self.timeout_s = timeout_s  # the client's deadline, for its client processes
-        self.url, self.model = case.serving.endpoint, case.serving.served_model
+        self.url, self.model, self.api = target.url, target.model, target.load.api
         self.token_ids_field: str | None = None  # as negotiate found the server answers
         self.length_fields: list[str] = []  # those the requests sent (openai_api.LENGTH_FIELDS)
 
@@ -124,9 +142,9 @@ class Session:
         """Whether, and how, the server sends token ids: asked as the check before the
         run asked (measure.openai_stream.negotiate), outside the measured region."""
         turn = self.requests.conversation(0, warmup=True).turns[0]
-        body = request_body(self.case.serving.api, self.model, turn.text,
+        body = request_body(self.api, self.model, turn.text,
                             min(FEW_TOKENS, turn.output_tokens))  # fmt: skip
-        found = await negotiate(self.client, self.url, self.case.serving.api, body)
+        found = await negotiate(self.client, self.url, self.api, body)
         self.token_ids_field = found.token_ids_field
 
     async def conversation(self, conversation: Conversation) -> list[StreamedRequest]:
@@ -137,10 +155,10 @@ class Session:
         for turn in conversation.turns:
             history.append({"role": "user", "content": turn.text})
             prompt = turn.text if len(history) == 1 else list(history)
-            body = request_body(self.case.serving.api, self.model, prompt, turn.output_tokens,
+            body = request_body(self.api, self.model, prompt, turn.output_tokens,
                                 self.token_ids_field)  # fmt: skip
             self.length_fields = self.length_fields or length_fields(body)
-            record = await stream_request(self.client, self.url, self.case.serving.api, body)
+            record = await stream_request(self.client, self.url, self.api, body)
             records.append(record)
             if not record.ok:
                 break
@@ -175,9 +193,9 @@ class Session:
             await server.open()
             instruments.start()
 
-        processes = self.case.serving.client_processes or 1
+        processes = self.target.processes
         if processes > 1:  # their start-up before the region (client_processes.spread)
-            share = ClientShare(self.case, self.requests.params, self.requests.seed,
+            share = ClientShare(self.target, self.requests.params, self.requests.seed,
                                 self.requests.salt, self.token_ids_field, self.timeout_s,
                                 self.device, profile, budget, seed, offset)  # fmt: skip
             outcome = await spread(client_process, share, processes, begin)
@@ -186,7 +204,7 @@ class Session:
             outcome = await drive(profile, self.sender(offset), budget, seed)
         reading = instruments.stop()
         counters = await server.close(answered=sum(r.ok for r in outcome.requests))
-        record, times = judged(self.case, outcome, profile, self.requests.text)
+        record, times = judged(self.target, outcome, profile, self.requests.text)
         record = replace(record, server=client_means(counters, times))
         return Loaded(outcome, reading, profile, offset, record, times)
 
@@ -197,7 +215,7 @@ class ClientShare:
     (worker.client_processes): the same requests (seed and salt), the token-id field
     negotiated, the client's deadline."""
 
-    case: Case
+    target: LoadTarget
     params: dict[str, int]
     seed: int
     salt: str | None
@@ -214,11 +232,11 @@ def client_process(job: ClientShare, share: Share, stop: StopSignal,
                    connection: Connection) -> None:  # fmt: skip
     """A client process's share of a load (worker.client_processes' target)."""
     raise_open_files()
-    requests = RequestSet(job.params, job.seed, prompt_text(job.case), job.salt)
+    requests = RequestSet(job.params, job.seed, prompt_text(job.target.load), job.salt)
     loop = asyncio.new_event_loop()
     client = client_for(job.timeout_s)
     try:
-        session = Session(job.case, requests, client, job.device, job.timeout_s)
+        session = Session(job.target, requests, client, job.device, job.timeout_s)
         session.token_ids_field = job.token_ids_field
         if job.profile.kind == RATE:
             load_the_test()  # before READY: never inside the load
@@ -240,8 +258,10 @@ def client_for(timeout_s: float | None) -> httpx.AsyncClient:
     return httpx.AsyncClient(timeout=timeout, limits=limits, headers=auth_headers())
 
 
-def prompt_text(case: Case) -> PromptText:
-    return TokenizerText(Path(case.serving.tokenizer)) if case.serving.tokenizer else WordText()
+def prompt_text(load: ClientLoad) -> PromptText:
+    """The text an endpoint's prompts are made of: its --tokenizer's tokens, else words."""
+    tokenizer = load.tokenizer if isinstance(load, ForeignServerLoad) else None
+    return TokenizerText(Path(tokenizer)) if tokenizer else WordText()
 
 
 # Given the run's event loop, a future it completes once the server has exited
@@ -271,7 +291,7 @@ def run_endpoint_case(
 ) -> Result:
     """An endpoint case as its loop kind runs it: the server is someone else's, and
     its backend (no framework) is not used."""
-    run = run_endpoint(job, settings)
+    run = run_endpoint(job, settings, endpoint_target(job.case))
     return result_from(job, run.measured, setup_s=run.setup_s, verdict=run.verdict,
                        process=process)  # fmt: skip
 
@@ -287,7 +307,8 @@ class EndpointRun:
     verdict: Verdict
 
 
-def run_endpoint(job: Job, settings: Settings, requests: RequestSet | None = None,
+def run_endpoint(job: Job, settings: Settings, target: LoadTarget,
+                 requests: RequestSet | None = None,
                  new_session: Callable[..., Session] = Session,
                  server_exit: ExitWatch | None = None) -> EndpointRun:  # fmt: skip
     """Warm the server up, put the case's load on it (or search the highest load whose
@@ -296,11 +317,11 @@ def run_endpoint(job: Job, settings: Settings, requests: RequestSet | None = Non
     an engine dlbench serves sends its workload's own prompts (worker.served_engine),
     and `server_exit` watches the server it started: once that has exited, whatever
     the loop is doing is cancelled and ServerExited raised."""
-    case = job.case
+    load = target.load
     if requests is None:
         # a salt of this process's own: no earlier run, nor another case of this one,
         # warmed a cache for its prompts (workloads.requests)
-        requests = RequestSet(job.params, job.seed, prompt_text(case), new_salt())
+        requests = RequestSet(job.params, job.seed, prompt_text(load), new_salt())
     raise_open_files()  # the users the plan allowed (measure.client_limits)
     budget = Budget(settings.min_time_s, settings.min_iters, MAX_CONVERSATIONS)
     setup_start = time.perf_counter()
@@ -308,20 +329,18 @@ def run_endpoint(job: Job, settings: Settings, requests: RequestSet | None = Non
     client = client_for(settings.timeout_s)
     exited = _cancel_all_once(loop, server_exit(loop)) if server_exit is not None else None
     try:
-        session = new_session(case, requests, client, job.device, settings.timeout_s)
-        if watches_its_queue(case):
+        session = new_session(target, requests, client, job.device, settings.timeout_s)
+        if watches_its_queue(load):
             load_the_test()  # SciPy loaded here, in the set-up, not inside the load
         loop.run_until_complete(session.negotiate())
         warm = loop.run_until_complete(session.warm_up(settings.warmup_iters))
         report_progress(job.outputs, f"warmed up: {len(warm)} requests")
-        if case.server.find_peak:
+        if load.find_peak:
             say = functools.partial(report_progress, job.outputs)
             found = find_peak(session, loop, budget, job.seed, warm, say)
             loaded = found.reported
         else:
-            profile = LoadProfile.of(
-                case.serving.concurrency, case.serving.request_rate, case.serving.burstiness
-            )
+            profile = LoadProfile.of(load.concurrency, load.request_rate, load.burstiness)
             loaded = loop.run_until_complete(session.load(profile, budget, job.seed))
     except asyncio.CancelledError:
         if exited is None or not exited.done() or exited.cancelled():
@@ -334,7 +353,7 @@ def run_endpoint(job: Job, settings: Settings, requests: RequestSet | None = Non
         loop.close()
     record = replace(loaded.record, token_ids_field=session.token_ids_field,
                      length_fields=tuple(session.length_fields))  # fmt: skip
-    if case.server.find_peak:
+    if load.find_peak:
         record = _with_search(record, found)
     loaded = replace(loaded, record=record)
     measured = endpoint_measurement(job, loaded, warm, requests)
@@ -342,12 +361,10 @@ def run_endpoint(job: Job, settings: Settings, requests: RequestSet | None = Non
     return EndpointRun(measured, setup_s, Verdict(error=_unusable(record)))
 
 
-def watches_its_queue(case: Case) -> bool:
+def watches_its_queue(load: ClientLoad) -> bool:
     """Whether the case's loads arrive on a schedule (a rate, or a rate search),
     which measure.saturation watches for a queue that only grows."""
-    return case.serving.request_rate is not None or (
-        case.server.find_peak and case.serving.concurrency is None
-    )
+    return load.request_rate is not None or (load.find_peak and load.concurrency is None)
 
 
 def find_peak(
@@ -361,29 +378,29 @@ def find_peak(
     """The highest concurrency (where the case gives one to start from) or request
     rate (from the case's, else from what one user got in the warm-up) whose SLOs
     hold; each try's verdict is a line to `say` (the progress bar)."""
-    case = session.case
+    load = session.target.load
     search: Search[Loaded]  # its tries' outcomes (try_at below)
-    if case.serving.concurrency is not None:
+    if load.concurrency is not None:
         # no more users than this process can hold open (as the plan checked --concurrency)
         limit = connection_limit()
-        search = Search(start=case.serving.concurrency, floor=1, whole=True,
+        search = Search(start=load.concurrency, floor=1, whole=True,
                         ceiling=limit.most if limit else None,
                         ceiling_why=f"one client process holds at most {limit.most} requests "
                                     f"open ({limit.why})" if limit else "")  # fmt: skip
     else:
-        start = case.serving.request_rate or _one_user_rate(warm)
+        start = load.request_rate or _one_user_rate(warm)
         search = Search(start=start, floor=start / 64)
     # a request alone (the warm-up's best) already misses a bound: no load can keep the
     # SLOs, which one try shows (a descent to the floor would take hours at low rates)
     alone = _alone_misses(session, warm)
     tries = 0
 
-    def try_at(load: float) -> Loaded:
+    def try_at(at: float) -> Loaded:
         nonlocal tries
         if search.whole:
-            profile = LoadProfile(CONCURRENCY, concurrency=int(load))
+            profile = LoadProfile(CONCURRENCY, concurrency=int(at))
         else:
-            profile = LoadProfile(RATE, rate=load, burstiness=case.serving.burstiness or POISSON)
+            profile = LoadProfile(RATE, rate=at, burstiness=load.burstiness or POISSON)
         loaded = loop.run_until_complete(
             session.load(profile, budget, seed, offset=tries * MAX_CONVERSATIONS)
         )
@@ -407,9 +424,9 @@ def _alone_misses(session: Session, warm: list[StreamedRequest]) -> str | None:
     times = [TokenTimes(r.sent_s, r.chunk_times_s, _counted(r, session.requests.text)[0])
              for r in done]  # fmt: skip
     tpots = [t.tpot_s * 1000.0 for t in times if t.tpot_s is not None]
-    case = session.case
+    load = session.target.load
     return alone_misses(min(t.ttft_s for t in times) * 1000.0, min(tpots) if tpots else None,
-                        case.serving.ttft_ms, case.serving.tpot_ms)  # fmt: skip
+                        load.ttft_ms, load.tpot_ms)  # fmt: skip
 
 
 def _one_user_rate(warm: list[StreamedRequest]) -> float:
@@ -437,21 +454,21 @@ def _step(load: float, loaded: Loaded) -> LoadStep:
                     errors=record.requests - record.ok, saturated=record.saturated)  # fmt: skip
 
 
-def judged(case: Case, outcome: LoadOutcome, profile: LoadProfile,
+def judged(target: LoadTarget, outcome: LoadOutcome, profile: LoadProfile,
            text: PromptText) -> tuple[EndpointLoad, list[TokenTimes]]:  # fmt: skip
     """What a load did: counts, errors, rates, the SLO verdict; and the answered
     requests' clocks."""
     done = [r for r in outcome.requests if r.ok]
     counted, counted_by = _output_tokens(done, text)
-    clock = latency_clock(profile, case.serving.latency_clock)
+    clock = latency_clock(profile, target.load.latency_clock)
     times = [TokenTimes(_start(r, clock), r.chunk_times_s, n)
              for r, n in zip(done, counted, strict=True)]  # fmt: skip
     errors, first_errors = _errors(outcome.requests)
     rates = _Rates.of(done, counted, outcome.duration_s)
     record = EndpointLoad(
-        url=case.serving.endpoint or "",
-        served_model=case.serving.served_model or "",
-        api=case.serving.api,
+        url=target.url,
+        served_model=target.model,
+        api=target.load.api,
         profile=profile.describe(),
         conversations=outcome.conversations,
         requests=len(outcome.requests),
@@ -476,7 +493,7 @@ def judged(case: Case, outcome: LoadOutcome, profile: LoadProfile,
         output_tokens_mean=rates.output_tokens_mean,
         prompt_tokens_mean=rates.prompt_tokens_mean,
     )
-    return judge_slos(record, case, times, outcome.duration_s), times
+    return judge_slos(record, target.load, times, outcome.duration_s), times
 
 
 def _start(request: StreamedRequest, clock: str) -> float:
@@ -574,26 +591,26 @@ class _Rates:
         )
 
 
-def judge_slos(record: EndpointLoad, case: Case, times: list[TokenTimes],
+def judge_slos(record: EndpointLoad, bounds: SloBounds, times: list[TokenTimes],
                duration_s: float) -> EndpointLoad:  # fmt: skip
     """The record with goodput (the answered requests within both bounds, per second)
     and the verdict: each bound kept at the percentile, no request failed, no
     saturation."""
-    if case.serving.ttft_ms is None and case.serving.tpot_ms is None:
+    if bounds.ttft_ms is None and bounds.tpot_ms is None:
         return record
-    level = case.serving.slo_percentile or DEFAULT_SLO_PERCENTILE
-    good = sum(_within(t, case) for t in times)
+    level = bounds.slo_percentile or DEFAULT_SLO_PERCENTILE
+    good = sum(_within(t, bounds) for t in times)
     ttft_ms, tpot_ms = slo_percentiles(times, level)
     kept = all(
         bound is None or (value is not None and value <= bound)
-        for bound, value in ((case.serving.ttft_ms, ttft_ms), (case.serving.tpot_ms, tpot_ms))
+        for bound, value in ((bounds.ttft_ms, ttft_ms), (bounds.tpot_ms, tpot_ms))
     )
     failed = record.requests - record.ok
     return replace(
         record,
         slo_percentile=level,
-        ttft_bound_ms=case.serving.ttft_ms,
-        tpot_bound_ms=case.serving.tpot_ms,
+        ttft_bound_ms=bounds.ttft_ms,
+        tpot_bound_ms=bounds.tpot_ms,
         slo_met_share=good / record.requests if record.requests else 0.0,
         goodput_per_s=good / duration_s if duration_s > 0 else 0.0,
         slo_holds=bool(times) and kept and not failed and record.saturated is None,
@@ -608,11 +625,11 @@ def slo_percentiles(times: list[TokenTimes], level: float) -> tuple[float | None
             percentile(tpot, level) if tpot else None)  # fmt: skip
 
 
-def _within(times: TokenTimes, case: Case) -> bool:
-    if case.serving.ttft_ms is not None and times.ttft_s * 1000.0 > case.serving.ttft_ms:
+def _within(times: TokenTimes, bounds: SloBounds) -> bool:
+    if bounds.ttft_ms is not None and times.ttft_s * 1000.0 > bounds.ttft_ms:
         return False
     tpot = times.tpot_s
-    return case.serving.tpot_ms is None or tpot is None or tpot * 1000.0 <= case.serving.tpot_ms
+    return bounds.tpot_ms is None or tpot is None or tpot * 1000.0 <= bounds.tpot_ms
 
 
 def _write_dataset(

@@ -21,6 +21,8 @@ from dlbench.backends.base import KV_CACHE_BYTES, Job
 from dlbench.measure.server_counters import ServerCounters
 from dlbench.results.details import Generation
 from dlbench.spec.case import Case
+from dlbench.spec.loads import ForeignServerLoad
+from dlbench.spec.loop_kinds import case_load
 from dlbench.spec.registry import precision_info
 from dlbench.workloads.decoder import (
     DecoderShape,
@@ -74,11 +76,12 @@ def endpoint_work(record: Generation, job: Job, isl: int, osl: int,
 def served_config(case: Case) -> ModelConfig | None:
     """The served model's config: --model-config, else the config.json beside
     --tokenizer's file (None: neither given, or no config there)."""
-    if case.serving.model_config is not None:
-        return read_model_config(Path(case.serving.model_config), "--model-config")
-    if case.serving.tokenizer is None:
+    load = case_load(case, ForeignServerLoad)
+    if load.model_config is not None:
+        return read_model_config(Path(load.model_config), "--model-config")
+    if load.tokenizer is None:
         return None
-    folder = Path(case.serving.tokenizer)
+    folder = Path(load.tokenizer)
     folder = folder if folder.is_dir() else folder.parent
     if not (folder / "config.json").is_file():
         return None

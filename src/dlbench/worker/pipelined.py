@@ -43,7 +43,7 @@ def timing_mode(job: Job, batch: int) -> str:
     """Throughput for training and offline inference, latency for single-stream and
     every LoadGen scenario (LoadGen times each query itself)."""
     case = job.case
-    if case.server.loadgen:
+    if case.driven_by_loadgen:
         return LATENCY
     if case.mode == "train" or case.effective_scenario(batch) == "offline":
         return THROUGHPUT

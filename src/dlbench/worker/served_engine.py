@@ -28,9 +28,11 @@ from dlbench.measure.openai_stream import StreamedRequest, stream_request
 from dlbench.reference.decoder import reference_tokens
 from dlbench.results.details import Details, Generation, TokenCheck
 from dlbench.results.records import Result
-from dlbench.spec.case import Case, Settings
+from dlbench.spec.case import Settings
+from dlbench.spec.loads import ServedEngineLoad
+from dlbench.spec.loop_kinds import case_load
 from dlbench.spec.registry import precision_info
-from dlbench.worker.endpoint_run import Session, run_endpoint
+from dlbench.worker.endpoint_run import LoadTarget, Session, run_endpoint
 from dlbench.worker.engine_server import EngineServer, free_port, require_free
 from dlbench.worker.files import case_files_dir
 from dlbench.worker.placement import require_placement
@@ -81,9 +83,9 @@ class TokenPromptSession(Session):
     """The endpoint client's session with token-id prompts; it keeps every answer with
     the prompt it answered, for the check."""
 
-    def __init__(self, case: Case, requests: RequestSet, client: httpx.AsyncClient,
+    def __init__(self, target: LoadTarget, requests: RequestSet, client: httpx.AsyncClient,
                  device: str, timeout_s: float | None = None) -> None:  # fmt: skip
-        super().__init__(case, requests, client, device, timeout_s)
+        super().__init__(target, requests, client, device, timeout_s)
         self.token_ids_field = TOKEN_IDS_FIELD  # vLLM's own field: nothing to negotiate
         self.answers: list[tuple[int, StreamedRequest]] = []
 
@@ -127,18 +129,17 @@ def run_served_engine(
         report_progress(job.outputs, ready)
         details = backend.served_details(job, launch, server.log_text())
         require_placement(job.device, details)
-        served = replace(
-            job, case=job.case.replaced(endpoint=launch.url, served_model=launch.served_model)
-        )
+        load = case_load(job.case, ServedEngineLoad)
+        target = LoadTarget(launch.url, launch.served_model, load)
         sessions: list[TokenPromptSession] = []
 
-        def new_session(case: Case, requests: RequestSet, client: httpx.AsyncClient,
+        def new_session(target: LoadTarget, requests: RequestSet, client: httpx.AsyncClient,
                         device: str, timeout_s: float | None = None) -> Session:  # fmt: skip
-            sessions.append(TokenPromptSession(case, requests, client, device, timeout_s))
+            sessions.append(TokenPromptSession(target, requests, client, device, timeout_s))
             return sessions[-1]
 
         try:
-            run = run_endpoint(served, settings, SeededPrompts(job), new_session,
+            run = run_endpoint(job, settings, target, SeededPrompts(job), new_session,
                                server.exit_watch)  # fmt: skip
         except Exception:
             if server.exited() is None:
@@ -157,10 +158,9 @@ def run_served_engine(
     )
     # the load's own failure first; else a clear divergence of the tokens fails the case
     verdict = Verdict(error=run.verdict.error or failure(check))
-    # the case as asked: the server's address is a launch detail, kept in the details
-    asked = replace(job, case=job.case.replaced(endpoint=None, served_model=None, scenario=None))
+    # the server's address is a launch detail, kept in the details
     setup_s = (run.setup_s or 0.0) + (ready_s or 0.0)
-    result = result_from(asked, measured, setup_s=setup_s, verdict=verdict, process=process)
+    result = result_from(job, measured, setup_s=setup_s, verdict=verdict, process=process)
     stopped = f"{launch.engine}'s server stopped ({time.perf_counter() - started:.0f} s)"
     report_progress(job.outputs, stopped)
     return result

@@ -43,6 +43,8 @@ from dlbench.spec.case import (
     OFFICIAL_MIN_TIME_S,
     Settings,
 )
+from dlbench.spec.loads import LoadGenLoad
+from dlbench.spec.loop_kinds import case_load
 from dlbench.spec.record_dict import from_dict, to_dict
 from dlbench.untyped import JSONObject
 from dlbench.worker.files import case_files_dir
@@ -135,7 +137,7 @@ def measure_served(prepared: Prepared, job: Job, settings: Settings) -> Served:
     """Warm up, then run LoadGen's test(s) on the prepared step."""
     import mlperf_loadgen as lg  # imported here: the step loop never loads it
 
-    case = job.case
+    case, load = job.case, case_load(job.case, LoadGenLoad)
     batch = prepared.batch_size or job.batch_size
     scenario = case.effective_scenario(batch)
     with prepared.context():
@@ -145,16 +147,16 @@ def measure_served(prepared: Prepared, job: Job, settings: Settings) -> Served:
         service_s = statistics.median(warmup_s or [first_call_s])
         fastest_s = min(warmup_s or [first_call_s])
         server = QueryServer(
-            lg, _streams(prepared, case.server.streams), prepared.context, scenario, batch
+            lg, _streams(prepared, load.streams), prepared.context, scenario, batch
         )
         try:
             tester = _Tester(lg, server, job, settings, scenario, batch, fastest_s)
-            if case.server.find_peak:
-                capacity = (case.server.streams or 1) / max(service_s, MIN_EXPECTED_S)
+            if load.find_peak:
+                capacity = (load.streams or 1) / max(service_s, MIN_EXPECTED_S)
                 # a try at a lower rate would take LoadGen's minimum queries past MAX_STRETCH
                 floor = settings.min_iters / (MAX_STRETCH * max(settings.min_time_s, 1e-3))
-                bound = float(case.server.latency_bound_ms or 0.0)
-                percentile = case.server.latency_percentile or DEFAULT_LATENCY_PERCENTILE
+                bound = float(load.latency_bound_ms or 0.0)
+                percentile = load.latency_percentile or DEFAULT_LATENCY_PERCENTILE
                 tries, chosen, why = search_peak(
                     tester.run,
                     capacity,
@@ -166,16 +168,14 @@ def measure_served(prepared: Prepared, job: Job, settings: Settings) -> Served:
                     say=functools.partial(report_progress, job.outputs),
                 )
             else:
-                chosen = tester.run(case.server.target_qps)
+                chosen = tester.run(load.target_qps)
                 tries, why = [chosen], None
         finally:
             server.close()
     usage = chosen.reading.usage
     loop_wall_s = usage.wall_end_epoch_s - usage.wall_start_epoch_s
     timing = Timing(first_call_s, warmup_s, chosen.latencies_s, loop_wall_s)
-    details = _details(
-        job, settings, scenario, chosen, tries if case.server.find_peak else None, why
-    )
+    details = _details(job, settings, scenario, chosen, tries if load.find_peak else None, why)
     rate = chosen.outcome.samples_per_s
     if rate is None:  # LoadGen's log had no rate: samples completed over the test's time
         rate = len(chosen.latencies_s) * batch / max(timing.loop_wall_s, 1e-9)
@@ -236,7 +236,7 @@ class _Tester:
         return ServedTest(target_qps, outcome, self.server.latencies_s, reading, folder)
 
     def _test_settings(self, target_qps: float | None) -> TestSettings:
-        lg, case, settings = self.lg, self.job.case, self.settings
+        lg, load, settings = self.lg, case_load(self.job.case, LoadGenLoad), self.settings
         test = lg.TestSettings()
         test.scenario = getattr(lg.TestScenario, TEST_SCENARIOS[self.scenario])
         test.mode = lg.TestMode.PerformanceOnly
@@ -265,11 +265,11 @@ class _Tester:
             most_qps = MAX_GENERATED_QUERIES / (2 * max(duration_s, 1e-3))
             test.offline_expected_qps = min(expected_qps, most_qps)
         else:
-            assert target_qps is not None and case.server.latency_bound_ms is not None
-            bound_s = case.server.latency_bound_ms / 1000.0
+            assert target_qps is not None and load.latency_bound_ms is not None
+            bound_s = load.latency_bound_ms / 1000.0
             test.server_target_qps = target_qps
             test.server_target_latency_ns = round(bound_s * 1e9)
-            percentile = case.server.latency_percentile or DEFAULT_LATENCY_PERCENTILE
+            percentile = load.latency_percentile or DEFAULT_LATENCY_PERCENTILE
             test.server_target_latency_percentile = percentile / 100.0
             test.server_max_async_queries = max(
                 MIN_OUTSTANDING, math.ceil(target_qps * bound_s * OVERLOAD_BOUNDS)
@@ -359,7 +359,7 @@ def _details(
     tries: list[ServedTest] | None,
     why: str | None,
 ) -> JSONObject:
-    case = job.case
+    load = case_load(job.case, LoadGenLoad)
     details: JSONObject = {
         "scenario": scenario,
         "note": OFFICIAL_NOTE if settings.official else NOT_OFFICIAL,
@@ -370,9 +370,9 @@ def _details(
     if scenario == "server":
         details.update(
             target_qps=chosen.target_qps,
-            bound_ms=case.server.latency_bound_ms,
-            percentile=case.server.latency_percentile,
-            streams=case.server.streams,
+            bound_ms=load.latency_bound_ms,
+            percentile=load.latency_percentile,
+            streams=load.streams,
         )
     if tries is not None:
         details["tries"] = [t.brief() for t in tries]

@@ -25,7 +25,8 @@ from dlbench.measure.timer import StopRule, Timing, run_timed
 from dlbench.results.details import Details, OutputCheck, Pipelined
 from dlbench.results.records import STATUS_FAILED, Result, base_result
 from dlbench.spec.case import Case, Settings
-from dlbench.spec.loop_kinds import loop_kind
+from dlbench.spec.loads import ServedStreams
+from dlbench.spec.loop_kinds import load_part, loop_kind
 from dlbench.spec.registry import QUANTIZED_PRECISIONS
 from dlbench.spec.worker_request import CaseOutputs
 from dlbench.worker.check import check_output, verdict_of
@@ -59,8 +60,9 @@ def execute(
     backend = load_backend(case.framework)()  # imports the framework
     import_s = time.perf_counter() - started
     intra = case.threads
-    if case.server.streams and not backend.streams_share_threads:
-        intra = max(1, intra // case.server.streams)  # each server stream runs its own thread team
+    served = load_part(case, ServedStreams)
+    if served is not None and served.streams and not backend.streams_share_threads:
+        intra = max(1, intra // served.streams)  # each server stream runs its own thread team
     threads = backend.configure_threads(intra, case.effective_interop_threads)
     device = backend.resolve_device(case.device)
     require_device_kind(case.framework, case.device, device)

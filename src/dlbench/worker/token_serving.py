@@ -35,6 +35,8 @@ from dlbench.reference.decoder import reference_tokens
 from dlbench.results.details import Generation, LoadGen, TokenCheck
 from dlbench.results.records import Result
 from dlbench.spec.case import OFFICIAL_MIN_TIME_S, Settings
+from dlbench.spec.loads import GenerationServerLoad
+from dlbench.spec.loop_kinds import case_load
 from dlbench.spec.record_dict import from_dict, to_dict
 from dlbench.spec.registry import precision_info
 from dlbench.spec.worker_request import CaseOutputs
@@ -103,7 +105,8 @@ def run_token_serving(
     """Serve the case's prompts under LoadGen; one Result (tokens checked)."""
     import mlperf_loadgen as lg  # imported here: the generation loop never loads it
 
-    streams = int(job.case.server.streams or 1)
+    load = case_load(job.case, GenerationServerLoad)
+    streams = int(load.streams or 1)
     setup_start = time.perf_counter()
     engine = backend.prepare_serving(job, streams)
     record = engine.details.generation
@@ -117,7 +120,7 @@ def run_token_serving(
     try:
         first = server.serve_alone(0)
         # a search starts from the warm-up's rate: never from the first call (compilation)
-        warmups = max(settings.warmup_iters, 1 if job.case.server.find_peak else 0)
+        warmups = max(settings.warmup_iters, 1 if load.find_peak else 0)
         warm = [server.serve_alone((i + 1) % PROMPTS) for i in range(warmups)]
         tester = _Tester(lg, server, job, settings)
         chosen, found = _measure(tester, warm or [first])
@@ -154,17 +157,17 @@ def run_token_serving(
 
 def _measure(tester: _Tester, warm: list[Answered]) -> tuple[TokenTest, Found[TokenTest] | None]:
     """The test at --target-qps, or the search for the peak rate and its chosen test."""
-    case = tester.job.case
-    if not case.server.find_peak:
-        return tester.run(float(case.server.target_qps or 0.0)), None
+    case, load = tester.job.case, tester.load
+    if not load.find_peak:
+        return tester.run(float(load.target_qps or 0.0)), None
     e2e_s = statistics.median(a.times.e2e_s for a in warm)
     # one request alone misses a bound: no rate can keep it; one try shows it
-    alone = _alone_misses(warm, case.serving.ttft_ms, case.serving.tpot_ms)
+    alone = _alone_misses(warm, load.ttft_ms, load.tpot_ms)
     # The peak lies between one request at a time (1/e2e) and every stream as fast as one
     # alone (streams/e2e), which no shared CPU reaches: a continuous-batching step of 32
     # sequences is several times one's. Their geometric mean leaves the fewest tries
     # either way, and a search that starts low spends its tries on rates that drain.
-    start = 0.8 * math.sqrt(case.server.streams or 1) / max(e2e_s, 1e-6)
+    start = 0.8 * math.sqrt(load.streams or 1) / max(e2e_s, 1e-6)
     if alone is not None:
         test = tester.run(start / 4)
         return test, Found([(start / 4, test)], None, test, alone)
@@ -191,6 +194,7 @@ class _Tester:
         self, lg: ModuleType, server: TokenQueryServer, job: Job, settings: Settings
     ) -> None:
         self.lg, self.server, self.job, self.settings = lg, server, job, settings
+        self.load = case_load(job.case, GenerationServerLoad)
         self.count = 0
         self.root = case_files_dir(job.outputs) / "loadgen"
 
@@ -215,13 +219,13 @@ class _Tester:
             raise CaseError(f"LoadGen wrote no {DETAIL_LOG} in {folder}")
         test = TokenTest(target_qps, loadgen_outcome(detail, "server", 1),
                          list(self.server.answered), reading, folder)  # fmt: skip
-        if self.job.case.server.find_peak:
-            percentile = float(self.job.case.serving.slo_percentile or 99.0)
+        if self.load.find_peak:
+            percentile = float(self.load.slo_percentile or 99.0)
             _report_try(self.job.outputs, self.count, test, percentile)
         return test
 
     def _settings(self, target_qps: float) -> TestSettings:
-        lg, case, settings = self.lg, self.job.case, self.settings
+        lg, load, settings = self.lg, self.load, self.settings
         test = lg.TestSettings()
         test.scenario = lg.TestScenario.Server
         test.mode = lg.TestMode.PerformanceOnly
@@ -233,14 +237,14 @@ class _Tester:
         test.schedule_rng_seed = settings.seed
         test.server_target_qps = target_qps
         test.use_token_latencies = True
-        ttft_ms, tpot_ms = float(case.serving.ttft_ms or 0.0), float(case.serving.tpot_ms or 0.0)
+        ttft_ms, tpot_ms = float(load.ttft_ms or 0.0), float(load.tpot_ms or 0.0)
         test.ttft_latency = round(ttft_ms * 1e6)  # ns
         test.tpot_latency = round(tpot_ms * 1e6)
-        test.server_target_latency_percentile = float(case.serving.slo_percentile or 99.0) / 100.0
+        test.server_target_latency_percentile = float(load.slo_percentile or 99.0) / 100.0
         # a whole request within both bounds: LoadGen's overall latency target
         osl = self.job.params["osl"]
         test.server_target_latency_ns = round((ttft_ms + tpot_ms * (osl - 1)) * 1e6)
-        test.server_max_async_queries = OUTSTANDING_PER_STREAM * max(1, case.server.streams or 1)
+        test.server_max_async_queries = OUTSTANDING_PER_STREAM * max(1, load.streams or 1)
         return test
 
 
@@ -259,12 +263,12 @@ def _report_try(outputs: CaseOutputs, count: int, test: TokenTest, percentile: f
 def _loadgen_record(
     job: Job, settings: Settings, batching: str, chosen: TokenTest, found: Found[TokenTest] | None
 ) -> LoadGen:
-    case = job.case
+    load = case_load(job.case, GenerationServerLoad)
     details: JSONObject = {
         "scenario": "server", "note": NOT_OFFICIAL, "min_duration_s": settings.min_time_s,
         **to_dict(chosen.outcome), "log_dir": str(chosen.log_dir), "target_qps": chosen.target_qps,
-        "percentile": case.serving.slo_percentile, "streams": case.server.streams,
-        "ttft_bound_ms": case.serving.ttft_ms, "tpot_bound_ms": case.serving.tpot_ms,
+        "percentile": load.slo_percentile, "streams": load.streams,
+        "ttft_bound_ms": load.ttft_ms, "tpot_bound_ms": load.tpot_ms,
         "batching": batching,
     }  # fmt: skip
     if found is not None:

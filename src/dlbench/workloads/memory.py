@@ -110,7 +110,7 @@ def workload_need(case: Case) -> Need:
     for device in devices:
         params = workload.resolve_params(device, given)
         batch = case.batch_size or workload.default_batch_size(device, params)
-        if workload.generative and seeded_on_device(case.framework, device, case.server.loadgen):
+        if workload.generative and seeded_on_device(case.framework, device, case.driven_by_loadgen):
             # its weights, cache and reference live on the GPU: the host holds prompts
             nbytes = batch * workload.input_bytes_per_sample(params, case.mode)
         else:

@@ -32,6 +32,8 @@ from dlbench.backends.openvino.user_model import ov_signature
 from dlbench.errors import CaseError
 from dlbench.results.details import Details, Placement
 from dlbench.spec.case import Case
+from dlbench.spec.loads import ServedStreams
+from dlbench.spec.loop_kinds import load_part
 from dlbench.spec.registry import QUANTIZED_PRECISIONS
 from dlbench.untyped import JSONObject
 from dlbench.workloads.user_model import model_inputs
@@ -200,7 +202,8 @@ def plugin_config(case: Case, threads: int, offline: bool) -> dict[str, str | in
         "INFERENCE_PRECISION_HINT": _precision_hint(case.precision),
     }
     if server:
-        config["NUM_STREAMS"] = case.server.streams or 1
+        served = load_part(case, ServedStreams)
+        config["NUM_STREAMS"] = (served.streams if served is not None else None) or 1
     return config
 
 

@@ -325,7 +325,7 @@ def seeds_on_device(job: Job) -> bool:
     would be 32 GB written on the host and read back), for the generation loop. A
     LoadGen server is held to the shared reference of its prompts, made apart, so it
     loads the shared checkpoint as every CPU case does."""
-    return seeded_on_device("torch", torch.device(job.device).type, job.case.server.loadgen)
+    return seeded_on_device("torch", torch.device(job.device).type, job.case.driven_by_loadgen)
 
 
 def generation_model(

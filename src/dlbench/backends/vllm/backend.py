@@ -23,6 +23,8 @@ from dlbench.errors import CaseError
 from dlbench.reference.builtin import cache_dir
 from dlbench.reference.decoder import checkpoint_folder
 from dlbench.results.details import Details, Generation
+from dlbench.spec.loads import ServedEngineLoad
+from dlbench.spec.loop_kinds import case_load
 from dlbench.spec.python_env import distribution_in, version_in
 from dlbench.spec.registry import framework_info
 from dlbench.untyped import JSONObject
@@ -71,7 +73,7 @@ class VllmBackend(OpenAIServerBackend):
         return "cuda:0" if requested in ("auto", "cuda") else requested
 
     def server_launch(self, job: Job, port: int, log_dir: Path) -> ServerLaunch:
-        streams = int(job.case.server.streams or 1)
+        streams = int(case_load(job.case, ServedEngineLoad).streams or 1)
         checkpoint = checkpoint_folder(job.workload.name, job.seed)
         argv = server.serve_argv(self.python, checkpoint, job, port, streams)
         env = server.serve_env(job.device, cache_dir() / "vllm")

@@ -30,6 +30,8 @@ from dlbench.results.limits import limit_text
 from dlbench.results.metrics import METRICS, read
 from dlbench.results.records import Result, Run
 from dlbench.spec.case import DEFAULT_SLO_PERCENTILE, Case
+from dlbench.spec.loads import ClientLoad, SloBounds
+from dlbench.spec.loop_kinds import load_part, searches_peak
 
 # The Case fields that set a load: results differing only in these share a chart
 LOAD_FIELDS = ("concurrency", "request_rate", "target_qps", "find_peak")
@@ -69,13 +71,24 @@ def load_points(result: Result) -> list[LoadPoint]:
         return _loadgen_points(result.case, loadgen)
     if endpoint is None:
         return []
-    if result.case.server.find_peak:
+    if searches_peak(result.case):
         return _endpoint_tries(result.case, endpoint)
     return _endpoint_load(result, endpoint)
 
 
 def slo_percentile(case: Case) -> float:
-    return case.serving.slo_percentile or DEFAULT_SLO_PERCENTILE
+    bounds = load_part(case, SloBounds)
+    return (bounds.slo_percentile if bounds is not None else None) or DEFAULT_SLO_PERCENTILE
+
+
+def _ttft_bound(case: Case) -> float | None:
+    bounds = load_part(case, SloBounds)
+    return bounds.ttft_ms if bounds is not None else None
+
+
+def _tpot_bound(case: Case) -> float | None:
+    bounds = load_part(case, SloBounds)
+    return bounds.tpot_ms if bounds is not None else None
 
 
 def nearest_recorded(percentile: float) -> float:
@@ -89,11 +102,11 @@ def _endpoint_load(result: Result, endpoint: EndpointLoad) -> list[LoadPoint]:
     the SLO's. A failed one (saturated, nothing answered) describes no steady load."""
     if not result.ok:
         return []
-    case = result.case
-    if case.serving.request_rate is not None:
+    case, client = result.case, load_part(result.case, ClientLoad)
+    if client is not None and client.request_rate is not None:
         axis, load = RATE, endpoint.requests_per_s
-    else:
-        axis, load = CONCURRENCY, float(case.serving.concurrency or 1)  # synchronous: one user
+    else:  # synchronous: one user
+        axis, load = CONCURRENCY, float((client.concurrency if client else None) or 1)
     if not finite(load):
         return []
     shown = nearest_recorded(slo_percentile(case))
@@ -155,8 +168,8 @@ class Measure:
 
 
 MEASURES = (
-    Measure("TTFT", lambda p: p.ttft_ms, lambda c: c.serving.ttft_ms),
-    Measure("TPOT", lambda p: p.tpot_ms, lambda c: c.serving.tpot_ms),
+    Measure("TTFT", lambda p: p.ttft_ms, _ttft_bound),
+    Measure("TPOT", lambda p: p.tpot_ms, _tpot_bound),
 )
 
 Measured = list[tuple[Result, list[LoadPoint]]]
@@ -210,11 +223,11 @@ def _chart(key: str, measured: Measured, measure: Measure) -> CurveChart | None:
 def _curves(measured: Measured, measure: Measure) -> tuple[Curve, ...]:
     """One line of the results at a load each (a sweep), and one per --find-peak
     result; a line with no value of the measure is left out."""
-    swept = [point for result, points in measured if not result.case.server.find_peak
+    swept = [point for result, points in measured if not searches_peak(result.case)
              for point in points]  # fmt: skip
     curves = [_curve(_swept_label(measured[0][0].case, swept), swept, measure)]
     for result, points in measured:
-        if result.case.server.find_peak:
+        if searches_peak(result.case):
             label = f"{result.case.label(only=LOAD_FIELDS)}: every load tried"
             curves.append(_curve(label, points, measure))
     return tuple(curve for curve in curves if curve.points)
@@ -259,7 +272,7 @@ def peak_of(result: Result) -> Peak | None:
     or an engine dlbench serves (vLLM) searched by the endpoint client's Poisson
     arrivals (details.endpoint, its axis the rate). None for any other result, or one
     that failed for another reason than that no rate held (its tokens diverged)."""
-    if not result.case.server.find_peak or result.case.mode != "infer":
+    if not searches_peak(result.case) or result.case.mode != "infer":
         return None
     loadgen, endpoint = result.details.loadgen, result.details.endpoint
     if loadgen is not None and loadgen.ttft_percentiles_ms is not None:

@@ -19,6 +19,8 @@ from dlbench.results.details import LoadGen
 from dlbench.results.metrics import METRICS, read
 from dlbench.results.records import Result, Run
 from dlbench.spec.case import DEFAULT_LATENCY_PERCENTILE
+from dlbench.spec.loads import LoadGenLoad
+from dlbench.spec.loop_kinds import load_part
 
 # the peak table's companion columns: LoadGen's p99 at the peak, CPU %, memory
 PEAK_COLUMNS = tuple(METRICS[key] for key in ("loadgen_p99", "cpu", "memory"))
@@ -32,21 +34,36 @@ def serving_label(result: Result) -> str:
 def serving_tables(run: Run, baseline: str = "torch") -> list[StudyTable]:
     tables = []
     for name, results in run.inference_by_workload(loadgen=True).items():
-        peaks = [r for r in results if r.case.server.find_peak]
-        for bound in sorted(
-            {r.case.server.latency_bound_ms for r in peaks if r.case.server.latency_bound_ms}
-        ):
-            group = [r for r in peaks if r.case.server.latency_bound_ms == bound]
-            tables.append(_peak_table(name, group, baseline))
+        for bound, group in _searched_by_bound(results):
+            tables.append(_peak_table(name, bound, group, baseline))
         single = [r for r in results if r.case.scenario == "single-stream"]
         if single:
             tables.append(_latency_table(name, single, baseline))
     return [t for t in tables if t.rows]
 
 
-def _peak_table(name: str, results: list[Result], baseline: str) -> StudyTable:
+def _searched_by_bound(results: list[Result]) -> list[tuple[float, list[Result]]]:
+    """The results of LoadGen's --find-peak by the latency bound they held, lowest
+    first (a generation server's bounds are its TTFT and TPOT: report.studies.llm)."""
+    searched = [
+        (result, load.latency_bound_ms)
+        for result in results
+        if (load := load_part(result.case, LoadGenLoad)) is not None
+        and load.find_peak
+        and load.latency_bound_ms
+    ]
+    bounds = sorted({bound for _, bound in searched if bound is not None})
+    return [(b, [result for result, bound in searched if bound == b]) for b in bounds]
+
+
+def _percentile(result: Result) -> float:
+    """The percentile LoadGen held the result's latency bound at."""
+    load = load_part(result.case, LoadGenLoad)
+    return (load.latency_percentile if load else None) or DEFAULT_LATENCY_PERCENTILE
+
+
+def _peak_table(name: str, bound: float, results: list[Result], baseline: str) -> StudyTable:
     metric = METRICS["peak_qps"]
-    case = results[0].case
     base = next((read(metric, r) for r in results if r.case.framework == baseline), None)
     rows = []
     for result in results:
@@ -63,8 +80,8 @@ def _peak_table(name: str, results: list[Result], baseline: str) -> StudyTable:
             )
         )
     title = (
-        f"{name}: peak server QPS with p{case.server.latency_percentile:g} <= "
-        f"{case.server.latency_bound_ms:g} ms (LoadGen, --find-peak)"
+        f"{name}: peak server QPS with p{_percentile(results[0]):g} <= "
+        f"{bound:g} ms (LoadGen, --find-peak)"
     )
     return StudyTable(title, metric, tuple(rows), PEAK_COLUMNS)
 
@@ -109,17 +126,11 @@ def serving_charts(run: Run) -> list[CurveChart]:
     """Per workload and bound: LoadGen's p99 against the rate served, every rate tried."""
     charts = []
     for name, results in run.inference_by_workload(loadgen=True).items():
-        searched = [r for r in results if r.case.server.find_peak]
-        for bound in sorted(
-            {r.case.server.latency_bound_ms for r in searched if r.case.server.latency_bound_ms}
-        ):
-            group = [r for r in searched if r.case.server.latency_bound_ms == bound]
+        for bound, group in _searched_by_bound(results):
             curves = tuple(c for c in (_tries_curve(r) for r in group) if c.points)
             if not curves:
                 continue
-            percentile = (
-                f"{group[0].case.server.latency_percentile or DEFAULT_LATENCY_PERCENTILE:g}"
-            )
+            percentile = f"{_percentile(group[0]):g}"
             charts.append(
                 CurveChart(
                     name=f"serving-{slug(name)}-{bound:g}ms",
@@ -137,7 +148,7 @@ def serving_charts(run: Run) -> list[CurveChart]:
 
 def _tries_curve(result: Result) -> Curve:
     loadgen = _loadgen(result)
-    percentile = f"{result.case.server.latency_percentile or DEFAULT_LATENCY_PERCENTILE:g}"
+    percentile = f"{_percentile(result):g}"
     peak = loadgen.peak_qps
     points = []
     for attempt in loadgen.tries or []:
