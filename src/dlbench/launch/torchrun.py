@@ -26,6 +26,8 @@ from typing import BinaryIO
 from dlbench.launch.worker_entry import NUMPY_AT_ONE_THREAD
 from dlbench.lifeline import die_with_parent
 from dlbench.spec.case import Case
+from dlbench.spec.case_parts import DdpLaunch
+from dlbench.spec.loop_kinds import case_load
 from dlbench.spec.worker_request import WorkerRequest
 
 # Each rank runs this module (worker side), under torchrun.
@@ -37,9 +39,7 @@ REQUEST_FILE = "request.json"
 
 
 def torchrun_command(case: Case, request_file: Path) -> list[str]:
-    ddp = case.ddp_launch
-    if ddp is None:
-        raise TypeError(f"{case.label()} is no DistributedDataParallel case")
+    ddp = case_load(case, DdpLaunch)
     launch = list(ddp.torchrun_args) or ["--standalone"]
     return [
         sys.executable,

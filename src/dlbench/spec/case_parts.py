@@ -1,7 +1,10 @@
 """The parts of a case that only some cases have, each one record: a Case holds it, or
 None. Their fields are written beside the case's own, under the names case files have
 always used (spec.record_dict: FLATTENED), so a case's JSON and its key are what they
-were; planning builds a case from those flat names (Case.of).
+were; planning builds a case from those flat names (Case.of). A time-to-train target
+and a DDP launch are their loop kinds' own records; LoadGen's load (ServerLoad) and a
+served LLM's (LlmServing) are where the four serving kinds' fields are kept, and each
+of those kinds reads its own as one record of spec.loads (spec.loop_kinds.case_load).
 
 Also the field metadata every part of a case uses: whether a field is part of the
 key, and whether a suite entry may set it.

@@ -21,6 +21,8 @@ from dlbench.measure.instruments import Instruments, Reading
 from dlbench.results.details import Epoch, Training, TrainingData
 from dlbench.results.records import Result
 from dlbench.spec.case import Case, Settings
+from dlbench.spec.case_parts import TimeToTrain
+from dlbench.spec.loop_kinds import case_load
 from dlbench.worker.placement import require_placement
 from dlbench.worker.progress import report_progress
 from dlbench.worker.result import BARE, Measurement, ProcessSetup, Verdict, result_from
@@ -36,7 +38,7 @@ GUARD_MIN_STEPS = 50
 def target_accuracy(case: Case) -> float | None:
     """The test accuracy a time-to-train case stops at (--target-accuracy); None: it
     trains every epoch."""
-    return case.time_to_train.target_accuracy if case.time_to_train is not None else None
+    return case_load(case, TimeToTrain).target_accuracy
 
 
 def load_training_data(job: Job) -> MnistData:
@@ -45,8 +47,8 @@ def load_training_data(job: Job) -> MnistData:
     from dlbench.errors import MnistFileError
 
     train, test = job.params["train_samples"], job.params["test_samples"]
-    part = job.case.time_to_train
-    if part is None or part.data_dir is None:
+    part = case_load(job.case, TimeToTrain)
+    if part.data_dir is None:
         return synthetic_mnist(train, test, job.seed)
     try:
         return load_mnist_dir(Path(part.data_dir), train, test)
