@@ -36,7 +36,7 @@ from dlbench.measure.openai_stream import StreamedRequest, stream_request
 from dlbench.measure.stats import percentile
 from dlbench.spec.case import Case
 from dlbench.worker.endpoint_load import Budget, LoadOutcome, drive
-from dlbench.worker.endpoint_run import judged
+from dlbench.worker.endpoint_run import endpoint_target, judged
 from dlbench.workloads.requests import WordText
 
 
@@ -81,8 +81,9 @@ def report(label: str, outcome: LoadOutcome, args: argparse.Namespace, url: str)
                    device="remote", endpoint=url, served_model="known",
                    request_rate=args.rate)  # fmt: skip
     profile = LoadProfile(RATE, rate=args.rate)
-    record, scheduled = judged(case, outcome, profile, WordText())
-    _, sent = judged(case.replaced(latency_clock=SEND), outcome, profile, WordText())
+    by_send = endpoint_target(case.replaced(latency_clock=SEND))
+    record, scheduled = judged(endpoint_target(case), outcome, profile, WordText())
+    _, sent = judged(by_send, outcome, profile, WordText())
     true_ttft = args.ttft_ms
     true_e2e = args.ttft_ms + (args.tokens - 1) * args.token_ms
     gaps = sorted(g for t in sent for g in t.gaps_s())

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
+import re
 from dataclasses import replace
 
 import pytest
 
+from dlbench.spec import record_dict
 from dlbench.spec.case import Case
 from dlbench.spec.case_parts import DdpLaunch, TimeToTrain
 from dlbench.spec.loads import (
@@ -145,6 +147,46 @@ def test_a_cases_load_is_read_as_its_kinds_own_record_and_as_no_other(fields, re
         assert load_part(case, other) is None
         with pytest.raises(TypeError, match=f"a {kind.name} case's load is no {other.__name__}"):
             case_load(case, other)
+
+
+def test_each_loads_field_is_a_case_field_of_the_same_type():
+    """A kind's record repeats the names and types of the parts' fields it is read
+    from (spec.loads): they may not drift apart."""
+    import typing
+
+    stored = {name: f for name, f in record_dict.flat_fields(Case)}
+    part_hints = {
+        name: hint
+        for part in record_dict.flattened_parts(Case).values()
+        for name, hint in typing.get_type_hints(part).items()
+    }
+    for kind in LOOP_KINDS:
+        if kind.load is None:
+            continue
+        for name, hint in typing.get_type_hints(kind.load).items():
+            assert name in stored, (kind.name, name)
+            assert hint == part_hints[name], (kind.name, name, hint, part_hints[name])
+
+
+@pytest.mark.parametrize(
+    ("fields", "refused"),
+    [
+        ({"workload": "gemm", "options": (("ceiling", "burst"),), "scenario": "server"},
+         "--scenario server runs a case under MLPerf LoadGen; gemm on torch runs the ceiling"),
+        ({"workload": "gemm", "options": (("ceiling", "burst"),), "scenario": "multi-stream"},
+         "--scenario multi-stream runs a case under MLPerf LoadGen; gemm on torch runs the"),
+        # an endpoint's workload goes to a server: no framework here runs it
+        ({"workload": "llm-requests", "scenario": "server", "find_peak": True},
+         "'llm-requests' in mode 'infer' is not supported on 'torch'; supported on: endpoint"),
+    ],
+)  # fmt: skip
+def test_loadgens_scenarios_on_a_kind_that_runs_no_loadgen_are_refused(fields, refused):
+    from dlbench.errors import UserError
+    from dlbench.plan.validate import validate_case
+
+    case = Case.of(**{"framework": "torch", "compile": "eager", **fields})
+    with pytest.raises(UserError, match=re.escape(refused)):
+        validate_case(case)
 
 
 def test_a_kind_with_no_load_of_its_own_has_no_record():

@@ -64,18 +64,18 @@ def validate_endpoint_case(case: Case) -> Case:
         raise UserError("--scenario and --loadgen are MLPerf LoadGen's, for models run here; an "
                         "endpoint's load is --concurrency N or --request-rate R")  # fmt: skip
     processes = load.client_processes or 1
-    validate_load(load, "--find-peak with --endpoint", processes)
+    validate_load(load, processes)
     _require_a_share_each(load, processes)
     if load.model_config is not None:
         _require_model_config(load.model_config)
+    require_slos_where_searched(load, "--find-peak with --endpoint")
     return case.replaced(tokenizer_digest=_tokenizer_digest(load.tokenizer))
 
 
-def validate_load(load: ClientLoad, searched: str, processes: int = 1) -> None:
+def validate_load(load: ClientLoad, processes: int = 1) -> None:
     """The load a case of the endpoint client asks for (an endpoint's, or a server
     dlbench starts: plan.served_engine_cases): one profile, valid, with no more users
-    than the client's `processes` can hold open, and the SLO bounds that its search
-    (`searched`: how a refusal names it) and its percentile are of."""
+    than the client's `processes` can hold open."""
     if load.concurrency is not None and load.request_rate is not None:
         raise UserError("--concurrency (a closed loop) and --request-rate (an open loop) are "
                         "two load profiles; give one")  # fmt: skip
@@ -89,6 +89,11 @@ def validate_load(load: ClientLoad, searched: str, processes: int = 1) -> None:
     except ValueError as exc:
         raise UserError(f"--endpoint load: {exc}") from None
     _require_users_held(load.concurrency, processes)
+
+
+def require_slos_where_searched(load: ClientLoad, searched: str) -> None:
+    """The SLO bounds the client's search (`searched`: how a refusal names it) and its
+    percentile are of."""
     if load.find_peak and load.ttft_ms is None and load.tpot_ms is None:
         raise UserError(f"{searched} searches for the load whose SLOs hold: "
                         "give --ttft-ms, --tpot-ms or both")  # fmt: skip

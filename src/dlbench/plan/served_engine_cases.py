@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from dlbench.errors import UserError
 from dlbench.measure.openai_api import COMPLETIONS
-from dlbench.plan.endpoint_cases import validate_load
+from dlbench.plan.endpoint_cases import require_slos_where_searched, validate_load
 from dlbench.plan.token_server_cases import DEFAULT_BATCHED_SEQUENCES
 from dlbench.spec.case import Case
 from dlbench.spec.case_parts import MAX_STREAMS
@@ -41,7 +41,8 @@ def validate_served_engine(case: Case, info: FrameworkInfo) -> Case:
                         f"{COMPLETIONS}")  # fmt: skip
     if not isinstance(load.find_peak, bool):
         raise UserError(f"invalid find_peak {load.find_peak!r}; expected true or false")
-    validate_load(load, searched=f"--find-peak on {case.framework}")
+    validate_load(load)
+    require_slos_where_searched(load, f"--find-peak on {case.framework}")
     streams = DEFAULT_BATCHED_SEQUENCES if load.streams is None else load.streams
     most = info.max_streams or MAX_STREAMS
     if streams > most:  # a given one is an integer from 1 to MAX_STREAMS (its reader)

@@ -26,7 +26,7 @@ from dlbench.spec.case import (
 from dlbench.spec.case_parts import DEFAULT_LATENCY_BOUND_MS, MAX_STREAMS
 from dlbench.spec.cli_options import option_flag
 from dlbench.spec.loads import LoadGenLoad, QueryLoad
-from dlbench.spec.loop_kinds import case_load
+from dlbench.spec.loop_kinds import case_load, load_part, loop_kind
 from dlbench.spec.registry import ENDPOINT_FRAMEWORK, FrameworkInfo
 
 T = TypeVar("T")
@@ -91,6 +91,12 @@ def validate_serving(case: Case, token_server: FrameworkInfo | None = None) -> C
             f"LoadGen and the {case.scenario or 'serving'} scenario measure inference; "
             f"{case.workload} in mode {case.mode} is training"
         )
+    if load_part(case, QueryLoad) is None:  # a kind before LoadGen's in the table runs it
+        kind = loop_kind(case)
+        named = f"--scenario {case.scenario}" if case.scenario in LOADGEN_SCENARIOS else "--loadgen"
+        raise UserError(f"{named} runs a case under MLPerf LoadGen; {case.workload} on "
+                        f"{case.framework} runs the {kind.name} loop "
+                        f"({kind.measures})")  # fmt: skip
     _require_loadgen()
     if case.scenario != "server":
         return case.replaced(loadgen=True)

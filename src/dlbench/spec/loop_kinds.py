@@ -14,9 +14,10 @@ planning code (the import contracts in pyproject.toml); tests/test_loop_kinds.py
 every name to a function of the right shape. A new loop kind is an entry here, its
 runner's module and its checks.
 
-Each kind's load is one typed record (`load`, spec.loads: the fields of the case's
-parts, spec.case_parts, beyond the ones every case has), and a kind that runs a user's
-model file takes its part too (`user_model`). Planning refuses any other part's field
+Each kind's load is one typed record (`load`: the fields of the case's parts beyond
+the ones every case has; the epoch and DDP kinds' are their parts, spec.case_parts, and
+the four serving kinds', which share fields, are spec.loads'), and a kind that runs a
+user's model file takes its part too (`user_model`). Planning refuses any other part's field
 given a value, in one place, naming the kinds that take it (plan.validate); the kind's
 checks then judge the values of its own, and its checks and runner read them as its
 record (`case_load`), never as another kind's.
@@ -24,6 +25,7 @@ record (`case_load`), never as another kind's.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass, fields
 from typing import TypeVar, cast
@@ -68,7 +70,7 @@ def _names(*records: type) -> frozenset[str]:
 
 
 # The user model's fields, by the flat names case files and options give them
-USER_MODEL_FIELDS = _names(UserModel)
+_USER_MODEL_FIELDS = _names(UserModel)
 # How a user gives the endpoint client's load profile, for the refusals that name it
 CLIENT_LOAD_HOW = (
     "--concurrency N or --request-rate R, with --find-peak and the SLOs (--ttft-ms, --tpot-ms)"
@@ -77,8 +79,8 @@ CLIENT_LOAD_HOW = (
 
 @dataclass(frozen=True)
 class LoopKind:
-    """One kind of loop: `runner` and `checks` are "module:function" names; `takes`, the
-    part fields its load is made of; `how`, how a case is made one, for refusals."""
+    """One kind of loop: `runner` and `checks` are "module:function" names; `load`, the
+    record its load is read as; `how`, how a case is made one, for refusals."""
 
     name: str
     measures: str
@@ -105,11 +107,11 @@ class LoopKind:
     # engine dlbench serves) has the case's own fields for its profile
     keeps_scenario: bool = False
 
-    @property
+    @functools.cached_property
     def takes(self) -> frozenset[str]:
         """The fields of the case's parts its cases may give: its load's, its model's."""
         load = _names(self.load) if self.load is not None else frozenset()
-        return load | (USER_MODEL_FIELDS if self.user_model else frozenset())
+        return load | (_USER_MODEL_FIELDS if self.user_model else frozenset())
 
     def load_of(self, case: Case) -> object | None:
         """`case`'s load as this kind's record, read from its parts (None: no record)."""

@@ -406,6 +406,10 @@ FRAMEWORKS: dict[str, FrameworkInfo] = {
             distributions=("torch",),
             install_hint="pip install torch==2.13.0 (before any extra that depends on it)",
             label="PyTorch",
+            # every workload a model runs here: an endpoint's requests go to a server
+            support=MappingProxyType(
+                {name: BOTH_MODES for name in WORKLOADS if name != ENDPOINT_WORKLOAD}
+            ),
             float_precisions=("fp32", "tf32", "amp-fp16", "amp-bf16", "bf16", "fp16"),
             # int8: PT2E with the X86 Inductor quantizer (torchao); int8-dynamic: torchao's
             # dynamic int8 activations and weights

@@ -76,19 +76,14 @@ def load_points(result: Result) -> list[LoadPoint]:
     return _endpoint_load(result, endpoint)
 
 
+def _bounds(case: Case) -> SloBounds | None:
+    """The SLO bounds of a served case of any kind that has them (None: another kind)."""
+    return load_part(case, SloBounds)
+
+
 def slo_percentile(case: Case) -> float:
-    bounds = load_part(case, SloBounds)
+    bounds = _bounds(case)
     return (bounds.slo_percentile if bounds is not None else None) or DEFAULT_SLO_PERCENTILE
-
-
-def _ttft_bound(case: Case) -> float | None:
-    bounds = load_part(case, SloBounds)
-    return bounds.ttft_ms if bounds is not None else None
-
-
-def _tpot_bound(case: Case) -> float | None:
-    bounds = load_part(case, SloBounds)
-    return bounds.tpot_ms if bounds is not None else None
 
 
 def nearest_recorded(percentile: float) -> float:
@@ -168,8 +163,8 @@ class Measure:
 
 
 MEASURES = (
-    Measure("TTFT", lambda p: p.ttft_ms, _ttft_bound),
-    Measure("TPOT", lambda p: p.tpot_ms, _tpot_bound),
+    Measure("TTFT", lambda p: p.ttft_ms, lambda c: b.ttft_ms if (b := _bounds(c)) else None),
+    Measure("TPOT", lambda p: p.tpot_ms, lambda c: b.tpot_ms if (b := _bounds(c)) else None),
 )
 
 Measured = list[tuple[Result, list[LoadPoint]]]

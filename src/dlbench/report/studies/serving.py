@@ -52,7 +52,7 @@ def _searched_by_bound(results: list[Result]) -> list[tuple[float, list[Result]]
         and load.find_peak
         and load.latency_bound_ms
     ]
-    bounds = sorted({bound for _, bound in searched if bound is not None})
+    bounds = sorted({bound for _, bound in searched if bound})
     return [(b, [result for result, bound in searched if bound == b]) for b in bounds]
 
 
