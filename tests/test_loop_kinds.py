@@ -150,8 +150,8 @@ def test_a_cases_load_is_read_as_its_kinds_own_record_and_as_no_other(fields, re
 
 
 def test_each_loads_field_is_a_case_field_of_the_same_type():
-    """A kind's record repeats the names and types of the parts' fields it is read
-    from (spec.loads): they may not drift apart."""
+    """A kind's record is read from the case's parts by its fields' names: each is a
+    field the case stores, of the same type (spec.loads: both are made of its groups)."""
     import typing
 
     stored = {name: f for name, f in record_dict.flat_fields(Case)}

@@ -25,7 +25,7 @@ from dlbench.spec.case import (
 )
 from dlbench.spec.case_parts import DEFAULT_LATENCY_BOUND_MS, MAX_STREAMS
 from dlbench.spec.cli_options import option_flag
-from dlbench.spec.loads import LoadGenLoad, QueryLoad
+from dlbench.spec.loads import LoadGenLoad, PeakSearch, QueryLoad
 from dlbench.spec.loop_kinds import case_load, load_part, loop_kind
 from dlbench.spec.registry import ENDPOINT_FRAMEWORK, FrameworkInfo
 
@@ -122,13 +122,13 @@ def _server_settings(case: Case) -> dict[str, float | int]:
 def _require_rate(case: Case, kept: str) -> None:
     """A server case's arrival rate: --target-qps in range, or --find-peak (the highest
     rate that keeps `kept`), one of the two."""
-    load = case_load(case, QueryLoad)
-    if load.target_qps is None and not load.find_peak:
+    rate, searched = case_load(case, QueryLoad).target_qps, case_load(case, PeakSearch).find_peak
+    if rate is None and not searched:
         raise UserError(
             "scenario server needs --target-qps Q (queries per second) or --find-peak "
             f"(the highest rate that keeps {kept})"
         )
-    if load.target_qps is not None and load.find_peak:
+    if rate is not None and searched:
         raise UserError("--find-peak searches for the rate itself; drop --target-qps")
 
 

@@ -29,8 +29,6 @@ from dlbench.spec.case_parts import (
     RECORDED_AXIS,
     SUITE_AXIS,
     DdpLaunch,
-    LlmServing,
-    ServerLoad,
     TimeToTrain,
     UserModel,
 )
@@ -43,6 +41,7 @@ from dlbench.spec.cli_options import (
     positive_at_most,
     run_label,
 )
+from dlbench.spec.loads import LlmServing, ServerLoad
 from dlbench.spec.registry import FRAMEWORKS, PRECISIONS, WORKLOADS
 from dlbench.untyped import JSONObject, JSONValue
 

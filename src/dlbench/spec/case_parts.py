@@ -2,9 +2,10 @@
 None. Their fields are written beside the case's own, under the names case files have
 always used (spec.record_dict: FLATTENED), so a case's JSON and its key are what they
 were; planning builds a case from those flat names (Case.of). A time-to-train target
-and a DDP launch are their loop kinds' own records; LoadGen's load (ServerLoad) and a
-served LLM's (LlmServing) are where the four serving kinds' fields are kept, and each
-of those kinds reads its own as one record of spec.loads (spec.loop_kinds.case_load).
+and a DDP launch are their loop kinds' own records; the four serving kinds' fields,
+which they share, are kept in two parts made of spec.loads' groups (ServerLoad,
+LlmServing), and each of those kinds reads its own as one record of spec.loads
+(spec.loop_kinds.case_load).
 
 Also the field metadata every part of a case uses: whether a field is part of the
 key, and whether a suite entry may set it.
@@ -14,19 +15,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from dlbench.measure.load_profile import LATENCY_CLOCKS
-from dlbench.measure.openai_api import APIS, COMPLETIONS
 from dlbench.spec import record_dict
 from dlbench.spec.cli_options import (
     NumberReader,
     cli,
-    endpoint_url,
     fraction,
     integer_in,
-    percentile_value,
-    positive_at_most,
-    positive_float,
-    positive_int,
     resolved_path,
     shell_words,
 )
@@ -187,251 +181,5 @@ class DdpLaunch:
             group="ddp",
             help='torchrun options for multi-node runs, e.g. "--nnodes 2 --rdzv-backend c10d '
             '--rdzv-endpoint host:29400" (default: --standalone)',
-        ),
-    )
-
-
-@dataclass(frozen=True)
-class LlmServing:
-    """A served LLM's load: an OpenAI-compatible server (worker.endpoint_run) sent the
-    llm-requests workload at `endpoint` (a launch detail: the same server at another
-    address is the same case; None for a served engine's case, which starts its own)
-    for `served_model`, under a load profile (measure.load_profile), its latencies held
-    to the SLO bounds at slo_percentile (a generation server's are too)."""
-
-    endpoint: str | None = field(
-        default=None,
-        metadata=LAUNCH_DETAIL
-        | cli(
-            "--endpoint",
-            parse=endpoint_url,
-            metavar="URL",
-            group="endpoint",
-            help="benchmark an OpenAI-compatible server at URL (http://host:port) through "
-            "its streaming API, with the llm-requests workload",
-        ),
-    )
-    served_model: str | None = field(
-        default=None,
-        metadata=SUITE_AXIS
-        | cli(
-            "--served-model",
-            metavar="NAME",
-            group="endpoint",
-            help="the model the requests name (default: the one the server lists)",
-        ),
-    )
-    api: str = field(
-        default=COMPLETIONS,
-        metadata=SUITE_AXIS
-        | cli(
-            "--api",
-            vocabulary=APIS,
-            group="endpoint",
-            help="/v1/completions (completions, default) or /v1/chat/completions (chat)",
-        ),
-    )
-    concurrency: int | None = field(
-        default=None,
-        metadata=SUITE_AXIS
-        | cli(
-            "--concurrency",
-            parse=integer_in(1, MAX_USERS),
-            metavar="N",
-            group="endpoint",
-            help="N users, each sending its next request when its last has ended",
-        ),
-    )
-    request_rate: float | None = field(
-        default=None,
-        metadata=SUITE_AXIS
-        | cli(
-            "--request-rate",
-            parse=positive_at_most(MAX_RATE),
-            metavar="R",
-            group="endpoint",
-            help="requests sent at seeded random times, R per second on average (an open "
-            "loop); neither this nor --concurrency: one request at a time",
-        ),
-    )
-    burstiness: float | None = field(
-        default=None,
-        metadata=SUITE_AXIS
-        | cli(
-            "--burstiness",
-            parse=positive_float,
-            metavar="B",
-            group="endpoint",
-            help="--request-rate's gaps: gamma of shape B (1: Poisson, default; below 1 burstier)",
-        ),
-    )
-    ttft_ms: float | None = field(
-        default=None,
-        metadata=SUITE_AXIS
-        | cli(
-            "--ttft-ms",
-            parse=positive_float,
-            metavar="MS",
-            group="endpoint",
-            help="SLO: time to first token at most MS at --slo-percentile",
-        ),
-    )
-    tpot_ms: float | None = field(
-        default=None,
-        metadata=SUITE_AXIS
-        | cli(
-            "--tpot-ms",
-            parse=positive_float,
-            metavar="MS",
-            group="endpoint",
-            help="SLO: time per output token after the first at most MS at --slo-percentile",
-        ),
-    )
-    slo_percentile: float | None = field(
-        default=None,
-        metadata=SUITE_AXIS
-        | cli(
-            "--slo-percentile",
-            parse=percentile_value,
-            metavar="P",
-            group="endpoint",
-            help=f"the percentile the SLO bounds hold at (default {DEFAULT_SLO_PERCENTILE:g}, "
-            "MLPerf's)",
-        ),
-    )
-    # the tokenizer that sizes prompts and counts output tokens where the server
-    # reports no usage (its content digest is the identity)
-    tokenizer: str | None = field(
-        default=None,
-        metadata=LAUNCH_DETAIL
-        | cli(
-            "--tokenizer",
-            parse=resolved_path,
-            metavar="PATH",
-            group="endpoint",
-            help="the served model's tokenizer.json (or its folder): prompts of exactly "
-            "isl tokens, and output counted where the server sends no usage",
-        ),
-    )
-    tokenizer_digest: str | None = None
-    # the served model's config.json, whose shape sizes the roofline's work (results.
-    # roofline_bound); not what is measured, so no part of the key
-    model_config: str | None = field(
-        default=None,
-        metadata=LAUNCH_DETAIL
-        | cli(
-            "--model-config",
-            parse=resolved_path,
-            metavar="FILE",
-            group="endpoint",
-            help="the served model's config.json (or its folder), for the roofline: decode "
-            "bytes and prefill FLOPs (default: the one beside --tokenizer)",
-        ),
-    )
-    # client processes the load is spread over (worker.client_processes): the same
-    # load, so no part of the key
-    client_processes: int | None = field(
-        default=None,
-        metadata=LAUNCH_DETAIL
-        | cli(
-            "--client-processes",
-            parse=positive_int,
-            metavar="N",
-            group="endpoint",
-            help="spread the users or the arrival schedule over N client processes, each "
-            "its own event loop (default 1; where one is client-bound)",
-        ),
-    )
-    # where an open loop's TTFT and end-to-end latency count from (measure.load_profile)
-    latency_clock: str | None = field(
-        default=None,
-        metadata=SUITE_AXIS
-        | cli(
-            "--latency-clock",
-            vocabulary=LATENCY_CLOCKS,
-            group="endpoint",
-            help="--request-rate's TTFT and end-to-end latency from each request's scheduled "
-            "arrival (schedule, default, as LoadGen) or from its send (send)",
-        ),
-    )
-
-
-@dataclass(frozen=True)
-class ServerLoad:
-    """How a server case is loaded. Serving measured by MLPerf LoadGen: `loadgen`
-    drives the case with LoadGen instead of dlbench's step loop (always in the
-    multi-stream and server scenarios). A server case has a Poisson arrival rate
-    (target_qps) or searches for the highest rate that keeps its bound (find_peak);
-    the bound is the latency_percentile-th percentile at most latency_bound_ms;
-    `streams` queries are served at once (plan.server_load_checks fills the defaults in). An
-    endpoint's case searches too (find_peak, for the load its SLOs hold at), and a
-    served engine's serves `streams` sequences at once."""
-
-    loadgen: bool = field(
-        default=False,
-        metadata=SUITE_AXIS
-        | cli(
-            "--loadgen",
-            switch=True,
-            group="serving",
-            help="drive single-stream and offline cases with LoadGen instead of dlbench's "
-            "step loop (multi-stream and server always use it)",
-        ),
-    )
-    target_qps: float | None = field(
-        default=None,
-        metadata=SUITE_AXIS
-        | cli(
-            "--target-qps",
-            parse=positive_at_most(MAX_TARGET_QPS),
-            metavar="Q",
-            group="serving",
-            help="server: the Poisson arrival rate, queries per second",
-        ),
-    )
-    find_peak: bool = field(
-        default=False,
-        metadata=SUITE_AXIS
-        | cli(
-            "--find-peak",
-            switch=True,
-            group="serving",
-            help="server: search for the highest rate whose latency percentile keeps the "
-            "bound; --endpoint: the highest rate (or concurrency) whose SLOs hold",
-        ),
-    )
-    latency_bound_ms: float | None = field(
-        default=None,
-        metadata=SUITE_AXIS
-        | cli(
-            "--latency-bound-ms",
-            parse=positive_at_most(MAX_LATENCY_BOUND_MS),
-            metavar="L",
-            group="serving",
-            help="server: the latency bound in ms "
-            f"(default {DEFAULT_LATENCY_BOUND_MS:g}, MLPerf's)",
-        ),
-    )
-    latency_percentile: float | None = field(
-        default=None,
-        metadata=SUITE_AXIS
-        | cli(
-            "--latency-percentile",
-            parse=loadgen_percentile,
-            metavar="P",
-            group="serving",
-            help="server: the percentile held to the bound "
-            f"({LOADGEN_PERCENTILES_TEXT}; default {DEFAULT_LATENCY_PERCENTILE:g})",
-        ),
-    )
-    streams: int | None = field(
-        default=None,
-        metadata=SUITE_AXIS
-        | cli(
-            "--streams",
-            parse=integer_in(1, MAX_STREAMS),
-            group="serving",
-            help="server: queries served at once, each with threads/streams threads "
-            "(default: one single-threaded stream per CPU thread; 1 on a GPU)",
         ),
     )
