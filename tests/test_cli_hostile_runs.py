@@ -205,8 +205,24 @@ BAD_VALUES = [
     ),
     ("results.0.case.threads", 0, "case.threads: expected an integer from 1 to 1024"),
     ("results.0.case.params", {"size": -1}, "case.params.size: expected an integer > 0, got -1"),
-    ("results.0.case.target_accuracy", 1.5, "target_accuracy: expected a fraction in (0, 1]"),
-    ("results.0.case.nproc", -2, "case.nproc: expected an integer from 1 to 1024"),
+    # a load's field on a case of the kind that has it (a time-to-train case, a DDP one)
+    (
+        "results.0.case",
+        {
+            **valid_run_data()["results"][0]["case"],
+            "workload": "mnist-train",
+            "mode": "train",
+            "target_accuracy": 1.5,
+        },
+        "target_accuracy: expected a fraction in (0, 1]",
+    ),
+    (
+        "results.0.case",
+        {**valid_run_data()["results"][0]["case"], "mode": "train", "nproc": -2, "ddp": True},
+        "case.nproc: expected an integer from 1 to 1024",
+    ),
+    # and on one of another kind, which has no place for it
+    ("results.0.case.nproc", 2, "results[0].case.nproc: given, but no record is held here"),
     ("plan.0.batch_size", -1, "plan[0].batch_size: expected an integer from 1 to"),
     ("settings.repeat", 0, "settings.repeat: expected an integer from 1 to 100"),
     ("settings.min_time_s", -1.0, "settings.min_time_s: expected a number from 0 to 86400"),

@@ -117,7 +117,7 @@ def test_a_ddp_group_s_energy_is_every_rank_s_joules_or_why_there_are_none():
         (("-w", "mlp", "--nproc", "2"), "torch training steps"),
         (("-w", "mlp", "-m", "train", "-f", "null", "--nproc", "2"), "torch training steps"),
         (("-w", "mlp", "-m", "train", "--nproc", "2", "-c", "script"), "not script"),
-        (("-w", "mlp", "-m", "train", "--torchrun", "--nnodes 2"), "go with --nproc"),
+        (("-w", "mlp", "-m", "train", "--torchrun", "--nnodes 2"), "--torchrun goes with --nproc"),
         (("-w", "mlp", "-f", "onnxruntime", "--transfer", "inside"), "implemented for torch"),
         (("-w", "mlp", "-d", "tpu"), "unknown device 'tpu'"),
         (("-w", "mlp", "-m", "train", "--nproc", "2", "--torchrun", "--rdzv-id 'x"), "--torchrun"),

@@ -25,10 +25,10 @@ AXIS_CHANGES = {
     "params": {"params": {"size": 64}},
     "scenario": {"scenario": "single-stream", "batch_size": 1},
     "transfer": {"transfer": "inside"},
-    "nproc": {"nproc": 2},
+    "nproc": {"nproc": 2, "ddp": True},
     "model": {"model": "m.onnx", "model_digest": "ab" * 32},
-    "data": {"data_digest": "cd" * 32},
-    "target_accuracy": {"target_accuracy": 0.98},
+    "data": {"workload": "mnist-train", "mode": "train", "data_digest": "cd" * 32},
+    "target_accuracy": {"workload": "mnist-train", "mode": "train", "target_accuracy": 0.98},
     "inputs": {"model": "m.onnx", "inputs": {"x": "1x3:float32"}},
     "device kind": {"device": "cuda:0"},
     "loadgen": {"loadgen": True},
@@ -55,17 +55,15 @@ def test_every_axis_that_changes_the_measurement_changes_key_and_label():
 
 
 def test_launch_details_and_paths_are_not_identity():
-    base = make_case(model="/here/model.onnx", model_digest="ab" * 32, data_digest="cd" * 32)
+    base = make_case(model="/here/model.onnx", model_digest="ab" * 32)
     moved = make_case(
-        model_digest="ab" * 32,
-        data_digest="cd" * 32,
-        model="/elsewhere/model.onnx",
-        data_dir="/elsewhere/mnist",
-        trust_model=True,
-        torchrun_args=("--nnodes", "2"),
-        device="cpu",
+        model_digest="ab" * 32, model="/elsewhere/model.onnx", trust_model=True, device="cpu"
     )
     assert base.key() == moved.key()
+    mnist = {"workload": "mnist-train", "mode": "train", "data_digest": "cd" * 32}
+    assert make_case(**mnist).key() == make_case(**mnist, data_dir="/elsewhere/mnist").key()
+    ddp = {"mode": "train", "nproc": 2, "ddp": True}
+    assert make_case(**ddp).key() == make_case(**ddp, torchrun_args=("--nnodes", "2")).key()
     assert make_case(device="cuda:0").key() == make_case(device="cuda:1").key()
 
 
@@ -82,10 +80,11 @@ def test_label_names_precision_and_omits_only_what_is_asked():
 
 
 def test_case_round_trips_through_its_dict_form():
-    case = make_case(params={"size": 64}, model="m.onnx", inputs={"x": "1x3"},
-                     torchrun_args=("--standalone",))  # fmt: skip
+    case = make_case(params={"size": 64}, model="m.onnx", inputs={"x": "1x3"})
     assert Case.from_dict(case.to_dict()) == case
-    assert case.to_dict()["torchrun_args"] == ["--standalone"]  # JSON's list form
+    ddp = make_case(mode="train", nproc=2, ddp=True, torchrun_args=("--standalone",))
+    assert Case.from_dict(ddp.to_dict()) == ddp
+    assert ddp.to_dict()["torchrun_args"] == ["--standalone"]  # JSON's list form
 
 
 def test_suite_keys_come_from_the_case_fields():
@@ -105,8 +104,9 @@ def test_suite_keys_come_from_the_case_fields():
     ],
 )
 def test_compare_never_matches_cases_that_measure_different_things(change, what):
-    a = make_run([make_result(samples_ms=[1.0] * 20, latency_ms=None)], id="a")
-    b = make_run([make_result(samples_ms=[1.0] * 20, latency_ms=None, **change)], id="b")
+    base = {"workload": "mnist-train", "mode": "train"}  # a time-to-train case: data, target
+    a = make_run([make_result(samples_ms=[1.0] * 20, latency_ms=None, **base)], id="a")
+    b = make_run([make_result(samples_ms=[1.0] * 20, latency_ms=None, **base, **change)], id="b")
     comparison = compare_runs(a, b)
     assert comparison.cases == [], what
     assert len(comparison.only_a) == len(comparison.only_b) == 1
@@ -187,7 +187,7 @@ def test_a_part_given_both_whole_and_by_its_fields_or_without_its_file_is_refuse
     with pytest.raises(TypeError, match="user_model and its fields"):
         Case.of(**core, user_model=UserModel("a.onnx"), model="b.onnx")
     # a suite entry's `loadgen: null` reaches planning's check as null, not as false
-    assert Case.of(**core, loadgen=None).value_of("loadgen") is None
+    assert Case.of(**core, scenario="multi-stream", loadgen=None).value_of("loadgen") is None
 
 
 @dataclass(frozen=True)
@@ -206,4 +206,4 @@ def test_a_part_whose_field_shares_a_json_key_with_its_parent_is_refused():
     when its keys are first listed (for Case, as spec.case is imported)."""
     with pytest.raises(TypeError, match="two fields write the JSON key 'threads'"):
         record_dict.flat_fields(_Parent)
-    assert record_dict.flattened_parts(Case)["user_model"].__name__ == "UserModel"
+    assert record_dict.flattened_parts(Case)["user_model"][0].__name__ == "UserModel"

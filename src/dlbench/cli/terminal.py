@@ -27,7 +27,8 @@ from dlbench.results.flags import disturbed
 from dlbench.results.records import STATUS_SKIPPED, Result, Run
 from dlbench.results.repeats import processes
 from dlbench.results.roofline_bound import prefill_bound
-from dlbench.spec.case import DEFAULT_SLO_PERCENTILE, Case
+from dlbench.spec.case import Case
+from dlbench.spec.case_parts import DEFAULT_SLO_PERCENTILE
 
 # Output to a file, a pipe or a CI log keeps every column of a table on one line a row
 # (report.table sizes tables for a terminal only); status lines wrap at 180.

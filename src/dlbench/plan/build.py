@@ -32,7 +32,12 @@ from dlbench.plan.sweeps import (
 )
 from dlbench.plan.time_to_train_checks import TIME_TO_TRAIN_ONLY
 from dlbench.plan.user_model_checks import MODEL_OPTIONS, require_model_file
-from dlbench.plan.validate import hold_to_reader, validate_case, validate_settings
+from dlbench.plan.validate import (
+    fields_not_taken,
+    hold_to_reader,
+    validate_case,
+    validate_settings,
+)
 from dlbench.spec.case import (
     COMPILE_MODES,
     MODES,
@@ -44,6 +49,7 @@ from dlbench.spec.case import (
     default_threads,
 )
 from dlbench.spec.cli_options import cli_options, option_flag
+from dlbench.spec.loads import FieldsNotTaken
 from dlbench.spec.registry import ENDPOINT_FRAMEWORK, FRAMEWORKS, framework_info, precision_info
 from dlbench.untyped import JSONObject, JSONValue
 from dlbench.workloads import get_workload
@@ -196,7 +202,7 @@ def build_plan(request: RunRequest) -> Plan:
     else:
         spec, from_a_suite = load_suite(request.suite or DEFAULT_SUITE), True
     settings = _settings(spec, request)
-    cases = _validated(_expand(spec, request), from_a_suite)
+    cases = _validated(_expand(spec, request, from_a_suite), from_a_suite)
     cases = list(dict.fromkeys(cases))  # drop duplicates, keep order
     _check_serving_used(request, settings, cases)
     if request.strict:
@@ -239,7 +245,7 @@ def _with_single_process_baselines(cases: list[Case]) -> list[Case]:
     out: list[Case] = []
     for case in cases:
         if case.is_ddp:
-            out.append(replace(case, ddp_launch=None))
+            out.append(replace(case, load=None))
         out.append(case)
     return out
 
@@ -397,14 +403,19 @@ def _as_list(value: JSONValue, where: str) -> list[JSONValue]:
     return values
 
 
-def _expand(spec: SuiteSpec, request: RunRequest) -> list[tuple[str, Case]]:
-    """Each entry's cases, with where the entry is (for the messages that refuse one)."""
+def _expand(spec: SuiteSpec, request: RunRequest, from_a_suite: bool) -> list[tuple[str, Case]]:
+    """Each entry's cases, with where the entry is (for the messages that refuse one); a
+    load's field given to a case whose kind does not take it is refused here, where the
+    case is made."""
     expanded: list[tuple[str, Case]] = []
     for index, entry in enumerate(spec.entries):
         where = f"suite {spec.name}: cases[{index}]"
-        expanded.extend(
-            (where, case) for case in _expand_entry(entry, spec.settings, request, where)
-        )
+        try:
+            cases = _expand_entry(entry, spec.settings, request, where)
+        except FieldsNotTaken as exc:
+            refusal = str(fields_not_taken(exc))
+            raise UserError(f"{where}: {refusal}" if from_a_suite else refusal) from None
+        expanded.extend((where, case) for case in cases)
     return expanded
 
 

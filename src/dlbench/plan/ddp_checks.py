@@ -1,4 +1,4 @@
-"""A DDP case's part (`ddp_launch`: --nproc, --torchrun): training steps under
+"""A DDP case's load (its DdpLaunch: --nproc, --torchrun): training steps under
 DistributedDataParallel, launched by torchrun, on a framework whose entry lists the
 compile modes it runs them in, one process per GPU or on the CPU."""
 
@@ -6,24 +6,19 @@ from __future__ import annotations
 
 from dlbench.errors import UserError
 from dlbench.spec.case import Case
+from dlbench.spec.case_parts import DdpLaunch
 from dlbench.spec.registry import frameworks_having
 
 
 def validate_ddp_launch(case: Case, epoch_based: bool, ddp_compiles: tuple[str, ...]) -> None:
     """--nproc N: training steps under DistributedDataParallel, launched by torchrun, on a
     framework whose entry lists the compile modes it runs them in (ddp_compiles)."""
-    launch = case.ddp_launch
-    if launch is None:
-        return
+    launch = case.load
+    if not isinstance(launch, DdpLaunch):  # its fields on any other case are refused
+        return  # where it is made (spec.case.Case.of: spec.loads.FieldsNotTaken)
     nproc = launch.nproc
     if not all(isinstance(arg, str) for arg in launch.torchrun_args):
         raise UserError("torchrun arguments must be strings")
-    if nproc > 1 and not launch.ddp:
-        raise UserError(f"nproc {nproc} runs under DistributedDataParallel: set ddp")
-    if not launch.ddp:
-        if launch.torchrun_args:
-            raise UserError("--torchrun options go with --nproc N")
-        return
     if any(arg.replace("_", "-").startswith("--nproc-per-node") for arg in launch.torchrun_args):
         raise UserError(
             "--torchrun must not set --nproc-per-node: --nproc is the processes per node"

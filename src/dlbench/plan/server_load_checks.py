@@ -1,4 +1,4 @@
-"""A LoadGen case's part (`server_load`) and its scenario: inference only, LoadGen
+"""A LoadGen case's load (spec.loads.LoadGenLoad) and its scenario: inference only, LoadGen
 installed, the server scenario's rate given (or searched for), its latency bound,
 percentile and streams in range, with their defaults filled in; the server options
 refused on any other scenario. A generation engine's server takes its checks from
@@ -17,15 +17,14 @@ from dlbench.plan.field_checks import (
     require_known,
 )
 from dlbench.plan.token_server_cases import validate_token_server
-from dlbench.spec.case import (
+from dlbench.spec.case import SCENARIOS, Case
+from dlbench.spec.case_parts import (
+    DEFAULT_LATENCY_BOUND_MS,
     DEFAULT_LATENCY_PERCENTILE,
-    LOADGEN_SCENARIOS,
-    SCENARIOS,
-    Case,
+    MAX_STREAMS,
 )
-from dlbench.spec.case_parts import DEFAULT_LATENCY_BOUND_MS, MAX_STREAMS
 from dlbench.spec.cli_options import option_flag
-from dlbench.spec.loads import LoadGenLoad, PeakSearch, QueryLoad
+from dlbench.spec.loads import LOADGEN_SCENARIOS, LoadGenLoad, PeakSearch, QueryLoad
 from dlbench.spec.loop_kinds import case_load, load_part, loop_kind
 from dlbench.spec.registry import ENDPOINT_FRAMEWORK, FrameworkInfo
 

@@ -10,6 +10,7 @@ from pathlib import Path
 
 from dlbench.errors import UserError
 from dlbench.spec.case import Case
+from dlbench.spec.case_parts import TimeToTrain
 from dlbench.spec.digest import files_digest
 
 # The plan builder's refusal of these options in a request with no such workload
@@ -21,10 +22,8 @@ TIME_TO_TRAIN_ONLY = (
 def validate_time_to_train(case: Case) -> None:
     """The part's own values: the MNIST folder whole (the target's range is its
     option's reader's, which planning holds every case to)."""
-    part = case.time_to_train
-    if part is None:
-        return
-    if part.data_dir is not None:
+    part = case.load
+    if isinstance(part, TimeToTrain) and part.data_dir is not None:
         problem = _mnist_dir_problem(part.data_dir)
         if problem:
             raise UserError(f"--data-dir: {problem}")
@@ -32,12 +31,12 @@ def validate_time_to_train(case: Case) -> None:
 
 def with_data_digest(case: Case) -> Case:
     """The case with its MNIST folder's digest (where it names one)."""
-    train = case.time_to_train
-    if train is None:
+    train = case.load
+    if not isinstance(train, TimeToTrain):
         return case
     folder = train.data_dir
     digest = _mnist_digest(folder) if folder is not None else None
-    return replace(case, time_to_train=replace(train, data_digest=digest))
+    return replace(case, load=replace(train, data_digest=digest))
 
 
 @functools.lru_cache(maxsize=8)

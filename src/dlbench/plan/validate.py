@@ -36,8 +36,10 @@ from dlbench.spec.case import (
     Settings,
 )
 from dlbench.spec.cli_options import CliOption, NumberReader, cli_options
+from dlbench.spec.loads import FieldsNotTaken
 from dlbench.spec.loop_kinds import (
     CEILING_OPTION,
+    KINDS_BY_NAME,
     LOOP_KINDS,
     WINDOWED_WORKLOADS,
     LoopKind,
@@ -165,15 +167,26 @@ def _refuse_fields_not_taken(case: Case, kind: LoopKind) -> None:
         for name, f in PART_FIELDS
         if name not in kind.takes and not holds_default(case.value_of(name), field_default(f))
     ]
-    if not given:
-        return
-    # the first field's kinds, and every other given field that goes with the same
+    if given:
+        raise not_taken(given, kind, case.workload, case.framework)
+
+
+def fields_not_taken(refused: FieldsNotTaken) -> UserError:
+    """The refusal of a load's fields given to a case whose kind has no place for them,
+    as Case.of found them (spec.loads.FieldsNotTaken)."""
+    return not_taken(refused.names, KINDS_BY_NAME[refused.kind], refused.workload,
+                     refused.framework)  # fmt: skip
+
+
+def not_taken(given: list[str], kind: LoopKind, workload: str, framework: str) -> UserError:
+    """Fields given to a case of `kind`, which takes none of them, named with the kinds
+    that do (the first field's kinds, and every other given field that goes with them)."""
     hows = _kinds_taking(given[0])
     named = [_flag(name) for name in given if _kinds_taking(name) == hows]
     where = " or ".join(filter(None, (", ".join(hows[:-1]), hows[-1])))
     load = f"; its load: {kind.load_how}" if kind.load_how else ""
-    raise UserError(
-        f"{options_go(named)} with {where}; {case.workload} on {case.framework} runs the "
+    return UserError(
+        f"{options_go(named)} with {where}; {workload} on {framework} runs the "
         f"{kind.name} loop ({kind.measures}){load}"
     )
 

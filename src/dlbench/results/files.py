@@ -23,6 +23,7 @@ from dlbench.results.records import Result, Run, result_keys, run_from_json
 from dlbench.results.roofline_bound import prefill_bound, work_precision
 from dlbench.results.scaling import scaling_in_run
 from dlbench.spec.case import PAIR_FIELDS, Case
+from dlbench.spec.case_parts import DdpLaunch
 from dlbench.spec.record_dict import finite, flat_fields
 from dlbench.untyped import JSONObject
 
@@ -97,8 +98,8 @@ def csv_row(run: Run, result: Result) -> JSONObject:
     }
     for name, value in result.case.to_dict().items():
         row[name] = ";".join(f"{k}={v}" for k, v in value.items()) if name in PAIR_FIELDS else value
-    launch = result.case.ddp_launch
-    row["torchrun_args"] = " ".join(launch.torchrun_args) if launch is not None else ""
+    launch = result.case.load
+    row["torchrun_args"] = " ".join(launch.torchrun_args) if isinstance(launch, DdpLaunch) else ""
     data = result.to_dict()
     row.update({name: data[name] for name in result_keys() if name not in NOT_SCALAR})
     row["flags"] = ";".join(result.flags)

@@ -83,7 +83,7 @@ from dlbench.measure.stats import NOISE_THRESHOLD, LatencyStats
 from dlbench.measure.timeline import TimelinePoint
 from dlbench.results.details import HEADERS_BUILT, Details
 from dlbench.spec.case import MIN_P99_QUERIES, Case
-from dlbench.spec.loads import ClientLoad
+from dlbench.spec.loads import LoadProfile
 from dlbench.spec.loop_kinds import load_part
 
 # A point is contended when other processes took more than this many CPUs' worth of
@@ -238,7 +238,7 @@ def prefix_cache_warm(details: Details, case: Case) -> bool:
     params = dict(case.params)
     if params.get("prefix_pct", 0) > 0 or params.get("turns", 1) > 1:
         return False  # shared prefixes, or a conversation's history: served by design
-    client = load_part(case, ClientLoad)
+    client = load_part(case, LoadProfile)
     head = CHAT_HEAD_TOKENS if client is not None and client.api == CHAT else 0
     beyond_head = server.prefix_cache_hits - head * load.requests
     return beyond_head > PREFIX_WARM_SHARE * server.prefix_cache_queries

@@ -14,12 +14,9 @@ from dataclasses import MISSING, Field, dataclass, field, fields
 from types import MappingProxyType
 from typing import Any, ClassVar  # noqa: TID251  # field values by name: each field's own type
 
-from dlbench.measure.openai_api import COMPLETIONS
 from dlbench.measure.timer import MAX_ITERS
 from dlbench.spec import record_dict
 from dlbench.spec.case_parts import (
-    DEFAULT_LATENCY_PERCENTILE,
-    DEFAULT_SLO_PERCENTILE,
     MAX_BATCH,
     MAX_MIN_TIME_S,
     MAX_REPEAT,
@@ -29,7 +26,6 @@ from dlbench.spec.case_parts import (
     RECORDED_AXIS,
     SUITE_AXIS,
     DdpLaunch,
-    TimeToTrain,
     UserModel,
 )
 from dlbench.spec.cli_options import (
@@ -41,7 +37,17 @@ from dlbench.spec.cli_options import (
     positive_at_most,
     run_label,
 )
-from dlbench.spec.loads import LlmServing, ServerLoad
+from dlbench.spec.digest import short_digest
+from dlbench.spec.loads import (
+    KIND_LOADS,
+    FieldsNotTaken,
+    Load,
+    QueryLoad,
+    chosen_kind,
+    chosen_load,
+    kind_name,
+    load_label_parts,
+)
 from dlbench.spec.registry import FRAMEWORKS, PRECISIONS, WORKLOADS
 from dlbench.untyped import JSONObject, JSONValue
 
@@ -50,8 +56,6 @@ MODES = ("infer", "train")
 # samples once the previous one is done (multi-stream), queries arriving at
 # random (Poisson) times at a target rate (server), large batches (offline).
 SCENARIOS = ("single-stream", "multi-stream", "server", "offline")
-# Scenarios only MLPerf LoadGen drives: dlbench's step loop has no arrival process.
-LOADGEN_SCENARIOS = ("multi-stream", "server")
 # MLPerf's samples per multi-stream query, where none is given
 MULTI_STREAM_SAMPLES = 8
 # MLPerf's early-stopping minimum for a 99th percentile with no over-latency
@@ -102,13 +106,13 @@ class Case:
     marked by_framework, as --transfer is) needs no check of its own: plan.validate
     checks it against each framework's registry entry (FrameworkInfo.axes).
 
-    The fields only some cases have are held by parts (spec.case_parts: a user's
-    model file and its inputs, `user_model`; a time-to-train case's target and data,
-    `time_to_train`; a DDP launch, `ddp_launch`; a server's load under LoadGen,
-    `server_load`; a served LLM's load and SLOs, `llm_serving`), each a record or
-    None, written flat
-    beside the case's own fields under their own names: `Case.of` and `replaced`
-    take those flat names, as a case file, a suite entry and `dlbench run` give them.
+    A case is these fields every case has, a user's model file where it runs one
+    (`user_model`, spec.case_parts), and its load (`load`): the record of its kind of
+    loop (spec.loads: a time-to-train target, a DDP launch, LoadGen's load, a served
+    LLM's, ...), which kind follows from the case's own fields (`kind`). Their fields
+    are written flat beside the case's own, under their own names: `Case.of` and
+    `replaced` take those flat names, as a case file, a suite entry and `dlbench run`
+    give them.
     """
 
     # its JSON holds every field, as every stored case does (spec.record_dict)
@@ -249,14 +253,15 @@ class Case:
     # a user's model file, its inputs and its trust (--model): None for a built-in
     # workload; its fields are written beside the case's own (spec.case_parts)
     user_model: UserModel | None = field(default=None, metadata=record_dict.FLATTENED)
-    # a time-to-train case's target accuracy and real data (--target-accuracy,
-    # --data-dir): None where it has neither (spec.case_parts)
-    time_to_train: TimeToTrain | None = field(default=None, metadata=record_dict.FLATTENED)
-    # DistributedDataParallel (--nproc, --torchrun): None for a plain process
-    ddp_launch: DdpLaunch | None = field(default=None, metadata=record_dict.FLATTENED)
+    # its load: the record of its kind of loop (spec.loads: a time-to-train target, a
+    # DDP launch, LoadGen's load, a served LLM's, ...), the kind decided by the case's
+    # own fields (spec.loads.kind_name); None for a kind whose load has no fields
+    load: Load | None = field(default=None, metadata=record_dict.flattened_union(chosen_load))
+    # written after the DDP launch's keys, where every stored run has it
     transfer: str = field(
         default="outside",
-        metadata=SUITE_AXIS
+        metadata={record_dict.WRITTEN_AFTER: "torchrun_args"}
+        | SUITE_AXIS
         | cli(
             "--transfer",
             vocabulary=TRANSFERS,
@@ -265,14 +270,27 @@ class Case:
             "or in every timed step (inside)",
         ),
     )
-    # how a server case is loaded: under MLPerf LoadGen (its rate, its latency bound),
-    # with a peak search and the queries served at once; None for every other case
-    # (spec.case_parts)
-    server_load: ServerLoad | None = field(default=None, metadata=record_dict.FLATTENED)
-    # a served LLM's load (--endpoint, a served engine such as vLLM, a generation
-    # server's SLOs): the server, the client's load profile and the SLO bounds; None
-    # for every other case (spec.case_parts)
-    llm_serving: LlmServing | None = field(default=None, metadata=record_dict.FLATTENED)
+
+    def __post_init__(self) -> None:
+        """The load its kind's record: where none is given, that record at its defaults
+        (a `--scenario server` case is a LoadGen case before any of its fields is given);
+        a record of another kind is a TypeError (Case.of refuses such fields first)."""
+        record = KIND_LOADS.get(self.kind)
+        if self.load is None and record is not None:
+            object.__setattr__(self, "load", record())  # frozen: its own construction
+        elif self.load is not None and type(self.load) is not record:
+            raise TypeError(f"a {self.kind} case holds no {type(self.load).__name__}")
+
+    @property
+    def kind(self) -> str:
+        """The name of the kind of loop it runs (spec.loop_kinds has each kind's entry)."""
+        return kind_name(self.workload, self.framework, self.scenario, dict(self.options),
+                         loadgen=self._loadgen_given, ddp=isinstance(self.load, DdpLaunch)
+                         and self.load.ddp)  # fmt: skip
+
+    @property
+    def _loadgen_given(self) -> bool:
+        return isinstance(self.load, QueryLoad) and self.load.loadgen is True
 
     def effective_batch_size(self, default: int) -> int:
         """The batch the worker uses: a single-stream or server query is one sample,
@@ -304,31 +322,32 @@ class Case:
         name it): a part's field where the case has that part, else its default."""
         if name in _OWN_FIELDS:
             return getattr(self, name)
-        for part, named in _PART_FIELDS.items():
-            if name in named:
-                record = getattr(self, part)
-                if record is not None:
-                    return getattr(record, name)
-                default = record_dict.field_default(named[name])
-                return None if default is MISSING else default
-        raise AttributeError(f"a case has no field {name!r}")
+        if name in _USER_MODEL_FIELDS:
+            record: object = self.user_model
+        elif name in _LOAD_FIELDS:
+            record = self.load
+        else:
+            raise AttributeError(f"a case has no field {name!r}")
+        if record is not None and name in _fields_of(type(record)):
+            return getattr(record, name)
+        default = record_dict.field_default(_FLAT[name])
+        return None if default is MISSING else default
 
     @property
     def is_ddp(self) -> bool:
         """Launched by torchrun under DistributedDataParallel (--nproc N, N >= 1)."""
-        return self.ddp_launch is not None and self.ddp_launch.ddp
+        return self.kind == "ddp"
 
     @property
     def ranks(self) -> int:
         """The processes the case trains in: its DDP ranks, 1 for a plain process."""
-        launch = self.ddp_launch
-        return launch.nproc if launch is not None and launch.ddp else 1
+        return self.load.nproc if isinstance(self.load, DdpLaunch) and self.is_ddp else 1
 
     @property
     def driven_by_loadgen(self) -> bool:
         """Given --loadgen (or planning set it: a multi-stream or server scenario): MLPerf
-        LoadGen drives it, whatever its kind of loop reads of the rest of its load."""
-        return self.server_load is not None and self.server_load.loadgen is True
+        LoadGen drives it (a LoadGen case, or a generation server)."""
+        return self._loadgen_given
 
     @property
     def given_model(self) -> UserModel:
@@ -396,10 +415,7 @@ class Case:
             ("threads", f"t={self.threads}"),
             ("interop_threads", "" if interop in (None, self.threads) else f"interop={interop}"),
             ("transfer", "transfer=inside" if self.transfer == "inside" else ""),
-            *_server_label_parts(self.server_load, self.scenario),
-            *_llm_serving_label_parts(self.llm_serving),
-            *_ddp_label_parts(self.ddp_launch),
-            *_time_to_train_label_parts(self.time_to_train),
+            *load_label_parts(self.load, self.scenario),
             *_user_model_label_parts(self.user_model),
             ("options", " ".join(f"{k}={v}" for k, v in self.options)),
         ]
@@ -407,18 +423,20 @@ class Case:
     @classmethod
     def of(cls, **flat: Any) -> Case:  # noqa: ANN401  # each field's own type
         """The case of these fields by their flat names, as a case file, a suite entry and
-        `dlbench run`'s options name them: a part's fields (model, inputs, ...) go into
-        its record (spec.case_parts), made where one of them is given a value."""
+        `dlbench run`'s options name them: a user model's fields (model, inputs, ...) go
+        into its part (spec.case_parts), made where one of them is given a value, and a
+        load's into its kind's record (spec.loads); FieldsNotTaken where a load's field
+        is given a value its kind's record has no place for."""
         return cls(**_nested(flat))
 
     def replaced(self, **flat: Any) -> Case:  # noqa: ANN401  # each field's own type
         """This case with some fields, by their flat names, set (dataclasses.replace
-        across the parts)."""
+        across the parts and the load)."""
         values = {name: getattr(self, name) for name in _OWN_FIELDS}
-        for part, kind in _PARTS.items():
+        for part in ("user_model", "load"):
             record = values.pop(part)
             if record is not None:
-                values.update((f.name, getattr(record, f.name)) for f in fields(kind))
+                values.update((f.name, getattr(record, f.name)) for f in fields(record))
         return Case.of(**{**values, **flat})
 
     def to_dict(self) -> JSONObject:
@@ -434,36 +452,62 @@ class Case:
         return record_dict.from_dict(cls, data, where)
 
 
-# Case's fields that hold a part (spec.case_parts), by name: their records' types (a
-# name a part shares with the case or another part fails here, record_dict's check)
-_PARTS = record_dict.flattened_parts(Case)
 _OWN_FIELDS = tuple(f.name for f in fields(Case))
-_PART_FIELDS = {part: {f.name: f for f in fields(kind)} for part, kind in _PARTS.items()}
+_FLAT = dict(record_dict.flat_fields(Case))
+_USER_MODEL_FIELDS = {f.name: f for f in fields(UserModel)}
+_LOAD_FIELDS = frozenset(_FLAT) - frozenset(_OWN_FIELDS) - frozenset(_USER_MODEL_FIELDS)
+
+
+def _fields_of(record: type) -> frozenset[str]:
+    return _RECORD_FIELDS[record]
+
+
+# the fields of each record a case may hold beside its own
+_RECORD_FIELDS = {
+    record: frozenset(f.name for f in fields(record))
+    for record in (UserModel, *KIND_LOADS.values())
+}
 
 
 def _nested(flat: dict[str, Any]) -> dict[str, Any]:  # Any: each field's own type
-    """Flat field values with each part's gathered into its record (None where none of
-    its fields is given a value other than its default)."""
+    """Flat field values with the user model's gathered into its part (None where none
+    of its fields is given a value other than its default), and the load's into its
+    kind's record (spec.loads.chosen_load)."""
     values = dict(flat)
-    for part, kind in _PARTS.items():
-        own = {f.name: values.pop(f.name) for f in fields(kind) if f.name in values}
-        given = not all(
-            record_dict.holds_default(value, record_dict.field_default(f))
-            for f in fields(kind)
-            if (value := own.get(f.name, MISSING)) is not MISSING
-        )
-        if part in values:
-            if given:
-                raise TypeError(f"{part} and its fields ({', '.join(own)}) given together")
-            continue
+    own = {name: values.pop(name) for name in _USER_MODEL_FIELDS if name in values}
+    given = any(
+        not record_dict.holds_default(value, record_dict.field_default(_USER_MODEL_FIELDS[name]))
+        for name, value in own.items()
+    )
+    if "user_model" in values:
+        if given:
+            raise TypeError(f"user_model and its fields ({', '.join(own)}) given together")
+    else:
         missing = [
-            f.name
-            for f in fields(kind)
-            if given and record_dict.field_default(f) is MISSING and f.name not in own
+            name
+            for name, f in _USER_MODEL_FIELDS.items()
+            if given and record_dict.field_default(f) is MISSING and name not in own
         ]
         if missing:
             raise TypeError(f"{', '.join(own)} given without {', '.join(missing)}")
-        values[part] = kind(**own) if given else None
+        values["user_model"] = UserModel(**own) if given else None
+    load = {name: values.pop(name) for name in _LOAD_FIELDS if name in values}
+    if "load" in values:
+        if load:
+            raise TypeError(f"load and its fields ({', '.join(load)}) given together")
+        return values
+    kind = chosen_kind({**values, **load})
+    record = KIND_LOADS.get(kind)
+    taken = _fields_of(record) if record is not None else frozenset()
+    strays = sorted(
+        (name for name, value in load.items() if name not in taken
+         and not record_dict.holds_default(value, record_dict.field_default(_FLAT[name]))),
+        key=list(_FLAT).index,
+    )  # fmt: skip
+    if strays:
+        workload, framework = str(values.get("workload")), str(values.get("framework"))
+        raise FieldsNotTaken(kind, strays, workload, framework)
+    values["load"] = record(**{k: v for k, v in load.items() if k in taken}) if record else None
     return values
 
 
@@ -473,86 +517,15 @@ NULL_LABEL = "null (harness)"
 PAIR_FIELDS = record_dict.pair_fields(Case)
 
 
-def _server_label_parts(load: ServerLoad | None, scenario: str | None) -> list[tuple[str, str]]:
-    if load is None:
-        return []
-    rate, streams = load.target_qps, load.streams
-    return [
-        ("loadgen", "loadgen" if load.loadgen and scenario not in LOADGEN_SCENARIOS else ""),
-        ("target_qps", f"qps={rate:g}" if rate is not None else ""),
-        ("find_peak", "find-peak" if load.find_peak else ""),
-        ("latency_bound_ms", _bound_label(load)),
-        ("streams", f"streams={streams}" if streams is not None else ""),
-    ]
-
-
-def _bound_label(load: ServerLoad) -> str:
-    if load.latency_bound_ms is None:
-        return ""
-    percentile = load.latency_percentile or DEFAULT_LATENCY_PERCENTILE
-    return f"p{percentile:g}<={load.latency_bound_ms:g}ms"
-
-
-def _llm_serving_label_parts(load: LlmServing | None) -> list[tuple[str, str]]:
-    if load is None:
-        return []
-    rate, burstiness, clock, digest = (
-        load.request_rate, load.burstiness, load.latency_clock, load.tokenizer_digest
-    )  # fmt: skip
-    return [
-        ("served_model", f"model={load.served_model}" if load.served_model else ""),
-        ("api", "chat" if load.api != COMPLETIONS else ""),
-        ("concurrency", f"users={load.concurrency}" if load.concurrency else ""),
-        ("request_rate", f"rate={rate:g}/s" if rate else ""),
-        ("burstiness", f"burstiness={burstiness:g}" if burstiness else ""),
-        ("latency_clock", f"clock={clock}" if clock else ""),
-        ("ttft_ms", _slo_label(load)),
-        ("tokenizer_digest", f"tokenizer={_short(digest)}" if digest else ""),
-    ]
-
-
-def _slo_label(load: LlmServing) -> str:
-    named = (("ttft", load.ttft_ms), ("tpot", load.tpot_ms))
-    bounds = [f"{name}<={value:g}ms" for name, value in named if value is not None]
-    if not bounds:
-        return ""
-    percentile = load.slo_percentile or DEFAULT_SLO_PERCENTILE
-    return f"p{percentile:g} " + ",".join(bounds)
-
-
-def _ddp_label_parts(launch: DdpLaunch | None) -> list[tuple[str, str]]:
-    if launch is None:
-        return []
-    return [
-        ("nproc", f"x{launch.nproc} procs" if launch.nproc > 1 else ""),
-        ("ddp", "ddp" if launch.ddp else ""),
-    ]
-
-
-def _time_to_train_label_parts(part: TimeToTrain | None) -> list[tuple[str, str]]:
-    if part is None:
-        return []
-    target, data = part.target_accuracy, part.data_digest
-    return [
-        ("target_accuracy", f"target={target:g}" if target else ""),
-        ("data_digest", f"data={_short(data)}" if data else ""),
-    ]
-
-
 def _user_model_label_parts(user_model: UserModel | None) -> list[tuple[str, str]]:
     if user_model is None:
         return []
     model, data = user_model.model_digest, user_model.input_data_digest
     return [
-        ("model_digest", f"model={_short(model)}" if model else ""),
+        ("model_digest", f"model={short_digest(model)}" if model else ""),
         ("inputs", " ".join(f"{k}:{v}" for k, v in user_model.inputs)),
-        ("input_data_digest", f"input-data={_short(data)}" if data else ""),
+        ("input_data_digest", f"input-data={short_digest(data)}" if data else ""),
     ]
-
-
-def _short(digest: str) -> str:
-    """A hex digest's first 12 digits; an "unhashed:NAME" marker (older runs) whole."""
-    return digest if ":" in digest else digest[:12]
 
 
 def _in_key(f: Field[object]) -> bool:

@@ -1,11 +1,9 @@
-"""The parts of a case that only some cases have, each one record: a Case holds it, or
-None. Their fields are written beside the case's own, under the names case files have
-always used (spec.record_dict: FLATTENED), so a case's JSON and its key are what they
-were; planning builds a case from those flat names (Case.of). A time-to-train target
-and a DDP launch are their loop kinds' own records; the four serving kinds' fields,
-which they share, are kept in two parts made of spec.loads' groups (ServerLoad,
-LlmServing), and each of those kinds reads its own as one record of spec.loads
-(spec.loop_kinds.case_load).
+"""The parts of a case that only some cases have: a user's model file (a Case holds it,
+or None), and the loads of the time-to-train and DDP kinds of loop (a case of that kind
+holds it as its `load`; the serving kinds' are spec.loads'). Their fields are written
+beside the case's own, under the names case files have always used (spec.record_dict:
+FLATTENED), so a case's JSON and its key are what they were; planning builds a case
+from those flat names (Case.of).
 
 Also the field metadata every part of a case uses: whether a field is part of the
 key, and whether a suite entry may set it.

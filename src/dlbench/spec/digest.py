@@ -29,3 +29,9 @@ def path_digest(path: Path) -> str:
         files = sorted(p for p in path.rglob("*") if p.is_file())
         return files_digest([(str(p.relative_to(path)), p) for p in files])
     return files_digest([(path.name, path)])
+
+
+def short_digest(digest: str) -> str:
+    """A hex digest's first 12 digits, as labels show it; an "unhashed:NAME" marker
+    (older runs) whole."""
+    return digest if ":" in digest else digest[:12]

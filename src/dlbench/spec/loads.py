@@ -1,21 +1,21 @@
-"""Each loop kind's load as one typed record, and the groups of fields they are made of.
+"""A case's load: each loop kind's as one typed record, the groups of fields those
+records are made of, and which kind of loop a case runs.
 
 Several kinds share fields (the SLO bounds, the peak search, the served streams), so
 each field is declared once, with its option and default, in a group here, and a
 kind's record inherits the groups it has: code that reads a group (a report's peak
-search, across kinds) narrows to it, and a kind's checks and runner read the kind's
-own record (spec.loop_kinds: `LoopKind.load`, `case_load`, `load_part`).
-
-A case keeps these fields in two parts (ServerLoad and LlmServing, below, made of the
-same groups), written flat in the order case files, options and stored runs have
-always had them (spec.record_dict: FLATTENED); a kind's record is read from them once
-the case's kind is known. A dataclass lays out the fields of its bases last base first
-(`__mro__` reversed), so the parts list their groups in reverse.
+search, across kinds) narrows to it (spec.loop_kinds: `load_part`), and a kind's checks
+and runner read the kind's own record (`case_load`). A case holds its load in one field
+(spec.case.Case.load), the record of its kind, the kind being decided here from the
+case's own fields and the registry (`kind_name`); its fields are written flat, as case
+files, options and stored runs have always had them (spec.record_dict).
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from types import MappingProxyType
 
 from dlbench.measure.load_profile import LATENCY_CLOCKS
 from dlbench.measure.openai_api import APIS, COMPLETIONS
@@ -31,6 +31,8 @@ from dlbench.spec.case_parts import (
     MAX_TARGET_QPS,
     MAX_USERS,
     SUITE_AXIS,
+    DdpLaunch,
+    TimeToTrain,
     loadgen_percentile,
 )
 from dlbench.spec.cli_options import (
@@ -42,6 +44,13 @@ from dlbench.spec.cli_options import (
     positive_float,
     positive_int,
     resolved_path,
+)
+from dlbench.spec.digest import short_digest
+from dlbench.spec.registry import (
+    ENDPOINT_WORKLOAD,
+    EPOCH_WORKLOADS,
+    FRAMEWORKS,
+    LLM_WORKLOADS,
 )
 
 # --- the groups --------------------------------------------------------------------
@@ -330,24 +339,10 @@ class LatencyClock:
     )
 
 
-# --- the case's parts, in the order stored runs write their fields -------------------
-
-
-@dataclass(frozen=True)
-class ServerLoad(ServedStreams, LatencyBound, PeakSearch, QueryLoad):
-    """The part holding LoadGen's load, and the search and streams other server kinds
-    share: loadgen, target_qps, find_peak, latency_bound_ms, latency_percentile,
-    streams."""
-
-
-@dataclass(frozen=True)
-class LlmServing(LatencyClock, ServedModelFiles, SloBounds, LoadProfile, ServerAddress):
-    """The part holding a served LLM's load: endpoint, served_model, api, concurrency,
-    request_rate, burstiness, ttft_ms, tpot_ms, slo_percentile, tokenizer,
-    tokenizer_digest, model_config, client_processes, latency_clock."""
-
-
 # --- each kind's record ----------------------------------------------------------------
+# A dataclass lays out the fields of its bases last base first (`__mro__` reversed); a
+# case writes the keys of every record below once each, in Load's order, which is the
+# order every stored run has them in (loadgen ... streams, then endpoint ... latency_clock).
 
 
 @dataclass(frozen=True)
@@ -357,22 +352,202 @@ class LoadGenLoad(ServedStreams, LatencyBound, PeakSearch, QueryLoad):
 
 
 @dataclass(frozen=True)
+class ForeignServerLoad(
+    LatencyClock, ServedModelFiles, SloBounds, LoadProfile, ServerAddress, PeakSearch
+):
+    """The endpoint kind's: a server someone runs, under the endpoint client's load."""
+
+
+@dataclass(frozen=True)
 class GenerationServerLoad(SloBounds, ServedStreams, PeakSearch, QueryLoad):
     """The generation-server kind's: a generation engine under LoadGen's server scenario,
     its token latencies held to the SLO bounds."""
 
 
 @dataclass(frozen=True)
-class ClientLoad(LatencyClock, SloBounds, LoadProfile, PeakSearch):
-    """The endpoint client's load: its profile, its SLO bounds and its search."""
-
-
-@dataclass(frozen=True)
-class ServedEngineLoad(ClientLoad, ServedStreams):
+class ServedEngineLoad(LatencyClock, SloBounds, LoadProfile, PeakSearch, ServedStreams):
     """The served-engine kind's: an engine dlbench starts a server of (vLLM), under the
-    client's load, serving `streams` sequences at once."""
+    endpoint client's load, serving `streams` sequences at once."""
 
 
-@dataclass(frozen=True)
-class ForeignServerLoad(ClientLoad, ServedModelFiles, ServerAddress):
-    """The endpoint kind's: a server someone runs, under the client's load."""
+# The endpoint client's load: a server someone runs, or one dlbench starts
+ClientLoad = ForeignServerLoad | ServedEngineLoad
+# What a case's `load` holds: its kind's record (None: a kind whose load has no fields
+# of its own, the step loop's, a generation's, a ceiling's)
+Load = (
+    TimeToTrain
+    | DdpLaunch
+    | LoadGenLoad
+    | ForeignServerLoad
+    | GenerationServerLoad
+    | ServedEngineLoad
+)
+
+
+# --- which kind of loop a case runs ------------------------------------------------------
+
+# Scenarios only MLPerf LoadGen drives: dlbench's step loop has no arrival process.
+LOADGEN_SCENARIOS = ("multi-stream", "server")
+# The option of `dlbench roofline`'s GEMM and copy cases (plan/builtin_suites/ceilings.yaml)
+CEILING_OPTION = "ceiling"
+# Each kind whose load has fields of its own, by its name (spec.loop_kinds), and its record
+KIND_LOADS: Mapping[str, type[Load]] = MappingProxyType(
+    {
+        "ddp": DdpLaunch,
+        "time-to-train": TimeToTrain,
+        "endpoint": ForeignServerLoad,
+        "served-engine": ServedEngineLoad,
+        "generation-server": GenerationServerLoad,
+        "loadgen": LoadGenLoad,
+    }
+)
+
+
+def kind_name(
+    workload: str,
+    framework: str,
+    scenario: str | None,
+    options: Mapping[str, str],
+    *,
+    loadgen: bool,
+    ddp: bool,
+) -> str:
+    """The kind of loop a case of these fields runs (spec.loop_kinds names each): from the
+    case and the registry alone, the first rule that holds. `loadgen` and `ddp`: the
+    flags its load gives (--loadgen, a torchrun launch). A framework the registry lacks
+    (a stored run's) serves nothing."""
+    info = FRAMEWORKS.get(framework)
+    if ddp:
+        return "ddp"
+    if workload in EPOCH_WORKLOADS:
+        return "time-to-train"
+    if workload == ENDPOINT_WORKLOAD:
+        return "endpoint"
+    if info is not None and info.serves_openai:
+        return "served-engine"
+    if workload in LLM_WORKLOADS:
+        # only "server" selects the server: a generation's result holds the scenario its
+        # batch implies (single-stream, offline), and still reads as a generation's
+        return "generation-server" if scenario == "server" or loadgen else "generation"
+    if CEILING_OPTION in options:
+        return "ceiling"
+    if loadgen or scenario in LOADGEN_SCENARIOS:
+        return "loadgen"
+    return "steps"
+
+
+def chosen_kind(values: Mapping[str, object]) -> str:
+    """The kind of loop a case of these flat fields runs (its JSON, or the names Case.of
+    is given), before it is made."""
+    options = values.get("options") or {}
+    scenario = values.get("scenario")
+    return kind_name(
+        str(values.get("workload")),
+        str(values.get("framework")),
+        scenario if isinstance(scenario, str) else None,
+        dict(options) if isinstance(options, Mapping | tuple | list) else {},
+        loadgen=values.get("loadgen") is True,
+        ddp=values.get("ddp") is True,
+    )
+
+
+def chosen_load(values: Mapping[str, object]) -> type[Load] | None:
+    """The record a case of these flat fields holds its load in: its kind's."""
+    return KIND_LOADS.get(chosen_kind(values))
+
+
+# --- its part of a case's label ----------------------------------------------------------
+
+
+def load_label_parts(load: Load | None, scenario: str | None) -> list[tuple[str, str]]:
+    """(axis, text) of each field of a case's load in its label (spec.case.Case.label):
+    every field not at its usual value, in the order labels have always had them."""
+    return [
+        *_server_label_parts(load, scenario),
+        *_llm_serving_label_parts(load),
+        *_ddp_label_parts(load),
+        *_time_to_train_label_parts(load),
+    ]
+
+
+def _server_label_parts(load: Load | None, scenario: str | None) -> list[tuple[str, str]]:
+    parts: list[tuple[str, str]] = []
+    if isinstance(load, QueryLoad):
+        shown = load.loadgen and scenario not in LOADGEN_SCENARIOS
+        rate = load.target_qps
+        parts += [("loadgen", "loadgen" if shown else ""),
+                  ("target_qps", f"qps={rate:g}" if rate is not None else "")]  # fmt: skip
+    if isinstance(load, PeakSearch):
+        parts.append(("find_peak", "find-peak" if load.find_peak else ""))
+    if isinstance(load, LatencyBound):
+        parts.append(("latency_bound_ms", _bound_label(load)))
+    if isinstance(load, ServedStreams):
+        streams = load.streams
+        parts.append(("streams", f"streams={streams}" if streams is not None else ""))
+    return parts
+
+
+def _bound_label(load: LatencyBound) -> str:
+    if load.latency_bound_ms is None:
+        return ""
+    percentile = load.latency_percentile or DEFAULT_LATENCY_PERCENTILE
+    return f"p{percentile:g}<={load.latency_bound_ms:g}ms"
+
+
+def _llm_serving_label_parts(load: Load | None) -> list[tuple[str, str]]:
+    parts: list[tuple[str, str]] = []
+    if isinstance(load, ServerAddress):
+        model = load.served_model
+        parts.append(("served_model", f"model={model}" if model else ""))
+    if isinstance(load, LoadProfile):
+        users, rate, burstiness = load.concurrency, load.request_rate, load.burstiness
+        parts += [("api", "chat" if load.api != COMPLETIONS else ""),
+                  ("concurrency", f"users={users}" if users else ""),
+                  ("request_rate", f"rate={rate:g}/s" if rate else ""),
+                  ("burstiness", f"burstiness={burstiness:g}" if burstiness else "")]  # fmt: skip
+    if isinstance(load, LatencyClock):
+        clock = load.latency_clock
+        parts.append(("latency_clock", f"clock={clock}" if clock else ""))
+    if isinstance(load, SloBounds):
+        parts.append(("ttft_ms", _slo_label(load)))
+    if isinstance(load, ServedModelFiles):
+        digest = load.tokenizer_digest
+        parts.append(("tokenizer_digest", f"tokenizer={short_digest(digest)}" if digest else ""))
+    return parts
+
+
+def _slo_label(load: SloBounds) -> str:
+    named = (("ttft", load.ttft_ms), ("tpot", load.tpot_ms))
+    bounds = [f"{name}<={value:g}ms" for name, value in named if value is not None]
+    if not bounds:
+        return ""
+    percentile = load.slo_percentile or DEFAULT_SLO_PERCENTILE
+    return f"p{percentile:g} " + ",".join(bounds)
+
+
+def _ddp_label_parts(launch: Load | None) -> list[tuple[str, str]]:
+    if not isinstance(launch, DdpLaunch):
+        return []
+    return [
+        ("nproc", f"x{launch.nproc} procs" if launch.nproc > 1 else ""),
+        ("ddp", "ddp" if launch.ddp else ""),
+    ]
+
+
+def _time_to_train_label_parts(part: Load | None) -> list[tuple[str, str]]:
+    if not isinstance(part, TimeToTrain):
+        return []
+    target, data = part.target_accuracy, part.data_digest
+    return [
+        ("target_accuracy", f"target={target:g}" if target else ""),
+        ("data_digest", f"data={short_digest(data)}" if data else ""),
+    ]
+
+
+class FieldsNotTaken(ValueError):
+    """Fields of a load given to a case whose kind does not take them (planning words
+    the refusal: plan.validate)."""
+
+    def __init__(self, kind: str, names: list[str], workload: str, framework: str) -> None:
+        super().__init__(f"{', '.join(names)}: not taken by the {kind} loop")
+        self.kind, self.names, self.workload, self.framework = kind, names, workload, framework

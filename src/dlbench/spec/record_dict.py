@@ -26,7 +26,12 @@ A field marked FLATTENED holds an optional record whose fields are written besid
 its parent's own, under their own names (a case's user model: `model`, `inputs` and
 the rest, keys every case file has had), and read back into it: the record is there
 where one of those keys holds a value other than its field's default. Its fields'
-names are the parent's too: flat_fields lists them in JSON order.
+names are the parent's too: flat_fields lists them in JSON order. A flattened field
+may hold one of several records (`A | B | None`, marked `flattened_union(choose)`): its
+keys are every member's, each once, in the members' order (a field two members share
+is one key), written whatever the member; `choose` says from the parent's JSON which
+member it holds, and a key of another member holding a value is refused. A field
+marked WRITTEN_AFTER is written after the key it names (where files have had it).
 """
 
 from __future__ import annotations
@@ -35,7 +40,7 @@ import dataclasses
 import math
 import types
 import typing
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from enum import Enum
 from functools import cache
 from pathlib import Path, PurePath
@@ -58,6 +63,9 @@ REQUIRED = "required"
 # field(default=None, metadata=FLATTENED)
 FLATTEN = "flattened"
 FLATTENED = {FLATTEN: True}
+CHOOSE = "choose"
+# The metadata of a field written after another key, where the files have it: {WRITTEN_AFTER: key}
+WRITTEN_AFTER = "written_after"
 # The class attribute (a ClassVar, True) of a record whose JSON holds every field,
 # defaults too: the files of cases, results and runs have always had that shape.
 WRITES_EVERY_FIELD = "WRITES_EVERY_FIELD"
@@ -83,11 +91,20 @@ class Absent(Enum):
 ABSENT = Absent.ABSENT
 
 
+def flattened_union(choose: Callable[[Mapping[str, object]], type | None]) -> dict[str, object]:
+    """The metadata of a field holding one of several records, written flat; `choose`:
+    the member a parent's JSON (or its flat values) holds, None for none."""
+    return {FLATTEN: True, CHOOSE: choose}
+
+
 def to_dict(record: DataclassInstance) -> JSONObject:
     """The record as a JSON object: nested records as objects, defaults left out
     (unless the record writes every field)."""
     data: JSONObject = {}
     _write(record, type(record), getattr(type(record), WRITES_EVERY_FIELD, False), data)
+    if _moved(type(record)):
+        order = {name: index for index, (name, _) in enumerate(flat_fields(type(record)))}
+        data = dict(sorted(data.items(), key=lambda item: order.get(item[0], len(order))))
     return data
 
 
@@ -106,11 +123,29 @@ def _write(
         else:
             value = getattr(record, f.name)
         if f.metadata.get(FLATTEN):
-            _write(value, _flattened(hints[f.name]), every, data)  # type: ignore[arg-type]
+            _write_flattened(value, _members(hints[f.name]), every, data)
         elif f.metadata.get(REST):
             data.update(value)  # type: ignore[call-overload]
         elif every or f.metadata.get(REQUIRED) or value != _default(f):
             data[f.name] = plain(value, hints[f.name])
+
+
+def _write_flattened(
+    value: object, members: tuple[type[DataclassInstance], ...], every: bool, data: JSONObject
+) -> None:
+    """A flattened field's keys: its record's fields, and where it may hold one of
+    several, every member's (a field the record has not at its default)."""
+    if len(members) == 1:
+        _write(value, members[0], every, data)  # type: ignore[arg-type]
+        return
+    if value is None and not every:
+        return
+    own = {f.name for f in dataclasses.fields(value)} if value is not None else set()  # type: ignore[arg-type]
+    for name, f, hint in _union_entries(members):
+        default = _default(f)
+        field_value = getattr(value, name) if name in own else default
+        if every or field_value != default:
+            data[name] = plain(None if field_value is dataclasses.MISSING else field_value, hint)
 
 
 def from_dict(record: type[R], data: JSONValue, where: str | None = None) -> R:
@@ -126,7 +161,9 @@ def from_dict(record: type[R], data: JSONValue, where: str | None = None) -> R:
     spare: str | None = None
     missing = []
     for f in dataclasses.fields(record):
-        if f.metadata.get(FLATTEN):
+        if f.metadata.get(FLATTEN) and f.metadata.get(CHOOSE):
+            values[f.name] = _read_chosen(f, _members(hints[f.name]), data, at)
+        elif f.metadata.get(FLATTEN):
             values[f.name] = _read_flattened(_flattened(hints[f.name]), data, at)
         elif f.metadata.get(REST):
             spare = f.name
@@ -159,6 +196,31 @@ def _read_flattened(
     return from_dict(kind, {k: v for k, v in data.items() if k in own}, at)
 
 
+def _read_chosen(
+    f: dataclasses.Field[object],
+    members: tuple[type[DataclassInstance], ...],
+    data: JSONObject,
+    at: str,
+) -> DataclassInstance | None:
+    """The member of a flattened union the parent's JSON holds (its field's `choose`
+    says which: made even where its keys hold defaults, since the member itself says
+    something), read from its keys; a ValueError where another member's key holds a
+    value."""
+    chosen = f.metadata[CHOOSE](data)
+    own = {g.name for g in dataclasses.fields(chosen)} if chosen is not None else set()
+    for name, g, hint in _union_entries(members):
+        if name in own or name not in data:
+            continue
+        where = f"{at}.{name}" if at else name
+        _read(hint, data[name], where)  # a value of the wrong type is refused as such
+        if not holds_default(data[name], plain(_default(g), hint)):
+            held = f"{chosen.__name__} has no such field" if chosen else "no record is held here"
+            raise ValueError(f"{where}: given, but {held}")
+    if chosen is None:
+        return None
+    return from_dict(chosen, {k: v for k, v in data.items() if k in own}, at)
+
+
 def holds_default(value: object, default: object) -> bool:
     """Whether `value` is a field's `default` (MISSING: a field without one, which null
     stands for): equal and of the same kind, so that 0 is not False and null is not
@@ -181,6 +243,32 @@ def _flattened(hint: object) -> type[DataclassInstance]:
 
 
 @cache
+def _members(hint: object) -> tuple[type[DataclassInstance], ...]:
+    """The records a FLATTENED field may hold (`A | None`, or `A | B | ... | None`)."""
+    if typing.get_origin(hint) not in (Union, types.UnionType):
+        return (_flattened(hint),)
+    members = tuple(a for a in typing.get_args(hint) if a is not type(None))
+    if not all(dataclasses.is_dataclass(m) and isinstance(m, type) for m in members):
+        raise TypeError(f"{hint!r}: a flattened field holds records")
+    return typing.cast("tuple[type[DataclassInstance], ...]", members)
+
+
+@cache
+def _union_entries(
+    members: tuple[type[DataclassInstance], ...],
+) -> tuple[tuple[str, dataclasses.Field[object], object], ...]:
+    """Each key of a flattened field's members once, in the members' order; a TypeError
+    where two members give one key different types."""
+    entries: dict[str, tuple[str, dataclasses.Field[object], object]] = {}
+    for member in members:
+        for name, f, hint in _flat_entries(member):
+            if name in entries and entries[name][2] != hint:
+                raise TypeError(f"{name!r}: typed {entries[name][2]!r} and {hint!r}")
+            entries.setdefault(name, (name, f, hint))
+    return tuple(entries.values())
+
+
+@cache
 def flat_fields(
     record: type[DataclassInstance],
 ) -> tuple[tuple[str, dataclasses.Field[object]], ...]:
@@ -188,7 +276,7 @@ def flat_fields(
     fields in its place (made once per record type: a case's key and every case read
     walk it)."""
     _flat_hints(record)  # one field a key
-    return tuple((name, f) for name, f, _ in _flat_entries(record))
+    return tuple((name, f) for name, f, _ in _ordered_entries(record))
 
 
 @cache
@@ -196,18 +284,20 @@ def _flat_hints(record: type[DataclassInstance]) -> dict[str, object]:
     """The annotation of the field behind each JSON key of `record` (a flattened
     record's keys too); a TypeError where two fields would write one key."""
     hints: dict[str, object] = {}
-    for name, _, hint in _flat_entries(record):
+    for name, _, hint in _ordered_entries(record):
         if name in hints:
             raise TypeError(f"{record.__name__}: two fields write the JSON key {name!r}")
         hints[name] = hint
     return hints
 
 
-def flattened_parts(record: type[DataclassInstance]) -> dict[str, type[DataclassInstance]]:
-    """The FLATTENED fields of `record`, by name: the record type each holds."""
+def flattened_parts(
+    record: type[DataclassInstance],
+) -> dict[str, tuple[type[DataclassInstance], ...]]:
+    """The FLATTENED fields of `record`, by name: the record types each may hold."""
     hints = _hints(record)
     return {
-        f.name: _flattened(hints[f.name])
+        f.name: _members(hints[f.name])
         for f in dataclasses.fields(record)
         if f.metadata.get(FLATTEN)
     }
@@ -219,9 +309,28 @@ def _flat_entries(
     hints = _hints(record)
     for f in dataclasses.fields(record):
         if f.metadata.get(FLATTEN):
-            yield from _flat_entries(_flattened(hints[f.name]))
+            yield from _union_entries(_members(hints[f.name]))
         elif not f.metadata.get(REST):
             yield f.name, f, hints[f.name]
+
+
+@cache
+def _ordered_entries(
+    record: type[DataclassInstance],
+) -> tuple[tuple[str, dataclasses.Field[object], object], ...]:
+    """_flat_entries with each field marked WRITTEN_AFTER moved after the key it names."""
+    entries = list(_flat_entries(record))
+    for entry in [e for e in entries if e[1].metadata.get(WRITTEN_AFTER)]:
+        entries.remove(entry)
+        after = [name for name, _, _ in entries].index(entry[1].metadata[WRITTEN_AFTER])
+        entries.insert(after + 1, entry)
+    return tuple(entries)
+
+
+@cache
+def _moved(record: type[DataclassInstance]) -> bool:
+    """Whether a field of `record` is written after another key (WRITTEN_AFTER)."""
+    return any(f.metadata.get(WRITTEN_AFTER) for f in dataclasses.fields(record))
 
 
 def unknown_keys(

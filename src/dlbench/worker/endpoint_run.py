@@ -62,7 +62,8 @@ from dlbench.measure.stats import percentile
 from dlbench.measure.token_latency import TokenTimes, token_latencies
 from dlbench.results.details import Details, EndpointLoad, Generation, LoadStep
 from dlbench.results.records import Result
-from dlbench.spec.case import DEFAULT_SLO_PERCENTILE, Case, Settings
+from dlbench.spec.case import Case, Settings
+from dlbench.spec.case_parts import DEFAULT_SLO_PERCENTILE
 from dlbench.spec.loads import ClientLoad, ForeignServerLoad, SloBounds
 from dlbench.spec.loop_kinds import case_load
 from dlbench.spec.worker_request import CaseOutputs

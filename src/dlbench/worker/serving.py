@@ -37,12 +37,8 @@ from dlbench.measure.peak_search import Search
 from dlbench.measure.timer import Timing, time_once
 from dlbench.results.details import LoadGen
 from dlbench.results.records import Result
-from dlbench.spec.case import (
-    DEFAULT_LATENCY_PERCENTILE,
-    MIN_P99_QUERIES,
-    OFFICIAL_MIN_TIME_S,
-    Settings,
-)
+from dlbench.spec.case import MIN_P99_QUERIES, OFFICIAL_MIN_TIME_S, Settings
+from dlbench.spec.case_parts import DEFAULT_LATENCY_PERCENTILE
 from dlbench.spec.loads import LoadGenLoad
 from dlbench.spec.loop_kinds import case_load
 from dlbench.spec.record_dict import from_dict, to_dict

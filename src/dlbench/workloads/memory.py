@@ -27,7 +27,7 @@ import psutil
 
 from dlbench.errors import UserError
 from dlbench.spec.case import Case
-from dlbench.spec.case_parts import UserModel
+from dlbench.spec.case_parts import TimeToTrain, UserModel
 from dlbench.spec.registry import precision_info, seeded_on_device
 from dlbench.workloads import get_workload
 
@@ -90,7 +90,7 @@ def require_room(need: Need) -> None:
 
 def _reads_data_files(case: Case) -> bool:
     """A time-to-train case reading MNIST's files (--data-dir), not the synthetic set."""
-    return case.time_to_train is not None and case.time_to_train.data_dir is not None
+    return isinstance(case.load, TimeToTrain) and case.load.data_dir is not None
 
 
 def check_case_memory(case: Case) -> None:
@@ -99,9 +99,10 @@ def check_case_memory(case: Case) -> None:
     require_room(user_model_need(user) if user is not None else workload_need(case))
 
 
-def workload_need(case: Case) -> Need:
+def workload_need(case: Case, served: bool = False) -> Need:
     """A built-in workload's weights and batch at the case's parameters. Where the
-    device is `auto` either default applies, so the smaller need is the certain one."""
+    device is `auto` either default applies, so the smaller need is the certain one.
+    `served`: a generation server's (it runs on the shared checkpoint)."""
     workload = get_workload(case.workload)
     devices = {"cpu": ("cpu",), "auto": ("cpu", "cuda")}.get(case.device, ("cuda",))
     given = dict(case.params)
@@ -110,7 +111,8 @@ def workload_need(case: Case) -> Need:
     for device in devices:
         params = workload.resolve_params(device, given)
         batch = case.batch_size or workload.default_batch_size(device, params)
-        if workload.generative and seeded_on_device(case.framework, device, case.driven_by_loadgen):
+        served_here = served or case.driven_by_loadgen
+        if workload.generative and seeded_on_device(case.framework, device, served_here):
             # its weights, cache and reference live on the GPU: the host holds prompts
             nbytes = batch * workload.input_bytes_per_sample(params, case.mode)
         else:
@@ -132,15 +134,14 @@ def generation_server_need(case: Case, streams: int, one_pipeline: bool) -> Need
     """A generation server's `streams`: one model holding a KV cache per sequence where
     the engine batches them (continuous batching), else a model and its cache per
     stream (a generator each, serving one request at a time)."""
-    case = case.replaced(loadgen=True)  # a server runs under LoadGen, on the shared checkpoint
     if one_pipeline:
-        batched = workload_need(replace(case, batch_size=streams))
+        batched = workload_need(replace(case, batch_size=streams), served=True)
         return Need(
             batched.nbytes,
             f"{case.workload} served by one pipeline of {streams} sequences",
             "--streams or --param isl/osl",
         )
-    one = workload_need(replace(case, batch_size=1))
+    one = workload_need(replace(case, batch_size=1), served=True)
     return Need(
         streams * one.nbytes,
         f"{case.workload} served by {streams} streams (a model and its cache each, "

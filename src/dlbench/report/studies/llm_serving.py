@@ -29,8 +29,9 @@ from dlbench.results.details import EndpointLoad, LoadGen
 from dlbench.results.limits import limit_text
 from dlbench.results.metrics import METRICS, read
 from dlbench.results.records import Result, Run
-from dlbench.spec.case import DEFAULT_SLO_PERCENTILE, Case
-from dlbench.spec.loads import ClientLoad, SloBounds
+from dlbench.spec.case import Case
+from dlbench.spec.case_parts import DEFAULT_SLO_PERCENTILE
+from dlbench.spec.loads import LoadProfile, SloBounds
 from dlbench.spec.loop_kinds import load_part, searches_peak
 
 # The Case fields that set a load: results differing only in these share a chart
@@ -97,7 +98,7 @@ def _endpoint_load(result: Result, endpoint: EndpointLoad) -> list[LoadPoint]:
     the SLO's. A failed one (saturated, nothing answered) describes no steady load."""
     if not result.ok:
         return []
-    case, client = result.case, load_part(result.case, ClientLoad)
+    case, client = result.case, load_part(result.case, LoadProfile)
     if client is not None and client.request_rate is not None:
         axis, load = RATE, endpoint.requests_per_s
     else:  # synchronous: one user

@@ -18,7 +18,7 @@ from dlbench.report.studies.study import Row, StudyTable
 from dlbench.results.details import LoadGen
 from dlbench.results.metrics import METRICS, read
 from dlbench.results.records import Result, Run
-from dlbench.spec.case import DEFAULT_LATENCY_PERCENTILE
+from dlbench.spec.case_parts import DEFAULT_LATENCY_PERCENTILE
 from dlbench.spec.loads import LoadGenLoad
 from dlbench.spec.loop_kinds import load_part
 
