@@ -38,7 +38,6 @@ from dlbench.spec.case import (
 from dlbench.spec.cli_options import CliOption, NumberReader, cli_options
 from dlbench.spec.loads import FieldsNotTaken
 from dlbench.spec.loop_kinds import (
-    CEILING_OPTION,
     KINDS_BY_NAME,
     LOOP_KINDS,
     WINDOWED_WORKLOADS,
@@ -47,6 +46,7 @@ from dlbench.spec.loop_kinds import (
 )
 from dlbench.spec.record_dict import field_default, flat_fields, holds_default
 from dlbench.spec.registry import (
+    CEILING_OPTION,
     FRAMEWORKS,
     LLM_WORKLOADS,
     PRECISIONS,

@@ -43,7 +43,6 @@ from dlbench.spec.loads import (
     FieldsNotTaken,
     Load,
     QueryLoad,
-    chosen_kind,
     chosen_load,
     kind_name,
     load_label_parts,
@@ -284,13 +283,10 @@ class Case:
     @property
     def kind(self) -> str:
         """The name of the kind of loop it runs (spec.loop_kinds has each kind's entry)."""
-        return kind_name(self.workload, self.framework, self.scenario, dict(self.options),
-                         loadgen=self._loadgen_given, ddp=isinstance(self.load, DdpLaunch)
-                         and self.load.ddp)  # fmt: skip
-
-    @property
-    def _loadgen_given(self) -> bool:
-        return isinstance(self.load, QueryLoad) and self.load.loadgen is True
+        load = self.load
+        own = {f.name: getattr(load, f.name) for f in fields(load)} if load is not None else {}
+        return kind_name({"workload": self.workload, "framework": self.framework,
+                          "scenario": self.scenario, "options": self.options, **own})  # fmt: skip
 
     def effective_batch_size(self, default: int) -> int:
         """The batch the worker uses: a single-stream or server query is one sample,
@@ -347,7 +343,7 @@ class Case:
     def driven_by_loadgen(self) -> bool:
         """Given --loadgen (or planning set it: a multi-stream or server scenario): MLPerf
         LoadGen drives it (a LoadGen case, or a generation server)."""
-        return self._loadgen_given
+        return isinstance(self.load, QueryLoad) and self.load.loadgen is True
 
     @property
     def given_model(self) -> UserModel:
@@ -496,7 +492,7 @@ def _nested(flat: dict[str, Any]) -> dict[str, Any]:  # Any: each field's own ty
         if load:
             raise TypeError(f"load and its fields ({', '.join(load)}) given together")
         return values
-    kind = chosen_kind({**values, **load})
+    kind = kind_name({**values, **load})
     record = KIND_LOADS.get(kind)
     taken = _fields_of(record) if record is not None else frozenset()
     strays = sorted(

@@ -50,6 +50,7 @@ from dlbench.spec.registry import (
     ENDPOINT_WORKLOAD,
     EPOCH_WORKLOADS,
     FRAMEWORKS,
+    KIND_OPTIONS,
     LLM_WORKLOADS,
 )
 
@@ -388,8 +389,6 @@ Load = (
 
 # Scenarios only MLPerf LoadGen drives: dlbench's step loop has no arrival process.
 LOADGEN_SCENARIOS = ("multi-stream", "server")
-# The option of `dlbench roofline`'s GEMM and copy cases (plan/builtin_suites/ceilings.yaml)
-CEILING_OPTION = "ceiling"
 # Each kind whose load has fields of its own, by its name (spec.loop_kinds), and its record
 KIND_LOADS: Mapping[str, type[Load]] = MappingProxyType(
     {
@@ -403,21 +402,17 @@ KIND_LOADS: Mapping[str, type[Load]] = MappingProxyType(
 )
 
 
-def kind_name(
-    workload: str,
-    framework: str,
-    scenario: str | None,
-    options: Mapping[str, str],
-    *,
-    loadgen: bool,
-    ddp: bool,
-) -> str:
-    """The kind of loop a case of these fields runs (spec.loop_kinds names each): from the
-    case and the registry alone, the first rule that holds. `loadgen` and `ddp`: the
-    flags its load gives (--loadgen, a torchrun launch). A framework the registry lacks
-    (a stored run's) serves nothing."""
-    info = FRAMEWORKS.get(framework)
-    if ddp:
+def kind_name(values: Mapping[str, object]) -> str:
+    """The kind of loop a case runs (spec.loop_kinds names each), from its flat fields
+    alone (its JSON, the names Case.of is given, or a case's own: Case.kind) and the
+    registry: the first rule that holds. A framework the registry lacks (a stored run's)
+    serves nothing; a flag its load gives (--loadgen, a torchrun launch) counts where it
+    is true."""
+    workload, scenario = values.get("workload"), values.get("scenario")
+    info = FRAMEWORKS.get(str(values.get("framework")))
+    options = values.get("options") or ()
+    loadgen = values.get("loadgen") is True
+    if values.get("ddp") is True:
         return "ddp"
     if workload in EPOCH_WORKLOADS:
         return "time-to-train"
@@ -429,31 +424,18 @@ def kind_name(
         # only "server" selects the server: a generation's result holds the scenario its
         # batch implies (single-stream, offline), and still reads as a generation's
         return "generation-server" if scenario == "server" or loadgen else "generation"
-    if CEILING_OPTION in options:
-        return "ceiling"
+    given = dict(options) if isinstance(options, Mapping | tuple | list) else {}
+    for option, kind in KIND_OPTIONS.items():
+        if option in given:
+            return kind
     if loadgen or scenario in LOADGEN_SCENARIOS:
         return "loadgen"
     return "steps"
 
 
-def chosen_kind(values: Mapping[str, object]) -> str:
-    """The kind of loop a case of these flat fields runs (its JSON, or the names Case.of
-    is given), before it is made."""
-    options = values.get("options") or {}
-    scenario = values.get("scenario")
-    return kind_name(
-        str(values.get("workload")),
-        str(values.get("framework")),
-        scenario if isinstance(scenario, str) else None,
-        dict(options) if isinstance(options, Mapping | tuple | list) else {},
-        loadgen=values.get("loadgen") is True,
-        ddp=values.get("ddp") is True,
-    )
-
-
 def chosen_load(values: Mapping[str, object]) -> type[Load] | None:
     """The record a case of these flat fields holds its load in: its kind's."""
-    return KIND_LOADS.get(chosen_kind(values))
+    return KIND_LOADS.get(kind_name(values))
 
 
 # --- its part of a case's label ----------------------------------------------------------

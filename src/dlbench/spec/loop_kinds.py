@@ -31,8 +31,13 @@ from typing import TypeVar, cast
 
 from dlbench.spec.case import Case
 from dlbench.spec.case_parts import UserModel
-from dlbench.spec.loads import CEILING_OPTION, KIND_LOADS, Load, PeakSearch
-from dlbench.spec.registry import FrameworkInfo, frameworks_having, imported_target
+from dlbench.spec.loads import KIND_LOADS, Load, PeakSearch
+from dlbench.spec.registry import (
+    KIND_OPTIONS,
+    FrameworkInfo,
+    frameworks_having,
+    imported_target,
+)
 
 # Where a kind's runner runs (launch.runner starts it): one spawned worker process, or
 # each of the ranks torchrun starts (worker.ddp_rank)
@@ -74,9 +79,6 @@ class LoopKind:
     launcher: str = SPAWNED
     # whether it runs a user's model file (--model): its part's fields are taken too
     user_model: bool = False
-    # the framework option (--option KEY=VALUE) that selects the kind, where one does:
-    # planning refuses it on a case another kind runs
-    option: str | None = None
     # what the kind's load is made of, where a refusal of another kind's field should
     # say it (the options a user reaches for first are LoadGen's)
     load_how: str | None = None
@@ -84,6 +86,12 @@ class LoopKind:
     # implies: time-to-train serves no queries, and a server's load (an endpoint's, an
     # engine dlbench serves) has the case's own fields for its profile
     keeps_scenario: bool = False
+
+    @property
+    def option(self) -> str | None:
+        """The framework option (--option KEY=VALUE) that selects the kind, where one does
+        (spec.registry.KIND_OPTIONS): planning refuses it on a case another kind runs."""
+        return next((key for key, kind in KIND_OPTIONS.items() if kind == self.name), None)
 
     @property
     def load(self) -> type[Load] | None:
@@ -168,7 +176,6 @@ LOOP_KINDS = (
         "dlbench.worker.ceiling_windows:run_ceiling",
         "dlbench.plan.validate:checked_ceiling",
         "dlbench roofline",
-        option=CEILING_OPTION,
     ),
     LoopKind(
         "loadgen",

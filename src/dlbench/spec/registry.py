@@ -329,6 +329,10 @@ ENDPOINT_WORKLOAD, ENDPOINT_FRAMEWORK = "llm-requests", "endpoint"
 LLM_WORKLOADS = ("llm-tiny", "llm-135m", "llama-3.1-8b")
 # Time-to-train: epochs over a data set, with evaluation, not one step timed again
 EPOCH_WORKLOADS = ("mnist-train",)
+# The framework options (--option KEY=VALUE) that select a kind of loop, and its name:
+# `dlbench roofline`'s kernels timed in windows (plan/builtin_suites/ceilings.yaml)
+CEILING_OPTION = "ceiling"
+KIND_OPTIONS = MappingProxyType({CEILING_OPTION: "ceiling"})
 
 INFER_ONLY = ("infer",)
 BOTH_MODES = ("infer", "train")

@@ -27,8 +27,8 @@ from dlbench.measure.instruments import Instruments, Reading
 from dlbench.measure.power_regime import RegimePlan, RegimeRun, WindowKernel, run_regimes
 from dlbench.results.records import Result
 from dlbench.spec.case import Settings
-from dlbench.spec.loop_kinds import CEILING_OPTION, WINDOWED_WORKLOADS
-from dlbench.spec.registry import precision_info
+from dlbench.spec.loop_kinds import WINDOWED_WORKLOADS
+from dlbench.spec.registry import CEILING_OPTION, precision_info
 from dlbench.worker.check import check_output, verdict_of
 from dlbench.worker.placement import require_placement
 from dlbench.worker.result import BARE, Measurement, ProcessSetup, result_from
