@@ -42,15 +42,12 @@ def test_every_kind_names_a_runner_and_checks_of_the_shapes_their_callers_use(ki
 
 
 def planned(**fields: object) -> Case:
-    """A case made and checked as planning does: a load's field its kind has no place
-    for is refused where the case is made (plan.build), the rest by validate_case."""
-    from dlbench.plan.validate import fields_not_taken, validate_case
+    """A case made and checked as planning does (plan.build): a load's field its kind
+    has no place for is kept apart where the case is made, and refused by validate_case
+    where it refuses any other kind's field."""
+    from dlbench.plan.validate import made_case, validate_case
 
-    try:
-        case = Case.of(**fields)
-    except FieldsNotTaken as exc:
-        raise fields_not_taken(exc) from None
-    return validate_case(case)
+    return validate_case(*made_case(fields))
 
 
 def kind_of(workload: str, framework: str, **fields: object) -> str:
@@ -236,16 +233,16 @@ def test_an_option_that_selects_a_kind_is_refused_where_it_would_measure_nothing
 @pytest.mark.parametrize(
     ("fields", "refused"),
     [
-        # a DDP launch has no place for another kind's load: the refusal says what it runs
-        ({"workload": "llm-tiny", "concurrency": 2},
-         "--concurrency goes with .*; llm-tiny on torch runs the ddp loop"),
+        # a DDP launch says what it runs before any field of another kind's load is judged
+        ({"workload": "llm-tiny", "concurrency": 2}, "--nproc 2 runs torch training steps"),
         ({"workload": "mnist-train", "mode": "train", "target_accuracy": 0.9},
-         "--target-accuracy goes with .*; mnist-train on torch runs the ddp loop"),
-        # without one, its own check says what it runs
-        ({"workload": "llm-tiny"}, "--nproc 2 runs torch training steps"),
+         "--nproc 2 runs torch training steps"),
+        # on a workload it trains, the field's refusal names the ddp loop
+        ({"workload": "mlp", "mode": "train", "concurrency": 2},
+         "--concurrency goes with .*; mlp on torch runs the ddp loop"),
     ],
 )  # fmt: skip
-def test_a_ddp_case_says_what_it_runs(fields, refused):
+def test_a_ddp_cases_own_check_speaks_before_another_kinds_fields(fields, refused):
     from dlbench.errors import UserError
 
     with pytest.raises(UserError, match=refused):

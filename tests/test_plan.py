@@ -372,6 +372,17 @@ def test_a_suite_s_text_or_setting_is_held_to_its_option_s_reader(tmp_path, suit
             "latency_percentile 42 (--latency-percentile): expected one of the percentiles "
             "LoadGen reports: 50, 90, 95, 97, 99, 99.9",
         ),
+        # a load's field its kind has no place for: its range first, then its kind
+        (
+            "{workload: mnist-train, framework: torch, mode: train, ttft_ms: -3}",
+            "ttft_ms -3 (--ttft-ms): expected a number > 0",
+        ),
+        (
+            "{workload: mnist-train, framework: torch, mode: train, concurrency: 2}",
+            "--concurrency goes with --endpoint URL (an OpenAI-compatible server) or an "
+            "engine dlbench serves (vllm); mnist-train on torch runs the time-to-train loop "
+            "(epochs of training, each timed, until the target accuracy or the last epoch)",
+        ),
     ],
 )
 def test_a_suite_s_number_is_held_to_its_option_s_reader(tmp_path, entry, message):

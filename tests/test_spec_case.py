@@ -207,3 +207,65 @@ def test_a_part_whose_field_shares_a_json_key_with_its_parent_is_refused():
     with pytest.raises(TypeError, match="two fields write the JSON key 'threads'"):
         record_dict.flat_fields(_Parent)
     assert record_dict.flattened_parts(Case)["user_model"][0].__name__ == "UserModel"
+
+
+@dataclass(frozen=True)
+class _Rate:
+    rate: float | None = None
+    shared: int = 1
+
+
+@dataclass(frozen=True)
+class _Users:
+    users: int = 1
+    shared: int = 1
+
+
+def _chosen(values):
+    return {"rate": _Rate, "users": _Users}.get(values.get("kind"))
+
+
+@dataclass(frozen=True)
+class _Loaded:
+    kind: str = ""
+    load: _Rate | _Users | None = field(default=None, metadata=record_dict.flattened_union(_chosen))
+
+
+def test_a_union_is_written_flat_each_key_once_and_read_back_as_the_member_its_parent_names():
+    assert [name for name, _ in record_dict.flat_fields(_Loaded)] == [
+        "kind",
+        "rate",
+        "shared",
+        "users",
+    ]
+    rated = _Loaded("rate", _Rate(rate=2.5, shared=3))
+    assert record_dict.to_dict(rated) == {"kind": "rate", "rate": 2.5, "shared": 3}
+    assert record_dict.from_dict(_Loaded, record_dict.to_dict(rated)) == rated
+    # the member is made even where its keys hold defaults: it says which kind it is
+    assert record_dict.from_dict(_Loaded, {"kind": "users"}) == _Loaded("users", _Users())
+    assert record_dict.from_dict(_Loaded, {"kind": ""}) == _Loaded("", None)
+    with pytest.raises(ValueError, match=r"x\.users: given, but _Rate has no such field"):
+        record_dict.from_dict(_Loaded, {"kind": "rate", "users": 4}, "x")
+    with pytest.raises(ValueError, match=r"x\.users: expected int, not str"):  # its type first
+        record_dict.from_dict(_Loaded, {"kind": "rate", "users": "4"}, "x")
+    with pytest.raises(ValueError, match=r"rate: given, but no record is held here"):
+        record_dict.from_dict(_Loaded, {"kind": "", "rate": 1.0})
+
+
+@dataclass(frozen=True)
+class _OtherDefault:
+    shared: int = 2
+
+
+@dataclass(frozen=True)
+class _Clashing:
+    load: _Rate | _OtherDefault | None = field(
+        default=None, metadata=record_dict.flattened_union(lambda values: None)
+    )
+
+
+def test_a_key_two_members_give_other_defaults_is_refused():
+    """It is written, and read back, with the first member's default: a member with
+    another would come back changed."""
+    with pytest.raises(TypeError, match="'shared': two members give it another type or default"):
+        record_dict.flat_fields(_Clashing)

@@ -45,10 +45,13 @@ PARAMS = {"isl": 32, "osl": 8}
 PORT_TAKEN, MEASURED = "port-taken", "measured"
 
 
+def vllm_fields(**fields: Any) -> dict[str, Any]:
+    return {"workload": "llm-135m", "framework": "vllm", "compile": "eager", "device": "cpu",
+            "threads": 2, "params": tuple(sorted(PARAMS.items())), **fields}  # fmt: skip
+
+
 def vllm_case(**fields: Any) -> Case:
-    base = Case(workload="llm-135m", framework="vllm", compile="eager", device="cpu",
-                threads=2, params=tuple(sorted(PARAMS.items())))  # fmt: skip
-    return base.replaced(**fields)
+    return Case.of(**vllm_fields(**fields))
 
 
 # --- the rules, without vLLM --------------------------------------------------------
@@ -81,15 +84,10 @@ def test_the_plan_takes_the_endpoints_load_and_the_engines_batch():
     ],
 )
 def test_the_plan_refuses_what_a_server_dlbench_starts_does_not_take(fields, named):
-    from dlbench.plan.validate import fields_not_taken, validate_case
-    from dlbench.spec.loads import FieldsNotTaken
+    from dlbench.plan.validate import made_case, validate_case
 
     with pytest.raises(UserError, match=named) as refused:
-        try:
-            case = vllm_case(**fields)
-        except FieldsNotTaken as exc:  # refused where planning makes the case
-            raise fields_not_taken(exc) from None
-        validate_case(case)
+        validate_case(*made_case(vllm_fields(**fields)))
     assert "\n" not in str(refused.value)
 
 

@@ -32,12 +32,7 @@ from dlbench.plan.sweeps import (
 )
 from dlbench.plan.time_to_train_checks import TIME_TO_TRAIN_ONLY
 from dlbench.plan.user_model_checks import MODEL_OPTIONS, require_model_file
-from dlbench.plan.validate import (
-    fields_not_taken,
-    hold_to_reader,
-    validate_case,
-    validate_settings,
-)
+from dlbench.plan.validate import hold_to_reader, made_case, validate_case, validate_settings
 from dlbench.spec.case import (
     COMPILE_MODES,
     MODES,
@@ -49,7 +44,6 @@ from dlbench.spec.case import (
     default_threads,
 )
 from dlbench.spec.cli_options import cli_options, option_flag
-from dlbench.spec.loads import FieldsNotTaken
 from dlbench.spec.registry import ENDPOINT_FRAMEWORK, FRAMEWORKS, framework_info, precision_info
 from dlbench.untyped import JSONObject, JSONValue
 from dlbench.workloads import get_workload
@@ -202,7 +196,7 @@ def build_plan(request: RunRequest) -> Plan:
     else:
         spec, from_a_suite = load_suite(request.suite or DEFAULT_SUITE), True
     settings = _settings(spec, request)
-    cases = _validated(_expand(spec, request, from_a_suite), from_a_suite)
+    cases = _validated(_expand(spec, request), from_a_suite)
     cases = list(dict.fromkeys(cases))  # drop duplicates, keep order
     _check_serving_used(request, settings, cases)
     if request.strict:
@@ -222,14 +216,19 @@ def build_plan(request: RunRequest) -> Plan:
     return Plan(spec.name, settings, tuple(cases), tuple(skipped))
 
 
-def _validated(expanded: list[tuple[str, Case]], from_a_suite: bool) -> list[Case]:
+# A case as planning made it, and the load fields its kind had no place for
+# (plan.validate.made_case), refused where validate_case refuses any other kind's field
+Made = tuple[Case, dict[str, object]]
+
+
+def _validated(expanded: list[tuple[str, Made]], from_a_suite: bool) -> list[Case]:
     """Each case (and a DDP case's 1-process twin) validated; a refusal of a suite's
     case names the entry it came from, as a refusal of the entry's own keys does."""
     cases = []
-    for where, case in expanded:
+    for where, (case, strays) in expanded:
         for each in _with_single_process_baselines([case]):
             try:
-                cases.append(validate_case(each))
+                cases.append(validate_case(each, strays))
             except UserError as exc:
                 if not from_a_suite:
                     raise
@@ -403,25 +402,20 @@ def _as_list(value: JSONValue, where: str) -> list[JSONValue]:
     return values
 
 
-def _expand(spec: SuiteSpec, request: RunRequest, from_a_suite: bool) -> list[tuple[str, Case]]:
-    """Each entry's cases, with where the entry is (for the messages that refuse one); a
-    load's field given to a case whose kind does not take it is refused here, where the
-    case is made."""
-    expanded: list[tuple[str, Case]] = []
+def _expand(spec: SuiteSpec, request: RunRequest) -> list[tuple[str, Made]]:
+    """Each entry's cases, with where the entry is (for the messages that refuse one)."""
+    expanded: list[tuple[str, Made]] = []
     for index, entry in enumerate(spec.entries):
         where = f"suite {spec.name}: cases[{index}]"
-        try:
-            cases = _expand_entry(entry, spec.settings, request, where)
-        except FieldsNotTaken as exc:
-            refusal = str(fields_not_taken(exc))
-            raise UserError(f"{where}: {refusal}" if from_a_suite else refusal) from None
-        expanded.extend((where, case) for case in cases)
+        expanded.extend(
+            (where, made) for made in _expand_entry(entry, spec.settings, request, where)
+        )
     return expanded
 
 
 def _expand_entry(
     entry: JSONObject, suite_settings: JSONObject, request: RunRequest, where: str
-) -> list[Case]:
+) -> list[Made]:
     """The cases of one suite entry: the product of its lists, filtered by the request."""
     sweep = {**entry_sweep(entry, where), **dict(request.sweeps)}  # the command line's win
     axes = itertools.product(
@@ -458,7 +452,7 @@ def _expand_entry(
             _compile_modes(entry, str(workload), str(framework), request, where), variants, loads
         ):
             cases.append(
-                Case.of(
+                made_case(dict(
                     workload=workload,
                     framework=framework,
                     compile=compile_mode,
@@ -472,8 +466,8 @@ def _expand_entry(
                     **_training_fields(str(workload), params, request),
                     **_model_fields(request),
                     **{**shared, **load},
-                )
-            )
+                ))
+            )  # fmt: skip
     return cases
 
 

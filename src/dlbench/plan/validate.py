@@ -38,7 +38,6 @@ from dlbench.spec.case import (
 from dlbench.spec.cli_options import CliOption, NumberReader, cli_options
 from dlbench.spec.loads import FieldsNotTaken
 from dlbench.spec.loop_kinds import (
-    KINDS_BY_NAME,
     LOOP_KINDS,
     WINDOWED_WORKLOADS,
     LoopKind,
@@ -72,11 +71,26 @@ def validate_settings(settings: Settings) -> Settings:
     return settings
 
 
-def validate_case(case: Case) -> Case:
-    """Check every field against the registry; return the case with its files' digests."""
+def made_case(flat: Mapping[str, object]) -> tuple[Case, dict[str, object]]:
+    """The case of these flat fields, as planning makes it: without the load fields its
+    kind's record has no place for, which come back beside it (name -> value) for
+    validate_case to refuse where it refuses any other kind's field."""
+    try:
+        return Case.of(**flat), {}
+    except FieldsNotTaken as exc:
+        case = Case.of(**{name: value for name, value in flat.items() if name not in exc.given})
+        return case, exc.given
+
+
+def validate_case(case: Case, strays: Mapping[str, object] | None = None) -> Case:
+    """Check every field against the registry; return the case with its files' digests.
+    `strays`: the load fields its kind has no place for (made_case), refused after the
+    checks every case has, as a user model's field on a kind that runs none is."""
+    strays = strays or {}
     info = framework_info(case.framework)
     workload = get_workload(case.workload)
     _hold_numbers_to_their_readers(case)  # every check below may count with them
+    _hold_strays_to_their_readers(strays)
     _validate_compile(case, info, workload)
     if case.mode not in workload.modes:
         raise UserError(
@@ -118,7 +132,7 @@ def validate_case(case: Case) -> Case:
     validate_ddp_launch(case, workload.epoch_based, info.ddp_compiles)
     _validate_framework_axes(case, info, workload)
     kind = loop_kind(case)
-    _refuse_fields_not_taken(case, kind)
+    _refuse_fields_not_taken(case, kind, strays)
     _refuse_options_of_other_kinds(case, kind)
     return kind.checks_function()(case, info)
 
@@ -132,6 +146,15 @@ def _hold_numbers_to_their_readers(record: Case | Settings) -> None:
             hold_to_reader(record.value_of(name), option, name)
         else:  # a setting, by its key in a suite
             hold_to_reader(getattr(record, name), option, option.setting_key)
+
+
+def _hold_strays_to_their_readers(strays: Mapping[str, object]) -> None:
+    """Load fields a case's kind has no place for, held to their options' readers first,
+    as every field of the case is: a value out of range says so before the refusal."""
+    options = dict(cli_options(Case))
+    for name, value in strays.items():
+        if name in options:
+            hold_to_reader(value, options[name], name)
 
 
 def hold_to_reader(value: object, option: CliOption, key: str) -> None:
@@ -159,34 +182,25 @@ def _refuse_options_of_other_kinds(case: Case, kind: LoopKind) -> None:
             )
 
 
-def _refuse_fields_not_taken(case: Case, kind: LoopKind) -> None:
-    """The fields of a part given where the case's kind of loop takes none of them
-    (spec.loop_kinds: `takes`), named with the kinds that do."""
+def _refuse_fields_not_taken(case: Case, kind: LoopKind, strays: Mapping[str, object]) -> None:
+    """The fields given where the case's kind of loop takes none of them (spec.loop_kinds:
+    `takes`): a user model's on a kind that runs none, and the load fields its kind's
+    record had no place for (`strays`), named with the kinds that do (the first field's
+    kinds, and every other given field that goes with them)."""
     given = [
         name
         for name, f in PART_FIELDS
-        if name not in kind.takes and not holds_default(case.value_of(name), field_default(f))
+        if name in strays
+        or (name not in kind.takes and not holds_default(case.value_of(name), field_default(f)))
     ]
-    if given:
-        raise not_taken(given, kind, case.workload, case.framework)
-
-
-def fields_not_taken(refused: FieldsNotTaken) -> UserError:
-    """The refusal of a load's fields given to a case whose kind has no place for them,
-    as Case.of found them (spec.loads.FieldsNotTaken)."""
-    return not_taken(refused.names, KINDS_BY_NAME[refused.kind], refused.workload,
-                     refused.framework)  # fmt: skip
-
-
-def not_taken(given: list[str], kind: LoopKind, workload: str, framework: str) -> UserError:
-    """Fields given to a case of `kind`, which takes none of them, named with the kinds
-    that do (the first field's kinds, and every other given field that goes with them)."""
+    if not given:
+        return
     hows = _kinds_taking(given[0])
     named = [_flag(name) for name in given if _kinds_taking(name) == hows]
     where = " or ".join(filter(None, (", ".join(hows[:-1]), hows[-1])))
     load = f"; its load: {kind.load_how}" if kind.load_how else ""
-    return UserError(
-        f"{options_go(named)} with {where}; {workload} on {framework} runs the "
+    raise UserError(
+        f"{options_go(named)} with {where}; {case.workload} on {case.framework} runs the "
         f"{kind.name} loop ({kind.measures}){load}"
     )
 

@@ -318,26 +318,28 @@ class Case:
         name it): a part's field where the case has that part, else its default."""
         if name in _OWN_FIELDS:
             return getattr(self, name)
+        record: UserModel | Load | None
         if name in _USER_MODEL_FIELDS:
-            record: object = self.user_model
+            record = self.user_model
         elif name in _LOAD_FIELDS:
             record = self.load
         else:
             raise AttributeError(f"a case has no field {name!r}")
-        if record is not None and name in _fields_of(type(record)):
+        if record is not None and name in _RECORD_FIELDS[type(record)]:
             return getattr(record, name)
         default = record_dict.field_default(_FLAT[name])
         return None if default is MISSING else default
 
     @property
     def is_ddp(self) -> bool:
-        """Launched by torchrun under DistributedDataParallel (--nproc N, N >= 1)."""
-        return self.kind == "ddp"
+        """Launched by torchrun under DistributedDataParallel (--nproc N, N >= 1): a case
+        of the ddp kind, the one that holds a DdpLaunch."""
+        return isinstance(self.load, DdpLaunch)
 
     @property
     def ranks(self) -> int:
         """The processes the case trains in: its DDP ranks, 1 for a plain process."""
-        return self.load.nproc if isinstance(self.load, DdpLaunch) and self.is_ddp else 1
+        return self.load.nproc if isinstance(self.load, DdpLaunch) else 1
 
     @property
     def driven_by_loadgen(self) -> bool:
@@ -454,10 +456,6 @@ _USER_MODEL_FIELDS = {f.name: f for f in fields(UserModel)}
 _LOAD_FIELDS = frozenset(_FLAT) - frozenset(_OWN_FIELDS) - frozenset(_USER_MODEL_FIELDS)
 
 
-def _fields_of(record: type) -> frozenset[str]:
-    return _RECORD_FIELDS[record]
-
-
 # the fields of each record a case may hold beside its own
 _RECORD_FIELDS = {
     record: frozenset(f.name for f in fields(record))
@@ -494,15 +492,14 @@ def _nested(flat: dict[str, Any]) -> dict[str, Any]:  # Any: each field's own ty
         return values
     kind = kind_name({**values, **load})
     record = KIND_LOADS.get(kind)
-    taken = _fields_of(record) if record is not None else frozenset()
+    taken = _RECORD_FIELDS[record] if record is not None else frozenset()
     strays = sorted(
         (name for name, value in load.items() if name not in taken
          and not record_dict.holds_default(value, record_dict.field_default(_FLAT[name]))),
         key=list(_FLAT).index,
     )  # fmt: skip
     if strays:
-        workload, framework = str(values.get("workload")), str(values.get("framework"))
-        raise FieldsNotTaken(kind, strays, workload, framework)
+        raise FieldsNotTaken(kind, {name: load[name] for name in strays})
     values["load"] = record(**{k: v for k, v in load.items() if k in taken}) if record else None
     return values
 

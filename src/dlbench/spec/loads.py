@@ -527,9 +527,10 @@ def _time_to_train_label_parts(part: Load | None) -> list[tuple[str, str]]:
 
 
 class FieldsNotTaken(ValueError):
-    """Fields of a load given to a case whose kind does not take them (planning words
-    the refusal: plan.validate)."""
+    """Fields of a load given to a case whose kind's record has no place for them, by
+    their flat names, with their values (planning refuses them, plan.validate, where it
+    refused any other kind's field, after the checks every case has)."""
 
-    def __init__(self, kind: str, names: list[str], workload: str, framework: str) -> None:
-        super().__init__(f"{', '.join(names)}: not taken by the {kind} loop")
-        self.kind, self.names, self.workload, self.framework = kind, names, workload, framework
+    def __init__(self, kind: str, given: Mapping[str, object]) -> None:
+        super().__init__(f"{', '.join(given)}: not taken by the {kind} loop")
+        self.given = dict(given)

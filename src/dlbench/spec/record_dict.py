@@ -258,12 +258,15 @@ def _union_entries(
     members: tuple[type[DataclassInstance], ...],
 ) -> tuple[tuple[str, dataclasses.Field[object], object], ...]:
     """Each key of a flattened field's members once, in the members' order; a TypeError
-    where two members give one key different types."""
+    where two members give one key different types or defaults (it is written, and read
+    back, with the first's)."""
     entries: dict[str, tuple[str, dataclasses.Field[object], object]] = {}
     for member in members:
         for name, f, hint in _flat_entries(member):
-            if name in entries and entries[name][2] != hint:
-                raise TypeError(f"{name!r}: typed {entries[name][2]!r} and {hint!r}")
+            if name in entries:
+                first = entries[name]
+                if first[2] != hint or _default(first[1]) != _default(f):
+                    raise TypeError(f"{name!r}: two members give it another type or default")
             entries.setdefault(name, (name, f, hint))
     return tuple(entries.values())
 
@@ -318,9 +321,11 @@ def _flat_entries(
 def _ordered_entries(
     record: type[DataclassInstance],
 ) -> tuple[tuple[str, dataclasses.Field[object], object], ...]:
-    """_flat_entries with each field marked WRITTEN_AFTER moved after the key it names."""
+    """_flat_entries with each of `record`'s own fields marked WRITTEN_AFTER moved after
+    the key it names (to_dict orders a record's keys so: see _moved)."""
     entries = list(_flat_entries(record))
-    for entry in [e for e in entries if e[1].metadata.get(WRITTEN_AFTER)]:
+    own = [f for f in dataclasses.fields(record) if f.metadata.get(WRITTEN_AFTER)]
+    for entry in [e for e in entries if any(e[1] is f for f in own)]:
         entries.remove(entry)
         after = [name for name, _, _ in entries].index(entry[1].metadata[WRITTEN_AFTER])
         entries.insert(after + 1, entry)
