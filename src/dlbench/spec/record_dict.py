@@ -103,7 +103,7 @@ def to_dict(record: DataclassInstance) -> JSONObject:
     data: JSONObject = {}
     _write(record, type(record), getattr(type(record), WRITES_EVERY_FIELD, False), data)
     if _moved(type(record)):
-        order = {name: index for index, (name, _) in enumerate(flat_fields(type(record)))}
+        order = _key_order(type(record))
         data = dict(sorted(data.items(), key=lambda item: order.get(item[0], len(order))))
     return data
 
@@ -330,6 +330,13 @@ def _ordered_entries(
         after = [name for name, _, _ in entries].index(entry[1].metadata[WRITTEN_AFTER])
         entries.insert(after + 1, entry)
     return tuple(entries)
+
+
+@cache
+def _key_order(record: type[DataclassInstance]) -> dict[str, int]:
+    """Each JSON key of `record` and its place (flat_fields' order), made once per record
+    type: a case's key() writes it for every comparison."""
+    return {name: index for index, (name, _) in enumerate(flat_fields(record))}
 
 
 @cache
