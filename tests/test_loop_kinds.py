@@ -13,6 +13,7 @@ from dlbench.spec import record_dict
 from dlbench.spec.case import Case
 from dlbench.spec.case_parts import DdpLaunch, TimeToTrain
 from dlbench.spec.loads import (
+    KIND_LOADS,
     FieldsNotTaken,
     ForeignServerLoad,
     GenerationServerLoad,
@@ -29,6 +30,7 @@ from dlbench.spec.loop_kinds import (
     loop_kind,
     searches_peak,
 )
+from dlbench.spec.registry import KIND_OPTIONS
 
 
 @pytest.mark.parametrize("kind", LOOP_KINDS, ids=lambda kind: kind.name)
@@ -73,8 +75,9 @@ def test_each_case_runs_the_first_kind_that_selects_it():
     assert kind_of("mlp", "onnxruntime", scenario="single-stream", loadgen=True) == "loadgen"
     assert kind_of("mlp", "onnxruntime", scenario="single-stream") == "steps"
     assert kind_of("mlp", "torch") == "steps"
-    assert [kind.name for kind in LOOP_KINDS][-1] == "steps"  # it takes any case
     assert len({kind.name for kind in LOOP_KINDS}) == len(LOOP_KINDS)
+    # every name a rule gives, a record names and an option selects has its entry
+    assert set(KIND_LOADS) | set(KIND_OPTIONS.values()) < {kind.name for kind in LOOP_KINDS}
 
 
 def test_every_field_of_a_part_is_taken_by_some_kind_and_named_by_its_how():
@@ -208,7 +211,7 @@ def test_a_kind_with_no_load_of_its_own_has_no_record():
 @pytest.mark.parametrize(
     ("workload", "mode", "refused"),
     [
-        # an earlier kind runs these cases: the option would be in the label and do nothing
+        # another kind's rule comes first: the option would be in the label and do nothing
         ("llm-tiny", "infer", "selects the ceiling loop .*; llm-tiny on torch runs the generation"),
         ("mnist-train", "train", "mnist-train on torch runs the time-to-train loop"),
         # the ceiling kind's own check, at planning rather than in the worker

@@ -170,8 +170,8 @@ def hold_to_reader(value: object, option: CliOption, key: str) -> None:
 
 def _refuse_options_of_other_kinds(case: Case, kind: LoopKind) -> None:
     """A framework option that selects a loop kind (spec.loop_kinds: `option`), on a
-    case that an earlier kind in the table runs: it would be in the case's label and
-    key, and measure nothing."""
+    case another kind runs, whose rule comes first (spec.loads.kind_name): it would be
+    in the case's label and key, and measure nothing."""
     options = dict(case.options)
     for other in LOOP_KINDS:
         if other is not kind and other.option is not None and other.option in options:

@@ -14,10 +14,11 @@ holds every name to a function of the right shape. A new loop kind is an entry h
 rule in spec.loads.kind_name (and its record, where its load has fields of its own), its
 runner's module and its checks.
 
-A kind that runs a user's model file takes that part's fields too (`user_model`); a
-load's field given to a case of a kind whose record lacks it is refused where the case
-is made (spec.loads.FieldsNotTaken), and a user model's on a kind that runs none by
-planning (plan.validate), each naming the kinds that take it. A kind's checks and
+A kind that runs a user's model file takes that part's fields too (`user_model`). A
+case holds no load field its kind's record lacks (Case.of raises spec.loads.
+FieldsNotTaken): planning makes the case without it (plan.validate.made_case) and
+refuses it, as it refuses a user model's field on a kind that runs none, after the
+checks every case has, naming the kinds that take it. A kind's checks and
 runner read its load as its record (`case_load`), and code that reads any kind's a
 group of its fields (`load_part`).
 """
