@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 from dlbench.errors import UserError
@@ -191,16 +190,10 @@ def _check_prompt(case: Case, tokenizer: str | None, seed: int) -> Turn:
     """The first turn of a conversation as the run makes them, with a salt of its own:
     the run's first prompts find no cache this one warmed (but a shared prefix the
     workload designs, as the run's warm-up warms it)."""
-    from dlbench.workloads.requests import (
-        LLM_REQUESTS,
-        RequestSet,
-        TokenizerText,
-        WordText,
-        new_salt,
-    )
+    from dlbench.workloads.requests import LLM_REQUESTS, RequestSet, new_salt, prompt_text
 
     params = LLM_REQUESTS.resolve_params("cpu", dict(case.params))
-    text = TokenizerText(Path(tokenizer)) if tokenizer else WordText()
+    text = prompt_text(tokenizer)
     return RequestSet(params, seed, text, new_salt()).conversation(0, warmup=True).turns[0]
 
 

@@ -29,7 +29,6 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, replace
 from multiprocessing.connection import Connection
-from pathlib import Path
 
 import httpx
 
@@ -78,9 +77,8 @@ from dlbench.workloads.requests import (
     Conversation,
     PromptText,
     RequestSet,
-    TokenizerText,
-    WordText,
     new_salt,
+    prompt_text,
 )
 
 # The most conversations one load may start (a closed loop at a fast server)
@@ -233,7 +231,7 @@ def client_process(job: ClientShare, share: Share, stop: StopSignal,
                    connection: Connection) -> None:  # fmt: skip
     """A client process's share of a load (worker.client_processes' target)."""
     raise_open_files()
-    requests = RequestSet(job.params, job.seed, prompt_text(job.target.load), job.salt)
+    requests = RequestSet(job.params, job.seed, load_text(job.target.load), job.salt)
     loop = asyncio.new_event_loop()
     client = client_for(job.timeout_s)
     try:
@@ -259,10 +257,10 @@ def client_for(timeout_s: float | None) -> httpx.AsyncClient:
     return httpx.AsyncClient(timeout=timeout, limits=limits, headers=auth_headers())
 
 
-def prompt_text(load: ClientLoad) -> PromptText:
-    """The text an endpoint's prompts are made of: its --tokenizer's tokens, else words."""
-    tokenizer = load.tokenizer if isinstance(load, ForeignServerLoad) else None
-    return TokenizerText(Path(tokenizer)) if tokenizer else WordText()
+def load_text(load: ClientLoad) -> PromptText:
+    """The text a load's prompts are made of: an endpoint's --tokenizer's (a served
+    engine's prompts are its workload's token ids: worker.served_engine)."""
+    return prompt_text(load.tokenizer if isinstance(load, ForeignServerLoad) else None)
 
 
 # Given the run's event loop, a future it completes once the server has exited
@@ -322,7 +320,7 @@ def run_endpoint(job: Job, settings: Settings, target: LoadTarget,
     if requests is None:
         # a salt of this process's own: no earlier run, nor another case of this one,
         # warmed a cache for its prompts (workloads.requests)
-        requests = RequestSet(job.params, job.seed, prompt_text(load), new_salt())
+        requests = RequestSet(job.params, job.seed, load_text(load), new_salt())
     raise_open_files()  # the users the plan allowed (measure.client_limits)
     budget = Budget(settings.min_time_s, settings.min_iters, MAX_CONVERSATIONS)
     setup_start = time.perf_counter()

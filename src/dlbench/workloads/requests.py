@@ -121,6 +121,12 @@ class TokenizerText:
         return len(self._tokenizer.encode(text, add_special_tokens=False).ids)
 
 
+def prompt_text(tokenizer: str | None) -> PromptText:
+    """The text an endpoint's prompts are made of: --tokenizer's tokens, else words (the
+    run's and the check before it, launch.endpoint_probe, alike)."""
+    return TokenizerText(Path(tokenizer)) if tokenizer else WordText()
+
+
 def tokenizer_file(path: Path) -> Path:
     """The tokenizer.json a --tokenizer path names: the file, or the one in its folder."""
     return path / TOKENIZER_FILE if path.is_dir() else path
