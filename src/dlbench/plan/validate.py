@@ -89,8 +89,7 @@ def validate_case(case: Case, strays: Mapping[str, object] | None = None) -> Cas
     strays = strays or {}
     info = framework_info(case.framework)
     workload = get_workload(case.workload)
-    _hold_numbers_to_their_readers(case)  # every check below may count with them
-    _hold_strays_to_their_readers(strays)
+    _hold_numbers_to_their_readers(case, strays)  # every check below may count with them
     _validate_compile(case, info, workload)
     if case.mode not in workload.modes:
         raise UserError(
@@ -137,24 +136,19 @@ def validate_case(case: Case, strays: Mapping[str, object] | None = None) -> Cas
     return kind.checks_function()(case, info)
 
 
-def _hold_numbers_to_their_readers(record: Case | Settings) -> None:
+def _hold_numbers_to_their_readers(
+    record: Case | Settings, strays: Mapping[str, object] | None = None
+) -> None:
     """A number a suite entry or a case file gives, held to its option's reader as the
     command line's text is (--ttft-ms: a number > 0), so no value skips the option's
-    rule by coming from a file."""
+    rule by coming from a file; a case's `strays` (load fields its kind has no place
+    for, refused later) too, each in its place: out of range says so first."""
     for name, option in cli_options(type(record)):
         if isinstance(record, Case):
-            hold_to_reader(record.value_of(name), option, name)
+            given = strays or {}
+            hold_to_reader(given[name] if name in given else record.value_of(name), option, name)
         else:  # a setting, by its key in a suite
             hold_to_reader(getattr(record, name), option, option.setting_key)
-
-
-def _hold_strays_to_their_readers(strays: Mapping[str, object]) -> None:
-    """Load fields a case's kind has no place for, held to their options' readers first,
-    as every field of the case is: a value out of range says so before the refusal."""
-    options = dict(cli_options(Case))
-    for name, value in strays.items():
-        if name in options:
-            hold_to_reader(value, options[name], name)
 
 
 def hold_to_reader(value: object, option: CliOption, key: str) -> None:
