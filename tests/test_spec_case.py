@@ -206,7 +206,7 @@ def test_a_part_whose_field_shares_a_json_key_with_its_parent_is_refused():
     when its keys are first listed (for Case, as spec.case is imported)."""
     with pytest.raises(TypeError, match="two fields write the JSON key 'threads'"):
         record_dict.flat_fields(_Parent)
-    assert record_dict.flattened_parts(Case)["user_model"][0].__name__ == "UserModel"
+    assert {"model", "inputs"} <= dict(record_dict.flat_fields(Case)).keys()  # Case's part
 
 
 @dataclass(frozen=True)

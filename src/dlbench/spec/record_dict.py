@@ -294,18 +294,6 @@ def _flat_hints(record: type[DataclassInstance]) -> dict[str, object]:
     return hints
 
 
-def flattened_parts(
-    record: type[DataclassInstance],
-) -> dict[str, tuple[type[DataclassInstance], ...]]:
-    """The FLATTENED fields of `record`, by name: the record types each may hold."""
-    hints = _hints(record)
-    return {
-        f.name: _members(hints[f.name])
-        for f in dataclasses.fields(record)
-        if f.metadata.get(FLATTEN)
-    }
-
-
 def _flat_entries(
     record: type[DataclassInstance],
 ) -> Iterator[tuple[str, dataclasses.Field[object], object]]:
